@@ -1,0 +1,63 @@
+#!lua
+--[[
+  A worker claims up to N fired runs of one shard: read from the consumer group and move
+  each run to running in the same atomic step. The pending entry is the lease.
+
+  KEYS[1] ready   STREAM of fired runs (group created here on first use)
+  ARGV[1] shard key base; run:<id> and job:<id> keys are built from it (same hash slot)
+  ARGV[2] consumer group
+  ARGV[3] worker id (the consumer)
+  ARGV[4] how many runs at most
+
+  Returns a flat list, 8 fields per claimed run:
+    entry id, run id, job spec JSON, scheduled_for (ms), attempt, delivery token,
+    lease deadline (ms), now (ms).
+  Entries whose run is gone or no longer scheduled are acknowledged and dropped.
+]]
+local rcall = redis.call
+local ready_key = KEYS[1]
+local base, group, worker = ARGV[1], ARGV[2], ARGV[3]
+
+local reply = redis.pcall('XREADGROUP', 'GROUP', group, worker, 'COUNT', ARGV[4],
+  'STREAMS', ready_key, '>')
+if type(reply) == 'table' and reply.err then
+  if string.find(reply.err, 'NOGROUP') then
+    rcall('XGROUP', 'CREATE', ready_key, group, '0', 'MKSTREAM')
+    reply = rcall('XREADGROUP', 'GROUP', group, worker, 'COUNT', ARGV[4],
+      'STREAMS', ready_key, '>')
+  else
+    return redis.error_reply(reply.err)
+  end
+end
+local out = {}
+if not reply then
+  return out
+end
+
+local t = rcall('TIME')
+local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local now_n = tonumber(now)
+for _, entry in ipairs(reply[1][2]) do
+  local eid, fields = entry[1], entry[2]
+  local rid = fields[2]
+  local run_key = base .. 'run:' .. rid
+  local run = rcall('HMGET', run_key, 'j', 's', 'a', 'st')
+  if run[4] ~= 'scheduled' then
+    rcall('XACK', ready_key, group, eid)
+    rcall('XDEL', ready_key, eid)
+  else
+    local job = rcall('HMGET', base .. 'job:' .. run[1], 'spec', 'lease')
+    local lease = now_n + tonumber(job[2] or '30000')
+    local token = rcall('HINCRBY', run_key, 'dt', 1)
+    rcall('HSET', run_key, 'st', 'running', 'w', worker, 'l', lease, 'b', now, 'e', eid)
+    out[#out + 1] = eid
+    out[#out + 1] = rid
+    out[#out + 1] = job[1] or ''
+    out[#out + 1] = run[2]
+    out[#out + 1] = run[3]
+    out[#out + 1] = token
+    out[#out + 1] = lease
+    out[#out + 1] = now
+  end
+end
+return out

@@ -1,0 +1,29 @@
+#!lua
+--[[
+  Delete a job: it leaves the timer and never fires again; its definition and its run
+  history stay readable (status 'deleted').
+
+  KEYS[1] job     HASH the job
+  KEYS[2] timer   ZSET job_id -> next fire (ms)
+  ARGV[1] job id
+  ARGV[2] wake channel
+  ARGV[3] shard number
+
+  Returns {1, now_ms}; {-1} no such job; {-2} already deleted.
+]]
+local rcall = redis.call
+local job_key, timer_key = KEYS[1], KEYS[2]
+local status = rcall('HGET', job_key, 'status')
+if not status then
+  return {-1}
+end
+if status == 'deleted' then
+  return {-2}
+end
+local t = rcall('TIME')
+local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+rcall('HSET', job_key, 'status', 'deleted', 'updated', now)
+rcall('HINCRBY', job_key, 'version', 1)
+rcall('ZREM', timer_key, ARGV[1])
+rcall('PUBLISH', ARGV[2], ARGV[3])
+return {1, now}

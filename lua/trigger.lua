@@ -1,0 +1,34 @@
+#!lua
+--[[
+  Manual trigger: create a run of a job now, bypassing its schedule.
+
+  KEYS[1] job     HASH the job
+  KEYS[2] ready   STREAM of fired runs
+  ARGV[1] shard key base; run:<id> and runs:<job> are built from it (same hash slot)
+  ARGV[2] job id
+  ARGV[3] ready channel
+  ARGV[4] shard number
+
+  Returns {1, run_id, now_ms}; {-1} when the job does not exist; {-2} when it is deleted.
+  Run ids are <job>:t<n>:1 with n the job's trigger count, so two triggers in the same
+  millisecond are two runs.
+]]
+local rcall = redis.call
+local job_key, ready_key = KEYS[1], KEYS[2]
+local base, job = ARGV[1], ARGV[2]
+local status = rcall('HGET', job_key, 'status')
+if not status then
+  return {-1}
+end
+if status == 'deleted' then
+  return {-2}
+end
+local t = rcall('TIME')
+local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local n = rcall('HINCRBY', job_key, 'triggers', 1)
+local rid = job .. ':t' .. n .. ':1'
+rcall('HSET', base .. 'run:' .. rid, 'j', job, 's', now, 'a', 1, 'st', 'scheduled', 'c', now, 'm', 1)
+rcall('ZADD', base .. 'runs:' .. job, now, rid)
+rcall('XADD', ready_key, '*', 'r', rid)
+rcall('PUBLISH', ARGV[3], ARGV[4])
+return {1, rid, now}

@@ -1,0 +1,54 @@
+"""shardsched: a distributed cron and DAG scheduler, sharded trio actors on Redis."""
+
+from shardsched.errors import (
+    ConflictError,
+    JobDeleted,
+    JobNotFound,
+    NotFoundError,
+    RunNotFound,
+    ShardschedError,
+    ValidationError,
+)
+from shardsched.models import (
+    CronSchedule,
+    IntervalSchedule,
+    Job,
+    JobPatch,
+    JobSpec,
+    OnceSchedule,
+    RetryPolicy,
+    Run,
+    RunState,
+)
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    # The SDK pulls in redis-py; service processes that never use it don't pay for it.
+    if name == "Client":
+        from shardsched.sdk import Client
+
+        return Client
+    raise AttributeError(name)
+
+
+__all__ = [
+    "Client",
+    "ConflictError",
+    "CronSchedule",
+    "IntervalSchedule",
+    "Job",
+    "JobDeleted",
+    "JobNotFound",
+    "JobPatch",
+    "JobSpec",
+    "NotFoundError",
+    "OnceSchedule",
+    "RetryPolicy",
+    "Run",
+    "RunNotFound",
+    "RunState",
+    "ShardschedError",
+    "ValidationError",
+]

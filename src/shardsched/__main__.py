@@ -1,0 +1,3 @@
+from shardsched.cli import main
+
+main()

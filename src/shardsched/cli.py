@@ -1,0 +1,129 @@
+"""The ``shardsched`` command line. Flags of DESIGN §4 are a contract: add, never rename."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from shardsched.keys import DEFAULT_NAMESPACE
+
+
+def _redis_flag(p: argparse.ArgumentParser, required: bool = True) -> None:
+    env = os.environ.get("SHARDSCHED_REDIS_URL")
+    p.add_argument(
+        "--redis",
+        default=env,
+        required=required and env is None,
+        metavar="URL",
+        help="redis://[user:password@]host:port[/db] (or SHARDSCHED_REDIS_URL)",
+    )
+    p.add_argument(
+        "--namespace",
+        default=os.environ.get("SHARDSCHED_NAMESPACE", DEFAULT_NAMESPACE),
+        help="key prefix of this deployment in Redis (default %(default)s)",
+    )
+    p.add_argument("--log-level", default="WARNING", help="DEBUG, INFO, WARNING, ERROR")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="shardsched", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    dev = sub.add_parser("dev", help="everything in one process tree on an embedded redis-server")
+    dev.add_argument("--http", default="127.0.0.1:8080", metavar="HOST:PORT")
+    dev.add_argument("--data-dir", default=".shardsched")
+    _redis_flag(dev, required=False)
+    dev.add_argument("--shards", type=int, default=None)
+    dev.add_argument("--workers", type=int, default=1)
+    dev.add_argument("--concurrency", type=int, default=16)
+
+    node = sub.add_parser("node", help="shard actors (and the HTTP API unless --no-http)")
+    _redis_flag(node)
+    group = node.add_mutually_exclusive_group()
+    group.add_argument("--http", default=None, metavar="HOST:PORT")
+    group.add_argument("--no-http", action="store_true")
+    node.add_argument("--node-id", default=None)
+    node.add_argument("--shards", type=int, default=None)
+    node.add_argument("--lease-ttl", type=float, default=5.0, help="seconds (default 5)")
+    node.add_argument("--renew-every", type=float, default=1.5, help="seconds (default 1.5)")
+    node.add_argument("--allow-eviction", action="store_true")
+
+    worker = sub.add_parser("worker", help="claim and execute runs")
+    _redis_flag(worker)
+    worker.add_argument("--concurrency", type=int, default=16)
+    worker.add_argument("--worker-id", default=None)
+
+    router = sub.add_parser("router", help="the stateless HTTP API")
+    _redis_flag(router)
+    router.add_argument("--http", required=True, metavar="HOST:PORT")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if getattr(args, "concurrency", 1) < 1 or getattr(args, "workers", 0) < 0:
+        sys.exit("shardsched: --concurrency must be >= 1 and --workers >= 0")
+    if getattr(args, "shards", None) is not None and not 1 <= args.shards <= 16384:
+        sys.exit("shardsched: --shards must be in 1..16384")
+    if args.redis is not None:
+        from shardsched.redis import RedisURL
+
+        try:
+            RedisURL.parse(args.redis)
+        except ValueError as exc:
+            sys.exit(f"shardsched: --redis: {exc}")
+    from shardsched import service
+
+    if args.command == "dev":
+        from shardsched import dev
+
+        dev.main(args)
+        return
+    if args.command == "node":
+        http = None if args.no_http else args.http
+
+        async def node(task_status):  # type: ignore[no-untyped-def]
+            redis, dep = await service.open_redis(args.redis, args.namespace, args.shards)
+            await service.check_redis_config(redis, args.allow_eviction)
+            await service.run_node(
+                redis,
+                dep,
+                http=http,
+                node_id=args.node_id,
+                lease_ttl_s=args.lease_ttl,
+                renew_every_s=args.renew_every,
+                task_status=task_status,
+            )
+
+        service.run_until_signal(node, lambda binds: f"node ready {' '.join(binds)}".strip())
+    elif args.command == "worker":
+
+        async def worker(task_status):  # type: ignore[no-untyped-def]
+            redis, dep = await service.open_redis(args.redis, args.namespace, None)
+            await service.run_worker(
+                redis,
+                dep,
+                worker_id=args.worker_id,
+                concurrency=args.concurrency,
+                task_status=task_status,
+            )
+
+        service.run_until_signal(worker, lambda _: "worker ready")
+    elif args.command == "router":
+
+        async def router(task_status):  # type: ignore[no-untyped-def]
+            redis, dep = await service.open_redis(args.redis, args.namespace, None)
+            await service.run_router(redis, dep, http=args.http, task_status=task_status)
+
+        service.run_until_signal(router, lambda binds: f"router ready {' '.join(binds)}")
+
+
+if __name__ == "__main__":
+    main()

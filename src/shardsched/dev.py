@@ -1,0 +1,174 @@
+"""``shardsched dev``: everything in one command, on an embedded redis-server.
+
+Starts redis-server in the data dir (AOF on with fsync always, noeviction, loopback only)
+unless ``--redis`` is given, one node owning every shard with the HTTP API, and
+``--workers`` worker processes. Every child is started with a parent-death signal, and
+Ctrl-C / SIGTERM stops them all, so nothing is left behind either way.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import trio
+
+from shardsched import service
+from shardsched.errors import ConfigError
+from shardsched.redis import Redis, RedisConnectionError
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """preexec_fn: the child gets SIGTERM when its parent dies, even by SIGKILL (Linux)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def redis_server_args(port: int, data_dir: Path, fsync: str = "always") -> list[str]:
+    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+    args = [
+        binary,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--protected-mode",
+        "yes",
+        "--dir",
+        str(data_dir),
+        "--maxmemory-policy",
+        "noeviction",
+        "--save",
+        "",
+        "--daemonize",
+        "no",
+        "--logfile",
+        str(data_dir / "redis.log"),
+    ]
+    if fsync == "off":
+        args += ["--appendonly", "no"]
+    else:
+        args += ["--appendonly", "yes", "--appendfsync", fsync]
+    return args
+
+
+async def wait_for_redis(url: str, timeout: float = 10.0) -> None:
+    redis = Redis(url, size=1, retry_for=timeout)
+    try:
+        await redis.execute("PING")
+    finally:
+        await redis.aclose()
+
+
+async def stop_process(proc: trio.Process, grace: float = 5.0) -> None:
+    """SIGTERM, wait up to ``grace``, then SIGKILL; shielded so it runs during cancellation."""
+    with trio.CancelScope(shield=True):
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            with trio.move_on_after(grace):
+                await proc.wait()
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def spawn(args: Sequence[str], **kwargs: object) -> trio.Process:
+    return await trio.lowlevel.open_process(list(args), preexec_fn=die_with_parent, **kwargs)
+
+
+async def run_dev(
+    *,
+    http: str,
+    data_dir: Path,
+    redis_url: str | None,
+    shards: int | None,
+    workers: int,
+    concurrency: int,
+    namespace: str,
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    children: list[trio.Process] = []
+    redis_proc: trio.Process | None = None
+    try:
+        if redis_url is None:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            port = free_port()
+            redis_proc = await spawn(
+                redis_server_args(port, data_dir.resolve()), stdout=subprocess.DEVNULL
+            )
+            redis_url = f"redis://127.0.0.1:{port}/0"
+            try:
+                await wait_for_redis(redis_url)
+            except RedisConnectionError as exc:
+                raise ConfigError(
+                    f"embedded redis-server did not start (see {data_dir / 'redis.log'}): {exc}"
+                ) from None
+        redis, dep = await service.open_redis(redis_url, namespace, shards)
+        await service.check_redis_config(redis, allow_eviction=False)
+        for i in range(workers):
+            children.append(
+                await spawn(
+                    [
+                        sys.executable,
+                        "-m",
+                        "shardsched",
+                        "worker",
+                        "--redis",
+                        redis_url,
+                        "--namespace",
+                        namespace,
+                        "--concurrency",
+                        str(concurrency),
+                        "--worker-id",
+                        f"dev-worker-{i + 1}",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                )
+            )
+        async with trio.open_nursery() as nursery:
+            binds = await nursery.start(
+                lambda task_status: service.run_node(
+                    redis, dep, http=http, node_id="dev-node", task_status=task_status
+                )
+            )
+            api = binds[0] if binds else f"http://{http}"
+            task_status.started(f"shardsched dev ready: API {api}/api/v1  (redis {redis_url})")
+    finally:
+        for child in children:
+            await stop_process(child)
+        if redis_proc is not None:
+            await stop_process(redis_proc, grace=10.0)
+
+
+def main(args: object) -> None:
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    service.run_until_signal(
+        lambda task_status: run_dev(
+            http=args.http,  # type: ignore[attr-defined]
+            data_dir=Path(args.data_dir),  # type: ignore[attr-defined]
+            redis_url=args.redis,  # type: ignore[attr-defined]
+            shards=args.shards,  # type: ignore[attr-defined]
+            workers=args.workers,  # type: ignore[attr-defined]
+            concurrency=args.concurrency,  # type: ignore[attr-defined]
+            namespace=args.namespace,  # type: ignore[attr-defined]
+            task_status=task_status,
+        ),
+        lambda line: line,
+    )

@@ -1,0 +1,52 @@
+"""The exceptions shardsched raises; one root so callers can catch everything of ours."""
+
+from __future__ import annotations
+
+
+class ShardschedError(Exception):
+    """Root of every error raised by shardsched."""
+
+
+class ValidationError(ShardschedError, ValueError):
+    """Raised when a job, schedule or request body is invalid; ``field`` is its $.path."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class NotFoundError(ShardschedError, LookupError):
+    """Raised when a job, run or DAG does not exist."""
+
+
+class JobNotFound(NotFoundError):
+    """Raised when no job has the given id."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"job {job_id!r} not found")
+        self.job_id = job_id
+
+
+class RunNotFound(NotFoundError):
+    """Raised when no run has the given id."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"run {run_id!r} not found")
+        self.run_id = run_id
+
+
+class ConflictError(ShardschedError):
+    """Raised when the request conflicts with the current state (a deleted job, a race)."""
+
+
+class JobDeleted(ConflictError):
+    """Raised when changing or triggering a job that was deleted."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"job {job_id!r} is deleted")
+        self.job_id = job_id
+
+
+class ConfigError(ShardschedError):
+    """Raised when the deployment is misconfigured (shard count, Redis settings)."""

@@ -1,0 +1,132 @@
+"""Every Redis key name, and the id → shard mapping (DESIGN §1).
+
+All keys of shard k carry the hash tag ``{k}`` so one Lua call touches one hash slot (Redis
+Cluster safe). Keys a script builds itself start with the shard's :attr:`ShardKeys.base`,
+which carries the same tag. Global keys are tagged ``{g}``. No other module formats a key.
+"""
+
+from __future__ import annotations
+
+import secrets
+import zlib
+from dataclasses import dataclass
+from functools import lru_cache
+
+DEFAULT_NAMESPACE = "ss"
+DEFAULT_SHARDS = 64
+CONSUMER_GROUP = "workers"
+
+
+def shard_key(any_id: str) -> str:
+    """The part of a job, DAG or run id that decides its shard.
+
+    A DAG task's job id is ``<dag_id>.<task>`` and a run id ``<job_id>:<tick>:<attempt>``;
+    both hash by the part before the first ``.`` or ``:``, the way Redis hash tags work.
+    """
+    cut = len(any_id)
+    for sep in (".", ":"):
+        i = any_id.find(sep)
+        if 0 < i < cut:
+            cut = i
+    return any_id[:cut]
+
+
+def shard_of(any_id: str, n_shards: int) -> int:
+    return zlib.crc32(shard_key(any_id).encode()) % n_shards
+
+
+def new_job_id() -> str:
+    return "job_" + secrets.token_hex(6)
+
+
+def run_id(job_id: str, scheduled_ms: int, attempt: int) -> str:
+    """The deterministic id of a scheduled firing; creating it twice is the dedupe."""
+    return f"{job_id}:{scheduled_ms}:{attempt}"
+
+
+def job_of_run(rid: str) -> str:
+    return rid.split(":", 1)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class ShardKeys:
+    """The keys of one shard."""
+
+    namespace: str
+    shard: int
+
+    @property
+    def base(self) -> str:
+        """Prefix of every key of this shard; Lua scripts append ``job:<id>``, ``run:<id>``…"""
+        return f"{self.namespace}:{{{self.shard}}}:"
+
+    @property
+    def timer(self) -> str:
+        """ZSET job_id → next fire (ms): the durable record of what should fire."""
+        return self.base + "timer"
+
+    @property
+    def ready(self) -> str:
+        """STREAM of fired runs, consumed by the ``workers`` group; a pending entry is a lease."""
+        return self.base + "ready"
+
+    @property
+    def jobs(self) -> str:
+        """ZSET job_id → creation (ms): every job of the shard, deleted ones included."""
+        return self.base + "jobs"
+
+    @property
+    def owner(self) -> str:
+        """STRING node id with a PX expiry: the shard owner's lease."""
+        return self.base + "owner"
+
+    @property
+    def epoch(self) -> str:
+        """STRING integer, incremented by every acquisition: the fencing token."""
+        return self.base + "epoch"
+
+    @property
+    def stats(self) -> str:
+        """HASH counters of the shard (refused stale writes, …)."""
+        return self.base + "stats"
+
+    def job(self, job_id: str) -> str:
+        """HASH the job: spec JSON, schedule JSON, status, times, version."""
+        return self.base + "job:" + job_id
+
+    def run(self, rid: str) -> str:
+        """HASH one run record."""
+        return self.base + "run:" + rid
+
+    def runs_of(self, job_id: str) -> str:
+        """ZSET run_id → scheduled_for (ms): a job's run history."""
+        return self.base + "runs:" + job_id
+
+    def output(self, rid: str) -> str:
+        """STRING the last 64 KiB a run printed."""
+        return self.base + "out:" + rid
+
+
+@dataclass(frozen=True, slots=True)
+class GlobalKeys:
+    namespace: str
+
+    @property
+    def meta(self) -> str:
+        """HASH deployment facts: the shard count fixed at first start."""
+        return f"{self.namespace}:{{g}}:meta"
+
+    @property
+    def wake_channel(self) -> str:
+        """Pub/sub channel: a shard's timer changed (payload: shard number)."""
+        return f"{self.namespace}:wake"
+
+    @property
+    def ready_channel(self) -> str:
+        """Pub/sub channel: a shard's ready stream got runs (payload: shard number)."""
+        return f"{self.namespace}:ready"
+
+
+@lru_cache(maxsize=4096)
+def shard_keys(namespace: str, shard: int) -> ShardKeys:
+    return ShardKeys(namespace, shard)

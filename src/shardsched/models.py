@@ -1,0 +1,232 @@
+"""The one definition of a job, a schedule and a run.
+
+These msgspec Structs are what the HTTP API decodes, what the SDK returns and what the Lua
+boundary stores (as compact JSON). Validation that msgspec cannot express on its own (cron
+syntax, time-zone names) lives in :func:`validate_spec`, which raises the same
+:class:`msgspec.ValidationError` with a ``$.path`` so every surface reports the field alike.
+
+Persisted Structs evolve by adding fields with defaults; nothing is reordered.
+"""
+
+from __future__ import annotations
+
+import enum
+import zoneinfo
+from datetime import datetime
+from typing import Annotated
+
+import msgspec
+
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+Command = Annotated[str, msgspec.Meta(min_length=1, max_length=65536)]
+PositiveSeconds = Annotated[float, msgspec.Meta(gt=0, le=366 * 86400)]
+AwareDatetime = Annotated[datetime, msgspec.Meta(tz=True)]
+
+
+class CronSchedule(msgspec.Struct, tag="cron", tag_field="type", forbid_unknown_fields=True):
+    """A 5-field cron expression evaluated on the wall clock of ``timezone``."""
+
+    expression: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    timezone: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] = "UTC"
+
+
+class IntervalSchedule(
+    msgspec.Struct, tag="interval", tag_field="type", forbid_unknown_fields=True
+):
+    """Every ``every_s`` seconds, counted from the job's creation (or ``start_at``)."""
+
+    every_s: PositiveSeconds
+    start_at: AwareDatetime | None = None
+
+
+class OnceSchedule(msgspec.Struct, tag="once", tag_field="type", forbid_unknown_fields=True):
+    """A single firing at ``at`` (RFC 3339 with an offset); a past ``at`` fires at once."""
+
+    at: AwareDatetime
+
+
+Schedule = CronSchedule | IntervalSchedule | OnceSchedule
+
+
+class Backoff(enum.StrEnum):
+    """How the delay before the next attempt grows."""
+
+    FIXED = "fixed"  #: always base_s
+    EXPONENTIAL = "exponential"  #: base_s * 2**(attempt-1), capped by max_s
+
+
+class RetryPolicy(msgspec.Struct, forbid_unknown_fields=True):
+    max_attempts: Annotated[int, msgspec.Meta(ge=1, le=100)] = 1
+    backoff: Backoff = Backoff.EXPONENTIAL
+    base_s: Annotated[float, msgspec.Meta(ge=0, le=86400)] = 30.0
+    max_s: Annotated[float, msgspec.Meta(ge=0, le=7 * 86400)] = 3600.0
+    jitter: bool = True
+
+
+class Catchup(enum.StrEnum):
+    """What a new owner does with ticks that passed while nobody fired them."""
+
+    ALL = "all"  #: fire every missed tick
+    LATEST = "latest"  #: fire only the latest missed tick, record the rest skipped
+    NONE = "none"  #: fire none of the missed ticks past misfire_grace_s
+
+
+class Overlap(enum.StrEnum):
+    """What a tick does when a run of the same job is still active."""
+
+    ALLOW = "allow"  #: run concurrently
+    FORBID = "forbid"  #: record the new tick skipped
+    REPLACE = "replace"  #: cancel the active run, start the new one
+
+
+class JobStatus(enum.StrEnum):
+    ACTIVE = "active"
+    PAUSED = "paused"
+    DELETED = "deleted"
+
+
+class RunState(enum.StrEnum):
+    """The run state machine of DESIGN §3."""
+
+    SCHEDULED = "scheduled"
+    CLAIMED = "claimed"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    RETRYING = "retrying"
+    DEAD_LETTER = "dead_letter"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+
+
+TERMINAL_STATES = frozenset(
+    {
+        RunState.SUCCEEDED,
+        RunState.FAILED,
+        RunState.DEAD_LETTER,
+        RunState.SKIPPED,
+        RunState.CANCELLED,
+    }
+)
+
+
+class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """What a user registers: the body of ``POST /api/v1/jobs``."""
+
+    name: Name
+    schedule: Schedule
+    command: Command
+    timeout_s: PositiveSeconds = 3600.0
+    retry_policy: RetryPolicy = msgspec.field(default_factory=RetryPolicy)
+    depends_on: list[Name] = msgspec.field(default_factory=list)
+    catchup: Catchup = Catchup.ALL
+    misfire_grace_s: Annotated[float, msgspec.Meta(ge=0)] = 60.0
+    overlap: Overlap = Overlap.ALLOW
+    lease_s: Annotated[float, msgspec.Meta(ge=1, le=3600)] = 30.0
+
+
+class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """The body of ``PATCH /api/v1/jobs/{id}``: any subset of the spec, or a status change."""
+
+    name: Name | None = None
+    schedule: Schedule | None = None
+    command: Command | None = None
+    timeout_s: PositiveSeconds | None = None
+    retry_policy: RetryPolicy | None = None
+    depends_on: list[Name] | None = None
+    catchup: Catchup | None = None
+    misfire_grace_s: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    overlap: Overlap | None = None
+    lease_s: Annotated[float, msgspec.Meta(ge=1, le=3600)] | None = None
+    status: JobStatus | None = None
+
+
+class Job(msgspec.Struct, kw_only=True):
+    """A registered job as the API answers it."""
+
+    job_id: str
+    name: str
+    schedule: Schedule
+    command: str
+    timeout_s: float
+    retry_policy: RetryPolicy
+    depends_on: list[str]
+    catchup: Catchup
+    misfire_grace_s: float
+    overlap: Overlap
+    lease_s: float
+    status: JobStatus
+    next_run_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    version: int
+    shard: int
+
+
+class JobCreated(msgspec.Struct):
+    """The seed's create answer."""
+
+    job_id: str
+    next_run_at: datetime | None
+
+
+class Run(msgspec.Struct, kw_only=True):
+    """One run record of the ledger."""
+
+    run_id: str
+    job_id: str
+    dag_run_id: str | None = None
+    scheduled_for: datetime
+    state: RunState
+    attempt: int
+    claimed_by: str | None = None
+    lease_expires_at: datetime | None = None
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+
+
+class RunList(msgspec.Struct):
+    runs: list[Run]
+
+
+class RunOutput(msgspec.Struct):
+    run_id: str
+    output: str
+    truncated: bool
+
+
+class Triggered(msgspec.Struct):
+    run_id: str
+    scheduled_for: datetime
+
+
+def validate_schedule(schedule: Schedule, path: str = "$.schedule") -> None:
+    """Check what msgspec cannot: cron syntax and the time-zone name.
+
+    Raises msgspec.ValidationError naming the field.
+    """
+    if isinstance(schedule, CronSchedule):
+        from shardsched.shard.cron import parse_cron
+
+        try:
+            parse_cron(schedule.expression)
+        except ValueError as exc:
+            raise msgspec.ValidationError(f"{exc} - at `{path}.expression`") from None
+        try:
+            zoneinfo.ZoneInfo(schedule.timezone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise msgspec.ValidationError(
+                f"Unknown time zone {schedule.timezone!r} - at `{path}.timezone`"
+            ) from None
+
+
+def validate_spec(spec: JobSpec) -> JobSpec:
+    """Validate a decoded spec beyond its types; returns it for chaining."""
+    validate_schedule(spec.schedule)
+    rp = spec.retry_policy
+    if rp.max_s < rp.base_s:
+        raise msgspec.ValidationError("max_s must be >= base_s - at `$.retry_policy.max_s`")
+    return spec

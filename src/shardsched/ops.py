@@ -1,0 +1,372 @@
+"""The client operations (register, read, change, trigger), written once, free of I/O.
+
+Each operation is a generator that yields a batch of :class:`Call` (one round trip,
+pipelined) and receives the list of replies; its return value is the result. The router
+drives them on the trio connection (:func:`drive_async`), the SDK on redis-py
+(``shardsched.sdk``): one definition of what a job is in Redis, the same Lua scripts on both
+paths, and nothing to keep in sync.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from shardsched import keys as k
+from shardsched.errors import (
+    ConfigError,
+    JobDeleted,
+    JobNotFound,
+    RunNotFound,
+    ShardschedError,
+)
+from shardsched.models import (
+    Job,
+    JobCreated,
+    JobPatch,
+    JobSpec,
+    JobStatus,
+    Run,
+    RunOutput,
+    Triggered,
+    validate_spec,
+)
+from shardsched.shard.cron import first_fire_ms, from_ms
+
+if TYPE_CHECKING:
+    from shardsched.redis import Redis
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One command (``script`` is None) or one Lua script call, for a pipeline."""
+
+    args: tuple[Any, ...]
+    script: str | None = None
+    keys: tuple[str, ...] = ()
+
+
+class ScriptReplyError(ShardschedError):
+    """Raised when Redis answers one of our calls with an error reply."""
+
+
+Op = Generator[list[Call], list[Any], Any]
+
+_spec_encoder = msgspec.json.Encoder()
+_spec_decoder = msgspec.json.Decoder(JobSpec)
+_RUN_FIELDS = ("j", "s", "a", "st", "c", "w", "l", "b", "f", "x", "r", "d")
+OUTPUT_LIMIT = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    """Where a deployment's keys live: its namespace and shard count."""
+
+    namespace: str = k.DEFAULT_NAMESPACE
+    n_shards: int = k.DEFAULT_SHARDS
+
+    def keys_for(self, any_id: str) -> k.ShardKeys:
+        return k.shard_keys(self.namespace, k.shard_of(any_id, self.n_shards))
+
+    def shard(self, n: int) -> k.ShardKeys:
+        return k.shard_keys(self.namespace, n)
+
+    @property
+    def globals(self) -> k.GlobalKeys:
+        return k.GlobalKeys(self.namespace)
+
+
+def _check(reply: Any) -> Any:
+    if isinstance(reply, Exception):
+        raise ScriptReplyError(str(reply))
+    return reply
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if value is None or value == b"" else value.decode()
+
+
+def _opt_ms(value: bytes | None) -> Any:
+    return None if value is None or value == b"" else from_ms(int(value))
+
+
+def open_deployment(namespace: str, n_shards: int | None) -> Op:
+    """Read the deployment's shard count, fixing it at first start.
+
+    ``n_shards=None`` accepts whatever is stored (or the default for a new deployment);
+    otherwise a mismatch raises ConfigError: a node started with another N refuses to run.
+    """
+    meta = k.GlobalKeys(namespace).meta
+    want = n_shards or k.DEFAULT_SHARDS
+    replies = yield [Call(("HSETNX", meta, "shards", want)), Call(("HGET", meta, "shards"))]
+    stored = int(_check(replies[1]))
+    if n_shards is not None and stored != n_shards:
+        raise ConfigError(
+            f"this deployment has {stored} shards (fixed at first start); "
+            f"refusing --shards {n_shards}"
+        )
+    return Deployment(namespace, stored)
+
+
+def _register_call(dep: Deployment, job_id: str, spec: JobSpec, first: int | None) -> Call:
+    sk = dep.keys_for(job_id)
+    return Call(
+        (
+            job_id,
+            _spec_encoder.encode(spec),
+            _spec_encoder.encode(spec.schedule),
+            "" if first is None else first,
+            round(spec.lease_s * 1000),
+            dep.globals.wake_channel,
+            sk.shard,
+        ),
+        script="register_job",
+        keys=(sk.job(job_id), sk.timer, sk.jobs),
+    )
+
+
+def create_jobs(dep: Deployment, specs: Sequence[JobSpec]) -> Op:
+    """Register jobs (validated first: an invalid one writes nothing); returns JobCreated list."""
+    for spec in specs:
+        validate_spec(spec)
+    (now,) = yield [Call(("TIME",))]
+    now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+    plan = [(k.new_job_id(), spec, first_fire_ms(spec.schedule, now_ms)) for spec in specs]
+    replies = yield [_register_call(dep, jid, spec, first) for jid, spec, first in plan]
+    created = []
+    for (jid, _spec, first), reply in zip(plan, replies, strict=True):
+        if _check(reply)[0] != 1:  # a 48-bit random id collided: vanishingly rare
+            raise ShardschedError(f"job id {jid} already exists")
+        created.append(
+            JobCreated(job_id=jid, next_run_at=None if first is None else from_ms(first))
+        )
+    return created
+
+
+def create_job(dep: Deployment, spec: JobSpec) -> Op:
+    (created,) = yield from create_jobs(dep, [spec])
+    return created
+
+
+def _read_job(dep: Deployment, job_id: str) -> Op:
+    sk = dep.keys_for(job_id)
+    job_fields, score = yield [
+        Call(("HMGET", sk.job(job_id), "spec", "status", "created", "updated", "version")),
+        Call(("ZSCORE", sk.timer, job_id)),
+    ]
+    spec_raw, status, created, updated, version = _check(job_fields)
+    if spec_raw is None:
+        raise JobNotFound(job_id)
+    spec = _spec_decoder.decode(spec_raw)
+    score = _check(score)
+    return Job(
+        job_id=job_id,
+        name=spec.name,
+        schedule=spec.schedule,
+        command=spec.command,
+        timeout_s=spec.timeout_s,
+        retry_policy=spec.retry_policy,
+        depends_on=spec.depends_on,
+        catchup=spec.catchup,
+        misfire_grace_s=spec.misfire_grace_s,
+        overlap=spec.overlap,
+        lease_s=spec.lease_s,
+        status=JobStatus(status.decode()),
+        next_run_at=None if score is None else from_ms(int(float(score))),
+        created_at=from_ms(int(created)),
+        updated_at=from_ms(int(updated)),
+        version=int(version),
+        shard=sk.shard,
+    )
+
+
+def get_job(dep: Deployment, job_id: str) -> Op:
+    return (yield from _read_job(dep, job_id))
+
+
+def _spec_of(job: Job) -> JobSpec:
+    return JobSpec(
+        name=job.name,
+        schedule=job.schedule,
+        command=job.command,
+        timeout_s=job.timeout_s,
+        retry_policy=job.retry_policy,
+        depends_on=job.depends_on,
+        catchup=job.catchup,
+        misfire_grace_s=job.misfire_grace_s,
+        overlap=job.overlap,
+        lease_s=job.lease_s,
+    )
+
+
+def patch_job(dep: Deployment, job_id: str, patch: JobPatch) -> Op:
+    """Change a job's definition or status; returns the updated Job.
+
+    A new schedule, or a resume, re-scores the timer from the server's clock now; pause
+    removes the timer entry. Concurrent patches are serialised by the job's version.
+    """
+    if patch.status == JobStatus.DELETED:
+        raise msgspec.ValidationError("use DELETE to delete a job - at `$.status`")
+    for _attempt in range(16):
+        job = yield from _read_job(dep, job_id)
+        if job.status == JobStatus.DELETED:
+            raise JobDeleted(job_id)
+        changes = {f: getattr(patch, f) for f in patch.__struct_fields__ if f != "status"}
+        changes = {f: v for f, v in changes.items() if v is not None}
+        spec = msgspec.structs.replace(_spec_of(job), **changes)
+        validate_spec(spec)
+        status = patch.status or job.status
+        (now,) = yield [Call(("TIME",))]
+        now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+        next_fire: int | str
+        if status == JobStatus.PAUSED:
+            next_fire = ""
+        elif "schedule" in changes or job.status == JobStatus.PAUSED:
+            first = first_fire_ms(spec.schedule, now_ms)
+            next_fire = "" if first is None else first
+        else:
+            next_fire = "="
+        sk = dep.keys_for(job_id)
+        (reply,) = yield [
+            Call(
+                (
+                    job_id,
+                    job.version,
+                    _spec_encoder.encode(spec),
+                    _spec_encoder.encode(spec.schedule),
+                    status.value,
+                    next_fire,
+                    round(spec.lease_s * 1000),
+                    dep.globals.wake_channel,
+                    sk.shard,
+                ),
+                script="update_job",
+                keys=(sk.job(job_id), sk.timer),
+            )
+        ]
+        code = _check(reply)[0]
+        if code == -1:
+            raise JobNotFound(job_id)
+        if code == -2:
+            raise JobDeleted(job_id)
+        if code == 1:
+            return (yield from _read_job(dep, job_id))
+    raise ShardschedError(f"job {job_id!r} is being changed concurrently; try again")
+
+
+def delete_job(dep: Deployment, job_id: str) -> Op:
+    """Delete a job, keeping its definition and runs readable; returns the deleted Job."""
+    sk = dep.keys_for(job_id)
+    (reply,) = yield [
+        Call(
+            (job_id, dep.globals.wake_channel, sk.shard),
+            script="delete_job",
+            keys=(sk.job(job_id), sk.timer),
+        )
+    ]
+    code = _check(reply)[0]
+    if code == -1:
+        raise JobNotFound(job_id)
+    if code == -2:
+        raise JobDeleted(job_id)
+    return (yield from _read_job(dep, job_id))
+
+
+def trigger(dep: Deployment, job_id: str) -> Op:
+    """Create a run of the job now, whatever its schedule; returns Triggered."""
+    sk = dep.keys_for(job_id)
+    (reply,) = yield [
+        Call(
+            (sk.base, job_id, dep.globals.ready_channel, sk.shard),
+            script="trigger",
+            keys=(sk.job(job_id), sk.ready),
+        )
+    ]
+    reply = _check(reply)
+    if reply[0] == -1:
+        raise JobNotFound(job_id)
+    if reply[0] == -2:
+        raise JobDeleted(job_id)
+    return Triggered(run_id=reply[1].decode(), scheduled_for=from_ms(int(reply[2])))
+
+
+def _run_from_fields(rid: str, fields: list[bytes | None]) -> Run:
+    j, s, a, st, c, w, lease, b, f, x, r, d = fields
+    return Run(
+        run_id=rid,
+        job_id=j.decode(),
+        dag_run_id=_text(d),
+        scheduled_for=from_ms(int(s)),
+        state=st.decode(),
+        attempt=int(a),
+        claimed_by=_text(w),
+        lease_expires_at=_opt_ms(lease),
+        created_at=from_ms(int(c)),
+        started_at=_opt_ms(b),
+        finished_at=_opt_ms(f),
+        exit_code=None if not x else int(x),
+        reason=_text(r),
+    )
+
+
+def get_run(dep: Deployment, rid: str) -> Op:
+    sk = dep.keys_for(rid)
+    (fields,) = yield [Call(("HMGET", sk.run(rid), *_RUN_FIELDS))]
+    fields = _check(fields)
+    if fields[0] is None:
+        raise RunNotFound(rid)
+    return _run_from_fields(rid, fields)
+
+
+def list_runs(dep: Deployment, job_id: str, limit: int = 50) -> Op:
+    """A job's runs, newest first (by scheduled_for, then run id)."""
+    sk = dep.keys_for(job_id)
+    exists, ids = yield [
+        Call(("EXISTS", sk.job(job_id))),
+        Call(("ZRANGE", sk.runs_of(job_id), "+inf", "-inf", "BYSCORE", "REV", "LIMIT", 0, limit)),
+    ]
+    if not _check(exists):
+        raise JobNotFound(job_id)
+    rids = [r.decode() for r in _check(ids)]
+    replies = yield [Call(("HMGET", sk.run(rid), *_RUN_FIELDS)) for rid in rids]
+    return [
+        _run_from_fields(rid, _check(fields))
+        for rid, fields in zip(rids, replies, strict=True)
+        if fields[0] is not None
+    ]
+
+
+def get_output(dep: Deployment, rid: str) -> Op:
+    sk = dep.keys_for(rid)
+    exists, out = yield [Call(("EXISTS", sk.run(rid))), Call(("GET", sk.output(rid)))]
+    if not _check(exists):
+        raise RunNotFound(rid)
+    data: bytes = _check(out) or b""
+    return RunOutput(
+        run_id=rid,
+        output=data.decode("utf-8", "replace"),
+        truncated=len(data) >= OUTPUT_LIMIT,
+    )
+
+
+async def drive_async(op: Op, redis: Redis) -> Any:
+    """Run an operation on the trio connection pool."""
+    try:
+        calls = next(op)
+        while True:
+            replies = await redis_calls(redis, calls)
+            calls = op.send(replies)
+    except StopIteration as stop:
+        return stop.value
+
+
+async def redis_calls(redis: Redis, calls: Sequence[Call]) -> list[Any]:
+    """One round trip for a mixed batch of commands and scripts; errors come back as values."""
+    if all(c.script is None for c in calls):
+        return await redis.pipeline([c.args for c in calls])
+    if all(c.script is not None for c in calls):
+        return await redis.scripts([(c.script, c.keys, c.args) for c in calls])  # type: ignore[misc]
+    return [(await redis_calls(redis, [c]))[0] for c in calls]

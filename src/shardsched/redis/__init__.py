@@ -1,0 +1,12 @@
+"""The trio RESP connection and pool used by the service processes."""
+
+from shardsched.redis.connection import (
+    Connection,
+    Redis,
+    RedisConnectionError,
+    RedisError,
+    RedisURL,
+    ReplyError,
+)
+
+__all__ = ["Connection", "Redis", "RedisConnectionError", "RedisError", "RedisURL", "ReplyError"]

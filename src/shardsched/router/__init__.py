@@ -1,0 +1,1 @@
+"""The stateless HTTP API."""

@@ -1,0 +1,177 @@
+"""The HTTP API (``/api/v1``): a thin starlette shell over :mod:`shardsched.ops`.
+
+Stateless: every request routes by id to its shard and runs the same operations (and Lua
+scripts) the SDK runs. Bodies are decoded by the msgspec Structs of
+:mod:`shardsched.models`; anything invalid is answered before a single write, with the
+error shape of DESIGN §4.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from shardsched import ops
+from shardsched.errors import ConflictError, NotFoundError, ValidationError
+from shardsched.models import JobCreated, JobPatch, JobSpec, RunList
+from shardsched.redis import Redis, RedisConnectionError
+
+MAX_BODY = 1024 * 1024
+MAX_RUNS_LIMIT = 1000
+_encoder = msgspec.json.Encoder()
+_spec_decoder = msgspec.json.Decoder(JobSpec)
+_patch_decoder = msgspec.json.Decoder(JobPatch)
+_AT_PATH = re.compile(r" - at `(\$[^`]*)`$")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, details: Any = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.details = status, code, message, details
+
+
+def json_response(body: Any, status: int = 200) -> Response:
+    return Response(_encoder.encode(body), status_code=status, media_type="application/json")
+
+
+def error_response(err: ApiError) -> Response:
+    body = {"error": {"code": err.code, "message": err.message, "details": err.details}}
+    return json_response(body, err.status)
+
+
+def _validation(message: str, field: str | None = None) -> ApiError:
+    if field is None and (m := _AT_PATH.search(message)):
+        field, message = m.group(1), message[: m.start()]
+    return ApiError(422, "validation_error", message, {"field": field})
+
+
+async def _decode(request: Request, decoder: msgspec.json.Decoder[Any]) -> Any:
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > MAX_BODY:
+        raise ApiError(413, "body_too_large", f"request body over {MAX_BODY} bytes")
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY:
+            raise ApiError(413, "body_too_large", f"request body over {MAX_BODY} bytes")
+    try:
+        return decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        raise _validation(str(exc)) from None
+    except msgspec.DecodeError as exc:
+        raise ApiError(400, "malformed_json", f"body is not valid JSON: {exc}") from None
+
+
+class Api:
+    """The routes, bound to one Redis pool and one deployment."""
+
+    def __init__(self, redis: Redis, dep: ops.Deployment) -> None:
+        self.redis = redis
+        self.dep = dep
+
+    async def _run(self, op: ops.Op) -> Any:
+        try:
+            return await ops.drive_async(op, self.redis)
+        except msgspec.ValidationError as exc:
+            raise _validation(str(exc)) from None
+        except ValidationError as exc:
+            raise _validation(exc.message, exc.field) from None
+        except NotFoundError as exc:
+            raise ApiError(404, "not_found", str(exc)) from None
+        except ConflictError as exc:
+            raise ApiError(409, "conflict", str(exc)) from None
+
+    async def create_job(self, request: Request) -> Response:
+        spec = await _decode(request, _spec_decoder)
+        created: JobCreated = await self._run(ops.create_job(self.dep, spec))
+        return json_response(created, 201)
+
+    async def get_job(self, request: Request) -> Response:
+        return json_response(await self._run(ops.get_job(self.dep, request.path_params["job_id"])))
+
+    async def patch_job(self, request: Request) -> Response:
+        patch = await _decode(request, _patch_decoder)
+        job_id = request.path_params["job_id"]
+        return json_response(await self._run(ops.patch_job(self.dep, job_id, patch)))
+
+    async def delete_job(self, request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        return json_response(await self._run(ops.delete_job(self.dep, job_id)))
+
+    async def trigger(self, request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        return json_response(await self._run(ops.trigger(self.dep, job_id)), 201)
+
+    async def list_runs(self, request: Request) -> Response:
+        raw = request.query_params.get("limit", "50")
+        if not raw.isdigit() or not 1 <= int(raw) <= MAX_RUNS_LIMIT:
+            raise _validation(f"limit must be an integer in 1..{MAX_RUNS_LIMIT}", "$.limit")
+        job_id = request.path_params["job_id"]
+        runs = await self._run(ops.list_runs(self.dep, job_id, int(raw)))
+        return json_response(RunList(runs=runs))
+
+    async def get_run(self, request: Request) -> Response:
+        return json_response(await self._run(ops.get_run(self.dep, request.path_params["run_id"])))
+
+    async def get_output(self, request: Request) -> Response:
+        rid = request.path_params["run_id"]
+        return json_response(await self._run(ops.get_output(self.dep, rid)))
+
+    async def healthz(self, request: Request) -> Response:
+        return json_response({"status": "ok"})
+
+    async def readyz(self, request: Request) -> Response:
+        """Ready when every shard is owned by a live node (its lease key exists)."""
+        n = self.dep.n_shards
+        owners = await self.redis.pipeline([("GET", self.dep.shard(s).owner) for s in range(n)])
+        unowned = [s for s, o in enumerate(owners) if not o]
+        body = {
+            "ready": not unowned,
+            "shards": n,
+            "owned": n - len(unowned),
+            "unowned": unowned,
+            "owners": sorted({o.decode() for o in owners if o}),
+        }
+        return json_response(body, 200 if not unowned else 503)
+
+
+def _guard(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except ApiError as err:
+            return error_response(err)
+        except RedisConnectionError as exc:
+            return error_response(ApiError(503, "redis_unavailable", str(exc)))
+
+    return endpoint
+
+
+def create_app(redis: Redis, dep: ops.Deployment) -> Starlette:
+    api = Api(redis, dep)
+    routes = [
+        Route("/api/v1/jobs", _guard(api.create_job), methods=["POST"]),
+        Route("/api/v1/jobs/{job_id}", _guard(api.get_job), methods=["GET"]),
+        Route("/api/v1/jobs/{job_id}", _guard(api.patch_job), methods=["PATCH"]),
+        Route("/api/v1/jobs/{job_id}", _guard(api.delete_job), methods=["DELETE"]),
+        Route("/api/v1/jobs/{job_id}/trigger", _guard(api.trigger), methods=["POST"]),
+        Route("/api/v1/jobs/{job_id}/runs", _guard(api.list_runs), methods=["GET"]),
+        Route("/api/v1/runs/{run_id}", _guard(api.get_run), methods=["GET"]),
+        Route("/api/v1/runs/{run_id}/output", _guard(api.get_output), methods=["GET"]),
+        Route("/healthz", _guard(api.healthz), methods=["GET"]),
+        Route("/readyz", _guard(api.readyz), methods=["GET"]),
+    ]
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        code = getattr(exc, "status_code", 404)
+        name = "method_not_allowed" if code == 405 else "not_found"
+        return error_response(ApiError(code, name, f"{request.method} {request.url.path}"))
+
+    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})

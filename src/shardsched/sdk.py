@@ -1,0 +1,125 @@
+"""``shardsched.Client``: the synchronous Python SDK, on redis-py.
+
+No HTTP hop: it drives the same operations (:mod:`shardsched.ops`) and so the very same
+Lua scripts as the router. Bulk registration pipelines every script call in one round
+trip per batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import redis as redis_py
+
+from shardsched import ops
+from shardsched.keys import DEFAULT_NAMESPACE
+from shardsched.models import (
+    Job,
+    JobCreated,
+    JobPatch,
+    JobSpec,
+    JobStatus,
+    Run,
+    RunOutput,
+    Triggered,
+)
+from shardsched.scripts import SCRIPTS
+
+
+class Client:
+    """A handle on one shardsched deployment.
+
+    Raises JobNotFound / RunNotFound (LookupError), JobDeleted (ConflictError) and
+    msgspec.ValidationError for invalid specs, as the HTTP API answers 404 / 409 / 422.
+    """
+
+    def __init__(self, redis_url: str, namespace: str = DEFAULT_NAMESPACE) -> None:
+        self._redis = redis_py.Redis.from_url(redis_url)
+        self._load_scripts()
+        self.deployment: ops.Deployment = self._drive(ops.open_deployment(namespace, None))
+
+    def _load_scripts(self) -> None:
+        pipe = self._redis.pipeline(transaction=False)
+        for script in SCRIPTS.values():
+            pipe.script_load(script.source)
+        pipe.execute()
+
+    def _execute(self, calls: Sequence[ops.Call]) -> list[Any]:
+        pipe = self._redis.pipeline(transaction=False)
+        for call in calls:
+            if call.script is None:
+                pipe.execute_command(*call.args)
+            else:
+                pipe.execute_command(
+                    "EVALSHA", SCRIPTS[call.script].sha, len(call.keys), *call.keys, *call.args
+                )
+        replies = pipe.execute(raise_on_error=False)
+        if any(isinstance(r, redis_py.exceptions.NoScriptError) for r in replies):
+            self._load_scripts()  # Redis restarted or SCRIPT FLUSH: reload, redo the missing
+            redo = [
+                i for i, r in enumerate(replies) if isinstance(r, redis_py.exceptions.NoScriptError)
+            ]
+            for i, reply in zip(redo, self._execute([calls[i] for i in redo]), strict=True):
+                replies[i] = reply
+        return replies
+
+    def _drive(self, op: ops.Op) -> Any:
+        try:
+            calls = next(op)
+            while True:
+                calls = op.send(self._execute(calls))
+        except StopIteration as stop:
+            return stop.value
+
+    def add_job(self, spec: JobSpec) -> JobCreated:
+        return self._drive(ops.create_job(self.deployment, spec))
+
+    def add_jobs(self, specs: Iterable[JobSpec], batch: int = 1000) -> list[JobCreated]:
+        """Register many jobs, one pipelined round trip per ``batch``."""
+        out: list[JobCreated] = []
+        chunk: list[JobSpec] = []
+        for spec in specs:
+            chunk.append(spec)
+            if len(chunk) >= batch:
+                out += self._drive(ops.create_jobs(self.deployment, chunk))
+                chunk = []
+        if chunk:
+            out += self._drive(ops.create_jobs(self.deployment, chunk))
+        return out
+
+    def get_job(self, job_id: str) -> Job:
+        return self._drive(ops.get_job(self.deployment, job_id))
+
+    def update_job(self, job_id: str, patch: JobPatch) -> Job:
+        return self._drive(ops.patch_job(self.deployment, job_id, patch))
+
+    def pause(self, job_id: str) -> Job:
+        return self.update_job(job_id, JobPatch(status=JobStatus.PAUSED))
+
+    def resume(self, job_id: str) -> Job:
+        return self.update_job(job_id, JobPatch(status=JobStatus.ACTIVE))
+
+    def delete_job(self, job_id: str) -> Job:
+        return self._drive(ops.delete_job(self.deployment, job_id))
+
+    def trigger(self, job_id: str) -> Triggered:
+        return self._drive(ops.trigger(self.deployment, job_id))
+
+    def get_run(self, run_id: str) -> Run:
+        return self._drive(ops.get_run(self.deployment, run_id))
+
+    def list_runs(self, job_id: str, limit: int = 50) -> list[Run]:
+        return self._drive(ops.list_runs(self.deployment, job_id, limit))
+
+    def get_output(self, run_id: str) -> RunOutput:
+        return self._drive(ops.get_output(self.deployment, run_id))
+
+    def close(self) -> None:
+        self._redis.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,1 @@
+"""Shard actors, their manager, and next-fire arithmetic."""

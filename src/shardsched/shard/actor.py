@@ -1,0 +1,101 @@
+"""The shard actor: one trio task per owned shard, firing its timer exactly once per tick.
+
+The actor holds no state that matters across a crash: the timer ZSET is the durable record
+of what should fire (DESIGN §1). Each loop is one call of ``lua/fire.lua``, which fires the
+batch computed from the previous answer and reports the next due batch, so a burst costs
+one round trip per batch. Between bursts it sleeps until the earliest timer entry is due
+on the Redis server's clock, or until woken because a job of the shard changed.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import trio
+
+from shardsched.ops import Deployment
+from shardsched.redis import Redis, RedisConnectionError, ReplyError
+from shardsched.shard.cron import NextFireMemo
+
+log = logging.getLogger(__name__)
+
+#: Longest sleep without a look at the timer: a safety net for a lost wake message only.
+MAX_IDLE_S = 30.0
+
+
+class LeaseLost(Exception):
+    """Raised inside an actor when its epoch was superseded (another owner took over)."""
+
+
+class ShardActor:
+    def __init__(
+        self,
+        redis: Redis,
+        dep: Deployment,
+        shard: int,
+        epoch: int,
+        memo: NextFireMemo,
+        batch: int = 500,
+    ) -> None:
+        self.redis = redis
+        self.keys = dep.shard(shard)
+        self.shard = shard
+        self.epoch = epoch
+        self.memo = memo
+        self.batch = batch
+        self.fired_total = 0
+        self._ready_channel = dep.globals.ready_channel
+        self._woken = trio.Event()
+
+    def wake(self) -> None:
+        """Look at the timer again now (a job of this shard was added or changed)."""
+        self._woken.set()
+
+    def _plan(self, due: list[Any]) -> list[Any]:
+        """The (job, old fire, new fire) triples for a due batch: pure computation."""
+        triples: list[Any] = []
+        next_after = self.memo.next_after
+        for i in range(0, len(due), 3):
+            job, score, sched = due[i], due[i + 1], due[i + 2]
+            old = int(float(score))
+            if not sched:  # the job hash vanished under its timer entry: drop the entry
+                triples += (job, old, "")
+                continue
+            try:
+                new = next_after(sched, old)
+            except ValueError:
+                log.exception("shard %d: job %s has no next fire time", self.shard, job)
+                new = None
+            triples += (job, old, "" if new is None else new)
+        return triples
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        keys = (self.keys.timer, self.keys.ready, self.keys.epoch)
+        head = [self.epoch, self.keys.base, self.batch, self._ready_channel, self.shard]
+        triples: list[Any] = []
+        task_status.started()
+        delay = 0.05
+        while True:
+            if not triples:
+                self._woken = trio.Event()
+            try:
+                reply = await self.redis.script("fire", keys, head + triples)
+            except (RedisConnectionError, ReplyError) as exc:
+                log.warning("shard %d: fire failed (%s); retrying in %.2fs", self.shard, exc, delay)
+                await trio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue  # the same triples again: the compare-and-set makes it idempotent
+            delay = 0.05
+            if reply[0] == -1:
+                raise LeaseLost(f"shard {self.shard}: epoch {self.epoch} superseded by {reply[1]}")
+            now_ms, fired, next_ms = int(reply[1]), reply[2], reply[3]
+            self.fired_total += fired
+            due = reply[4:]
+            if due:
+                triples = self._plan(due)
+                continue
+            triples = []
+            wait = (int(next_ms) - now_ms) / 1000 if next_ms else MAX_IDLE_S
+            with trio.move_on_after(min(max(wait, 0.0), MAX_IDLE_S)):
+                await self._woken.wait()

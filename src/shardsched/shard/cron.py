@@ -1,0 +1,154 @@
+"""Next-fire arithmetic: pure functions over schedules, no I/O.
+
+Cron expressions are matched by croniter on the *wall clock* of the job's time zone; the
+mapping from wall-clock candidates to instants is ours, because that is where DST bites.
+The rule is Vixie cron's, which operators already know:
+
+* **Spring forward (a wall time that does not exist).** A job whose hour field is a
+  wildcard (``*`` or ``*/n``) simply has no firing in the missing hour: "0 * * * *" in
+  America/New_York fires at 01:00 EST and next at 03:00 EDT, one real hour apart. A job
+  with a fixed hour fires once, shifted forward by the size of the gap: "30 2 * * *" in
+  Europe/Berlin fires at 03:30 CEST on the day of the change, and is never lost.
+* **Fall back (a wall time that happens twice).** A wildcard-hour job fires in both
+  occurrences (it is "every hour", and the clock has two of them); a fixed-hour job fires
+  only at the first occurrence: "30 2 * * *" in Berlin fires at 02:30 CEST, not again at
+  02:30 CET.
+
+Everything is in integer milliseconds since the epoch (the Redis server's clock), and a
+memo keyed by (schedule, previous fire) makes 25,000 jobs on the same expression cost one
+computation (DESIGN §1).
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+
+import msgspec
+from croniter import croniter
+
+from shardsched.models import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: How many wall-clock candidates we look at before declaring an expression unsatisfiable
+#: (e.g. "0 0 30 2 *", February 30th).
+_MAX_CANDIDATES = 64
+
+
+def parse_cron(expression: str) -> tuple[str, ...]:
+    """Return the five fields of a cron expression; raises ValueError if it is not one."""
+    fields = tuple(expression.split())
+    if len(fields) != 5:
+        raise ValueError(f"Cron expression must have 5 fields, got {len(fields)}")
+    if not croniter.is_valid(" ".join(fields)):
+        raise ValueError(f"Invalid cron expression {expression!r}")
+    return fields
+
+
+def to_ms(dt: datetime) -> int:
+    return (dt - _EPOCH) // timedelta(milliseconds=1)
+
+
+def from_ms(ms: int) -> datetime:
+    return _EPOCH + timedelta(milliseconds=ms)
+
+
+@lru_cache(maxsize=256)
+def _zone(name: str) -> zoneinfo.ZoneInfo:
+    return zoneinfo.ZoneInfo(name)
+
+
+def _instants(wall: datetime, zone: zoneinfo.ZoneInfo, hour_wildcard: bool) -> list[datetime]:
+    """The UTC instants at which a matching wall-clock time fires (0, 1 or 2 of them)."""
+    first = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
+    second = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
+    if first == second:
+        return [first]
+    exists = first.astimezone(zone).replace(tzinfo=None) == wall
+    if not exists:  # in a spring-forward gap; fold=0 maps it past the gap
+        return [] if hour_wildcard else [first]
+    return [first, second] if hour_wildcard else [first]
+
+
+def cron_next_ms(expression: str, timezone: str, after_ms: int) -> int:
+    """The first firing of a cron schedule strictly after ``after_ms``.
+
+    Raises ValueError when the expression never matches.
+    """
+    fields = parse_cron(expression)
+    hour_wildcard = fields[1].startswith("*")
+    zone = _zone(timezone)
+    after = from_ms(after_ms)
+    # Start one minute early on the wall clock so the wall time of `after` itself is a
+    # candidate again: in a repeated hour its second occurrence is a later instant.
+    wall = after.astimezone(zone).replace(tzinfo=None, fold=0) - timedelta(minutes=1)
+    it = croniter(" ".join(fields), wall)
+    for _ in range(_MAX_CANDIDATES):
+        candidate: datetime = it.get_next(datetime)
+        for instant in _instants(candidate, zone, hour_wildcard):
+            if instant > after:
+                return to_ms(instant)
+    raise ValueError(f"Cron expression {expression!r} has no firing after {after.isoformat()}")
+
+
+def first_fire_ms(schedule: Schedule, now_ms: int) -> int | None:
+    """When a newly registered (or rescheduled) job fires first."""
+    match schedule:
+        case CronSchedule(expression=expr, timezone=tz):
+            return cron_next_ms(expr, tz, now_ms)
+        case IntervalSchedule(every_s=every, start_at=start):
+            if start is not None:
+                return to_ms(start)
+            return now_ms + round(every * 1000)
+        case OnceSchedule(at=at):
+            return to_ms(at)
+    raise TypeError(f"not a schedule: {schedule!r}")
+
+
+def next_fire_ms(schedule: Schedule, prev_ms: int) -> int | None:
+    """The firing after the one at ``prev_ms``; None when the schedule is exhausted."""
+    match schedule:
+        case CronSchedule(expression=expr, timezone=tz):
+            return cron_next_ms(expr, tz, prev_ms)
+        case IntervalSchedule(every_s=every):
+            return prev_ms + round(every * 1000)
+        case OnceSchedule():
+            return None
+    raise TypeError(f"not a schedule: {schedule!r}")
+
+
+_schedule_decoder = msgspec.json.Decoder(Schedule)
+
+
+class NextFireMemo:
+    """Next fire times keyed by (stored schedule JSON, previous fire).
+
+    The shard actor receives each due job's schedule as the JSON string Redis stores; jobs
+    that share an expression share the string, so a minute-boundary burst of identical
+    cron jobs costs one croniter call and one decode, then dictionary hits.
+    """
+
+    def __init__(self, max_entries: int = 65536) -> None:
+        self._max = max_entries
+        self._next: dict[tuple[bytes, int], int | None] = {}
+        self._schedules: dict[bytes, Schedule] = {}
+
+    def schedule(self, raw: bytes) -> Schedule:
+        sched = self._schedules.get(raw)
+        if sched is None:
+            if len(self._schedules) >= self._max:
+                self._schedules.clear()
+            sched = self._schedules[raw] = _schedule_decoder.decode(raw)
+        return sched
+
+    def next_after(self, raw: bytes, prev_ms: int) -> int | None:
+        key = (raw, prev_ms)
+        try:
+            return self._next[key]
+        except KeyError:
+            pass
+        if len(self._next) >= self._max:
+            self._next.clear()
+        value = self._next[key] = next_fire_ms(self.schedule(raw), prev_ms)
+        return value

@@ -1,0 +1,1 @@
+"""The worker: claim loop and subprocess runner."""
