@@ -9,6 +9,7 @@ error shape of DESIGN §4.
 from __future__ import annotations
 
 import re
+from contextlib import aclosing
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +30,7 @@ _encoder = msgspec.json.Encoder()
 _spec_decoder = msgspec.json.Decoder(JobSpec)
 _patch_decoder = msgspec.json.Decoder(JobPatch)
 _AT_PATH = re.compile(r" - at `(\$[^`]*)`$")
+_NAMED_FIELD = re.compile(r"Object (?:missing required|contains unknown) field `([^`]+)`")
 
 
 class ApiError(Exception):
@@ -47,8 +49,14 @@ def error_response(err: ApiError) -> Response:
 
 
 def _validation(message: str, field: str | None = None) -> ApiError:
-    if field is None and (m := _AT_PATH.search(message)):
-        field, message = m.group(1), message[: m.start()]
+    """A 422 naming the offending field as a $.path (msgspec's ``- at `$.x``` suffix, or
+    the missing / unknown field itself)."""
+    if field is None:
+        field = "$"
+        if m := _AT_PATH.search(message):
+            field, message = m.group(1), message[: m.start()]
+        if m := _NAMED_FIELD.match(message):
+            field = f"{field}.{m.group(1)}"
     return ApiError(422, "validation_error", message, {"field": field})
 
 
@@ -57,10 +65,11 @@ async def _decode(request: Request, decoder: msgspec.json.Decoder[Any]) -> Any:
     if length is not None and length.isdigit() and int(length) > MAX_BODY:
         raise ApiError(413, "body_too_large", f"request body over {MAX_BODY} bytes")
     body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_BODY:
-            raise ApiError(413, "body_too_large", f"request body over {MAX_BODY} bytes")
+    async with aclosing(request.stream()) as chunks:
+        async for chunk in chunks:
+            body += chunk
+            if len(body) > MAX_BODY:
+                raise ApiError(413, "body_too_large", f"request body over {MAX_BODY} bytes")
     try:
         return decoder.decode(body)
     except msgspec.ValidationError as exc:

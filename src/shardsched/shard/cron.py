@@ -34,6 +34,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: How many wall-clock candidates we look at before declaring an expression unsatisfiable
 #: (e.g. "0 0 30 2 *", February 30th).
 _MAX_CANDIDATES = 64
+#: Longer than any DST shift: how far ahead we look for a fall-back.
+_LOOKAHEAD = timedelta(hours=3)
 
 
 def parse_cron(expression: str) -> tuple[str, ...]:
@@ -77,19 +79,34 @@ def cron_next_ms(expression: str, timezone: str, after_ms: int) -> int:
     Raises ValueError when the expression never matches.
     """
     fields = parse_cron(expression)
+    expr = " ".join(fields)
     hour_wildcard = fields[1].startswith("*")
     zone = _zone(timezone)
     after = from_ms(after_ms)
-    # Start one minute early on the wall clock so the wall time of `after` itself is a
-    # candidate again: in a repeated hour its second occurrence is a later instant.
-    wall = after.astimezone(zone).replace(tzinfo=None, fold=0) - timedelta(minutes=1)
-    it = croniter(" ".join(fields), wall)
-    for _ in range(_MAX_CANDIDATES):
+    local = after.astimezone(zone)
+    wall = local.replace(tzinfo=None, fold=0)
+    # Wall times at or behind `after`'s can still fire later in real time when the clock
+    # repeats them: `after`'s own wall time always (its second occurrence), and just before
+    # a fall-back the whole repeated stretch. Only wildcard-hour jobs fire in both.
+    behind = timedelta(0)
+    if hour_wildcard:
+        offset_now = local.utcoffset()
+        offset_soon = (after + _LOOKAHEAD).astimezone(zone).utcoffset()
+        if offset_now is not None and offset_soon is not None and offset_soon < offset_now:
+            behind = offset_now - offset_soon
+    it = croniter(expr, wall - behind - timedelta(minutes=1))
+    best: datetime | None = None
+    for _ in range(_MAX_CANDIDATES + behind // timedelta(minutes=1)):
         candidate: datetime = it.get_next(datetime)
         for instant in _instants(candidate, zone, hour_wildcard):
-            if instant > after:
-                return to_ms(instant)
-    raise ValueError(f"Cron expression {expression!r} has no firing after {after.isoformat()}")
+            if instant > after and (best is None or instant < best):
+                best = instant
+        if best is not None and candidate > wall:
+            # Past `after`'s wall time, instants only grow with the wall clock.
+            break
+    if best is None:
+        raise ValueError(f"Cron expression {expression!r} has no firing after {after.isoformat()}")
+    return to_ms(best)
 
 
 def first_fire_ms(schedule: Schedule, now_ms: int) -> int | None:

@@ -1,0 +1,166 @@
+"""Fixtures: real redis-servers on free loopback ports, in-process nodes, workers and HTTP.
+
+Each test owns a unique key namespace on the shared server, so no test sees another's keys
+and nothing is flushed. Tests that kill or restart Redis start a server of their own.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+import trio
+
+from shardsched import ops
+from shardsched.dev import free_port, redis_server_args
+from shardsched.redis import Redis
+from shardsched.router.app import create_app
+from shardsched.service import serve_http
+from shardsched.shard.manager import ShardManager
+from shardsched.worker.worker import Worker
+
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+TEST_SHARDS = 8
+
+
+@dataclass
+class RedisServer:
+    """A redis-server process of the test session's own, on a free loopback port."""
+
+    data_dir: Path
+    fsync: str = "always"
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            redis_server_args(self.port, self.data_dir, self.fsync), stdout=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            out = subprocess.run(
+                ["redis-cli", "-p", str(self.port), "PING"], capture_output=True, text=True
+            )
+            if out.stdout.strip() == "PONG":
+                return
+            time.sleep(0.02)
+        raise RuntimeError(f"redis-server on port {self.port} did not start")
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def own_redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A server this test alone may kill and restart."""
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def namespace() -> str:
+    return "t" + uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+async def redis(redis_server: RedisServer) -> AsyncIterator[Redis]:
+    client = Redis(redis_server.url, size=8)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def dep(redis: Redis, namespace: str) -> ops.Deployment:
+    return await ops.drive_async(ops.open_deployment(namespace, TEST_SHARDS), redis)
+
+
+@pytest.fixture
+async def node(nursery: trio.Nursery, redis: Redis, dep: ops.Deployment) -> ShardManager:
+    manager = ShardManager(redis, dep, node_id="test-node", renew_every_s=0.5)
+    await nursery.start(manager.run)
+    return manager
+
+
+@pytest.fixture
+async def worker(nursery: trio.Nursery, redis: Redis, dep: ops.Deployment) -> Worker:
+    w = Worker(redis, dep, worker_id="test-worker", concurrency=8)
+    await nursery.start(w.run)
+    return w
+
+
+@pytest.fixture
+async def http(
+    nursery: trio.Nursery, redis: Redis, dep: ops.Deployment
+) -> AsyncIterator[httpx.AsyncClient]:
+    binds = await nursery.start(serve_http, create_app(redis, dep), "127.0.0.1:0")
+    async with httpx.AsyncClient(base_url=binds[0], timeout=10) as client:
+        yield client
+
+
+async def keyspace(redis: Redis, namespace: str) -> dict[bytes, bytes]:
+    """Every key of a namespace with its DUMP: equal snapshots mean nothing was written."""
+    keys: list[bytes] = []
+    cursor = b"0"
+    while True:
+        cursor, batch = await redis.execute(
+            "SCAN", cursor, "MATCH", f"{namespace}:*", "COUNT", 1000
+        )
+        keys += batch
+        if cursor == b"0":
+            break
+    dumps = await redis.pipeline([("DUMP", key) for key in keys]) if keys else []
+    return dict(zip(keys, dumps, strict=True))
+
+
+async def wait_until(predicate, timeout: float = 10.0, every: float = 0.05):  # type: ignore[no-untyped-def]
+    """Poll an async predicate until it returns something truthy (test-side observation)."""
+    with trio.fail_after(timeout):
+        while True:
+            value = await predicate()
+            if value:
+                return value
+            await trio.sleep(every)
+
+
+def shardsched_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "shardsched", *args]
+
+
+def child_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONUNBUFFERED": "1"}
