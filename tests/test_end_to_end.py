@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -77,7 +78,7 @@ async def test_interval_job_fires_once_per_tick(node, worker, http) -> None:
     assert len(runs) >= 3
     assert len(set(ticks)) == len(ticks), "a tick fired twice"
     assert ticks == sorted(ticks, reverse=True), "runs are listed newest first"
-    gaps = {round((a - b).total_seconds(), 3) for a, b in zip(ticks, ticks[1:], strict=False)}
+    gaps = {round((a - b).total_seconds(), 3) for a, b in itertools.pairwise(ticks)}
     assert gaps == {1.0}, f"ticks not one second apart: {gaps}"
     assert len({r["run_id"] for r in runs}) == len(runs)
 
@@ -98,7 +99,10 @@ async def test_failing_command_ends_failed_with_exit_code(node, worker, http) ->
 
 async def test_timeout_kills_the_whole_process_group(node, worker, http, tmp_path: Path) -> None:
     pids = tmp_path / "pids"
-    command = f"sleep 30 & echo $! >> {pids}; (sleep 30; true) & echo $! >> {pids}; echo started; sleep 30"
+    command = (
+        f"sleep 30 & echo $! >> {pids}; (sleep 30; true) & echo $! >> {pids}; "
+        "echo started; sleep 30"
+    )
     body = {
         "name": "slow",
         "schedule": {"type": "once", "at": "2020-01-01T00:00:00Z"},

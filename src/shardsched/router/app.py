@@ -9,8 +9,8 @@ error shape of DESIGN §4.
 from __future__ import annotations
 
 import re
-from contextlib import aclosing
 from collections.abc import Callable
+from contextlib import aclosing
 from typing import Any
 
 import msgspec
