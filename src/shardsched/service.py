@@ -52,6 +52,7 @@ async def serve_http(
     config.bind = [bind]
     config.accesslog = None
     config.errorlog = "-"
+    config.loglevel = "WARNING"  # the ready line is ours to print
     config.graceful_timeout = 2.0
     await serve(app, config, task_status=task_status)
 

@@ -88,7 +88,11 @@ class Connection:
                 if url.db:
                     setup.append(("SELECT", url.db))
                 setup.extend(("SCRIPT", "LOAD", s.source) for s in SCRIPTS.values())
-                _raise_errors(await conn.execute_many(setup))
+                try:
+                    _raise_errors(await conn.execute_many(setup))
+                except BaseException:
+                    await conn.aclose()
+                    raise
                 return conn
         except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
             raise RedisConnectionError(f"cannot connect to {url.host}:{url.port}: {exc}") from exc

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import msgspec
 import trio
 
 from shardsched.ops import Deployment
@@ -64,7 +65,8 @@ class ShardActor:
                 continue
             try:
                 new = next_after(sched, old)
-            except ValueError:
+            except (ValueError, msgspec.DecodeError):
+                # Fire this tick and stop: a timer entry that stays due forever would spin.
                 log.exception("shard %d: job %s has no next fire time", self.shard, job)
                 new = None
             triples += (job, old, "" if new is None else new)

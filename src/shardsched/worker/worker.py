@@ -29,6 +29,13 @@ log = logging.getLogger(__name__)
 _spec_decoder = msgspec.json.Decoder(JobSpec)
 
 
+def _decode_spec(raw: bytes) -> JobSpec | None:
+    try:
+        return _spec_decoder.decode(raw)
+    except msgspec.DecodeError:
+        return None
+
+
 def default_worker_id() -> str:
     return f"worker-{socket.gethostname()}-{os.getpid()}"
 
@@ -38,7 +45,7 @@ class Claimed:
     shard: int
     entry_id: str
     run_id: str
-    spec: JobSpec
+    spec: JobSpec | None  #: None when the job's definition is gone or unreadable
     scheduled_for_ms: int
     attempt: int
     token: int
@@ -97,7 +104,7 @@ class Worker:
                 shard=shard,
                 entry_id=reply[i].decode(),
                 run_id=reply[i + 1].decode(),
-                spec=_spec_decoder.decode(reply[i + 2]),
+                spec=_decode_spec(reply[i + 2]),
                 scheduled_for_ms=int(reply[i + 3]),
                 attempt=int(reply[i + 4]),
                 token=int(reply[i + 5]),
@@ -115,7 +122,10 @@ class Worker:
                 .isoformat()
                 .replace("+00:00", "Z"),
             }
-            outcome = await run_command(claimed.spec.command, claimed.spec.timeout_s, env)
+            if claimed.spec is None:
+                outcome = Outcome(None, "job definition missing", b"")
+            else:
+                outcome = await run_command(claimed.spec.command, claimed.spec.timeout_s, env)
             await self._complete(claimed, outcome)
         finally:
             self.free += 1
@@ -139,6 +149,9 @@ class Worker:
             try:
                 reply = await self.redis.script("complete", keys, args)
                 break
+            except ReplyError as exc:
+                log.error("complete %s failed: %s", claimed.run_id, exc)
+                return
             except RedisConnectionError as exc:  # the script is idempotent: retry it
                 log.warning("complete %s failed (%s); retrying", claimed.run_id, exc)
                 await trio.sleep(delay)

@@ -1,0 +1,148 @@
+"""Fault tests with real processes: kill -9 the node mid-burst, kill -9 Redis (AOF) mid-run."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections import Counter
+from datetime import timedelta
+
+import trio
+
+from conftest import RedisServer, child_env, shardsched_cmd, wait_until
+from shardsched import IntervalSchedule, JobSpec, ops
+from shardsched.redis import Redis
+from shardsched.shard.cron import from_ms
+from shardsched.shard.manager import ShardManager
+from shardsched.worker.worker import Worker
+
+
+def start_node(url: str, namespace: str, node_id: str, shards: int, log) -> subprocess.Popen:  # type: ignore[no-untyped-def]
+    return subprocess.Popen(
+        shardsched_cmd(
+            "node",
+            "--redis",
+            url,
+            "--namespace",
+            namespace,
+            "--node-id",
+            node_id,
+            "--shards",
+            str(shards),
+            "--no-http",
+            "--lease-ttl",
+            "2",
+            "--renew-every",
+            "0.5",
+        ),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=child_env(),
+    )
+
+
+async def stream_run_ids(redis: Redis, dep: ops.Deployment) -> Counter[str]:
+    """Every run id appended to the ready streams (no worker runs, so none was removed)."""
+    seen: Counter[str] = Counter()
+    for shard in range(dep.n_shards):
+        entries = await redis.execute("XRANGE", dep.shard(shard).ready, "-", "+")
+        seen.update(fields[1].decode() for _eid, fields in entries)
+    return seen
+
+
+async def test_kill_9_node_mid_burst_fires_every_due_tick_exactly_once(
+    redis, redis_server, dep, tmp_path
+) -> None:
+    now = from_ms(await redis.time_ms())
+    start = now - timedelta(seconds=40)
+    specs = [
+        JobSpec(
+            name=f"j{i}", schedule=IntervalSchedule(every_s=0.5, start_at=start), command="true"
+        )
+        for i in range(200)
+    ]
+    created = await ops.drive_async(ops.create_jobs(dep, specs), redis)
+    job_ids = [c.job_id for c in created]
+    log = (tmp_path / "node.log").open("wb")
+
+    first = start_node(redis_server.url, dep.namespace, "n1", dep.n_shards, log)
+    try:
+
+        async def firing_started() -> bool:
+            return sum((await stream_run_ids(redis, dep)).values()) > 0
+
+        await wait_until(firing_started, timeout=20, every=0.005)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        fired_at_kill = sum((await stream_run_ids(redis, dep)).values())
+        assert fired_at_kill < 200 * 80, "the burst finished before the kill: make it bigger"
+    finally:
+        first.kill()
+        first.wait()
+
+    # A different node takes over once the dead node's leases lapse, and replays.
+    second = start_node(redis_server.url, dep.namespace, "n2", dep.n_shards, log)
+    try:
+
+        async def caught_up() -> bool:
+            now_ms = await redis.time_ms()
+            scores = await redis.pipeline([("ZSCORE", dep.keys_for(j).timer, j) for j in job_ids])
+            return all(int(float(s)) > now_ms for s in scores)
+
+        await wait_until(caught_up, timeout=30)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(timeout=10) == 0
+        log.close()
+
+    seen = await stream_run_ids(redis, dep)
+    duplicated = [rid for rid, n in seen.items() if n > 1]
+    assert duplicated == []
+    start_ms = int(start.timestamp() * 1000)
+    for job_id in job_ids:
+        sk = dep.keys_for(job_id)
+        scored = await redis.execute("ZRANGE", sk.runs_of(job_id), 0, -1, "WITHSCORES")
+        ticks = sorted(int(float(x)) for x in scored[1::2])
+        expected = list(range(start_ms, ticks[-1] + 1, 500))
+        assert ticks == expected, f"{job_id}: missing {sorted(set(expected) - set(ticks))[:5]}"
+        for tick in ticks:
+            assert seen[f"{job_id}:{tick}:1"] == 1
+    print(f"fired before the kill: {fired_at_kill}, in all: {sum(seen.values())}")
+    assert sum(seen.values()) > fired_at_kill
+
+
+async def test_node_and_worker_ride_out_a_redis_restart(own_redis_server: RedisServer) -> None:
+    redis = Redis(own_redis_server.url, size=8, retry_for=30)
+    try:
+        dep = await ops.drive_async(ops.open_deployment("restart", 4), redis)
+        spec = JobSpec(name="tick", schedule=IntervalSchedule(every_s=0.5), command="true")
+        job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+
+        async def succeeded_after(t_ms: int) -> int:
+            runs = await ops.drive_async(ops.list_runs(dep, job_id, 200), redis)
+            return sum(
+                1 for r in runs if r.state == "succeeded" and r.scheduled_for > from_ms(t_ms)
+            )
+
+        async with trio.open_nursery() as nursery:
+            manager = ShardManager(redis, dep, node_id="n", renew_every_s=0.5)
+            await nursery.start(manager.run)
+            await nursery.start(Worker(redis, dep, "w", concurrency=4, sweep_every_s=1).run)
+            await wait_until(lambda: succeeded_after(0), timeout=10)
+
+            own_redis_server.kill()  # kill -9: AOF with fsync always keeps every ack
+            await trio.sleep(1.0)
+            await trio.to_thread.run_sync(own_redis_server.start)
+            restarted_ms = await redis.time_ms()
+
+            async def three_more() -> bool:
+                return await succeeded_after(restarted_ms) >= 3
+
+            await wait_until(three_more, timeout=20)
+            nursery.cancel_scope.cancel()
+
+        runs = await ops.drive_async(ops.list_runs(dep, job_id, 500), redis)
+        ticks = [r.scheduled_for for r in runs]
+        assert len(ticks) == len(set(ticks)), "a tick fired twice across the restart"
+    finally:
+        await redis.aclose()

@@ -1,0 +1,167 @@
+"""Each Lua script through the same calls the service makes, on real Redis."""
+
+from __future__ import annotations
+
+import subprocess
+
+import hiredis
+
+from conftest import RedisServer, keyspace
+from shardsched import IntervalSchedule, JobSpec, ops
+from shardsched.keys import CONSUMER_GROUP
+from shardsched.redis import Redis
+
+
+async def register(redis: Redis, dep: ops.Deployment, every_s: float = 60) -> str:
+    spec = JobSpec(name="j", schedule=IntervalSchedule(every_s=every_s), command="true")
+    created = await ops.drive_async(ops.create_job(dep, spec), redis)
+    return created.job_id
+
+
+async def acquire(redis: Redis, dep: ops.Deployment, shard: int, node: str) -> list:
+    sk = dep.shard(shard)
+    return await redis.script("acquire_lease", (sk.owner, sk.epoch), (node, 5000))
+
+
+async def fire(redis: Redis, dep: ops.Deployment, shard: int, epoch: int, *triples) -> list:
+    sk = dep.shard(shard)
+    head = (epoch, sk.base, 500, dep.globals.ready_channel, shard)
+    return await redis.script("fire", (sk.timer, sk.ready, sk.epoch), (*head, *triples))
+
+
+async def timer_score(redis: Redis, dep: ops.Deployment, job_id: str) -> int:
+    sk = dep.keys_for(job_id)
+    return int(float(await redis.execute("ZSCORE", sk.timer, job_id)))
+
+
+async def test_leases_fence_by_epoch(redis, dep) -> None:
+    assert await acquire(redis, dep, 0, "a") == [1]
+    refused = await acquire(redis, dep, 0, "b")
+    assert refused[0] == -1 and refused[1] == b"a"
+    assert await acquire(redis, dep, 0, "a") == [2]  # a restart of "a" still gets a new epoch
+    sk = dep.shard(0)
+    assert await redis.script("renew_lease", (sk.owner, sk.epoch), ("a", 1, 5000)) == -1
+    assert await redis.script("renew_lease", (sk.owner, sk.epoch), ("a", 2, 5000)) == 1
+    assert await redis.script("release_lease", (sk.owner, sk.epoch), ("b", 2)) == 0
+    assert await redis.script("release_lease", (sk.owner, sk.epoch), ("a", 2)) == 1
+    assert await acquire(redis, dep, 0, "b") == [3]
+
+
+async def test_fire_refuses_a_stale_epoch_and_writes_nothing(redis, dep) -> None:
+    job = await register(redis, dep)
+    shard = dep.keys_for(job).shard
+    await acquire(redis, dep, shard, "old")
+    await redis.execute("DEL", dep.shard(shard).owner)
+    await acquire(redis, dep, shard, "new")  # epoch 2
+    old = await timer_score(redis, dep, job)
+    before = await keyspace(redis, dep.namespace)
+    reply = await fire(redis, dep, shard, 1, job, old, old + 60_000)
+    assert reply == [-1, b"2"]
+    assert await keyspace(redis, dep.namespace) == before
+
+
+async def test_fire_is_idempotent_and_compare_and_set(redis, dep) -> None:
+    job = await register(redis, dep)
+    sk = dep.keys_for(job)
+    (epoch,) = await acquire(redis, dep, sk.shard, "n")
+    old = await timer_score(redis, dep, job)
+    first = await fire(redis, dep, sk.shard, epoch, job, old, old + 60_000)
+    assert first[0] == 1 and first[2] == 1
+    # A replay of the same batch (a lost reply, a new owner) finds the timer moved on.
+    again = await fire(redis, dep, sk.shard, epoch, job, old, old + 60_000)
+    assert again[2] == 0
+    # Even with the timer put back, the run record exists: create-if-absent dedupes.
+    await redis.execute("ZADD", sk.timer, old, job)
+    third = await fire(redis, dep, sk.shard, epoch, job, old, old + 60_000)
+    assert third[2] == 0
+    assert await redis.execute("XLEN", sk.ready) == 1
+    rid = f"{job}:{old}:1"
+    assert await redis.execute("HGET", sk.run(rid), "st") == b"scheduled"
+    assert await redis.execute("ZRANGE", sk.runs_of(job), 0, -1) == [rid.encode()]
+    assert await timer_score(redis, dep, job) == old + 60_000
+    # A mismatched old score (a PATCH won the race) fires nothing.
+    stale = await fire(redis, dep, sk.shard, epoch, job, old - 5, old + 1)
+    assert stale[2] == 0 and await timer_score(redis, dep, job) == old + 60_000
+
+
+async def test_fire_reports_due_jobs_and_next_score(redis, dep) -> None:
+    job = await register(redis, dep, every_s=60)
+    sk = dep.keys_for(job)
+    (epoch,) = await acquire(redis, dep, sk.shard, "n")
+    score = await timer_score(redis, dep, job)
+    reply = await fire(redis, dep, sk.shard, epoch)
+    now = int(reply[1])
+    assert reply[2] == 0 and int(reply[3]) == score > now and reply[4:] == []
+    await redis.execute("ZADD", sk.timer, now - 1000, job)
+    reply = await fire(redis, dep, sk.shard, epoch)
+    assert reply[3] == b"" and reply[4] == job.encode() and int(reply[5]) == now - 1000
+    assert b'"every_s":60' in reply[6]
+
+
+async def test_claim_and_fenced_completion(redis, dep) -> None:
+    job = await register(redis, dep)
+    sk = dep.keys_for(job)
+    (epoch,) = await acquire(redis, dep, sk.shard, "n")
+    old = await timer_score(redis, dep, job)
+    await fire(redis, dep, sk.shard, epoch, job, old, old + 60_000)
+    claimed = await redis.script("claim", (sk.ready,), (sk.base, CONSUMER_GROUP, "w1", 10))
+    assert len(claimed) == 8
+    eid, rid, spec, sched, attempt, token = claimed[:6]
+    assert rid == f"{job}:{old}:1".encode() and int(sched) == old and attempt == b"1"
+    assert b'"command":"true"' in spec
+    run = await redis.execute("HMGET", sk.run(rid.decode()), "st", "w")
+    assert run == [b"running", b"w1"]
+    assert await redis.script("claim", (sk.ready,), (sk.base, CONSUMER_GROUP, "w2", 10)) == []
+
+    keys = (sk.ready, sk.run(rid.decode()), sk.output(rid.decode()))
+    base = (CONSUMER_GROUP, eid)
+    wrong_worker = await redis.script(
+        "complete", keys, (*base, "w2", token, "succeeded", 0, "", "")
+    )
+    wrong_token = await redis.script(
+        "complete", keys, (*base, "w1", token + 1, "succeeded", 0, "", "")
+    )
+    assert wrong_worker == [-2] and wrong_token == [-2]
+    assert await redis.execute("HGET", sk.run(rid.decode()), "sx") == b"2"
+    assert await redis.execute("HGET", sk.run(rid.decode()), "st") == b"running"
+    ok = await redis.script("complete", keys, (*base, "w1", token, "succeeded", 0, "", "out"))
+    assert ok[0] == 1
+    assert await redis.execute("HMGET", sk.run(rid.decode()), "st", "x") == [b"succeeded", b"0"]
+    assert await redis.execute("GET", sk.output(rid.decode())) == b"out"
+    assert await redis.execute("XLEN", sk.ready) == 0
+    # A second completion of a finished run is refused too.
+    again = await redis.script("complete", keys, (*base, "w1", token, "failed", 1, "", ""))
+    assert again == [-2]
+
+
+async def test_scripts_are_refused_whole_when_redis_is_out_of_memory(
+    own_redis_server: RedisServer,
+) -> None:
+    redis = Redis(own_redis_server.url, size=2)
+    try:
+        dep = await ops.drive_async(ops.open_deployment("oom", 4), redis)
+        job = await register(redis, dep)
+        sk = dep.keys_for(job)
+        (epoch,) = await acquire(redis, dep, sk.shard, "n")
+        old = await timer_score(redis, dep, job)
+        subprocess.run(
+            ["redis-cli", "-p", str(own_redis_server.port), "CONFIG", "SET", "maxmemory", "1"],
+            check=True,
+            capture_output=True,
+        )
+        before = await keyspace(redis, "oom")
+        reply = (
+            await redis.scripts(
+                [
+                    (
+                        "fire",
+                        (sk.timer, sk.ready, sk.epoch),
+                        (epoch, sk.base, 500, "c", sk.shard, job, old, old + 1),
+                    )
+                ]
+            )
+        )[0]
+        assert isinstance(reply, hiredis.ReplyError) and "OOM" in str(reply)
+        assert await keyspace(redis, "oom") == before
+    finally:
+        await redis.aclose()
