@@ -16,7 +16,8 @@
   ARGV[7] reason, or ''
   ARGV[8] output (already capped by the worker)
 
-  Returns {1, now_ms}; {-1} when the run does not exist; {-2} when the caller no longer
+  Returns {1, now_ms}; {0} when this same completion was applied before (a retry);
+  {-1} when the run does not exist; {-2} when the caller no longer
   holds it (recorded as a superseded execution in the run's 'sx' counter).
 ]]
 local rcall = redis.call
@@ -26,6 +27,9 @@ local group, eid, worker = ARGV[1], ARGV[2], ARGV[3]
 local run = rcall('HMGET', run_key, 'st', 'w', 'dt')
 if not run[1] then
   return {-1}
+end
+if run[1] == ARGV[5] and run[2] == worker and run[3] == ARGV[4] then
+  return {0}  -- this very completion was applied already (a retry after a lost reply)
 end
 local pending = rcall('XPENDING', ready_key, group, eid, eid, 1)
 local holds = run[1] == 'running' and run[2] == worker and run[3] == ARGV[4]

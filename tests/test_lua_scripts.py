@@ -129,9 +129,12 @@ async def test_claim_and_fenced_completion(redis, dep) -> None:
     assert await redis.execute("HMGET", sk.run(rid.decode()), "st", "x") == [b"succeeded", b"0"]
     assert await redis.execute("GET", sk.output(rid.decode())) == b"out"
     assert await redis.execute("XLEN", sk.ready) == 0
-    # A second completion of a finished run is refused too.
+    # The same completion again (a retry after a lost reply) is a no-op; a different one
+    # for the finished run is refused.
+    assert await redis.script("complete", keys, (*base, "w1", token, "succeeded", 0, "", "")) == [0]
     again = await redis.script("complete", keys, (*base, "w1", token, "failed", 1, "", ""))
     assert again == [-2]
+    assert await redis.execute("HGET", sk.run(rid.decode()), "st") == b"succeeded"
 
 
 async def test_scripts_are_refused_whole_when_redis_is_out_of_memory(

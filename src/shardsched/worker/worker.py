@@ -156,7 +156,7 @@ class Worker:
                 log.warning("complete %s failed (%s); retrying", claimed.run_id, exc)
                 await trio.sleep(delay)
                 delay = min(delay * 2, 2.0)
-        if reply[0] == 1:
+        if reply[0] in (0, 1):
             self.completed += 1
         else:
             log.warning("completion of %s refused (code %s)", claimed.run_id, reply[0])
