@@ -1,10 +1,12 @@
 #!lua
 --[[
   Delete a job: it leaves the timer and never fires again; its definition and its run
-  history stay readable (status 'deleted').
+  history stay readable (status 'deleted'). Its schedule segment closes at the timer's
+  score: ticks from there on are no longer expected.
 
   KEYS[1] job     HASH the job
   KEYS[2] timer   ZSET job_id -> next fire (ms)
+  KEYS[3] segs    LIST the job's schedule segments
   ARGV[1] job id
   ARGV[2] wake channel
   ARGV[3] shard number
@@ -12,7 +14,7 @@
   Returns {1, now_ms}; {-1} no such job; {-2} already deleted.
 ]]
 local rcall = redis.call
-local job_key, timer_key = KEYS[1], KEYS[2]
+local job_key, timer_key, segs_key = KEYS[1], KEYS[2], KEYS[3]
 local status = rcall('HGET', job_key, 'status')
 if not status then
   return {-1}
@@ -22,6 +24,9 @@ if status == 'deleted' then
 end
 local t = rcall('TIME')
 local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+if status == 'active' then
+  rcall('RPUSH', segs_key, 'c|' .. (rcall('ZSCORE', timer_key, ARGV[1]) or ''))
+end
 rcall('HSET', job_key, 'status', 'deleted', 'updated', now)
 rcall('HINCRBY', job_key, 'version', 1)
 rcall('ZREM', timer_key, ARGV[1])

@@ -2,54 +2,61 @@
 --[[
   Fire a batch of due jobs, then report the next batch: the shard owner's hot path.
 
-  For each (job, old fire, new fire) triple: if the job's timer entry still has score
-  old fire (compare-and-set; a PATCH, pause or delete in between wins), create the run
-  record <job>:<old fire>:1 unless it exists (the create-if-absent is the dedupe), append
-  it to the ready stream, and move the timer entry to new fire (or remove it).
+  For each item, if the job's timer entry still has score <old> (compare-and-set; a PATCH,
+  pause or delete in between wins): create the run record <job>:<fire>:1 unless it exists
+  (the create-if-absent is the dedupe) and append it to the ready stream; store the skip
+  record if the catch-up policy skipped ticks; move the timer entry to <new> or remove it.
 
   KEYS[1] timer   ZSET job_id -> next fire (ms)
   KEYS[2] ready   STREAM of fired runs
   KEYS[3] epoch   STRING the shard's fencing token
+  KEYS[4] stats   HASH shard counters (refused_fire counts stale-epoch calls)
   ARGV[1] epoch the caller holds
-  ARGV[2] shard key base ("<ns>:{<shard>}:"); run:<id>, runs:<job>, job:<id> keys are
-          built from it and share KEYS' hash slot
+  ARGV[2] shard key base ("<ns>:{<shard>}:"); run:<id>, runs:<job>, skips:<job> and
+          job:<id> keys are built from it and share KEYS' hash slot
   ARGV[3] how many due entries to report back at most
   ARGV[4] ready channel (published once when anything fired)
   ARGV[5] shard number
-  ARGV[6..] triples: job id, old fire (ms), new fire (ms or '' when exhausted)
+  ARGV[6..] items of 5: job id, old score, tick to fire ('' none), new score ('' removes
+          the entry), skip record ('' none, else "first:last:count:reason")
 
-  Returns {1, now_ms, fired, next_ms, job1, fire1, sched1, job2, ...}:
+  Returns {1, now_ms, fired, next_ms, job1, score1, timing1, job2, ...}:
     now_ms   the server's clock;
     fired    runs created by this call;
     next_ms  the earliest future timer score ('' when the timer is empty or jobs are due);
-    then the due jobs (score <= now_ms) with their schedule JSON.
-  Returns {-1, current_epoch} when the caller's epoch is stale (nothing written).
+    then the due jobs (score <= now_ms) with their timing JSON.
+  Returns {-1, current_epoch} when the caller's epoch is stale (only the counter written).
 ]]
 local rcall = redis.call
-local timer_key, ready_key, epoch_key = KEYS[1], KEYS[2], KEYS[3]
+local timer_key, ready_key, epoch_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local base = ARGV[2]
 
 local current = rcall('GET', epoch_key)
 if current ~= ARGV[1] then
+  rcall('HINCRBY', stats_key, 'refused_fire', 1)
   return {-1, current or ''}
 end
 
 local t = rcall('TIME')
 local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
-local now_n = tonumber(now)
 
 local fired = 0
-for i = 6, #ARGV, 3 do
-  local job, old, new = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+for i = 6, #ARGV, 5 do
+  local job, old, fire, new, skip = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local score = rcall('ZSCORE', timer_key, job)
   if score and tonumber(score) == tonumber(old) then
-    local rid = job .. ':' .. old .. ':1'
-    local run_key = base .. 'run:' .. rid
-    if rcall('EXISTS', run_key) == 0 then
-      rcall('HSET', run_key, 'j', job, 's', old, 'a', 1, 'st', 'scheduled', 'c', now)
-      rcall('ZADD', base .. 'runs:' .. job, old, rid)
-      rcall('XADD', ready_key, '*', 'r', rid)
-      fired = fired + 1
+    if fire ~= '' then
+      local rid = job .. ':' .. fire .. ':1'
+      local run_key = base .. 'run:' .. rid
+      if rcall('EXISTS', run_key) == 0 then
+        rcall('HSET', run_key, 'j', job, 's', fire, 'a', 1, 'st', 'scheduled', 'c', now)
+        rcall('ZADD', base .. 'runs:' .. job, fire, rid)
+        rcall('XADD', ready_key, '*', 'r', rid)
+        fired = fired + 1
+      end
+    end
+    if skip ~= '' then
+      rcall('ZADD', base .. 'skips:' .. job, old, skip .. ':' .. now)
     end
     if new == '' then
       rcall('ZREM', timer_key, job)
@@ -74,6 +81,6 @@ end
 for i = 1, #due, 2 do
   out[#out + 1] = due[i]
   out[#out + 1] = due[i + 1]
-  out[#out + 1] = rcall('HGET', base .. 'job:' .. due[i], 'sched') or ''
+  out[#out + 1] = rcall('HGET', base .. 'job:' .. due[i], 'timing') or ''
 end
 return out

@@ -4,6 +4,7 @@
 
   KEYS[1] owner   STRING node id with PX expiry
   KEYS[2] epoch   STRING integer fencing token
+  KEYS[3] stats   HASH shard counters (refused_renew counts refusals)
   ARGV[1] node id
   ARGV[2] epoch the caller holds
   ARGV[3] lease ttl (ms)
@@ -12,6 +13,7 @@
 ]]
 local rcall = redis.call
 if rcall('GET', KEYS[1]) ~= ARGV[1] or rcall('GET', KEYS[2]) ~= ARGV[2] then
+  rcall('HINCRBY', KEYS[3], 'refused_renew', 1)
   return -1
 end
 rcall('PEXPIRE', KEYS[1], ARGV[3])

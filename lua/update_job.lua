@@ -1,25 +1,32 @@
 #!lua
 --[[
-  Change a job (PATCH): its definition, its schedule or its status, re-scoring its one
+  Change a job (PATCH): its definition, its timing or its status, re-scoring its one
   timer entry atomically. Optimistic: the caller read version V and computed the new
   definition from it; if the job moved on meanwhile nothing is written.
 
+  A change of timing or status closes the job's current schedule segment at the timer's
+  score (ticks from there on are no longer expected) and, if the job stays active, opens
+  a new one at the new first fire: the audit's record of what should have fired.
+
   KEYS[1] job     HASH the job
   KEYS[2] timer   ZSET job_id -> next fire (ms)
+  KEYS[3] segs    LIST the job's schedule segments
   ARGV[1] job id
   ARGV[2] version the caller read
   ARGV[3] spec JSON
-  ARGV[4] schedule JSON
+  ARGV[4] timing JSON
   ARGV[5] status: active | paused
   ARGV[6] next fire (ms), '' to remove the timer entry, '=' to keep it as it is
   ARGV[7] lease (ms)
   ARGV[8] wake channel
   ARGV[9] shard number
+  ARGV[10] '1' when timing or status changed (segment roll-over), else '0'
 
   Returns {1, version, now_ms}; {-1} no such job; {-2} deleted; {-3} version moved on.
 ]]
 local rcall = redis.call
-local job_key, timer_key = KEYS[1], KEYS[2]
+local job_key, timer_key, segs_key = KEYS[1], KEYS[2], KEYS[3]
+local job = ARGV[1]
 local cur = rcall('HMGET', job_key, 'status', 'version')
 if not cur[1] then
   return {-1}
@@ -32,13 +39,26 @@ if cur[2] ~= ARGV[2] then
 end
 local t = rcall('TIME')
 local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local score = rcall('ZSCORE', timer_key, job)
 local version = rcall('HINCRBY', job_key, 'version', 1)
-rcall('HSET', job_key, 'spec', ARGV[3], 'sched', ARGV[4], 'status', ARGV[5],
+rcall('HSET', job_key, 'spec', ARGV[3], 'timing', ARGV[4], 'status', ARGV[5],
   'updated', now, 'lease', ARGV[7])
-if ARGV[6] == '' then
-  rcall('ZREM', timer_key, ARGV[1])
-elseif ARGV[6] ~= '=' then
-  rcall('ZADD', timer_key, ARGV[6], ARGV[1])
+local new = ARGV[6]
+if new == '=' then
+  new = score or ''
+end
+if new == '' then
+  rcall('ZREM', timer_key, job)
+else
+  rcall('ZADD', timer_key, new, job)
+end
+if ARGV[10] == '1' then
+  if cur[1] == 'active' then
+    rcall('RPUSH', segs_key, 'c|' .. (score or ''))
+  end
+  if ARGV[5] == 'active' and new ~= '' then
+    rcall('RPUSH', segs_key, 'o|' .. new .. '|' .. ARGV[4])
+  end
 end
 rcall('PUBLISH', ARGV[8], ARGV[9])
 return {1, version, now}

@@ -136,7 +136,7 @@ def test_interval_and_once() -> None:
 
 def test_memo_computes_once_per_expression_and_tick() -> None:
     memo = NextFireMemo()
-    raw = b'{"type":"cron","expression":"* * * * *","timezone":"UTC"}'
+    raw = b'{"schedule":{"type":"cron","expression":"* * * * *","timezone":"UTC"}}'
     prev = z("2026-05-01T10:00Z")
     first = memo.next_after(raw, prev)
     assert first == prev + 60_000
@@ -144,4 +144,4 @@ def test_memo_computes_once_per_expression_and_tick() -> None:
     for _ in range(1000):
         assert memo.next_after(raw, prev) == first
     assert len(memo._next) == 1
-    assert isinstance(memo.schedule(raw), CronSchedule)
+    assert isinstance(memo.timing(raw).schedule, CronSchedule)

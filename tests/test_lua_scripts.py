@@ -24,9 +24,15 @@ async def acquire(redis: Redis, dep: ops.Deployment, shard: int, node: str) -> l
 
 
 async def fire(redis: Redis, dep: ops.Deployment, shard: int, epoch: int, *triples) -> list:
+    """Fire (job, old, new) triples as plain firings of the old tick."""
     sk = dep.shard(shard)
     head = (epoch, sk.base, 500, dep.globals.ready_channel, shard)
-    return await redis.script("fire", (sk.timer, sk.ready, sk.epoch), (*head, *triples))
+    items = []
+    for i in range(0, len(triples), 3):
+        job, old, new = triples[i : i + 3]
+        items += [job, old, old, new, ""]
+    keys = (sk.timer, sk.ready, sk.epoch, sk.stats)
+    return await redis.script("fire", keys, (*head, *items))
 
 
 async def timer_score(redis: Redis, dep: ops.Deployment, job_id: str) -> int:
@@ -40,8 +46,10 @@ async def test_leases_fence_by_epoch(redis, dep) -> None:
     assert refused[0] == -1 and refused[1] == b"a"
     assert await acquire(redis, dep, 0, "a") == [2]  # a restart of "a" still gets a new epoch
     sk = dep.shard(0)
-    assert await redis.script("renew_lease", (sk.owner, sk.epoch), ("a", 1, 5000)) == -1
-    assert await redis.script("renew_lease", (sk.owner, sk.epoch), ("a", 2, 5000)) == 1
+    renew_keys = (sk.owner, sk.epoch, sk.stats)
+    assert await redis.script("renew_lease", renew_keys, ("a", 1, 5000)) == -1
+    assert await redis.script("renew_lease", renew_keys, ("a", 2, 5000)) == 1
+    assert await redis.execute("HGET", sk.stats, "refused_renew") == b"1"
     assert await redis.script("release_lease", (sk.owner, sk.epoch), ("b", 2)) == 0
     assert await redis.script("release_lease", (sk.owner, sk.epoch), ("a", 2)) == 1
     assert await acquire(redis, dep, 0, "b") == [3]
@@ -57,7 +65,11 @@ async def test_fire_refuses_a_stale_epoch_and_writes_nothing(redis, dep) -> None
     before = await keyspace(redis, dep.namespace)
     reply = await fire(redis, dep, shard, 1, job, old, old + 60_000)
     assert reply == [-1, b"2"]
-    assert await keyspace(redis, dep.namespace) == before
+    after = await keyspace(redis, dep.namespace)
+    stats = after.pop(dep.shard(shard).stats.encode())
+    assert after == before, "nothing but the refusal counter was written"
+    assert stats is not None
+    assert await redis.execute("HGET", dep.shard(shard).stats, "refused_fire") == b"1"
 
 
 async def test_fire_is_idempotent_and_compare_and_set(redis, dep) -> None:

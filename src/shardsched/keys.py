@@ -91,7 +91,7 @@ class ShardKeys:
         return self.base + "stats"
 
     def job(self, job_id: str) -> str:
-        """HASH the job: spec JSON, schedule JSON, status, times, version."""
+        """HASH the job: spec JSON, timing JSON, status, times, version."""
         return self.base + "job:" + job_id
 
     def run(self, rid: str) -> str:
@@ -101,6 +101,15 @@ class ShardKeys:
     def runs_of(self, job_id: str) -> str:
         """ZSET run_id → scheduled_for (ms): a job's run history."""
         return self.base + "runs:" + job_id
+
+    def segments(self, job_id: str) -> str:
+        """LIST a job's schedule segments ("o|<first>|<timing>", "c|<score>"): what the audit
+        expects of it."""
+        return self.base + "segs:" + job_id
+
+    def skips(self, job_id: str) -> str:
+        """ZSET "first:last:count:reason:decided_at" -> first: ticks a policy skipped."""
+        return self.base + "skips:" + job_id
 
     def output(self, rid: str) -> str:
         """STRING the last 64 KiB a run printed."""
@@ -115,6 +124,16 @@ class GlobalKeys:
     def meta(self) -> str:
         """HASH deployment facts: the shard count fixed at first start."""
         return f"{self.namespace}:{{g}}:meta"
+
+    @property
+    def nodes(self) -> str:
+        """ZSET node_id -> heartbeat expiry (ms, server clock): the live nodes."""
+        return f"{self.namespace}:{{g}}:nodes"
+
+    @property
+    def node_info(self) -> str:
+        """HASH node_id -> JSON (http address, start time): what /api/v1/cluster shows."""
+        return f"{self.namespace}:{{g}}:nodeinfo"
 
     @property
     def wake_channel(self) -> str:

@@ -64,11 +64,11 @@ class RetryPolicy(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class Catchup(enum.StrEnum):
-    """What a new owner does with ticks that passed while nobody fired them."""
+    """What happens to ticks found late (every node down, a takeover, a long burst)."""
 
-    ALL = "all"  #: fire every missed tick
-    LATEST = "latest"  #: fire only the latest missed tick, record the rest skipped
-    NONE = "none"  #: fire none of the missed ticks past misfire_grace_s
+    ALL = "all"  #: fire every missed tick, however late
+    LATEST = "latest"  #: of several ticks due at once fire only the latest; record the rest skipped
+    NONE = "none"  #: a tick later than misfire_grace_s is recorded skipped, not fired
 
 
 class Overlap(enum.StrEnum):
@@ -108,6 +108,18 @@ TERMINAL_STATES = frozenset(
         RunState.CANCELLED,
     }
 )
+
+
+class Timing(msgspec.Struct, forbid_unknown_fields=True):
+    """When a job fires and what happens to late ticks: all the shard actor needs.
+
+    Stored as its own JSON string beside the spec, so that jobs with the same timing share
+    the bytes and the actor's next-fire memo computes each (timing, tick) once.
+    """
+
+    schedule: Schedule
+    catchup: Catchup = Catchup.ALL
+    misfire_grace_s: float = 60.0
 
 
 class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -221,6 +233,10 @@ def validate_schedule(schedule: Schedule, path: str = "$.schedule") -> None:
             raise msgspec.ValidationError(
                 f"Unknown time zone {schedule.timezone!r} - at `{path}.timezone`"
             ) from None
+
+
+def timing_of(spec: JobSpec) -> Timing:
+    return Timing(spec.schedule, spec.catchup, spec.misfire_grace_s)
 
 
 def validate_spec(spec: JobSpec) -> JobSpec:

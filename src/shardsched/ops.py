@@ -32,6 +32,7 @@ from shardsched.models import (
     Run,
     RunOutput,
     Triggered,
+    timing_of,
     validate_spec,
 )
 from shardsched.shard.cron import first_fire_ms, from_ms
@@ -117,14 +118,14 @@ def _register_call(dep: Deployment, job_id: str, spec: JobSpec, first: int | Non
         (
             job_id,
             _spec_encoder.encode(spec),
-            _spec_encoder.encode(spec.schedule),
+            _spec_encoder.encode(timing_of(spec)),
             "" if first is None else first,
             round(spec.lease_s * 1000),
             dep.globals.wake_channel,
             sk.shard,
         ),
         script="register_job",
-        keys=(sk.job(job_id), sk.timer, sk.jobs),
+        keys=(sk.job(job_id), sk.timer, sk.jobs, sk.segments(job_id)),
     )
 
 
@@ -221,6 +222,8 @@ def patch_job(dep: Deployment, job_id: str, patch: JobPatch) -> Op:
         status = patch.status or job.status
         (now,) = yield [Call(("TIME",))]
         now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+        timing = _spec_encoder.encode(timing_of(spec))
+        roll = status != job.status or timing != _spec_encoder.encode(timing_of(_spec_of(job)))
         next_fire: int | str
         if status == JobStatus.PAUSED:
             next_fire = ""
@@ -236,15 +239,16 @@ def patch_job(dep: Deployment, job_id: str, patch: JobPatch) -> Op:
                     job_id,
                     job.version,
                     _spec_encoder.encode(spec),
-                    _spec_encoder.encode(spec.schedule),
+                    timing,
                     status.value,
                     next_fire,
                     round(spec.lease_s * 1000),
                     dep.globals.wake_channel,
                     sk.shard,
+                    "1" if roll else "0",
                 ),
                 script="update_job",
-                keys=(sk.job(job_id), sk.timer),
+                keys=(sk.job(job_id), sk.timer, sk.segments(job_id)),
             )
         ]
         code = _check(reply)[0]
@@ -264,7 +268,7 @@ def delete_job(dep: Deployment, job_id: str) -> Op:
         Call(
             (job_id, dep.globals.wake_channel, sk.shard),
             script="delete_job",
-            keys=(sk.job(job_id), sk.timer),
+            keys=(sk.job(job_id), sk.timer, sk.segments(job_id)),
         )
     ]
     code = _check(reply)[0]

@@ -17,6 +17,7 @@ import trio
 
 from shardsched.ops import Deployment
 from shardsched.redis import Redis, RedisConnectionError, ReplyError
+from shardsched.shard.catchup import Decision, decide
 from shardsched.shard.cron import NextFireMemo
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ class ShardActor:
         self.memo = memo
         self.batch = batch
         self.fired_total = 0
+        self.refused = 0
         self._ready_channel = dep.globals.ready_channel
         self._woken = trio.Event()
 
@@ -53,51 +55,59 @@ class ShardActor:
         """Look at the timer again now (a job of this shard was added or changed)."""
         self._woken.set()
 
-    def _plan(self, due: list[Any]) -> list[Any]:
-        """The (job, old fire, new fire) triples for a due batch: pure computation."""
-        triples: list[Any] = []
-        next_after = self.memo.next_after
+    def _plan(self, due: list[Any], now_ms: int) -> list[Any]:
+        """The fire script's items for a due batch: pure computation, no I/O."""
+        items: list[Any] = []
+        memo = self.memo
         for i in range(0, len(due), 3):
-            job, score, sched = due[i], due[i + 1], due[i + 2]
+            job, score, raw = due[i], due[i + 1], due[i + 2]
             old = int(float(score))
-            if not sched:  # the job hash vanished under its timer entry: drop the entry
-                triples += (job, old, "")
+            if not raw:  # the job hash vanished under its timer entry: drop the entry
+                items += (job, old, "", "", "")
                 continue
             try:
-                new = next_after(sched, old)
+                timing = memo.timing(raw)
+                decision = decide(timing, old, now_ms, lambda t, raw=raw: memo.next_after(raw, t))
             except (ValueError, msgspec.DecodeError):
                 # Fire this tick and stop: a timer entry that stays due forever would spin.
                 log.exception("shard %d: job %s has no next fire time", self.shard, job)
-                new = None
-            triples += (job, old, "" if new is None else new)
-        return triples
+                decision = Decision(old, None)
+            items += (
+                job,
+                old,
+                "" if decision.fire is None else decision.fire,
+                "" if decision.new is None else decision.new,
+                "" if decision.skip is None else decision.skip.encode(),
+            )
+        return items
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        keys = (self.keys.timer, self.keys.ready, self.keys.epoch)
+        keys = (self.keys.timer, self.keys.ready, self.keys.epoch, self.keys.stats)
         head = [self.epoch, self.keys.base, self.batch, self._ready_channel, self.shard]
-        triples: list[Any] = []
+        items: list[Any] = []
         task_status.started()
         delay = 0.05
         while True:
-            if not triples:
+            if not items:
                 self._woken = trio.Event()
             try:
-                reply = await self.redis.script("fire", keys, head + triples)
+                reply = await self.redis.script("fire", keys, head + items)
             except (RedisConnectionError, ReplyError) as exc:
                 log.warning("shard %d: fire failed (%s); retrying in %.2fs", self.shard, exc, delay)
                 await trio.sleep(delay)
                 delay = min(delay * 2, 2.0)
-                continue  # the same triples again: the compare-and-set makes it idempotent
+                continue  # the same items again: the compare-and-set makes it idempotent
             delay = 0.05
             if reply[0] == -1:
+                self.refused += 1
                 raise LeaseLost(f"shard {self.shard}: epoch {self.epoch} superseded by {reply[1]}")
             now_ms, fired, next_ms = int(reply[1]), reply[2], reply[3]
             self.fired_total += fired
             due = reply[4:]
             if due:
-                triples = self._plan(due)
+                items = self._plan(due, now_ms)
                 continue
-            triples = []
+            items = []
             wait = (int(next_ms) - now_ms) / 1000 if next_ms else MAX_IDLE_S
             with trio.move_on_after(min(max(wait, 0.0), MAX_IDLE_S)):
                 await self._woken.wait()

@@ -28,7 +28,7 @@ from functools import lru_cache
 import msgspec
 from croniter import croniter
 
-from shardsched.models import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
+from shardsched.models import CronSchedule, IntervalSchedule, OnceSchedule, Schedule, Timing
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: How many wall-clock candidates we look at before declaring an expression unsatisfiable
@@ -135,29 +135,29 @@ def next_fire_ms(schedule: Schedule, prev_ms: int) -> int | None:
     raise TypeError(f"not a schedule: {schedule!r}")
 
 
-_schedule_decoder = msgspec.json.Decoder(Schedule)
+_timing_decoder = msgspec.json.Decoder(Timing)
 
 
 class NextFireMemo:
-    """Next fire times keyed by (stored schedule JSON, previous fire).
+    """Next fire times keyed by (stored timing JSON, previous fire).
 
-    The shard actor receives each due job's schedule as the JSON string Redis stores; jobs
-    that share an expression share the string, so a minute-boundary burst of identical
-    cron jobs costs one croniter call and one decode, then dictionary hits.
+    The shard actor receives each due job's :class:`Timing` as the JSON string Redis
+    stores; jobs that share a schedule share the string, so a minute-boundary burst of
+    identical cron jobs costs one croniter call and one decode, then dictionary hits.
     """
 
     def __init__(self, max_entries: int = 65536) -> None:
         self._max = max_entries
         self._next: dict[tuple[bytes, int], int | None] = {}
-        self._schedules: dict[bytes, Schedule] = {}
+        self._timings: dict[bytes, Timing] = {}
 
-    def schedule(self, raw: bytes) -> Schedule:
-        sched = self._schedules.get(raw)
-        if sched is None:
-            if len(self._schedules) >= self._max:
-                self._schedules.clear()
-            sched = self._schedules[raw] = _schedule_decoder.decode(raw)
-        return sched
+    def timing(self, raw: bytes) -> Timing:
+        timing = self._timings.get(raw)
+        if timing is None:
+            if len(self._timings) >= self._max:
+                self._timings.clear()
+            timing = self._timings[raw] = _timing_decoder.decode(raw)
+        return timing
 
     def next_after(self, raw: bytes, prev_ms: int) -> int | None:
         key = (raw, prev_ms)
@@ -167,5 +167,5 @@ class NextFireMemo:
             pass
         if len(self._next) >= self._max:
             self._next.clear()
-        value = self._next[key] = next_fire_ms(self.schedule(raw), prev_ms)
+        value = self._next[key] = next_fire_ms(self.timing(raw).schedule, prev_ms)
         return value
