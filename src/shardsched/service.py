@@ -67,16 +67,13 @@ async def run_node(
     renew_every_s: float = 1.5,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    manager = ShardManager(redis, dep, node_id, lease_ttl_s, renew_every_s)
-    try:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(manager.run, name="shard-manager")
-            binds: list[str] = []
-            if http:
-                binds = await nursery.start(serve_http, create_app(redis, dep), http)
-            task_status.started(binds)
-    finally:
-        await manager.release_all()
+    manager = ShardManager(redis, dep, node_id, lease_ttl_s, renew_every_s, http=http)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(manager.run, name="shard-manager")
+        binds: list[str] = []
+        if http:
+            binds = await nursery.start(serve_http, create_app(redis, dep), http)
+        task_status.started(binds)
 
 
 async def run_router(

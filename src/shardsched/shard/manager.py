@@ -1,9 +1,14 @@
-"""The shard manager of a node process: leases, one actor per owned shard, wake-ups.
+"""The shard manager of a node process: membership, leases, one actor per owned shard.
 
-Ownership is a Redis lease plus a fencing epoch (``lua/acquire_lease.lua``). The manager
-renews every owned lease in one pipelined round trip per interval and stops an actor the
-moment its renewal fails; every script the actor calls is fenced by the epoch anyway, so
-a paused former owner cannot write after losing its lease.
+Each round (every ``renew_every_s``) it heartbeats into the node registry, learns the live
+nodes, computes the shards it should own (:mod:`shardsched.shard.assignment`), renews the
+leases it holds, hands over the ones it should no longer own (actor stopped first, lease
+released after, so the next owner starts at once rather than after a TTL), and acquires
+the ones it should own whose lease is free or lapsed.
+
+Ownership is a Redis lease plus a fencing epoch (``lua/acquire_lease.lua``). An actor is
+cancelled the moment its renewal fails; every script it calls is fenced by the epoch
+anyway, so a paused former owner cannot write after losing its lease.
 """
 
 from __future__ import annotations
@@ -13,11 +18,13 @@ import os
 import socket
 from dataclasses import dataclass, field
 
+import msgspec
 import trio
 
 from shardsched.ops import Deployment
 from shardsched.redis import Redis, RedisConnectionError
 from shardsched.shard.actor import LeaseLost, ShardActor
+from shardsched.shard.assignment import target_shards
 from shardsched.shard.cron import NextFireMemo
 
 log = logging.getLogger(__name__)
@@ -31,6 +38,15 @@ def default_node_id() -> str:
 class Owned:
     actor: ShardActor
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    done: trio.Event = field(default_factory=trio.Event)
+
+
+class NodeInfo(msgspec.Struct):
+    """What a node publishes about itself in the registry."""
+
+    http: str | None
+    started_ms: int
+    shards: list[int]
 
 
 class ShardManager:
@@ -42,6 +58,7 @@ class ShardManager:
         lease_ttl_s: float = 5.0,
         renew_every_s: float = 1.5,
         batch: int = 500,
+        http: str | None = None,
     ) -> None:
         self.redis = redis
         self.dep = dep
@@ -49,27 +66,39 @@ class ShardManager:
         self.lease_ttl_ms = round(lease_ttl_s * 1000)
         self.renew_every_s = renew_every_s
         self.batch = batch
+        self.http = http
         self.memo = NextFireMemo()
-        self.owned: dict[int, Owned] = {}
-        self._all_owned = trio.Event()
+        self.owned: dict[int, Owned] = {}  #: running actors
+        self.leases: dict[int, int] = {}  #: shard -> epoch of every lease we hold
+        self.live_nodes: list[str] = []
+        self.refused_writes = 0
+        self._started_ms = 0
 
-    def target_shards(self) -> list[int]:
-        """The shards this node should own (all of them, until membership exists)."""
-        return list(range(self.dep.n_shards))
+    async def _heartbeat(self) -> frozenset[int]:
+        g = self.dep.globals
+        info = msgspec.json.encode(NodeInfo(self.http, self._started_ms, sorted(self.owned)))
+        reply = await self.redis.script(
+            "heartbeat_node", (g.nodes, g.node_info), (self.node_id, self.lease_ttl_ms, info)
+        )
+        if not self._started_ms:
+            self._started_ms = int(reply[0])
+        self.live_nodes = [n.decode() for n in reply[1:]]
+        return target_shards(self.dep.n_shards, self.live_nodes, self.node_id)
+
+    def _lease_keys(self, shard: int) -> tuple[str, ...]:
+        sk = self.dep.shard(shard)
+        return (sk.owner, sk.epoch)
 
     async def _acquire(self, nursery: trio.Nursery, shards: list[int]) -> None:
         calls = [
-            (
-                "acquire_lease",
-                (self.dep.shard(s).owner, self.dep.shard(s).epoch),
-                (self.node_id, self.lease_ttl_ms),
-            )
+            ("acquire_lease", self._lease_keys(s), (self.node_id, self.lease_ttl_ms))
             for s in shards
         ]
         for shard, reply in zip(shards, await self.redis.scripts(calls), strict=True):
             if isinstance(reply, Exception) or reply[0] == -1:
                 continue
             actor = ShardActor(self.redis, self.dep, shard, int(reply[0]), self.memo, self.batch)
+            self.leases[shard] = actor.epoch
             owned = self.owned[shard] = Owned(actor)
             await nursery.start(self._run_actor, owned, name=f"shard-{shard}")
             log.info("node %s owns shard %d at epoch %d", self.node_id, shard, actor.epoch)
@@ -80,25 +109,51 @@ class ShardManager:
             with owned.scope:
                 await owned.actor.run(task_status=task_status)
         except LeaseLost as exc:
+            self.refused_writes += 1
+            self.leases.pop(shard, None)
             log.warning("%s", exc)
         finally:
             if self.owned.get(shard) is owned:
                 del self.owned[shard]
+            owned.done.set()
 
     async def _renew(self) -> None:
-        shards = list(self.owned)
+        held = list(self.leases.items())
         calls = [
             (
                 "renew_lease",
-                (self.dep.shard(s).owner, self.dep.shard(s).epoch),
-                (self.node_id, self.owned[s].actor.epoch, self.lease_ttl_ms),
+                (*self._lease_keys(s), self.dep.shard(s).stats),
+                (self.node_id, epoch, self.lease_ttl_ms),
             )
-            for s in shards
+            for s, epoch in held
         ]
-        for shard, reply in zip(shards, await self.redis.scripts(calls), strict=True):
-            if reply == -1 and shard in self.owned:
+        for (shard, epoch), reply in zip(held, await self.redis.scripts(calls), strict=True):
+            if reply == -1 and self.leases.get(shard) == epoch:
+                self.refused_writes += 1
                 log.warning("node %s lost the lease of shard %d", self.node_id, shard)
-                self.owned.pop(shard).scope.cancel()
+                del self.leases[shard]
+                if (owned := self.owned.pop(shard, None)) is not None:
+                    owned.scope.cancel()
+
+    async def _hand_over(self, shards: list[int]) -> None:
+        """Stop the actors, then release their leases so the new owner need not wait."""
+        stopping = [self.owned.pop(s) for s in shards if s in self.owned]
+        for owned in stopping:
+            owned.scope.cancel()
+        for owned in stopping:
+            await owned.done.wait()
+        releasing = [(s, self.leases.pop(s)) for s in shards if s in self.leases]
+        calls = [
+            ("release_lease", self._lease_keys(s), (self.node_id, epoch)) for s, epoch in releasing
+        ]
+        if calls:
+            with trio.move_on_after(2, shield=True):
+                try:
+                    await self.redis.scripts(calls)
+                except RedisConnectionError:
+                    pass  # the leases lapse by themselves
+        if releasing:
+            log.info("node %s handed over shards %s", self.node_id, [s for s, _ in releasing])
 
     def wake(self, shard: int | None = None) -> None:
         if shard is None:
@@ -118,45 +173,46 @@ class ShardManager:
             else:
                 self.wake(int(msg))
 
-    async def wait_all_owned(self) -> None:
-        await self._all_owned.wait()
+    async def _round(self, nursery: trio.Nursery) -> None:
+        target = await self._heartbeat()
+        await self._renew()
+        leaving = [s for s in self.leases if s not in target]
+        if leaving:
+            await self._hand_over(leaving)
+        missing = sorted(s for s in target if s not in self.leases)
+        if missing:
+            await self._acquire(nursery, missing)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Hold leases and run actors until cancelled; ready once the first pass is done."""
-        async with trio.open_nursery() as nursery:
-            await nursery.start(self._listen_wakes, name="wake-listener")
-            started = False
-            while True:
-                try:
-                    await self._renew()
-                    missing = [s for s in self.target_shards() if s not in self.owned]
-                    if missing:
-                        await self._acquire(nursery, missing)
-                except RedisConnectionError as exc:
-                    log.warning("node %s: lease round failed: %s", self.node_id, exc)
-                if len(self.owned) == self.dep.n_shards:
-                    self._all_owned.set()
-                if not started:
-                    task_status.started()
-                    started = True
-                await trio.sleep(self.renew_every_s)
+        """Hold leases and run actors until cancelled; ready once the first round is done.
 
-    async def release_all(self) -> None:
-        """Hand every lease back at once (graceful stop), so a successor need not wait."""
-        owned, self.owned = self.owned, {}
-        for o in owned.values():
-            o.scope.cancel()
-        calls = [
-            (
-                "release_lease",
-                (self.dep.shard(s).owner, self.dep.shard(s).epoch),
-                (self.node_id, o.actor.epoch),
-            )
-            for s, o in owned.items()
-        ]
-        if calls:
-            with trio.move_on_after(2, shield=True):
+        On the way out every lease is handed back and the node leaves the registry.
+        """
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self._listen_wakes, name="wake-listener")
+                started = False
+                while True:
+                    try:
+                        await self._round(nursery)
+                    except RedisConnectionError as exc:
+                        log.warning("node %s: lease round failed: %s", self.node_id, exc)
+                    if not started:
+                        task_status.started()
+                        started = True
+                    await trio.sleep(self.renew_every_s)
+        finally:
+            await self.leave()
+
+    async def leave(self) -> None:
+        """Hand every shard back at once and leave the registry (graceful stop)."""
+        with trio.CancelScope(shield=True):
+            with trio.move_on_after(3):
+                await self._hand_over(list(self.leases))
+                g = self.dep.globals
                 try:
-                    await self.redis.scripts(calls)
+                    await self.redis.pipeline(
+                        [("ZREM", g.nodes, self.node_id), ("HDEL", g.node_info, self.node_id)]
+                    )
                 except RedisConnectionError:
                     pass
