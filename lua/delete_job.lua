@@ -25,7 +25,7 @@ end
 local t = rcall('TIME')
 local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
 if status == 'active' then
-  rcall('RPUSH', segs_key, 'c|' .. (rcall('ZSCORE', timer_key, ARGV[1]) or ''))
+  rcall('RPUSH', segs_key, 'c|' .. (rcall('ZSCORE', timer_key, ARGV[1]) or '') .. '|' .. now)
 end
 rcall('HSET', job_key, 'status', 'deleted', 'updated', now)
 rcall('HINCRBY', job_key, 'version', 1)

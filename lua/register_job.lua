@@ -6,7 +6,8 @@
   KEYS[1] job     HASH the job
   KEYS[2] timer   ZSET job_id -> next fire (ms)
   KEYS[3] jobs    ZSET job_id -> creation (ms)
-  KEYS[4] segs    LIST the job's schedule segments: "o|<first fire>|<timing>", "c|<score>"
+  KEYS[4] segs    LIST the job's schedule segments: "o|<first fire>|<timing>",
+                  "c|<timer score at close>|<close time>"
   ARGV[1] job id
   ARGV[2] spec JSON (JobSpec)
   ARGV[3] timing JSON (what the shard actor computes next fires from)

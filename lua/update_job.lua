@@ -54,7 +54,7 @@ else
 end
 if ARGV[10] == '1' then
   if cur[1] == 'active' then
-    rcall('RPUSH', segs_key, 'c|' .. (score or ''))
+    rcall('RPUSH', segs_key, 'c|' .. (score or '') .. '|' .. now)
   end
   if ARGV[5] == 'active' and new ~= '' then
     rcall('RPUSH', segs_key, 'o|' .. new .. '|' .. ARGV[4])

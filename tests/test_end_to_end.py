@@ -222,5 +222,11 @@ async def test_healthz_and_readyz(node, http, dep) -> None:
         return resp.json() if resp.status_code == 200 else None
 
     body = await wait_until(ready)
-    assert body["owned"] == dep.n_shards and body["owners"] == ["test-node"]
+    assert body["owned"] == dep.n_shards
+    assert body["owners"] == {str(s): "test-node" for s in range(dep.n_shards)}
+    cluster = (await http.get("/api/v1/cluster")).json()
+    assert [n["node_id"] for n in cluster["nodes"]] == ["test-node"]
+    assert sorted(cluster["nodes"][0]["shards"]) in ([], list(range(dep.n_shards)))
+    assert {s["owner"] for s in cluster["shards"]} == {"test-node"}
+    assert all(s["epoch"] >= 1 and s["lease_expires_at"] for s in cluster["shards"])
     assert datetime.now(UTC)  # the clock module imports cleanly

@@ -58,6 +58,21 @@ def build_parser() -> argparse.ArgumentParser:
     router = sub.add_parser("router", help="the stateless HTTP API")
     _redis_flag(router)
     router.add_argument("--http", required=True, metavar="HOST:PORT")
+    audit = sub.add_parser("audit", help="account for every tick of every job; exit 1 on loss")
+    _redis_flag(audit)
+    audit.add_argument("--json", action="store_true", help="print the report as JSON")
+    audit.add_argument(
+        "--settle",
+        type=float,
+        default=2.0,
+        help="ignore ticks due in the last S seconds (in flight); default 2",
+    )
+    audit.add_argument(
+        "--late-after",
+        type=float,
+        default=1.0,
+        help="a firing later than S seconds counts as late; default 1",
+    )
     return parser
 
 
@@ -81,6 +96,10 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(f"shardsched: --redis: {exc}")
     from shardsched import service
 
+    if args.command == "audit":
+        from shardsched.audit_cli import run_audit
+
+        sys.exit(run_audit(args))
     if args.command == "dev":
         from shardsched import dev
 

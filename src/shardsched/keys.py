@@ -103,7 +103,7 @@ class ShardKeys:
         return self.base + "runs:" + job_id
 
     def segments(self, job_id: str) -> str:
-        """LIST a job's schedule segments ("o|<first>|<timing>", "c|<score>"): what the audit
+        """LIST a job's schedule segments ("o|<first>|<timing>", "c|<score>|<at>"): what the audit
         expects of it."""
         return self.base + "segs:" + job_id
 

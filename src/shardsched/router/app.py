@@ -19,10 +19,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from shardsched import ops
+from shardsched import audit, ops
+from shardsched.cluster import ClusterView, cluster_view
 from shardsched.errors import ConflictError, NotFoundError, ValidationError
-from shardsched.models import JobCreated, JobPatch, JobSpec, RunList
+from shardsched.models import AwareDatetime, JobCreated, JobPatch, JobSpec, RunList
 from shardsched.redis import Redis, RedisConnectionError
+from shardsched.shard.cron import to_ms
 
 MAX_BODY = 1024 * 1024
 MAX_RUNS_LIMIT = 1000
@@ -133,20 +135,45 @@ class Api:
         rid = request.path_params["run_id"]
         return json_response(await self._run(ops.get_output(self.dep, rid)))
 
+    async def job_ticks(self, request: Request) -> Response:
+        """Every nominal tick of the job in [from, to] and what became of it."""
+        params = request.query_params
+        window = []
+        for name in ("from", "to"):
+            raw = params.get(name)
+            if raw is None:
+                window.append(None)
+                continue
+            try:
+                window.append(to_ms(msgspec.convert(raw, AwareDatetime)))
+            except msgspec.ValidationError:
+                raise _validation(
+                    f"{name} must be an RFC 3339 time with an offset", f"$.{name}"
+                ) from None
+        raw_limit = params.get("limit", "1000")
+        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 10000:
+            raise _validation("limit must be an integer in 1..10000", "$.limit")
+        job_id = request.path_params["job_id"]
+        ticks = await self._run(audit.job_ticks(self.dep, job_id, *window, int(raw_limit)))
+        return json_response(ticks)
+
+    async def cluster(self, request: Request) -> Response:
+        return json_response(await self._run(cluster_view(self.dep)))
+
     async def healthz(self, request: Request) -> Response:
         return json_response({"status": "ok"})
 
     async def readyz(self, request: Request) -> Response:
-        """Ready when every shard is owned by a live node (its lease key exists)."""
-        n = self.dep.n_shards
-        owners = await self.redis.pipeline([("GET", self.dep.shard(s).owner) for s in range(n)])
-        unowned = [s for s, o in enumerate(owners) if not o]
+        """Ready when every shard is owned by a live node; says which and by whom."""
+        view: ClusterView = await self._run(cluster_view(self.dep))
+        live = {n.node_id for n in view.nodes}
+        unowned = [s.shard for s in view.shards if s.owner not in live]
         body = {
             "ready": not unowned,
-            "shards": n,
-            "owned": n - len(unowned),
+            "shards": len(view.shards),
+            "owned": len(view.shards) - len(unowned),
             "unowned": unowned,
-            "owners": sorted({o.decode() for o in owners if o}),
+            "owners": {s.shard: s.owner for s in view.shards if s.owner in live},
         }
         return json_response(body, 200 if not unowned else 503)
 
@@ -174,6 +201,8 @@ def create_app(redis: Redis, dep: ops.Deployment) -> Starlette:
         Route("/api/v1/jobs/{job_id}/runs", _guard(api.list_runs), methods=["GET"]),
         Route("/api/v1/runs/{run_id}", _guard(api.get_run), methods=["GET"]),
         Route("/api/v1/runs/{run_id}/output", _guard(api.get_output), methods=["GET"]),
+        Route("/api/v1/jobs/{job_id}/ticks", _guard(api.job_ticks), methods=["GET"]),
+        Route("/api/v1/cluster", _guard(api.cluster), methods=["GET"]),
         Route("/healthz", _guard(api.healthz), methods=["GET"]),
         Route("/readyz", _guard(api.readyz), methods=["GET"]),
     ]

@@ -1,0 +1,306 @@
+"""The audit: every tick each job should have had, and what became of it.
+
+For every job, its schedule segments (opened at registration, closed and reopened by a
+pause, a resume, a change of timing, a delete) give the nominal ticks it should have had
+up to ``horizon`` (the server's clock less a settle margin, so in-flight firings are not
+judged). Each tick is then:
+
+* ``fired``      one run record (attempt 1) exists for it; its lag is created - tick;
+* ``skipped``    a recorded policy decision covers it (catch-up ``latest``, ``misfire``…);
+* ``pending``    it is still the job's timer entry (durable: it will fire, late);
+* ``missing``    none of the above: a lost firing;
+* ``duplicated`` more than one run record, or both fired and skipped.
+
+Runs that match no nominal tick are counted as ``unexpected``. Loading is an operation
+(:mod:`shardsched.ops` style) so the CLI, the API and the tests read it alike; accounting is
+pure.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import msgspec
+
+from shardsched import ops
+from shardsched.errors import JobNotFound
+from shardsched.models import IntervalSchedule, OnceSchedule, Timing
+from shardsched.shard.catchup import Skip
+from shardsched.shard.cron import from_ms, next_fire_ms
+
+_timing_decoder = msgspec.json.Decoder(Timing)
+#: Bound on ticks enumerated for one job (a 1-second job over ~11 days).
+MAX_TICKS = 1_000_000
+
+
+class Outcome(enum.StrEnum):
+    FIRED = "fired"
+    SKIPPED = "skipped"
+    PENDING = "pending"
+    MISSING = "missing"
+    DUPLICATED = "duplicated"
+
+
+class TickRecord(msgspec.Struct, omit_defaults=True):
+    """One nominal tick of a job and its fate (the body of ``GET /jobs/{id}/ticks``)."""
+
+    tick: datetime
+    outcome: Outcome
+    run_id: str | None = None
+    lag_s: float | None = None
+    reason: str | None = None
+    decided_at: datetime | None = None
+
+
+class TickList(msgspec.Struct):
+    job_id: str
+    ticks: list[TickRecord]
+    truncated: bool
+
+
+@dataclass
+class Segment:
+    first: int
+    timing: Timing
+    end: int | None  #: ticks >= end are not expected (the timer score when it closed)
+    closed_at: int | None  #: when it closed, bounding ticks when ``end`` is unknown
+
+
+@dataclass
+class JobHistory:
+    job_id: str
+    segments: list[Segment]
+    timer: int | None  #: the job's current timer score (its pending tick)
+    runs: dict[int, list[tuple[str, int]]]  #: tick -> [(run id, created ms)], attempt 1
+    skips: list[tuple[Skip, int]]  #: (record, decided at)
+
+
+def load_history(dep: ops.Deployment, job_id: str) -> ops.Op:
+    sk = dep.keys_for(job_id)
+    exists, segs, runs, skips, score = yield [
+        ops.Call(("EXISTS", sk.job(job_id))),
+        ops.Call(("LRANGE", sk.segments(job_id), 0, -1)),
+        ops.Call(("ZRANGE", sk.runs_of(job_id), 0, -1, "WITHSCORES")),
+        ops.Call(("ZRANGE", sk.skips(job_id), 0, -1)),
+        ops.Call(("ZSCORE", sk.timer, job_id)),
+    ]
+    if not exists:
+        raise JobNotFound(job_id)
+    scheduled = [
+        (runs[i].decode(), int(float(runs[i + 1])))
+        for i in range(0, len(runs), 2)
+        if runs[i].endswith(b":1") and b":t" not in runs[i]  # attempt 1, not a manual run
+    ]
+    created = yield [ops.Call(("HGET", sk.run(rid), "c")) for rid, _ in scheduled]
+    by_tick: dict[int, list[tuple[str, int]]] = defaultdict(list)
+    for (rid, tick), c in zip(scheduled, created, strict=True):
+        if c is not None:
+            by_tick[tick].append((rid, int(c)))
+    return JobHistory(
+        job_id=job_id,
+        segments=_segments(segs),
+        timer=None if score is None else int(float(score)),
+        runs=dict(by_tick),
+        skips=[_skip(raw) for raw in skips],
+    )
+
+
+def _skip(raw: bytes) -> tuple[Skip, int]:
+    text, _, decided = raw.decode().rpartition(":")
+    return Skip.decode(text), int(decided)
+
+
+def _segments(events: list[bytes]) -> list[Segment]:
+    segments: list[Segment] = []
+    for raw in events:
+        kind, _, rest = raw.decode().partition("|")
+        if kind == "o":
+            first, _, timing = rest.partition("|")
+            segments.append(Segment(int(first), _timing_decoder.decode(timing), None, None))
+        elif kind == "c" and segments and segments[-1].closed_at is None:
+            score, _, at = rest.partition("|")
+            segments[-1].end = int(float(score)) if score else None
+            segments[-1].closed_at = int(at)
+    return segments
+
+
+def nominal_ticks(segment: Segment, lo: int, hi: int) -> Iterator[int]:
+    """The segment's ticks in [lo, hi], jumping straight to lo where the schedule allows."""
+    schedule = segment.timing.schedule
+    tick: int | None = segment.first
+    if lo > segment.first:
+        if isinstance(schedule, IntervalSchedule):
+            every = round(schedule.every_s * 1000)
+            tick = segment.first + math.ceil((lo - segment.first) / every) * every
+        elif not isinstance(schedule, OnceSchedule):
+            tick = next_fire_ms(schedule, lo - 1)
+    bound = hi
+    if segment.end is not None:
+        bound = min(bound, segment.end - 1)
+    elif segment.closed_at is not None:
+        bound = min(bound, segment.closed_at)
+    for _ in range(MAX_TICKS):
+        if tick is None or tick > bound:
+            return
+        if tick >= lo:
+            yield tick
+        tick = next_fire_ms(schedule, tick)
+
+
+def account(
+    history: JobHistory, horizon: int, lo: int = 0, hi: int | None = None
+) -> list[TickRecord]:
+    """Every nominal tick of the job in [lo, min(hi, horizon)] with its outcome."""
+    hi = horizon if hi is None else min(hi, horizon)
+    skipped: dict[int, tuple[str, int]] = {}
+    records: list[TickRecord] = []
+    expected: list[int] = []
+    for segment in history.segments:
+        expected.extend(nominal_ticks(segment, lo, hi))
+    for skip, decided in history.skips:
+        for segment in history.segments:
+            for tick in nominal_ticks(segment, max(lo, skip.first), min(hi, skip.last)):
+                skipped[tick] = (skip.reason, decided)
+    open_segment = history.segments[-1] if history.segments else None
+    pending_from = history.timer if open_segment and open_segment.closed_at is None else None
+    for tick in sorted(set(expected)):
+        runs = history.runs.get(tick, [])
+        skip = skipped.get(tick)
+        if len(runs) + (1 if skip else 0) > 1:
+            records.append(
+                TickRecord(from_ms(tick), Outcome.DUPLICATED, runs[0][0] if runs else None)
+            )
+        elif runs:
+            rid, created = runs[0]
+            records.append(TickRecord(from_ms(tick), Outcome.FIRED, rid, (created - tick) / 1000))
+        elif skip:
+            records.append(
+                TickRecord(
+                    from_ms(tick), Outcome.SKIPPED, reason=skip[0], decided_at=from_ms(skip[1])
+                )
+            )
+        elif pending_from is not None and tick >= pending_from:
+            records.append(TickRecord(from_ms(tick), Outcome.PENDING))
+        else:
+            records.append(TickRecord(from_ms(tick), Outcome.MISSING))
+    return records
+
+
+class LagStats(msgspec.Struct):
+    count: int
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    max: float | None
+
+
+def lag_stats(lags: list[float]) -> LagStats:
+    if not lags:
+        return LagStats(0, None, None, None, None)
+    ordered = sorted(lags)
+
+    def pct(p: float) -> float:
+        return round(ordered[min(len(ordered) - 1, math.ceil(p * len(ordered)) - 1)], 4)
+
+    return LagStats(len(ordered), pct(0.5), pct(0.9), pct(0.99), round(ordered[-1], 4))
+
+
+class JobAudit(msgspec.Struct, omit_defaults=True):
+    job_id: str
+    counts: dict[str, int]
+    problems: list[TickRecord] = msgspec.field(default_factory=list)
+
+
+class AuditReport(msgspec.Struct):
+    horizon: datetime
+    jobs: int
+    expected: int
+    fired: int
+    skipped: int
+    pending: int
+    missing: int
+    duplicated: int
+    unexpected: int
+    late: int
+    late_after_s: float
+    lag_s: LagStats
+    skipped_by_reason: dict[str, int]
+    problem_jobs: list[JobAudit]
+
+    @property
+    def ok(self) -> bool:
+        return self.missing == 0 and self.duplicated == 0
+
+
+@dataclass
+class _Totals:
+    counts: Counter[str] = field(default_factory=Counter)
+    reasons: Counter[str] = field(default_factory=Counter)
+    lags: list[float] = field(default_factory=list)
+    unexpected: int = 0
+    problems: list[JobAudit] = field(default_factory=list)
+
+
+def audit(dep: ops.Deployment, settle_s: float = 2.0, late_after_s: float = 1.0) -> ops.Op:
+    """Account for every job of the deployment; returns an :class:`AuditReport`."""
+    (now,) = yield [ops.Call(("TIME",))]
+    horizon = int(now[0]) * 1000 + int(now[1]) // 1000 - round(settle_s * 1000)
+    id_lists = yield [ops.Call(("ZRANGE", dep.shard(s).jobs, 0, -1)) for s in range(dep.n_shards)]
+    totals = _Totals()
+    n_jobs = 0
+    for ids in id_lists:
+        for raw in ids:
+            n_jobs += 1
+            history = yield from load_history(dep, raw.decode())
+            _add_job(totals, history, horizon)
+    c = totals.counts
+    return AuditReport(
+        horizon=from_ms(horizon),
+        jobs=n_jobs,
+        expected=sum(c.values()),
+        fired=c[Outcome.FIRED],
+        skipped=c[Outcome.SKIPPED],
+        pending=c[Outcome.PENDING],
+        missing=c[Outcome.MISSING],
+        duplicated=c[Outcome.DUPLICATED],
+        unexpected=totals.unexpected,
+        late=sum(1 for lag in totals.lags if lag > late_after_s),
+        late_after_s=late_after_s,
+        lag_s=lag_stats(totals.lags),
+        skipped_by_reason=dict(totals.reasons),
+        problem_jobs=totals.problems[:100],
+    )
+
+
+def _add_job(totals: _Totals, history: JobHistory, horizon: int) -> None:
+    records = account(history, horizon)
+    counts = Counter(r.outcome.value for r in records)
+    totals.counts.update(counts)
+    for r in records:
+        if r.outcome == Outcome.FIRED and r.lag_s is not None:
+            totals.lags.append(r.lag_s)
+        elif r.outcome == Outcome.SKIPPED and r.reason:
+            totals.reasons[r.reason] += 1
+    expected = {r.tick for r in records}
+    totals.unexpected += sum(
+        1 for tick in history.runs if tick <= horizon and from_ms(tick) not in expected
+    )
+    problems = [r for r in records if r.outcome in (Outcome.MISSING, Outcome.DUPLICATED)]
+    if problems:
+        totals.problems.append(JobAudit(history.job_id, dict(counts), problems[:20]))
+
+
+def job_ticks(
+    dep: ops.Deployment, job_id: str, lo: int | None, hi: int | None, limit: int
+) -> ops.Op:
+    """The ticks of one job in a window (default: since creation until now)."""
+    (now,) = yield [ops.Call(("TIME",))]
+    now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+    history = yield from load_history(dep, job_id)
+    records = account(history, now_ms, lo or 0, hi)
+    return TickList(job_id, records[:limit], truncated=len(records) > limit)

@@ -1,0 +1,54 @@
+"""``shardsched audit``: the audit report for operators (table) and scripts (--json)."""
+
+from __future__ import annotations
+
+import argparse
+
+import msgspec
+import trio
+
+from shardsched import audit, ops
+from shardsched.redis import Redis, RedisError
+
+
+async def _report(args: argparse.Namespace) -> audit.AuditReport:
+    redis = Redis(args.redis, size=2, retry_for=5)
+    try:
+        dep = await ops.drive_async(ops.open_deployment(args.namespace, None), redis)
+        return await ops.drive_async(audit.audit(dep, args.settle, args.late_after), redis)
+    finally:
+        await redis.aclose()
+
+
+def format_report(r: audit.AuditReport) -> str:
+    lag = r.lag_s
+    lines = [
+        f"audit up to {r.horizon.isoformat()} over {r.jobs} jobs",
+        f"  expected   {r.expected}",
+        f"  fired      {r.fired}",
+        f"  skipped    {r.skipped}  {r.skipped_by_reason or ''}".rstrip(),
+        f"  pending    {r.pending}  (due, durable, not fired yet)",
+        f"  missing    {r.missing}",
+        f"  duplicated {r.duplicated}",
+        f"  unexpected {r.unexpected}",
+        f"  late       {r.late}  (later than {r.late_after_s} s)",
+        f"  lag s      p50 {lag.p50}  p90 {lag.p90}  p99 {lag.p99}  max {lag.max}",
+    ]
+    for job in r.problem_jobs[:10]:
+        ticks = ", ".join(f"{p.tick.isoformat()} {p.outcome}" for p in job.problems[:5])
+        lines.append(f"  ! {job.job_id}: {ticks}")
+    lines.append("OK" if r.ok else "PROBLEMS FOUND")
+    return "\n".join(lines)
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    try:
+        report = trio.run(_report, args)
+    except RedisError as exc:
+        print(f"shardsched audit: {exc}")
+        return 2
+    if args.json:
+        print(msgspec.json.encode(report).decode())
+    else:
+        print(format_report(report))
+    return 0 if report.ok else 1

@@ -1,0 +1,97 @@
+"""Who is alive and who owns what: the registry and the leases, read in one operation."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+
+from shardsched import ops
+from shardsched.shard.cron import from_ms
+
+
+class NodeView(msgspec.Struct):
+    node_id: str
+    expires_at: datetime
+    http: str | None
+    started_at: datetime | None
+    shards: list[int]
+
+
+class ShardView(msgspec.Struct):
+    shard: int
+    owner: str | None
+    epoch: int
+    lease_expires_at: datetime | None
+    refused_fire: int
+    refused_renew: int
+
+
+class ClusterView(msgspec.Struct):
+    now: datetime
+    nodes: list[NodeView]
+    shards: list[ShardView]
+
+
+class _Info(msgspec.Struct):
+    http: str | None = None
+    started_ms: int = 0
+    shards: list[int] = msgspec.field(default_factory=list)
+
+
+_info_decoder = msgspec.json.Decoder(_Info)
+
+
+def cluster_view(dep: ops.Deployment) -> ops.Op:
+    g = dep.globals
+    now, nodes, infos = yield [
+        ops.Call(("TIME",)),
+        ops.Call(("ZRANGE", g.nodes, 0, -1, "WITHSCORES")),
+        ops.Call(("HGETALL", g.node_info)),
+    ]
+    now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+    if isinstance(infos, dict):  # redis-py answers HGETALL with a dict
+        info_of = {k.decode(): _info_decoder.decode(v) for k, v in infos.items()}
+    else:
+        info_of = {
+            infos[i].decode(): _info_decoder.decode(infos[i + 1]) for i in range(0, len(infos), 2)
+        }
+    node_views = []
+    for i in range(0, len(nodes), 2):
+        node_id, expiry = nodes[i].decode(), int(float(nodes[i + 1]))
+        if expiry < now_ms:
+            continue
+        info = info_of.get(node_id, _Info())
+        node_views.append(
+            NodeView(
+                node_id=node_id,
+                expires_at=from_ms(expiry),
+                http=info.http,
+                started_at=from_ms(info.started_ms) if info.started_ms else None,
+                shards=info.shards,
+            )
+        )
+    calls = []
+    for s in range(dep.n_shards):
+        sk = dep.shard(s)
+        calls += [
+            ops.Call(("GET", sk.owner)),
+            ops.Call(("GET", sk.epoch)),
+            ops.Call(("PTTL", sk.owner)),
+            ops.Call(("HMGET", sk.stats, "refused_fire", "refused_renew")),
+        ]
+    replies = yield calls
+    shard_views = []
+    for s in range(dep.n_shards):
+        owner, epoch, pttl, (rf, rr) = replies[4 * s : 4 * s + 4]
+        shard_views.append(
+            ShardView(
+                shard=s,
+                owner=owner.decode() if owner else None,
+                epoch=int(epoch or 0),
+                lease_expires_at=from_ms(now_ms + pttl) if owner and pttl > 0 else None,
+                refused_fire=int(rf or 0),
+                refused_renew=int(rr or 0),
+            )
+        )
+    return ClusterView(now=from_ms(now_ms), nodes=node_views, shards=shard_views)
