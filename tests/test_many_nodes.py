@@ -1,0 +1,210 @@
+"""Several node processes: takeover after kill -9, a SIGSTOPped zombie fenced, catch-up after
+a full outage, even rebalancing as nodes join. The audit is the oracle of each."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+import trio
+
+from nodes import LEASE_TTL_S, Nodes, owners, refused, run_audit, view, wait_owned_by
+from shardsched import IntervalSchedule, JobSpec, audit, ops
+from shardsched.models import Catchup
+from shardsched.redis import Redis
+
+pytestmark = pytest.mark.slow
+
+
+async def deployment(redis: Redis, namespace: str, shards: int) -> ops.Deployment:
+    return await ops.drive_async(ops.open_deployment(namespace, shards), redis)
+
+
+async def register_interval_jobs(
+    redis: Redis, dep: ops.Deployment, n: int, every_s: float = 1.0, **spec_fields
+) -> list[str]:
+    specs = [
+        JobSpec(
+            name=f"j{i}", schedule=IntervalSchedule(every_s=every_s), command="true", **spec_fields
+        )
+        for i in range(n)
+    ]
+    created = []
+    for i in range(0, n, 1000):
+        created += await ops.drive_async(ops.create_jobs(dep, specs[i : i + 1000]), redis)
+    return [c.job_id for c in created]
+
+
+@pytest.fixture
+def nodes_for(redis_server, tmp_path: Path):  # type: ignore[no-untyped-def]
+    made: list[Nodes] = []
+
+    def make(dep: ops.Deployment) -> Nodes:
+        made.append(Nodes(redis_server.url, dep.namespace, dep.n_shards, tmp_path))
+        return made[-1]
+
+    yield make
+    for n in made:
+        n.stop_all()
+
+
+async def test_kill_9_two_of_three_nodes_loses_and_doubles_nothing(
+    redis, namespace, nodes_for
+) -> None:
+    dep = await deployment(redis, namespace, 16)
+    nodes = nodes_for(dep)
+    for node_id in ("n1", "n2", "n3"):
+        nodes.start(node_id)
+    await wait_owned_by(redis, dep, {"n1", "n2", "n3"})
+    await register_interval_jobs(redis, dep, 2000)
+    await trio.sleep(3)
+    nodes.kill("n1")
+    await trio.sleep(4)
+    nodes.kill("n2")
+    await wait_owned_by(redis, dep, {"n3"})
+    await trio.sleep(LEASE_TTL_S + 2)
+    report = await run_audit(redis, dep)
+    print(
+        f"expected {report.expected} fired {report.fired} missing {report.missing} "
+        f"duplicated {report.duplicated} late {report.late} lag {report.lag_s}"
+    )
+    assert report.missing == 0 and report.duplicated == 0 and report.unexpected == 0
+    assert report.pending == 0
+    assert report.fired == report.expected > 2000 * 8
+    assert report.late > 0, "the kills should have made some ticks late"
+    assert report.lag_s.max is not None and report.lag_s.max <= LEASE_TTL_S + 1.0
+
+
+async def test_sigstopped_owner_is_fenced_after_takeover(redis, namespace, nodes_for) -> None:
+    dep = await deployment(redis, namespace, 16)
+    nodes = nodes_for(dep)
+    nodes.start("n1")
+    nodes.start("n2")
+    await wait_owned_by(redis, dep, {"n1", "n2"})
+    await register_interval_jobs(redis, dep, 300, every_s=0.5)
+    await trio.sleep(1.5)
+    assert await refused(redis, dep) == (0, 0)
+
+    nodes.signal("n1", signal.SIGSTOP)  # a long GC pause, a frozen VM
+    await wait_owned_by(redis, dep, {"n2"}, timeout=LEASE_TTL_S + 10)
+    await trio.sleep(1.0)  # n2 fires n1's shards for a while
+    nodes.signal("n1", signal.SIGCONT)  # the zombie wakes up believing it owns its shards
+    await wait_owned_by(redis, dep, {"n1", "n2"}, timeout=15)  # and rejoins, cleanly
+    await trio.sleep(2.5)
+
+    refused_fire, refused_renew = await refused(redis, dep)
+    print(f"zombie writes refused: fire {refused_fire}, renew {refused_renew}")
+    assert refused_fire + refused_renew >= 1, "the zombie's stale writes were refused"
+    report = await run_audit(redis, dep)
+    assert report.duplicated == 0 and report.missing == 0 and report.unexpected == 0
+    assert report.fired > 300 * 8
+
+
+async def test_full_outage_catch_up_follows_each_policy(redis, namespace, nodes_for) -> None:
+    dep = await deployment(redis, namespace, 8)
+    nodes = nodes_for(dep)
+    nodes.start("n1")
+    nodes.start("n2")
+    await wait_owned_by(redis, dep, {"n1", "n2"})
+    jobs = {
+        Catchup.ALL: await register_interval_jobs(redis, dep, 20, catchup=Catchup.ALL),
+        Catchup.LATEST: await register_interval_jobs(redis, dep, 20, catchup=Catchup.LATEST),
+        Catchup.NONE: await register_interval_jobs(
+            redis, dep, 20, catchup=Catchup.NONE, misfire_grace_s=2.0
+        ),
+    }
+    await trio.sleep(2)
+    nodes.kill("n1")
+    nodes.kill("n2")
+    down_at = await redis.time_ms()
+    await trio.sleep(10)
+    up_at = await redis.time_ms()
+    nodes.start("n3")
+    await wait_owned_by(redis, dep, {"n3"}, timeout=LEASE_TTL_S + 10)
+    await trio.sleep(3)
+
+    report = await run_audit(redis, dep)
+    print(f"after the outage: {report.skipped_by_reason}, lag {report.lag_s}")
+    assert report.missing == 0 and report.duplicated == 0 and report.pending == 0
+    for policy, job_ids in jobs.items():
+        for job_id in job_ids:
+            # The outage's ticks, less the ones still inside the misfire grace at restart.
+            hi = up_at - (3000 if policy == Catchup.NONE else 1000)
+            ticks = await ops.drive_async(
+                audit.job_ticks(dep, job_id, down_at + 1000, hi, 1000), redis
+            )
+            outcomes = [t.outcome for t in ticks.ticks]
+            assert len(outcomes) >= 6, outcomes
+
+            if policy == Catchup.ALL:
+                assert set(outcomes) == {"fired"}
+            elif policy == Catchup.LATEST:
+                # every tick of the outage but the latest is skipped; the latest fired
+                assert set(outcomes) == {"skipped"}
+                assert {t.reason for t in ticks.ticks} == {"catchup_latest"}
+            else:
+                assert set(outcomes) == {"skipped"}
+                assert {t.reason for t in ticks.ticks} == {"misfire"}
+    assert report.skipped_by_reason.keys() == {"catchup_latest", "misfire"}
+
+
+async def test_nodes_join_one_at_a_time_and_shards_spread_evenly(
+    redis, namespace, nodes_for
+) -> None:
+    dep = await deployment(redis, namespace, 64)
+    nodes = nodes_for(dep)
+    await register_interval_jobs(redis, dep, 500, every_s=0.5)
+    seen_owner: dict[tuple[int, int], str] = {}
+    samples = 0
+
+    async def sample_until(members: set[str]) -> None:
+        nonlocal samples
+        with trio.fail_after(30):
+            while True:
+                v = await view(redis, dep)
+                samples += 1
+                for s in v.shards:
+                    if s.owner is not None:
+                        key = (s.shard, s.epoch)
+                        assert seen_owner.setdefault(key, s.owner) == s.owner, (
+                            f"shard {s.shard} epoch {s.epoch} had two owners"
+                        )
+                count = owners(v)
+                if set(count) == members and max(count.values()) - min(count.values()) <= 2:
+                    return
+                await trio.sleep(0.02)
+
+    members: set[str] = set()
+    for node_id in ("n1", "n2", "n3", "n4"):
+        nodes.start(node_id)
+        members.add(node_id)
+        await sample_until(members)
+        await trio.sleep(1.0)
+        count = owners(await view(redis, dep))
+        print(f"{sorted(members)}: {dict(count)}")
+        assert set(count) == members
+        assert max(count.values()) - min(count.values()) <= 2
+    assert samples > 20
+    assert await refused(redis, dep) == (0, 0), "a graceful hand-over never lets two write"
+    report = await run_audit(redis, dep)
+    assert report.missing == 0 and report.duplicated == 0 and report.pending == 0
+    assert report.lag_s.max is not None and report.lag_s.max < 2.0
+
+
+async def test_ticks_api_explains_a_job_history(node, http, redis, dep) -> None:
+    body = {"name": "t", "schedule": {"type": "interval", "every_s": 0.5}, "command": "true"}
+    job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
+    await trio.sleep(2.2)
+    await http.patch(f"/api/v1/jobs/{job_id}", json={"status": "paused"})
+    resp = await http.get(f"/api/v1/jobs/{job_id}/ticks")
+    assert resp.status_code == 200
+    ticks = resp.json()["ticks"]
+    assert len(ticks) >= 3
+    assert all(t["outcome"] == "fired" and t["run_id"] and t["lag_s"] < 1 for t in ticks)
+    first = ticks[0]["tick"]
+    window = await http.get(f"/api/v1/jobs/{job_id}/ticks", params={"from": first, "to": first})
+    assert [t["tick"] for t in window.json()["ticks"]] == [first]
+    bad = await http.get(f"/api/v1/jobs/{job_id}/ticks", params={"from": "yesterday"})
+    assert bad.status_code == 422 and bad.json()["error"]["details"]["field"] == "$.from"
+    assert (await http.get("/api/v1/jobs/job_none/ticks")).status_code == 404
