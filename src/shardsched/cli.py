@@ -73,13 +73,18 @@ def build_parser() -> argparse.ArgumentParser:
         default=1.0,
         help="a firing later than S seconds counts as late; default 1",
     )
+    bench = sub.add_parser("bench", help="benchmarks (each starts what it needs)")
+    bench_sub = bench.add_subparsers(dest="bench_command", required=True)
+    from shardsched.bench import takeover
+
+    takeover.add_parser(bench_sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
+        level=getattr(logging, str(getattr(args, "log_level", "WARNING")).upper(), logging.WARNING),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
@@ -87,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit("shardsched: --concurrency must be >= 1 and --workers >= 0")
     if getattr(args, "shards", None) is not None and not 1 <= args.shards <= 16384:
         sys.exit("shardsched: --shards must be in 1..16384")
-    if args.redis is not None:
+    if getattr(args, "redis", None) is not None:
         from shardsched.redis import RedisURL
 
         try:
@@ -96,6 +101,9 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(f"shardsched: --redis: {exc}")
     from shardsched import service
 
+    if args.command == "bench":
+        args.bench(args)
+        return
     if args.command == "audit":
         from shardsched.audit_cli import run_audit
 

@@ -1,0 +1,1 @@
+"""``shardsched bench …``: benchmarks as commands, never as timed unit tests."""

@@ -1,0 +1,126 @@
+"""What every benchmark needs: a redis-server of its own and processes it started by PID."""
+
+from __future__ import annotations
+
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis as redis_py
+
+from shardsched.dev import die_with_parent, free_port, redis_server_args
+
+
+@dataclass
+class BenchRedis:
+    """A redis-server started for one benchmark (AOF per ``fsync``: always, everysec, off)."""
+
+    fsync: str = "always"
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+    dir: Path | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="shardsched-bench-"))
+        self.proc = subprocess.Popen(
+            redis_server_args(self.port, self.dir, self.fsync),
+            stdout=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
+        )
+        client = redis_py.Redis(port=self.port)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis_py.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+        client.close()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+
+
+@contextmanager
+def bench_redis(url: str | None, fsync: str = "always") -> Iterator[str]:
+    """Use ``url`` if given, else start (and finally stop) a redis-server of our own."""
+    if url:
+        yield url
+        return
+    server = BenchRedis(fsync)
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+class Procs:
+    """Child processes of a benchmark, ended by PID on the way out."""
+
+    def __init__(self) -> None:
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "shardsched", *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
+        )
+        self.procs[name] = proc
+        return proc
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        proc = self.procs.pop(name)
+        proc.send_signal(sig)
+        proc.wait()
+
+    def stop_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.procs.clear()
+
+    def __enter__(self) -> Procs:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_all()
+
+
+def percentiles(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"p50": None, "p90": None, "p99": None, "max": None}
+    ordered = sorted(values)
+
+    def pct(p: float) -> float:
+        index = min(len(ordered) - 1, max(0, round(p * len(ordered) + 0.5) - 1))
+        return round(ordered[index], 4)
+
+    return {"p50": pct(0.5), "p90": pct(0.9), "p99": pct(0.99), "max": round(ordered[-1], 4)}
+
+
+def median(values: list[float]) -> float:
+    return round(statistics.median(values), 3)
