@@ -25,7 +25,7 @@ class Nodes:
     log_dir: Path
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
-    def start(self, node_id: str) -> None:
+    def start(self, node_id: str, lease_ttl_s: float = LEASE_TTL_S) -> None:
         log = (self.log_dir / f"{node_id}.log").open("ab")
         self.procs[node_id] = subprocess.Popen(
             shardsched_cmd(

@@ -192,6 +192,29 @@ async def test_nodes_join_one_at_a_time_and_shards_spread_evenly(
     assert report.lag_s.max is not None and report.lag_s.max < 2.0
 
 
+async def test_graceful_leave_hands_over_without_waiting_for_the_lease(
+    redis, namespace, nodes_for
+) -> None:
+    dep = await deployment(redis, namespace, 16)
+    nodes = nodes_for(dep)
+    nodes.start("n1", lease_ttl_s=8)
+    nodes.start("n2", lease_ttl_s=8)
+    await wait_owned_by(redis, dep, {"n1", "n2"})
+    await register_interval_jobs(redis, dep, 200, every_s=0.5)
+    await trio.sleep(1.5)
+    start = trio.current_time()
+    nodes.signal("n1", signal.SIGTERM)
+    await wait_owned_by(redis, dep, {"n2"}, timeout=8)
+    handover = trio.current_time() - start
+    print(f"graceful hand-over took {handover:.2f} s (lease TTL 8 s)")
+    assert handover < 4, "the successor should not have waited for the lease to lapse"
+    assert nodes.procs["n1"].wait(timeout=10) == 0
+    await trio.sleep(1.5)
+    report = await run_audit(redis, dep)
+    assert report.missing == 0 and report.duplicated == 0 and report.pending == 0
+    assert report.lag_s.max is not None and report.lag_s.max < 4
+
+
 async def test_ticks_api_explains_a_job_history(node, http, redis, dep) -> None:
     body = {"name": "t", "schedule": {"type": "interval", "every_s": 0.5}, "command": "true"}
     job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
