@@ -69,7 +69,8 @@ async def test_kill_9_two_of_three_nodes_loses_and_doubles_nothing(
     await trio.sleep(LEASE_TTL_S + 2)
     report = await run_audit(redis, dep)
     print(
-        f"victims owned {victims_shards} shards; expected {report.expected} fired {report.fired} missing {report.missing} "
+        f"victims owned {victims_shards} shards; expected {report.expected} "
+        f"fired {report.fired} missing {report.missing} "
         f"duplicated {report.duplicated} late {report.late} lag {report.lag_s}"
     )
     assert report.missing == 0 and report.duplicated == 0 and report.unexpected == 0
