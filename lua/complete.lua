@@ -1,50 +1,59 @@
 #!lua
 --[[
-  A worker reports a run's outcome. Applied only if the caller still holds the run:
-  the stream entry is pending on this worker and the run's delivery token matches.
-  A stale completion is refused and counted on the run, never applied.
+  A worker reports the outcomes of a batch of runs of one shard. Each is applied only if
+  the caller still holds the run: the stream entry is pending on this worker and the
+  run's delivery token matches. A stale completion is refused and counted on the run
+  (its 'sx' field: a superseded execution), never applied.
 
   KEYS[1] ready   STREAM of fired runs
-  KEYS[2] run     HASH the run record
-  KEYS[3] output  STRING the run's captured output
   ARGV[1] consumer group
-  ARGV[2] stream entry id
-  ARGV[3] worker id
-  ARGV[4] delivery token
-  ARGV[5] terminal state: succeeded | failed
-  ARGV[6] exit code, or '' when the process did not exit on its own
-  ARGV[7] reason, or ''
-  ARGV[8] output (already capped by the worker)
+  ARGV[2] worker id
+  ARGV[3] shard key base; run:<id> and out:<id> keys are built from it (same hash slot)
+  ARGV[4..] items of 8: entry id, run id, delivery token, terminal state (succeeded |
+          failed), exit code ('' when the process did not exit on its own), reason (''),
+          output ('' keeps none), execution start (server-clock ms, '' unknown)
 
-  Returns {1, now_ms}; {0} when this same completion was applied before (a retry);
-  {-1} when the run does not exist; {-2} when the caller no longer
-  holds it (recorded as a superseded execution in the run's 'sx' counter).
+  Returns {now_ms, code1, code2, ...}, a code per item: 1 applied; 0 this very completion
+  was applied before (a retry after a lost reply); -1 no such run; -2 the caller no longer
+  holds the run (recorded).
 ]]
 local rcall = redis.call
-local ready_key, run_key, out_key = KEYS[1], KEYS[2], KEYS[3]
-local group, eid, worker = ARGV[1], ARGV[2], ARGV[3]
-
-local run = rcall('HMGET', run_key, 'st', 'w', 'dt')
-if not run[1] then
-  return {-1}
-end
-if run[1] == ARGV[5] and run[2] == worker and run[3] == ARGV[4] then
-  return {0}  -- this very completion was applied already (a retry after a lost reply)
-end
-local pending = rcall('XPENDING', ready_key, group, eid, eid, 1)
-local holds = run[1] == 'running' and run[2] == worker and run[3] == ARGV[4]
-  and #pending == 1 and pending[1][2] == worker
-if not holds then
-  rcall('HINCRBY', run_key, 'sx', 1)
-  return {-2}
-end
+local ready_key = KEYS[1]
+local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
 
 local t = rcall('TIME')
 local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
-rcall('XACK', ready_key, group, eid)
-rcall('XDEL', ready_key, eid)
-rcall('HSET', run_key, 'st', ARGV[5], 'f', now, 'x', ARGV[6], 'r', ARGV[7])
-if ARGV[8] ~= '' then
-  rcall('SET', out_key, ARGV[8])
+local out = {now}
+local acked = {}
+for i = 4, #ARGV, 8 do
+  local eid, rid, token, state = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local run_key = base .. 'run:' .. rid
+  local run = rcall('HMGET', run_key, 'st', 'w', 'dt')
+  local code
+  if not run[1] then
+    code = -1
+  elseif run[1] == state and run[2] == worker and run[3] == token then
+    code = 0
+  else
+    local pending = rcall('XPENDING', ready_key, group, eid, eid, 1)
+    if run[1] == 'running' and run[2] == worker and run[3] == token
+        and #pending == 1 and pending[1][2] == worker then
+      rcall('HSET', run_key, 'st', state, 'f', now, 'x', ARGV[i + 4], 'r', ARGV[i + 5],
+        'xs', ARGV[i + 7])
+      if ARGV[i + 6] ~= '' then
+        rcall('SET', base .. 'out:' .. rid, ARGV[i + 6])
+      end
+      acked[#acked + 1] = eid
+      code = 1
+    else
+      rcall('HINCRBY', run_key, 'sx', 1)
+      code = -2
+    end
+  end
+  out[#out + 1] = code
 end
-return {1, now}
+if #acked > 0 then
+  rcall('XACK', ready_key, group, unpack(acked))
+  rcall('XDEL', ready_key, unpack(acked))
+end
+return out

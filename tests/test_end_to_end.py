@@ -230,3 +230,19 @@ async def test_healthz_and_readyz(node, http, dep) -> None:
     assert {s["owner"] for s in cluster["shards"]} == {"test-node"}
     assert all(s["epoch"] >= 1 and s["lease_expires_at"] for s in cluster["shards"])
     assert datetime.now(UTC)  # the clock module imports cleanly
+
+
+async def test_handler_jobs_run_in_process(node, worker, http) -> None:
+    ok = {
+        "name": "h",
+        "schedule": {"type": "once", "at": "2020-01-01T00:00:00Z"},
+        "command": "handler:noop",
+    }
+    missing = {**ok, "command": "handler:no-such-handler"}
+    ok_id = (await http.post("/api/v1/jobs", json=ok)).json()["job_id"]
+    missing_id = (await http.post("/api/v1/jobs", json=missing)).json()["job_id"]
+    ok_run = await terminal_run(http, ok_id)
+    assert ok_run["state"] == "succeeded" and ok_run["exit_code"] == 0
+    bad_run = await terminal_run(http, missing_id)
+    assert bad_run["state"] == "failed"
+    assert "no handler named 'no-such-handler'" in bad_run["reason"]

@@ -125,28 +125,28 @@ async def test_claim_and_fenced_completion(redis, dep) -> None:
     assert run == [b"running", b"w1"]
     assert await redis.script("claim", (sk.ready,), (sk.base, CONSUMER_GROUP, "w2", 10)) == []
 
-    keys = (sk.ready, sk.run(rid.decode()), sk.output(rid.decode()))
-    base = (CONSUMER_GROUP, eid)
-    wrong_worker = await redis.script(
-        "complete", keys, (*base, "w2", token, "succeeded", 0, "", "")
-    )
-    wrong_token = await redis.script(
-        "complete", keys, (*base, "w1", token + 1, "succeeded", 0, "", "")
-    )
-    assert wrong_worker == [-2] and wrong_token == [-2]
-    assert await redis.execute("HGET", sk.run(rid.decode()), "sx") == b"2"
-    assert await redis.execute("HGET", sk.run(rid.decode()), "st") == b"running"
-    ok = await redis.script("complete", keys, (*base, "w1", token, "succeeded", 0, "", "out"))
-    assert ok[0] == 1
-    assert await redis.execute("HMGET", sk.run(rid.decode()), "st", "x") == [b"succeeded", b"0"]
+    run_key = sk.run(rid.decode())
+
+    async def complete(worker: str, tok: int, state: str, output: str = "") -> int:
+        item = (eid, rid, tok, state, 0 if state == "succeeded" else 1, "", output, 123)
+        reply = await redis.script(
+            "complete", (sk.ready,), (CONSUMER_GROUP, worker, sk.base, *item)
+        )
+        return reply[1]
+
+    assert await complete("w2", token, "succeeded") == -2  # not the holder
+    assert await complete("w1", token + 1, "succeeded") == -2  # an older delivery
+    assert await redis.execute("HGET", run_key, "sx") == b"2"
+    assert await redis.execute("HGET", run_key, "st") == b"running"
+    assert await complete("w1", token, "succeeded", "out") == 1
+    assert await redis.execute("HMGET", run_key, "st", "x", "xs") == [b"succeeded", b"0", b"123"]
     assert await redis.execute("GET", sk.output(rid.decode())) == b"out"
     assert await redis.execute("XLEN", sk.ready) == 0
     # The same completion again (a retry after a lost reply) is a no-op; a different one
     # for the finished run is refused.
-    assert await redis.script("complete", keys, (*base, "w1", token, "succeeded", 0, "", "")) == [0]
-    again = await redis.script("complete", keys, (*base, "w1", token, "failed", 1, "", ""))
-    assert again == [-2]
-    assert await redis.execute("HGET", sk.run(rid.decode()), "st") == b"succeeded"
+    assert await complete("w1", token, "succeeded") == 0
+    assert await complete("w1", token, "failed") == -2
+    assert await redis.execute("HGET", run_key, "st") == b"succeeded"
 
 
 async def test_scripts_are_refused_whole_when_redis_is_out_of_memory(

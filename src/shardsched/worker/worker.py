@@ -4,8 +4,8 @@ A worker claims only as many runs as it has free slots, with ``lua/claim.lua`` (
 consumer-group read and the move to ``running`` are one atomic step). It learns which
 shards have work from the ready channel (one pub/sub connection, whatever the shard
 count), and looks at every shard once after each (re)subscription and every
-``sweep_every_s`` as a safety net for a lost message. Completion goes through
-``lua/complete.lua``, which refuses it if the worker no longer holds the run.
+``sweep_every_s`` as a safety net for a lost message. Outcomes are batched per shard into
+``lua/complete.lua``, which refuses any completion the worker no longer holds the run for.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections import defaultdict
 from dataclasses import dataclass
 
 import msgspec
@@ -23,10 +24,13 @@ from shardsched.models import JobSpec
 from shardsched.ops import Deployment
 from shardsched.redis import Redis, RedisConnectionError, ReplyError
 from shardsched.shard.cron import from_ms
+from shardsched.worker import handlers
 from shardsched.worker.runner import Outcome, run_command
 
 log = logging.getLogger(__name__)
 _spec_decoder = msgspec.json.Decoder(JobSpec)
+#: Completions sent in one script call at most.
+COMPLETE_BATCH = 500
 
 
 def _decode_spec(raw: bytes) -> JobSpec | None:
@@ -49,6 +53,15 @@ class Claimed:
     scheduled_for_ms: int
     attempt: int
     token: int
+    claimed_ms: int  #: the server's clock at the claim
+    claimed_local: float  #: trio's clock at the claim, to carry the server clock forward
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    claimed: Claimed
+    outcome: Outcome
+    started_ms: int  #: execution start on the server's clock (estimated from the claim)
 
 
 class Worker:
@@ -67,8 +80,10 @@ class Worker:
         self.sweep_every_s = sweep_every_s
         self.free = concurrency
         self.completed = 0
+        self.refused = 0
         self._maybe_ready: set[int] = set()
         self._changed = trio.Event()
+        self._done_send, self._done_recv = trio.open_memory_channel[Finished](concurrency)
 
     def _poke(self) -> None:
         self._changed.set()
@@ -99,6 +114,7 @@ class Worker:
         reply = await self.redis.script(
             "claim", (sk.ready,), (sk.base, CONSUMER_GROUP, self.worker_id, count)
         )
+        local = trio.current_time()
         return [
             Claimed(
                 shard=shard,
@@ -108,63 +124,111 @@ class Worker:
                 scheduled_for_ms=int(reply[i + 3]),
                 attempt=int(reply[i + 4]),
                 token=int(reply[i + 5]),
+                claimed_ms=int(reply[i + 7]),
+                claimed_local=local,
             )
             for i in range(0, len(reply), 8)
         ]
 
     async def _execute(self, claimed: Claimed) -> None:
+        started_ms = claimed.claimed_ms + round(
+            (trio.current_time() - claimed.claimed_local) * 1000
+        )
         try:
-            env = {
-                "SHARDSCHED_RUN_ID": claimed.run_id,
-                "SHARDSCHED_JOB_ID": claimed.run_id.split(":", 1)[0],
-                "SHARDSCHED_ATTEMPT": str(claimed.attempt),
-                "SHARDSCHED_SCHEDULED_FOR": from_ms(claimed.scheduled_for_ms)
-                .isoformat()
-                .replace("+00:00", "Z"),
-            }
-            if claimed.spec is None:
-                outcome = Outcome(None, "job definition missing", b"")
-            else:
-                outcome = await run_command(claimed.spec.command, claimed.spec.timeout_s, env)
-            await self._complete(claimed, outcome)
+            outcome = await self._outcome(claimed)
         finally:
             self.free += 1
             self._poke()
+        await self._done_send.send(Finished(claimed, outcome, started_ms))
 
-    async def _complete(self, claimed: Claimed, outcome: Outcome) -> None:
-        sk = self.dep.shard(claimed.shard)
-        args = (
-            CONSUMER_GROUP,
-            claimed.entry_id,
-            self.worker_id,
-            claimed.token,
-            "succeeded" if outcome.succeeded else "failed",
-            "" if outcome.exit_code is None else outcome.exit_code,
-            outcome.reason or "",
-            outcome.output,
-        )
-        keys = (sk.ready, sk.run(claimed.run_id), sk.output(claimed.run_id))
+    async def _outcome(self, claimed: Claimed) -> Outcome:
+        spec = claimed.spec
+        if spec is None:
+            return Outcome(None, "job definition missing", b"")
+        job_id = claimed.run_id.split(":", 1)[0]
+        try:
+            fn = handlers.lookup(spec.command)
+        except LookupError as exc:
+            return Outcome(None, str(exc), b"")
+        if fn is not None:
+            ctx = handlers.HandlerContext(
+                claimed.run_id, job_id, claimed.attempt, claimed.scheduled_for_ms
+            )
+            try:
+                with trio.move_on_after(spec.timeout_s) as scope:
+                    await handlers.call(fn, ctx)
+            except Exception as exc:  # the job's own failure, not ours
+                return Outcome(None, f"handler error: {exc!r}"[:500], b"")
+            if scope.cancelled_caught:
+                return Outcome(None, "timeout", b"")
+            return Outcome(0, None, b"")
+        env = {
+            "SHARDSCHED_RUN_ID": claimed.run_id,
+            "SHARDSCHED_JOB_ID": job_id,
+            "SHARDSCHED_ATTEMPT": str(claimed.attempt),
+            "SHARDSCHED_SCHEDULED_FOR": from_ms(claimed.scheduled_for_ms)
+            .isoformat()
+            .replace("+00:00", "Z"),
+        }
+        return await run_command(spec.command, spec.timeout_s, env)
+
+    async def _completer(self) -> None:
+        """Send finished runs back in batches: one script call per shard per round trip."""
+        while True:
+            batch = [await self._done_recv.receive()]
+            while len(batch) < COMPLETE_BATCH:
+                try:
+                    batch.append(self._done_recv.receive_nowait())
+                except trio.WouldBlock:
+                    break
+            await self._complete(batch)
+
+    async def _complete(self, batch: list[Finished]) -> None:
+        by_shard: dict[int, list[Finished]] = defaultdict(list)
+        for f in batch:
+            by_shard[f.claimed.shard].append(f)
+        calls = []
+        for shard, items in by_shard.items():
+            sk = self.dep.shard(shard)
+            args: list[object] = [CONSUMER_GROUP, self.worker_id, sk.base]
+            for f in items:
+                o = f.outcome
+                args += (
+                    f.claimed.entry_id,
+                    f.claimed.run_id,
+                    f.claimed.token,
+                    "succeeded" if o.succeeded else "failed",
+                    "" if o.exit_code is None else o.exit_code,
+                    o.reason or "",
+                    o.output,
+                    f.started_ms,
+                )
+            calls.append(("complete", (sk.ready,), args))
         delay = 0.05
         while True:
             try:
-                reply = await self.redis.script("complete", keys, args)
+                replies = await self.redis.scripts(calls)
                 break
-            except ReplyError as exc:
-                log.error("complete %s failed: %s", claimed.run_id, exc)
-                return
-            except RedisConnectionError as exc:  # the script is idempotent: retry it
-                log.warning("complete %s failed (%s); retrying", claimed.run_id, exc)
+            except RedisConnectionError as exc:  # idempotent: a replay answers 0
+                log.warning("completing %d runs failed (%s); retrying", len(batch), exc)
                 await trio.sleep(delay)
                 delay = min(delay * 2, 2.0)
-        if reply[0] in (0, 1):
-            self.completed += 1
-        else:
-            log.warning("completion of %s refused (code %s)", claimed.run_id, reply[0])
+        for items, reply in zip(by_shard.values(), replies, strict=True):
+            if isinstance(reply, Exception):
+                log.error("complete failed: %s", reply)
+                continue
+            for f, code in zip(items, reply[1:], strict=True):
+                if code in (0, 1):
+                    self.completed += 1
+                else:
+                    self.refused += 1
+                    log.warning("completion of %s refused (code %s)", f.claimed.run_id, code)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             await nursery.start(self._listen, name="ready-listener")
             nursery.start_soon(self._sweep, name="sweep")
+            nursery.start_soon(self._completer, name="completer")
             task_status.started()
             delay = 0.05
             while True:
@@ -187,4 +251,4 @@ class Worker:
                     self._maybe_ready.add(shard)  # there may be more
                 for c in claimed:
                     self.free -= 1
-                    nursery.start_soon(self._execute, c, name=f"run-{c.run_id}")
+                    nursery.start_soon(self._execute, c)

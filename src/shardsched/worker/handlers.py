@@ -1,0 +1,64 @@
+"""In-process Python handlers: jobs whose command is ``handler:<name>``.
+
+A handler is an async (trio) or sync function taking a :class:`HandlerContext`; a sync one
+runs in a worker thread. Raising fails the run (reason ``handler error: …``); returning
+succeeds it. ``noop`` is built in, for benchmarks and health checks.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+PREFIX = "handler:"
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerContext:
+    run_id: str
+    job_id: str
+    attempt: int
+    scheduled_for_ms: int
+
+
+Handler = Callable[[HandlerContext], Awaitable[Any] | Any]
+_registry: dict[str, Handler] = {}
+
+
+def handler(name: str) -> Callable[[Handler], Handler]:
+    """Register ``fn`` as the handler ``name`` (decorator)."""
+
+    def register(fn: Handler) -> Handler:
+        _registry[name] = fn
+        return fn
+
+    return register
+
+
+def lookup(command: str) -> Handler | None:
+    """The handler a ``handler:<name>`` command names; None if it is not a handler command.
+
+    Raises LookupError for a handler command whose name is not registered.
+    """
+    if not command.startswith(PREFIX):
+        return None
+    name = command[len(PREFIX) :]
+    try:
+        return _registry[name]
+    except KeyError:
+        raise LookupError(f"no handler named {name!r} in this worker") from None
+
+
+async def call(fn: Handler, ctx: HandlerContext) -> Any:
+    if inspect.iscoroutinefunction(fn):
+        return await fn(ctx)
+    return await trio.to_thread.run_sync(fn, ctx)
+
+
+@handler("noop")
+async def noop(ctx: HandlerContext) -> None:
+    """Does nothing, at once: the worker's own overhead, measured."""
