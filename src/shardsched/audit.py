@@ -80,34 +80,61 @@ class JobHistory:
     skips: list[tuple[Skip, int]]  #: (record, decided at)
 
 
+def load_histories(dep: ops.Deployment, job_ids: list[str]) -> ops.Op:
+    """The histories of many jobs in two round trips; raises JobNotFound for a missing one."""
+    calls = []
+    for job_id in job_ids:
+        sk = dep.keys_for(job_id)
+        calls += [
+            ops.Call(("EXISTS", sk.job(job_id))),
+            ops.Call(("LRANGE", sk.segments(job_id), 0, -1)),
+            ops.Call(("ZRANGE", sk.runs_of(job_id), 0, -1, "WITHSCORES")),
+            ops.Call(("ZRANGE", sk.skips(job_id), 0, -1)),
+            ops.Call(("ZSCORE", sk.timer, job_id)),
+        ]
+    replies = yield calls
+    scheduled_of = []
+    for n, job_id in enumerate(job_ids):
+        exists, _segs, runs, _skips, _score = replies[5 * n : 5 * n + 5]
+        if not exists:
+            raise JobNotFound(job_id)
+        scheduled_of.append(
+            [
+                (runs[i].decode(), int(float(runs[i + 1])))
+                for i in range(0, len(runs), 2)
+                # attempt 1 of a scheduled tick, not a manual run
+                if runs[i].endswith(b":1") and b":t" not in runs[i]
+            ]
+        )
+    created_calls = [
+        ops.Call(("HGET", dep.keys_for(job_id).run(rid), "c"))
+        for job_id, scheduled in zip(job_ids, scheduled_of, strict=True)
+        for rid, _ in scheduled
+    ]
+    created = iter((yield created_calls) if created_calls else [])
+    histories = []
+    for n, (job_id, scheduled) in enumerate(zip(job_ids, scheduled_of, strict=True)):
+        _exists, segs, _runs, skips, score = replies[5 * n : 5 * n + 5]
+        by_tick: dict[int, list[tuple[str, int]]] = defaultdict(list)
+        for rid, tick in scheduled:
+            c = next(created)
+            if c is not None:
+                by_tick[tick].append((rid, int(c)))
+        histories.append(
+            JobHistory(
+                job_id=job_id,
+                segments=_segments(segs),
+                timer=None if score is None else int(float(score)),
+                runs=dict(by_tick),
+                skips=[_skip(raw) for raw in skips],
+            )
+        )
+    return histories
+
+
 def load_history(dep: ops.Deployment, job_id: str) -> ops.Op:
-    sk = dep.keys_for(job_id)
-    exists, segs, runs, skips, score = yield [
-        ops.Call(("EXISTS", sk.job(job_id))),
-        ops.Call(("LRANGE", sk.segments(job_id), 0, -1)),
-        ops.Call(("ZRANGE", sk.runs_of(job_id), 0, -1, "WITHSCORES")),
-        ops.Call(("ZRANGE", sk.skips(job_id), 0, -1)),
-        ops.Call(("ZSCORE", sk.timer, job_id)),
-    ]
-    if not exists:
-        raise JobNotFound(job_id)
-    scheduled = [
-        (runs[i].decode(), int(float(runs[i + 1])))
-        for i in range(0, len(runs), 2)
-        if runs[i].endswith(b":1") and b":t" not in runs[i]  # attempt 1, not a manual run
-    ]
-    created = yield [ops.Call(("HGET", sk.run(rid), "c")) for rid, _ in scheduled]
-    by_tick: dict[int, list[tuple[str, int]]] = defaultdict(list)
-    for (rid, tick), c in zip(scheduled, created, strict=True):
-        if c is not None:
-            by_tick[tick].append((rid, int(c)))
-    return JobHistory(
-        job_id=job_id,
-        segments=_segments(segs),
-        timer=None if score is None else int(float(score)),
-        runs=dict(by_tick),
-        skips=[_skip(raw) for raw in skips],
-    )
+    (history,) = yield from load_histories(dep, [job_id])
+    return history
 
 
 def _skip(raw: bytes) -> tuple[Skip, int]:
@@ -246,17 +273,18 @@ class _Totals:
     problems: list[JobAudit] = field(default_factory=list)
 
 
-def audit(dep: ops.Deployment, settle_s: float = 2.0, late_after_s: float = 1.0) -> ops.Op:
+def audit(
+    dep: ops.Deployment, settle_s: float = 2.0, late_after_s: float = 1.0, chunk: int = 500
+) -> ops.Op:
     """Account for every job of the deployment; returns an :class:`AuditReport`."""
     (now,) = yield [ops.Call(("TIME",))]
     horizon = int(now[0]) * 1000 + int(now[1]) // 1000 - round(settle_s * 1000)
     id_lists = yield [ops.Call(("ZRANGE", dep.shard(s).jobs, 0, -1)) for s in range(dep.n_shards)]
     totals = _Totals()
-    n_jobs = 0
-    for ids in id_lists:
-        for raw in ids:
-            n_jobs += 1
-            history = yield from load_history(dep, raw.decode())
+    job_ids = [raw.decode() for ids in id_lists for raw in ids]
+    n_jobs = len(job_ids)
+    for i in range(0, n_jobs, chunk):
+        for history in (yield from load_histories(dep, job_ids[i : i + chunk])):
             _add_job(totals, history, horizon)
     c = totals.counts
     return AuditReport(
