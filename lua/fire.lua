@@ -10,7 +10,7 @@
   KEYS[1] timer   ZSET job_id -> next fire (ms)
   KEYS[2] ready   STREAM of fired runs
   KEYS[3] epoch   STRING the shard's fencing token
-  KEYS[4] stats   HASH shard counters (refused_fire counts stale-epoch calls)
+  KEYS[4] stats   HASH shard counters: fired (runs created), refused_fire (stale calls)
   ARGV[1] epoch the caller holds
   ARGV[2] shard key base ("<ns>:{<shard>}:"); run:<id>, runs:<job>, skips:<job> and
           job:<id> keys are built from it and share KEYS' hash slot
@@ -66,6 +66,7 @@ for i = 6, #ARGV, 5 do
   end
 end
 if fired > 0 then
+  rcall('HINCRBY', stats_key, 'fired', fired)
   rcall('PUBLISH', ARGV[4], ARGV[5])
 end
 

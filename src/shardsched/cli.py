@@ -75,8 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench = sub.add_parser("bench", help="benchmarks (each starts what it needs)")
     bench_sub = bench.add_subparsers(dest="bench_command", required=True)
-    from shardsched.bench import takeover
+    from shardsched.bench import burst, takeover
 
+    burst.add_parser(bench_sub)
     takeover.add_parser(bench_sub)
     return parser
 

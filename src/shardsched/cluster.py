@@ -50,12 +50,9 @@ def cluster_view(dep: ops.Deployment) -> ops.Op:
         ops.Call(("HGETALL", g.node_info)),
     ]
     now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
-    if isinstance(infos, dict):  # redis-py answers HGETALL with a dict
-        info_of = {k.decode(): _info_decoder.decode(v) for k, v in infos.items()}
-    else:
-        info_of = {
-            infos[i].decode(): _info_decoder.decode(infos[i + 1]) for i in range(0, len(infos), 2)
-        }
+    info_of = {
+        infos[i].decode(): _info_decoder.decode(infos[i + 1]) for i in range(0, len(infos), 2)
+    }
     node_views = []
     for i in range(0, len(nodes), 2):
         node_id, expiry = nodes[i].decode(), int(float(nodes[i + 1]))

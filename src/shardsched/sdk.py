@@ -35,7 +35,9 @@ class Client:
     """
 
     def __init__(self, redis_url: str, namespace: str = DEFAULT_NAMESPACE) -> None:
-        self._redis = redis_py.Redis.from_url(redis_url)
+        self._redis = redis_py.Redis.from_url(redis_url, protocol=2)
+        # Raw RESP replies, exactly as the trio client sees them: the operations are shared.
+        self._redis.response_callbacks.clear()
         self._load_scripts()
         self.deployment: ops.Deployment = self._drive(ops.open_deployment(namespace, None))
 

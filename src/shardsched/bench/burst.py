@@ -1,0 +1,340 @@
+"""``shardsched bench burst``: N jobs due in the same second, end to end, with the audit.
+
+Every-minute cron jobs at a minute boundary (``--mode cron``, the seed's 25,000-job burst)
+or once-jobs at one instant (``--mode once``, no wait for a boundary). Node and worker
+processes run as they would in production; workers run the built-in in-process ``noop``
+handler (``--command noop``) or fork/exec ``true`` (``--command true``) to show that
+ceiling honestly. Per run it reads from the ledger: trigger lag (record created - tick),
+claim lag, start lag and end to end; then it audits, and measures the Redis floor in the
+same Redis: the batched fire script alone, called back to back by one client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import redis as redis_py
+
+from shardsched import audit
+from shardsched.bench.harness import Procs, bench_redis, percentiles
+from shardsched.dev import die_with_parent
+from shardsched.models import CronSchedule, JobSpec, OnceSchedule
+from shardsched.sdk import Client
+from shardsched.shard.cron import from_ms
+
+
+def server_ms(r: redis_py.Redis) -> int:
+    sec, usec = r.time()
+    return sec * 1000 + usec // 1000
+
+
+def start_ready(procs: Procs, name: str, *args: str, timeout: float = 60) -> None:
+    """Start a shardsched process and wait for its ready line."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shardsched", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=die_with_parent,
+        text=True,
+    )
+    procs.procs[name] = proc  # type: ignore[assignment]
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{name} exited before it was ready")
+        if "ready" in line:
+            return
+    raise TimeoutError(f"{name} not ready in {timeout} s")
+
+
+def plan_boundary(r: redis_py.Redis, mode: str, lead_s: float) -> int:
+    """The instant every job is due: the next minute boundary far enough ahead, or now+lead."""
+    now = server_ms(r)
+    if mode == "once":
+        return (now + round(lead_s * 1000)) // 1000 * 1000 + 1000
+    boundary = (now // 60_000 + 1) * 60_000
+    if boundary - now < lead_s * 1000:
+        boundary += 60_000
+    return boundary
+
+
+def register(client: Client, n: int, mode: str, boundary: int, command: str) -> float:
+    """Register the jobs; returns the registration rate (jobs/s)."""
+    if mode == "once":
+        schedule: Any = OnceSchedule(at=from_ms(boundary))
+    else:
+        schedule = CronSchedule(expression="* * * * *")
+    specs = (JobSpec(name=f"burst-{i}", schedule=schedule, command=command) for i in range(n))
+    start = time.perf_counter()
+    created = client.add_jobs(specs, batch=2000)
+    elapsed = time.perf_counter() - start
+    wrong = sum(1 for c in created if c.next_run_at != from_ms(boundary))
+    if wrong:
+        raise RuntimeError(f"{wrong} jobs do not fire at the boundary; registration crossed it")
+    return n / elapsed
+
+
+def wait_done(r: redis_py.Redis, client: Client, n: int, boundary: int, timeout: float) -> None:
+    dep = client.deployment
+    deadline = time.monotonic() + timeout + max(0, (boundary - server_ms(r)) / 1000)
+    while time.monotonic() < deadline:
+        pipe = r.pipeline(transaction=False)
+        for s in range(dep.n_shards):
+            pipe.hget(dep.shard(s).stats, "fired")
+            pipe.xlen(dep.shard(s).ready)
+        replies = pipe.execute()
+        fired = sum(int(v or 0) for v in replies[0::2])
+        backlog = sum(replies[1::2])
+        if fired >= n and backlog == 0:
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"burst not finished: fired {fired} of {n}, {backlog} runs not completed")
+
+
+def read_runs(r: redis_py.Redis, client: Client, boundary: int) -> list[list[int | None]]:
+    """(scheduled, created, claimed, started, finished, succeeded) of every burst run."""
+    dep = client.deployment
+    rows = []
+    for s in range(dep.n_shards):
+        sk = dep.shard(s)
+        job_ids = [j.decode() for j in r.zrange(sk.jobs, 0, -1)]
+        pipe = r.pipeline(transaction=False)
+        for job_id in job_ids:
+            pipe.hmget(sk.run(f"{job_id}:{boundary}:1"), "s", "c", "b", "xs", "f", "st")
+        for fields in pipe.execute():
+            if fields[0] is None:
+                continue
+            *times, state = fields
+            rows.append([int(v) if v else None for v in times] + [int(state == b"succeeded")])
+    return rows
+
+
+def measure_floor(r: redis_py.Redis, client: Client, n: int, batch: int = 500) -> float:
+    """The batched fire script alone: n fires, back to back, one client, on fresh keys."""
+    from shardsched.ops import Deployment
+    from shardsched.scripts import SCRIPTS
+
+    dep = Deployment(client.deployment.namespace + "-floor", client.deployment.n_shards)
+    tick = server_ms(r) - 1000
+    per_shard: dict[int, list[str]] = {}
+    for i in range(n):
+        job = f"floor{i}"
+        per_shard.setdefault(dep.keys_for(job).shard, []).append(job)
+    pipe = r.pipeline(transaction=False)
+    for shard, jobs in per_shard.items():
+        sk = dep.shard(shard)
+        pipe.set(sk.epoch, 1)
+        pipe.zadd(sk.timer, {job: tick for job in jobs})
+    pipe.execute()
+    sha = SCRIPTS["fire"].sha
+    calls = []
+    for shard, jobs in per_shard.items():
+        sk = dep.shard(shard)
+        for i in range(0, len(jobs), batch):
+            items: list[Any] = []
+            for job in jobs[i : i + batch]:
+                items += (job, tick, tick, tick + 60_000, "")
+            keys = (sk.timer, sk.ready, sk.epoch, sk.stats)
+            calls.append((keys, (1, sk.base, batch, dep.globals.ready_channel, shard, *items)))
+    start = time.perf_counter()
+    for keys, args in calls:
+        r.evalsha(sha, len(keys), *keys, *args)
+    return time.perf_counter() - start
+
+
+def plot(path: str, rows: list[list[int | None]], boundary: int, result: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (hist, cum) = plt.subplots(1, 2, figsize=(12, 4.5))
+    series = {
+        "trigger": [(r[1] - r[0]) / 1000 for r in rows if r[1]],
+        "start": [(r[3] - r[0]) / 1000 for r in rows if r[3]],
+        "end to end": [(r[4] - r[0]) / 1000 for r in rows if r[4]],
+    }
+    for label, values in series.items():
+        hist.hist(values, bins=60, alpha=0.55, label=label)
+    hist.set_xlabel("lag after the tick (s)")
+    hist.set_ylabel("runs")
+    hist.set_title("lag distribution")
+    hist.legend()
+    for label, column in (("created", 1), ("started", 3), ("completed", 4)):
+        times = sorted((r[column] - boundary) / 1000 for r in rows if r[column])
+        cum.plot(times, range(1, len(times) + 1), label=label)
+    cum.set_xlabel("seconds after the boundary")
+    cum.set_ylabel("runs")
+    cum.set_title(
+        f"{result['jobs']} jobs, fsync {result['fsync']}: all created {result['all_triggered_s']} s"
+    )
+    cum.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def run(args: argparse.Namespace) -> dict:
+    command = "handler:noop" if args.job_command == "noop" else args.job_command
+    with bench_redis(args.redis, args.fsync) as url, Procs() as procs:
+        r = redis_py.Redis.from_url(url)
+        ns = f"burst{int(time.time() * 1000) % 10**9}"
+        r.hset(f"{ns}:{{g}}:meta", "shards", args.shards)
+        client = Client(url, ns)
+        lead = 8 + args.jobs / 10_000
+        if args.mode == "cron":
+            # Register well inside a minute so no job's first fire lands on another boundary.
+            while (server_ms(r) // 1000) % 60 > 60 - lead - 5:
+                time.sleep(0.5)
+        boundary = plan_boundary(r, args.mode, lead)
+        register_rate = register(client, args.jobs, args.mode, boundary, command)
+        for i in range(args.nodes):
+            start_ready(
+                procs,
+                f"node{i}",
+                "node",
+                "--redis",
+                url,
+                "--namespace",
+                ns,
+                "--node-id",
+                f"bench-node-{i}",
+                "--no-http",
+            )
+        for i in range(args.workers):
+            start_ready(
+                procs,
+                f"worker{i}",
+                "worker",
+                "--redis",
+                url,
+                "--namespace",
+                ns,
+                "--worker-id",
+                f"bench-worker-{i}",
+                "--concurrency",
+                str(args.concurrency),
+            )
+        if server_ms(r) > boundary - 500:
+            raise RuntimeError("set-up took past the boundary; raise the lead time")
+        wait_done(r, client, args.jobs, boundary, args.timeout)
+        procs.stop_all()
+        rows = read_runs(r, client, boundary)
+        report = client._drive(audit.audit(client.deployment, settle_s=0.0, late_after_s=1.0))
+        floor_s = None if args.no_floor else measure_floor(r, client, args.jobs)
+        info = r.info("server")
+        client.close()
+        r.close()
+
+    def since_boundary(column: int) -> float | None:
+        values = [row[column] for row in rows if row[column] is not None]
+        return round((max(values) - boundary) / 1000, 4) if len(values) == args.jobs else None
+
+    def lags(column: int) -> dict:
+        return percentiles([(row[column] - row[0]) / 1000 for row in rows if row[column]])
+
+    all_triggered = since_boundary(1)
+    all_completed = since_boundary(4)
+    result = {
+        "jobs": args.jobs,
+        "mode": args.mode,
+        "command": args.job_command,
+        "fsync": args.fsync,
+        "nodes": args.nodes,
+        "workers": args.workers,
+        "concurrency": args.concurrency,
+        "shards": args.shards,
+        "boundary": from_ms(boundary).isoformat(),
+        "runs_read": len(rows),
+        "succeeded": sum(row[5] or 0 for row in rows),
+        "trigger_lag_s": lags(1),
+        "claim_lag_s": lags(2),
+        "start_lag_s": lags(3),
+        "end_to_end_s": lags(4),
+        "all_triggered_s": all_triggered,
+        "all_claimed_s": since_boundary(2),
+        "all_started_s": since_boundary(3),
+        "all_completed_s": all_completed,
+        "throughput_runs_per_s": round(args.jobs / all_completed, 1) if all_completed else None,
+        "register_jobs_per_s": round(register_rate, 1),
+        "audit": {
+            "expected": report.expected,
+            "fired": report.fired,
+            "missing": report.missing,
+            "duplicated": report.duplicated,
+            "pending": report.pending,
+        },
+        "redis_floor_s": None if floor_s is None else round(floor_s, 4),
+        "redis_floor_fires_per_s": None if floor_s is None else round(args.jobs / floor_s, 1),
+        "trigger_overhead_ratio": (
+            round(all_triggered / floor_s, 3) if floor_s and all_triggered else None
+        ),
+        "machine": {"cores": _cores(), "redis_version": info.get("redis_version")},
+    }
+    print(format_result(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    if args.plot:
+        plot(args.plot, rows, boundary, result)
+    if report.missing or report.duplicated or len(rows) != args.jobs:
+        print(f"AUDIT FAILED: {result['audit']}, runs read {len(rows)}", file=sys.stderr)
+        raise SystemExit(1)
+    return result
+
+
+def _cores() -> int:
+    import os
+
+    return os.cpu_count() or 0
+
+
+def format_result(r: dict) -> str:
+    def row(name: str, d: dict) -> str:
+        return f"  {name:<12} p50 {d['p50']}  p90 {d['p90']}  p99 {d['p99']}  max {d['max']}"
+
+    return "\n".join(
+        [
+            f"burst: {r['jobs']} jobs ({r['mode']}, {r['command']}), fsync {r['fsync']}, "
+            f"{r['nodes']} node(s), {r['workers']} worker(s) x {r['concurrency']}",
+            row("trigger lag", r["trigger_lag_s"]),
+            row("claim lag", r["claim_lag_s"]),
+            row("start lag", r["start_lag_s"]),
+            row("end to end", r["end_to_end_s"]),
+            f"  all created {r['all_triggered_s']} s, all started {r['all_started_s']} s, "
+            f"all completed {r['all_completed_s']} s after the boundary "
+            f"({r['throughput_runs_per_s']} runs/s)",
+            f"  redis floor {r['redis_floor_s']} s ({r['redis_floor_fires_per_s']} fires/s); "
+            f"overhead ratio {r['trigger_overhead_ratio']}",
+            f"  audit: {r['audit']}; registration {r['register_jobs_per_s']} jobs/s",
+        ]
+    )
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("burst", help="N jobs due in the same second, end to end")
+    p.add_argument("--redis", default=None, help="use this Redis instead of starting one")
+    p.add_argument("--jobs", type=int, default=25_000)
+    p.add_argument("--mode", choices=["cron", "once"], default="cron")
+    p.add_argument(
+        "--command",
+        dest="job_command",
+        default="noop",
+        help="noop (the in-process handler) or a shell command such as true",
+    )
+    p.add_argument("--fsync", choices=["always", "everysec", "off"], default="always")
+    p.add_argument("--nodes", type=int, default=1)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--concurrency", type=int, default=1000)
+    p.add_argument("--shards", type=int, default=64)
+    p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument("--no-floor", action="store_true", help="skip the Redis floor measurement")
+    p.add_argument("--json", default=None, metavar="FILE")
+    p.add_argument("--plot", default=None, metavar="FILE")
+    p.set_defaults(bench=run)
