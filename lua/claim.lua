@@ -38,23 +38,25 @@ local t = rcall('TIME')
 local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
 local now_n = tonumber(now)
 for _, entry in ipairs(reply[1][2]) do
-  local eid, fields = entry[1], entry[2]
-  local rid = fields[2]
+  local eid, rid = entry[1], entry[2][2]
   local run_key = base .. 'run:' .. rid
-  local run = rcall('HMGET', run_key, 'j', 's', 'a', 'st')
-  if run[4] ~= 'scheduled' then
+  local run = rcall('HMGET', run_key, 'st', 'dt', 's')
+  if run[1] ~= 'scheduled' then
     rcall('XACK', ready_key, group, eid)
     rcall('XDEL', ready_key, eid)
   else
-    local job = rcall('HMGET', base .. 'job:' .. run[1], 'spec', 'lease')
-    local lease = now_n + tonumber(job[2] or '30000')
-    local token = rcall('HINCRBY', run_key, 'dt', 1)
-    rcall('HSET', run_key, 'st', 'running', 'w', worker, 'l', lease, 'b', now, 'e', eid)
+    -- run ids are <job>:<tick>:<attempt>; a manual run's tick is in its 's' field
+    local job, tick, attempt = string.match(rid, '^([^:]+):([^:]+):(%d+)$')
+    local job_fields = rcall('HMGET', base .. 'job:' .. job, 'spec', 'lease')
+    local lease = now_n + tonumber(job_fields[2] or '30000')
+    local token = tonumber(run[2] or '0') + 1
+    rcall('HSET', run_key, 'st', 'running', 'w', worker, 'l', lease, 'b', now, 'dt', token,
+      'e', eid)
     out[#out + 1] = eid
     out[#out + 1] = rid
-    out[#out + 1] = job[1] or ''
-    out[#out + 1] = run[2]
-    out[#out + 1] = run[3]
+    out[#out + 1] = job_fields[1] or ''
+    out[#out + 1] = run[3] or tick
+    out[#out + 1] = attempt
     out[#out + 1] = token
     out[#out + 1] = lease
     out[#out + 1] = now

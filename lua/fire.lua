@@ -49,7 +49,8 @@ for i = 6, #ARGV, 5 do
       local rid = job .. ':' .. fire .. ':1'
       local run_key = base .. 'run:' .. rid
       if rcall('EXISTS', run_key) == 0 then
-        rcall('HSET', run_key, 'j', job, 's', fire, 'a', 1, 'st', 'scheduled', 'c', now)
+        -- job, tick and attempt are in the run id; the record keeps only what is not
+        rcall('HSET', run_key, 'st', 'scheduled', 'c', now)
         rcall('ZADD', base .. 'runs:' .. job, fire, rid)
         rcall('XADD', ready_key, '*', 'r', rid)
         fired = fired + 1

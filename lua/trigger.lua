@@ -27,7 +27,7 @@ local t = rcall('TIME')
 local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
 local n = rcall('HINCRBY', job_key, 'triggers', 1)
 local rid = job .. ':t' .. n .. ':1'
-rcall('HSET', base .. 'run:' .. rid, 'j', job, 's', now, 'a', 1, 'st', 'scheduled', 'c', now, 'm', 1)
+rcall('HSET', base .. 'run:' .. rid, 's', now, 'st', 'scheduled', 'c', now)
 rcall('ZADD', base .. 'runs:' .. job, now, rid)
 rcall('XADD', ready_key, '*', 'r', rid)
 rcall('PUBLISH', ARGV[3], ARGV[4])

@@ -58,7 +58,7 @@ Op = Generator[list[Call], list[Any], Any]
 
 _spec_encoder = msgspec.json.Encoder()
 _spec_decoder = msgspec.json.Decoder(JobSpec)
-_RUN_FIELDS = ("j", "s", "a", "st", "c", "w", "l", "b", "f", "x", "r", "d")
+_RUN_FIELDS = ("st", "c", "s", "w", "l", "b", "f", "x", "r", "d")
 OUTPUT_LIMIT = 64 * 1024
 
 
@@ -298,14 +298,17 @@ def trigger(dep: Deployment, job_id: str) -> Op:
 
 
 def _run_from_fields(rid: str, fields: list[bytes | None]) -> Run:
-    j, s, a, st, c, w, lease, b, f, x, r, d = fields
+    """A run from its record; job, tick and attempt come from its id ``<job>:<tick>:<n>``
+    (a manual run's tick ``t<n>`` is stored in the record's ``s``)."""
+    st, c, s, w, lease, b, f, x, r, d = fields
+    job_id, tick, attempt = rid.rsplit(":", 2)
     return Run(
         run_id=rid,
-        job_id=j.decode(),
+        job_id=job_id,
         dag_run_id=_text(d),
-        scheduled_for=from_ms(int(s)),
+        scheduled_for=from_ms(int(s or tick)),
         state=st.decode(),
-        attempt=int(a),
+        attempt=int(attempt),
         claimed_by=_text(w),
         lease_expires_at=_opt_ms(lease),
         created_at=from_ms(int(c)),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -34,10 +35,18 @@ def server_ms(r: redis_py.Redis) -> int:
     return sec * 1000 + usec // 1000
 
 
-def start_ready(procs: Procs, name: str, *args: str, timeout: float = 60) -> None:
-    """Start a shardsched process and wait for its ready line."""
+def start_ready(
+    procs: Procs, name: str, *args: str, timeout: float = 60, profile: str | None = None
+) -> None:
+    """Start a shardsched process and wait for its ready line (under py-spy if profiling)."""
+    cmd = [sys.executable, "-m", "shardsched", *args]
+    if profile:
+        Path(profile).mkdir(parents=True, exist_ok=True)
+        spy = str(Path(sys.executable).with_name("py-spy"))
+        out = str(Path(profile) / f"{name}.txt")
+        cmd = [spy, "record", "-r", "500", "--format", "raw", "-o", out, "--", *cmd]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "shardsched", *args],
+        cmd,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         preexec_fn=die_with_parent,
@@ -108,12 +117,13 @@ def read_runs(r: redis_py.Redis, client: Client, boundary: int) -> list[list[int
         job_ids = [j.decode() for j in r.zrange(sk.jobs, 0, -1)]
         pipe = r.pipeline(transaction=False)
         for job_id in job_ids:
-            pipe.hmget(sk.run(f"{job_id}:{boundary}:1"), "s", "c", "b", "xs", "f", "st")
+            pipe.hmget(sk.run(f"{job_id}:{boundary}:1"), "c", "b", "xs", "f", "st")
         for fields in pipe.execute():
             if fields[0] is None:
                 continue
             *times, state = fields
-            rows.append([int(v) if v else None for v in times] + [int(state == b"succeeded")])
+            row = [boundary] + [int(v) if v else None for v in times]
+            rows.append([*row, int(state == b"succeeded")])
     return rows
 
 
@@ -195,37 +205,24 @@ def run(args: argparse.Namespace) -> dict:
                 time.sleep(0.5)
         boundary = plan_boundary(r, args.mode, lead)
         register_rate = register(client, args.jobs, args.mode, boundary, command)
+        common = ("--redis", url, "--namespace", ns)
         for i in range(args.nodes):
-            start_ready(
-                procs,
-                f"node{i}",
-                "node",
-                "--redis",
-                url,
-                "--namespace",
-                ns,
-                "--node-id",
-                f"bench-node-{i}",
-                "--no-http",
-            )
+            node_args = ("node", *common, "--node-id", f"bench-node-{i}", "--no-http")
+            start_ready(procs, f"node{i}", *node_args, profile=args.profile)
         for i in range(args.workers):
-            start_ready(
-                procs,
-                f"worker{i}",
+            worker_args = (
                 "worker",
-                "--redis",
-                url,
-                "--namespace",
-                ns,
+                *common,
                 "--worker-id",
                 f"bench-worker-{i}",
                 "--concurrency",
                 str(args.concurrency),
             )
+            start_ready(procs, f"worker{i}", *worker_args, profile=args.profile)
         if server_ms(r) > boundary - 500:
             raise RuntimeError("set-up took past the boundary; raise the lead time")
         wait_done(r, client, args.jobs, boundary, args.timeout)
-        procs.stop_all()
+        procs.stop_all(signal.SIGINT if args.profile else signal.SIGTERM)  # py-spy saves on SIGINT
         rows = read_runs(r, client, boundary)
         report = client._drive(audit.audit(client.deployment, settle_s=0.0, late_after_s=1.0))
         floor_s = None if args.no_floor else measure_floor(r, client, args.jobs)
@@ -337,4 +334,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--no-floor", action="store_true", help="skip the Redis floor measurement")
     p.add_argument("--json", default=None, metavar="FILE")
     p.add_argument("--plot", default=None, metavar="FILE")
+    p.add_argument(
+        "--profile",
+        default=None,
+        metavar="DIR",
+        help="run nodes and workers under py-spy, collapsed stacks into DIR",
+    )
     p.set_defaults(bench=run)

@@ -91,13 +91,13 @@ class Procs:
         proc.send_signal(sig)
         proc.wait()
 
-    def stop_all(self) -> None:
+    def stop_all(self, sig: int = signal.SIGTERM) -> None:
         for proc in self.procs.values():
             if proc.poll() is None:
-                proc.terminate()
+                proc.send_signal(sig)
         for proc in self.procs.values():
             try:
-                proc.wait(timeout=10)
+                proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
