@@ -246,3 +246,23 @@ async def test_handler_jobs_run_in_process(node, worker, http) -> None:
     bad_run = await terminal_run(http, missing_id)
     assert bad_run["state"] == "failed"
     assert "no handler named 'no-such-handler'" in bad_run["reason"]
+
+
+async def test_handler_timeout_is_enforced(node, worker, http) -> None:
+    from shardsched.worker.handlers import handler
+
+    @handler("test-sleeps-forever")
+    async def sleeps(ctx) -> None:  # type: ignore[no-untyped-def]
+        await trio.sleep_forever()
+
+    body = {
+        "name": "slow-handler",
+        "schedule": {"type": "once", "at": "2020-01-01T00:00:00Z"},
+        "command": "handler:test-sleeps-forever",
+        "timeout_s": 0.5,
+    }
+    job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
+    run = await terminal_run(http, job_id)
+    assert run["state"] == "failed" and run["reason"] == "timeout"
+    took = datetime.fromisoformat(run["finished_at"]) - datetime.fromisoformat(run["started_at"])
+    assert timedelta(seconds=0.5) <= took < timedelta(seconds=1.5)
