@@ -27,7 +27,7 @@ def _redis_flag(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--log-level", default="WARNING", help="DEBUG, INFO, WARNING, ERROR")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="shardsched", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -74,16 +74,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="a firing later than S seconds counts as late; default 1",
     )
     bench = sub.add_parser("bench", help="benchmarks (each starts what it needs)")
-    bench_sub = bench.add_subparsers(dest="bench_command", required=True)
-    from shardsched.bench import burst, takeover
+    if with_bench:  # their modules pull in redis-py and friends: only when asked for
+        from shardsched.bench import burst, footprint, plan, register, scale, steady, takeover
 
-    burst.add_parser(bench_sub)
-    takeover.add_parser(bench_sub)
+        bench_sub = bench.add_subparsers(dest="bench_command", required=True)
+        for module in (burst, steady, register, footprint, scale, plan, takeover):
+            module.add_parser(bench_sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    with_bench = not argv or argv[0] in ("bench", "-h", "--help")
+    args = build_parser(with_bench).parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(getattr(args, "log_level", "WARNING")).upper(), logging.WARNING),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
