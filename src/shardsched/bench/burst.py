@@ -198,7 +198,7 @@ def run(args: argparse.Namespace) -> dict:
         ns = f"burst{int(time.time() * 1000) % 10**9}"
         r.hset(f"{ns}:{{g}}:meta", "shards", args.shards)
         client = Client(url, ns)
-        lead = 8 + args.jobs / 10_000
+        lead = args.lead + args.jobs / 10_000
         if args.mode == "cron":
             # Register well inside a minute so no job's first fire lands on another boundary.
             while (server_ms(r) // 1000) % 60 > 60 - lead - 5:
@@ -331,6 +331,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--concurrency", type=int, default=1000)
     p.add_argument("--shards", type=int, default=64)
     p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument(
+        "--lead",
+        type=float,
+        default=8.0,
+        help="seconds between registration and the burst, for processes to start",
+    )
     p.add_argument("--no-floor", action="store_true", help="skip the Redis floor measurement")
     p.add_argument("--json", default=None, metavar="FILE")
     p.add_argument("--plot", default=None, metavar="FILE")

@@ -11,8 +11,8 @@ from shardsched.bench import burst
 
 def run(args: argparse.Namespace) -> list[dict]:
     rows = []
-    for nodes in args.nodes:
-        for workers in args.workers:
+    for nodes in args.node_counts:
+        for workers in args.worker_counts:
             ns = argparse.Namespace(
                 redis=args.redis,
                 jobs=args.jobs,
@@ -28,6 +28,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                 json=None,
                 plot=None,
                 profile=None,
+                lead=args.lead,
             )
             result = burst.run(ns)
             rows.append(
@@ -64,9 +65,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p = sub.add_parser("scale", help="the burst over node and worker process counts")
     p.add_argument("--redis", default=None)
     p.add_argument("--jobs", type=int, default=25_000)
-    p.add_argument("--nodes", type=_ints, default=[1, 2, 4])
-    p.add_argument("--workers", type=_ints, default=[1, 2, 4])
+    p.add_argument("--nodes", dest="node_counts", type=_ints, default=[1, 2, 4])
+    p.add_argument("--workers", dest="worker_counts", type=_ints, default=[1, 2, 4])
     p.add_argument("--concurrency", type=int, default=1000)
     p.add_argument("--fsync", choices=["always", "everysec", "off"], default="always")
+    p.add_argument("--lead", type=float, default=8.0)
     p.add_argument("--json", default=None, metavar="FILE")
     p.set_defaults(bench=run)

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> dict:
         r = redis_py.Redis.from_url(url)
         ns = f"steady{int(time.time() * 1000) % 10**9}"
         client = Client(url, ns)
-        start = from_ms(server_ms(r) + 5000)
+        start = from_ms(server_ms(r) + round(args.lead * 1000))
         specs = (
             JobSpec(
                 name=f"steady-{i}",
@@ -96,6 +96,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--rate", type=int, default=830, help="triggers per second")
     p.add_argument("--duration", type=float, default=60.0, help="seconds")
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--lead", type=float, default=5.0, help="seconds before the first tick")
     p.add_argument("--fsync", choices=["always", "everysec", "off"], default="always")
     p.add_argument("--json", default=None, metavar="FILE")
     p.set_defaults(bench=run)

@@ -66,7 +66,11 @@ def run(args: argparse.Namespace) -> dict:
         rounds = []
         for i in range(args.rounds):
             victim = names[i % 3]
-            shards = [s for s, o in _owners(r, client).items() if o == victim]
+            shards = [
+                s
+                for s, o in _owners(r, client).items()
+                if o == victim and r.zcard(dep.shard(s).timer) > 0  # shards with ticks only
+            ]
             procs.kill(victim)
             sec, usec = r.time()
             killed_ms = sec * 1000 + usec // 1000

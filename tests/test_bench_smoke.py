@@ -1,0 +1,128 @@
+"""Every bench command at a tiny size, so none of them rots. Not a measurement."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import child_env, shardsched_cmd
+
+pytestmark = pytest.mark.slow
+
+
+def bench(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run(
+        shardsched_cmd("bench", *args),
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=timeout,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out
+
+
+def test_burst(tmp_path: Path) -> None:
+    data, png = tmp_path / "burst.json", tmp_path / "burst.png"
+    bench(
+        "burst",
+        "--jobs",
+        "300",
+        "--mode",
+        "once",
+        "--lead",
+        "3",
+        "--shards",
+        "8",
+        "--concurrency",
+        "100",
+        "--json",
+        str(data),
+        "--plot",
+        str(png),
+    )
+    result = json.loads(data.read_text())
+    assert result["jobs"] == result["runs_read"] == result["succeeded"] == 300
+    assert result["audit"]["missing"] == result["audit"]["duplicated"] == 0
+    for key in ("trigger_lag_s", "start_lag_s", "end_to_end_s"):
+        assert set(result[key]) == {"p50", "p90", "p99", "max"}
+    for key in (
+        "all_triggered_s",
+        "all_started_s",
+        "all_completed_s",
+        "redis_floor_s",
+        "redis_floor_fires_per_s",
+        "trigger_overhead_ratio",
+    ):
+        assert result[key] > 0, key
+    assert png.stat().st_size > 10_000
+
+
+def test_burst_subprocess_command() -> None:
+    out = bench(
+        "burst",
+        "--jobs",
+        "40",
+        "--mode",
+        "once",
+        "--lead",
+        "3",
+        "--shards",
+        "4",
+        "--command",
+        "true",
+        "--no-floor",
+        "--concurrency",
+        "20",
+    )
+    assert "'missing': 0" in out.stdout
+
+
+def test_steady(tmp_path: Path) -> None:
+    data = tmp_path / "steady.json"
+    bench("steady", "--rate", "50", "--duration", "2", "--lead", "2", "--json", str(data))
+    result = json.loads(data.read_text())
+    assert result["fired"] >= 100 and result["audit"] == {"missing": 0, "duplicated": 0}
+
+
+def test_register_and_footprint(tmp_path: Path) -> None:
+    out = bench("register", "--jobs", "2000", "--repeat", "1")
+    assert "jobs/s" in out.stdout
+    data = tmp_path / "fp.json"
+    bench("footprint", "--jobs", "2000", "--runs", "200", "--json", str(data))
+    result = json.loads(data.read_text())
+    assert 100 < result["bytes_per_job"] < 5000 and result["bytes_per_completed_run"] > 0
+
+
+def test_scale() -> None:
+    out = bench("scale", "--jobs", "200", "--nodes", "1,2", "--workers", "1", "--lead", "3")
+    assert out.stdout.count("| 1 | 1 |") == 1 and out.stdout.count("| 2 | 1 |") == 1
+
+
+def test_plan(tmp_path: Path) -> None:
+    data = tmp_path / "plan.json"
+    bench("plan", "--json", str(data))
+    result = json.loads(data.read_text())
+    assert result["workers"] > 0 and result["nodes"] >= 3 and result["redis_masters"] >= 1
+
+
+def test_takeover(tmp_path: Path) -> None:
+    data = tmp_path / "takeover.json"
+    bench(
+        "takeover",
+        "--rounds",
+        "1",
+        "--jobs",
+        "64",
+        "--lease-ttl",
+        "1",
+        "--renew-every",
+        "0.3",
+        "--json",
+        str(data),
+    )
+    result = json.loads(data.read_text())
+    assert 0 < result["median_s"] < 5
