@@ -1,36 +1,46 @@
 #!lua
 --[[
-  Register a new job: its definition, its one timer entry, its place in the shard index,
-  and the opening of its first schedule segment (what the audit expects of it).
+  Register new jobs of one shard (one, or a bulk batch): each job's definition, its one
+  timer entry, its place in the shard index, and the opening of its first schedule
+  segment (what the audit expects of it).
 
-  KEYS[1] job     HASH the job
-  KEYS[2] timer   ZSET job_id -> next fire (ms)
-  KEYS[3] jobs    ZSET job_id -> creation (ms)
-  KEYS[4] segs    LIST the job's schedule segments: "o|<first fire>|<timing>",
-                  "c|<timer score at close>|<close time>"
-  ARGV[1] job id
-  ARGV[2] spec JSON (JobSpec)
-  ARGV[3] timing JSON (what the shard actor computes next fires from)
-  ARGV[4] first fire (ms), or '' when the job never fires
-  ARGV[5] lease (ms)
-  ARGV[6] wake channel
-  ARGV[7] shard number
+  KEYS[1] timer   ZSET job_id -> next fire (ms)
+  KEYS[2] jobs    ZSET job_id -> creation (ms)
+  ARGV[1] shard key base; job:<id> (HASH) and segs:<id> (LIST "o|<first>|<timing>",
+          "c|<timer score at close>|<close time>") are built from it (same hash slot)
+  ARGV[2] wake channel (published once if any job has a first fire)
+  ARGV[3] shard number
+  ARGV[4..] items of 5: job id, spec JSON, timing JSON, first fire (ms, or '' when the
+          job never fires), lease (ms)
 
-  Returns {1, created_ms}, or {-1} when the job id is taken (nothing written).
+  Returns {now_ms, code1, code2, ...}: 1 registered, -1 the job id is taken (that job
+  untouched).
 ]]
 local rcall = redis.call
-local job_key, timer_key, jobs_key, segs_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-if rcall('EXISTS', job_key) == 1 then
-  return {-1}
-end
+local timer_key, jobs_key = KEYS[1], KEYS[2]
+local base = ARGV[1]
 local t = rcall('TIME')
 local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
-rcall('HSET', job_key, 'spec', ARGV[2], 'timing', ARGV[3], 'status', 'active',
-  'created', now, 'updated', now, 'version', 1, 'lease', ARGV[5])
-rcall('ZADD', jobs_key, now, ARGV[1])
-if ARGV[4] ~= '' then
-  rcall('ZADD', timer_key, ARGV[4], ARGV[1])
-  rcall('RPUSH', segs_key, 'o|' .. ARGV[4] .. '|' .. ARGV[3])
-  rcall('PUBLISH', ARGV[6], ARGV[7])
+local out = {now}
+local wake = false
+for i = 4, #ARGV, 5 do
+  local job, spec, timing, first, lease = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  local job_key = base .. 'job:' .. job
+  if rcall('EXISTS', job_key) == 1 then
+    out[#out + 1] = -1
+  else
+    rcall('HSET', job_key, 'spec', spec, 'timing', timing, 'status', 'active',
+      'created', now, 'updated', now, 'version', 1, 'lease', lease)
+    rcall('ZADD', jobs_key, now, job)
+    if first ~= '' then
+      rcall('ZADD', timer_key, first, job)
+      rcall('RPUSH', base .. 'segs:' .. job, 'o|' .. first .. '|' .. timing)
+      wake = true
+    end
+    out[#out + 1] = 1
+  end
 end
-return {1, now}
+if wake then
+  rcall('PUBLISH', ARGV[2], ARGV[3])
+end
+return out

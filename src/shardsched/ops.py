@@ -24,6 +24,7 @@ from shardsched.errors import (
     ShardschedError,
 )
 from shardsched.models import (
+    Catchup,
     Job,
     JobCreated,
     JobPatch,
@@ -112,37 +113,60 @@ def open_deployment(namespace: str, n_shards: int | None) -> Op:
     return Deployment(namespace, stored)
 
 
-def _register_call(dep: Deployment, job_id: str, spec: JobSpec, first: int | None) -> Call:
-    sk = dep.keys_for(job_id)
-    return Call(
-        (
-            job_id,
-            _spec_encoder.encode(spec),
-            _spec_encoder.encode(timing_of(spec)),
-            "" if first is None else first,
-            round(spec.lease_s * 1000),
-            dep.globals.wake_channel,
-            sk.shard,
-        ),
-        script="register_job",
-        keys=(sk.job(job_id), sk.timer, sk.jobs, sk.segments(job_id)),
-    )
-
-
 def create_jobs(dep: Deployment, specs: Sequence[JobSpec]) -> Op:
-    """Register jobs (validated first: an invalid one writes nothing); returns JobCreated list."""
+    """Register jobs (validated first: an invalid one writes nothing); returns JobCreated list.
+
+    One script call per shard, all in one round trip.
+    """
     for spec in specs:
         validate_spec(spec)
     (now,) = yield [Call(("TIME",))]
     now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
-    plan = [(k.new_job_id(), spec, first_fire_ms(spec.schedule, now_ms)) for spec in specs]
-    replies = yield [_register_call(dep, jid, spec, first) for jid, spec, first in plan]
+    firsts: dict[bytes, int | None] = {}  # one cron computation per distinct schedule
+    # Specs built in a loop share one schedule object (alive all batch long, so ids hold).
+    timings: dict[tuple[int, Catchup, float], bytes] = {}
+    by_shard: dict[int, list[Any]] = {}
+    plan = []
+    for spec in specs:
+        job_id = k.new_job_id()
+        timing_key = (id(spec.schedule), spec.catchup, spec.misfire_grace_s)
+        timing = timings.get(timing_key)
+        if timing is None:
+            timing = timings[timing_key] = _spec_encoder.encode(timing_of(spec))
+        key = _spec_encoder.encode(spec.schedule)
+        if key not in firsts:
+            firsts[key] = first_fire_ms(spec.schedule, now_ms)
+        first = firsts[key]
+        plan.append((job_id, first))
+        by_shard.setdefault(dep.keys_for(job_id).shard, []).extend(
+            (
+                job_id,
+                _spec_encoder.encode(spec),
+                timing,
+                "" if first is None else first,
+                round(spec.lease_s * 1000),
+            )
+        )
+    shards = list(by_shard)
+    replies = yield [
+        Call(
+            (dep.shard(s).base, dep.globals.wake_channel, s, *by_shard[s]),
+            script="register_job",
+            keys=(dep.shard(s).timer, dep.shard(s).jobs),
+        )
+        for s in shards
+    ]
+    codes: dict[str, int] = {}
+    for s, reply in zip(shards, replies, strict=True):
+        items = by_shard[s]
+        for n, code in enumerate(_check(reply)[1:]):
+            codes[items[5 * n]] = code
     created = []
-    for (jid, _spec, first), reply in zip(plan, replies, strict=True):
-        if _check(reply)[0] != 1:  # a 48-bit random id collided: vanishingly rare
-            raise ShardschedError(f"job id {jid} already exists")
+    for job_id, first in plan:
+        if codes[job_id] != 1:  # a 48-bit random id collided: vanishingly rare
+            raise ShardschedError(f"job id {job_id} already exists")
         created.append(
-            JobCreated(job_id=jid, next_run_at=None if first is None else from_ms(first))
+            JobCreated(job_id=job_id, next_run_at=None if first is None else from_ms(first))
         )
     return created
 

@@ -38,8 +38,12 @@ _MAX_CANDIDATES = 64
 _LOOKAHEAD = timedelta(hours=3)
 
 
+@lru_cache(maxsize=4096)
 def parse_cron(expression: str) -> tuple[str, ...]:
-    """Return the five fields of a cron expression; raises ValueError if it is not one."""
+    """Return the five fields of a cron expression; raises ValueError if it is not one.
+
+    Memoised: validating 25,000 registrations of one expression costs one croniter parse.
+    """
     fields = tuple(expression.split())
     if len(fields) != 5:
         raise ValueError(f"Cron expression must have 5 fields, got {len(fields)}")
