@@ -2,7 +2,10 @@
 
 A handler is an async (trio) or sync function taking a :class:`HandlerContext`; a sync one
 runs in a worker thread. Raising fails the run (reason ``handler error: …``); returning
-succeeds it. ``noop`` is built in, for benchmarks and health checks.
+succeeds it. A handler registered with ``inline=True`` must be a quick sync function: the
+claim loop calls it directly, with no task, thread or timeout of its own (a task and a
+cancel scope per run cost more than a trivial handler). ``noop`` is built in, inline, for
+benchmarks and health checks.
 """
 
 from __future__ import annotations
@@ -27,16 +30,28 @@ class HandlerContext:
 
 Handler = Callable[[HandlerContext], Awaitable[Any] | Any]
 _registry: dict[str, Handler] = {}
+_inline: set[str] = set()
 
 
-def handler(name: str) -> Callable[[Handler], Handler]:
-    """Register ``fn`` as the handler ``name`` (decorator)."""
+def handler(name: str, *, inline: bool = False) -> Callable[[Handler], Handler]:
+    """Register ``fn`` as the handler ``name`` (decorator); raises ValueError for an inline
+    handler that is not a plain sync function."""
 
     def register(fn: Handler) -> Handler:
+        if inline and inspect.iscoroutinefunction(fn):
+            raise ValueError(f"inline handler {name!r} must be a sync function")
         _registry[name] = fn
+        if inline:
+            _inline.add(name)
+        else:
+            _inline.discard(name)
         return fn
 
     return register
+
+
+def is_inline(command: str) -> bool:
+    return command.startswith(PREFIX) and command[len(PREFIX) :] in _inline
 
 
 def lookup(command: str) -> Handler | None:
@@ -59,6 +74,6 @@ async def call(fn: Handler, ctx: HandlerContext) -> Any:
     return await trio.to_thread.run_sync(fn, ctx)
 
 
-@handler("noop")
-async def noop(ctx: HandlerContext) -> None:
+@handler("noop", inline=True)
+def noop(ctx: HandlerContext) -> None:
     """Does nothing, at once: the worker's own overhead, measured."""
