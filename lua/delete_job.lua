@@ -15,6 +15,18 @@
 ]]
 local rcall = redis.call
 local job_key, timer_key, segs_key = KEYS[1], KEYS[2], KEYS[3]
+
+-- The first segment lives in the job hash until the job first changes; then the segment
+-- log is written out in full.
+local function materialize_segments(job_key, segs_key)
+  if rcall('EXISTS', segs_key) == 0 then
+    local first = rcall('HMGET', job_key, 'first', 'timing')
+    if first[1] and first[1] ~= '' then
+      rcall('RPUSH', segs_key, 'o|' .. first[1] .. '|' .. first[2])
+    end
+  end
+end
+
 local status = rcall('HGET', job_key, 'status')
 if not status then
   return {-1}
@@ -25,6 +37,7 @@ end
 local t = rcall('TIME')
 local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
 if status == 'active' then
+  materialize_segments(job_key, segs_key)
   rcall('RPUSH', segs_key, 'c|' .. (rcall('ZSCORE', timer_key, ARGV[1]) or '') .. '|' .. now)
 end
 rcall('HSET', job_key, 'status', 'deleted', 'updated', now)

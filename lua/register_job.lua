@@ -6,8 +6,9 @@
 
   KEYS[1] timer   ZSET job_id -> next fire (ms)
   KEYS[2] jobs    ZSET job_id -> creation (ms)
-  ARGV[1] shard key base; job:<id> (HASH) and segs:<id> (LIST "o|<first>|<timing>",
-          "c|<timer score at close>|<close time>") are built from it (same hash slot)
+  ARGV[1] shard key base; job:<id> (HASH) is built from it (same hash slot). The job's
+          first schedule segment is its 'first' field and its timing: the segs:<id> list
+          is only written when the job changes (update_job), a key saved per job.
   ARGV[2] wake channel (published once if any job has a first fire)
   ARGV[3] shard number
   ARGV[4..] items of 5: job id, spec JSON, timing JSON, first fire (ms, or '' when the
@@ -30,11 +31,10 @@ for i = 4, #ARGV, 5 do
     out[#out + 1] = -1
   else
     rcall('HSET', job_key, 'spec', spec, 'timing', timing, 'status', 'active',
-      'created', now, 'updated', now, 'version', 1, 'lease', lease)
+      'created', now, 'updated', now, 'version', 1, 'lease', lease, 'first', first)
     rcall('ZADD', jobs_key, now, job)
     if first ~= '' then
       rcall('ZADD', timer_key, first, job)
-      rcall('RPUSH', base .. 'segs:' .. job, 'o|' .. first .. '|' .. timing)
       wake = true
     end
     out[#out + 1] = 1

@@ -26,6 +26,18 @@
 ]]
 local rcall = redis.call
 local job_key, timer_key, segs_key = KEYS[1], KEYS[2], KEYS[3]
+
+-- The first segment lives in the job hash until the job first changes; then the segment
+-- log is written out in full.
+local function materialize_segments(job_key, segs_key)
+  if rcall('EXISTS', segs_key) == 0 then
+    local first = rcall('HMGET', job_key, 'first', 'timing')
+    if first[1] and first[1] ~= '' then
+      rcall('RPUSH', segs_key, 'o|' .. first[1] .. '|' .. first[2])
+    end
+  end
+end
+
 local job = ARGV[1]
 local cur = rcall('HMGET', job_key, 'status', 'version')
 if not cur[1] then
@@ -40,6 +52,9 @@ end
 local t = rcall('TIME')
 local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
 local score = rcall('ZSCORE', timer_key, job)
+if ARGV[10] == '1' then
+  materialize_segments(job_key, segs_key)  -- before 'timing' is overwritten
+end
 local version = rcall('HINCRBY', job_key, 'version', 1)
 rcall('HSET', job_key, 'spec', ARGV[3], 'timing', ARGV[4], 'status', ARGV[5],
   'updated', now, 'lease', ARGV[7])

@@ -86,7 +86,7 @@ def load_histories(dep: ops.Deployment, job_ids: list[str]) -> ops.Op:
     for job_id in job_ids:
         sk = dep.keys_for(job_id)
         calls += [
-            ops.Call(("EXISTS", sk.job(job_id))),
+            ops.Call(("HMGET", sk.job(job_id), "first", "timing")),
             ops.Call(("LRANGE", sk.segments(job_id), 0, -1)),
             ops.Call(("ZRANGE", sk.runs_of(job_id), 0, -1, "WITHSCORES")),
             ops.Call(("ZRANGE", sk.skips(job_id), 0, -1)),
@@ -95,8 +95,8 @@ def load_histories(dep: ops.Deployment, job_ids: list[str]) -> ops.Op:
     replies = yield calls
     scheduled_of = []
     for n, job_id in enumerate(job_ids):
-        exists, _segs, runs, _skips, _score = replies[5 * n : 5 * n + 5]
-        if not exists:
+        (first, _timing), _segs, runs, _skips, _score = replies[5 * n : 5 * n + 5]
+        if _timing is None:
             raise JobNotFound(job_id)
         scheduled_of.append(
             [
@@ -114,7 +114,9 @@ def load_histories(dep: ops.Deployment, job_ids: list[str]) -> ops.Op:
     created = iter((yield created_calls) if created_calls else [])
     histories = []
     for n, (job_id, scheduled) in enumerate(zip(job_ids, scheduled_of, strict=True)):
-        _exists, segs, _runs, skips, score = replies[5 * n : 5 * n + 5]
+        (first, timing), segs, _runs, skips, score = replies[5 * n : 5 * n + 5]
+        if not segs and first:  # never changed: its one segment is in the job hash
+            segs = [b"o|" + first + b"|" + timing]
         by_tick: dict[int, list[tuple[str, int]]] = defaultdict(list)
         for rid, tick in scheduled:
             c = next(created)

@@ -55,6 +55,10 @@ def redis_server_args(port: int, data_dir: Path, fsync: str = "always") -> list[
         str(data_dir),
         "--maxmemory-policy",
         "noeviction",
+        # A job hash holds its spec JSON: let it stay a compact listpack (about 700 B a
+        # job instead of 1,100 at 500,000 jobs; bench/RESULTS.md).
+        "--hash-max-listpack-value",
+        "1024",
         "--save",
         "",
         "--daemonize",

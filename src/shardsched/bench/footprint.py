@@ -28,7 +28,8 @@ def used(r: redis_py.Redis) -> int:
 
 
 def run(args: argparse.Namespace) -> dict:
-    with bench_redis(args.redis, "off") as url, Procs() as procs:
+    extra = ("--hash-max-listpack-value", str(args.hash_max_listpack_value))
+    with bench_redis(args.redis, "off", extra) as url, Procs() as procs:
         r = redis_py.Redis.from_url(url)
         ns = f"fp{int(time.time() * 1000) % 10**9}"
         client = Client(url, ns)
@@ -85,6 +86,7 @@ def run(args: argparse.Namespace) -> dict:
         client.close()
         r.close()
     result = {
+        "hash_max_listpack_value": args.hash_max_listpack_value,
         "jobs": args.jobs,
         "bytes_per_job": round(per_job),
         "runs": args.runs,
@@ -92,7 +94,8 @@ def run(args: argparse.Namespace) -> dict:
         "restart_replay": {"due_runs": args.runs, "seconds_from_node_start": round(replay_s, 3)},
     }
     print(
-        f"footprint: {result['bytes_per_job']} bytes per registered job ({args.jobs} jobs); "
+        f"footprint (hash-max-listpack-value {args.hash_max_listpack_value}): "
+        f"{result['bytes_per_job']} bytes per registered job ({args.jobs} jobs); "
         f"{result['bytes_per_completed_run']} bytes per completed run record ({args.runs} runs); "
         f"node restart replayed {args.runs} due runs in {replay_s:.2f} s (process start included)"
     )
@@ -106,5 +109,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--redis", default=None)
     p.add_argument("--jobs", type=int, default=500_000)
     p.add_argument("--runs", type=int, default=25_000)
+    p.add_argument(
+        "--hash-max-listpack-value",
+        type=int,
+        default=1024,
+        help="the Redis setting (shardsched dev uses 1024; Redis's own default is 64)",
+    )
     p.add_argument("--json", default=None, metavar="FILE")
     p.set_defaults(bench=run)

@@ -24,6 +24,9 @@ class BenchRedis:
 
     fsync: str = "always"
     port: int = field(default_factory=free_port)
+    extra: tuple[
+        str, ...
+    ] = ()  #: more redis-server options, e.g. ("--hash-max-listpack-value", "64")
     proc: subprocess.Popen[bytes] | None = None
     dir: Path | None = None
 
@@ -34,7 +37,7 @@ class BenchRedis:
     def start(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="shardsched-bench-"))
         self.proc = subprocess.Popen(
-            redis_server_args(self.port, self.dir, self.fsync),
+            [*redis_server_args(self.port, self.dir, self.fsync), *self.extra],
             stdout=subprocess.DEVNULL,
             preexec_fn=die_with_parent,
         )
@@ -57,12 +60,14 @@ class BenchRedis:
 
 
 @contextmanager
-def bench_redis(url: str | None, fsync: str = "always") -> Iterator[str]:
+def bench_redis(
+    url: str | None, fsync: str = "always", extra: tuple[str, ...] = ()
+) -> Iterator[str]:
     """Use ``url`` if given, else start (and finally stop) a redis-server of our own."""
     if url:
         yield url
         return
-    server = BenchRedis(fsync)
+    server = BenchRedis(fsync, extra=extra)
     server.start()
     try:
         yield server.url
