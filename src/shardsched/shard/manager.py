@@ -29,6 +29,13 @@ from shardsched.shard.cron import NextFireMemo
 
 log = logging.getLogger(__name__)
 
+#: How often the owner looks for runs whose worker lease lapsed.
+RECLAIM_EVERY_S = 1.0
+#: A pending entry idle for less than this cannot have lapsed (leases are at least 1 s).
+RECLAIM_MIN_IDLE_MS = 1000
+#: Lapses in a row after which a run is failed as poison, not delivered again.
+POISON_LAPSES = 3
+
 
 def default_node_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
@@ -72,6 +79,7 @@ class ShardManager:
         self.leases: dict[int, int] = {}  #: shard -> epoch of every lease we hold
         self.live_nodes: list[str] = []
         self.refused_writes = 0
+        self.reclaimed = 0
         self._started_ms = 0
 
     async def _heartbeat(self) -> frozenset[int]:
@@ -173,6 +181,51 @@ class ShardManager:
             else:
                 self.wake(int(msg))
 
+    async def _reclaim_loop(self) -> None:
+        """Take back runs whose worker lease lapsed, in every owned shard (one round trip)."""
+        from shardsched.keys import CONSUMER_GROUP
+
+        while True:
+            await trio.sleep(RECLAIM_EVERY_S)
+            held = list(self.leases.items())
+            calls = []
+            for shard, epoch in held:
+                sk = self.dep.shard(shard)
+                calls.append(
+                    (
+                        "reclaim",
+                        (sk.ready, sk.epoch, sk.stats),
+                        (
+                            epoch,
+                            CONSUMER_GROUP,
+                            sk.base,
+                            RECLAIM_MIN_IDLE_MS,
+                            1000,
+                            POISON_LAPSES,
+                            self.dep.globals.ready_channel,
+                            shard,
+                        ),
+                    )
+                )
+            if not calls:
+                continue
+            try:
+                replies = await self.redis.scripts(calls)
+            except RedisConnectionError as exc:
+                log.warning("reclaim round failed: %s", exc)
+                continue
+            for (shard, _), reply in zip(held, replies, strict=True):
+                if isinstance(reply, Exception):
+                    log.error("reclaim on shard %d failed: %s", shard, reply)
+                elif reply[0] == 1 and (reply[1] or reply[2]):
+                    self.reclaimed += reply[1]
+                    log.warning(
+                        "shard %d: %d runs reclaimed after their lease lapsed, %d failed as poison",
+                        shard,
+                        reply[1],
+                        reply[2],
+                    )
+
     async def _round(self, nursery: trio.Nursery) -> None:
         target = await self._heartbeat()
         await self._renew()
@@ -191,6 +244,7 @@ class ShardManager:
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self._listen_wakes, name="wake-listener")
+                nursery.start_soon(self._reclaim_loop, name="reclaimer")
                 started = False
                 while True:
                     try:

@@ -29,6 +29,15 @@ class Outcome:
         return self.exit_code == 0
 
 
+def _die_with_worker() -> None:
+    """A worker killed with SIGKILL cannot kill its jobs: have the kernel do it (Linux).
+    The run is delivered again after its lease; a job still running then would be a
+    second, concurrent execution."""
+    from shardsched.dev import die_with_parent
+
+    die_with_parent()
+
+
 def _signal_group(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)
@@ -60,6 +69,7 @@ async def run_command(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             env={**os.environ, **env},
+            preexec_fn=_die_with_worker,
         )
     except OSError as exc:
         return Outcome(None, f"spawn failed: {exc}", b"")

@@ -34,6 +34,7 @@ class ExecSpec(msgspec.Struct):
 
     command: str
     timeout_s: float = 3600.0
+    lease_s: float = 30.0
 
 
 _spec_decoder = msgspec.json.Decoder(ExecSpec)
@@ -95,6 +96,10 @@ class Worker:
         self._changed = trio.Event()
         self._finished: list[Finished] = []
         self._finished_added = trio.Event()
+        self._running: dict[tuple[str, int], tuple[Claimed, trio.CancelScope]] = {}
+        self._lost: set[tuple[str, int]] = set()  #: runs whose lease went elsewhere
+        self._renew_every = 10.0
+        self._renew_sooner = trio.Event()
         self._deadlines: dict[trio.CancelScope, float] = {}
 
     def _poke(self) -> None:
@@ -151,12 +156,63 @@ class Worker:
 
     async def _execute(self, claimed: Claimed) -> None:
         started_ms = self._started_ms(claimed)
+        key = (claimed.run_id, claimed.token)  # the same run may come back: a new delivery
+        outcome: Outcome | None = None
         try:
-            outcome = await self._outcome(claimed)
+            with trio.CancelScope() as scope:
+                self._running[key] = (claimed, scope)
+                if claimed.spec is not None and claimed.spec.lease_s / 3 < self._renew_every:
+                    self._renew_sooner.set()
+                outcome = await self._outcome(claimed)
         finally:
+            del self._running[key]
             self.free += 1
             self._poke()
-        self._finish(claimed, outcome, started_ms)
+        if key in self._lost:  # the lease went elsewhere: the process group was killed
+            self._lost.discard(key)
+            return
+        if outcome is not None:
+            self._finish(claimed, outcome, started_ms)
+
+    def _renew_interval(self) -> float:
+        leases = [c.spec.lease_s for c, _ in self._running.values() if c.spec is not None]
+        return min(max(min(leases, default=30.0) / 3, 0.2), 10.0)
+
+    async def _renewer(self) -> None:
+        """Extend the leases of every running run, one script call per shard per round."""
+        while True:
+            self._renew_every = self._renew_interval()
+            with trio.move_on_after(self._renew_every):
+                await self._renew_sooner.wait()  # a run with a shorter lease started
+                self._renew_sooner = trio.Event()
+            if not self._running:
+                continue
+            by_shard: dict[int, list[Claimed]] = defaultdict(list)
+            for claimed, _ in self._running.values():
+                by_shard[claimed.shard].append(claimed)
+            calls = []
+            for shard, runs in by_shard.items():
+                sk = self.dep.shard(shard)
+                args: list[object] = [CONSUMER_GROUP, self.worker_id, sk.base]
+                for c in runs:
+                    args += (c.entry_id, c.run_id, c.token)
+                calls.append(("renew_runs", (sk.ready,), args))
+            try:
+                replies = await self.redis.scripts(calls)
+            except RedisConnectionError as exc:
+                log.warning("lease renewal failed: %s", exc)
+                continue
+            for runs, reply in zip(by_shard.values(), replies, strict=True):
+                if isinstance(reply, Exception):
+                    log.error("lease renewal refused: %s", reply)
+                    continue
+                for c, code in zip(runs, reply[1::2], strict=True):
+                    key = (c.run_id, c.token)
+                    if code != 1 and key in self._running:
+                        why = "cancelled" if code == -3 else "lost its lease"
+                        log.warning("run %s %s: stopping it", c.run_id, why)
+                        self._lost.add(key)
+                        self._running[key][1].cancel()
 
     def _execute_inline(self, claimed: Claimed) -> None:
         """An inline handler: called right here, no task (see handlers)."""
@@ -279,6 +335,7 @@ class Worker:
             nursery.start_soon(self._sweep, name="sweep")
             nursery.start_soon(self._completer, name="completer")
             nursery.start_soon(self._watchdog, name="handler-watchdog")
+            nursery.start_soon(self._renewer, name="lease-renewer")
             task_status.started()
             delay = 0.05
             while True:

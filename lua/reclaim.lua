@@ -1,0 +1,71 @@
+#!lua
+--[[
+  The shard owner takes back runs whose lease lapsed (worker crashed, paused, cut off):
+  each goes back to 'scheduled' with the same attempt and is delivered again under a new
+  stream entry, its reclaim count 'rc' raised. A run whose lease lapsed <poison> times in
+  a row (its command kills its worker) is failed instead of delivered forever.
+
+  KEYS[1] ready   STREAM of fired runs
+  KEYS[2] epoch   STRING the shard's fencing token
+  KEYS[3] stats   HASH shard counters (lease_reclaims, poisoned, refused_fire)
+  ARGV[1] epoch the caller holds
+  ARGV[2] consumer group
+  ARGV[3] shard key base; run:<id> keys are built from it (same hash slot)
+  ARGV[4] minimum idle time of a pending entry to look at (ms)
+  ARGV[5] how many pending entries to look at, at most
+  ARGV[6] poison limit (lapses in a row before the run is failed)
+  ARGV[7] ready channel
+  ARGV[8] shard number
+
+  Returns {1, reclaimed, poisoned}, or {-1} when the caller's epoch is stale.
+]]
+local rcall = redis.call
+local ready_key, epoch_key, stats_key = KEYS[1], KEYS[2], KEYS[3]
+local group, base = ARGV[2], ARGV[3]
+if rcall('GET', epoch_key) ~= ARGV[1] then
+  rcall('HINCRBY', stats_key, 'refused_fire', 1)
+  return {-1}
+end
+local pending = redis.pcall('XPENDING', ready_key, group, 'IDLE', ARGV[4], '-', '+', ARGV[5])
+if pending.err then
+  return {1, 0, 0}  -- no stream or consumer group yet: nothing was ever claimed
+end
+local t = rcall('TIME')
+local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local now_n = tonumber(now)
+local reclaimed, poisoned = 0, 0
+for _, entry in ipairs(pending) do
+  local eid = entry[1]
+  local body = rcall('XRANGE', ready_key, eid, eid)
+  local rid = body[1] and body[1][2][2]
+  local run = rid and rcall('HMGET', base .. 'run:' .. rid, 'st', 'l', 'rc') or {}
+  if run[1] ~= 'running' then
+    -- completed meanwhile, cancelled, or an orphan entry: nothing holds it any more
+    if run[1] == nil or run[1] ~= 'scheduled' then
+      rcall('XACK', ready_key, group, eid)
+      rcall('XDEL', ready_key, eid)
+    end
+  elseif tonumber(run[2] or '0') < now_n then
+    local run_key = base .. 'run:' .. rid
+    local lapses = tonumber(run[3] or '0') + 1
+    rcall('XACK', ready_key, group, eid)
+    rcall('XDEL', ready_key, eid)
+    if lapses >= tonumber(ARGV[6]) then
+      rcall('HSET', run_key, 'st', 'failed', 'rc', lapses, 'f', now,
+        'r', 'lease lapsed ' .. lapses .. ' times in a row (poison run)')
+      poisoned = poisoned + 1
+    else
+      rcall('HSET', run_key, 'st', 'scheduled', 'rc', lapses, 'w', '', 'l', '')
+      rcall('XADD', ready_key, '*', 'r', rid)
+      reclaimed = reclaimed + 1
+    end
+  end
+end
+if reclaimed > 0 then
+  rcall('HINCRBY', stats_key, 'lease_reclaims', reclaimed)
+  rcall('PUBLISH', ARGV[7], ARGV[8])
+end
+if poisoned > 0 then
+  rcall('HINCRBY', stats_key, 'poisoned', poisoned)
+end
+return {1, reclaimed, poisoned}

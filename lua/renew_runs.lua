@@ -1,0 +1,53 @@
+#!lua
+--[[
+  A worker extends the leases of its in-flight runs of one shard, in one call. Applied
+  only where the caller still holds the run (stream entry pending on it, delivery token
+  matching); the pending entry's idle time is reset, so the owner's reclaim scan passes it.
+
+  KEYS[1] ready   STREAM of fired runs
+  ARGV[1] consumer group
+  ARGV[2] worker id
+  ARGV[3] shard key base; run:<id> and job:<id> keys are built from it (same hash slot)
+  ARGV[4..] items of 3: entry id, run id, delivery token
+
+  Returns {now_ms, code1, lease1, code2, lease2, ...}: code 1 renewed (lease = the new
+  deadline, ms); -2 the caller no longer holds the run (recorded in its 'sx'); -3 the run
+  was cancelled (the worker must stop it).
+]]
+local rcall = redis.call
+local ready_key = KEYS[1]
+local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
+local t = rcall('TIME')
+local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local now_n = tonumber(now)
+local out = {now}
+
+local function pending_owner(eid)
+  local pending = rcall('XPENDING', ready_key, group, eid, eid, 1)
+  return pending[1] and pending[1][2]
+end
+
+for i = 4, #ARGV, 3 do
+  local eid, rid, token = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local run_key = base .. 'run:' .. rid
+  local run = rcall('HMGET', run_key, 'st', 'w', 'dt')
+  if run[1] == 'cancelled' then
+    out[#out + 1] = -3
+    out[#out + 1] = 0
+  elseif run[1] == 'running' and run[2] == worker and run[3] == token
+      and pending_owner(eid) == worker then
+    rcall('XCLAIM', ready_key, group, worker, 0, eid, 'JUSTID')  -- resets its idle time
+    local job = string.match(rid, '^([^:]+):')
+    local lease = now_n + tonumber(rcall('HGET', base .. 'job:' .. job, 'lease') or '30000')
+    rcall('HSET', run_key, 'l', lease)
+    out[#out + 1] = 1
+    out[#out + 1] = lease
+  else
+    if run[1] then
+      rcall('HINCRBY', run_key, 'sx', 1)
+    end
+    out[#out + 1] = -2
+    out[#out + 1] = 0
+  end
+end
+return out
