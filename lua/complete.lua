@@ -5,27 +5,38 @@
   run's delivery token matches. A stale completion is refused and counted on the run
   (its 'sx' field: a superseded execution), never applied.
 
-  KEYS[1] ready   STREAM of fired runs
+  A failed attempt with a retry time inserts the next attempt (a new run record,
+  <job>:<tick>:<attempt + 1>, state 'retrying') into the retry timer, due then; a run
+  ending 'dead_letter' is listed in the shard's dead-letter set.
+
+  KEYS[1] ready       STREAM of fired runs
+  KEYS[2] retries     ZSET run_id -> when the attempt is due
+  KEYS[3] deadletter  ZSET run_id -> when it was dead-lettered
   ARGV[1] consumer group
   ARGV[2] worker id
   ARGV[3] shard key base; run:<id> and out:<id> keys are built from it (same hash slot)
-  ARGV[4..] items of 8: entry id, run id, delivery token, terminal state (succeeded |
-          failed), exit code ('' when the process did not exit on its own), reason (''),
-          output ('' keeps none), execution start (server-clock ms, '' unknown)
+  ARGV[4] wake channel (published when a retry was inserted: the owner sleeps until its
+          timer or retry set is due, and a new retry may be due sooner)
+  ARGV[5] shard number
+  ARGV[6..] items of 9: entry id, run id, delivery token, terminal state (succeeded |
+          failed | dead_letter), exit code ('' when the process did not exit on its own),
+          reason (''), output ('' keeps none), execution start (server-clock ms, ''
+          unknown), next attempt due (ms; '' for none)
 
   Returns {now_ms, code1, code2, ...}, a code per item: 1 applied; 0 this very completion
   was applied before (a retry after a lost reply); -1 no such run; -2 the caller no longer
   holds the run (recorded).
 ]]
 local rcall = redis.call
-local ready_key = KEYS[1]
+local ready_key, retries_key, dead_key = KEYS[1], KEYS[2], KEYS[3]
 local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
 
 local t = rcall('TIME')
 local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
 local out = {now}
 local acked = {}
-for i = 4, #ARGV, 8 do
+local retried = false
+for i = 6, #ARGV, 9 do
   local eid, rid, token, state = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local run_key = base .. 'run:' .. rid
   local run = rcall('HMGET', run_key, 'st', 'w', 'dt')
@@ -43,6 +54,26 @@ for i = 4, #ARGV, 8 do
       if ARGV[i + 6] ~= '' then
         rcall('SET', base .. 'out:' .. rid, ARGV[i + 6])
       end
+      if state == 'dead_letter' then
+        rcall('ZADD', dead_key, now, rid)
+      elseif ARGV[i + 8] ~= '' then
+        local job, tick, attempt = string.match(rid, '^(.+):([^:]+):(%d+)$')
+        local next_rid = job .. ':' .. tick .. ':' .. (tonumber(attempt) + 1)
+        local next_key = base .. 'run:' .. next_rid
+        if rcall('EXISTS', next_key) == 0 then
+          local s = rcall('HGET', run_key, 's')
+          if s then
+            rcall('HSET', next_key, 'st', 'retrying', 'c', now, 'due', ARGV[i + 8], 's', s)
+          else
+            rcall('HSET', next_key, 'st', 'retrying', 'c', now, 'due', ARGV[i + 8])
+          end
+          rcall('ZADD', base .. 'runs:' .. job, rcall('ZSCORE', base .. 'runs:' .. job, rid) or 0,
+            next_rid)
+          rcall('ZADD', retries_key, ARGV[i + 8], next_rid)
+          retried = true
+          rcall('HSET', run_key, 'nx', next_rid)
+        end
+      end
       acked[#acked + 1] = eid
       code = 1
     else
@@ -51,6 +82,9 @@ for i = 4, #ARGV, 8 do
     end
   end
   out[#out + 1] = code
+end
+if retried then
+  rcall('PUBLISH', ARGV[4], ARGV[5])
 end
 if #acked > 0 then
   rcall('XACK', ready_key, group, unpack(acked))

@@ -11,6 +11,7 @@
   KEYS[2] ready   STREAM of fired runs
   KEYS[3] epoch   STRING the shard's fencing token
   KEYS[4] stats   HASH shard counters: fired (runs created), refused_fire (stale calls)
+  KEYS[5] retries ZSET run_id -> when a retry attempt is due: due ones are delivered too
   ARGV[1] epoch the caller holds
   ARGV[2] shard key base ("<ns>:{<shard>}:"); run:<id>, runs:<job>, skips:<job> and
           job:<id> keys are built from it and share KEYS' hash slot
@@ -23,12 +24,14 @@
   Returns {1, now_ms, fired, next_ms, job1, score1, timing1, job2, ...}:
     now_ms   the server's clock;
     fired    runs created by this call;
-    next_ms  the earliest future timer score ('' when the timer is empty or jobs are due);
+    next_ms  the earliest future timer or retry score ('' when both are empty or jobs are
+             due);
     then the due jobs (score <= now_ms) with their timing JSON.
   Returns {-1, current_epoch} when the caller's epoch is stale (only the counter written).
 ]]
 local rcall = redis.call
 local timer_key, ready_key, epoch_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local retries_key = KEYS[5]
 local base = ARGV[2]
 
 local current = rcall('GET', epoch_key)
@@ -66,8 +69,22 @@ for i = 6, #ARGV, 5 do
     end
   end
 end
+-- Retry attempts whose backoff is over join the stream (their records exist already).
+local retried = 0
+local retry_due = rcall('ZRANGE', retries_key, '-inf', now, 'BYSCORE', 'LIMIT', 0, 500)
+for _, rid in ipairs(retry_due) do
+  local run_key = base .. 'run:' .. rid
+  if rcall('HGET', run_key, 'st') == 'retrying' then
+    rcall('HSET', run_key, 'st', 'scheduled')
+    rcall('XADD', ready_key, '*', 'r', rid)
+    retried = retried + 1
+  end
+  rcall('ZREM', retries_key, rid)
+end
 if fired > 0 then
   rcall('HINCRBY', stats_key, 'fired', fired)
+end
+if fired + retried > 0 then
   rcall('PUBLISH', ARGV[4], ARGV[5])
 end
 
@@ -75,8 +92,11 @@ local due = rcall('ZRANGE', timer_key, '-inf', now, 'BYSCORE', 'LIMIT', 0, tonum
 local out = {1, now, fired, ''}
 if #due == 0 then
   local first = rcall('ZRANGE', timer_key, 0, 0, 'WITHSCORES')
-  if #first > 0 then
+  local retry = rcall('ZRANGE', retries_key, 0, 0, 'WITHSCORES')
+  if #first > 0 and (#retry == 0 or tonumber(first[2]) <= tonumber(retry[2])) then
     out[4] = first[2]
+  elseif #retry > 0 then
+    out[4] = retry[2]
   end
   return out
 end

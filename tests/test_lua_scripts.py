@@ -31,7 +31,7 @@ async def fire(redis: Redis, dep: ops.Deployment, shard: int, epoch: int, *tripl
     for i in range(0, len(triples), 3):
         job, old, new = triples[i : i + 3]
         items += [job, old, old, new, ""]
-    keys = (sk.timer, sk.ready, sk.epoch, sk.stats)
+    keys = (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries)
     return await redis.script("fire", keys, (*head, *items))
 
 
@@ -128,10 +128,10 @@ async def test_claim_and_fenced_completion(redis, dep) -> None:
     run_key = sk.run(rid.decode())
 
     async def complete(worker: str, tok: int, state: str, output: str = "") -> int:
-        item = (eid, rid, tok, state, 0 if state == "succeeded" else 1, "", output, 123)
-        reply = await redis.script(
-            "complete", (sk.ready,), (CONSUMER_GROUP, worker, sk.base, *item)
-        )
+        item = (eid, rid, tok, state, 0 if state == "succeeded" else 1, "", output, 123, "")
+        keys = (sk.ready, sk.retries, sk.dead_letter)
+        args = (CONSUMER_GROUP, worker, sk.base, "wake", sk.shard, *item)
+        reply = await redis.script("complete", keys, args)
         return reply[1]
 
     assert await complete("w2", token, "succeeded") == -2  # not the holder
@@ -170,8 +170,8 @@ async def test_scripts_are_refused_whole_when_redis_is_out_of_memory(
                 [
                     (
                         "fire",
-                        (sk.timer, sk.ready, sk.epoch),
-                        (epoch, sk.base, 500, "c", sk.shard, job, old, old + 1),
+                        (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries),
+                        (epoch, sk.base, 500, "c", sk.shard, job, old, old, old + 1, ""),
                     )
                 ]
             )

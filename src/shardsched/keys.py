@@ -71,6 +71,16 @@ class ShardKeys:
         return self.base + "ready"
 
     @property
+    def retries(self) -> str:
+        """ZSET run_id -> due (ms): retry attempts waiting out their backoff."""
+        return self.base + "retries"
+
+    @property
+    def dead_letter(self) -> str:
+        """ZSET run_id -> when (ms): runs that exhausted their attempts."""
+        return self.base + "deadletter"
+
+    @property
     def jobs(self) -> str:
         """ZSET job_id → creation (ms): every job of the shard, deleted ones included."""
         return self.base + "jobs"

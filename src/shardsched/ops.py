@@ -18,6 +18,7 @@ import msgspec
 from shardsched import keys as k
 from shardsched.errors import (
     ConfigError,
+    ConflictError,
     JobDeleted,
     JobNotFound,
     RunNotFound,
@@ -381,6 +382,61 @@ def get_output(dep: Deployment, rid: str) -> Op:
         output=data.decode("utf-8", "replace"),
         truncated=len(data) >= OUTPUT_LIMIT,
     )
+
+
+def list_dead_letter(dep: Deployment, limit: int = 100) -> Op:
+    """Dead-lettered runs of every shard, most recent first."""
+    per_shard = yield [
+        Call(
+            (
+                "ZRANGE",
+                dep.shard(s).dead_letter,
+                "+inf",
+                "-inf",
+                "BYSCORE",
+                "REV",
+                "LIMIT",
+                0,
+                limit,
+                "WITHSCORES",
+            )
+        )
+        for s in range(dep.n_shards)
+    ]
+    entries = sorted(
+        (
+            (int(float(reply[i + 1])), reply[i].decode())
+            for reply in per_shard
+            for i in range(0, len(_check(reply)), 2)
+        ),
+        reverse=True,
+    )[:limit]
+    replies = yield [
+        Call(("HMGET", dep.keys_for(rid).run(rid), *_RUN_FIELDS)) for _, rid in entries
+    ]
+    return [
+        _run_from_fields(rid, _check(fields))
+        for (_, rid), fields in zip(entries, replies, strict=True)
+        if fields[0] is not None
+    ]
+
+
+def retry_run(dep: Deployment, rid: str) -> Op:
+    """Send a dead-lettered run back as a new attempt; returns the new Run."""
+    sk = dep.keys_for(rid)
+    (reply,) = yield [
+        Call(
+            (sk.base, rid, dep.globals.ready_channel, sk.shard),
+            script="retry_run",
+            keys=(sk.ready, sk.dead_letter),
+        )
+    ]
+    reply = _check(reply)
+    if reply[0] == -1:
+        raise RunNotFound(rid)
+    if reply[0] == -2:
+        raise ConflictError(f"run {rid!r} is not dead-lettered")
+    return (yield from get_run(dep, reply[1].decode()))
 
 
 async def drive_async(op: Op, redis: Redis) -> Any:

@@ -160,6 +160,17 @@ class Api:
     async def cluster(self, request: Request) -> Response:
         return json_response(await self._run(cluster_view(self.dep)))
 
+    async def dead_letter(self, request: Request) -> Response:
+        raw = request.query_params.get("limit", "100")
+        if not raw.isdigit() or not 1 <= int(raw) <= MAX_RUNS_LIMIT:
+            raise _validation(f"limit must be an integer in 1..{MAX_RUNS_LIMIT}", "$.limit")
+        runs = await self._run(ops.list_dead_letter(self.dep, int(raw)))
+        return json_response(RunList(runs=runs))
+
+    async def retry_run(self, request: Request) -> Response:
+        rid = request.path_params["run_id"]
+        return json_response(await self._run(ops.retry_run(self.dep, rid)), 201)
+
     async def healthz(self, request: Request) -> Response:
         return json_response({"status": "ok"})
 
@@ -201,6 +212,8 @@ def create_app(redis: Redis, dep: ops.Deployment) -> Starlette:
         Route("/api/v1/jobs/{job_id}/runs", _guard(api.list_runs), methods=["GET"]),
         Route("/api/v1/runs/{run_id}", _guard(api.get_run), methods=["GET"]),
         Route("/api/v1/runs/{run_id}/output", _guard(api.get_output), methods=["GET"]),
+        Route("/api/v1/runs/{run_id}/retry", _guard(api.retry_run), methods=["POST"]),
+        Route("/api/v1/dead-letter", _guard(api.dead_letter), methods=["GET"]),
         Route("/api/v1/jobs/{job_id}/ticks", _guard(api.job_ticks), methods=["GET"]),
         Route("/api/v1/cluster", _guard(api.cluster), methods=["GET"]),
         Route("/healthz", _guard(api.healthz), methods=["GET"]),

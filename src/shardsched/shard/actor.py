@@ -82,7 +82,13 @@ class ShardActor:
         return items
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        keys = (self.keys.timer, self.keys.ready, self.keys.epoch, self.keys.stats)
+        keys = (
+            self.keys.timer,
+            self.keys.ready,
+            self.keys.epoch,
+            self.keys.stats,
+            self.keys.retries,
+        )
         head = [self.epoch, self.keys.base, self.batch, self._ready_channel, self.shard]
         items: list[Any] = []
         task_status.started()

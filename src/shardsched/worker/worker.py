@@ -20,10 +20,12 @@ import msgspec
 import trio
 
 from shardsched.keys import CONSUMER_GROUP
+from shardsched.models import RetryPolicy
 from shardsched.ops import Deployment
 from shardsched.redis import Redis, RedisConnectionError, ReplyError
 from shardsched.shard.cron import from_ms
 from shardsched.worker import handlers
+from shardsched.worker.backoff import retry_delay_s
 from shardsched.worker.runner import Outcome, run_command
 
 log = logging.getLogger(__name__)
@@ -35,6 +37,7 @@ class ExecSpec(msgspec.Struct):
     command: str
     timeout_s: float = 3600.0
     lease_s: float = 30.0
+    retry_policy: RetryPolicy = msgspec.field(default_factory=RetryPolicy)
 
 
 _spec_decoder = msgspec.json.Decoder(ExecSpec)
@@ -288,6 +291,20 @@ class Worker:
             del self._finished[:COMPLETE_BATCH]
             await self._complete(batch)
 
+    def _verdict(self, f: Finished) -> tuple[str, int | str]:
+        """The run's terminal state, and when its next attempt is due ('' for none).
+
+        A failure with attempts left is retried after the policy's backoff; the last
+        failure is dead-lettered when the job had retries, plainly failed when it had none.
+        """
+        if f.outcome.succeeded:
+            return "succeeded", ""
+        policy = f.claimed.spec.retry_policy if f.claimed.spec else RetryPolicy()
+        if f.claimed.attempt < policy.max_attempts:
+            now_ms = self._started_ms(f.claimed)  # the server's clock, carried forward
+            return "failed", now_ms + round(retry_delay_s(policy, f.claimed.attempt) * 1000)
+        return ("dead_letter" if policy.max_attempts > 1 else "failed"), ""
+
     async def _complete(self, batch: list[Finished]) -> None:
         by_shard: dict[int, list[Finished]] = defaultdict(list)
         for f in batch:
@@ -295,20 +312,28 @@ class Worker:
         calls = []
         for shard, items in by_shard.items():
             sk = self.dep.shard(shard)
-            args: list[object] = [CONSUMER_GROUP, self.worker_id, sk.base]
+            args: list[object] = [
+                CONSUMER_GROUP,
+                self.worker_id,
+                sk.base,
+                self.dep.globals.wake_channel,
+                shard,
+            ]
             for f in items:
                 o = f.outcome
+                state, retry_at = self._verdict(f)
                 args += (
                     f.claimed.entry_id,
                     f.claimed.run_id,
                     f.claimed.token,
-                    "succeeded" if o.succeeded else "failed",
+                    state,
                     "" if o.exit_code is None else o.exit_code,
                     o.reason or "",
                     o.output,
                     f.started_ms,
+                    retry_at,
                 )
-            calls.append(("complete", (sk.ready,), args))
+            calls.append(("complete", (sk.ready, sk.retries, sk.dead_letter), args))
         delay = 0.05
         while True:
             try:

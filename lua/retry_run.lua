@@ -1,0 +1,43 @@
+#!lua
+--[[
+  Send a dead-lettered run back (POST /runs/{id}/retry): a new attempt of the same tick,
+  <job>:<tick>:<attempt + 1>, scheduled at once; the dead run keeps its record and history,
+  leaves the dead-letter set, and points at the new attempt ('nx').
+
+  KEYS[1] ready       STREAM of fired runs
+  KEYS[2] deadletter  ZSET run_id -> when it was dead-lettered
+  ARGV[1] shard key base; run:<id> and runs:<job> keys are built from it (same hash slot)
+  ARGV[2] run id
+  ARGV[3] ready channel
+  ARGV[4] shard number
+
+  Returns {1, new_run_id}; {-1} no such run; {-2} the run is not dead-lettered.
+]]
+local rcall = redis.call
+local ready_key, dead_key = KEYS[1], KEYS[2]
+local base, rid = ARGV[1], ARGV[2]
+local run_key = base .. 'run:' .. rid
+local run = rcall('HMGET', run_key, 'st', 's')
+if not run[1] then
+  return {-1}
+end
+if run[1] ~= 'dead_letter' then
+  return {-2}
+end
+local t = rcall('TIME')
+local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local job, tick, attempt = string.match(rid, '^(.+):([^:]+):(%d+)$')
+local next_rid = job .. ':' .. tick .. ':' .. (tonumber(attempt) + 1)
+local next_key = base .. 'run:' .. next_rid
+if run[2] then
+  rcall('HSET', next_key, 'st', 'scheduled', 'c', now, 's', run[2], 'mr', 1)
+else
+  rcall('HSET', next_key, 'st', 'scheduled', 'c', now, 'mr', 1)
+end
+local runs_key = base .. 'runs:' .. job
+rcall('ZADD', runs_key, rcall('ZSCORE', runs_key, rid) or 0, next_rid)
+rcall('XADD', ready_key, '*', 'r', next_rid)
+rcall('ZREM', dead_key, rid)
+rcall('HSET', run_key, 'nx', next_rid)
+rcall('PUBLISH', ARGV[3], ARGV[4])
+return {1, next_rid}
