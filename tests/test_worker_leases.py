@@ -16,24 +16,23 @@ from shardsched import audit, ops
 pytestmark = pytest.mark.slow
 
 
-def start_worker(url: str, namespace: str, worker_id: str, log: Path) -> subprocess.Popen[bytes]:
+def start_worker(
+    url: str, namespace: str, worker_id: str, log: Path, *extra: str, env: dict | None = None
+) -> subprocess.Popen[bytes]:
+    cmd = shardsched_cmd(
+        "worker",
+        "--redis",
+        url,
+        "--namespace",
+        namespace,
+        "--worker-id",
+        worker_id,
+        "--concurrency",
+        "4",
+        *extra,
+    )
     with log.open("ab") as out:
-        return subprocess.Popen(
-            shardsched_cmd(
-                "worker",
-                "--redis",
-                url,
-                "--namespace",
-                namespace,
-                "--worker-id",
-                worker_id,
-                "--concurrency",
-                "4",
-            ),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=child_env(),
-        )
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env or child_env())
 
 
 async def run_fields(redis, dep, rid: str, *fields: str) -> list:  # type: ignore[no-untyped-def]
@@ -44,9 +43,10 @@ async def run_fields(redis, dep, rid: str, *fields: str) -> list:  # type: ignor
 def workers(redis_server, dep, tmp_path):  # type: ignore[no-untyped-def]
     procs: dict[str, subprocess.Popen[bytes]] = {}
 
-    def start(worker_id: str) -> subprocess.Popen[bytes]:
+    def start(worker_id: str, *extra: str, env: dict | None = None) -> subprocess.Popen[bytes]:
+        log = tmp_path / f"{worker_id}.log"
         procs[worker_id] = start_worker(
-            redis_server.url, dep.namespace, worker_id, tmp_path / f"{worker_id}.log"
+            redis_server.url, dep.namespace, worker_id, log, *extra, env=env
         )
         return procs[worker_id]
 
@@ -131,3 +131,90 @@ async def test_paused_worker_cannot_complete_a_run_it_lost(
 
 async def _lines(path: Path, n: int) -> bool:
     return path.exists() and len(path.read_text().splitlines()) >= n
+
+
+async def test_sigterm_drains_and_hands_runs_back_well_under_a_lease(
+    node, redis, dep, workers, tmp_path
+) -> None:
+    from shardsched.cluster import list_workers
+    from shardsched.models import JobSpec, OnceSchedule
+    from shardsched.shard.cron import from_ms
+
+    flag = tmp_path / "first-execution-started"
+    spec = JobSpec(
+        name="long",
+        schedule=OnceSchedule(at=from_ms(0)),
+        lease_s=60,
+        command=f"if [ -f {flag} ]; then echo second; else touch {flag}; sleep 60; fi",
+    )
+    w1 = workers("w1", "--drain-grace", "1")
+    job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+
+    async def started() -> list | None:
+        runs = await ops.drive_async(ops.list_runs(dep, job_id), redis)
+        return runs if runs and runs[0].state == "running" and flag.exists() else None
+
+    first = (await wait_until(started, timeout=15))[0]
+    assert first.claimed_by == "w1"
+    workers("w2")
+
+    async def both_listed() -> dict | None:
+        listed = await ops.drive_async(list_workers(dep), redis)
+        by_id = {w.worker_id: w for w in listed.workers}
+        ok = set(by_id) == {"w1", "w2"} and by_id["w1"].running == 1  # heartbeats: every 2 s
+        return by_id if ok else None
+
+    listed = await wait_until(both_listed)
+    assert listed["w1"].capacity == 4 and listed["w1"].capacity_free == 3
+    assert listed["w2"].capacity_free == 4 and not listed["w2"].draining
+    victim = w1
+    start = trio.current_time()
+    victim.send_signal(signal.SIGTERM)
+
+    async def done_by_w2() -> list | None:
+        runs = await ops.drive_async(ops.list_runs(dep, job_id), redis)
+        return runs if runs[0].state == "succeeded" and runs[0].claimed_by == "w2" else None
+
+    await wait_until(done_by_w2, timeout=20)
+    handed_over = trio.current_time() - start
+    print(f"drained and handed over in {handed_over:.2f} s (lease 60 s)")
+    assert handed_over < 10, "handed back at once, not after the 60 s lease"
+    assert await trio.to_thread.run_sync(victim.wait, 10) == 0
+    listed = await ops.drive_async(list_workers(dep), redis)
+    assert [w.worker_id for w in listed.workers] == ["w2"], "a drained worker leaves the registry"
+    out = await ops.drive_async(ops.get_output(dep, first.run_id), redis)
+    assert out.output == "second\n"
+
+
+async def test_worker_imports_handler_modules(node, redis, dep, workers, tmp_path) -> None:
+    from shardsched.models import JobSpec, OnceSchedule
+    from shardsched.shard.cron import from_ms
+
+    seen = tmp_path / "seen"
+    (tmp_path / "my_handlers.py").write_text(
+        "from shardsched.worker.handlers import handler\n"
+        "@handler('greet')\n"
+        "def greet(ctx):\n"
+        f"    open({str(seen)!r}, 'w').write(f'{{ctx.run_id}} {{ctx.attempt}}')\n"
+    )
+    env = {**child_env(), "PYTHONPATH": str(tmp_path)}
+    workers("w1", "--import", "my_handlers", env=env)
+    spec = JobSpec(name="greet", schedule=OnceSchedule(at=from_ms(0)), command="handler:greet")
+    job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+
+    async def succeeded() -> list | None:
+        runs = await ops.drive_async(ops.list_runs(dep, job_id), redis)
+        return runs if runs and runs[0].state == "succeeded" else None
+
+    run = (await wait_until(succeeded, timeout=15))[0]
+    assert seen.read_text() == f"{run.run_id} 1"
+    bad = subprocess.run(
+        shardsched_cmd(
+            "worker", "--redis", "redis://127.0.0.1:1", "--import", "no_such_module_xyz"
+        ),
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=30,
+    )
+    assert bad.returncode != 0 and "no_such_module_xyz" in bad.stderr

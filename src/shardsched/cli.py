@@ -54,6 +54,20 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     _redis_flag(worker)
     worker.add_argument("--concurrency", type=int, default=16)
     worker.add_argument("--worker-id", default=None)
+    worker.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE for its @handler functions",
+    )
+    worker.add_argument(
+        "--drain-grace",
+        type=float,
+        default=10.0,
+        help="on SIGTERM, seconds running jobs get to finish (default 10)",
+    )
 
     router = sub.add_parser("router", help="the stateless HTTP API")
     _redis_flag(router)
@@ -135,18 +149,26 @@ def main(argv: list[str] | None = None) -> None:
 
         service.run_until_signal(node, lambda binds: f"node ready {' '.join(binds)}".strip())
     elif args.command == "worker":
+        import importlib
+
+        from shardsched.worker.worker import Worker
+
+        for module in args.imports:
+            try:
+                importlib.import_module(module)  # its @handler functions register
+            except Exception as exc:
+                sys.exit(f"shardsched: --import {module}: {exc!r}")
+        holder: list[Worker] = []
 
         async def worker(task_status):  # type: ignore[no-untyped-def]
             redis, dep = await service.open_redis(args.redis, args.namespace, None)
-            await service.run_worker(
-                redis,
-                dep,
-                worker_id=args.worker_id,
-                concurrency=args.concurrency,
-                task_status=task_status,
-            )
+            w = Worker(redis, dep, args.worker_id, args.concurrency, drain_grace_s=args.drain_grace)
+            holder.append(w)
+            await w.run(task_status=task_status)
 
-        service.run_until_signal(worker, lambda _: "worker ready")
+        service.run_until_signal(
+            worker, lambda _: "worker ready", graceful=lambda: [w.drain() for w in holder]
+        )
     elif args.command == "router":
 
         async def router(task_status):  # type: ignore[no-untyped-def]

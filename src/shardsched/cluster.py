@@ -27,6 +27,64 @@ class ShardView(msgspec.Struct):
     refused_renew: int
 
 
+class WorkerView(msgspec.Struct):
+    worker_id: str
+    expires_at: datetime
+    capacity: int
+    capacity_free: int
+    running: int
+    completed: int
+    draining: bool
+    started_at: datetime | None
+
+
+class WorkerList(msgspec.Struct):
+    workers: list[WorkerView]
+
+
+class _WorkerInfo(msgspec.Struct):
+    capacity: int = 0
+    capacity_free: int = 0
+    running: int = 0
+    completed: int = 0
+    draining: bool = False
+    started_ms: int = 0
+
+
+_worker_info_decoder = msgspec.json.Decoder(_WorkerInfo)
+
+
+def list_workers(dep: ops.Deployment) -> ops.Op:
+    """Live workers (registration not lapsed by the server's clock) and their slots."""
+    g = dep.globals
+    now, members, infos = yield [
+        ops.Call(("TIME",)),
+        ops.Call(("ZRANGE", g.workers, 0, -1, "WITHSCORES")),
+        ops.Call(("HGETALL", g.worker_info)),
+    ]
+    now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+    info_of = {infos[i].decode(): infos[i + 1] for i in range(0, len(infos), 2)}
+    views = []
+    for i in range(0, len(members), 2):
+        worker_id, expiry = members[i].decode(), int(float(members[i + 1]))
+        if expiry < now_ms:
+            continue
+        info = _worker_info_decoder.decode(info_of.get(worker_id, b"{}"))
+        views.append(
+            WorkerView(
+                worker_id=worker_id,
+                expires_at=from_ms(expiry),
+                capacity=info.capacity,
+                capacity_free=info.capacity_free,
+                running=info.running,
+                completed=info.completed,
+                draining=info.draining,
+                started_at=from_ms(info.started_ms) if info.started_ms else None,
+            )
+        )
+    return WorkerList(views)
+
+
 class ClusterView(msgspec.Struct):
     now: datetime
     nodes: list[NodeView]

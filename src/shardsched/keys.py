@@ -146,6 +146,16 @@ class GlobalKeys:
         return f"{self.namespace}:{{g}}:nodeinfo"
 
     @property
+    def workers(self) -> str:
+        """ZSET worker_id -> heartbeat expiry (ms, server clock): the live workers."""
+        return f"{self.namespace}:{{g}}:workers"
+
+    @property
+    def worker_info(self) -> str:
+        """HASH worker_id -> JSON (capacity, free slots, running, started)."""
+        return f"{self.namespace}:{{g}}:workerinfo"
+
+    @property
     def wake_channel(self) -> str:
         """Pub/sub channel: a shard's timer changed (payload: shard number)."""
         return f"{self.namespace}:wake"

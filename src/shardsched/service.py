@@ -22,7 +22,6 @@ from shardsched.errors import ConfigError
 from shardsched.redis import Redis
 from shardsched.router.app import create_app
 from shardsched.shard.manager import ShardManager
-from shardsched.worker.worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -86,28 +85,37 @@ async def run_router(
     await serve_http(create_app(redis, dep), http, task_status=task_status)
 
 
-async def run_worker(
-    redis: Redis,
-    dep: ops.Deployment,
-    *,
-    worker_id: str | None,
-    concurrency: int,
-    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+def run_until_signal(
+    main: Callable[..., Awaitable[Any]],
+    ready_line: Callable[[Any], str],
+    graceful: Callable[[], None] | None = None,
 ) -> None:
-    await Worker(redis, dep, worker_id, concurrency).run(task_status=task_status)
+    """Run ``main`` (a ``task_status`` task) until SIGINT/SIGTERM, printing a line once ready.
 
-
-def run_until_signal(main: Callable[..., Awaitable[Any]], ready_line: Callable[[Any], str]) -> None:
-    """Run ``main`` (a ``task_status`` task) until SIGINT/SIGTERM, printing a line once ready."""
+    With ``graceful``, the first signal calls it and ``main`` is expected to return by
+    itself (a worker draining); a second signal stops everything at once.
+    """
 
     async def runner() -> None:
-        async with trio.open_nursery() as nursery:
-            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                value = await nursery.start(main)
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with trio.open_nursery() as nursery:
+
+                async def watch() -> None:
+                    first = True
+                    async for _ in signals:
+                        if graceful is not None and first:
+                            first = False
+                            graceful()
+                        else:
+                            nursery.cancel_scope.cancel()
+
+                async def run_main(*, task_status: trio.TaskStatus[Any]) -> None:
+                    await main(task_status=task_status)
+                    nursery.cancel_scope.cancel()  # it returned by itself: we are done
+
+                nursery.start_soon(watch)
+                value = await nursery.start(run_main)
                 print(ready_line(value), flush=True)
-                async for _ in signals:
-                    break
-                nursery.cancel_scope.cancel()
 
     try:
         trio.run(runner)

@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from shardsched import audit, ops
-from shardsched.cluster import ClusterView, cluster_view
+from shardsched.cluster import ClusterView, cluster_view, list_workers
 from shardsched.errors import ConflictError, NotFoundError, ValidationError
 from shardsched.models import AwareDatetime, JobCreated, JobPatch, JobSpec, RunList
 from shardsched.redis import Redis, RedisConnectionError
@@ -171,6 +171,9 @@ class Api:
         rid = request.path_params["run_id"]
         return json_response(await self._run(ops.retry_run(self.dep, rid)), 201)
 
+    async def workers(self, request: Request) -> Response:
+        return json_response(await self._run(list_workers(self.dep)))
+
     async def healthz(self, request: Request) -> Response:
         return json_response({"status": "ok"})
 
@@ -216,6 +219,7 @@ def create_app(redis: Redis, dep: ops.Deployment) -> Starlette:
         Route("/api/v1/dead-letter", _guard(api.dead_letter), methods=["GET"]),
         Route("/api/v1/jobs/{job_id}/ticks", _guard(api.job_ticks), methods=["GET"]),
         Route("/api/v1/cluster", _guard(api.cluster), methods=["GET"]),
+        Route("/api/v1/workers", _guard(api.workers), methods=["GET"]),
         Route("/healthz", _guard(api.healthz), methods=["GET"]),
         Route("/readyz", _guard(api.readyz), methods=["GET"]),
     ]

@@ -86,7 +86,7 @@ class ShardManager:
         g = self.dep.globals
         info = msgspec.json.encode(NodeInfo(self.http, self._started_ms, sorted(self.owned)))
         reply = await self.redis.script(
-            "heartbeat_node", (g.nodes, g.node_info), (self.node_id, self.lease_ttl_ms, info)
+            "heartbeat", (g.nodes, g.node_info), (self.node_id, self.lease_ttl_ms, info)
         )
         if not self._started_ms:
             self._started_ms = int(reply[0])

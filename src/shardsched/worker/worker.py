@@ -71,6 +71,17 @@ class Claimed:
     claimed_local: float  #: trio's clock at the claim, to carry the server clock forward
 
 
+class WorkerInfo(msgspec.Struct):
+    """What a worker publishes in the registry (GET /api/v1/workers)."""
+
+    capacity: int
+    capacity_free: int
+    running: int
+    completed: int
+    draining: bool
+    started_ms: int
+
+
 @dataclass(frozen=True, slots=True)
 class Finished:
     claimed: Claimed
@@ -86,12 +97,18 @@ class Worker:
         worker_id: str | None = None,
         concurrency: int = 16,
         sweep_every_s: float = 5.0,
+        drain_grace_s: float = 10.0,
+        heartbeat_every_s: float = 2.0,
     ) -> None:
         self.redis = redis
         self.dep = dep
         self.worker_id = worker_id or default_worker_id()
         self.concurrency = concurrency
         self.sweep_every_s = sweep_every_s
+        self.drain_grace_s = drain_grace_s
+        self.heartbeat_every_s = heartbeat_every_s
+        self.draining = trio.Event()
+        self._registered_ms = 0
         self.free = concurrency
         self.completed = 0
         self.refused = 0
@@ -354,6 +371,81 @@ class Worker:
                     self.refused += 1
                     log.warning("completion of %s refused (code %s)", f.claimed.run_id, code)
 
+    def drain(self) -> None:
+        """Stop claiming, let running runs finish within the grace, hand back the rest."""
+        self.draining.set()
+        self._poke()
+
+    async def _heartbeat_once(self) -> None:
+        g = self.dep.globals
+        info = msgspec.json.encode(
+            WorkerInfo(
+                capacity=self.concurrency,
+                capacity_free=self.free,
+                running=len(self._running),
+                completed=self.completed,
+                draining=self.draining.is_set(),
+                started_ms=self._registered_ms,
+            )
+        )
+        ttl = round(self.heartbeat_every_s * 3000)
+        reply = await self.redis.script(
+            "heartbeat", (g.workers, g.worker_info), (self.worker_id, ttl, info)
+        )
+        if not self._registered_ms:
+            self._registered_ms = int(reply[0])
+
+    async def _heartbeat(self) -> None:
+        while True:
+            try:
+                await self._heartbeat_once()
+            except RedisConnectionError as exc:
+                log.warning("worker heartbeat failed: %s", exc)
+            await trio.sleep(self.heartbeat_every_s)
+
+    async def _hand_back(self) -> None:
+        """Kill what still runs after the grace and give those runs back at once."""
+        held = list(self._running.values())
+        for claimed, scope in held:
+            self._lost.add((claimed.run_id, claimed.token))
+            scope.cancel()
+        by_shard: dict[int, list[Claimed]] = defaultdict(list)
+        for claimed, _ in held:
+            by_shard[claimed.shard].append(claimed)
+        calls = []
+        for shard, runs in by_shard.items():
+            sk = self.dep.shard(shard)
+            args: list[object] = [
+                CONSUMER_GROUP,
+                self.worker_id,
+                sk.base,
+                self.dep.globals.ready_channel,
+                shard,
+            ]
+            for c in runs:
+                args += (c.entry_id, c.run_id, c.token)
+            calls.append(("release_runs", (sk.ready,), args))
+        if calls:
+            released = await self.redis.scripts(calls)
+            log.warning(
+                "drain: handed back %s runs", sum(r for r in released if isinstance(r, int))
+            )
+
+    async def _drain_and_leave(self) -> None:
+        with trio.move_on_after(self.drain_grace_s):
+            while self._running:
+                await self._changed.wait()
+                self._changed = trio.Event()
+        with trio.CancelScope(shield=True), trio.move_on_after(10):
+            await self._hand_back()
+            while self._finished:  # completions of what did finish
+                await self._complete(self._finished[:COMPLETE_BATCH])
+                del self._finished[:COMPLETE_BATCH]
+            g = self.dep.globals
+            await self.redis.pipeline(
+                [("ZREM", g.workers, self.worker_id), ("HDEL", g.worker_info, self.worker_id)]
+            )
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             await nursery.start(self._listen, name="ready-listener")
@@ -361,9 +453,15 @@ class Worker:
             nursery.start_soon(self._completer, name="completer")
             nursery.start_soon(self._watchdog, name="handler-watchdog")
             nursery.start_soon(self._renewer, name="lease-renewer")
+            await self._heartbeat_once()
+            nursery.start_soon(self._heartbeat, name="heartbeat")
             task_status.started()
             delay = 0.05
             while True:
+                if self.draining.is_set():
+                    await self._drain_and_leave()
+                    nursery.cancel_scope.cancel()
+                    return
                 if self.free == 0 or not self._maybe_ready:
                     await self._changed.wait()
                     self._changed = trio.Event()

@@ -1,15 +1,15 @@
 #!lua
 --[[
-  A node's heartbeat: extend its registration, drop nodes whose registration lapsed (by
-  the server's clock), and answer who is alive.
+  A heartbeat into a registry (of nodes, or of workers): extend the caller's registration,
+  drop members whose registration lapsed (by the server's clock), answer who is alive.
 
-  KEYS[1] nodes      ZSET node_id -> registration expiry (ms)   (global, tag {g})
-  KEYS[2] node_info  HASH node_id -> JSON                        (global, tag {g})
-  ARGV[1] node id
+  KEYS[1] members    ZSET member id -> registration expiry (ms)   (global, tag {g})
+  KEYS[2] info       HASH member id -> JSON                        (global, tag {g})
+  ARGV[1] member id
   ARGV[2] registration ttl (ms)
   ARGV[3] info JSON
 
-  Returns {now_ms, node1, node2, ...}: the live nodes, sorted by id.
+  Returns {now_ms, member1, member2, ...}: the live members, sorted by id.
 ]]
 local rcall = redis.call
 local nodes_key, info_key = KEYS[1], KEYS[2]

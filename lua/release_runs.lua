@@ -1,0 +1,38 @@
+#!lua
+--[[
+  A draining worker hands back runs it will not finish: each goes back to 'scheduled'
+  (same attempt) under a new stream entry, so another worker takes it at once instead of
+  after its lease. Only runs the caller still holds are touched.
+
+  KEYS[1] ready   STREAM of fired runs
+  ARGV[1] consumer group
+  ARGV[2] worker id
+  ARGV[3] shard key base; run:<id> keys are built from it (same hash slot)
+  ARGV[4] ready channel
+  ARGV[5] shard number
+  ARGV[6..] items of 3: entry id, run id, delivery token
+
+  Returns the number of runs handed back.
+]]
+local rcall = redis.call
+local ready_key = KEYS[1]
+local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
+local released = 0
+for i = 6, #ARGV, 3 do
+  local eid, rid, token = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local run_key = base .. 'run:' .. rid
+  local run = rcall('HMGET', run_key, 'st', 'w', 'dt')
+  local pending = rcall('XPENDING', ready_key, group, eid, eid, 1)
+  if run[1] == 'running' and run[2] == worker and run[3] == token
+      and pending[1] and pending[1][2] == worker then
+    rcall('XACK', ready_key, group, eid)
+    rcall('XDEL', ready_key, eid)
+    rcall('HSET', run_key, 'st', 'scheduled', 'w', '', 'l', '')
+    rcall('XADD', ready_key, '*', 'r', rid)
+    released = released + 1
+  end
+end
+if released > 0 then
+  rcall('PUBLISH', ARGV[4], ARGV[5])
+end
+return released
