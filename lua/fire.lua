@@ -18,8 +18,10 @@
   ARGV[3] how many due entries to report back at most
   ARGV[4] ready channel (published once when anything fired)
   ARGV[5] shard number
-  ARGV[6..] items of 5: job id, old score, tick to fire ('' none), new score ('' removes
-          the entry), skip record ('' none, else "first:last:count:reason")
+  ARGV[6..] items of 6: job id, old score, tick to fire ('' none), new score ('' removes
+          the entry), skip record ('' none, else "first:last:count:reason"), overlap
+          policy (a allow | f forbid: skip the tick while the job's last run is active |
+          r replace: cancel that run, fire this one)
 
   Returns {1, now_ms, fired, next_ms, job1, score1, timing1, job2, ...}:
     now_ms   the server's clock;
@@ -44,10 +46,30 @@ local t = rcall('TIME')
 local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
 
 local fired = 0
-for i = 6, #ARGV, 5 do
+local ACTIVE = {scheduled = true, claimed = true, running = true, retrying = true}
+for i = 6, #ARGV, 6 do
   local job, old, fire, new, skip = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  local overlap = ARGV[i + 5]
   local score = rcall('ZSCORE', timer_key, job)
   if score and tonumber(score) == tonumber(old) then
+    if fire ~= '' and overlap ~= 'a' then
+      local job_key = base .. 'job:' .. job
+      local active = rcall('HGET', job_key, 'act')
+      local active_key = active and (base .. 'run:' .. active)
+      if active and ACTIVE[rcall('HGET', active_key, 'st') or ''] then
+        if overlap == 'f' then
+          rcall('ZADD', base .. 'skips:' .. job, fire,
+            fire .. ':' .. fire .. ':1:overlap:' .. now)
+          fire = ''
+        else
+          rcall('HSET', active_key, 'st', 'cancelled', 'f', now,
+            'r', 'replaced by the tick of ' .. fire)
+        end
+      end
+      if fire ~= '' then
+        rcall('HSET', job_key, 'act', job .. ':' .. fire .. ':1')
+      end
+    end
     if fire ~= '' then
       local rid = job .. ':' .. fire .. ':1'
       local run_key = base .. 'run:' .. rid

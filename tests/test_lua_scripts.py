@@ -30,7 +30,7 @@ async def fire(redis: Redis, dep: ops.Deployment, shard: int, epoch: int, *tripl
     items = []
     for i in range(0, len(triples), 3):
         job, old, new = triples[i : i + 3]
-        items += [job, old, old, new, ""]
+        items += [job, old, old, new, "", "a"]
     keys = (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries)
     return await redis.script("fire", keys, (*head, *items))
 
@@ -171,7 +171,7 @@ async def test_scripts_are_refused_whole_when_redis_is_out_of_memory(
                     (
                         "fire",
                         (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries),
-                        (epoch, sk.base, 500, "c", sk.shard, job, old, old, old + 1, ""),
+                        (epoch, sk.base, 500, "c", sk.shard, job, old, old, old + 1, "", "a"),
                     )
                 ]
             )

@@ -110,7 +110,7 @@ TERMINAL_STATES = frozenset(
 )
 
 
-class Timing(msgspec.Struct, forbid_unknown_fields=True):
+class Timing(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     """When a job fires and what happens to late ticks: all the shard actor needs.
 
     Stored as its own JSON string beside the spec, so that jobs with the same timing share
@@ -120,6 +120,7 @@ class Timing(msgspec.Struct, forbid_unknown_fields=True):
     schedule: Schedule
     catchup: Catchup = Catchup.ALL
     misfire_grace_s: float = 60.0
+    overlap: Overlap = Overlap.ALLOW
 
 
 class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -236,7 +237,7 @@ def validate_schedule(schedule: Schedule, path: str = "$.schedule") -> None:
 
 
 def timing_of(spec: JobSpec) -> Timing:
-    return Timing(spec.schedule, spec.catchup, spec.misfire_grace_s)
+    return Timing(spec.schedule, spec.catchup, spec.misfire_grace_s, spec.overlap)
 
 
 def validate_spec(spec: JobSpec) -> JobSpec:

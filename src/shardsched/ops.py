@@ -31,6 +31,7 @@ from shardsched.models import (
     JobPatch,
     JobSpec,
     JobStatus,
+    Overlap,
     Run,
     RunOutput,
     Triggered,
@@ -125,12 +126,12 @@ def create_jobs(dep: Deployment, specs: Sequence[JobSpec]) -> Op:
     now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
     firsts: dict[bytes, int | None] = {}  # one cron computation per distinct schedule
     # Specs built in a loop share one schedule object (alive all batch long, so ids hold).
-    timings: dict[tuple[int, Catchup, float], bytes] = {}
+    timings: dict[tuple[int, Catchup, float, Overlap], bytes] = {}
     by_shard: dict[int, list[Any]] = {}
     plan = []
     for spec in specs:
         job_id = k.new_job_id()
-        timing_key = (id(spec.schedule), spec.catchup, spec.misfire_grace_s)
+        timing_key = (id(spec.schedule), spec.catchup, spec.misfire_grace_s, spec.overlap)
         timing = timings.get(timing_key)
         if timing is None:
             timing = timings[timing_key] = _spec_encoder.encode(timing_of(spec))

@@ -151,7 +151,7 @@ def measure_floor(r: redis_py.Redis, client: Client, n: int, batch: int = 500) -
         for i in range(0, len(jobs), batch):
             items: list[Any] = []
             for job in jobs[i : i + batch]:
-                items += (job, tick, tick, tick + 60_000, "")
+                items += (job, tick, tick, tick + 60_000, "", "a")
             keys = (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries)
             calls.append((keys, (1, sk.base, batch, dep.globals.ready_channel, shard, *items)))
     start = time.perf_counter()

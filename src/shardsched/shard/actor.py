@@ -15,12 +15,15 @@ from typing import Any
 import msgspec
 import trio
 
+from shardsched.models import Overlap
 from shardsched.ops import Deployment
 from shardsched.redis import Redis, RedisConnectionError, ReplyError
 from shardsched.shard.catchup import Decision, decide
 from shardsched.shard.cron import NextFireMemo
 
 log = logging.getLogger(__name__)
+
+_OVERLAP_CODE = {Overlap.ALLOW: "a", Overlap.FORBID: "f", Overlap.REPLACE: "r"}
 
 #: Longest sleep without a look at the timer: a safety net for a lost wake message only.
 MAX_IDLE_S = 30.0
@@ -63,10 +66,12 @@ class ShardActor:
             job, score, raw = due[i], due[i + 1], due[i + 2]
             old = int(float(score))
             if not raw:  # the job hash vanished under its timer entry: drop the entry
-                items += (job, old, "", "", "")
+                items += (job, old, "", "", "", "a")
                 continue
+            overlap = "a"
             try:
                 timing = memo.timing(raw)
+                overlap = _OVERLAP_CODE[timing.overlap]
                 decision = decide(timing, old, now_ms, lambda t, raw=raw: memo.next_after(raw, t))
             except (ValueError, msgspec.DecodeError):
                 # Fire this tick and stop: a timer entry that stays due forever would spin.
@@ -78,6 +83,7 @@ class ShardActor:
                 "" if decision.fire is None else decision.fire,
                 "" if decision.new is None else decision.new,
                 "" if decision.skip is None else decision.skip.encode(),
+                overlap,
             )
         return items
 

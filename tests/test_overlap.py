@@ -1,0 +1,67 @@
+"""Overlap policy: forbid skips (and records) ticks while a run is active; replace cancels it."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import datetime
+
+import trio
+
+from conftest import wait_until
+
+
+def ts(text: str | None) -> float:
+    assert text is not None
+    return datetime.fromisoformat(text).timestamp()
+
+
+async def test_forbid_skips_ticks_while_a_run_is_active(node, worker, http) -> None:
+    body = {
+        "name": "no-overlap",
+        "schedule": {"type": "interval", "every_s": 0.5},
+        "command": "sleep 1.1",
+        "overlap": "forbid",
+    }
+    job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
+    await trio.sleep(4)
+    await http.patch(f"/api/v1/jobs/{job_id}", json={"status": "paused"})
+    ticks = (await http.get(f"/api/v1/jobs/{job_id}/ticks")).json()["ticks"]
+    outcomes = [t["outcome"] for t in ticks]
+    assert "skipped" in outcomes and "fired" in outcomes
+    assert {t.get("reason") for t in ticks if t["outcome"] == "skipped"} == {"overlap"}
+    assert "missing" not in outcomes
+
+    async def all_done() -> list | None:
+        runs = (await http.get(f"/api/v1/jobs/{job_id}/runs")).json()["runs"]
+        return runs if all(r["state"] == "succeeded" for r in runs) else None
+
+    runs = sorted(await wait_until(all_done, timeout=10), key=lambda r: r["scheduled_for"])
+    for earlier, later in itertools.pairwise(runs):
+        assert ts(later["started_at"]) >= ts(earlier["finished_at"]) - 0.01, "runs overlapped"
+
+
+async def test_replace_cancels_the_active_run_and_kills_it(node, worker, http, tmp_path) -> None:
+    done = tmp_path / "finished"
+    body = {
+        "name": "replace-me",
+        "schedule": {"type": "interval", "every_s": 1.5},
+        "command": f"sleep 30; touch {done}",
+        "overlap": "replace",
+        "lease_s": 1,
+    }
+    job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
+
+    async def two_cancelled() -> list | None:
+        runs = (await http.get(f"/api/v1/jobs/{job_id}/runs")).json()["runs"]
+        cancelled = [r for r in runs if r["state"] == "cancelled"]
+        return runs if len(cancelled) >= 2 else None
+
+    runs = await wait_until(two_cancelled, timeout=15)
+    await http.patch(f"/api/v1/jobs/{job_id}", json={"status": "paused"})
+    newest = max(runs, key=lambda r: r["scheduled_for"])
+    assert newest["state"] in ("scheduled", "running")
+    cancelled = [r for r in runs if r["state"] == "cancelled"]
+    assert all("replaced by" in r["reason"] for r in cancelled)
+    assert sum(1 for r in runs if r["state"] == "running") <= 1
+    await trio.sleep(1)
+    assert not done.exists(), "a replaced run's process was not killed"
