@@ -218,3 +218,70 @@ async def test_worker_imports_handler_modules(node, redis, dep, workers, tmp_pat
         timeout=30,
     )
     assert bad.returncode != 0 and "no_such_module_xyz" in bad.stderr
+
+
+async def test_chaos_1000_runs_through_4_workers_killed_at_random(
+    node, redis, dep, workers, tmp_path
+) -> None:
+    import random
+
+    from shardsched.models import JobSpec, OnceSchedule
+    from shardsched.shard.cron import from_ms
+
+    marks = tmp_path / "executions"
+    now = await redis.time_ms()
+    spec = JobSpec(
+        name="chaos",
+        schedule=OnceSchedule(at=from_ms(now + 500)),
+        lease_s=1,
+        timeout_s=10,
+        command=f'echo "$SHARDSCHED_RUN_ID" >> {marks}; sleep 0.2',
+    )
+    created = await ops.drive_async(ops.create_jobs(dep, [spec] * 1000), redis)
+    alive = {f"w{i}": workers(f"w{i}") for i in range(4)}
+    rng = random.Random(42)
+    kills = 0
+
+    async def states() -> dict[str, int]:
+        calls = [
+            ("HGET", dep.keys_for(c.job_id).run(f"{c.job_id}:{now + 500}:1"), "st") for c in created
+        ]
+        replies = await redis.pipeline(calls)
+        out: dict[str, int] = {}
+        for st in replies:
+            key = (st or b"none").decode()
+            out[key] = out.get(key, 0) + 1
+        return out
+
+    with trio.fail_after(90):
+        generation = 0
+        while True:
+            counts = await states()
+            if counts.get("succeeded", 0) + counts.get("failed", 0) == 1000:
+                break
+            await trio.sleep(rng.uniform(0.3, 1.0))
+            if kills < 8:
+                victim = rng.choice(sorted(alive))
+                alive.pop(victim).kill()  # SIGKILL, mid-job
+                kills += 1
+                generation += 1
+                name = f"w{generation + 3}"
+                alive[name] = workers(name)
+    counts = await states()
+    print(f"chaos: {kills} workers killed; final states {counts}")
+    assert counts.get("succeeded", 0) + counts.get("failed", 0) == 1000, "every run terminal"
+    executions = marks.read_text().split()
+    per_run: dict[str, int] = {}
+    for rid in executions:
+        per_run[rid] = per_run.get(rid, 0) + 1
+    assert len(per_run) == 1000, "every run executed"
+    again = sum(1 for n in per_run.values() if n > 1)
+    print(f"runs executed more than once (at-least-once, after a kill): {again}")
+    assert again <= kills * 4 * 2, "re-executions only for runs a killed worker held"
+    report = await ops.drive_async(audit.audit(dep, settle_s=0), redis)
+    assert report.fired == 1000 and report.duplicated == 0 and report.missing == 0
+    # A run is completed once: any later completion for it was refused, never applied.
+    superseded = await redis.pipeline(
+        [("HGET", dep.keys_for(c.job_id).run(f"{c.job_id}:{now + 500}:1"), "f") for c in created]
+    )
+    assert all(f is not None for f in superseded)
