@@ -25,12 +25,17 @@ from shardsched.errors import ConflictError, NotFoundError, ValidationError
 from shardsched.models import AwareDatetime, JobCreated, JobPatch, JobSpec, RunList
 from shardsched.redis import Redis, RedisConnectionError
 from shardsched.shard.cron import to_ms
+from shardsched.worker import protocol
 
 MAX_BODY = 1024 * 1024
 MAX_RUNS_LIMIT = 1000
 _encoder = msgspec.json.Encoder()
 _spec_decoder = msgspec.json.Decoder(JobSpec)
 _patch_decoder = msgspec.json.Decoder(JobPatch)
+_heartbeat_decoder = msgspec.json.Decoder(protocol.HeartbeatRequest)
+_claim_decoder = msgspec.json.Decoder(protocol.ClaimRequest)
+_renew_decoder = msgspec.json.Decoder(protocol.RenewRequest)
+_complete_decoder = msgspec.json.Decoder(protocol.CompleteRequest)
 _AT_PATH = re.compile(r" - at `(\$[^`]*)`$")
 _NAMED_FIELD = re.compile(r"Object (?:missing required|contains unknown) field `([^`]+)`")
 
@@ -174,6 +179,25 @@ class Api:
     async def workers(self, request: Request) -> Response:
         return json_response(await self._run(list_workers(self.dep)))
 
+    async def worker_heartbeat(self, request: Request) -> Response:
+        worker_id = request.path_params["worker_id"]
+        body = await _decode(request, _heartbeat_decoder)
+        return json_response(await self._run(protocol.heartbeat(self.dep, worker_id, body)))
+
+    async def worker_claim(self, request: Request) -> Response:
+        body = await _decode(request, _claim_decoder)
+        return json_response(await self._run(protocol.claim(self.dep, body)))
+
+    async def worker_renew(self, request: Request) -> Response:
+        body = await _decode(request, _renew_decoder)
+        rid = request.path_params["run_id"]
+        return json_response(await self._run(protocol.renew(self.dep, rid, body)))
+
+    async def worker_complete(self, request: Request) -> Response:
+        body = await _decode(request, _complete_decoder)
+        rid = request.path_params["run_id"]
+        return json_response(await self._run(protocol.complete(self.dep, rid, body)))
+
     async def healthz(self, request: Request) -> Response:
         return json_response({"status": "ok"})
 
@@ -220,6 +244,14 @@ def create_app(redis: Redis, dep: ops.Deployment) -> Starlette:
         Route("/api/v1/jobs/{job_id}/ticks", _guard(api.job_ticks), methods=["GET"]),
         Route("/api/v1/cluster", _guard(api.cluster), methods=["GET"]),
         Route("/api/v1/workers", _guard(api.workers), methods=["GET"]),
+        Route(
+            "/internal/workers/{worker_id}/heartbeat",
+            _guard(api.worker_heartbeat),
+            methods=["POST"],
+        ),
+        Route("/internal/runs/claim", _guard(api.worker_claim), methods=["POST"]),
+        Route("/internal/runs/{run_id}/lease/renew", _guard(api.worker_renew), methods=["POST"]),
+        Route("/internal/runs/{run_id}/complete", _guard(api.worker_complete), methods=["POST"]),
         Route("/healthz", _guard(api.healthz), methods=["GET"]),
         Route("/readyz", _guard(api.readyz), methods=["GET"]),
     ]

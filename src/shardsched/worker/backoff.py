@@ -22,3 +22,18 @@ def retry_delay_s(policy: RetryPolicy, attempt: int, rng: random.Random | None =
     if policy.jitter:
         delay = (rng or random).uniform(0, delay)
     return delay
+
+
+def verdict(
+    succeeded: bool, attempt: int, policy: RetryPolicy, now_ms: int
+) -> tuple[str, int | str]:
+    """A finished attempt's terminal state, and when its next attempt is due ('' for none).
+
+    A failure with attempts left is retried after the policy's backoff; the last failure
+    is dead-lettered when the job had retries, plainly failed when it had none.
+    """
+    if succeeded:
+        return "succeeded", ""
+    if attempt < policy.max_attempts:
+        return "failed", now_ms + round(retry_delay_s(policy, attempt) * 1000)
+    return ("dead_letter" if policy.max_attempts > 1 else "failed"), ""

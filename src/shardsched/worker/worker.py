@@ -25,7 +25,7 @@ from shardsched.ops import Deployment
 from shardsched.redis import Redis, RedisConnectionError, ReplyError
 from shardsched.shard.cron import from_ms
 from shardsched.worker import handlers
-from shardsched.worker.backoff import retry_delay_s
+from shardsched.worker.backoff import verdict
 from shardsched.worker.runner import Outcome, run_command
 
 log = logging.getLogger(__name__)
@@ -309,18 +309,9 @@ class Worker:
             await self._complete(batch)
 
     def _verdict(self, f: Finished) -> tuple[str, int | str]:
-        """The run's terminal state, and when its next attempt is due ('' for none).
-
-        A failure with attempts left is retried after the policy's backoff; the last
-        failure is dead-lettered when the job had retries, plainly failed when it had none.
-        """
-        if f.outcome.succeeded:
-            return "succeeded", ""
         policy = f.claimed.spec.retry_policy if f.claimed.spec else RetryPolicy()
-        if f.claimed.attempt < policy.max_attempts:
-            now_ms = self._started_ms(f.claimed)  # the server's clock, carried forward
-            return "failed", now_ms + round(retry_delay_s(policy, f.claimed.attempt) * 1000)
-        return ("dead_letter" if policy.max_attempts > 1 else "failed"), ""
+        now_ms = self._started_ms(f.claimed)  # the server's clock, carried forward
+        return verdict(f.outcome.succeeded, f.claimed.attempt, policy, now_ms)
 
     async def _complete(self, batch: list[Finished]) -> None:
         by_shard: dict[int, list[Finished]] = defaultdict(list)

@@ -1,0 +1,180 @@
+"""The seed's internal worker protocol, for workers that cannot reach Redis directly.
+
+``POST /internal/workers/{id}/heartbeat``, ``POST /internal/runs/claim``,
+``POST /internal/runs/{id}/lease/renew``, ``POST /internal/runs/{id}/complete`` on the
+router, implemented by the very Lua scripts the Redis-speaking worker uses (claim.lua,
+renew_runs.lua, complete.lua, heartbeat.lua), so the fencing is the same: a renewal or
+completion from a worker that no longer holds the run is refused (409) and recorded.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime
+from typing import Annotated, Literal
+
+import msgspec
+
+from shardsched import ops
+from shardsched.errors import ConflictError, RunNotFound
+from shardsched.keys import CONSUMER_GROUP
+from shardsched.models import JobSpec, RetryPolicy
+from shardsched.shard.cron import from_ms
+from shardsched.worker.backoff import verdict
+
+WorkerId = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[^:\s]+$")]
+_spec_decoder = msgspec.json.Decoder(JobSpec)
+
+
+class HeartbeatRequest(msgspec.Struct, forbid_unknown_fields=True):
+    capacity: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 1
+    capacity_free: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 0
+
+
+class ClaimRequest(msgspec.Struct, forbid_unknown_fields=True):
+    worker_id: WorkerId
+    max_runs: Annotated[int, msgspec.Meta(ge=1, le=100)] = 1
+
+
+class ClaimedRun(msgspec.Struct):
+    run_id: str
+    entry_id: str
+    token: int
+    command: str
+    timeout_s: float
+    lease_s: float
+    attempt: int
+    scheduled_for: datetime
+    lease_expires_at: datetime
+
+
+class ClaimResponse(msgspec.Struct):
+    runs: list[ClaimedRun]
+
+
+class RenewRequest(msgspec.Struct, forbid_unknown_fields=True):
+    worker_id: WorkerId
+    entry_id: str
+    token: int
+
+
+class RenewResponse(msgspec.Struct):
+    run_id: str
+    lease_expires_at: datetime
+
+
+class CompleteRequest(msgspec.Struct, forbid_unknown_fields=True):
+    worker_id: WorkerId
+    entry_id: str
+    token: int
+    status: Literal["success", "failure"]
+    exit_code: int | None = None
+    reason: Annotated[str, msgspec.Meta(max_length=500)] | None = None
+    output: Annotated[str, msgspec.Meta(max_length=65536)] = ""
+
+
+class CompleteResponse(msgspec.Struct):
+    run_id: str
+    state: str
+
+
+def heartbeat(dep: ops.Deployment, worker_id: str, req: HeartbeatRequest) -> ops.Op:
+    g = dep.globals
+    info = msgspec.json.encode(
+        {
+            "capacity": req.capacity,
+            "capacity_free": req.capacity_free,
+            "running": 0,
+            "completed": 0,
+            "draining": False,
+            "started_ms": 0,
+        }
+    )
+    (reply,) = yield [
+        ops.Call((worker_id, 30_000, info), script="heartbeat", keys=(g.workers, g.worker_info))
+    ]
+    return {"worker_id": worker_id, "at": from_ms(int(ops._check(reply)[0]))}
+
+
+def claim(dep: ops.Deployment, req: ClaimRequest) -> ops.Op:
+    """Claim up to max_runs, shard by shard from a random starting shard."""
+    runs: list[ClaimedRun] = []
+    start = random.randrange(dep.n_shards)
+    for offset in range(dep.n_shards):
+        sk = dep.shard((start + offset) % dep.n_shards)
+        (reply,) = yield [
+            ops.Call(
+                (sk.base, CONSUMER_GROUP, req.worker_id, req.max_runs - len(runs)),
+                script="claim",
+                keys=(sk.ready,),
+            )
+        ]
+        reply = ops._check(reply)
+        for i in range(0, len(reply), 8):
+            spec = _spec_decoder.decode(reply[i + 2]) if reply[i + 2] else None
+            runs.append(
+                ClaimedRun(
+                    run_id=reply[i + 1].decode(),
+                    entry_id=reply[i].decode(),
+                    token=int(reply[i + 5]),
+                    command=spec.command if spec else "",
+                    timeout_s=spec.timeout_s if spec else 0.0,
+                    lease_s=spec.lease_s if spec else 30.0,
+                    attempt=int(reply[i + 4]),
+                    scheduled_for=from_ms(int(reply[i + 3])),
+                    lease_expires_at=from_ms(int(reply[i + 6])),
+                )
+            )
+        if len(runs) >= req.max_runs:
+            break
+    return ClaimResponse(runs)
+
+
+def renew(dep: ops.Deployment, rid: str, req: RenewRequest) -> ops.Op:
+    sk = dep.keys_for(rid)
+    (reply,) = yield [
+        ops.Call(
+            (CONSUMER_GROUP, req.worker_id, sk.base, req.entry_id, rid, req.token),
+            script="renew_runs",
+            keys=(sk.ready,),
+        )
+    ]
+    reply = ops._check(reply)
+    if reply[1] == -3:
+        raise ConflictError(f"run {rid!r} was cancelled: stop it")
+    if reply[1] != 1:
+        raise ConflictError(f"worker {req.worker_id!r} does not hold run {rid!r}")
+    return RenewResponse(rid, from_ms(int(reply[2])))
+
+
+def complete(dep: ops.Deployment, rid: str, req: CompleteRequest) -> ops.Op:
+    sk = dep.keys_for(rid)
+    job_id, _tick, attempt = rid.rsplit(":", 2)
+    spec_raw, now = yield [ops.Call(("HGET", sk.job(job_id), "spec")), ops.Call(("TIME",))]
+    policy = _spec_decoder.decode(spec_raw).retry_policy if spec_raw else RetryPolicy()
+    now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+    state, retry_at = verdict(req.status == "success", int(attempt), policy, now_ms)
+    item = (
+        req.entry_id,
+        rid,
+        req.token,
+        state,
+        "" if req.exit_code is None else req.exit_code,
+        req.reason or "",
+        req.output.encode(),
+        "",
+        retry_at,
+    )
+    (reply,) = yield [
+        ops.Call(
+            (CONSUMER_GROUP, req.worker_id, sk.base, dep.globals.wake_channel, sk.shard, *item),
+            script="complete",
+            keys=(sk.ready, sk.retries, sk.dead_letter),
+        )
+    ]
+    code = ops._check(reply)[1]
+    if code == -1:
+        raise RunNotFound(rid)
+    if code == -2:
+        raise ConflictError(f"worker {req.worker_id!r} does not hold run {rid!r}: not applied")
+    return CompleteResponse(rid, state)
