@@ -285,3 +285,36 @@ async def test_chaos_1000_runs_through_4_workers_killed_at_random(
         [("HGET", dep.keys_for(c.job_id).run(f"{c.job_id}:{now + 500}:1"), "f") for c in created]
     )
     assert all(f is not None for f in superseded)
+
+
+async def test_restart_under_the_same_id_takes_up_its_pending_runs_first(
+    node, redis, dep, workers, tmp_path
+) -> None:
+    from shardsched.models import JobSpec, OnceSchedule
+    from shardsched.shard.cron import from_ms
+
+    marks = tmp_path / "executions"
+    spec = JobSpec(
+        name="resume",
+        schedule=OnceSchedule(at=from_ms(0)),
+        lease_s=60,
+        command=f'echo "$SHARDSCHED_RUN_ID" >> {marks}; sleep 1',
+    )
+    job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+    w1 = workers("w1")
+    await wait_until(lambda: _lines(marks, 1), timeout=15)
+    w1.send_signal(signal.SIGKILL)
+    w1.wait()
+    start = trio.current_time()
+    workers("w1")  # the same worker id, restarted (a reconnect looks the same to Redis)
+
+    async def succeeded() -> list | None:
+        runs = await ops.drive_async(ops.list_runs(dep, job_id), redis)
+        return runs if runs and runs[0].state == "succeeded" else None
+
+    (run,) = await wait_until(succeeded, timeout=20)
+    took = trio.current_time() - start
+    print(f"taken up again in {took:.2f} s (lease 60 s)")
+    assert took < 10, "its own pending run was taken up at once, not after the lease"
+    assert run.claimed_by == "w1"
+    assert marks.read_text().split() == [run.run_id, run.run_id]

@@ -133,6 +133,7 @@ class Worker:
         started = False
         async for msg in self.redis.subscribe(self.dep.globals.ready_channel):
             if msg is None:
+                await self._take_up_pending()
                 self._mark_all()
                 if not started:
                     task_status.started()
@@ -140,6 +141,29 @@ class Worker:
             else:
                 self._maybe_ready.add(int(msg))
                 self._poke()
+
+    async def _take_up_pending(self) -> None:
+        """After a (re)connect, first take up runs delivered to this worker id and never
+        finished by it (a lost claim reply, a restart under the same id)."""
+        sks = [self.dep.shard(s) for s in range(self.dep.n_shards)]
+        calls = [
+            ("pending_runs", (sk.ready,), (CONSUMER_GROUP, self.worker_id, sk.base, 1000))
+            for sk in sks
+        ]
+        try:
+            replies = await self.redis.scripts(calls)
+        except RedisConnectionError:
+            return  # the next re-subscription tries again
+        running = {run_id for run_id, _ in self._running}
+        for shard, reply in enumerate(replies):
+            if isinstance(reply, Exception):
+                continue
+            for c in self._parse_claimed(shard, reply):
+                if c.run_id in running:
+                    continue
+                log.warning("taking up run %s still pending on this worker", c.run_id)
+                self.free -= 1
+                self._nursery.start_soon(self._execute, c)
 
     async def _sweep(self) -> None:
         while True:
@@ -151,6 +175,9 @@ class Worker:
         reply = await self.redis.script(
             "claim", (sk.ready,), (sk.base, CONSUMER_GROUP, self.worker_id, count)
         )
+        return self._parse_claimed(shard, reply)
+
+    def _parse_claimed(self, shard: int, reply: list) -> list[Claimed]:
         local = trio.current_time()
         return [
             Claimed(
@@ -439,6 +466,7 @@ class Worker:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             await nursery.start(self._listen, name="ready-listener")
             nursery.start_soon(self._sweep, name="sweep")
             nursery.start_soon(self._completer, name="completer")

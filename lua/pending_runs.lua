@@ -1,0 +1,45 @@
+#!lua flags=no-writes
+--[[
+  A worker's own pending entries of one shard (delivered to it, not acknowledged) whose
+  run it still holds: what it must take up again after a reconnect or a restart under the
+  same worker id, before reading anything new. Read-only.
+
+  KEYS[1] ready   STREAM of fired runs
+  ARGV[1] consumer group
+  ARGV[2] worker id
+  ARGV[3] shard key base; run:<id> and job:<id> keys are read from it (same hash slot)
+  ARGV[4] how many pending entries to look at, at most
+
+  Returns the claim script's shape, 8 fields per run: entry id, run id, job spec JSON,
+  scheduled_for (ms), attempt, delivery token, lease deadline (ms), now (ms).
+]]
+local rcall = redis.call
+local ready_key = KEYS[1]
+local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
+local pending = redis.pcall('XPENDING', ready_key, group, '-', '+', ARGV[4], worker)
+local out = {}
+if pending.err then
+  return out  -- no stream or group yet
+end
+local t = rcall('TIME')
+local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+for _, entry in ipairs(pending) do
+  local eid = entry[1]
+  local body = rcall('XRANGE', ready_key, eid, eid)
+  local rid = body[1] and body[1][2][2]
+  if rid then
+    local run = rcall('HMGET', base .. 'run:' .. rid, 'st', 'w', 'dt', 's', 'l')
+    if run[1] == 'running' and run[2] == worker then
+      local job, tick, attempt = string.match(rid, '^([^:]+):([^:]+):(%d+)$')
+      out[#out + 1] = eid
+      out[#out + 1] = rid
+      out[#out + 1] = rcall('HGET', base .. 'job:' .. job, 'spec') or ''
+      out[#out + 1] = run[4] or tick
+      out[#out + 1] = attempt
+      out[#out + 1] = tonumber(run[3])
+      out[#out + 1] = tonumber(run[5] or '0')
+      out[#out + 1] = now
+    end
+  end
+end
+return out
