@@ -266,3 +266,18 @@ async def test_handler_timeout_is_enforced(node, worker, http) -> None:
     assert run["state"] == "failed" and run["reason"] == "timeout"
     took = datetime.fromisoformat(run["finished_at"]) - datetime.fromisoformat(run["started_at"])
     assert timedelta(seconds=0.5) <= took < timedelta(seconds=1.5)
+
+
+async def test_timeout_sends_sigterm_first_and_keeps_the_output(node, worker, http) -> None:
+    command = "trap 'echo got TERM; exit 0' TERM; echo started; sleep 30 & wait"
+    body = {
+        "name": "graceful-timeout",
+        "schedule": {"type": "once", "at": "2020-01-01T00:00:00Z"},
+        "command": command,
+        "timeout_s": 1,
+    }
+    job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
+    run = await terminal_run(http, job_id, timeout=15)
+    assert run["state"] == "failed" and run["reason"] == "timeout"
+    out = (await http.get(f"/api/v1/runs/{run['run_id']}/output")).json()["output"]
+    assert out == "started\ngot TERM\n"

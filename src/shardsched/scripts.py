@@ -7,8 +7,10 @@ install) they are read from the top-level ``lua/`` folder.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 
@@ -19,16 +21,30 @@ class Script:
     sha: str
 
 
-def _lua_files() -> dict[str, bytes]:
+_INCLUDE = re.compile(rb"^-- @include (\w+)$", re.MULTILINE)
+
+
+def _lua_dir() -> Traversable:
     packaged = resources.files("shardsched").joinpath("lua")
     if packaged.is_dir():
-        return {
-            p.name.removesuffix(".lua"): p.read_bytes()
-            for p in packaged.iterdir()
-            if p.name.endswith(".lua")
-        }
-    checkout = Path(__file__).resolve().parents[2] / "lua"
-    return {p.stem: p.read_bytes() for p in sorted(checkout.glob("*.lua"))}
+        return packaged
+    return Path(__file__).resolve().parents[2] / "lua"  # a source checkout
+
+
+def _lua_files() -> dict[str, bytes]:
+    """Every lua/*.lua, with each ``-- @include name`` line replaced by lua/lib/name.lua
+    (helpers shared by scripts, inlined at load time as BullMQ does)."""
+    root = _lua_dir()
+    lib = root.joinpath("lib")
+
+    def include(match: re.Match[bytes]) -> bytes:
+        return lib.joinpath(match.group(1).decode() + ".lua").read_bytes().rstrip()
+
+    return {
+        p.name.removesuffix(".lua"): _INCLUDE.sub(include, p.read_bytes())
+        for p in sorted(root.iterdir(), key=lambda p: p.name)
+        if p.name.endswith(".lua")
+    }
 
 
 def _load() -> dict[str, Script]:
