@@ -18,7 +18,9 @@
   ARGV[3] how many due entries to report back at most
   ARGV[4] ready channel (published once when anything fired)
   ARGV[5] shard number
-  ARGV[6..] items of 6: job id, old score, tick to fire ('' none), new score ('' removes
+  ARGV[6] look-ahead (ms): due jobs are reported up to now + this, so the owner can plan
+          them before their tick; an item is only fired once its tick is due
+  ARGV[7..] items of 6: job id, old score, tick to fire ('' none), new score ('' removes
           the entry), skip record ('' none, else "first:last:count:reason"), overlap
           policy (a allow | f forbid: skip the tick while the job's last run is active |
           r replace: cancel that run, fire this one)
@@ -28,7 +30,7 @@
     fired    runs created by this call;
     next_ms  the earliest future timer or retry score ('' when both are empty or jobs are
              due);
-    then the due jobs (score <= now_ms) with their timing JSON.
+    then the due jobs (score <= now_ms + look-ahead) with their timing JSON.
   Returns {-1, current_epoch} when the caller's epoch is stale (only the counter written).
 ]]
 local rcall = redis.call
@@ -47,11 +49,13 @@ local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
 
 local fired = 0
 local ACTIVE = {scheduled = true, claimed = true, running = true, retrying = true}
-for i = 6, #ARGV, 6 do
+local now_n = tonumber(now)
+for i = 7, #ARGV, 6 do
   local job, old, fire, new, skip = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local overlap = ARGV[i + 5]
   local score = rcall('ZSCORE', timer_key, job)
-  if score and tonumber(score) == tonumber(old) then
+  -- compare-and-set on the timer; and never before the tick (planned ahead of it)
+  if score and tonumber(score) == tonumber(old) and tonumber(old) <= now_n then
     if fire ~= '' and overlap ~= 'a' then
       local job_key = base .. 'job:' .. job
       local active = rcall('HGET', job_key, 'act')
@@ -110,7 +114,9 @@ if fired + retried > 0 then
   rcall('PUBLISH', ARGV[4], ARGV[5])
 end
 
-local due = rcall('ZRANGE', timer_key, '-inf', now, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[3]), 'WITHSCORES')
+local horizon = now_n + tonumber(ARGV[6])
+local due = rcall('ZRANGE', timer_key, '-inf', horizon, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[3]),
+  'WITHSCORES')
 local out = {1, now, fired, ''}
 if #due == 0 then
   local first = rcall('ZRANGE', timer_key, 0, 0, 'WITHSCORES')

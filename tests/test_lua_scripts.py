@@ -26,7 +26,7 @@ async def acquire(redis: Redis, dep: ops.Deployment, shard: int, node: str) -> l
 async def fire(redis: Redis, dep: ops.Deployment, shard: int, epoch: int, *triples) -> list:
     """Fire (job, old, new) triples as plain firings of the old tick."""
     sk = dep.shard(shard)
-    head = (epoch, sk.base, 500, dep.globals.ready_channel, shard)
+    head = (epoch, sk.base, 500, dep.globals.ready_channel, shard, 0)
     items = []
     for i in range(0, len(triples), 3):
         job, old, new = triples[i : i + 3]
@@ -38,6 +38,13 @@ async def fire(redis: Redis, dep: ops.Deployment, shard: int, epoch: int, *tripl
 async def timer_score(redis: Redis, dep: ops.Deployment, job_id: str) -> int:
     sk = dep.keys_for(job_id)
     return int(float(await redis.execute("ZSCORE", sk.timer, job_id)))
+
+
+async def make_due(redis: Redis, dep: ops.Deployment, job_id: str) -> int:
+    """Move the job's timer entry a second into the past; returns the new score."""
+    due = await redis.time_ms() - 1000
+    await redis.execute("ZADD", dep.keys_for(job_id).timer, due, job_id)
+    return due
 
 
 async def test_leases_fence_by_epoch(redis, dep) -> None:
@@ -76,7 +83,7 @@ async def test_fire_is_idempotent_and_compare_and_set(redis, dep) -> None:
     job = await register(redis, dep)
     sk = dep.keys_for(job)
     (epoch,) = await acquire(redis, dep, sk.shard, "n")
-    old = await timer_score(redis, dep, job)
+    old = await make_due(redis, dep, job)
     first = await fire(redis, dep, sk.shard, epoch, job, old, old + 60_000)
     assert first[0] == 1 and first[2] == 1
     # A replay of the same batch (a lost reply, a new owner) finds the timer moved on.
@@ -91,6 +98,12 @@ async def test_fire_is_idempotent_and_compare_and_set(redis, dep) -> None:
     assert await redis.execute("HGET", sk.run(rid), "st") == b"scheduled"
     assert await redis.execute("ZRANGE", sk.runs_of(job), 0, -1) == [rid.encode()]
     assert await timer_score(redis, dep, job) == old + 60_000
+    # An item planned ahead of its tick is not fired before it.
+    ahead = await redis.time_ms() + 60_000
+    await redis.execute("ZADD", sk.timer, ahead, job)
+    early = await fire(redis, dep, sk.shard, epoch, job, ahead, ahead + 60_000)
+    assert early[2] == 0 and await timer_score(redis, dep, job) == ahead
+    await redis.execute("ZADD", sk.timer, old + 60_000, job)
     # A mismatched old score (a PATCH won the race) fires nothing.
     stale = await fire(redis, dep, sk.shard, epoch, job, old - 5, old + 1)
     assert stale[2] == 0 and await timer_score(redis, dep, job) == old + 60_000
@@ -114,7 +127,7 @@ async def test_claim_and_fenced_completion(redis, dep) -> None:
     job = await register(redis, dep)
     sk = dep.keys_for(job)
     (epoch,) = await acquire(redis, dep, sk.shard, "n")
-    old = await timer_score(redis, dep, job)
+    old = await make_due(redis, dep, job)
     await fire(redis, dep, sk.shard, epoch, job, old, old + 60_000)
     claimed = await redis.script("claim", (sk.ready,), (sk.base, CONSUMER_GROUP, "w1", 10))
     assert len(claimed) == 8
@@ -171,7 +184,7 @@ async def test_scripts_are_refused_whole_when_redis_is_out_of_memory(
                     (
                         "fire",
                         (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries),
-                        (epoch, sk.base, 500, "c", sk.shard, job, old, old, old + 1, "", "a"),
+                        (epoch, sk.base, 500, "c", sk.shard, 0, job, old, old, old + 1, "", "a"),
                     )
                 ]
             )
