@@ -79,6 +79,15 @@ class Overlap(enum.StrEnum):
     REPLACE = "replace"  #: cancel the active run, start the new one
 
 
+class TriggerRule(enum.StrEnum):
+    """When a DAG task is released, given the terminal states of its dependencies."""
+
+    ALL_SUCCESS = "all_success"  #: every dependency succeeded (the default)
+    ALL_DONE = "all_done"  #: every dependency is terminal, whatever the outcome
+    ONE_FAILED = "one_failed"  #: at least one dependency failed for good
+    NONE_FAILED = "none_failed"  #: every dependency succeeded or was skipped
+
+
 class JobStatus(enum.StrEnum):
     ACTIVE = "active"
     PAUSED = "paused"
@@ -136,6 +145,28 @@ class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     misfire_grace_s: Annotated[float, msgspec.Meta(ge=0)] = 60.0
     overlap: Overlap = Overlap.ALLOW
     lease_s: Annotated[float, msgspec.Meta(ge=1, le=3600)] = 30.0
+
+
+class TaskSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """One task of a DAG: a job that runs when its dependencies allow."""
+
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_-]+$")]
+    command: Command
+    timeout_s: PositiveSeconds = 3600.0
+    retry_policy: RetryPolicy = msgspec.field(default_factory=RetryPolicy)
+    depends_on: list[Name] = msgspec.field(default_factory=list)
+    trigger_rule: TriggerRule = TriggerRule.ALL_SUCCESS
+
+
+class DagSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """The body of ``POST /api/v1/dags`` (the DAG runner itself is issue #6's work)."""
+
+    name: Name
+    schedule: Schedule
+    tasks: Annotated[list[TaskSpec], msgspec.Meta(min_length=1, max_length=1000)]
+    max_active_runs: Annotated[int, msgspec.Meta(ge=1, le=100)] = 1
+    catchup: Catchup = Catchup.ALL
+    misfire_grace_s: Annotated[float, msgspec.Meta(ge=0)] = 60.0
 
 
 class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
