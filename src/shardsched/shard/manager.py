@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import msgspec
 import trio
 
+from shardsched.keys import CONSUMER_GROUP
 from shardsched.ops import Deployment
 from shardsched.redis import Redis, RedisConnectionError
 from shardsched.shard.actor import LeaseLost, ShardActor
@@ -183,8 +184,6 @@ class ShardManager:
 
     async def _reclaim_loop(self) -> None:
         """Take back runs whose worker lease lapsed, in every owned shard (one round trip)."""
-        from shardsched.keys import CONSUMER_GROUP
-
         while True:
             await trio.sleep(RECLAIM_EVERY_S)
             held = list(self.leases.items())
