@@ -12,6 +12,9 @@ import trio
 
 from conftest import child_env, shardsched_cmd, wait_until
 from shardsched import audit, ops
+from shardsched.cluster import list_workers
+from shardsched.models import JobSpec, OnceSchedule
+from shardsched.shard.cron import from_ms
 
 pytestmark = pytest.mark.slow
 
@@ -33,6 +36,32 @@ def start_worker(
     )
     with log.open("ab") as out:
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env or child_env())
+
+
+async def once_job(redis, dep, command: str, lease_s: float, **fields) -> str:  # type: ignore[no-untyped-def]
+    """Register a job due at once; returns its id."""
+    spec = JobSpec(
+        name="w", schedule=OnceSchedule(at=from_ms(0)), command=command, lease_s=lease_s, **fields
+    )
+    return (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+
+
+async def wait_run(
+    redis,
+    dep,
+    job_id: str,
+    state: str,
+    by: str | None = None,  # type: ignore[no-untyped-def]
+    timeout: float = 20,
+):
+    """Until the job's newest run is in ``state`` (claimed by ``by``); returns its runs."""
+
+    async def reached() -> list | None:
+        runs = await ops.drive_async(ops.list_runs(dep, job_id), redis)
+        ok = bool(runs) and runs[0].state == state and by in (None, runs[0].claimed_by)
+        return runs if ok else None
+
+    return await wait_until(reached, timeout=timeout)
 
 
 async def run_fields(redis, dep, rid: str, *fields: str) -> list:  # type: ignore[no-untyped-def]
@@ -62,30 +91,15 @@ async def test_killed_worker_run_is_delivered_again_with_the_same_run_id(
     node, redis, dep, workers, tmp_path
 ) -> None:
     marks = tmp_path / "executions"
-    body = {
-        "name": "crashy",
-        "schedule": {"type": "once", "at": "2020-01-01T00:00:00Z"},
-        "command": f'echo "$SHARDSCHED_RUN_ID $SHARDSCHED_ATTEMPT" >> {marks}; sleep 2',
-        "lease_s": 1,
-        "timeout_s": 30,
-    }
-    import msgspec
-
-    from shardsched.models import JobSpec
-
-    spec = msgspec.convert(body, JobSpec)
-    job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+    command = f'echo "$SHARDSCHED_RUN_ID $SHARDSCHED_ATTEMPT" >> {marks}; sleep 2'
+    job_id = await once_job(redis, dep, command, lease_s=1, timeout_s=30)
     w1 = workers("w1")
     await wait_until(lambda: _lines(marks, 1), timeout=15)
     w1.send_signal(signal.SIGKILL)
     w1.wait()
     workers("w2")
 
-    async def succeeded() -> list | None:
-        runs = await ops.drive_async(ops.list_runs(dep, job_id), redis)
-        return runs if runs and runs[0].state == "succeeded" else None
-
-    runs = await wait_until(succeeded, timeout=20)
+    runs = await wait_run(redis, dep, job_id, "succeeded")
     assert len(runs) == 1, "one trigger: the same run, not a new one"
     run = runs[0]
     assert run.claimed_by == "w2" and run.attempt == 1
@@ -101,27 +115,14 @@ async def test_paused_worker_cannot_complete_a_run_it_lost(
     node, redis, dep, workers, tmp_path
 ) -> None:
     marks = tmp_path / "executions"
-    from shardsched.models import JobSpec, OnceSchedule
-    from shardsched.shard.cron import from_ms
-
-    spec = JobSpec(
-        name="paused",
-        schedule=OnceSchedule(at=from_ms(0)),
-        lease_s=1,
-        command=f'echo "$SHARDSCHED_RUN_ID" >> {marks}; sleep 1.5; echo done',
-    )
-    job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+    command = f'echo "$SHARDSCHED_RUN_ID" >> {marks}; sleep 1.5; echo done'
+    job_id = await once_job(redis, dep, command, lease_s=1)
     w1 = workers("w1")
     await wait_until(lambda: _lines(marks, 1), timeout=15)
     w1.send_signal(signal.SIGSTOP)  # a long GC pause, a frozen VM: its lease lapses
     workers("w2")
 
-    async def done_by_w2() -> bool:
-        runs = await ops.drive_async(ops.list_runs(dep, job_id), redis)
-        return bool(runs) and runs[0].state == "succeeded" and runs[0].claimed_by == "w2"
-
-    await wait_until(done_by_w2, timeout=20)
-    rid = (await ops.drive_async(ops.list_runs(dep, job_id), redis))[0].run_id
+    rid = (await wait_run(redis, dep, job_id, "succeeded", by="w2"))[0].run_id
     w1.send_signal(signal.SIGCONT)  # it wakes believing it still runs the job
     await trio.sleep(3)
     state, claimed_by, superseded = await run_fields(redis, dep, rid, "st", "w", "sx")
@@ -136,25 +137,12 @@ async def _lines(path: Path, n: int) -> bool:
 async def test_sigterm_drains_and_hands_runs_back_well_under_a_lease(
     node, redis, dep, workers, tmp_path
 ) -> None:
-    from shardsched.cluster import list_workers
-    from shardsched.models import JobSpec, OnceSchedule
-    from shardsched.shard.cron import from_ms
-
     flag = tmp_path / "first-execution-started"
-    spec = JobSpec(
-        name="long",
-        schedule=OnceSchedule(at=from_ms(0)),
-        lease_s=60,
-        command=f"if [ -f {flag} ]; then echo second; else touch {flag}; sleep 60; fi",
-    )
+    command = f"if [ -f {flag} ]; then echo second; else touch {flag}; sleep 60; fi"
     w1 = workers("w1", "--drain-grace", "1")
-    job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
-
-    async def started() -> list | None:
-        runs = await ops.drive_async(ops.list_runs(dep, job_id), redis)
-        return runs if runs and runs[0].state == "running" and flag.exists() else None
-
-    first = (await wait_until(started, timeout=15))[0]
+    job_id = await once_job(redis, dep, command, lease_s=60)
+    first = (await wait_run(redis, dep, job_id, "running", timeout=15))[0]
+    await wait_until(lambda: _lines(flag, 0), timeout=15)
     assert first.claimed_by == "w1"
     workers("w2")
 
@@ -171,11 +159,7 @@ async def test_sigterm_drains_and_hands_runs_back_well_under_a_lease(
     start = trio.current_time()
     victim.send_signal(signal.SIGTERM)
 
-    async def done_by_w2() -> list | None:
-        runs = await ops.drive_async(ops.list_runs(dep, job_id), redis)
-        return runs if runs[0].state == "succeeded" and runs[0].claimed_by == "w2" else None
-
-    await wait_until(done_by_w2, timeout=20)
+    await wait_run(redis, dep, job_id, "succeeded", by="w2")
     handed_over = trio.current_time() - start
     print(f"drained and handed over in {handed_over:.2f} s (lease 60 s)")
     assert handed_over < 10, "handed back at once, not after the 60 s lease"
@@ -187,9 +171,6 @@ async def test_sigterm_drains_and_hands_runs_back_well_under_a_lease(
 
 
 async def test_worker_imports_handler_modules(node, redis, dep, workers, tmp_path) -> None:
-    from shardsched.models import JobSpec, OnceSchedule
-    from shardsched.shard.cron import from_ms
-
     seen = tmp_path / "seen"
     (tmp_path / "my_handlers.py").write_text(
         "from shardsched.worker.handlers import handler\n"
@@ -199,14 +180,9 @@ async def test_worker_imports_handler_modules(node, redis, dep, workers, tmp_pat
     )
     env = {**child_env(), "PYTHONPATH": str(tmp_path)}
     workers("w1", "--import", "my_handlers", env=env)
-    spec = JobSpec(name="greet", schedule=OnceSchedule(at=from_ms(0)), command="handler:greet")
-    job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+    job_id = await once_job(redis, dep, "handler:greet", lease_s=30)
 
-    async def succeeded() -> list | None:
-        runs = await ops.drive_async(ops.list_runs(dep, job_id), redis)
-        return runs if runs and runs[0].state == "succeeded" else None
-
-    run = (await wait_until(succeeded, timeout=15))[0]
+    run = (await wait_run(redis, dep, job_id, "succeeded", timeout=15))[0]
     assert seen.read_text() == f"{run.run_id} 1"
     bad = subprocess.run(
         shardsched_cmd(
@@ -224,9 +200,6 @@ async def test_chaos_1000_runs_through_4_workers_killed_at_random(
     node, redis, dep, workers, tmp_path
 ) -> None:
     import random
-
-    from shardsched.models import JobSpec, OnceSchedule
-    from shardsched.shard.cron import from_ms
 
     marks = tmp_path / "executions"
     now = await redis.time_ms()
@@ -281,26 +254,17 @@ async def test_chaos_1000_runs_through_4_workers_killed_at_random(
     report = await ops.drive_async(audit.audit(dep, settle_s=0), redis)
     assert report.fired == 1000 and report.duplicated == 0 and report.missing == 0
     # A run is completed once: any later completion for it was refused, never applied.
-    superseded = await redis.pipeline(
+    finished = await redis.pipeline(
         [("HGET", dep.keys_for(c.job_id).run(f"{c.job_id}:{now + 500}:1"), "f") for c in created]
     )
-    assert all(f is not None for f in superseded)
+    assert all(f is not None for f in finished)
 
 
 async def test_restart_under_the_same_id_takes_up_its_pending_runs_first(
     node, redis, dep, workers, tmp_path
 ) -> None:
-    from shardsched.models import JobSpec, OnceSchedule
-    from shardsched.shard.cron import from_ms
-
     marks = tmp_path / "executions"
-    spec = JobSpec(
-        name="resume",
-        schedule=OnceSchedule(at=from_ms(0)),
-        lease_s=60,
-        command=f'echo "$SHARDSCHED_RUN_ID" >> {marks}; sleep 1',
-    )
-    job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+    job_id = await once_job(redis, dep, f'echo "$SHARDSCHED_RUN_ID" >> {marks}; sleep 1', 60)
     w1 = workers("w1")
     await wait_until(lambda: _lines(marks, 1), timeout=15)
     w1.send_signal(signal.SIGKILL)
@@ -308,11 +272,7 @@ async def test_restart_under_the_same_id_takes_up_its_pending_runs_first(
     start = trio.current_time()
     workers("w1")  # the same worker id, restarted (a reconnect looks the same to Redis)
 
-    async def succeeded() -> list | None:
-        runs = await ops.drive_async(ops.list_runs(dep, job_id), redis)
-        return runs if runs and runs[0].state == "succeeded" else None
-
-    (run,) = await wait_until(succeeded, timeout=20)
+    (run,) = await wait_run(redis, dep, job_id, "succeeded")
     took = trio.current_time() - start
     print(f"taken up again in {took:.2f} s (lease 60 s)")
     assert took < 10, "its own pending run was taken up at once, not after the lease"

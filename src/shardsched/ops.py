@@ -363,8 +363,14 @@ def list_runs(dep: Deployment, job_id: str, limit: int = 50) -> Op:
     ]
     if not _check(exists):
         raise JobNotFound(job_id)
-    rids = [r.decode() for r in _check(ids)]
-    replies = yield [Call(("HMGET", sk.run(rid), *_RUN_FIELDS)) for rid in rids]
+    return (yield from _read_runs(dep, [r.decode() for r in _check(ids)]))
+
+
+def _read_runs(dep: Deployment, rids: list[str]) -> Op:
+    """The run records of many run ids (of any shards) in one round trip; gone ones left out."""
+    if not rids:
+        return []
+    replies = yield [Call(("HMGET", dep.keys_for(rid).run(rid), *_RUN_FIELDS)) for rid in rids]
     return [
         _run_from_fields(rid, _check(fields))
         for rid, fields in zip(rids, replies, strict=True)
@@ -412,14 +418,7 @@ def list_dead_letter(dep: Deployment, limit: int = 100) -> Op:
         ),
         reverse=True,
     )[:limit]
-    replies = yield [
-        Call(("HMGET", dep.keys_for(rid).run(rid), *_RUN_FIELDS)) for _, rid in entries
-    ]
-    return [
-        _run_from_fields(rid, _check(fields))
-        for (_, rid), fields in zip(entries, replies, strict=True)
-        if fields[0] is not None
-    ]
+    return (yield from _read_runs(dep, [rid for _, rid in entries]))
 
 
 def retry_run(dep: Deployment, rid: str) -> Op:
