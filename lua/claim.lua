@@ -12,7 +12,8 @@
   Returns a flat list, 8 fields per claimed run:
     entry id, run id, job spec JSON, scheduled_for (ms), attempt, delivery token,
     lease deadline (ms), now (ms).
-  Entries whose run is gone or no longer scheduled are acknowledged and dropped.
+  Entries whose run is gone or no longer scheduled are acknowledged and dropped. A DAG
+  task's run leaves the shard's stall watch (dagwait) when claimed.
 ]]
 local rcall = redis.call
 local ready_key = KEYS[1]
@@ -40,7 +41,7 @@ local now_n = tonumber(now)
 for _, entry in ipairs(reply[1][2]) do
   local eid, rid = entry[1], entry[2][2]
   local run_key = base .. 'run:' .. rid
-  local run = rcall('HMGET', run_key, 'st', 'dt', 's')
+  local run = rcall('HMGET', run_key, 'st', 'dt', 's', 'd')
   if run[1] ~= 'scheduled' then
     rcall('XACK', ready_key, group, eid)
     rcall('XDEL', ready_key, eid)
@@ -52,6 +53,9 @@ for _, entry in ipairs(reply[1][2]) do
     local token = tonumber(run[2] or '0') + 1
     rcall('HSET', run_key, 'st', 'running', 'w', worker, 'l', lease, 'b', now, 'dt', token,
       'e', eid)
+    if run[4] then
+      rcall('ZREM', base .. 'dagwait', rid)
+    end
     out[#out + 1] = eid
     out[#out + 1] = rid
     out[#out + 1] = job_fields[1] or ''

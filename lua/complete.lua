@@ -7,7 +7,9 @@
 
   A failed attempt with a retry time inserts the next attempt (a new run record,
   <job>:<tick>:<attempt + 1>, state 'retrying') into the retry timer, due then; a run
-  ending 'dead_letter' is listed in the shard's dead-letter set.
+  ending 'dead_letter' is listed in the shard's dead-letter set. A DAG task's run ending
+  for good (succeeded, dead_letter, or failed with no next attempt) settles its task in
+  the DAG run: downstream tasks are released or skipped here, atomically (lib/dag.lua).
 
   KEYS[1] ready       STREAM of fired runs
   KEYS[2] retries     ZSET run_id -> when the attempt is due
@@ -18,7 +20,8 @@
   ARGV[4] wake channel (published when a retry was inserted: the owner sleeps until its
           timer or retry set is due, and a new retry may be due sooner)
   ARGV[5] shard number
-  ARGV[6..] items of 9: entry id, run id, delivery token, terminal state (succeeded |
+  ARGV[6] ready channel (published when a DAG task was released)
+  ARGV[7..] items of 9: entry id, run id, delivery token, terminal state (succeeded |
           failed | dead_letter), exit code ('' when the process did not exit on its own),
           reason (''), output ('' keeps none), execution start (server-clock ms, ''
           unknown), next attempt due (ms; '' for none)
@@ -31,15 +34,17 @@ local rcall = redis.call
 local ready_key, retries_key, dead_key = KEYS[1], KEYS[2], KEYS[3]
 local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
 
+-- @include dag
+
 local t = rcall('TIME')
 local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
 local out = {now}
 local acked = {}
 local retried = false
-for i = 6, #ARGV, 9 do
+for i = 7, #ARGV, 9 do
   local eid, rid, token, state = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local run_key = base .. 'run:' .. rid
-  local run = rcall('HMGET', run_key, 'st', 'w', 'dt')
+  local run = rcall('HMGET', run_key, 'st', 'w', 'dt', 'd')
   local code
   if not run[1] then
     code = -1
@@ -54,18 +59,30 @@ for i = 6, #ARGV, 9 do
       if ARGV[i + 6] ~= '' then
         rcall('SET', base .. 'out:' .. rid, ARGV[i + 6])
       end
+      local drid = run[4]
       if state == 'dead_letter' then
         rcall('ZADD', dead_key, now, rid)
-      elseif ARGV[i + 8] ~= '' then
+        if drid then
+          dag_settle(base, ready_key, drid, dag_task_of(rid), 'f', now)
+        end
+      elseif state == 'succeeded' or ARGV[i + 8] == '' then
+        if drid then
+          dag_settle(base, ready_key, drid, dag_task_of(rid), state == 'succeeded' and 's' or 'f',
+            now)
+        end
+      else
         local job, tick, attempt = string.match(rid, '^(.+):([^:]+):(%d+)$')
         local next_rid = job .. ':' .. tick .. ':' .. (tonumber(attempt) + 1)
         local next_key = base .. 'run:' .. next_rid
         if rcall('EXISTS', next_key) == 0 then
+          rcall('HSET', next_key, 'st', 'retrying', 'c', now, 'due', ARGV[i + 8])
           local s = rcall('HGET', run_key, 's')
           if s then
-            rcall('HSET', next_key, 'st', 'retrying', 'c', now, 'due', ARGV[i + 8], 's', s)
-          else
-            rcall('HSET', next_key, 'st', 'retrying', 'c', now, 'due', ARGV[i + 8])
+            rcall('HSET', next_key, 's', s)
+          end
+          if drid then
+            rcall('HSET', next_key, 'd', drid)
+            rcall('HSET', base .. 'dagrun:' .. drid, 'r:' .. dag_task_of(rid), next_rid)
           end
           rcall('ZADD', base .. 'runs:' .. job, rcall('ZSCORE', base .. 'runs:' .. job, rid) or 0,
             next_rid)
@@ -85,6 +102,9 @@ for i = 6, #ARGV, 9 do
 end
 if retried then
   rcall('PUBLISH', ARGV[4], ARGV[5])
+end
+if dag_released then
+  rcall('PUBLISH', ARGV[6], ARGV[5])
 end
 if #acked > 0 then
   rcall('XACK', ready_key, group, unpack(acked))

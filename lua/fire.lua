@@ -6,6 +6,8 @@
   pause or delete in between wins): create the run record <job>:<fire>:1 unless it exists
   (the create-if-absent is the dedupe) and append it to the ready stream; store the skip
   record if the catch-up policy skipped ticks; move the timer entry to <new> or remove it.
+  A DAG's timer entry (id dag_...) opens the DAG run <dag>:<fire> instead, releasing its
+  root tasks or queueing it under max_active_runs (lib/dag.lua).
 
   KEYS[1] timer   ZSET job_id -> next fire (ms)
   KEYS[2] ready   STREAM of fired runs
@@ -27,7 +29,7 @@
 
   Returns {1, now_ms, fired, next_ms, job1, score1, timing1, job2, ...}:
     now_ms   the server's clock;
-    fired    runs created by this call;
+    fired    runs and DAG runs created by this call;
     next_ms  the earliest future timer or retry score ('' when both are empty or jobs are
              due);
     then the due jobs (score <= now_ms + look-ahead) with their timing JSON.
@@ -37,6 +39,8 @@ local rcall = redis.call
 local timer_key, ready_key, epoch_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local retries_key = KEYS[5]
 local base = ARGV[2]
+
+-- @include dag
 
 local current = rcall('GET', epoch_key)
 if current ~= ARGV[1] then
@@ -74,7 +78,12 @@ for i = 7, #ARGV, 6 do
         rcall('HSET', job_key, 'act', job .. ':' .. fire .. ':1')
       end
     end
-    if fire ~= '' then
+    if fire ~= '' and string.sub(job, 1, 4) == 'dag_' then
+      local code = dag_open(base, ready_key, job, fire, fire, now, false)
+      if code == 1 or code == 2 then
+        fired = fired + 1
+      end
+    elseif fire ~= '' then
       local rid = job .. ':' .. fire .. ':1'
       local run_key = base .. 'run:' .. rid
       if rcall('EXISTS', run_key) == 0 then

@@ -3,7 +3,8 @@
   The shard owner takes back runs whose lease lapsed (worker crashed, paused, cut off):
   each goes back to 'scheduled' with the same attempt and is delivered again under a new
   stream entry, its reclaim count 'rc' raised. A run whose lease lapsed <poison> times in
-  a row (its command kills its worker) is failed instead of delivered forever.
+  a row (its command kills its worker) is failed instead of delivered forever (a DAG
+  task's run failed so settles its task in the DAG run, lib/dag.lua).
 
   KEYS[1] ready   STREAM of fired runs
   KEYS[2] epoch   STRING the shard's fencing token
@@ -22,6 +23,8 @@
 local rcall = redis.call
 local ready_key, epoch_key, stats_key = KEYS[1], KEYS[2], KEYS[3]
 local group, base = ARGV[2], ARGV[3]
+
+-- @include dag
 if rcall('GET', epoch_key) ~= ARGV[1] then
   rcall('HINCRBY', stats_key, 'refused_fire', 1)
   return {-1}
@@ -38,7 +41,7 @@ for _, entry in ipairs(pending) do
   local eid = entry[1]
   local body = rcall('XRANGE', ready_key, eid, eid)
   local rid = body[1] and body[1][2][2]
-  local run = rid and rcall('HMGET', base .. 'run:' .. rid, 'st', 'l', 'rc') or {}
+  local run = rid and rcall('HMGET', base .. 'run:' .. rid, 'st', 'l', 'rc', 'd') or {}
   if run[1] ~= 'running' then
     -- completed meanwhile, cancelled, or an orphan entry: nothing holds it any more
     if run[1] == nil or run[1] ~= 'scheduled' then
@@ -54,6 +57,9 @@ for _, entry in ipairs(pending) do
       rcall('HSET', run_key, 'st', 'failed', 'rc', lapses, 'f', now,
         'r', 'lease lapsed ' .. lapses .. ' times in a row (poison run)')
       poisoned = poisoned + 1
+      if run[4] then
+        dag_settle(base, ready_key, run[4], dag_task_of(rid), 'f', now)
+      end
     else
       rcall('HSET', run_key, 'st', 'scheduled', 'rc', lapses, 'w', '', 'l', '')
       rcall('XADD', ready_key, '*', 'r', rid)
@@ -63,6 +69,8 @@ for _, entry in ipairs(pending) do
 end
 if reclaimed > 0 then
   rcall('HINCRBY', stats_key, 'lease_reclaims', reclaimed)
+end
+if reclaimed > 0 or dag_released then
   rcall('PUBLISH', ARGV[7], ARGV[8])
 end
 if poisoned > 0 then

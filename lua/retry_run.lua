@@ -11,18 +11,22 @@
   ARGV[3] ready channel
   ARGV[4] shard number
 
-  Returns {1, new_run_id}; {-1} no such run; {-2} the run is not dead-lettered.
+  Returns {1, new_run_id}; {-1} no such run; {-2} the run is not dead-lettered; {-3} the
+  run is a DAG task's: its DAG run has settled on its failure (re-run the DAG instead).
 ]]
 local rcall = redis.call
 local ready_key, dead_key = KEYS[1], KEYS[2]
 local base, rid = ARGV[1], ARGV[2]
 local run_key = base .. 'run:' .. rid
-local run = rcall('HMGET', run_key, 'st', 's')
+local run = rcall('HMGET', run_key, 'st', 's', 'd')
 if not run[1] then
   return {-1}
 end
 if run[1] ~= 'dead_letter' then
   return {-2}
+end
+if run[3] then
+  return {-3}
 end
 local t = rcall('TIME')
 local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))

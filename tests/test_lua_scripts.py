@@ -143,7 +143,7 @@ async def test_claim_and_fenced_completion(redis, dep) -> None:
     async def complete(worker: str, tok: int, state: str, output: str = "") -> int:
         item = (eid, rid, tok, state, 0 if state == "succeeded" else 1, "", output, 123, "")
         keys = (sk.ready, sk.retries, sk.dead_letter)
-        args = (CONSUMER_GROUP, worker, sk.base, "wake", sk.shard, *item)
+        args = (CONSUMER_GROUP, worker, sk.base, "wake", sk.shard, "ready", *item)
         reply = await redis.script("complete", keys, args)
         return reply[1]
 

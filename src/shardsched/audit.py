@@ -1,9 +1,9 @@
 """The audit: every tick each job should have had, and what became of it.
 
-For every job, its schedule segments (opened at registration, closed and reopened by a
-pause, a resume, a change of timing, a delete) give the nominal ticks it should have had
-up to ``horizon`` (the server's clock less a settle margin, so in-flight firings are not
-judged). Each tick is then:
+For every job (and DAG: a tick is then a DAG run), its schedule segments (opened at
+registration, closed and reopened by a pause, a resume, a change of timing, a delete) give
+the nominal ticks it should have had up to ``horizon`` (the server's clock less a settle
+margin, so in-flight firings are not judged). Each tick is then:
 
 * ``fired``      one run record (attempt 1) exists for it; its lag is created - tick;
 * ``skipped``    a recorded policy decision covers it (catch-up ``latest``, ``misfire``…);
@@ -27,6 +27,7 @@ from datetime import datetime
 
 import msgspec
 
+from shardsched import keys as k
 from shardsched import ops
 from shardsched.errors import JobNotFound
 from shardsched.models import IntervalSchedule, OnceSchedule, Timing
@@ -98,16 +99,17 @@ def load_histories(dep: ops.Deployment, job_ids: list[str]) -> ops.Op:
         (first, _timing), _segs, runs, _skips, _score = replies[5 * n : 5 * n + 5]
         if _timing is None:
             raise JobNotFound(job_id)
+        dag = k.is_dag_id(job_id)  # a DAG's runs index lists its DAG runs <dag>:<tick>
         scheduled_of.append(
             [
                 (runs[i].decode(), int(float(runs[i + 1])))
                 for i in range(0, len(runs), 2)
                 # attempt 1 of a scheduled tick, not a manual run
-                if runs[i].endswith(b":1") and b":t" not in runs[i]
+                if (dag or runs[i].endswith(b":1")) and b":t" not in runs[i]
             ]
         )
     created_calls = [
-        ops.Call(("HGET", dep.keys_for(job_id).run(rid), "c"))
+        ops.Call(("HGET", _record_key(dep, job_id, rid), "c"))
         for job_id, scheduled in zip(job_ids, scheduled_of, strict=True)
         for rid, _ in scheduled
     ]
@@ -132,6 +134,11 @@ def load_histories(dep: ops.Deployment, job_ids: list[str]) -> ops.Op:
             )
         )
     return histories
+
+
+def _record_key(dep: ops.Deployment, job_id: str, rid: str) -> str:
+    sk = dep.keys_for(job_id)
+    return sk.dag_run(rid) if k.is_dag_id(job_id) else sk.run(rid)
 
 
 def load_history(dep: ops.Deployment, job_id: str) -> ops.Op:

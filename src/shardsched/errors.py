@@ -50,3 +50,37 @@ class JobDeleted(ConflictError):
 
 class ConfigError(ShardschedError):
     """Raised when the deployment is misconfigured (shard count, Redis settings)."""
+
+
+class DagNotFound(NotFoundError):
+    """Raised when no DAG has the given id."""
+
+    def __init__(self, dag_id: str) -> None:
+        super().__init__(f"DAG {dag_id!r} not found")
+        self.dag_id = dag_id
+
+
+class DagRunNotFound(NotFoundError):
+    """Raised when no DAG run has the given id."""
+
+    def __init__(self, dag_run_id: str) -> None:
+        super().__init__(f"DAG run {dag_run_id!r} not found")
+        self.dag_run_id = dag_run_id
+
+
+class DagDeleted(ConflictError):
+    """Raised when changing or triggering a DAG that was deleted."""
+
+    def __init__(self, dag_id: str) -> None:
+        super().__init__(f"DAG {dag_id!r} is deleted")
+        self.dag_id = dag_id
+
+
+class DagTaskJob(ConflictError):
+    """Raised when a DAG task's job is changed, deleted or triggered on its own: it is
+    managed through its DAG."""
+
+    def __init__(self, job_id: str, dag_id: str) -> None:
+        super().__init__(f"job {job_id!r} is a task of DAG {dag_id!r}: change it through the DAG")
+        self.job_id = job_id
+        self.dag_id = dag_id

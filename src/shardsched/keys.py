@@ -39,6 +39,19 @@ def new_job_id() -> str:
     return "job_" + secrets.token_hex(6)
 
 
+def new_dag_id() -> str:
+    return "dag_" + secrets.token_hex(6)
+
+
+def is_dag_id(any_id: str) -> bool:
+    """A DAG's own id (not one of its tasks' job ids ``<dag_id>.<task>``)."""
+    return any_id.startswith("dag_") and "." not in any_id and ":" not in any_id
+
+
+def task_job_id(dag_id: str, task: str) -> str:
+    return f"{dag_id}.{task}"
+
+
 def run_id(job_id: str, scheduled_ms: int, attempt: int) -> str:
     """The deterministic id of a scheduled firing; creating it twice is the dedupe."""
     return f"{job_id}:{scheduled_ms}:{attempt}"
@@ -79,6 +92,26 @@ class ShardKeys:
     def dead_letter(self) -> str:
         """ZSET run_id -> when (ms): runs that exhausted their attempts."""
         return self.base + "deadletter"
+
+    @property
+    def dags(self) -> str:
+        """ZSET dag_id → creation (ms): every DAG of the shard, deleted ones included."""
+        return self.base + "dags"
+
+    @property
+    def dag_wait(self) -> str:
+        """ZSET run_id → stall deadline (ms): DAG task runs released and not yet claimed."""
+        return self.base + "dagwait"
+
+    def dag_run(self, dag_run_id: str) -> str:
+        """HASH one DAG run: state, times, and per task its state ``t:<task>`` and latest
+        run id ``r:<task>``. A DAG's own hash is ``job:<dag_id>`` (it has a timer entry
+        like a job); its runs index ``runs:<dag_id>`` lists its DAG run ids."""
+        return self.base + "dagrun:" + dag_run_id
+
+    def dag_queue(self, dag_id: str) -> str:
+        """ZSET dag_run_id → order: DAG runs waiting for a slot under max_active_runs."""
+        return self.base + "dagq:" + dag_id
 
     @property
     def jobs(self) -> str:

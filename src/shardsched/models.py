@@ -11,6 +11,7 @@ Persisted Structs evolve by adding fields with defaults; nothing is reordered.
 from __future__ import annotations
 
 import enum
+import re
 import zoneinfo
 from datetime import datetime
 from typing import Annotated
@@ -136,30 +137,51 @@ class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     """What a user registers: the body of ``POST /api/v1/jobs``."""
 
     name: Name
-    schedule: Schedule
     command: Command
+    #: Required, unless ``depends_on`` makes the job a task of its dependencies' DAG, which
+    #: then runs it on the DAG's ticks.
+    schedule: Schedule | None = None
     timeout_s: PositiveSeconds = 3600.0
     retry_policy: RetryPolicy = msgspec.field(default_factory=RetryPolicy)
+    #: Job ids of tasks of one DAG: the new job joins that DAG as task ``name``.
     depends_on: list[Name] = msgspec.field(default_factory=list)
     catchup: Catchup = Catchup.ALL
     misfire_grace_s: Annotated[float, msgspec.Meta(ge=0)] = 60.0
     overlap: Overlap = Overlap.ALLOW
-    lease_s: Annotated[float, msgspec.Meta(ge=1, le=3600)] = 30.0
-
-
-class TaskSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """One task of a DAG: a job that runs when its dependencies allow."""
-
-    name: Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_-]+$")]
-    command: Command
-    timeout_s: PositiveSeconds = 3600.0
-    retry_policy: RetryPolicy = msgspec.field(default_factory=RetryPolicy)
-    depends_on: list[Name] = msgspec.field(default_factory=list)
+    lease_s: LeaseSeconds = 30.0
     trigger_rule: TriggerRule = TriggerRule.ALL_SUCCESS
 
 
+#: A DAG task's name is part of its job id ``<dag_id>.<task>``: no dots, no colons.
+TASK_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+TaskName = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=TASK_NAME.pattern)]
+LeaseSeconds = Annotated[float, msgspec.Meta(ge=1, le=3600)]
+
+
+class TaskSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """One task of a DAG: a job that runs when its dependencies allow.
+
+    Stored as the task job's spec, so it carries what a worker needs (command, timeout,
+    retry policy, lease) under the same field names as :class:`JobSpec`.
+    """
+
+    name: TaskName
+    command: Command
+    timeout_s: PositiveSeconds = 3600.0
+    retry_policy: RetryPolicy = msgspec.field(default_factory=RetryPolicy)
+    depends_on: list[TaskName] = msgspec.field(default_factory=list)
+    trigger_rule: TriggerRule = TriggerRule.ALL_SUCCESS
+    lease_s: LeaseSeconds = 30.0
+
+
 class DagSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """The body of ``POST /api/v1/dags`` (the DAG runner itself is issue #6's work)."""
+    """The body of ``POST /api/v1/dags``.
+
+    ``max_active_runs``: DAG runs at once; a tick that finds that many still active is
+    queued (catch-up ``all``), queued replacing older queued ones (``latest``), or skipped
+    and recorded (``none``). ``stall_sla_s``: a released task not claimed within this is
+    reported stalled (counter ``dag_stalled`` and the task's ``stalled_at``).
+    """
 
     name: Name
     schedule: Schedule
@@ -167,6 +189,7 @@ class DagSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     max_active_runs: Annotated[int, msgspec.Meta(ge=1, le=100)] = 1
     catchup: Catchup = Catchup.ALL
     misfire_grace_s: Annotated[float, msgspec.Meta(ge=0)] = 60.0
+    stall_sla_s: Annotated[float, msgspec.Meta(ge=0.1, le=7 * 86400)] = 300.0
 
 
 class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -183,6 +206,12 @@ class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     overlap: Overlap | None = None
     lease_s: Annotated[float, msgspec.Meta(ge=1, le=3600)] | None = None
     status: JobStatus | None = None
+
+
+class DagPatch(msgspec.Struct, forbid_unknown_fields=True):
+    """The body of ``PATCH /api/v1/dags/{id}``: pause or resume."""
+
+    status: JobStatus
 
 
 class Job(msgspec.Struct, kw_only=True):
@@ -205,6 +234,100 @@ class Job(msgspec.Struct, kw_only=True):
     updated_at: datetime
     version: int
     shard: int
+    dag_id: str | None = None  #: set for a DAG task (job id ``<dag_id>.<task>``)
+    trigger_rule: TriggerRule | None = None
+
+
+class DagRunState(enum.StrEnum):
+    QUEUED = "queued"  #: waiting for a free slot under max_active_runs
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"  #: every task terminal, none failed for good
+    FAILED = "failed"  #: every task terminal, at least one failed for good
+    SKIPPED = "skipped"  #: a queued run superseded by a later tick (catch-up ``latest``)
+
+
+class TaskState(enum.StrEnum):
+    """A task within one DAG run: waiting for its dependencies, then its run's state."""
+
+    WAITING = "waiting"
+    SCHEDULED = "scheduled"
+    CLAIMED = "claimed"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    RETRYING = "retrying"
+    DEAD_LETTER = "dead_letter"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+
+
+class Dag(msgspec.Struct, kw_only=True):
+    """A registered DAG as the API answers it."""
+
+    dag_id: str
+    name: str
+    schedule: Schedule
+    tasks: list[TaskSpec]
+    task_job_ids: dict[str, str]
+    max_active_runs: int
+    catchup: Catchup
+    misfire_grace_s: float
+    stall_sla_s: float
+    status: JobStatus
+    next_run_at: datetime | None
+    active_runs: int
+    queued_runs: int
+    stalled_tasks: int  #: task runs ever reported stalled (released, unclaimed past the SLA)
+    created_at: datetime
+    updated_at: datetime
+    version: int
+    shard: int
+
+
+class DagCreated(msgspec.Struct):
+    dag_id: str
+    next_run_at: datetime | None
+    task_job_ids: dict[str, str]
+
+
+class DagList(msgspec.Struct):
+    dags: list[Dag]
+
+
+class DagTaskRun(msgspec.Struct, kw_only=True):
+    """One task within one DAG run, with every attempt it has had."""
+
+    task: str
+    job_id: str
+    state: TaskState
+    run_id: str | None = None  #: the latest attempt's run id, once released or skipped
+    attempts: list[Run] = msgspec.field(default_factory=list)
+    released_at: datetime | None = None
+    stalled_at: datetime | None = None
+    reason: str | None = None
+
+
+class DagRun(msgspec.Struct, kw_only=True):
+    dag_run_id: str
+    dag_id: str
+    scheduled_for: datetime
+    state: DagRunState
+    manual: bool
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    reason: str | None = None
+    tasks: list[DagTaskRun] = msgspec.field(default_factory=list)
+
+
+class DagRunList(msgspec.Struct):
+    dag_runs: list[DagRun]
+
+
+class DagTriggered(msgspec.Struct):
+    dag_run_id: str
+    scheduled_for: datetime
+    state: DagRunState
 
 
 class JobCreated(msgspec.Struct):
@@ -268,12 +391,26 @@ def validate_schedule(schedule: Schedule, path: str = "$.schedule") -> None:
 
 
 def timing_of(spec: JobSpec) -> Timing:
+    assert spec.schedule is not None, "a job of its own has a schedule (validate_spec)"
     return Timing(spec.schedule, spec.catchup, spec.misfire_grace_s, spec.overlap)
 
 
 def validate_spec(spec: JobSpec) -> JobSpec:
     """Validate a decoded spec beyond its types; returns it for chaining."""
-    validate_schedule(spec.schedule)
+    if spec.depends_on:
+        if spec.schedule is not None:
+            raise msgspec.ValidationError(
+                "a job with depends_on runs on its DAG's ticks and takes no schedule"
+                " - at `$.schedule`"
+            )
+        if not TASK_NAME.match(spec.name):
+            raise msgspec.ValidationError(
+                "a DAG task's name may only hold letters, digits, '_' and '-' - at `$.name`"
+            )
+    elif spec.schedule is None:
+        raise msgspec.ValidationError("Object missing required field `schedule`")
+    else:
+        validate_schedule(spec.schedule)
     rp = spec.retry_policy
     if rp.max_s < rp.base_s:
         raise msgspec.ValidationError("max_s must be >= base_s - at `$.retry_policy.max_s`")

@@ -19,6 +19,7 @@ from shardsched import keys as k
 from shardsched.errors import (
     ConfigError,
     ConflictError,
+    DagTaskJob,
     JobDeleted,
     JobNotFound,
     RunNotFound,
@@ -34,6 +35,8 @@ from shardsched.models import (
     Overlap,
     Run,
     RunOutput,
+    TaskSpec,
+    Timing,
     Triggered,
     timing_of,
     validate_spec,
@@ -61,6 +64,8 @@ Op = Generator[list[Call], list[Any], Any]
 
 _spec_encoder = msgspec.json.Encoder()
 _spec_decoder = msgspec.json.Decoder(JobSpec)
+_task_decoder = msgspec.json.Decoder(TaskSpec)
+_timing_decoder = msgspec.json.Decoder(Timing)
 _RUN_FIELDS = ("st", "c", "s", "w", "l", "b", "f", "x", "r", "d")
 OUTPUT_LIMIT = 64 * 1024
 
@@ -118,10 +123,21 @@ def open_deployment(namespace: str, n_shards: int | None) -> Op:
 def create_jobs(dep: Deployment, specs: Sequence[JobSpec]) -> Op:
     """Register jobs (validated first: an invalid one writes nothing); returns JobCreated list.
 
-    One script call per shard, all in one round trip.
+    One script call per shard, all in one round trip. A job with depends_on joins its
+    dependencies' DAG as a new task (one script call each).
     """
     for spec in specs:
         validate_spec(spec)
+    if any(spec.depends_on for spec in specs):
+        from shardsched.dag_ops import join_dag  # dag_ops builds on this module
+
+        created = []
+        for spec in specs:
+            if spec.depends_on:
+                created.append((yield from join_dag(dep, spec)))
+            else:
+                created += yield from create_jobs(dep, [spec])
+        return created
     (now,) = yield [Call(("TIME",))]
     now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
     firsts: dict[bytes, int | None] = {}  # one cron computation per distinct schedule
@@ -181,13 +197,16 @@ def create_job(dep: Deployment, spec: JobSpec) -> Op:
 def _read_job(dep: Deployment, job_id: str) -> Op:
     sk = dep.keys_for(job_id)
     job_fields, score = yield [
-        Call(("HMGET", sk.job(job_id), "spec", "status", "created", "updated", "version")),
+        Call(("HMGET", sk.job(job_id), "spec", "status", "created", "updated", "version", "dag")),
         Call(("ZSCORE", sk.timer, job_id)),
     ]
-    spec_raw, status, created, updated, version = _check(job_fields)
-    if spec_raw is None:
+    spec_raw, status, created, updated, version, dag = _check(job_fields)
+    if spec_raw is None or k.is_dag_id(job_id):
         raise JobNotFound(job_id)
+    if dag is not None:
+        return (yield from _read_task_job(dep, job_id, _check(job_fields)))
     spec = _spec_decoder.decode(spec_raw)
+    assert spec.schedule is not None
     score = _check(score)
     return Job(
         job_id=job_id,
@@ -207,6 +226,42 @@ def _read_job(dep: Deployment, job_id: str) -> Op:
         updated_at=from_ms(int(updated)),
         version=int(version),
         shard=sk.shard,
+    )
+
+
+def _read_task_job(dep: Deployment, job_id: str, fields: list[bytes]) -> Op:
+    """A DAG task's job: its schedule, status and next fire are its DAG's."""
+    spec_raw, _status, created, updated, version, dag = fields
+    dag_id = dag.decode()
+    sk = dep.keys_for(dag_id)
+    dag_fields, score = yield [
+        Call(("HMGET", sk.job(dag_id), "timing", "status")),
+        Call(("ZSCORE", sk.timer, dag_id)),
+    ]
+    timing_raw, dag_status = _check(dag_fields)
+    timing = _timing_decoder.decode(timing_raw)
+    task = _task_decoder.decode(spec_raw)
+    score = _check(score)
+    return Job(
+        job_id=job_id,
+        name=task.name,
+        schedule=timing.schedule,
+        command=task.command,
+        timeout_s=task.timeout_s,
+        retry_policy=task.retry_policy,
+        depends_on=[k.task_job_id(dag_id, d) for d in task.depends_on],
+        catchup=timing.catchup,
+        misfire_grace_s=timing.misfire_grace_s,
+        overlap=timing.overlap,
+        lease_s=task.lease_s,
+        status=JobStatus(dag_status.decode()),
+        next_run_at=None if score is None else from_ms(int(float(score))),
+        created_at=from_ms(int(created)),
+        updated_at=from_ms(int(updated)),
+        version=int(version),
+        shard=sk.shard,
+        dag_id=dag_id,
+        trigger_rule=task.trigger_rule,
     )
 
 
@@ -239,6 +294,8 @@ def patch_job(dep: Deployment, job_id: str, patch: JobPatch) -> Op:
         raise msgspec.ValidationError("use DELETE to delete a job - at `$.status`")
     for _attempt in range(16):
         job = yield from _read_job(dep, job_id)
+        if job.dag_id is not None:
+            raise DagTaskJob(job_id, job.dag_id)
         if job.status == JobStatus.DELETED:
             raise JobDeleted(job_id)
         changes = {f: getattr(patch, f) for f in patch.__struct_fields__ if f != "status"}
@@ -289,6 +346,9 @@ def patch_job(dep: Deployment, job_id: str, patch: JobPatch) -> Op:
 
 def delete_job(dep: Deployment, job_id: str) -> Op:
     """Delete a job, keeping its definition and runs readable; returns the deleted Job."""
+    job = yield from _read_job(dep, job_id)
+    if job.dag_id is not None:
+        raise DagTaskJob(job_id, job.dag_id)
     sk = dep.keys_for(job_id)
     (reply,) = yield [
         Call(
@@ -308,6 +368,11 @@ def delete_job(dep: Deployment, job_id: str) -> Op:
 def trigger(dep: Deployment, job_id: str) -> Op:
     """Create a run of the job now, whatever its schedule; returns Triggered."""
     sk = dep.keys_for(job_id)
+    (dag,) = yield [Call(("HGET", sk.job(job_id), "dag"))]
+    if _check(dag) is not None:
+        raise DagTaskJob(job_id, dag.decode())
+    if k.is_dag_id(job_id):
+        raise JobNotFound(job_id)
     (reply,) = yield [
         Call(
             (sk.base, job_id, dep.globals.ready_channel, sk.shard),
@@ -436,6 +501,11 @@ def retry_run(dep: Deployment, rid: str) -> Op:
         raise RunNotFound(rid)
     if reply[0] == -2:
         raise ConflictError(f"run {rid!r} is not dead-lettered")
+    if reply[0] == -3:
+        raise ConflictError(
+            f"run {rid!r} is a DAG task's: its DAG run settled on this failure; "
+            "trigger the DAG again instead"
+        )
     return (yield from get_run(dep, reply[1].decode()))
 
 

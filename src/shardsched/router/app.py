@@ -19,10 +19,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from shardsched import audit, ops
+from shardsched import audit, dag_ops, ops
 from shardsched.cluster import ClusterView, cluster_view, list_workers
 from shardsched.errors import ConflictError, NotFoundError, ValidationError
-from shardsched.models import AwareDatetime, JobCreated, JobPatch, JobSpec, RunList
+from shardsched.models import (
+    AwareDatetime,
+    DagList,
+    DagPatch,
+    DagRunList,
+    DagSpec,
+    JobCreated,
+    JobPatch,
+    JobSpec,
+    JobStatus,
+    RunList,
+)
 from shardsched.redis import Redis, RedisConnectionError
 from shardsched.shard.cron import to_ms
 from shardsched.worker import protocol
@@ -32,6 +43,8 @@ MAX_RUNS_LIMIT = 1000
 _encoder = msgspec.json.Encoder()
 _spec_decoder = msgspec.json.Decoder(JobSpec)
 _patch_decoder = msgspec.json.Decoder(JobPatch)
+_dag_decoder = msgspec.json.Decoder(DagSpec)
+_dag_patch_decoder = msgspec.json.Decoder(DagPatch)
 _heartbeat_decoder = msgspec.json.Decoder(protocol.HeartbeatRequest)
 _claim_decoder = msgspec.json.Decoder(protocol.ClaimRequest)
 _renew_decoder = msgspec.json.Decoder(protocol.RenewRequest)
@@ -162,6 +175,51 @@ class Api:
         ticks = await self._run(audit.job_ticks(self.dep, job_id, *window, int(raw_limit)))
         return json_response(ticks)
 
+    def _limit(self, request: Request, default: int) -> int:
+        raw = request.query_params.get("limit", str(default))
+        if not raw.isdigit() or not 1 <= int(raw) <= MAX_RUNS_LIMIT:
+            raise _validation(f"limit must be an integer in 1..{MAX_RUNS_LIMIT}", "$.limit")
+        return int(raw)
+
+    async def create_dag(self, request: Request) -> Response:
+        spec = await _decode(request, _dag_decoder)
+        return json_response(await self._run(dag_ops.create_dag(self.dep, spec)), 201)
+
+    async def list_dags(self, request: Request) -> Response:
+        dags = await self._run(dag_ops.list_dags(self.dep, self._limit(request, 100)))
+        return json_response(DagList(dags=dags))
+
+    async def get_dag(self, request: Request) -> Response:
+        dag_id = request.path_params["dag_id"]
+        return json_response(await self._run(dag_ops.get_dag(self.dep, dag_id)))
+
+    async def patch_dag(self, request: Request) -> Response:
+        patch = await _decode(request, _dag_patch_decoder)
+        if patch.status == JobStatus.DELETED:
+            raise _validation("use DELETE to delete a DAG", "$.status")
+        dag_id = request.path_params["dag_id"]
+        return json_response(
+            await self._run(dag_ops.set_dag_status(self.dep, dag_id, patch.status))
+        )
+
+    async def delete_dag(self, request: Request) -> Response:
+        dag_id = request.path_params["dag_id"]
+        return json_response(await self._run(dag_ops.delete_dag(self.dep, dag_id)))
+
+    async def trigger_dag(self, request: Request) -> Response:
+        dag_id = request.path_params["dag_id"]
+        return json_response(await self._run(dag_ops.trigger_dag(self.dep, dag_id)), 201)
+
+    async def list_dag_runs(self, request: Request) -> Response:
+        dag_id = request.path_params["dag_id"]
+        limit = self._limit(request, 50)
+        runs = await self._run(dag_ops.list_dag_runs(self.dep, dag_id, limit))
+        return json_response(DagRunList(dag_runs=runs))
+
+    async def get_dag_run(self, request: Request) -> Response:
+        drid = request.path_params["dag_run_id"]
+        return json_response(await self._run(dag_ops.get_dag_run(self.dep, drid)))
+
     async def cluster(self, request: Request) -> Response:
         return json_response(await self._run(cluster_view(self.dep)))
 
@@ -242,6 +300,15 @@ def create_app(redis: Redis, dep: ops.Deployment) -> Starlette:
         Route("/api/v1/runs/{run_id}/retry", _guard(api.retry_run), methods=["POST"]),
         Route("/api/v1/dead-letter", _guard(api.dead_letter), methods=["GET"]),
         Route("/api/v1/jobs/{job_id}/ticks", _guard(api.job_ticks), methods=["GET"]),
+        Route("/api/v1/dags", _guard(api.create_dag), methods=["POST"]),
+        Route("/api/v1/dags", _guard(api.list_dags), methods=["GET"]),
+        Route("/api/v1/dags/{dag_id}", _guard(api.get_dag), methods=["GET"]),
+        Route("/api/v1/dags/{dag_id}", _guard(api.patch_dag), methods=["PATCH"]),
+        Route("/api/v1/dags/{dag_id}", _guard(api.delete_dag), methods=["DELETE"]),
+        Route("/api/v1/dags/{dag_id}/trigger", _guard(api.trigger_dag), methods=["POST"]),
+        Route("/api/v1/dags/{dag_id}/runs", _guard(api.list_dag_runs), methods=["GET"]),
+        Route("/api/v1/dags/{job_id}/ticks", _guard(api.job_ticks), methods=["GET"]),
+        Route("/api/v1/dag-runs/{dag_run_id}", _guard(api.get_dag_run), methods=["GET"]),
         Route("/api/v1/cluster", _guard(api.cluster), methods=["GET"]),
         Route("/api/v1/workers", _guard(api.workers), methods=["GET"]),
         Route(

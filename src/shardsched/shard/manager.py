@@ -81,6 +81,7 @@ class ShardManager:
         self.live_nodes: list[str] = []
         self.refused_writes = 0
         self.reclaimed = 0
+        self.dag_stalled = 0
         self._started_ms = 0
 
     async def _heartbeat(self) -> frozenset[int]:
@@ -183,7 +184,8 @@ class ShardManager:
                 self.wake(int(msg))
 
     async def _reclaim_loop(self) -> None:
-        """Take back runs whose worker lease lapsed, in every owned shard (one round trip)."""
+        """Take back runs whose worker lease lapsed, and report DAG tasks released but not
+        claimed within their SLA, in every owned shard (one round trip)."""
         while True:
             await trio.sleep(RECLAIM_EVERY_S)
             held = list(self.leases.items())
@@ -206,6 +208,9 @@ class ShardManager:
                         ),
                     )
                 )
+                calls.append(
+                    ("dag_stalled", (sk.dag_wait, sk.epoch, sk.stats), (epoch, sk.base, 1000))
+                )
             if not calls:
                 continue
             try:
@@ -213,7 +218,8 @@ class ShardManager:
             except RedisConnectionError as exc:
                 log.warning("reclaim round failed: %s", exc)
                 continue
-            for (shard, _), reply in zip(held, replies, strict=True):
+            for n, (shard, _) in enumerate(held):
+                reply, stalled = replies[2 * n], replies[2 * n + 1]
                 if isinstance(reply, Exception):
                     log.error("reclaim on shard %d failed: %s", shard, reply)
                 elif reply[0] == 1 and (reply[1] or reply[2]):
@@ -223,6 +229,15 @@ class ShardManager:
                         shard,
                         reply[1],
                         reply[2],
+                    )
+                if isinstance(stalled, Exception):
+                    log.error("stall check on shard %d failed: %s", shard, stalled)
+                elif stalled[0] == 1 and stalled[1]:
+                    self.dag_stalled += stalled[1]
+                    log.warning(
+                        "shard %d: %d DAG task runs released and unclaimed past their SLA",
+                        shard,
+                        stalled[1],
                     )
 
     async def _round(self, nursery: trio.Nursery) -> None:

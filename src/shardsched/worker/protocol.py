@@ -167,7 +167,15 @@ def complete(dep: ops.Deployment, rid: str, req: CompleteRequest) -> ops.Op:
     )
     (reply,) = yield [
         ops.Call(
-            (CONSUMER_GROUP, req.worker_id, sk.base, dep.globals.wake_channel, sk.shard, *item),
+            (
+                CONSUMER_GROUP,
+                req.worker_id,
+                sk.base,
+                dep.globals.wake_channel,
+                sk.shard,
+                dep.globals.ready_channel,
+                *item,
+            ),
             script="complete",
             keys=(sk.ready, sk.retries, sk.dead_letter),
         )

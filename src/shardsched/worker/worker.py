@@ -353,6 +353,7 @@ class Worker:
                 sk.base,
                 self.dep.globals.wake_channel,
                 shard,
+                self.dep.globals.ready_channel,
             ]
             for f in items:
                 o = f.outcome

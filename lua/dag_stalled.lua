@@ -1,0 +1,41 @@
+#!lua
+--[[
+  The shard owner reports DAG task runs released and still not claimed past their DAG's
+  stall SLA (the seed's dag_stalled): each is marked on its run ('stl', when) and counted
+  once, on the shard ('dag_stalled'), its DAG ('stalled') and its DAG run ('stl').
+
+  KEYS[1] dagwait ZSET run_id -> stall deadline (ms)
+  KEYS[2] epoch   STRING the shard's fencing token
+  KEYS[3] stats   HASH shard counters
+  ARGV[1] epoch the caller holds
+  ARGV[2] shard key base; run:<id> and dagrun:<id> keys are built from it (same hash slot)
+  ARGV[3] how many to look at, at most
+
+  Returns {1, stalled}, or {-1} when the caller's epoch is stale.
+]]
+local rcall = redis.call
+local wait_key, epoch_key, stats_key = KEYS[1], KEYS[2], KEYS[3]
+local base = ARGV[2]
+if rcall('GET', epoch_key) ~= ARGV[1] then
+  rcall('HINCRBY', stats_key, 'refused_fire', 1)
+  return {-1}
+end
+local t = rcall('TIME')
+local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local stalled = 0
+for _, rid in ipairs(rcall('ZRANGE', wait_key, '-inf', now, 'BYSCORE', 'LIMIT', 0, ARGV[3])) do
+  local run = rcall('HMGET', base .. 'run:' .. rid, 'st', 'd')
+  if run[1] == 'scheduled' then
+    rcall('HSET', base .. 'run:' .. rid, 'stl', now)
+    if run[2] then
+      rcall('HINCRBY', base .. 'dagrun:' .. run[2], 'stl', 1)
+      rcall('HINCRBY', base .. 'job:' .. string.match(run[2], '^([^:]+)'), 'stalled', 1)
+    end
+    stalled = stalled + 1
+  end
+  rcall('ZREM', wait_key, rid)
+end
+if stalled > 0 then
+  rcall('HINCRBY', stats_key, 'dag_stalled', stalled)
+end
+return {1, stalled}

@@ -1,0 +1,239 @@
+-- DAG bookkeeping, shared by fire, trigger_dag, complete and reclaim. A whole DAG lives in
+-- one shard (DESIGN §1), so opening a DAG run, releasing a task and settling a finished one
+-- are each part of one atomic script: a downstream task is released exactly once, decided
+-- on the primary, never by polling.
+--
+-- The DAG's hash is job:<dag> (it has a timer entry like a job): 'tasks' (names, csv, in
+-- order), 'roots', 'mar' (max active runs), 'nact' (active runs), 'cu' (catch-up a|l|n),
+-- 'sla' (stall SLA, ms), and per task 'd:<t>' (dependencies, csv), 'w:<t>' (downstream,
+-- csv), 'g:<t>' (trigger rule: s all_success | d all_done | o one_failed | n none_failed).
+-- A DAG run is dagrun:<dag>:<tick> ('t<n>' for a manual one): 'st', 's' (scheduled_for),
+-- 'c', 'b', 'f', 'n' (tasks not yet terminal), 'nf' (tasks failed for good), 'm' (manual),
+-- and per task 't:<t>' (w waiting | q released | s succeeded | f failed | u skipped as
+-- upstream_failed, which counts as a failure downstream, recursively | k skipped otherwise),
+-- 'r:<t>' (its latest run id), 'a:<t>' (released at). Its id is listed in runs:<dag>.
+-- Task runs are <dag>.<task>:<tick>:<attempt> with 'd' = the DAG run id.
+-- Callers define rcall; dag_released turns true once a task run is put on the ready stream
+-- (the caller publishes the ready channel then).
+
+local dag_released = false
+
+local function dag_split(csv)
+  local out = {}
+  if csv and csv ~= '' then
+    for item in string.gmatch(csv, '[^,]+') do
+      out[#out + 1] = item
+    end
+  end
+  return out
+end
+
+-- A task's first run in a DAG run: created, put on the ready stream, watched for stalls.
+local function dag_release(base, ready, dag, drid, tick, s, task, now, sla)
+  local rid = dag .. '.' .. task .. ':' .. tick .. ':1'
+  local run_key = base .. 'run:' .. rid
+  if rcall('EXISTS', run_key) == 0 then
+    rcall('HSET', run_key, 'st', 'scheduled', 'c', now, 'd', drid)
+    if s ~= tick then
+      rcall('HSET', run_key, 's', s)  -- a manual DAG run: its tick is 't<n>'
+    end
+    rcall('ZADD', base .. 'runs:' .. dag .. '.' .. task, s, rid)
+    rcall('XADD', ready, '*', 'r', rid)
+    rcall('ZADD', base .. 'dagwait', tonumber(now) + tonumber(sla), rid)
+    dag_released = true
+  end
+  rcall('HSET', base .. 'dagrun:' .. drid, 't:' .. task, 'q', 'r:' .. task, rid, 'a:' .. task, now)
+end
+
+-- A task that will not run in this DAG run: its record says why.
+local function dag_skip(base, dag, drid, tick, s, task, now, reason)
+  local rid = dag .. '.' .. task .. ':' .. tick .. ':1'
+  local run_key = base .. 'run:' .. rid
+  if rcall('EXISTS', run_key) == 0 then
+    rcall('HSET', run_key, 'st', 'skipped', 'c', now, 'f', now, 'r', reason, 'd', drid)
+    if s ~= tick then
+      rcall('HSET', run_key, 's', s)
+    end
+    rcall('ZADD', base .. 'runs:' .. dag .. '.' .. task, s, rid)
+  end
+  local code = reason == 'upstream_failed' and 'u' or 'k'
+  rcall('HSET', base .. 'dagrun:' .. drid, 't:' .. task, code, 'r:' .. task, rid)
+end
+
+-- A DAG run starts: its root tasks are released.
+local function dag_start(base, ready, dag, drid, now)
+  local run_key = base .. 'dagrun:' .. drid
+  local info = rcall('HMGET', base .. 'job:' .. dag, 'roots', 'sla')
+  local s = rcall('HGET', run_key, 's')
+  local tick = string.match(drid, ':([^:]+)$')
+  rcall('HSET', run_key, 'st', 'running', 'b', now)
+  for _, root in ipairs(dag_split(info[1])) do
+    dag_release(base, ready, dag, drid, tick, s, root, now, info[2])
+  end
+end
+
+-- Start queued DAG runs while the DAG has room under max_active_runs.
+local function dag_promote(base, ready, dag, now)
+  local dag_key = base .. 'job:' .. dag
+  local info = rcall('HMGET', dag_key, 'mar', 'nact')
+  local active, limit = tonumber(info[2] or '0'), tonumber(info[1] or '1')
+  while active < limit do
+    local head = rcall('ZPOPMIN', base .. 'dagq:' .. dag)
+    if #head == 0 then
+      break
+    end
+    if rcall('HGET', base .. 'dagrun:' .. head[1], 'st') == 'queued' then
+      active = rcall('HINCRBY', dag_key, 'nact', 1)
+      dag_start(base, ready, dag, head[1], now)
+    end
+  end
+end
+
+-- Every task is terminal: the DAG run ends, and frees its slot.
+local function dag_finish(base, ready, dag, drid, now)
+  local run_key = base .. 'dagrun:' .. drid
+  local failed = tonumber(rcall('HGET', run_key, 'nf') or '0') > 0
+  rcall('HSET', run_key, 'st', failed and 'failed' or 'succeeded', 'f', now)
+  rcall('HINCRBY', base .. 'job:' .. dag, 'nact', -1)
+  dag_promote(base, ready, dag, now)
+end
+
+-- Open the DAG run of a tick ('t<n>' and manual for a manual trigger) unless it exists.
+-- Returns code, dag run id: 1 started, 2 queued (max_active_runs reached), 0 it existed,
+-- 3 the tick was skipped (catch-up 'none' with no room; a skip record says so).
+local function dag_open(base, ready, dag, tick, s, now, manual)
+  local drid = dag .. ':' .. tick
+  local run_key = base .. 'dagrun:' .. drid
+  if rcall('EXISTS', run_key) == 1 then
+    return 0, drid
+  end
+  local dag_key = base .. 'job:' .. dag
+  local info = rcall('HMGET', dag_key, 'tasks', 'mar', 'nact', 'cu')
+  local full = tonumber(info[3] or '0') >= tonumber(info[2] or '1')
+  if full and not manual then
+    if info[4] == 'n' then
+      rcall('ZADD', base .. 'skips:' .. dag, tick,
+        tick .. ':' .. tick .. ':1:max_active_runs:' .. now)
+      return 3, drid
+    elseif info[4] == 'l' then
+      -- only the latest tick waits: older queued runs are superseded, and say so
+      local queue_key = base .. 'dagq:' .. dag
+      for _, queued in ipairs(rcall('ZRANGE', queue_key, 0, -1)) do
+        local queued_key = base .. 'dagrun:' .. queued
+        if rcall('HGET', queued_key, 'm') ~= '1' then
+          rcall('HSET', queued_key, 'st', 'skipped', 'f', now, 'rs', 'superseded by ' .. drid)
+          rcall('ZREM', queue_key, queued)
+        end
+      end
+    end
+  end
+  local tasks = dag_split(info[1])
+  local fields = {'st', 'queued', 's', s, 'c', now, 'n', #tasks, 'nf', 0}
+  if manual then
+    fields[#fields + 1] = 'm'
+    fields[#fields + 1] = '1'
+  end
+  for _, task in ipairs(tasks) do
+    fields[#fields + 1] = 't:' .. task
+    fields[#fields + 1] = 'w'
+  end
+  rcall('HSET', run_key, unpack(fields))
+  rcall('ZADD', base .. 'runs:' .. dag, s, drid)
+  if full then
+    rcall('ZADD', base .. 'dagq:' .. dag, s, drid)
+    return 2, drid
+  end
+  rcall('HINCRBY', dag_key, 'nact', 1)
+  dag_start(base, ready, dag, drid, now)
+  return 1, drid
+end
+
+-- What a trigger rule makes of a waiting task, given its dependencies' states so far:
+-- 'release', 'skip' (with a reason), or nil (wait).
+local function dag_rule(rule, ok, failed, skipped, pending)
+  if rule == 'd' then
+    if pending == 0 then
+      return 'release'
+    end
+  elseif rule == 'o' then
+    if failed > 0 then
+      return 'release'
+    elseif pending == 0 then
+      return 'skip', 'no upstream task failed (one_failed)'
+    end
+  elseif rule == 'n' then
+    if failed > 0 then
+      return 'skip', 'upstream_failed'
+    elseif pending == 0 then
+      return 'release'
+    end
+  else
+    if failed > 0 then
+      return 'skip', 'upstream_failed'
+    elseif skipped > 0 then
+      return 'skip', 'upstream_skipped'
+    elseif pending == 0 then
+      return 'release'
+    end
+  end
+  return nil
+end
+
+-- A task of a DAG run ended for good (outcome 's' succeeded or 'f' failed): decide each
+-- waiting downstream task by its trigger rule, releasing or skipping it (a skip settles
+-- its own downstream in turn), and end the DAG run when nothing is left. Idempotent: a
+-- task settles once.
+local function dag_settle(base, ready, drid, task, outcome, now)
+  local run_key = base .. 'dagrun:' .. drid
+  if rcall('HGET', run_key, 't:' .. task) ~= 'q' then
+    return
+  end
+  local dag, tick = string.match(drid, '^([^:]+):([^:]+)$')
+  local dag_key = base .. 'job:' .. dag
+  rcall('HSET', run_key, 't:' .. task, outcome)
+  if outcome == 'f' then
+    rcall('HINCRBY', run_key, 'nf', 1)
+  end
+  local left = rcall('HINCRBY', run_key, 'n', -1)
+  local s, sla = rcall('HGET', run_key, 's'), nil
+  local work = {task}
+  while #work > 0 do
+    local done = table.remove(work)
+    for _, down in ipairs(dag_split(rcall('HGET', dag_key, 'w:' .. done))) do
+      -- a task added to the DAG after this run opened is not part of it (no field)
+      if rcall('HGET', run_key, 't:' .. down) == 'w' then
+        local ok, failed, skipped, pending = 0, 0, 0, 0
+        for _, dep in ipairs(dag_split(rcall('HGET', dag_key, 'd:' .. down))) do
+          local st = rcall('HGET', run_key, 't:' .. dep)
+          if st == 's' then
+            ok = ok + 1
+          elseif st == 'f' or st == 'u' then
+            failed = failed + 1
+          elseif st == 'k' then
+            skipped = skipped + 1
+          else
+            pending = pending + 1
+          end
+        end
+        local verdict, reason = dag_rule(rcall('HGET', dag_key, 'g:' .. down), ok, failed,
+          skipped, pending)
+        if verdict == 'release' then
+          sla = sla or rcall('HGET', dag_key, 'sla')
+          dag_release(base, ready, dag, drid, tick, s, down, now, sla)
+        elseif verdict == 'skip' then
+          dag_skip(base, dag, drid, tick, s, down, now, reason)
+          left = rcall('HINCRBY', run_key, 'n', -1)
+          work[#work + 1] = down
+        end
+      end
+    end
+  end
+  if left <= 0 then
+    dag_finish(base, ready, dag, drid, now)
+  end
+end
+
+-- The DAG run of a task run, and the task's name, from the run id and its 'd' field.
+local function dag_task_of(rid)
+  return string.match(rid, '^[^.:]+%.([^:]+):')
+end

@@ -1,0 +1,37 @@
+#!lua
+--[[
+  Manual DAG trigger: open a DAG run now, outside the schedule. It counts toward
+  max_active_runs: with no room it is queued (whatever the catch-up policy: it was asked
+  for) and starts when a run ends.
+
+  KEYS[1] dag     HASH the DAG (job:<dag>)
+  KEYS[2] ready   STREAM of fired runs
+  ARGV[1] shard key base
+  ARGV[2] dag id
+  ARGV[3] ready channel
+  ARGV[4] shard number
+
+  Returns {code, dag_run_id, now_ms} with code 1 started or 2 queued; {-1} no such DAG;
+  {-2} the DAG is deleted. DAG run ids are <dag>:t<n> with n the DAG's trigger count.
+]]
+local rcall = redis.call
+local dag_key, ready_key = KEYS[1], KEYS[2]
+local base, dag = ARGV[1], ARGV[2]
+
+-- @include dag
+
+local cur = rcall('HMGET', dag_key, 'status', 'kind')
+if not cur[1] or cur[2] ~= 'dag' then
+  return {-1}
+end
+if cur[1] == 'deleted' then
+  return {-2}
+end
+local t = rcall('TIME')
+local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local n = rcall('HINCRBY', dag_key, 'triggers', 1)
+local code, drid = dag_open(base, ready_key, dag, 't' .. n, now, now, true)
+if dag_released then
+  rcall('PUBLISH', ARGV[3], ARGV[4])
+end
+return {code, drid, now}
