@@ -3,12 +3,19 @@ upstream failure propagation, max_active_runs, the API, and the stall report."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
+from unittest.mock import ANY
 
 import httpx
+import trio
 
 from conftest import keyspace, wait_until
+from shardsched import dag_ops
+from shardsched.keys import CONSUMER_GROUP
+from shardsched.models import DagSpec, OnceSchedule, TaskSpec
+from shardsched.ops import drive_async as drive
+from shardsched.worker.worker import Worker
 
 FAR = {"type": "once", "at": "2099-01-01T00:00:00Z"}  # fires only when triggered
 NO_RETRY = {"max_attempts": 1}
@@ -153,3 +160,124 @@ async def test_bad_dags_answer_422_naming_the_field_and_write_nothing(
     assert reply.status_code == 422
     assert reply.json()["error"]["details"]["field"] == "$.schedule.expression"
     assert await keyspace(redis, namespace) == before
+
+
+async def test_diamond_releases_its_join_once_when_both_branches_finish_together(
+    redis, dep
+) -> None:
+    """b and c complete at the same instant from two workers (two connections, calls in
+    flight together), 200 times: d is released exactly once each time."""
+    spec = DagSpec(
+        name="diamond",
+        schedule=OnceSchedule(at=datetime(2099, 1, 1, tzinfo=UTC)),
+        tasks=[
+            TaskSpec(name="a", command="true"),
+            TaskSpec(name="b", command="true", depends_on=["a"]),
+            TaskSpec(name="c", command="true", depends_on=["a"]),
+            TaskSpec(name="d", command="true", depends_on=["b", "c"]),
+        ],
+        max_active_runs=100,
+    )
+    dag_id = (await drive(dag_ops.create_dag(dep, spec), redis)).dag_id
+    sk = dep.keys_for(dag_id)
+
+    async def claim(worker: str) -> tuple[bytes, bytes, bytes]:
+        reply = await redis.script("claim", (sk.ready,), (sk.base, CONSUMER_GROUP, worker, 1))
+        assert len(reply) == 8, reply
+        return reply[0], reply[1], reply[5]
+
+    async def complete(worker: str, claimed: tuple[bytes, bytes, bytes]) -> None:
+        eid, rid, token = claimed
+        item = (eid, rid, token, "succeeded", 0, "", "", "", "")
+        head = (CONSUMER_GROUP, worker, sk.base, "wake", sk.shard, "ready")
+        keys = (sk.ready, sk.retries, sk.dead_letter)
+        assert await redis.script("complete", keys, (*head, *item)) == [ANY, 1]
+
+    for _ in range(200):
+        drid = (await drive(dag_ops.trigger_dag(dep, dag_id), redis)).dag_run_id
+        await complete("w1", await claim("w1"))  # a: releases b and c
+        b, c = await claim("w1"), await claim("w2")
+        assert {b[1].split(b".")[1][:1], c[1].split(b".")[1][:1]} == {b"b", b"c"}
+        async with trio.open_nursery() as nursery:  # both completions in flight at once
+            nursery.start_soon(complete, "w1", b)
+            nursery.start_soon(complete, "w2", c)
+        d = await claim("w1")
+        assert d[1] == f"{dag_id}.d:{drid.split(':')[1]}:1".encode()
+        assert await redis.script("claim", (sk.ready,), (sk.base, CONSUMER_GROUP, "w2", 10)) == []
+        await complete("w1", d)
+        run = await drive(dag_ops.get_dag_run(dep, drid), redis)
+        assert run.state == "succeeded"
+        assert [len(t.attempts) for t in run.tasks] == [1, 1, 1, 1]
+    runs_of_d = await redis.execute("ZCARD", sk.runs_of(f"{dag_id}.d"))
+    assert runs_of_d == 200
+    assert (await drive(dag_ops.get_dag(dep, dag_id), redis)).active_runs == 0
+
+
+async def test_diamonds_through_two_workers(node, redis, dep, nursery) -> None:
+    """The same race for real: 200 diamond DAG runs through two workers' claim loops (one
+    slot each, in-process handlers); each d runs exactly once, after both branches."""
+    workers = [Worker(redis, dep, worker_id=f"w{i}", concurrency=1) for i in (1, 2)]
+    for w in workers:
+        await nursery.start(w.run)
+    noop = "handler:noop"
+    spec = DagSpec(
+        name="diamond",
+        schedule=OnceSchedule(at=datetime(2099, 1, 1, tzinfo=UTC)),
+        tasks=[
+            TaskSpec(name="a", command=noop),
+            TaskSpec(name="b", command=noop, depends_on=["a"]),
+            TaskSpec(name="c", command=noop, depends_on=["a"]),
+            TaskSpec(name="d", command=noop, depends_on=["b", "c"]),
+        ],
+        max_active_runs=100,
+    )
+    dag_id = (await drive(dag_ops.create_dag(dep, spec), redis)).dag_id
+    drids = [(await drive(dag_ops.trigger_dag(dep, dag_id), redis)).dag_run_id for _ in range(200)]
+
+    async def all_done() -> bool:
+        runs = await drive(dag_ops.list_dag_runs(dep, dag_id, 1000), redis)
+        return len(runs) == 200 and all(r.state == "succeeded" for r in runs)
+
+    await wait_until(all_done, timeout=60)
+    sk = dep.keys_for(dag_id)
+    for name in "abcd":
+        assert await redis.execute("ZCARD", sk.runs_of(f"{dag_id}.{name}")) == 200
+    by = set()
+    for drid in drids:
+        run = await drive(dag_ops.get_dag_run(dep, drid), redis)
+        tasks = {t.task: t for t in run.tasks}
+        assert [len(t.attempts) for t in run.tasks] == [1, 1, 1, 1]
+        by.add((tasks["b"].attempts[0].claimed_by, tasks["c"].attempts[0].claimed_by))
+        assert tasks["d"].attempts[0].started_at >= max(
+            tasks["b"].attempts[0].finished_at, tasks["c"].attempts[0].finished_at
+        )
+    assert sum(w.completed for w in workers) == 800
+    # one slot each: the branches of a DAG run are split over the two workers
+    assert ("w1", "w2") in by or ("w2", "w1") in by, by
+
+
+async def test_a_task_that_fails_then_succeeds_releases_downstream_once(
+    node, worker, http, tmp_path
+) -> None:
+    marker = tmp_path / "failed-once"
+    retry = {"max_attempts": 3, "base_s": 0.2, "max_s": 0.2, "jitter": False}
+    dag_id = await create_dag(
+        http,
+        [
+            task("flaky", f"test -f {marker} || {{ touch {marker}; exit 1; }}", retry_policy=retry),
+            task("after", "true", "flaky"),
+            task("last", "true", "after"),
+        ],
+    )
+    run = await finished(http, await trigger(http, dag_id))
+    tasks = by_task(run)
+    assert run["state"] == "succeeded"
+    flaky = tasks["flaky"]["attempts"]
+    assert [(a["attempt"], a["state"]) for a in flaky] == [(1, "failed"), (2, "succeeded")]
+    assert tasks["flaky"]["run_id"] == flaky[1]["run_id"]
+    assert len(tasks["after"]["attempts"]) == 1 and len(tasks["last"]["attempts"]) == 1
+    # released by the successful attempt, not by the failed one
+    assert ms(tasks["after"]["released_at"]) >= ms(flaky[1]["finished_at"])
+    assert ms(tasks["after"]["attempts"][0]["created_at"]) >= ms(flaky[1]["finished_at"])
+    listed = (await http.get(f"/api/v1/jobs/{dag_id}.after/runs")).json()["runs"]
+    assert [r["run_id"] for r in listed] == [tasks["after"]["run_id"]]
