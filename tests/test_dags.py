@@ -4,6 +4,7 @@ upstream failure propagation, max_active_runs, the API, and the stall report."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from itertools import pairwise
 from typing import Any
 from unittest.mock import ANY
 
@@ -281,3 +282,197 @@ async def test_a_task_that_fails_then_succeeds_releases_downstream_once(
     assert ms(tasks["after"]["attempts"][0]["created_at"]) >= ms(flaky[1]["finished_at"])
     listed = (await http.get(f"/api/v1/jobs/{dag_id}.after/runs")).json()["runs"]
     assert [r["run_id"] for r in listed] == [tasks["after"]["run_id"]]
+
+
+async def test_scheduled_ticks_open_one_dag_run_each(node, worker, http, redis, dep) -> None:
+    every = {"type": "interval", "every_s": 0.5}
+    body = {"name": "ticking", "schedule": every, "tasks": [task("a"), task("b", "true", "a")]}
+    reply = await http.post("/api/v1/dags", json=body)
+    assert reply.status_code == 201
+    created = reply.json()
+    dag_id = created["dag_id"]
+    assert created["task_job_ids"] == {"a": f"{dag_id}.a", "b": f"{dag_id}.b"}
+
+    async def three_done() -> list | None:
+        runs = (await http.get(f"/api/v1/dags/{dag_id}/runs")).json()["dag_runs"]
+        done = [r for r in runs if r["state"] == "succeeded"]
+        return runs if len(done) >= 3 else None
+
+    runs = await wait_until(three_done, timeout=15)
+    await http.patch(f"/api/v1/dags/{dag_id}", json={"status": "paused"})
+    for run in runs:
+        tick = run["dag_run_id"].split(":")[1]
+        assert ms(run["scheduled_for"]) == int(tick) and not run["manual"]
+        # the root is released at the tick (its run carries the tick in its id)
+        assert by_task(run)["a"]["run_id"] == f"{dag_id}.a:{tick}:1"
+        assert ms(by_task(run)["a"]["released_at"]) >= int(tick)
+    ticks = sorted(int(r["dag_run_id"].split(":")[1]) for r in runs)
+    assert all(b - a == 500 for a, b in pairwise(ticks))
+    report = (await http.get(f"/api/v1/dags/{dag_id}/ticks")).json()
+    outcomes = [t["outcome"] for t in report["ticks"]]
+    assert "missing" not in outcomes and "duplicated" not in outcomes
+    assert outcomes.count("fired") == len(runs)
+
+
+async def test_max_active_runs_queues_and_records(node, worker, http, tmp_path) -> None:
+    gate = tmp_path / "gate"
+    hold = task("hold", f"while [ ! -f {gate} ]; do sleep 0.05; done")
+    dag_id = await create_dag(http, [hold, task("after", "true", "hold")], max_active_runs=1)
+    first = await trigger(http, dag_id)
+    second = (await http.post(f"/api/v1/dags/{dag_id}/trigger")).json()
+    assert second["state"] == "queued"
+    dag = (await http.get(f"/api/v1/dags/{dag_id}")).json()
+    assert dag["active_runs"] == 1 and dag["queued_runs"] == 1
+    queued = (await http.get(f"/api/v1/dag-runs/{second['dag_run_id']}")).json()
+    assert queued["state"] == "queued" and queued["started_at"] is None
+    assert {t["state"] for t in queued["tasks"]} == {"waiting"}
+    gate.touch()
+    one, two = await finished(http, first), await finished(http, second["dag_run_id"])
+    assert one["state"] == two["state"] == "succeeded"
+    assert ms(two["started_at"]) >= ms(one["finished_at"]), "started when the first ended"
+    dag = (await http.get(f"/api/v1/dags/{dag_id}")).json()
+    assert dag["active_runs"] == 0 and dag["queued_runs"] == 0
+
+
+async def test_a_full_dag_skips_or_supersedes_ticks_per_its_catchup_policy(redis, dep) -> None:
+    """With no room, catch-up none records the tick skipped; latest keeps only the newest
+    queued run (older ones superseded, recorded); all queues every tick."""
+    keys_of = dep.keys_for
+    for catchup in ("none", "latest", "all"):
+        spec = DagSpec(
+            name=catchup,
+            schedule=OnceSchedule(at=datetime(2099, 1, 1, tzinfo=UTC)),
+            tasks=[TaskSpec(name="a", command="true")],
+            catchup=catchup,
+        )
+        dag_id = (await drive(dag_ops.create_dag(dep, spec), redis)).dag_id
+        sk = keys_of(dag_id)
+        await drive(dag_ops.trigger_dag(dep, dag_id), redis)  # takes the one slot
+        epoch = await redis.execute("INCR", sk.epoch)
+        head = (epoch, sk.base, 100, "ready", sk.shard, 0)
+        keys = (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries)
+        for tick in (1000, 2000, 3000):  # three due ticks of the timer, fired in turn
+            await redis.execute("ZADD", sk.timer, tick, dag_id)
+            reply = await redis.script("fire", keys, (*head, dag_id, tick, tick, "", "", "a"))
+            assert reply[0] == 1
+        runs = await drive(dag_ops.list_dag_runs(dep, dag_id), redis)
+        states = {r.dag_run_id.split(":")[1]: r.state for r in runs}
+        skips = await redis.execute("ZRANGE", sk.skips(dag_id), 0, -1)
+        if catchup == "none":
+            assert states == {"t1": "running"}
+            assert [s.rsplit(b":", 1)[0] for s in skips] == [
+                f"{t}:{t}:1:max_active_runs".encode() for t in (1000, 2000, 3000)
+            ]
+        elif catchup == "latest":
+            assert states == {
+                "t1": "running",
+                "1000": "skipped",
+                "2000": "skipped",
+                "3000": "queued",
+            }
+            assert {r.reason for r in runs if r.state == "skipped"} == {
+                f"superseded by {dag_id}:2000",
+                f"superseded by {dag_id}:3000",
+            }
+        else:
+            assert states == {"t1": "running", "1000": "queued", "2000": "queued", "3000": "queued"}
+        assert catchup != "none" or not await redis.execute("EXISTS", sk.dag_queue(dag_id))
+
+
+async def test_pause_resume_delete_keep_history(node, worker, http) -> None:
+    dag_id = await create_dag(http, [task("a"), task("b", "true", "a")])
+    done = await finished(http, await trigger(http, dag_id))
+    paused = await http.patch(f"/api/v1/dags/{dag_id}", json={"status": "paused"})
+    assert paused.status_code == 200 and paused.json()["status"] == "paused"
+    assert paused.json()["next_run_at"] is None
+    resumed = (await http.patch(f"/api/v1/dags/{dag_id}", json={"status": "active"})).json()
+    assert resumed["status"] == "active" and resumed["next_run_at"] is not None
+    deleted = await http.delete(f"/api/v1/dags/{dag_id}")
+    assert deleted.status_code == 200 and deleted.json()["status"] == "deleted"
+    assert deleted.json()["next_run_at"] is None
+    again = (await http.get(f"/api/v1/dags/{dag_id}")).json()
+    assert again["status"] == "deleted" and again["tasks"][1]["depends_on"] == ["a"]
+    runs = (await http.get(f"/api/v1/dags/{dag_id}/runs")).json()["dag_runs"]
+    assert [r["dag_run_id"] for r in runs] == [done["dag_run_id"]]
+    assert (await http.get(f"/api/v1/dag-runs/{done['dag_run_id']}")).json() == done
+    job = (await http.get(f"/api/v1/jobs/{dag_id}.a")).json()
+    assert job["status"] == "deleted" and job["dag_id"] == dag_id
+    for method, path, body in [
+        ("POST", f"/api/v1/dags/{dag_id}/trigger", None),
+        ("PATCH", f"/api/v1/dags/{dag_id}", {"status": "active"}),
+        ("DELETE", f"/api/v1/dags/{dag_id}", None),
+    ]:
+        reply = await http.request(method, path, json=body)
+        assert reply.status_code == 409, (method, path, reply.text)
+    listed = (await http.get("/api/v1/dags")).json()["dags"]
+    assert dag_id in {d["dag_id"] for d in listed}
+    for path in ("/api/v1/dags/dag_nope", "/api/v1/dag-runs/dag_nope:1", "/api/v1/dags/job_x"):
+        reply = await http.get(path)
+        assert reply.status_code == 404 and reply.json()["error"]["code"] == "not_found"
+
+
+async def test_a_job_with_depends_on_joins_its_dependencies_dag(
+    node, worker, http, redis, namespace
+):
+    dag_id = await create_dag(http, [task("extract"), task("transform", "true", "extract")])
+    body = {"name": "load", "command": "true", "depends_on": [f"{dag_id}.transform"]}
+    reply = await http.post("/api/v1/jobs", json=body)
+    assert reply.status_code == 201, reply.text
+    assert reply.json()["job_id"] == f"{dag_id}.load"
+    job = (await http.get(f"/api/v1/jobs/{dag_id}.load")).json()
+    assert job["dag_id"] == dag_id and job["depends_on"] == [f"{dag_id}.transform"]
+    assert job["shard"] == (await http.get(f"/api/v1/dags/{dag_id}")).json()["shard"]
+    dag = (await http.get(f"/api/v1/dags/{dag_id}")).json()
+    assert [t["name"] for t in dag["tasks"]] == ["extract", "transform", "load"]
+    run = await finished(http, await trigger(http, dag_id))
+    load = by_task(run)["load"]["attempts"][0]
+    transform = by_task(run)["transform"]["attempts"][0]
+    assert load["state"] == "succeeded" and ms(load["started_at"]) >= ms(transform["finished_at"])
+
+    before = await keyspace(redis, namespace)
+    bad = [
+        ({**body, "depends_on": ["job_123"]}, "$.depends_on[0]", 422),
+        ({**body, "depends_on": [f"{dag_id}.ghost"]}, "$.depends_on[0]", 422),
+        ({**body, "depends_on": ["dag_000000000000.a"]}, "$.depends_on[0]", 422),
+        ({**body, "name": "extract"}, "$.name", 422),
+        ({**body, "name": "has.dot"}, "$.name", 422),
+        ({**body, "schedule": {"type": "interval", "every_s": 5}}, "$.schedule", 422),
+        ({"name": "x", "command": "true"}, "$.schedule", 422),
+    ]
+    for payload, field, status in bad:
+        reply = await http.post("/api/v1/jobs", json=payload)
+        assert reply.status_code == status, (payload, reply.text)
+        assert reply.json()["error"]["details"]["field"] == field, reply.text
+    # a DAG's task is managed through its DAG
+    for method, path, payload in [
+        ("PATCH", f"/api/v1/jobs/{dag_id}.load", {"command": "false"}),
+        ("DELETE", f"/api/v1/jobs/{dag_id}.load", None),
+        ("POST", f"/api/v1/jobs/{dag_id}.load/trigger", None),
+    ]:
+        reply = await http.request(method, path, json=payload)
+        assert reply.status_code == 409 and "DAG" in reply.json()["error"]["message"], reply.text
+    assert (await http.get(f"/api/v1/jobs/{dag_id}")).status_code == 404
+    assert await keyspace(redis, namespace) == before
+
+
+async def test_a_released_task_unclaimed_past_its_sla_is_reported_stalled(node, http, redis, dep):
+    """No worker runs: the root is released and nobody claims it."""
+    dag_id = await create_dag(http, [task("a"), task("b", "true", "a")], stall_sla_s=0.3)
+    drid = await trigger(http, dag_id)
+
+    async def stalled() -> dict | None:
+        dag = (await http.get(f"/api/v1/dags/{dag_id}")).json()
+        return dag if dag["stalled_tasks"] == 1 else None
+
+    await wait_until(stalled, timeout=10)
+    run = (await http.get(f"/api/v1/dag-runs/{drid}")).json()
+    tasks = by_task(run)
+    assert tasks["a"]["stalled_at"] is not None and tasks["a"]["state"] == "scheduled"
+    assert ms(tasks["a"]["stalled_at"]) >= ms(tasks["a"]["released_at"]) + 300
+    assert tasks["b"]["stalled_at"] is None and tasks["b"]["state"] == "waiting"
+    sk = dep.keys_for(dag_id)
+    assert await redis.execute("HGET", sk.stats, "dag_stalled") == b"1"
+    shards = (await http.get("/api/v1/cluster")).json()["shards"]
+    assert shards[sk.shard]["dag_stalled"] == 1
+    await trio.sleep(1.5)  # reported once, not every round
+    assert await redis.execute("HGET", sk.stats, "dag_stalled") == b"1"

@@ -25,6 +25,8 @@ class ShardView(msgspec.Struct):
     lease_expires_at: datetime | None
     refused_fire: int
     refused_renew: int
+    lease_reclaims: int = 0
+    dag_stalled: int = 0  #: DAG task runs released and unclaimed past their DAG's SLA
 
 
 class WorkerView(msgspec.Struct):
@@ -133,12 +135,21 @@ def cluster_view(dep: ops.Deployment) -> ops.Op:
             ops.Call(("GET", sk.owner)),
             ops.Call(("GET", sk.epoch)),
             ops.Call(("PTTL", sk.owner)),
-            ops.Call(("HMGET", sk.stats, "refused_fire", "refused_renew")),
+            ops.Call(
+                (
+                    "HMGET",
+                    sk.stats,
+                    "refused_fire",
+                    "refused_renew",
+                    "lease_reclaims",
+                    "dag_stalled",
+                )
+            ),
         ]
     replies = yield calls
     shard_views = []
     for s in range(dep.n_shards):
-        owner, epoch, pttl, (rf, rr) = replies[4 * s : 4 * s + 4]
+        owner, epoch, pttl, (rf, rr, reclaims, stalled) = replies[4 * s : 4 * s + 4]
         shard_views.append(
             ShardView(
                 shard=s,
@@ -147,6 +158,8 @@ def cluster_view(dep: ops.Deployment) -> ops.Op:
                 lease_expires_at=from_ms(now_ms + pttl) if owner and pttl > 0 else None,
                 refused_fire=int(rf or 0),
                 refused_renew=int(rr or 0),
+                lease_reclaims=int(reclaims or 0),
+                dag_stalled=int(stalled or 0),
             )
         )
     return ClusterView(now=from_ms(now_ms), nodes=node_views, shards=shard_views)
