@@ -2,6 +2,10 @@
 
 from shardsched.errors import (
     ConflictError,
+    DagDeleted,
+    DagNotFound,
+    DagRunNotFound,
+    DagTaskJob,
     JobDeleted,
     JobNotFound,
     NotFoundError,
@@ -11,6 +15,9 @@ from shardsched.errors import (
 )
 from shardsched.models import (
     CronSchedule,
+    Dag,
+    DagRun,
+    DagSpec,
     IntervalSchedule,
     Job,
     JobPatch,
@@ -19,6 +26,8 @@ from shardsched.models import (
     RetryPolicy,
     Run,
     RunState,
+    TaskSpec,
+    TriggerRule,
 )
 
 __version__ = "0.1.0"
@@ -37,6 +46,13 @@ __all__ = [
     "Client",
     "ConflictError",
     "CronSchedule",
+    "Dag",
+    "DagDeleted",
+    "DagNotFound",
+    "DagRun",
+    "DagRunNotFound",
+    "DagSpec",
+    "DagTaskJob",
     "IntervalSchedule",
     "Job",
     "JobDeleted",
@@ -50,5 +66,7 @@ __all__ = [
     "RunNotFound",
     "RunState",
     "ShardschedError",
+    "TaskSpec",
+    "TriggerRule",
     "ValidationError",
 ]

@@ -87,6 +87,9 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
         default=1.0,
         help="a firing later than S seconds counts as late; default 1",
     )
+    from shardsched import api_cli
+
+    api_cli.add_parsers(sub)
     bench = sub.add_parser("bench", help="benchmarks (each starts what it needs)")
     if with_bench:  # their modules pull in redis-py and friends: only when asked for
         from shardsched.bench import burst, footprint, plan, register, scale, steady, takeover
@@ -117,6 +120,10 @@ def main(argv: list[str] | None = None) -> None:
             RedisURL.parse(args.redis)
         except ValueError as exc:
             sys.exit(f"shardsched: --redis: {exc}")
+    if args.command == "dags":
+        from shardsched import api_cli
+
+        sys.exit(api_cli.main(args))
     from shardsched import service
 
     if args.command == "bench":

@@ -12,9 +12,14 @@ from typing import Any
 
 import redis as redis_py
 
-from shardsched import ops
+from shardsched import dag_ops, ops
 from shardsched.keys import DEFAULT_NAMESPACE
 from shardsched.models import (
+    Dag,
+    DagCreated,
+    DagRun,
+    DagSpec,
+    DagTriggered,
     Job,
     JobCreated,
     JobPatch,
@@ -30,8 +35,9 @@ from shardsched.scripts import SCRIPTS
 class Client:
     """A handle on one shardsched deployment.
 
-    Raises JobNotFound / RunNotFound (LookupError), JobDeleted (ConflictError) and
-    msgspec.ValidationError for invalid specs, as the HTTP API answers 404 / 409 / 422.
+    Raises JobNotFound / RunNotFound / DagNotFound / DagRunNotFound (LookupError),
+    JobDeleted / DagDeleted / DagTaskJob (ConflictError), and msgspec.ValidationError or
+    shardsched.ValidationError for invalid input, as the HTTP API answers 404 / 409 / 422.
     """
 
     def __init__(self, redis_url: str, namespace: str = DEFAULT_NAMESPACE) -> None:
@@ -116,6 +122,35 @@ class Client:
 
     def get_output(self, run_id: str) -> RunOutput:
         return self._drive(ops.get_output(self.deployment, run_id))
+
+    def add_dag(self, spec: DagSpec) -> DagCreated:
+        """Register a DAG; raises msgspec.ValidationError naming the field (unknown
+        dependency, duplicate task, the cycle itself) and writes nothing then."""
+        return self._drive(dag_ops.create_dag(self.deployment, spec))
+
+    def get_dag(self, dag_id: str) -> Dag:
+        return self._drive(dag_ops.get_dag(self.deployment, dag_id))
+
+    def list_dags(self, limit: int = 100) -> list[Dag]:
+        return self._drive(dag_ops.list_dags(self.deployment, limit))
+
+    def pause_dag(self, dag_id: str) -> Dag:
+        return self._drive(dag_ops.set_dag_status(self.deployment, dag_id, JobStatus.PAUSED))
+
+    def resume_dag(self, dag_id: str) -> Dag:
+        return self._drive(dag_ops.set_dag_status(self.deployment, dag_id, JobStatus.ACTIVE))
+
+    def delete_dag(self, dag_id: str) -> Dag:
+        return self._drive(dag_ops.delete_dag(self.deployment, dag_id))
+
+    def trigger_dag(self, dag_id: str) -> DagTriggered:
+        return self._drive(dag_ops.trigger_dag(self.deployment, dag_id))
+
+    def list_dag_runs(self, dag_id: str, limit: int = 50) -> list[DagRun]:
+        return self._drive(dag_ops.list_dag_runs(self.deployment, dag_id, limit))
+
+    def get_dag_run(self, dag_run_id: str) -> DagRun:
+        return self._drive(dag_ops.get_dag_run(self.deployment, dag_run_id))
 
     def close(self) -> None:
         self._redis.close()

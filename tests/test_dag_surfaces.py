@@ -1,0 +1,131 @@
+"""The DAG operations through the SDK (redis-py, same scripts) and the CLI (HTTP)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+import msgspec
+import pytest
+import trio
+
+from conftest import child_env, keyspace, shardsched_cmd, wait_until
+from shardsched import Client, DagNotFound, DagSpec, OnceSchedule, TaskSpec
+
+FAR = OnceSchedule(at=datetime(2099, 1, 1, tzinfo=UTC))
+
+
+async def test_sdk_dags(node, worker, redis_server, redis, dep) -> None:
+    client = await trio.to_thread.run_sync(Client, redis_server.url, dep.namespace)
+    try:
+        spec = DagSpec(
+            name="etl",
+            schedule=FAR,
+            tasks=[
+                TaskSpec(name="extract", command="true"),
+                TaskSpec(name="load", command="true", depends_on=["extract"]),
+            ],
+        )
+        created = await trio.to_thread.run_sync(client.add_dag, spec)
+        dag = await trio.to_thread.run_sync(client.get_dag, created.dag_id)
+        assert dag.name == "etl" and dag.task_job_ids["load"] == f"{created.dag_id}.load"
+        assert created.dag_id in [d.dag_id for d in await trio.to_thread.run_sync(client.list_dags)]
+        triggered = await trio.to_thread.run_sync(client.trigger_dag, created.dag_id)
+
+        async def done():  # type: ignore[no-untyped-def]
+            run = await trio.to_thread.run_sync(client.get_dag_run, triggered.dag_run_id)
+            return run if run.state == "succeeded" else None
+
+        run = await wait_until(done)
+        assert [t.state for t in run.tasks] == ["succeeded", "succeeded"]
+        runs = await trio.to_thread.run_sync(client.list_dag_runs, created.dag_id)
+        assert [r.dag_run_id for r in runs] == [triggered.dag_run_id]
+        assert (await trio.to_thread.run_sync(client.pause_dag, created.dag_id)).status == "paused"
+        assert (await trio.to_thread.run_sync(client.resume_dag, created.dag_id)).status == "active"
+        assert (
+            await trio.to_thread.run_sync(client.delete_dag, created.dag_id)
+        ).status == "deleted"
+
+        before = await keyspace(redis, dep.namespace)
+        cyclic = msgspec.structs.replace(
+            spec,
+            tasks=[
+                TaskSpec(name="extract", command="true", depends_on=["load"]),
+                TaskSpec(name="load", command="true", depends_on=["extract"]),
+            ],
+        )
+        with pytest.raises(msgspec.ValidationError, match="extract -> load -> extract"):
+            await trio.to_thread.run_sync(client.add_dag, cyclic)
+        with pytest.raises(DagNotFound):
+            await trio.to_thread.run_sync(client.get_dag, "dag_000000000000")
+        assert await keyspace(redis, dep.namespace) == before
+    finally:
+        client.close()
+
+
+async def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            shardsched_cmd(*args),
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            timeout=30,
+        )
+
+    return await trio.to_thread.run_sync(run)
+
+
+async def test_cli_dags(node, worker, http, tmp_path: Path) -> None:
+    api = ("--api", str(http.base_url))
+    body = {
+        "name": "cli-etl",
+        "schedule": {"type": "once", "at": "2099-01-01T00:00:00Z"},
+        "tasks": [
+            {"name": "extract", "command": "true"},
+            {"name": "load", "command": "true", "depends_on": ["extract"]},
+        ],
+    }
+    path = tmp_path / "dag.json"
+    path.write_text(json.dumps(body))
+    out = await cli("dags", "add", str(path), *api, "--json")
+    assert out.returncode == 0, out.stderr
+    dag_id = json.loads(out.stdout)["dag_id"]
+    out = await cli("dags", "add", "-", *api, stdin=json.dumps(body))
+    assert out.returncode == 0 and out.stdout.startswith("DAG_ID"), out
+    out = await cli("dags", "list", *api)
+    assert out.returncode == 0 and dag_id in out.stdout and "cli-etl" in out.stdout
+    out = await cli("dags", "get", dag_id, *api)
+    assert out.returncode == 0 and f"{dag_id}.load" in out.stdout and "extract" in out.stdout
+    out = await cli("dags", "trigger", dag_id, *api, "--json")
+    drid = json.loads(out.stdout)["dag_run_id"]
+
+    async def done() -> str | None:
+        shown = await cli("dags", "run", drid, *api)
+        return shown.stdout if shown.stdout.split("\n")[1].split()[1] == "succeeded" else None
+
+    shown = await wait_until(done, timeout=20, every=0.2)
+    assert "extract" in shown and "load" in shown
+    out = await cli("dags", "runs", dag_id, *api)
+    assert drid in out.stdout and "load:succeeded" in out.stdout
+    for verb, status in (("pause", "paused"), ("resume", "active"), ("delete", "deleted")):
+        out = await cli("dags", verb, dag_id, *api)
+        assert out.returncode == 0 and out.stdout.split() == [dag_id, status], out
+
+    body["tasks"][1]["depends_on"] = ["ghost"]
+    for args, stdin, needle in [
+        (("dags", "add", "-"), json.dumps(body), "unknown dependency 'ghost' (at $.tasks[1]"),
+        (("dags", "add", "-"), "{not json", "is not JSON"),
+        (("dags", "add", str(tmp_path / "missing.json")), None, "cannot read"),
+        (("dags", "get", "dag_000000000000"), None, "not_found: DAG 'dag_000000000000'"),
+        (("dags", "trigger", dag_id), None, "conflict:"),
+    ]:
+        out = await cli(*args, *api, stdin=stdin)
+        assert out.returncode == 1 and out.stdout == "", (args, out)
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and needle in lines[0], (args, out.stderr)
+    out = await cli("dags", "list", "--api", "http://127.0.0.1:9")
+    assert out.returncode == 1 and "cannot reach the API" in out.stderr
