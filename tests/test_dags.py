@@ -56,13 +56,14 @@ def by_task(run: dict) -> dict[str, dict]:
     return {t["task"]: t for t in run["tasks"]}
 
 
-async def test_etl_runs_in_order(node, worker, http) -> None:
+async def test_etl_runs_in_order(node, worker, http, tmp_path) -> None:
+    env = tmp_path / "env"
     dag_id = await create_dag(
         http,
         [
             task("extract", "sleep 0.2"),
             task("transform", "sleep 0.2", "extract"),
-            task("load", "true", "transform"),
+            task("load", f"echo $SHARDSCHED_DAG_RUN_ID $SHARDSCHED_JOB_ID > {env}", "transform"),
         ],
     )
     drid = await trigger(http, dag_id)
@@ -77,6 +78,7 @@ async def test_etl_runs_in_order(node, worker, http) -> None:
     assert ms(load[0]["started_at"]) >= ms(transform[0]["finished_at"])
     assert all(a[0]["dag_run_id"] == drid for a in (extract, transform, load))
     assert ms(run["finished_at"]) >= ms(load[0]["finished_at"])
+    assert env.read_text().split() == [drid, f"{dag_id}.load"]
 
 
 async def test_dead_letter_skips_downstream_and_fails_the_dag_run(node, worker, http) -> None:

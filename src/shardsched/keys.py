@@ -52,6 +52,13 @@ def task_job_id(dag_id: str, task: str) -> str:
     return f"{dag_id}.{task}"
 
 
+def dag_run_of(rid: str) -> str | None:
+    """The DAG run id ``<dag_id>:<tick>`` of a DAG task's run ``<dag_id>.<task>:<tick>:<n>``."""
+    job, _, rest = rid.partition(":")
+    dag_id, dot, _task = job.partition(".")
+    return f"{dag_id}:{rest.rpartition(':')[0]}" if dot and is_dag_id(dag_id) else None
+
+
 def run_id(job_id: str, scheduled_ms: int, attempt: int) -> str:
     """The deterministic id of a scheduled firing; creating it twice is the dedupe."""
     return f"{job_id}:{scheduled_ms}:{attempt}"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import msgspec
 import trio
 
-from shardsched.keys import CONSUMER_GROUP
+from shardsched.keys import CONSUMER_GROUP, dag_run_of
 from shardsched.models import RetryPolicy
 from shardsched.ops import Deployment
 from shardsched.redis import Redis, RedisConnectionError, ReplyError
@@ -313,6 +313,8 @@ class Worker:
             .isoformat()
             .replace("+00:00", "Z"),
         }
+        if drid := dag_run_of(claimed.run_id):
+            env["SHARDSCHED_DAG_RUN_ID"] = drid
         return await run_command(spec.command, spec.timeout_s, env)
 
     async def _watchdog(self) -> None:
