@@ -158,6 +158,12 @@ async def wait_until(predicate, timeout: float = 10.0, every: float = 0.05):  # 
             await trio.sleep(every)
 
 
+async def drive_list(op, redis: Redis) -> list:  # type: ignore[no-untyped-def]
+    """Drive a page operation; its items (the first field of the page Struct)."""
+    page = await ops.drive_async(op, redis)
+    return list(getattr(page, page.__struct_fields__[0]))
+
+
 def shardsched_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "shardsched", *args]
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from conftest import wait_until
+from conftest import drive_list, wait_until
 from nodes import Nodes, run_audit, view, wait_owned_by
-from shardsched import dag_ops
+from shardsched import dag_ops, listing
 from shardsched.models import DagSpec, IntervalSchedule, JobStatus, TaskSpec
 from shardsched.ops import drive_async as drive
 
@@ -39,7 +39,7 @@ async def test_kill_9_the_owner_mid_dag_run(redis, redis_server, dep, worker, tm
         shard = dep.keys_for(dag_id).shard
 
         async def extract_running() -> str | None:
-            for run in await drive(dag_ops.list_dag_runs(dep, dag_id, 5), redis):
+            for run in await drive_list(listing.dag_runs_page(dep, dag_id, 5), redis):
                 states = {t.task: t.state for t in run.tasks}
                 if run.state == "running" and states["extract"] == "running":
                     return run.dag_run_id
@@ -56,7 +56,7 @@ async def test_kill_9_the_owner_mid_dag_run(redis, redis_server, dep, worker, tm
         await drive(dag_ops.set_dag_status(dep, dag_id, JobStatus.PAUSED), redis)
 
         async def all_finished() -> list | None:
-            runs = await drive(dag_ops.list_dag_runs(dep, dag_id, 100), redis)
+            runs = await drive_list(listing.dag_runs_page(dep, dag_id, 100), redis)
             return runs if all(r.state in ("succeeded", "failed") for r in runs) else None
 
         runs = await wait_until(all_finished, timeout=30)

@@ -31,7 +31,8 @@ async def test_sdk_dags(node, worker, redis_server, redis, dep) -> None:
         created = await trio.to_thread.run_sync(client.add_dag, spec)
         dag = await trio.to_thread.run_sync(client.get_dag, created.dag_id)
         assert dag.name == "etl" and dag.task_job_ids["load"] == f"{created.dag_id}.load"
-        assert created.dag_id in [d.dag_id for d in await trio.to_thread.run_sync(client.list_dags)]
+        listed = (await trio.to_thread.run_sync(client.list_dags)).dags
+        assert created.dag_id in [d.dag_id for d in listed]
         triggered = await trio.to_thread.run_sync(client.trigger_dag, created.dag_id)
 
         async def done():  # type: ignore[no-untyped-def]
@@ -40,7 +41,7 @@ async def test_sdk_dags(node, worker, redis_server, redis, dep) -> None:
 
         run = await wait_until(done)
         assert [t.state for t in run.tasks] == ["succeeded", "succeeded"]
-        runs = await trio.to_thread.run_sync(client.list_dag_runs, created.dag_id)
+        runs = (await trio.to_thread.run_sync(client.list_dag_runs, created.dag_id)).dag_runs
         assert [r.dag_run_id for r in runs] == [triggered.dag_run_id]
         assert (await trio.to_thread.run_sync(client.pause_dag, created.dag_id)).status == "paused"
         assert (await trio.to_thread.run_sync(client.resume_dag, created.dag_id)).status == "active"

@@ -11,8 +11,8 @@ from unittest.mock import ANY
 import httpx
 import trio
 
-from conftest import keyspace, wait_until
-from shardsched import dag_ops
+from conftest import drive_list, keyspace, wait_until
+from shardsched import dag_ops, listing
 from shardsched.keys import CONSUMER_GROUP
 from shardsched.models import DagSpec, OnceSchedule, TaskSpec
 from shardsched.ops import drive_async as drive
@@ -238,7 +238,7 @@ async def test_diamonds_through_two_workers(node, redis, dep, nursery) -> None:
     drids = [(await drive(dag_ops.trigger_dag(dep, dag_id), redis)).dag_run_id for _ in range(200)]
 
     async def all_done() -> bool:
-        runs = await drive(dag_ops.list_dag_runs(dep, dag_id, 1000), redis)
+        runs = await drive_list(listing.dag_runs_page(dep, dag_id, 1000), redis)
         return len(runs) == 200 and all(r.state == "succeeded" for r in runs)
 
     await wait_until(all_done, timeout=60)
@@ -357,7 +357,7 @@ async def test_a_full_dag_skips_or_supersedes_ticks_per_its_catchup_policy(redis
             await redis.execute("ZADD", sk.timer, tick, dag_id)
             reply = await redis.script("fire", keys, (*head, dag_id, tick, tick, "", "", "a"))
             assert reply[0] == 1
-        runs = await drive(dag_ops.list_dag_runs(dep, dag_id), redis)
+        runs = await drive_list(listing.dag_runs_page(dep, dag_id), redis)
         states = {r.dag_run_id.split(":")[1]: r.state for r in runs}
         skips = await redis.execute("ZRANGE", sk.skips(dag_id), 0, -1)
         if catchup == "none":

@@ -169,7 +169,7 @@ async def test_sdk_registers_and_reads_through_the_same_scripts(
         run = await wait_until(succeeded)
         assert run.job_id == created[0].job_id
         runs = await trio.to_thread.run_sync(client.list_runs, created[0].job_id)
-        assert [r.run_id for r in runs] == [triggered.run_id]
+        assert [r.run_id for r in runs.runs] == [triggered.run_id] and runs.next_cursor is None
     finally:
         client.close()
 

@@ -9,8 +9,8 @@ from datetime import timedelta
 
 import trio
 
-from conftest import RedisServer, child_env, shardsched_cmd, wait_until
-from shardsched import IntervalSchedule, JobSpec, ops
+from conftest import RedisServer, child_env, drive_list, shardsched_cmd, wait_until
+from shardsched import IntervalSchedule, JobSpec, listing, ops
 from shardsched.redis import Redis
 from shardsched.shard.cron import from_ms
 from shardsched.shard.manager import ShardManager
@@ -119,7 +119,7 @@ async def test_node_and_worker_ride_out_a_redis_restart(own_redis_server: RedisS
         job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
 
         async def succeeded_after(t_ms: int) -> int:
-            runs = await ops.drive_async(ops.list_runs(dep, job_id, 200), redis)
+            runs = await drive_list(listing.runs_page(dep, job_id, 200), redis)
             return sum(
                 1 for r in runs if r.state == "succeeded" and r.scheduled_for > from_ms(t_ms)
             )
@@ -141,7 +141,7 @@ async def test_node_and_worker_ride_out_a_redis_restart(own_redis_server: RedisS
             await wait_until(three_more, timeout=20)
             nursery.cancel_scope.cancel()
 
-        runs = await ops.drive_async(ops.list_runs(dep, job_id, 500), redis)
+        runs = await drive_list(listing.runs_page(dep, job_id, 500), redis)
         ticks = [r.scheduled_for for r in runs]
         assert len(ticks) == len(set(ticks)), "a tick fired twice across the restart"
     finally:

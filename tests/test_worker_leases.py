@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from conftest import child_env, shardsched_cmd, wait_until
-from shardsched import audit, ops
+from conftest import child_env, drive_list, shardsched_cmd, wait_until
+from shardsched import audit, listing, ops
 from shardsched.cluster import list_workers
 from shardsched.models import JobSpec, OnceSchedule
 from shardsched.shard.cron import from_ms
@@ -57,7 +57,7 @@ async def wait_run(
     """Until the job's newest run is in ``state`` (claimed by ``by``); returns its runs."""
 
     async def reached() -> list | None:
-        runs = await ops.drive_async(ops.list_runs(dep, job_id), redis)
+        runs = await drive_list(listing.runs_page(dep, job_id), redis)
         ok = bool(runs) and runs[0].state == state and by in (None, runs[0].claimed_by)
         return runs if ok else None
 

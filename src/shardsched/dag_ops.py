@@ -168,26 +168,6 @@ def get_dag(dep: Deployment, dag_id: str) -> Op:
     return _dag_from(dep, dag_id, replies)
 
 
-def list_dags(dep: Deployment, limit: int = 100) -> Op:
-    """Every DAG of the deployment, newest first (deleted ones included, marked)."""
-    per_shard = yield [
-        Call(("ZRANGE", dep.shard(s).dags, 0, -1, "WITHSCORES")) for s in range(dep.n_shards)
-    ]
-    entries = sorted(
-        (
-            (int(float(reply[i + 1])), reply[i].decode())
-            for reply in per_shard
-            for i in range(0, len(_check(reply)), 2)
-        ),
-        reverse=True,
-    )[:limit]
-    ids = [dag_id for _, dag_id in entries]
-    if not ids:
-        return []
-    replies = yield [call for dag_id in ids for call in _dag_calls(dep, dag_id)]
-    return [_dag_from(dep, dag_id, replies[3 * n : 3 * n + 3]) for n, dag_id in enumerate(ids)]
-
-
 def set_dag_status(dep: Deployment, dag_id: str, status: JobStatus) -> Op:
     """Pause (the timer entry goes; open DAG runs finish) or resume (the next tick from now,
     under the DAG's catch-up policy); returns the Dag."""
@@ -318,24 +298,6 @@ def _task_order(dep: Deployment, dag_id: str) -> Op:
     if tasks is None:
         raise DagNotFound(dag_id)
     return tasks.decode().split(",")
-
-
-def list_dag_runs(dep: Deployment, dag_id: str, limit: int = 50) -> Op:
-    """A DAG's runs, newest first, each task with its state (attempts: GET the DAG run)."""
-    if not k.is_dag_id(dag_id):
-        raise DagNotFound(dag_id)
-    tasks = yield from _task_order(dep, dag_id)
-    sk = dep.keys_for(dag_id)
-    (ids,) = yield [
-        Call(("ZRANGE", sk.runs_of(dag_id), "+inf", "-inf", "BYSCORE", "REV", "LIMIT", 0, limit))
-    ]
-    drids = [raw.decode() for raw in _check(ids)]
-    if not drids:
-        return []
-    raws = yield [Call(("HGETALL", sk.dag_run(drid))) for drid in drids]
-    runs = [_dag_run_from(drid, _check(raw), tasks) for drid, raw in zip(drids, raws, strict=True)]
-    yield from _fill_states(dep, runs, with_attempts=False)
-    return runs
 
 
 def get_dag_run(dep: Deployment, drid: str) -> Op:

@@ -292,6 +292,7 @@ class DagCreated(msgspec.Struct):
 
 class DagList(msgspec.Struct):
     dags: list[Dag]
+    next_cursor: str | None = None
 
 
 class DagTaskRun(msgspec.Struct, kw_only=True):
@@ -322,6 +323,7 @@ class DagRun(msgspec.Struct, kw_only=True):
 
 class DagRunList(msgspec.Struct):
     dag_runs: list[DagRun]
+    next_cursor: str | None = None
 
 
 class DagTriggered(msgspec.Struct):
@@ -357,6 +359,12 @@ class Run(msgspec.Struct, kw_only=True):
 
 class RunList(msgspec.Struct):
     runs: list[Run]
+    next_cursor: str | None = None  #: pass as ?cursor= for the next page; None on the last
+
+
+class JobList(msgspec.Struct):
+    jobs: list[Job]
+    next_cursor: str | None = None
 
 
 class RunOutput(msgspec.Struct):

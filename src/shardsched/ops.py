@@ -194,20 +194,19 @@ def create_job(dep: Deployment, spec: JobSpec) -> Op:
     return created
 
 
-def _read_job(dep: Deployment, job_id: str) -> Op:
+_JOB_FIELDS = ("spec", "status", "created", "updated", "version", "dag")
+
+
+def _job_calls(dep: Deployment, job_id: str) -> list[Call]:
     sk = dep.keys_for(job_id)
-    job_fields, score = yield [
-        Call(("HMGET", sk.job(job_id), "spec", "status", "created", "updated", "version", "dag")),
-        Call(("ZSCORE", sk.timer, job_id)),
-    ]
-    spec_raw, status, created, updated, version, dag = _check(job_fields)
-    if spec_raw is None or k.is_dag_id(job_id):
-        raise JobNotFound(job_id)
-    if dag is not None:
-        return (yield from _read_task_job(dep, job_id, _check(job_fields)))
+    return [Call(("HMGET", sk.job(job_id), *_JOB_FIELDS)), Call(("ZSCORE", sk.timer, job_id))]
+
+
+def _plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Job:
+    """A job of its own (not a DAG's task) from its hash fields and timer score."""
+    spec_raw, status, created, updated, version, _dag = fields
     spec = _spec_decoder.decode(spec_raw)
     assert spec.schedule is not None
-    score = _check(score)
     return Job(
         job_id=job_id,
         name=spec.name,
@@ -225,8 +224,18 @@ def _read_job(dep: Deployment, job_id: str) -> Op:
         created_at=from_ms(int(created)),
         updated_at=from_ms(int(updated)),
         version=int(version),
-        shard=sk.shard,
+        shard=dep.keys_for(job_id).shard,
     )
+
+
+def _read_job(dep: Deployment, job_id: str) -> Op:
+    job_fields, score = yield _job_calls(dep, job_id)
+    fields = _check(job_fields)
+    if fields[0] is None or k.is_dag_id(job_id):
+        raise JobNotFound(job_id)
+    if fields[-1] is not None:
+        return (yield from _read_task_job(dep, job_id, fields))
+    return _plain_job(dep, job_id, fields, _check(score))
 
 
 def _read_task_job(dep: Deployment, job_id: str, fields: list[bytes]) -> Op:
@@ -419,18 +428,6 @@ def get_run(dep: Deployment, rid: str) -> Op:
     return _run_from_fields(rid, fields)
 
 
-def list_runs(dep: Deployment, job_id: str, limit: int = 50) -> Op:
-    """A job's runs, newest first (by scheduled_for, then run id)."""
-    sk = dep.keys_for(job_id)
-    exists, ids = yield [
-        Call(("EXISTS", sk.job(job_id))),
-        Call(("ZRANGE", sk.runs_of(job_id), "+inf", "-inf", "BYSCORE", "REV", "LIMIT", 0, limit)),
-    ]
-    if not _check(exists):
-        raise JobNotFound(job_id)
-    return (yield from _read_runs(dep, [r.decode() for r in _check(ids)]))
-
-
 def _read_runs(dep: Deployment, rids: list[str]) -> Op:
     """The run records of many run ids (of any shards) in one round trip; gone ones left out."""
     if not rids:
@@ -454,36 +451,6 @@ def get_output(dep: Deployment, rid: str) -> Op:
         output=data.decode("utf-8", "replace"),
         truncated=len(data) >= OUTPUT_LIMIT,
     )
-
-
-def list_dead_letter(dep: Deployment, limit: int = 100) -> Op:
-    """Dead-lettered runs of every shard, most recent first."""
-    per_shard = yield [
-        Call(
-            (
-                "ZRANGE",
-                dep.shard(s).dead_letter,
-                "+inf",
-                "-inf",
-                "BYSCORE",
-                "REV",
-                "LIMIT",
-                0,
-                limit,
-                "WITHSCORES",
-            )
-        )
-        for s in range(dep.n_shards)
-    ]
-    entries = sorted(
-        (
-            (int(float(reply[i + 1])), reply[i].decode())
-            for reply in per_shard
-            for i in range(0, len(_check(reply)), 2)
-        ),
-        reverse=True,
-    )[:limit]
-    return (yield from _read_runs(dep, [rid for _, rid in entries]))
 
 
 def retry_run(dep: Deployment, rid: str) -> Op:

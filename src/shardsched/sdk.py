@@ -8,28 +8,36 @@ trip per batch.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 import redis as redis_py
 
-from shardsched import dag_ops, ops
+from shardsched import dag_ops, listing, ops
 from shardsched.keys import DEFAULT_NAMESPACE
 from shardsched.models import (
     Dag,
     DagCreated,
+    DagList,
     DagRun,
+    DagRunList,
     DagSpec,
     DagTriggered,
     Job,
     JobCreated,
+    JobList,
     JobPatch,
     JobSpec,
     JobStatus,
     Run,
+    RunList,
     RunOutput,
+    RunState,
     Triggered,
 )
+from shardsched.pagination import parse_cursor
 from shardsched.scripts import SCRIPTS
+from shardsched.shard.cron import to_ms
 
 
 class Client:
@@ -117,8 +125,37 @@ class Client:
     def get_run(self, run_id: str) -> Run:
         return self._drive(ops.get_run(self.deployment, run_id))
 
-    def list_runs(self, job_id: str, limit: int = 50) -> list[Run]:
-        return self._drive(ops.list_runs(self.deployment, job_id, limit))
+    def list_jobs(
+        self,
+        limit: int = 50,
+        cursor: str | None = None,
+        status: JobStatus | None = None,
+        name_prefix: str | None = None,
+    ) -> JobList:
+        """A page of jobs, newest first; pass ``next_cursor`` back for the next page."""
+        op = listing.jobs_page(self.deployment, limit, parse_cursor(cursor), status, name_prefix)
+        return self._drive(op)
+
+    def list_runs(
+        self,
+        job_id: str,
+        limit: int = 50,
+        cursor: str | None = None,
+        state: RunState | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> RunList:
+        """A page of a job's runs, newest first by scheduled_for."""
+        op = listing.runs_page(
+            self.deployment,
+            job_id,
+            limit,
+            parse_cursor(cursor),
+            state,
+            None if since is None else to_ms(since),
+            None if until is None else to_ms(until),
+        )
+        return self._drive(op)
 
     def get_output(self, run_id: str) -> RunOutput:
         return self._drive(ops.get_output(self.deployment, run_id))
@@ -131,8 +168,15 @@ class Client:
     def get_dag(self, dag_id: str) -> Dag:
         return self._drive(dag_ops.get_dag(self.deployment, dag_id))
 
-    def list_dags(self, limit: int = 100) -> list[Dag]:
-        return self._drive(dag_ops.list_dags(self.deployment, limit))
+    def list_dags(
+        self,
+        limit: int = 100,
+        cursor: str | None = None,
+        status: JobStatus | None = None,
+        name_prefix: str | None = None,
+    ) -> DagList:
+        op = listing.dags_page(self.deployment, limit, parse_cursor(cursor), status, name_prefix)
+        return self._drive(op)
 
     def pause_dag(self, dag_id: str) -> Dag:
         return self._drive(dag_ops.set_dag_status(self.deployment, dag_id, JobStatus.PAUSED))
@@ -146,8 +190,10 @@ class Client:
     def trigger_dag(self, dag_id: str) -> DagTriggered:
         return self._drive(dag_ops.trigger_dag(self.deployment, dag_id))
 
-    def list_dag_runs(self, dag_id: str, limit: int = 50) -> list[DagRun]:
-        return self._drive(dag_ops.list_dag_runs(self.deployment, dag_id, limit))
+    def list_dag_runs(self, dag_id: str, limit: int = 50, cursor: str | None = None) -> DagRunList:
+        return self._drive(
+            listing.dag_runs_page(self.deployment, dag_id, limit, parse_cursor(cursor))
+        )
 
     def get_dag_run(self, dag_run_id: str) -> DagRun:
         return self._drive(dag_ops.get_dag_run(self.deployment, dag_run_id))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from contextlib import aclosing
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -19,27 +20,24 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from shardsched import audit, dag_ops, ops
+from shardsched import audit, dag_ops, listing, ops
 from shardsched.cluster import ClusterView, cluster_view, list_workers
 from shardsched.errors import ConflictError, NotFoundError, ValidationError
-from shardsched.models import (
-    AwareDatetime,
-    DagList,
-    DagPatch,
-    DagRunList,
-    DagSpec,
-    JobCreated,
-    JobPatch,
-    JobSpec,
-    JobStatus,
-    RunList,
-)
+from shardsched.models import DagPatch, DagSpec, JobCreated, JobPatch, JobSpec, JobStatus
+from shardsched.pagination import Cursor, parse_cursor
 from shardsched.redis import Redis, RedisConnectionError
+from shardsched.router.schemas import (
+    DagQuery,
+    DagRunQuery,
+    DeadLetterQuery,
+    JobQuery,
+    RunQuery,
+    TicksQuery,
+)
 from shardsched.shard.cron import to_ms
 from shardsched.worker import protocol
 
 MAX_BODY = 1024 * 1024
-MAX_RUNS_LIMIT = 1000
 _encoder = msgspec.json.Encoder()
 _spec_decoder = msgspec.json.Decoder(JobSpec)
 _patch_decoder = msgspec.json.Decoder(JobPatch)
@@ -98,6 +96,28 @@ async def _decode(request: Request, decoder: msgspec.json.Decoder[Any]) -> Any:
         raise ApiError(400, "malformed_json", f"body is not valid JSON: {exc}") from None
 
 
+def _query(request: Request, schema: type[Any]) -> Any:
+    """The query string decoded into its Struct; a 422 names a bad or unknown parameter."""
+    params = request.query_params
+    if len(params.keys()) != len(set(params.keys())):
+        raise _validation("a query parameter is given more than once", "$")
+    try:
+        return msgspec.convert(dict(params), schema, strict=False)
+    except msgspec.ValidationError as exc:
+        raise _validation(str(exc)) from None
+
+
+def _cursor(query: Any) -> tuple[Cursor | None]:
+    try:
+        return (parse_cursor(query.cursor),)
+    except ValidationError as exc:
+        raise _validation(exc.message, exc.field) from None
+
+
+def _ms(when: datetime | None) -> int | None:
+    return None if when is None else to_ms(when)
+
+
 class Api:
     """The routes, bound to one Redis pool and one deployment."""
 
@@ -138,13 +158,18 @@ class Api:
         job_id = request.path_params["job_id"]
         return json_response(await self._run(ops.trigger(self.dep, job_id)), 201)
 
+    async def list_jobs(self, request: Request) -> Response:
+        q: JobQuery = _query(request, JobQuery)
+        op = listing.jobs_page(self.dep, q.limit, *_cursor(q), q.status, q.name_prefix)
+        return json_response(await self._run(op))
+
     async def list_runs(self, request: Request) -> Response:
-        raw = request.query_params.get("limit", "50")
-        if not raw.isdigit() or not 1 <= int(raw) <= MAX_RUNS_LIMIT:
-            raise _validation(f"limit must be an integer in 1..{MAX_RUNS_LIMIT}", "$.limit")
+        q: RunQuery = _query(request, RunQuery)
         job_id = request.path_params["job_id"]
-        runs = await self._run(ops.list_runs(self.dep, job_id, int(raw)))
-        return json_response(RunList(runs=runs))
+        op = listing.runs_page(
+            self.dep, job_id, q.limit, *_cursor(q), q.state, _ms(q.since), _ms(q.until)
+        )
+        return json_response(await self._run(op))
 
     async def get_run(self, request: Request) -> Response:
         return json_response(await self._run(ops.get_run(self.dep, request.path_params["run_id"])))
@@ -155,39 +180,19 @@ class Api:
 
     async def job_ticks(self, request: Request) -> Response:
         """Every nominal tick of the job in [from, to] and what became of it."""
-        params = request.query_params
-        window = []
-        for name in ("from", "to"):
-            raw = params.get(name)
-            if raw is None:
-                window.append(None)
-                continue
-            try:
-                window.append(to_ms(msgspec.convert(raw, AwareDatetime)))
-            except msgspec.ValidationError:
-                raise _validation(
-                    f"{name} must be an RFC 3339 time with an offset", f"$.{name}"
-                ) from None
-        raw_limit = params.get("limit", "1000")
-        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 10000:
-            raise _validation("limit must be an integer in 1..10000", "$.limit")
+        q: TicksQuery = _query(request, TicksQuery)
         job_id = request.path_params["job_id"]
-        ticks = await self._run(audit.job_ticks(self.dep, job_id, *window, int(raw_limit)))
-        return json_response(ticks)
-
-    def _limit(self, request: Request, default: int) -> int:
-        raw = request.query_params.get("limit", str(default))
-        if not raw.isdigit() or not 1 <= int(raw) <= MAX_RUNS_LIMIT:
-            raise _validation(f"limit must be an integer in 1..{MAX_RUNS_LIMIT}", "$.limit")
-        return int(raw)
+        op = audit.job_ticks(self.dep, job_id, _ms(q.from_), _ms(q.to), q.limit)
+        return json_response(await self._run(op))
 
     async def create_dag(self, request: Request) -> Response:
         spec = await _decode(request, _dag_decoder)
         return json_response(await self._run(dag_ops.create_dag(self.dep, spec)), 201)
 
     async def list_dags(self, request: Request) -> Response:
-        dags = await self._run(dag_ops.list_dags(self.dep, self._limit(request, 100)))
-        return json_response(DagList(dags=dags))
+        q: DagQuery = _query(request, DagQuery)
+        op = listing.dags_page(self.dep, q.limit, *_cursor(q), q.status, q.name_prefix)
+        return json_response(await self._run(op))
 
     async def get_dag(self, request: Request) -> Response:
         dag_id = request.path_params["dag_id"]
@@ -211,10 +216,12 @@ class Api:
         return json_response(await self._run(dag_ops.trigger_dag(self.dep, dag_id)), 201)
 
     async def list_dag_runs(self, request: Request) -> Response:
+        q: DagRunQuery = _query(request, DagRunQuery)
         dag_id = request.path_params["dag_id"]
-        limit = self._limit(request, 50)
-        runs = await self._run(dag_ops.list_dag_runs(self.dep, dag_id, limit))
-        return json_response(DagRunList(dag_runs=runs))
+        op = listing.dag_runs_page(
+            self.dep, dag_id, q.limit, *_cursor(q), _ms(q.since), _ms(q.until)
+        )
+        return json_response(await self._run(op))
 
     async def get_dag_run(self, request: Request) -> Response:
         drid = request.path_params["dag_run_id"]
@@ -224,11 +231,10 @@ class Api:
         return json_response(await self._run(cluster_view(self.dep)))
 
     async def dead_letter(self, request: Request) -> Response:
-        raw = request.query_params.get("limit", "100")
-        if not raw.isdigit() or not 1 <= int(raw) <= MAX_RUNS_LIMIT:
-            raise _validation(f"limit must be an integer in 1..{MAX_RUNS_LIMIT}", "$.limit")
-        runs = await self._run(ops.list_dead_letter(self.dep, int(raw)))
-        return json_response(RunList(runs=runs))
+        q: DeadLetterQuery = _query(request, DeadLetterQuery)
+        return json_response(
+            await self._run(listing.dead_letter_page(self.dep, q.limit, *_cursor(q)))
+        )
 
     async def retry_run(self, request: Request) -> Response:
         rid = request.path_params["run_id"]
@@ -290,6 +296,7 @@ def create_app(redis: Redis, dep: ops.Deployment) -> Starlette:
     api = Api(redis, dep)
     routes = [
         Route("/api/v1/jobs", _guard(api.create_job), methods=["POST"]),
+        Route("/api/v1/jobs", _guard(api.list_jobs), methods=["GET"]),
         Route("/api/v1/jobs/{job_id}", _guard(api.get_job), methods=["GET"]),
         Route("/api/v1/jobs/{job_id}", _guard(api.patch_job), methods=["PATCH"]),
         Route("/api/v1/jobs/{job_id}", _guard(api.delete_job), methods=["DELETE"]),
