@@ -378,6 +378,30 @@ class Triggered(msgspec.Struct):
     scheduled_for: datetime
 
 
+class SchedulePreviewRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """The body of ``POST /api/v1/schedules/preview``."""
+
+    schedule: Schedule
+    count: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 10
+    after: AwareDatetime | None = None  #: default: now (the server's clock)
+
+
+class FireTime(msgspec.Struct):
+    at: datetime  #: UTC
+    local: datetime  #: the same instant on the schedule's wall clock (with its offset)
+    dst: str | None = None  #: "dst_shifted" (moved past a gap) | "dst_repeated" (2nd of 2)
+
+
+class SuppressedTime(msgspec.Struct):
+    wall_time: str  #: the matching wall-clock time that does not fire
+    reason: str  #: "dst_gap" (does not exist) | "dst_repeat_skipped" (its second occurrence)
+
+
+class SchedulePreview(msgspec.Struct):
+    fire_times: list[FireTime]
+    suppressed: list[SuppressedTime]
+
+
 def validate_schedule(schedule: Schedule, path: str = "$.schedule") -> None:
     """Check what msgspec cannot: cron syntax and the time-zone name.
 

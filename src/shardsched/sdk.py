@@ -33,9 +33,13 @@ from shardsched.models import (
     RunList,
     RunOutput,
     RunState,
+    Schedule,
+    SchedulePreview,
+    SchedulePreviewRequest,
     Triggered,
 )
 from shardsched.pagination import parse_cursor
+from shardsched.preview import preview_schedule
 from shardsched.scripts import SCRIPTS
 from shardsched.shard.cron import to_ms
 
@@ -159,6 +163,13 @@ class Client:
 
     def get_output(self, run_id: str) -> RunOutput:
         return self._drive(ops.get_output(self.deployment, run_id))
+
+    def next_fire_times(
+        self, schedule: Schedule, count: int = 10, after: datetime | None = None
+    ) -> SchedulePreview:
+        """The schedule's next fire times (UTC and its wall clock), DST moves flagged."""
+        request = SchedulePreviewRequest(schedule=schedule, count=count, after=after)
+        return self._drive(preview_schedule(request))
 
     def add_dag(self, spec: DagSpec) -> DagCreated:
         """Register a DAG; raises msgspec.ValidationError naming the field (unknown

@@ -23,8 +23,17 @@ from starlette.routing import Route
 from shardsched import audit, dag_ops, listing, ops
 from shardsched.cluster import ClusterView, cluster_view, list_workers
 from shardsched.errors import ConflictError, NotFoundError, ValidationError
-from shardsched.models import DagPatch, DagSpec, JobCreated, JobPatch, JobSpec, JobStatus
+from shardsched.models import (
+    DagPatch,
+    DagSpec,
+    JobCreated,
+    JobPatch,
+    JobSpec,
+    JobStatus,
+    SchedulePreviewRequest,
+)
 from shardsched.pagination import Cursor, parse_cursor
+from shardsched.preview import preview_schedule
 from shardsched.redis import Redis, RedisConnectionError
 from shardsched.router.schemas import (
     DagQuery,
@@ -43,6 +52,7 @@ _spec_decoder = msgspec.json.Decoder(JobSpec)
 _patch_decoder = msgspec.json.Decoder(JobPatch)
 _dag_decoder = msgspec.json.Decoder(DagSpec)
 _dag_patch_decoder = msgspec.json.Decoder(DagPatch)
+_preview_decoder = msgspec.json.Decoder(SchedulePreviewRequest)
 _heartbeat_decoder = msgspec.json.Decoder(protocol.HeartbeatRequest)
 _claim_decoder = msgspec.json.Decoder(protocol.ClaimRequest)
 _renew_decoder = msgspec.json.Decoder(protocol.RenewRequest)
@@ -227,6 +237,10 @@ class Api:
         drid = request.path_params["dag_run_id"]
         return json_response(await self._run(dag_ops.get_dag_run(self.dep, drid)))
 
+    async def preview(self, request: Request) -> Response:
+        body = await _decode(request, _preview_decoder)
+        return json_response(await self._run(preview_schedule(body)))
+
     async def cluster(self, request: Request) -> Response:
         return json_response(await self._run(cluster_view(self.dep)))
 
@@ -316,6 +330,7 @@ def create_app(redis: Redis, dep: ops.Deployment) -> Starlette:
         Route("/api/v1/dags/{dag_id}/runs", _guard(api.list_dag_runs), methods=["GET"]),
         Route("/api/v1/dags/{job_id}/ticks", _guard(api.job_ticks), methods=["GET"]),
         Route("/api/v1/dag-runs/{dag_run_id}", _guard(api.get_dag_run), methods=["GET"]),
+        Route("/api/v1/schedules/preview", _guard(api.preview), methods=["POST"]),
         Route("/api/v1/cluster", _guard(api.cluster), methods=["GET"]),
         Route("/api/v1/workers", _guard(api.workers), methods=["GET"]),
         Route(

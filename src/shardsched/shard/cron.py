@@ -65,16 +65,29 @@ def _zone(name: str) -> zoneinfo.ZoneInfo:
     return zoneinfo.ZoneInfo(name)
 
 
-def _instants(wall: datetime, zone: zoneinfo.ZoneInfo, hour_wildcard: bool) -> list[datetime]:
-    """The UTC instants at which a matching wall-clock time fires (0, 1 or 2 of them)."""
+def classify(
+    wall: datetime, zone: zoneinfo.ZoneInfo, hour_wildcard: bool
+) -> tuple[list[tuple[datetime, str | None]], str | None]:
+    """What the DST rule makes of a matching wall-clock time: the UTC instants it fires at,
+    each with a note ("dst_shifted": moved past a spring-forward gap; "dst_repeated": the
+    second occurrence of a repeated hour), and why an occurrence does not fire, if one
+    does not ("dst_gap": the wall time does not exist; "dst_repeat_skipped": the repeated
+    occurrence of a fixed-hour time)."""
     first = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
     second = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
     if first == second:
-        return [first]
+        return [(first, None)], None
     exists = first.astimezone(zone).replace(tzinfo=None) == wall
     if not exists:  # in a spring-forward gap; fold=0 maps it past the gap
-        return [] if hour_wildcard else [first]
-    return [first, second] if hour_wildcard else [first]
+        return ([], "dst_gap") if hour_wildcard else ([(first, "dst_shifted")], None)
+    if hour_wildcard:
+        return [(first, None), (second, "dst_repeated")], None
+    return [(first, None)], "dst_repeat_skipped"
+
+
+def _instants(wall: datetime, zone: zoneinfo.ZoneInfo, hour_wildcard: bool) -> list[datetime]:
+    """The UTC instants at which a matching wall-clock time fires (0, 1 or 2 of them)."""
+    return [instant for instant, _ in classify(wall, zone, hour_wildcard)[0]]
 
 
 def cron_next_ms(expression: str, timezone: str, after_ms: int) -> int:
