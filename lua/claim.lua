@@ -12,7 +12,8 @@
   Returns a flat list, 8 fields per claimed run:
     entry id, run id, job spec JSON, scheduled_for (ms), attempt, delivery token,
     lease deadline (ms), now (ms).
-  Entries whose run is gone or no longer scheduled are acknowledged and dropped. A DAG
+  The run records the job version it runs with ('v'). Entries whose run is gone or no
+  longer scheduled are acknowledged and dropped. A DAG
   task's run leaves the shard's stall watch (dagwait) when claimed.
 ]]
 local rcall = redis.call
@@ -48,11 +49,11 @@ for _, entry in ipairs(reply[1][2]) do
   else
     -- run ids are <job>:<tick>:<attempt>; a manual run's tick is in its 's' field
     local job, tick, attempt = string.match(rid, '^([^:]+):([^:]+):(%d+)$')
-    local job_fields = rcall('HMGET', base .. 'job:' .. job, 'spec', 'lease')
+    local job_fields = rcall('HMGET', base .. 'job:' .. job, 'spec', 'lease', 'version')
     local lease = now_n + tonumber(job_fields[2] or '30000')
     local token = tonumber(run[2] or '0') + 1
     rcall('HSET', run_key, 'st', 'running', 'w', worker, 'l', lease, 'b', now, 'dt', token,
-      'e', eid)
+      'e', eid, 'v', job_fields[3] or '')
     if run[4] then
       rcall('ZREM', base .. 'dagwait', rid)
     end

@@ -9,7 +9,9 @@
   <job>:<tick>:<attempt + 1>, state 'retrying') into the retry timer, due then; a run
   ending 'dead_letter' is listed in the shard's dead-letter set. A DAG task's run ending
   for good (succeeded, dead_letter, or failed with no next attempt) settles its task in
-  the DAG run: downstream tasks are released or skipped here, atomically (lib/dag.lua).
+  the DAG run: downstream tasks are released or skipped here, atomically (lib/dag.lua);
+  a job's run failing for good may auto-pause the job (lib/autopause.lua). Keys built from
+  the base (job:, runs:, run:, segs:, vers:, timer, dagrun:, dagwait) share KEYS' slot.
 
   KEYS[1] ready       STREAM of fired runs
   KEYS[2] retries     ZSET run_id -> when the attempt is due
@@ -35,12 +37,16 @@ local ready_key, retries_key, dead_key = KEYS[1], KEYS[2], KEYS[3]
 local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
 
 -- @include dag
+-- @include segments
+-- @include versions
+-- @include autopause
 
 local t = rcall('TIME')
 local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
 local out = {now}
 local acked = {}
 local retried = false
+local paused = false
 for i = 7, #ARGV, 9 do
   local eid, rid, token, state = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local run_key = base .. 'run:' .. rid
@@ -62,13 +68,14 @@ for i = 7, #ARGV, 9 do
       local drid = run[4]
       if state == 'dead_letter' then
         rcall('ZADD', dead_key, now, rid)
-        if drid then
-          dag_settle(base, ready_key, drid, dag_task_of(rid), 'f', now)
-        end
-      elseif state == 'succeeded' or ARGV[i + 8] == '' then
+      end
+      if state == 'succeeded' or ARGV[i + 8] == '' then  -- the run's tick ends here
         if drid then
           dag_settle(base, ready_key, drid, dag_task_of(rid), state == 'succeeded' and 's' or 'f',
             now)
+        elseif state ~= 'succeeded' and auto_pause_check(base, string.match(rid, '^(.+):[^:]+:%d+$'),
+            now) then
+          paused = true
         end
       else
         local job, tick, attempt = string.match(rid, '^(.+):([^:]+):(%d+)$')
@@ -100,7 +107,7 @@ for i = 7, #ARGV, 9 do
   end
   out[#out + 1] = code
 end
-if retried then
+if retried or paused then
   rcall('PUBLISH', ARGV[4], ARGV[5])
 end
 if dag_released then

@@ -7,6 +7,7 @@
   KEYS[1] job     HASH the job
   KEYS[2] timer   ZSET job_id -> next fire (ms)
   KEYS[3] segs    LIST the job's schedule segments
+  KEYS[4] versions HASH the job's earlier definitions (lib/versions.lua)
   ARGV[1] job id
   ARGV[2] wake channel
   ARGV[3] shard number
@@ -14,9 +15,10 @@
   Returns {1, now_ms}; {-1} no such job; {-2} already deleted.
 ]]
 local rcall = redis.call
-local job_key, timer_key, segs_key = KEYS[1], KEYS[2], KEYS[3]
+local job_key, timer_key, segs_key, versions_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
 -- @include segments
+-- @include versions
 
 local status = rcall('HGET', job_key, 'status')
 if not status then
@@ -31,7 +33,9 @@ if status == 'active' then
   materialize_segments(job_key, segs_key)
   rcall('RPUSH', segs_key, 'c|' .. (rcall('ZSCORE', timer_key, ARGV[1]) or '') .. '|' .. now)
 end
+keep_version(job_key, versions_key)
 rcall('HSET', job_key, 'status', 'deleted', 'updated', now)
+rcall('HDEL', job_key, 'pr', 'pu', 'pa')
 rcall('HINCRBY', job_key, 'version', 1)
 rcall('ZREM', timer_key, ARGV[1])
 rcall('PUBLISH', ARGV[2], ARGV[3])

@@ -11,6 +11,7 @@
   KEYS[1] job     HASH the job
   KEYS[2] timer   ZSET job_id -> next fire (ms)
   KEYS[3] segs    LIST the job's schedule segments
+  KEYS[4] versions HASH the job's earlier definitions (lib/versions.lua)
   ARGV[1] job id
   ARGV[2] version the caller read
   ARGV[3] spec JSON
@@ -21,13 +22,18 @@
   ARGV[8] wake channel
   ARGV[9] shard number
   ARGV[10] '1' when timing or status changed (segment roll-over), else '0'
+  ARGV[11] pause reason ('' none; kept only while paused)
+  ARGV[12] paused until (ms; '' none): the owner resumes the job then (shard's resumes set,
+           built from ARGV[13])
+  ARGV[13] shard key base
 
   Returns {1, version, now_ms}; {-1} no such job; {-2} deleted; {-3} version moved on.
 ]]
 local rcall = redis.call
-local job_key, timer_key, segs_key = KEYS[1], KEYS[2], KEYS[3]
+local job_key, timer_key, segs_key, versions_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
 -- @include segments
+-- @include versions
 
 local job = ARGV[1]
 local cur = rcall('HMGET', job_key, 'status', 'version')
@@ -46,6 +52,7 @@ local score = rcall('ZSCORE', timer_key, job)
 if ARGV[10] == '1' then
   materialize_segments(job_key, segs_key)  -- before 'timing' is overwritten
 end
+keep_version(job_key, versions_key)
 local version = rcall('HINCRBY', job_key, 'version', 1)
 rcall('HSET', job_key, 'spec', ARGV[3], 'timing', ARGV[4], 'status', ARGV[5],
   'updated', now, 'lease', ARGV[7])
@@ -65,6 +72,19 @@ if ARGV[10] == '1' then
   if ARGV[5] == 'active' and new ~= '' then
     rcall('RPUSH', segs_key, 'o|' .. new .. '|' .. ARGV[4])
   end
+end
+local resumes_key = ARGV[13] .. 'resumes'
+if ARGV[5] == 'paused' then
+  rcall('HSET', job_key, 'pr', ARGV[11], 'pu', ARGV[12], 'pa', cur[1] == 'paused' and
+    (rcall('HGET', job_key, 'pa') or now) or now)
+  if ARGV[12] ~= '' then
+    rcall('ZADD', resumes_key, ARGV[12], job)
+  else
+    rcall('ZREM', resumes_key, job)
+  end
+else
+  rcall('HDEL', job_key, 'pr', 'pu', 'pa', 'cf')
+  rcall('ZREM', resumes_key, job)
 end
 rcall('PUBLISH', ARGV[8], ARGV[9])
 return {1, version, now}

@@ -200,9 +200,12 @@ def set_dag_status(dep: Deployment, dag_id: str, status: JobStatus) -> Op:
                     dep.globals.wake_channel,
                     sk.shard,
                     "1",
+                    "",
+                    "",
+                    sk.base,
                 ),
                 script="update_job",
-                keys=(sk.job(dag_id), sk.timer, sk.segments(dag_id)),
+                keys=(sk.job(dag_id), sk.timer, sk.segments(dag_id), sk.versions(dag_id)),
             )
         ]
         code = _check(reply)[0]
@@ -221,7 +224,7 @@ def delete_dag(dep: Deployment, dag_id: str) -> Op:
         Call(
             (dag_id, dep.globals.wake_channel, sk.shard),
             script="delete_job",
-            keys=(sk.job(dag_id), sk.timer, sk.segments(dag_id)),
+            keys=(sk.job(dag_id), sk.timer, sk.segments(dag_id), sk.versions(dag_id)),
         )
     ]
     if _check(reply)[0] == -2:

@@ -157,6 +157,15 @@ class ShardKeys:
         expects of it."""
         return self.base + "segs:" + job_id
 
+    def versions(self, job_id: str) -> str:
+        """HASH version -> "status|from_ms|spec JSON": a job's earlier definitions."""
+        return self.base + "vers:" + job_id
+
+    @property
+    def resumes(self) -> str:
+        """ZSET job_id -> paused_until (ms): paused jobs the owner resumes by themselves."""
+        return self.base + "resumes"
+
     def skips(self, job_id: str) -> str:
         """ZSET "first:last:count:reason:decided_at" -> first: ticks a policy skipped."""
         return self.base + "skips:" + job_id

@@ -91,7 +91,7 @@ def _read_jobs(dep: Deployment, entries: Entries) -> Op:
     jobs: list[Job | None] = []
     for n, job_id in enumerate(ids):
         fields, score = _check(replies[2 * n]), _check(replies[2 * n + 1])
-        if k.is_dag_id(job_id) or fields[0] is None or fields[-1] is not None:
+        if k.is_dag_id(job_id) or fields[0] is None or fields[5] is not None:
             jobs.append(None)
         else:
             jobs.append(_plain_job(dep, job_id, fields, score))

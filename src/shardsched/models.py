@@ -150,6 +150,9 @@ class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     overlap: Overlap = Overlap.ALLOW
     lease_s: LeaseSeconds = 30.0
     trigger_rule: TriggerRule = TriggerRule.ALL_SUCCESS
+    #: Opt-in: pause the job (reason recorded) after this many consecutive runs failed for
+    #: good (dead-lettered, or failed with no attempt left).
+    auto_pause_after: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
 
 
 #: A DAG task's name is part of its job id ``<dag_id>.<task>``: no dots, no colons.
@@ -205,7 +208,12 @@ class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     misfire_grace_s: Annotated[float, msgspec.Meta(ge=0)] | None = None
     overlap: Overlap | None = None
     lease_s: Annotated[float, msgspec.Meta(ge=1, le=3600)] | None = None
+    auto_pause_after: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
     status: JobStatus | None = None
+    #: With status "paused" (or on a paused job): why, shown on the job.
+    pause_reason: Annotated[str, msgspec.Meta(max_length=500)] | None = None
+    #: With status "paused": resume by itself then (the shard owner does it).
+    paused_until: AwareDatetime | None = None
 
 
 class DagPatch(msgspec.Struct, forbid_unknown_fields=True):
@@ -236,6 +244,10 @@ class Job(msgspec.Struct, kw_only=True):
     shard: int
     dag_id: str | None = None  #: set for a DAG task (job id ``<dag_id>.<task>``)
     trigger_rule: TriggerRule | None = None
+    auto_pause_after: int | None = None
+    pause_reason: str | None = None
+    paused_at: datetime | None = None
+    paused_until: datetime | None = None
 
 
 class DagRunState(enum.StrEnum):
@@ -332,6 +344,21 @@ class DagTriggered(msgspec.Struct):
     state: DagRunState
 
 
+class JobVersion(msgspec.Struct, kw_only=True):
+    """One definition a job had: from when (``valid_from``) until the next (None: current)."""
+
+    version: int
+    status: JobStatus
+    spec: JobSpec
+    valid_from: datetime
+    valid_until: datetime | None = None
+
+
+class JobVersions(msgspec.Struct):
+    job_id: str
+    versions: list[JobVersion]  #: oldest first
+
+
 class JobCreated(msgspec.Struct):
     """The seed's create answer."""
 
@@ -355,6 +382,7 @@ class Run(msgspec.Struct, kw_only=True):
     finished_at: datetime | None = None
     exit_code: int | None = None
     reason: str | None = None
+    job_version: int | None = None  #: the job's version it ran with (set when claimed)
 
 
 class RunList(msgspec.Struct):

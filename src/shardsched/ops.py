@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -24,6 +25,7 @@ from shardsched.errors import (
     JobNotFound,
     RunNotFound,
     ShardschedError,
+    ValidationError,
 )
 from shardsched.models import (
     Catchup,
@@ -32,6 +34,8 @@ from shardsched.models import (
     JobPatch,
     JobSpec,
     JobStatus,
+    JobVersion,
+    JobVersions,
     Overlap,
     Run,
     RunOutput,
@@ -41,7 +45,7 @@ from shardsched.models import (
     timing_of,
     validate_spec,
 )
-from shardsched.shard.cron import first_fire_ms, from_ms
+from shardsched.shard.cron import first_fire_ms, from_ms, to_ms
 
 if TYPE_CHECKING:
     from shardsched.redis import Redis
@@ -66,7 +70,7 @@ _spec_encoder = msgspec.json.Encoder()
 _spec_decoder = msgspec.json.Decoder(JobSpec)
 _task_decoder = msgspec.json.Decoder(TaskSpec)
 _timing_decoder = msgspec.json.Decoder(Timing)
-_RUN_FIELDS = ("st", "c", "s", "w", "l", "b", "f", "x", "r", "d")
+_RUN_FIELDS = ("st", "c", "s", "w", "l", "b", "f", "x", "r", "d", "v")
 OUTPUT_LIMIT = 64 * 1024
 
 
@@ -194,7 +198,7 @@ def create_job(dep: Deployment, spec: JobSpec) -> Op:
     return created
 
 
-_JOB_FIELDS = ("spec", "status", "created", "updated", "version", "dag")
+_JOB_FIELDS = ("spec", "status", "created", "updated", "version", "dag", "pr", "pa", "pu")
 
 
 def _job_calls(dep: Deployment, job_id: str) -> list[Call]:
@@ -204,7 +208,7 @@ def _job_calls(dep: Deployment, job_id: str) -> list[Call]:
 
 def _plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Job:
     """A job of its own (not a DAG's task) from its hash fields and timer score."""
-    spec_raw, status, created, updated, version, _dag = fields
+    spec_raw, status, created, updated, version, _dag, reason, paused_at, until = fields
     spec = _spec_decoder.decode(spec_raw)
     assert spec.schedule is not None
     return Job(
@@ -225,6 +229,10 @@ def _plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> J
         updated_at=from_ms(int(updated)),
         version=int(version),
         shard=dep.keys_for(job_id).shard,
+        auto_pause_after=spec.auto_pause_after,
+        pause_reason=_text(reason),
+        paused_at=_opt_ms(paused_at),
+        paused_until=_opt_ms(until),
     )
 
 
@@ -233,14 +241,14 @@ def _read_job(dep: Deployment, job_id: str) -> Op:
     fields = _check(job_fields)
     if fields[0] is None or k.is_dag_id(job_id):
         raise JobNotFound(job_id)
-    if fields[-1] is not None:
+    if fields[5] is not None:  # 'dag': a DAG's task
         return (yield from _read_task_job(dep, job_id, fields))
     return _plain_job(dep, job_id, fields, _check(score))
 
 
 def _read_task_job(dep: Deployment, job_id: str, fields: list[bytes]) -> Op:
     """A DAG task's job: its schedule, status and next fire are its DAG's."""
-    spec_raw, _status, created, updated, version, dag = fields
+    spec_raw, _status, created, updated, version, dag = fields[:6]
     dag_id = dag.decode()
     sk = dep.keys_for(dag_id)
     dag_fields, score = yield [
@@ -290,6 +298,7 @@ def _spec_of(job: Job) -> JobSpec:
         misfire_grace_s=job.misfire_grace_s,
         overlap=job.overlap,
         lease_s=job.lease_s,
+        auto_pause_after=job.auto_pause_after,
     )
 
 
@@ -307,11 +316,22 @@ def patch_job(dep: Deployment, job_id: str, patch: JobPatch) -> Op:
             raise DagTaskJob(job_id, job.dag_id)
         if job.status == JobStatus.DELETED:
             raise JobDeleted(job_id)
-        changes = {f: getattr(patch, f) for f in patch.__struct_fields__ if f != "status"}
+        not_spec = ("status", "pause_reason", "paused_until")
+        changes = {f: getattr(patch, f) for f in patch.__struct_fields__ if f not in not_spec}
         changes = {f: v for f, v in changes.items() if v is not None}
         spec = msgspec.structs.replace(_spec_of(job), **changes)
         validate_spec(spec)
         status = patch.status or job.status
+        reason: str | None = None
+        until: datetime | None = None
+        if status == JobStatus.PAUSED:  # a paused job keeps what the patch does not change
+            was = job.status == JobStatus.PAUSED
+            reason = patch.pause_reason or (job.pause_reason if was else None)
+            until = patch.paused_until or (job.paused_until if was else None)
+        else:
+            for name in ("pause_reason", "paused_until"):
+                if getattr(patch, name) is not None:
+                    raise ValidationError(f"{name} only goes with status paused", f"$.{name}")
         (now,) = yield [Call(("TIME",))]
         now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
         timing = _spec_encoder.encode(timing_of(spec))
@@ -338,9 +358,12 @@ def patch_job(dep: Deployment, job_id: str, patch: JobPatch) -> Op:
                     dep.globals.wake_channel,
                     sk.shard,
                     "1" if roll else "0",
+                    reason or "",
+                    "" if until is None else to_ms(until),
+                    sk.base,
                 ),
                 script="update_job",
-                keys=(sk.job(job_id), sk.timer, sk.segments(job_id)),
+                keys=(sk.job(job_id), sk.timer, sk.segments(job_id), sk.versions(job_id)),
             )
         ]
         code = _check(reply)[0]
@@ -353,6 +376,60 @@ def patch_job(dep: Deployment, job_id: str, patch: JobPatch) -> Op:
     raise ShardschedError(f"job {job_id!r} is being changed concurrently; try again")
 
 
+def job_versions(dep: Deployment, job_id: str) -> Op:
+    """Every definition the job has had, oldest first (the current one last)."""
+    job = yield from _read_job(dep, job_id)
+    if job.dag_id is not None:
+        raise DagTaskJob(job_id, job.dag_id)
+    sk = dep.keys_for(job_id)
+    kept, current = yield [
+        Call(("HGETALL", sk.versions(job_id))),
+        Call(("HMGET", sk.job(job_id), "spec", "updated")),
+    ]
+    kept = _check(kept)
+    records = []
+    for i in range(0, len(kept), 2):
+        status, _, rest = kept[i + 1].partition(b"|")
+        since, _, spec = rest.partition(b"|")
+        records.append((int(kept[i]), status, int(since), spec))
+    spec_raw, updated = _check(current)
+    records.append((job.version, job.status.value.encode(), int(updated), spec_raw))
+    records.sort()
+    return JobVersions(
+        job_id=job_id,
+        versions=[
+            JobVersion(
+                version=version,
+                status=JobStatus(status.decode()),
+                spec=_spec_decoder.decode(spec),
+                valid_from=from_ms(since),
+                valid_until=from_ms(records[n + 1][2]) if n + 1 < len(records) else None,
+            )
+            for n, (version, status, since, spec) in enumerate(records)
+        ],
+    )
+
+
+def resume_if_due(dep: Deployment, job_id: str, until_ms: int) -> Op:
+    """The shard owner's auto-resume: resume the job if it is still paused until
+    ``until_ms`` (a later pause or resume by hand wins); returns whether it resumed."""
+    sk = dep.keys_for(job_id)
+    try:
+        job = yield from _read_job(dep, job_id)
+    except JobNotFound:
+        job = None
+    if job is None or job.status != JobStatus.PAUSED or job.paused_until is None:
+        yield [Call(("ZREM", sk.resumes, job_id))]
+        return False
+    if to_ms(job.paused_until) != until_ms:
+        return False
+    try:
+        yield from patch_job(dep, job_id, JobPatch(status=JobStatus.ACTIVE))
+    except (JobDeleted, JobNotFound):
+        return False
+    return True
+
+
 def delete_job(dep: Deployment, job_id: str) -> Op:
     """Delete a job, keeping its definition and runs readable; returns the deleted Job."""
     job = yield from _read_job(dep, job_id)
@@ -363,7 +440,7 @@ def delete_job(dep: Deployment, job_id: str) -> Op:
         Call(
             (job_id, dep.globals.wake_channel, sk.shard),
             script="delete_job",
-            keys=(sk.job(job_id), sk.timer, sk.segments(job_id)),
+            keys=(sk.job(job_id), sk.timer, sk.segments(job_id), sk.versions(job_id)),
         )
     ]
     code = _check(reply)[0]
@@ -400,7 +477,7 @@ def trigger(dep: Deployment, job_id: str) -> Op:
 def _run_from_fields(rid: str, fields: list[bytes | None]) -> Run:
     """A run from its record; job, tick and attempt come from its id ``<job>:<tick>:<n>``
     (a manual run's tick ``t<n>`` is stored in the record's ``s``)."""
-    st, c, s, w, lease, b, f, x, r, d = fields
+    st, c, s, w, lease, b, f, x, r, d, v = fields
     job_id, tick, attempt = rid.rsplit(":", 2)
     return Run(
         run_id=rid,
@@ -416,6 +493,7 @@ def _run_from_fields(rid: str, fields: list[bytes | None]) -> Run:
         finished_at=_opt_ms(f),
         exit_code=None if not x else int(x),
         reason=_text(r),
+        job_version=int(v) if v else None,
     )
 
 

@@ -81,15 +81,19 @@ class Connection:
             with trio.fail_after(timeout):
                 stream = await trio.open_tcp_stream(url.host, url.port)
                 conn = cls(stream)
-                setup: list[Command] = []
+                hello: list[Command] = []
                 if url.password is not None:
                     auth = ("AUTH", url.username, url.password) if url.username else None
-                    setup.append(auth or ("AUTH", url.password))
+                    hello.append(auth or ("AUTH", url.password))
                 if url.db:
-                    setup.append(("SELECT", url.db))
-                setup.extend(("SCRIPT", "LOAD", s.source) for s in SCRIPTS.values())
+                    hello.append(("SELECT", url.db))
+                scripts = [("SCRIPT", "LOAD", s.source) for s in SCRIPTS.values()]
                 try:
-                    _raise_errors(await conn.execute_many(setup))
+                    # Authenticated first: Redis drops an unauthenticated client that sends
+                    # a bulk over 16 KiB, and a script with its helpers can be that big.
+                    if hello:
+                        _raise_errors(await conn.execute_many(hello))
+                    _raise_errors(await conn.execute_many(scripts))
                 except BaseException:
                     await conn.aclose()
                     raise

@@ -181,6 +181,10 @@ class Api:
         )
         return json_response(await self._run(op))
 
+    async def job_versions(self, request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        return json_response(await self._run(ops.job_versions(self.dep, job_id)))
+
     async def get_run(self, request: Request) -> Response:
         return json_response(await self._run(ops.get_run(self.dep, request.path_params["run_id"])))
 
@@ -316,6 +320,7 @@ def create_app(redis: Redis, dep: ops.Deployment) -> Starlette:
         Route("/api/v1/jobs/{job_id}", _guard(api.delete_job), methods=["DELETE"]),
         Route("/api/v1/jobs/{job_id}/trigger", _guard(api.trigger), methods=["POST"]),
         Route("/api/v1/jobs/{job_id}/runs", _guard(api.list_runs), methods=["GET"]),
+        Route("/api/v1/jobs/{job_id}/versions", _guard(api.job_versions), methods=["GET"]),
         Route("/api/v1/runs/{run_id}", _guard(api.get_run), methods=["GET"]),
         Route("/api/v1/runs/{run_id}/output", _guard(api.get_output), methods=["GET"]),
         Route("/api/v1/runs/{run_id}/retry", _guard(api.retry_run), methods=["POST"]),

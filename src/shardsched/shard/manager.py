@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 import msgspec
 import trio
 
+from shardsched.errors import ShardschedError
 from shardsched.keys import CONSUMER_GROUP
-from shardsched.ops import Deployment
+from shardsched.ops import Deployment, drive_async, resume_if_due
 from shardsched.redis import Redis, RedisConnectionError
 from shardsched.shard.actor import LeaseLost, ShardActor
 from shardsched.shard.assignment import target_shards
@@ -82,6 +83,7 @@ class ShardManager:
         self.refused_writes = 0
         self.reclaimed = 0
         self.dag_stalled = 0
+        self.auto_resumed = 0
         self._started_ms = 0
 
     async def _heartbeat(self) -> frozenset[int]:
@@ -239,6 +241,41 @@ class ShardManager:
                         shard,
                         stalled[1],
                     )
+            try:
+                await self._auto_resume([shard for shard, _ in held])
+            except RedisConnectionError as exc:
+                log.warning("auto-resume round failed: %s", exc)
+
+    async def _auto_resume(self, shards: list[int]) -> None:
+        """Resume the owned shards' jobs paused until now or earlier (server clock)."""
+        now_ms = await self.redis.time_ms()
+        due = await self.redis.pipeline(
+            [
+                (
+                    "ZRANGE",
+                    self.dep.shard(s).resumes,
+                    "-inf",
+                    now_ms,
+                    "BYSCORE",
+                    "LIMIT",
+                    0,
+                    100,
+                    "WITHSCORES",
+                )
+                for s in shards
+            ]
+        )
+        for reply in due:
+            for i in range(0, len(reply), 2):
+                job_id, until = reply[i].decode(), int(float(reply[i + 1]))
+                try:
+                    resumed = await drive_async(resume_if_due(self.dep, job_id, until), self.redis)
+                except ShardschedError as exc:  # one job's trouble must not stop the node
+                    log.error("auto-resume of %s failed: %s", job_id, exc)
+                    continue
+                if resumed:
+                    self.auto_resumed += 1
+                    log.info("job %s resumed: paused until %d", job_id, until)
 
     async def _round(self, nursery: trio.Nursery) -> None:
         target = await self._heartbeat()

@@ -1,0 +1,43 @@
+-- Opt-in auto-pause: a job whose spec has auto_pause_after = N is paused, with the reason
+-- recorded, once its N most recent finished ticks all failed for good (dead_letter, or
+-- failed with no attempt left; a success ends the streak). Looked at only when a run
+-- fails for good, so the success path pays nothing. Needs lib/segments.lua and
+-- lib/versions.lua; callers define rcall.
+local function auto_pause_check(base, job, now)
+  local job_key = base .. 'job:' .. job
+  local info = rcall('HMGET', job_key, 'status', 'spec')
+  if info[1] ~= 'active' or not info[2] or not string.find(info[2], 'auto_pause_after', 1, true) then
+    return false
+  end
+  local limit = tonumber(cjson.decode(info[2]).auto_pause_after)
+  if not limit then
+    return false
+  end
+  local streak = 0
+  local rids = rcall('ZRANGE', base .. 'runs:' .. job, '+inf', '-inf', 'BYSCORE', 'REV',
+    'LIMIT', 0, limit * 4 + 8)
+  for _, rid in ipairs(rids) do
+    local run = rcall('HMGET', base .. 'run:' .. rid, 'st', 'nx')
+    if run[1] == 'succeeded' then
+      break
+    end
+    if run[1] == 'dead_letter' or (run[1] == 'failed' and not run[2]) then
+      streak = streak + 1
+      if streak >= limit then
+        break
+      end
+    end
+  end
+  if streak < limit then
+    return false
+  end
+  local timer_key, segs_key = base .. 'timer', base .. 'segs:' .. job
+  materialize_segments(job_key, segs_key)
+  rcall('RPUSH', segs_key, 'c|' .. (rcall('ZSCORE', timer_key, job) or '') .. '|' .. now)
+  keep_version(job_key, base .. 'vers:' .. job)
+  rcall('HSET', job_key, 'status', 'paused', 'updated', now, 'pa', now, 'pu', '',
+    'pr', 'auto-paused after ' .. limit .. ' consecutive failures')
+  rcall('HINCRBY', job_key, 'version', 1)
+  rcall('ZREM', timer_key, job)
+  return true
+end
