@@ -10,7 +10,8 @@
   ending 'dead_letter' is listed in the shard's dead-letter set. A DAG task's run ending
   for good (succeeded, dead_letter, or failed with no next attempt) settles its task in
   the DAG run: downstream tasks are released or skipped here, atomically (lib/dag.lua);
-  a job's run failing for good may auto-pause the job (lib/autopause.lua). Keys built from
+  a job's run failing for good may auto-pause the job (lib/autopause.lua); a backfill run
+  ending its tick starts the next queued backfill tick (lib/backfill.lua). Keys built from
   the base (job:, runs:, run:, segs:, vers:, timer, dagrun:, dagwait) share KEYS' slot.
 
   KEYS[1] ready       STREAM of fired runs
@@ -40,6 +41,7 @@ local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
 -- @include segments
 -- @include versions
 -- @include autopause
+-- @include backfill
 
 local t = rcall('TIME')
 local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
@@ -47,10 +49,11 @@ local out = {now}
 local acked = {}
 local retried = false
 local paused = false
+local released = false
 for i = 7, #ARGV, 9 do
   local eid, rid, token, state = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local run_key = base .. 'run:' .. rid
-  local run = rcall('HMGET', run_key, 'st', 'w', 'dt', 'd')
+  local run = rcall('HMGET', run_key, 'st', 'w', 'dt', 'd', 'bf')
   local code
   if not run[1] then
     code = -1
@@ -73,9 +76,14 @@ for i = 7, #ARGV, 9 do
         if drid then
           dag_settle(base, ready_key, drid, dag_task_of(rid), state == 'succeeded' and 's' or 'f',
             now)
-        elseif state ~= 'succeeded' and auto_pause_check(base, string.match(rid, '^(.+):[^:]+:%d+$'),
-            now) then
-          paused = true
+        else
+          local job = string.match(rid, '^(.+):[^:]+:%d+$')
+          if run[5] and backfill_done(base, ready_key, job, now) > 0 then
+            released = true
+          end
+          if state ~= 'succeeded' and auto_pause_check(base, job, now) then
+            paused = true
+          end
         end
       else
         local job, tick, attempt = string.match(rid, '^(.+):([^:]+):(%d+)$')
@@ -86,6 +94,9 @@ for i = 7, #ARGV, 9 do
           local s = rcall('HGET', run_key, 's')
           if s then
             rcall('HSET', next_key, 's', s)
+          end
+          if run[5] then
+            rcall('HSET', next_key, 'bf', '1')
           end
           if drid then
             rcall('HSET', next_key, 'd', drid)
@@ -110,7 +121,7 @@ end
 if retried or paused then
   rcall('PUBLISH', ARGV[4], ARGV[5])
 end
-if dag_released then
+if dag_released or released then
   rcall('PUBLISH', ARGV[6], ARGV[5])
 end
 if #acked > 0 then

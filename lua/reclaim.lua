@@ -25,6 +25,7 @@ local ready_key, epoch_key, stats_key = KEYS[1], KEYS[2], KEYS[3]
 local group, base = ARGV[2], ARGV[3]
 
 -- @include dag
+-- @include backfill
 if rcall('GET', epoch_key) ~= ARGV[1] then
   rcall('HINCRBY', stats_key, 'refused_fire', 1)
   return {-1}
@@ -41,7 +42,7 @@ for _, entry in ipairs(pending) do
   local eid = entry[1]
   local body = rcall('XRANGE', ready_key, eid, eid)
   local rid = body[1] and body[1][2][2]
-  local run = rid and rcall('HMGET', base .. 'run:' .. rid, 'st', 'l', 'rc', 'd') or {}
+  local run = rid and rcall('HMGET', base .. 'run:' .. rid, 'st', 'l', 'rc', 'd', 'bf') or {}
   if run[1] ~= 'running' then
     -- completed meanwhile, cancelled, or an orphan entry: nothing holds it any more
     if run[1] == nil or run[1] ~= 'scheduled' then
@@ -59,6 +60,9 @@ for _, entry in ipairs(pending) do
       poisoned = poisoned + 1
       if run[4] then
         dag_settle(base, ready_key, run[4], dag_task_of(rid), 'f', now)
+      elseif run[5] and backfill_done(base, ready_key, string.match(rid, '^(.+):[^:]+:%d+$'),
+          now) > 0 then
+        dag_released = true  -- a run was put on the stream: publish below
       end
     else
       rcall('HSET', run_key, 'st', 'scheduled', 'rc', lapses, 'w', '', 'l', '')

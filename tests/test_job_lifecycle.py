@@ -123,3 +123,64 @@ async def test_auto_pause_after_consecutive_failures(node, worker, http, tmp_pat
     assert len(finished) == 6, "no tick fired after the pause took effect"
     resumed = (await http.patch(f"/api/v1/jobs/{job_id}", json={"status": "active"})).json()
     assert resumed["status"] == "active" and resumed["pause_reason"] is None
+
+
+async def test_backfill_runs_each_missing_tick_once_paced(node, worker, http, redis, dep) -> None:
+    now = await redis.time_ms()
+    start = from_ms(now - 8000)
+    # ticks every second since 8 s ago; catch-up none with no grace: the past ones are
+    # recorded skipped at registration's first look, not run
+    job_id = await create(
+        http,
+        schedule={"type": "interval", "every_s": 1, "start_at": start.isoformat()},
+        command="sleep 0.2",
+        catchup="none",
+        misfire_grace_s=0,
+    )
+    await http.patch(f"/api/v1/jobs/{job_id}", json={"status": "paused"})
+
+    async def skipped() -> list | None:
+        ticks = (await http.get(f"/api/v1/jobs/{job_id}/ticks")).json()["ticks"]
+        return ticks if sum(t["outcome"] == "skipped" for t in ticks) >= 6 else None
+
+    await wait_until(skipped)
+    window = {
+        "start": (start - timedelta(seconds=3)).isoformat(),  # 3 ticks before it existed
+        "end": from_ms(now - 1500).isoformat(),
+        "max_concurrent": 2,
+    }
+    reply = await http.post(f"/api/v1/jobs/{job_id}/backfill", json=window)
+    assert reply.status_code == 202, reply.text
+    result = reply.json()
+    assert result["ticks"] == 10 and result["queued"] == 10 and result["already"] == 0
+    assert result["started"] == 2
+
+    async def all_done() -> list | None:
+        runs = (await http.get(f"/api/v1/jobs/{job_id}/runs", params={"limit": 100})).json()
+        done = [r for r in runs["runs"] if r["state"] == "succeeded"]
+        return done if len(done) == 10 else None
+
+    runs = await wait_until(all_done, timeout=20)
+    first = int(start.timestamp() * 1000) - 3000
+    assert sorted(r["run_id"] for r in runs) == sorted(
+        f"{job_id}:{first + 1000 * i}:1" for i in range(10)
+    )
+    spans = sorted((ms(r["started_at"]), ms(r["finished_at"])) for r in runs)
+    for at, _ in spans:  # never more than max_concurrent at once
+        assert sum(1 for b, f in spans if b <= at < f) <= 2
+    again = (await http.post(f"/api/v1/jobs/{job_id}/backfill", json=window)).json()
+    assert again == {**result, "queued": 0, "already": 10, "started": 0}
+    ticks = (await http.get(f"/api/v1/jobs/{job_id}/ticks")).json()["ticks"]
+    assert {t["outcome"] for t in ticks} <= {"fired", "skipped"}
+    report = (await http.get(f"/api/v1/jobs/{job_id}/ticks")).json()
+    assert not [t for t in report["ticks"] if t["outcome"] in ("missing", "duplicated")]
+
+    for bad, field in [
+        ({**window, "end": window["start"], "start": window["end"]}, "$.end"),
+        ({**window, "max_concurrent": 0}, "$.max_concurrent"),
+        ({**window, "start": "2026-01-01T00:00:00"}, "$.start"),
+        ({"start": "2000-01-01T00:00:00Z", "end": "2026-01-01T00:00:00Z"}, "$.end"),
+    ]:
+        reply = await http.post(f"/api/v1/jobs/{job_id}/backfill", json=bad)
+        assert reply.status_code == 422, (bad, reply.text)
+        assert reply.json()["error"]["details"]["field"] == field

@@ -77,7 +77,8 @@ class JobHistory:
     job_id: str
     segments: list[Segment]
     timer: int | None  #: the job's current timer score (its pending tick)
-    runs: dict[int, list[tuple[str, int]]]  #: tick -> [(run id, created ms)], attempt 1
+    #: tick -> [(run id, created ms, a backfill's)], attempt 1
+    runs: dict[int, list[tuple[str, int, bool]]]
     skips: list[tuple[Skip, int]]  #: (record, decided at)
 
 
@@ -109,7 +110,7 @@ def load_histories(dep: ops.Deployment, job_ids: list[str]) -> ops.Op:
             ]
         )
     created_calls = [
-        ops.Call(("HGET", _record_key(dep, job_id, rid), "c"))
+        ops.Call(("HMGET", _record_key(dep, job_id, rid), "c", "bf"))
         for job_id, scheduled in zip(job_ids, scheduled_of, strict=True)
         for rid, _ in scheduled
     ]
@@ -119,11 +120,11 @@ def load_histories(dep: ops.Deployment, job_ids: list[str]) -> ops.Op:
         (first, timing), segs, _runs, skips, score = replies[5 * n : 5 * n + 5]
         if not segs and first:  # never changed: its one segment is in the job hash
             segs = [b"o|" + first + b"|" + timing]
-        by_tick: dict[int, list[tuple[str, int]]] = defaultdict(list)
+        by_tick: dict[int, list[tuple[str, int, bool]]] = defaultdict(list)
         for rid, tick in scheduled:
-            c = next(created)
+            c, backfill = next(created)
             if c is not None:
-                by_tick[tick].append((rid, int(c)))
+                by_tick[tick].append((rid, int(c), backfill is not None))
         histories.append(
             JobHistory(
                 job_id=job_id,
@@ -207,12 +208,14 @@ def account(
     for tick in sorted(set(expected)):
         runs = history.runs.get(tick, [])
         skip = skipped.get(tick)
+        if skip and len(runs) == 1 and runs[0][2]:
+            skip = None  # a skipped tick run later by a backfill: fired once, late
         if len(runs) + (1 if skip else 0) > 1:
             records.append(
                 TickRecord(from_ms(tick), Outcome.DUPLICATED, runs[0][0] if runs else None)
             )
         elif runs:
-            rid, created = runs[0]
+            rid, created, _ = runs[0]
             records.append(TickRecord(from_ms(tick), Outcome.FIRED, rid, (created - tick) / 1000))
         elif skip:
             records.append(
@@ -325,7 +328,9 @@ def _add_job(totals: _Totals, history: JobHistory, horizon: int) -> None:
             totals.reasons[r.reason] += 1
     expected = {r.tick for r in records}
     totals.unexpected += sum(
-        1 for tick in history.runs if tick <= horizon and from_ms(tick) not in expected
+        1
+        for tick, runs in history.runs.items()
+        if tick <= horizon and from_ms(tick) not in expected and not all(r[2] for r in runs)
     )
     problems = [r for r in records if r.outcome in (Outcome.MISSING, Outcome.DUPLICATED)]
     if problems:

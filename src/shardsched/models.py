@@ -359,6 +359,23 @@ class JobVersions(msgspec.Struct):
     versions: list[JobVersion]  #: oldest first
 
 
+class BackfillRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """The body of ``POST /api/v1/jobs/{id}/backfill``: run every nominal tick in
+    [start, end] that has no run yet, at most ``max_concurrent`` at a time."""
+
+    start: AwareDatetime
+    end: AwareDatetime
+    max_concurrent: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 1
+
+
+class BackfillResult(msgspec.Struct):
+    job_id: str
+    ticks: int  #: nominal ticks in the window
+    queued: int  #: of them, newly queued for a run
+    already: int  #: of them, with a run (or queued) already: left alone
+    started: int  #: runs started at once (the rest follow as these end)
+
+
 class JobCreated(msgspec.Struct):
     """The seed's create answer."""
 

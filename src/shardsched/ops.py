@@ -28,7 +28,10 @@ from shardsched.errors import (
     ValidationError,
 )
 from shardsched.models import (
+    BackfillRequest,
+    BackfillResult,
     Catchup,
+    IntervalSchedule,
     Job,
     JobCreated,
     JobPatch,
@@ -36,16 +39,18 @@ from shardsched.models import (
     JobStatus,
     JobVersion,
     JobVersions,
+    OnceSchedule,
     Overlap,
     Run,
     RunOutput,
+    Schedule,
     TaskSpec,
     Timing,
     Triggered,
     timing_of,
     validate_spec,
 )
-from shardsched.shard.cron import first_fire_ms, from_ms, to_ms
+from shardsched.shard.cron import first_fire_ms, from_ms, next_fire_ms, to_ms
 
 if TYPE_CHECKING:
     from shardsched.redis import Redis
@@ -407,6 +412,73 @@ def job_versions(dep: Deployment, job_id: str) -> Op:
             )
             for n, (version, status, since, spec) in enumerate(records)
         ],
+    )
+
+
+#: Most ticks one backfill request may cover.
+MAX_BACKFILL_TICKS = 10_000
+
+
+def _ticks_in(schedule: Schedule, anchor_ms: int, lo: int, hi: int) -> list[int]:
+    """The schedule's nominal ticks in [lo, hi]; an interval keeps the phase of
+    ``anchor_ms`` (its start_at, or the job's first fire) backwards as well as forwards."""
+    ticks: list[int] = []
+    if isinstance(schedule, OnceSchedule):
+        at = to_ms(schedule.at)
+        return [at] if lo <= at <= hi else []
+    if isinstance(schedule, IntervalSchedule):
+        every = round(schedule.every_s * 1000)
+        anchor = to_ms(schedule.start_at) if schedule.start_at else anchor_ms
+        tick: int | None = anchor + -((anchor - lo) // every) * every
+    else:
+        tick = first_fire_ms(schedule, lo - 1)
+    while tick is not None and tick <= hi:
+        if len(ticks) >= MAX_BACKFILL_TICKS:
+            raise ValidationError(
+                f"the window holds more than {MAX_BACKFILL_TICKS} ticks; split it", "$.end"
+            )
+        ticks.append(tick)
+        tick = next_fire_ms(schedule, tick)
+    return ticks
+
+
+def backfill(dep: Deployment, job_id: str, request: BackfillRequest) -> Op:
+    """Run every nominal tick of [start, end] that has no run yet, paced by max_concurrent
+    (returns BackfillResult). The runs are the scheduler's own run ids, so a tick that ran
+    is left alone and a backfill twice is a no-op."""
+    lo, hi = to_ms(request.start), to_ms(request.end)
+    if hi < lo:
+        raise ValidationError("end is before start", "$.end")
+    job = yield from _read_job(dep, job_id)
+    if job.dag_id is not None:
+        raise DagTaskJob(job_id, job.dag_id)
+    if job.status == JobStatus.DELETED:
+        raise JobDeleted(job_id)
+    sk = dep.keys_for(job_id)
+    (first,) = yield [Call(("HGET", sk.job(job_id), "first"))]
+    anchor = int(_check(first) or 0) or to_ms(job.created_at)
+    ticks = _ticks_in(job.schedule, anchor, lo, hi)
+    (reply,) = yield [
+        Call(
+            (
+                sk.base,
+                job_id,
+                request.max_concurrent,
+                dep.globals.ready_channel,
+                sk.shard,
+                *ticks,
+            ),
+            script="backfill",
+            keys=(sk.job(job_id), sk.ready),
+        )
+    ]
+    reply = _check(reply)
+    if reply[0] == -2:
+        raise JobDeleted(job_id)
+    if reply[0] != 1:
+        raise JobNotFound(job_id)
+    return BackfillResult(
+        job_id=job_id, ticks=len(ticks), queued=reply[1], already=reply[2], started=reply[3]
     )
 
 

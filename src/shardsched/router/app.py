@@ -24,6 +24,7 @@ from shardsched import audit, dag_ops, listing, ops
 from shardsched.cluster import ClusterView, cluster_view, list_workers
 from shardsched.errors import ConflictError, NotFoundError, ValidationError
 from shardsched.models import (
+    BackfillRequest,
     DagPatch,
     DagSpec,
     JobCreated,
@@ -53,6 +54,7 @@ _patch_decoder = msgspec.json.Decoder(JobPatch)
 _dag_decoder = msgspec.json.Decoder(DagSpec)
 _dag_patch_decoder = msgspec.json.Decoder(DagPatch)
 _preview_decoder = msgspec.json.Decoder(SchedulePreviewRequest)
+_backfill_decoder = msgspec.json.Decoder(BackfillRequest)
 _heartbeat_decoder = msgspec.json.Decoder(protocol.HeartbeatRequest)
 _claim_decoder = msgspec.json.Decoder(protocol.ClaimRequest)
 _renew_decoder = msgspec.json.Decoder(protocol.RenewRequest)
@@ -180,6 +182,11 @@ class Api:
             self.dep, job_id, q.limit, *_cursor(q), q.state, _ms(q.since), _ms(q.until)
         )
         return json_response(await self._run(op))
+
+    async def backfill(self, request: Request) -> Response:
+        body = await _decode(request, _backfill_decoder)
+        job_id = request.path_params["job_id"]
+        return json_response(await self._run(ops.backfill(self.dep, job_id, body)), 202)
 
     async def job_versions(self, request: Request) -> Response:
         job_id = request.path_params["job_id"]
@@ -321,6 +328,7 @@ def create_app(redis: Redis, dep: ops.Deployment) -> Starlette:
         Route("/api/v1/jobs/{job_id}/trigger", _guard(api.trigger), methods=["POST"]),
         Route("/api/v1/jobs/{job_id}/runs", _guard(api.list_runs), methods=["GET"]),
         Route("/api/v1/jobs/{job_id}/versions", _guard(api.job_versions), methods=["GET"]),
+        Route("/api/v1/jobs/{job_id}/backfill", _guard(api.backfill), methods=["POST"]),
         Route("/api/v1/runs/{run_id}", _guard(api.get_run), methods=["GET"]),
         Route("/api/v1/runs/{run_id}/output", _guard(api.get_output), methods=["GET"]),
         Route("/api/v1/runs/{run_id}/retry", _guard(api.retry_run), methods=["POST"]),

@@ -1,0 +1,53 @@
+#!lua
+--[[
+  Backfill (POST /jobs/{id}/backfill): queue the runs of the given nominal ticks that have
+  none yet, and start as many as max_concurrent allows; the rest start as earlier ones
+  end (lib/backfill.lua, from complete.lua). Run ids are the scheduler's own,
+  <job>:<tick>:1, so a tick that already ran (or is queued) is left alone and a backfill
+  twice is a no-op.
+
+  KEYS[1] job     HASH the job
+  KEYS[2] ready   STREAM of fired runs
+  ARGV[1] shard key base; run:<id>, runs:<job>, bfq:<job> are built from it (same slot)
+  ARGV[2] job id
+  ARGV[3] max concurrent backfill runs of the job
+  ARGV[4] ready channel
+  ARGV[5] shard number
+  ARGV[6..] ticks (ms)
+
+  Returns {1, queued, already, released}: ticks newly queued, ticks that had a run or were
+  queued already, runs started now; {-1} no such job; {-2} the job is deleted.
+]]
+local rcall = redis.call
+local job_key, ready_key = KEYS[1], KEYS[2]
+local base, job = ARGV[1], ARGV[2]
+
+-- @include backfill
+
+local status = rcall('HGET', job_key, 'status')
+if not status then
+  return {-1}
+end
+if status == 'deleted' then
+  return {-2}
+end
+local t = rcall('TIME')
+local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local queue_key = base .. 'bfq:' .. job
+local queued, already = 0, 0
+for i = 6, #ARGV do
+  local tick = ARGV[i]
+  if rcall('EXISTS', base .. 'run:' .. job .. ':' .. tick .. ':1') == 1
+      or rcall('ZSCORE', queue_key, tick) then
+    already = already + 1
+  else
+    rcall('ZADD', queue_key, tick, tick)
+    queued = queued + 1
+  end
+end
+rcall('HSET', job_key, 'bfm', ARGV[3])
+local released = backfill_release(base, ready_key, job, now)
+if released > 0 then
+  rcall('PUBLISH', ARGV[4], ARGV[5])
+end
+return {1, queued, already, released}
