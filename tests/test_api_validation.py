@@ -57,6 +57,10 @@ CASES_422 = [
     ("unknown schedule type", with_("schedule", {"type": "weekly"}), "$.schedule.type"),
     ("unknown field", {**GOOD, "colour": "blue"}, "$.colour"),
     ("empty name", with_("name", ""), "$.name"),
+    ("name over 200 characters", with_("name", "n" * 201), "$.name"),
+    ("command over 64 KiB", with_("command", "x" * (64 * 1024 + 1)), "$.command"),
+    ("interval under 0.1 s", with_("schedule.every_s", 0.01), "$.schedule.every_s"),
+    ("auto-pause of 0", with_("auto_pause_after", 0), "$.auto_pause_after"),
     (
         "retry policy type",
         with_("retry_policy", {"max_attempts": "x"}),

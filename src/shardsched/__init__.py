@@ -35,14 +35,15 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str) -> object:
     # The SDK pulls in redis-py; service processes that never use it don't pay for it.
-    if name == "Client":
-        from shardsched.sdk import Client
+    if name in ("Client", "AsyncClient"):
+        from shardsched import sdk
 
-        return Client
+        return getattr(sdk, name)
     raise AttributeError(name)
 
 
 __all__ = [
+    "AsyncClient",
     "Client",
     "ConflictError",
     "CronSchedule",

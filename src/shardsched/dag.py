@@ -83,7 +83,8 @@ def topology(tasks: Sequence[TaskSpec]) -> Topology:
 
 
 def validate_dag(spec: DagSpec) -> Topology:
-    from shardsched.models import validate_schedule
+    from shardsched.models import checked, validate_schedule
 
+    checked(spec)
     validate_schedule(spec.schedule)
     return topology(spec.tasks)

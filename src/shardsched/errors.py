@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import msgspec
+
 
 class ShardschedError(Exception):
     """Root of every error raised by shardsched."""
 
 
-class ValidationError(ShardschedError, ValueError):
-    """Raised when a job, schedule or request body is invalid; ``field`` is its $.path."""
+class ValidationError(ShardschedError, msgspec.ValidationError):
+    """Raised when a job, schedule or request body is invalid; ``field`` is its $.path.
+
+    A msgspec.ValidationError (so a ValueError) too: one ``except`` catches both kinds."""
 
     def __init__(self, message: str, field: str | None = None) -> None:
         super().__init__(message)

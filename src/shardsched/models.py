@@ -14,10 +14,11 @@ import enum
 import re
 import zoneinfo
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import msgspec
 
+_T = TypeVar("_T")
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 Command = Annotated[str, msgspec.Meta(min_length=1, max_length=65536)]
 PositiveSeconds = Annotated[float, msgspec.Meta(gt=0, le=366 * 86400)]
@@ -34,9 +35,10 @@ class CronSchedule(msgspec.Struct, tag="cron", tag_field="type", forbid_unknown_
 class IntervalSchedule(
     msgspec.Struct, tag="interval", tag_field="type", forbid_unknown_fields=True
 ):
-    """Every ``every_s`` seconds, counted from the job's creation (or ``start_at``)."""
+    """Every ``every_s`` seconds (at least 0.1), counted from the job's creation (or
+    ``start_at``)."""
 
-    every_s: PositiveSeconds
+    every_s: Annotated[float, msgspec.Meta(ge=0.1, le=366 * 86400)]
     start_at: AwareDatetime | None = None
 
 
@@ -447,6 +449,17 @@ class SchedulePreview(msgspec.Struct):
     suppressed: list[SuppressedTime]
 
 
+def checked(value: _T) -> _T:
+    """Check a Struct built in Python against its declared constraints (construction does
+    not: only decoding does), by a JSON round trip; raises msgspec.ValidationError with the
+    $.path. The SDK's input goes through the same rules as the HTTP API's."""
+    msgspec.json.decode(_checker.encode(value), type=type(value))
+    return value
+
+
+_checker = msgspec.json.Encoder()
+
+
 def validate_schedule(schedule: Schedule, path: str = "$.schedule") -> None:
     """Check what msgspec cannot: cron syntax and the time-zone name.
 
@@ -473,7 +486,8 @@ def timing_of(spec: JobSpec) -> Timing:
 
 
 def validate_spec(spec: JobSpec) -> JobSpec:
-    """Validate a decoded spec beyond its types; returns it for chaining."""
+    """Validate a spec, its declared constraints and beyond; returns it for chaining."""
+    checked(spec)
     if spec.depends_on:
         if spec.schedule is not None:
             raise msgspec.ValidationError(

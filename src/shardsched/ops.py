@@ -47,6 +47,7 @@ from shardsched.models import (
     TaskSpec,
     Timing,
     Triggered,
+    checked,
     timing_of,
     validate_spec,
 )
@@ -313,6 +314,7 @@ def patch_job(dep: Deployment, job_id: str, patch: JobPatch) -> Op:
     A new schedule, or a resume, re-scores the timer from the server's clock now; pause
     removes the timer entry. Concurrent patches are serialised by the job's version.
     """
+    checked(patch)
     if patch.status == JobStatus.DELETED:
         raise msgspec.ValidationError("use DELETE to delete a job - at `$.status`")
     for _attempt in range(16):
@@ -446,7 +448,7 @@ def backfill(dep: Deployment, job_id: str, request: BackfillRequest) -> Op:
     """Run every nominal tick of [start, end] that has no run yet, paced by max_concurrent
     (returns BackfillResult). The runs are the scheduler's own run ids, so a tick that ran
     is left alone and a backfill twice is a no-op."""
-    lo, hi = to_ms(request.start), to_ms(request.end)
+    lo, hi = to_ms(checked(request).start), to_ms(request.end)
     if hi < lo:
         raise ValidationError("end is before start", "$.end")
     job = yield from _read_job(dep, job_id)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import msgspec
 from croniter import croniter
 
 from shardsched.models import (
@@ -17,6 +16,7 @@ from shardsched.models import (
     SchedulePreview,
     SchedulePreviewRequest,
     SuppressedTime,
+    checked,
     validate_schedule,
 )
 from shardsched.ops import Call, Op
@@ -66,10 +66,8 @@ def _first_after(schedule: Schedule, after_ms: int) -> int | None:
 
 def preview(request: SchedulePreviewRequest, now_ms: int) -> SchedulePreview:
     """The next ``request.count`` fire times after ``request.after`` (default: now)."""
-    schedule: Schedule = request.schedule
+    schedule: Schedule = checked(request).schedule
     validate_schedule(schedule)
-    if not 1 <= request.count <= 1000:
-        raise msgspec.ValidationError("count must be in 1..1000 - at `$.count`")
     after_ms = now_ms if request.after is None else to_ms(request.after)
     times: list[int] = []
     nxt = _first_after(schedule, after_ms)

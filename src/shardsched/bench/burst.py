@@ -224,7 +224,7 @@ def run(args: argparse.Namespace) -> dict:
         wait_done(r, client, args.jobs, boundary, args.timeout)
         procs.stop_all(signal.SIGINT if args.profile else signal.SIGTERM)  # py-spy saves on SIGINT
         rows = read_runs(r, client, boundary)
-        report = client._drive(audit.audit(client.deployment, settle_s=0.0, late_after_s=1.0))
+        report = client._run(audit.audit(client.deployment, settle_s=0.0, late_after_s=1.0))
         floor_s = None if args.no_floor else measure_floor(r, client, args.jobs)
         info = r.info("server")
         client.close()

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> dict:
         end_ms = int(start.timestamp() * 1000) + round(args.duration * 1000)
         while server_ms(r) < end_ms + 1000:
             time.sleep(0.2)
-        report = client._drive(audit.audit(client.deployment, settle_s=0.5, late_after_s=0.1))
+        report = client._run(audit.audit(client.deployment, settle_s=0.5, late_after_s=0.1))
         procs.stop_all()
         client.close()
         r.close()

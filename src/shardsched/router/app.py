@@ -8,13 +8,14 @@ error shape of DESIGN §4.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from contextlib import aclosing
-from datetime import datetime
 from typing import Any
 
 import msgspec
+from msgspec import UNSET
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -36,6 +37,7 @@ from shardsched.models import (
 from shardsched.pagination import Cursor, parse_cursor
 from shardsched.preview import preview_schedule
 from shardsched.redis import Redis, RedisConnectionError
+from shardsched.router.openapi import Health, Readiness, openapi_document
 from shardsched.router.schemas import (
     DagQuery,
     DagRunQuery,
@@ -43,10 +45,12 @@ from shardsched.router.schemas import (
     JobQuery,
     RunQuery,
     TicksQuery,
+    opt,
 )
 from shardsched.shard.cron import to_ms
 from shardsched.worker import protocol
 
+log = logging.getLogger(__name__)
 MAX_BODY = 1024 * 1024
 _encoder = msgspec.json.Encoder()
 _spec_decoder = msgspec.json.Decoder(JobSpec)
@@ -110,24 +114,26 @@ async def _decode(request: Request, decoder: msgspec.json.Decoder[Any]) -> Any:
 
 def _query(request: Request, schema: type[Any]) -> Any:
     """The query string decoded into its Struct; a 422 names a bad or unknown parameter."""
-    params = request.query_params
-    if len(params.keys()) != len(set(params.keys())):
-        raise _validation("a query parameter is given more than once", "$")
+    items = request.query_params.multi_items()
+    names = [name for name, _ in items]
+    for name in names:
+        if names.count(name) > 1:
+            raise _validation(f"query parameter {name!r} is given more than once", f"$.{name}")
     try:
-        return msgspec.convert(dict(params), schema, strict=False)
+        return msgspec.convert(dict(items), schema, strict=False)
     except msgspec.ValidationError as exc:
         raise _validation(str(exc)) from None
 
 
 def _cursor(query: Any) -> tuple[Cursor | None]:
     try:
-        return (parse_cursor(query.cursor),)
+        return (parse_cursor(opt(query.cursor)),)
     except ValidationError as exc:
         raise _validation(exc.message, exc.field) from None
 
 
-def _ms(when: datetime | None) -> int | None:
-    return None if when is None else to_ms(when)
+def _ms(when: Any) -> int | None:
+    return None if when is None or when is UNSET else to_ms(when)
 
 
 class Api:
@@ -140,10 +146,10 @@ class Api:
     async def _run(self, op: ops.Op) -> Any:
         try:
             return await ops.drive_async(op, self.redis)
+        except ValidationError as exc:  # ours first: it is a msgspec.ValidationError too
+            raise _validation(exc.message, exc.field) from None
         except msgspec.ValidationError as exc:
             raise _validation(str(exc)) from None
-        except ValidationError as exc:
-            raise _validation(exc.message, exc.field) from None
         except NotFoundError as exc:
             raise ApiError(404, "not_found", str(exc)) from None
         except ConflictError as exc:
@@ -172,14 +178,14 @@ class Api:
 
     async def list_jobs(self, request: Request) -> Response:
         q: JobQuery = _query(request, JobQuery)
-        op = listing.jobs_page(self.dep, q.limit, *_cursor(q), q.status, q.name_prefix)
+        op = listing.jobs_page(self.dep, q.limit, *_cursor(q), opt(q.status), opt(q.name_prefix))
         return json_response(await self._run(op))
 
     async def list_runs(self, request: Request) -> Response:
         q: RunQuery = _query(request, RunQuery)
         job_id = request.path_params["job_id"]
         op = listing.runs_page(
-            self.dep, job_id, q.limit, *_cursor(q), q.state, _ms(q.since), _ms(q.until)
+            self.dep, job_id, q.limit, *_cursor(q), opt(q.state), _ms(q.since), _ms(q.until)
         )
         return json_response(await self._run(op))
 
@@ -212,7 +218,7 @@ class Api:
 
     async def list_dags(self, request: Request) -> Response:
         q: DagQuery = _query(request, DagQuery)
-        op = listing.dags_page(self.dep, q.limit, *_cursor(q), q.status, q.name_prefix)
+        op = listing.dags_page(self.dep, q.limit, *_cursor(q), opt(q.status), opt(q.name_prefix))
         return json_response(await self._run(op))
 
     async def get_dag(self, request: Request) -> Response:
@@ -288,21 +294,24 @@ class Api:
         return json_response(await self._run(protocol.complete(self.dep, rid, body)))
 
     async def healthz(self, request: Request) -> Response:
-        return json_response({"status": "ok"})
+        return json_response(Health(status="ok"))
 
     async def readyz(self, request: Request) -> Response:
         """Ready when every shard is owned by a live node; says which and by whom."""
         view: ClusterView = await self._run(cluster_view(self.dep))
         live = {n.node_id for n in view.nodes}
         unowned = [s.shard for s in view.shards if s.owner not in live]
-        body = {
-            "ready": not unowned,
-            "shards": len(view.shards),
-            "owned": len(view.shards) - len(unowned),
-            "unowned": unowned,
-            "owners": {s.shard: s.owner for s in view.shards if s.owner in live},
-        }
+        body = Readiness(
+            ready=not unowned,
+            shards=len(view.shards),
+            owned=len(view.shards) - len(unowned),
+            unowned=unowned,
+            owners={str(s.shard): s.owner for s in view.shards if s.owner in live},
+        )
         return json_response(body, 200 if not unowned else 503)
+
+    async def openapi(self, request: Request) -> Response:
+        return json_response(openapi_document())
 
 
 def _guard(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
@@ -313,54 +322,67 @@ def _guard(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
             return error_response(err)
         except RedisConnectionError as exc:
             return error_response(ApiError(503, "redis_unavailable", str(exc)))
+        except Exception:  # a bug: say so in the error shape, and log it
+            log.exception("%s %s failed", request.method, request.url.path)
+            return error_response(ApiError(500, "internal_error", "internal error (logged)"))
 
     return endpoint
+
+
+def _route(path: str, **handlers: Callable[[Request], Any]) -> Route:
+    """One route per path, dispatching on the method, so a 405 lists every method the path
+    has in its Allow header."""
+    guarded = {method.upper(): _guard(handler) for method, handler in handlers.items()}
+    if "GET" in guarded:
+        guarded["HEAD"] = guarded["GET"]
+
+    async def endpoint(request: Request) -> Response:
+        return await guarded[request.method](request)
+
+    return Route(path, endpoint, methods=list(guarded))
 
 
 def create_app(redis: Redis, dep: ops.Deployment) -> Starlette:
     api = Api(redis, dep)
     routes = [
-        Route("/api/v1/jobs", _guard(api.create_job), methods=["POST"]),
-        Route("/api/v1/jobs", _guard(api.list_jobs), methods=["GET"]),
-        Route("/api/v1/jobs/{job_id}", _guard(api.get_job), methods=["GET"]),
-        Route("/api/v1/jobs/{job_id}", _guard(api.patch_job), methods=["PATCH"]),
-        Route("/api/v1/jobs/{job_id}", _guard(api.delete_job), methods=["DELETE"]),
-        Route("/api/v1/jobs/{job_id}/trigger", _guard(api.trigger), methods=["POST"]),
-        Route("/api/v1/jobs/{job_id}/runs", _guard(api.list_runs), methods=["GET"]),
-        Route("/api/v1/jobs/{job_id}/versions", _guard(api.job_versions), methods=["GET"]),
-        Route("/api/v1/jobs/{job_id}/backfill", _guard(api.backfill), methods=["POST"]),
-        Route("/api/v1/runs/{run_id}", _guard(api.get_run), methods=["GET"]),
-        Route("/api/v1/runs/{run_id}/output", _guard(api.get_output), methods=["GET"]),
-        Route("/api/v1/runs/{run_id}/retry", _guard(api.retry_run), methods=["POST"]),
-        Route("/api/v1/dead-letter", _guard(api.dead_letter), methods=["GET"]),
-        Route("/api/v1/jobs/{job_id}/ticks", _guard(api.job_ticks), methods=["GET"]),
-        Route("/api/v1/dags", _guard(api.create_dag), methods=["POST"]),
-        Route("/api/v1/dags", _guard(api.list_dags), methods=["GET"]),
-        Route("/api/v1/dags/{dag_id}", _guard(api.get_dag), methods=["GET"]),
-        Route("/api/v1/dags/{dag_id}", _guard(api.patch_dag), methods=["PATCH"]),
-        Route("/api/v1/dags/{dag_id}", _guard(api.delete_dag), methods=["DELETE"]),
-        Route("/api/v1/dags/{dag_id}/trigger", _guard(api.trigger_dag), methods=["POST"]),
-        Route("/api/v1/dags/{dag_id}/runs", _guard(api.list_dag_runs), methods=["GET"]),
-        Route("/api/v1/dags/{job_id}/ticks", _guard(api.job_ticks), methods=["GET"]),
-        Route("/api/v1/dag-runs/{dag_run_id}", _guard(api.get_dag_run), methods=["GET"]),
-        Route("/api/v1/schedules/preview", _guard(api.preview), methods=["POST"]),
-        Route("/api/v1/cluster", _guard(api.cluster), methods=["GET"]),
-        Route("/api/v1/workers", _guard(api.workers), methods=["GET"]),
-        Route(
-            "/internal/workers/{worker_id}/heartbeat",
-            _guard(api.worker_heartbeat),
-            methods=["POST"],
+        _route("/api/v1/jobs", post=api.create_job, get=api.list_jobs),
+        _route(
+            "/api/v1/jobs/{job_id}", get=api.get_job, patch=api.patch_job, delete=api.delete_job
         ),
-        Route("/internal/runs/claim", _guard(api.worker_claim), methods=["POST"]),
-        Route("/internal/runs/{run_id}/lease/renew", _guard(api.worker_renew), methods=["POST"]),
-        Route("/internal/runs/{run_id}/complete", _guard(api.worker_complete), methods=["POST"]),
-        Route("/healthz", _guard(api.healthz), methods=["GET"]),
-        Route("/readyz", _guard(api.readyz), methods=["GET"]),
+        _route("/api/v1/jobs/{job_id}/trigger", post=api.trigger),
+        _route("/api/v1/jobs/{job_id}/runs", get=api.list_runs),
+        _route("/api/v1/jobs/{job_id}/versions", get=api.job_versions),
+        _route("/api/v1/jobs/{job_id}/backfill", post=api.backfill),
+        _route("/api/v1/jobs/{job_id}/ticks", get=api.job_ticks),
+        _route("/api/v1/runs/{run_id}", get=api.get_run),
+        _route("/api/v1/runs/{run_id}/output", get=api.get_output),
+        _route("/api/v1/runs/{run_id}/retry", post=api.retry_run),
+        _route("/api/v1/dead-letter", get=api.dead_letter),
+        _route("/api/v1/dags", post=api.create_dag, get=api.list_dags),
+        _route(
+            "/api/v1/dags/{dag_id}", get=api.get_dag, patch=api.patch_dag, delete=api.delete_dag
+        ),
+        _route("/api/v1/dags/{dag_id}/trigger", post=api.trigger_dag),
+        _route("/api/v1/dags/{dag_id}/runs", get=api.list_dag_runs),
+        _route("/api/v1/dags/{job_id}/ticks", get=api.job_ticks),
+        _route("/api/v1/dag-runs/{dag_run_id}", get=api.get_dag_run),
+        _route("/api/v1/schedules/preview", post=api.preview),
+        _route("/api/v1/cluster", get=api.cluster),
+        _route("/api/v1/workers", get=api.workers),
+        _route("/internal/workers/{worker_id}/heartbeat", post=api.worker_heartbeat),
+        _route("/internal/runs/claim", post=api.worker_claim),
+        _route("/internal/runs/{run_id}/lease/renew", post=api.worker_renew),
+        _route("/internal/runs/{run_id}/complete", post=api.worker_complete),
+        _route("/healthz", get=api.healthz),
+        _route("/readyz", get=api.readyz),
+        _route("/openapi.json", get=api.openapi),
     ]
 
     async def not_found(request: Request, exc: Exception) -> Response:
         code = getattr(exc, "status_code", 404)
         name = "method_not_allowed" if code == 405 else "not_found"
-        return error_response(ApiError(code, name, f"{request.method} {request.url.path}"))
+        response = error_response(ApiError(code, name, f"{request.method} {request.url.path}"))
+        response.headers.update(getattr(exc, "headers", None) or {})  # 405: Allow
+        return response
 
     return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})

@@ -2,6 +2,8 @@
 
 Decoded with ``msgspec.convert(..., strict=False)`` so numbers, times and enums arrive typed,
 an unknown parameter is a 422 naming it, and the OpenAPI document describes exactly these.
+An absent parameter is UNSET (never None: lax conversion would read the text "null" as
+None); :func:`opt` turns it into None for the operations.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from shardsched.models import AwareDatetime, JobStatus, RunState
 
@@ -23,43 +26,48 @@ class JobQuery(msgspec.Struct, forbid_unknown_fields=True):
     """GET /api/v1/jobs: newest first."""
 
     limit: PageSize = 50
-    cursor: CursorText | None = None
-    status: JobStatus | None = None
-    name_prefix: Prefix | None = None
+    cursor: CursorText | UnsetType = UNSET
+    status: JobStatus | UnsetType = UNSET
+    name_prefix: Prefix | UnsetType = UNSET
 
 
 class RunQuery(msgspec.Struct, forbid_unknown_fields=True):
     """GET /api/v1/jobs/{id}/runs: newest first by scheduled_for; since/until bound it."""
 
     limit: PageSize = 50
-    cursor: CursorText | None = None
-    state: RunState | None = None
-    since: AwareDatetime | None = None
-    until: AwareDatetime | None = None
+    cursor: CursorText | UnsetType = UNSET
+    state: RunState | UnsetType = UNSET
+    since: AwareDatetime | UnsetType = UNSET
+    until: AwareDatetime | UnsetType = UNSET
 
 
 class DeadLetterQuery(msgspec.Struct, forbid_unknown_fields=True):
     limit: PageSize = 100
-    cursor: CursorText | None = None
+    cursor: CursorText | UnsetType = UNSET
 
 
 class DagQuery(msgspec.Struct, forbid_unknown_fields=True):
     limit: PageSize = 100
-    cursor: CursorText | None = None
-    status: JobStatus | None = None
-    name_prefix: Prefix | None = None
+    cursor: CursorText | UnsetType = UNSET
+    status: JobStatus | UnsetType = UNSET
+    name_prefix: Prefix | UnsetType = UNSET
 
 
 class DagRunQuery(msgspec.Struct, forbid_unknown_fields=True):
     limit: PageSize = 50
-    cursor: CursorText | None = None
-    since: AwareDatetime | None = None
-    until: AwareDatetime | None = None
+    cursor: CursorText | UnsetType = UNSET
+    since: AwareDatetime | UnsetType = UNSET
+    until: AwareDatetime | UnsetType = UNSET
 
 
 class TicksQuery(msgspec.Struct, forbid_unknown_fields=True, rename={"from_": "from"}):
     """GET /api/v1/jobs/{id}/ticks: every nominal tick in [from, to] and its fate."""
 
-    from_: AwareDatetime | None = None
-    to: AwareDatetime | None = None
+    from_: AwareDatetime | UnsetType = UNSET
+    to: AwareDatetime | UnsetType = UNSET
     limit: Annotated[int, msgspec.Meta(ge=1, le=10000)] = 1000
+
+
+def opt(value: object) -> object:
+    """None for an absent (UNSET) parameter, else the value."""
+    return None if value is UNSET else value

@@ -18,17 +18,36 @@ import msgspec
 from shardsched import ops
 from shardsched.errors import ConflictError, RunNotFound
 from shardsched.keys import CONSUMER_GROUP
-from shardsched.models import JobSpec, RetryPolicy
+from shardsched.models import RetryPolicy
 from shardsched.shard.cron import from_ms
 from shardsched.worker.backoff import verdict
 
 WorkerId = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[^:\s]+$")]
-_spec_decoder = msgspec.json.Decoder(JobSpec)
+#: A ready-stream entry id, as claim answered it.
+EntryId = Annotated[str, msgspec.Meta(pattern=r"^[0-9]{1,20}-[0-9]{1,20}$")]
+Token = Annotated[int, msgspec.Meta(ge=0, le=2**53)]
+
+
+class _ExecSpec(msgspec.Struct):
+    """What the protocol needs of a job's or a DAG task's spec (the rest is skipped)."""
+
+    command: str = ""
+    timeout_s: float = 3600.0
+    lease_s: float = 30.0
+    retry_policy: RetryPolicy = msgspec.field(default_factory=RetryPolicy)
+
+
+_spec_decoder = msgspec.json.Decoder(_ExecSpec)
 
 
 class HeartbeatRequest(msgspec.Struct, forbid_unknown_fields=True):
     capacity: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 1
     capacity_free: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 0
+
+
+class HeartbeatResponse(msgspec.Struct):
+    worker_id: str
+    at: datetime
 
 
 class ClaimRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -54,8 +73,8 @@ class ClaimResponse(msgspec.Struct):
 
 class RenewRequest(msgspec.Struct, forbid_unknown_fields=True):
     worker_id: WorkerId
-    entry_id: str
-    token: int
+    entry_id: EntryId
+    token: Token
 
 
 class RenewResponse(msgspec.Struct):
@@ -65,8 +84,8 @@ class RenewResponse(msgspec.Struct):
 
 class CompleteRequest(msgspec.Struct, forbid_unknown_fields=True):
     worker_id: WorkerId
-    entry_id: str
-    token: int
+    entry_id: EntryId
+    token: Token
     status: Literal["success", "failure"]
     exit_code: int | None = None
     reason: Annotated[str, msgspec.Meta(max_length=500)] | None = None
@@ -93,7 +112,7 @@ def heartbeat(dep: ops.Deployment, worker_id: str, req: HeartbeatRequest) -> ops
     (reply,) = yield [
         ops.Call((worker_id, 30_000, info), script="heartbeat", keys=(g.workers, g.worker_info))
     ]
-    return {"worker_id": worker_id, "at": from_ms(int(ops._check(reply)[0]))}
+    return HeartbeatResponse(worker_id=worker_id, at=from_ms(int(ops._check(reply)[0])))
 
 
 def claim(dep: ops.Deployment, req: ClaimRequest) -> ops.Op:
@@ -149,7 +168,10 @@ def renew(dep: ops.Deployment, rid: str, req: RenewRequest) -> ops.Op:
 
 def complete(dep: ops.Deployment, rid: str, req: CompleteRequest) -> ops.Op:
     sk = dep.keys_for(rid)
-    job_id, _tick, attempt = rid.rsplit(":", 2)
+    parts = rid.rsplit(":", 2)
+    if len(parts) != 3 or not parts[2].isdigit():
+        raise RunNotFound(rid)
+    job_id, _tick, attempt = parts
     spec_raw, now = yield [ops.Call(("HGET", sk.job(job_id), "spec")), ops.Call(("TIME",))]
     policy = _spec_decoder.decode(spec_raw).retry_policy if spec_raw else RetryPolicy()
     now_ms = int(now[0]) * 1000 + int(now[1]) // 1000

@@ -1,0 +1,148 @@
+"""The SDK: every API operation through shardsched.Client (redis-py) and AsyncClient (trio),
+typed results and clear exceptions (issue #7)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import trio
+
+from conftest import wait_until
+from shardsched import (
+    AsyncClient,
+    Client,
+    CronSchedule,
+    IntervalSchedule,
+    JobDeleted,
+    JobNotFound,
+    JobPatch,
+    JobSpec,
+    OnceSchedule,
+    RetryPolicy,
+    RunNotFound,
+    ValidationError,
+)
+from shardsched.models import Job, RunList
+
+HOURLY = IntervalSchedule(every_s=3600)
+
+
+def sync_tour(url: str, namespace: str) -> dict:
+    """Every synchronous operation once, in a worker thread (it blocks)."""
+    seen: dict = {}
+    with Client(url, namespace) as client:
+        created = client.add_job(JobSpec(name="sdk-ok", schedule=HOURLY, command="echo hi"))
+        job = client.get_job(created.job_id)
+        assert isinstance(job, Job) and job.name == "sdk-ok"
+        bulk = client.add_jobs(
+            [JobSpec(name=f"sdk-bulk-{i}", schedule=HOURLY, command="true") for i in range(30)],
+            batch=7,
+        )
+        assert len(bulk) == 30
+        page = client.list_jobs(limit=10, name_prefix="sdk-bulk-")
+        assert len(page.jobs) == 10 and page.next_cursor
+        rest = client.list_jobs(limit=100, cursor=page.next_cursor, name_prefix="sdk-bulk-")
+        assert len(page.jobs) + len(rest.jobs) == 30 and rest.next_cursor is None
+        changed = client.update_job(created.job_id, JobPatch(command="echo changed"))
+        assert changed.version == 2
+        until = datetime.now(UTC) + timedelta(days=1)
+        paused = client.pause(created.job_id, reason="sdk test", until=until)
+        assert paused.pause_reason == "sdk test" and paused.paused_until is not None
+        assert client.resume(created.job_id).status == "active"
+        assert [v.version for v in client.job_versions(created.job_id).versions] == [1, 2, 3, 4]
+        triggered = client.trigger(created.job_id)
+        seen["run_id"] = triggered.run_id
+        preview = client.next_fire_times(CronSchedule(expression="0 3 * * *"), count=2)
+        assert len(preview.fire_times) == 2
+        start = datetime.now(UTC) - timedelta(hours=3)
+        backfilled = client.backfill(
+            client.add_job(
+                JobSpec(
+                    name="sdk-bf",
+                    schedule=IntervalSchedule(every_s=3600, start_at=start),
+                    command="true",
+                )
+            ).job_id,
+            start,
+            start + timedelta(hours=2),
+            max_concurrent=2,
+        )
+        assert backfilled.ticks == 3 and backfilled.queued == 3
+        failing = client.add_job(
+            JobSpec(
+                name="sdk-dead",
+                schedule=OnceSchedule(at=datetime(2020, 1, 1, tzinfo=UTC)),
+                command="exit 1",
+                retry_policy=RetryPolicy(max_attempts=2, base_s=0.1, max_s=0.1, jitter=False),
+            )
+        )
+        seen["dead_job"] = failing.job_id
+
+        with pytest.raises(JobNotFound):
+            client.get_job("job_000000000000")
+        with pytest.raises(RunNotFound):
+            client.get_run("job_000000000000:1:1")
+        with pytest.raises(ValidationError) as bad:
+            client.add_job(
+                JobSpec(name="x", schedule=CronSchedule(expression="61 * * * *"), command="true")
+            )
+        assert bad.value.field == "$.schedule.expression"
+        client.delete_job(bulk[0].job_id)
+        with pytest.raises(JobDeleted):
+            client.trigger(bulk[0].job_id)
+        seen["created"] = created.job_id
+    return seen
+
+
+def sync_results(url: str, namespace: str, seen: dict) -> None:
+    with Client(url, namespace) as client:
+        run = client.get_run(seen["run_id"])
+        assert run.state == "succeeded" and run.job_version == 4
+        assert client.get_output(seen["run_id"]).output == "changed\n"
+        runs = client.list_runs(seen["created"], state="succeeded")
+        assert isinstance(runs, RunList) and [r.run_id for r in runs.runs] == [seen["run_id"]]
+        dead = client.list_dead_letter()
+        (dead_run,) = [r for r in dead.runs if r.job_id == seen["dead_job"]]
+        again = client.retry_run(dead_run.run_id)
+        assert again.attempt == dead_run.attempt + 1
+
+
+async def test_sync_client_covers_every_operation(node, worker, redis_server, dep) -> None:
+    seen = await trio.to_thread.run_sync(sync_tour, redis_server.url, dep.namespace)
+
+    async def finished() -> bool:
+        def check() -> bool:
+            with Client(redis_server.url, dep.namespace) as client:
+                done = client.get_run(seen["run_id"]).state == "succeeded"
+                return done and bool(client.list_dead_letter().runs)
+
+        return await trio.to_thread.run_sync(check)
+
+    await wait_until(finished, timeout=20)
+    await trio.to_thread.run_sync(sync_results, redis_server.url, dep.namespace, seen)
+
+
+async def test_async_client(node, worker, redis_server, dep) -> None:
+    async with await AsyncClient.open(redis_server.url, dep.namespace) as client:
+        assert client.deployment == dep
+        created = await client.add_job(JobSpec(name="async", schedule=HOURLY, command="true"))
+        assert (await client.get_job(created.job_id)).name == "async"
+        assert (
+            len(await client.add_jobs([JobSpec(name="a2", schedule=HOURLY, command="true")])) == 1
+        )
+        triggered = await client.trigger(created.job_id)
+
+        async def done() -> bool:
+            return (await client.get_run(triggered.run_id)).state == "succeeded"
+
+        await wait_until(done)
+        jobs = await client.list_jobs(name_prefix="async")
+        assert [j.job_id for j in jobs.jobs] == [created.job_id]
+        with pytest.raises(ValidationError) as bad:
+            await client.add_job(
+                JobSpec(name="x", schedule=IntervalSchedule(every_s=0.01), command="true")
+            )
+        assert bad.value.field == "$.schedule.every_s"
+        with pytest.raises(JobNotFound):
+            await client.get_job("job_000000000000")
