@@ -5,13 +5,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Debian packages: redis-server (the embedded server of `dev`, and the tests'), curl (the
+# README's tour, executed by the tests).
+missing=()
 if ! command -v redis-server >/dev/null 2>&1 && [[ ! -x /usr/bin/redis-server ]]; then
-  echo "setup: installing Debian's redis-server" >&2
+  missing+=(redis-server)
+fi
+command -v curl >/dev/null 2>&1 || missing+=(curl)
+if (( ${#missing[@]} )); then
+  echo "setup: installing Debian's ${missing[*]}" >&2
   sudo=""
   [[ $(id -u) -eq 0 ]] || sudo="sudo"
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq >/dev/null
-  $sudo apt-get install -y -qq redis-server >/dev/null
+  $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
   # The package starts a system-wide server where systemd runs; we start our own.
   $sudo systemctl disable --now redis-server >/dev/null 2>&1 || true
 fi

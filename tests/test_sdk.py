@@ -23,7 +23,7 @@ from shardsched import (
     RunNotFound,
     ValidationError,
 )
-from shardsched.models import Job, RunList
+from shardsched.models import Catchup, Job, RunList
 
 HOURLY = IntervalSchedule(every_s=3600)
 
@@ -62,6 +62,7 @@ def sync_tour(url: str, namespace: str) -> dict:
                     name="sdk-bf",
                     schedule=IntervalSchedule(every_s=3600, start_at=start),
                     command="true",
+                    catchup=Catchup.NONE,  # the past ticks are skipped: left to the backfill
                 )
             ).job_id,
             start,

@@ -1,4 +1,5 @@
-"""``shardsched dags …``: the HTTP API from the command line, for people and for scripts.
+"""``shardsched jobs|runs|dead-letter|dags …``: the HTTP API from the command line, for
+people and for scripts.
 
 Speaks HTTP to ``--api`` (default http://127.0.0.1:8080, or SHARDSCHED_API) with the
 standard library only. Readable tables by default, the API's own JSON with ``--json``; any
@@ -64,7 +65,7 @@ def request(api: str, method: str, path: str, body: Any = None) -> Any:
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Plain aligned columns; '-' for a missing value."""
     cells = [[("-" if v is None else str(v)) for v in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
     return "\n".join(lines)
@@ -83,6 +84,165 @@ def _read_body(source: str) -> Any:
         return json.loads(text)
     except ValueError as exc:
         raise CliError(f"{source} is not JSON: {exc}") from None
+
+
+# --- jobs, runs, dead letter -------------------------------------------------------------
+
+
+def _schedule(s: dict) -> str:
+    if s["type"] == "cron":
+        return f"cron {s['expression']} {s.get('timezone', 'UTC')}"
+    if s["type"] == "interval":
+        return f"every {s['every_s']:g}s"
+    return f"once {s['at']}"
+
+
+def _page(query: dict[str, Any]) -> str:
+    items = {k: v for k, v in query.items() if v is not None}
+    return "?" + urllib.parse.urlencode(items) if items else ""
+
+
+def _more(out: dict) -> str:
+    return f"\n(more: --cursor {out['next_cursor']})" if out.get("next_cursor") else ""
+
+
+def _runs_table(runs: list[dict]) -> str:
+    return table(
+        ["RUN_ID", "STATE", "ATTEMPT", "SCHEDULED_FOR", "STARTED", "FINISHED", "EXIT", "REASON"],
+        [
+            [
+                r["run_id"],
+                r["state"],
+                r["attempt"],
+                r["scheduled_for"],
+                r["started_at"],
+                r["finished_at"],
+                r["exit_code"],
+                r["reason"],
+            ]
+            for r in runs
+        ],
+    )
+
+
+def _show_job(job: dict) -> str:
+    rows = [
+        ["job_id", job["job_id"]],
+        ["name", job["name"]],
+        ["status", job["status"]],
+        ["schedule", _schedule(job["schedule"])],
+        ["next_run_at", job["next_run_at"]],
+        ["command", job["command"]],
+        ["version", job["version"]],
+        ["shard", job["shard"]],
+    ]
+    for key in ("dag_id", "pause_reason", "paused_until", "auto_pause_after"):
+        if job.get(key) is not None:
+            rows.append([key, job[key]])
+    return table(["FIELD", "VALUE"], rows)
+
+
+def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
+    api, cmd = args.api, args.jobs_command
+    if cmd == "add":
+        out = request(api, "POST", "/api/v1/jobs", _read_body(args.file))
+        return out, lambda o: f"{o['job_id']}  next run {o['next_run_at'] or '-'}"
+    if cmd == "list":
+        query = {
+            "limit": args.limit,
+            "cursor": args.cursor,
+            "status": args.status,
+            "name_prefix": args.name_prefix,
+        }
+        out = request(api, "GET", "/api/v1/jobs" + _page(query))
+        return (
+            out,
+            lambda o: (
+                table(
+                    ["JOB_ID", "NAME", "STATUS", "SCHEDULE", "NEXT_RUN"],
+                    [
+                        [
+                            j["job_id"],
+                            j["name"],
+                            j["status"],
+                            _schedule(j["schedule"]),
+                            j["next_run_at"],
+                        ]
+                        for j in o["jobs"]
+                    ],
+                )
+                + _more(o)
+            ),
+        )
+    path = f"/api/v1/jobs/{_q(args.job_id)}"
+    if cmd == "get":
+        return request(api, "GET", path), _show_job
+    if cmd == "trigger":
+        out = request(api, "POST", path + "/trigger")
+        return out, lambda o: o["run_id"]
+    if cmd == "delete":
+        return request(api, "DELETE", path), lambda o: f"{o['job_id']}  {o['status']}"
+    if cmd == "pause":
+        body: dict[str, Any] = {"status": "paused"}
+        if args.reason:
+            body["pause_reason"] = args.reason
+        if args.until:
+            body["paused_until"] = args.until
+        return request(api, "PATCH", path, body), lambda o: f"{o['job_id']}  {o['status']}"
+    if cmd == "resume":
+        out = request(api, "PATCH", path, {"status": "active"})
+        return out, lambda o: f"{o['job_id']}  {o['status']}"
+    if cmd == "versions":
+        out = request(api, "GET", path + "/versions")
+        return out, lambda o: table(
+            ["VERSION", "STATUS", "VALID_FROM", "VALID_UNTIL", "SCHEDULE", "COMMAND"],
+            [
+                [
+                    v["version"],
+                    v["status"],
+                    v["valid_from"],
+                    v["valid_until"],
+                    _schedule(v["spec"]["schedule"]) if v["spec"].get("schedule") else None,
+                    v["spec"]["command"],
+                ]
+                for v in o["versions"]
+            ],
+        )
+    body = {"start": args.start, "end": args.end, "max_concurrent": args.max_concurrent}
+    out = request(api, "POST", path + "/backfill", body)
+    return (
+        out,
+        lambda o: (
+            f"{o['ticks']} ticks: {o['queued']} queued, {o['already']} had a run, "
+            f"{o['started']} started"
+        ),
+    )
+
+
+def _runs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
+    api, cmd = args.api, args.runs_command
+    if cmd == "list":
+        query = {
+            "limit": args.limit,
+            "cursor": args.cursor,
+            "state": args.state,
+            "since": args.since,
+            "until": args.until,
+        }
+        out = request(api, "GET", f"/api/v1/jobs/{_q(args.job_id)}/runs" + _page(query))
+        return out, lambda o: _runs_table(o["runs"]) + _more(o)
+    path = f"/api/v1/runs/{_q(args.run_id)}"
+    if cmd == "get":
+        return request(api, "GET", path), lambda o: _runs_table([o])
+    if cmd == "output":
+        return request(api, "GET", path + "/output"), lambda o: o["output"].rstrip("\n")
+    return request(api, "POST", path + "/retry"), lambda o: _runs_table([o])
+
+
+def _dead_letter(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
+    query = {"limit": args.limit, "cursor": args.cursor}
+    out = request(args.api, "GET", "/api/v1/dead-letter" + _page(query))
+    return out, lambda o: _runs_table(o["runs"]) + _more(o)
 
 
 # --- dags -------------------------------------------------------------------------------
@@ -206,6 +366,55 @@ def _dags(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     common = _common()
+
+    def page(p: argparse.ArgumentParser, limit: int) -> None:
+        p.add_argument("--limit", type=int, default=limit)
+        p.add_argument("--cursor", default=None, help="next_cursor of the previous page")
+
+    jobs = sub.add_parser("jobs", help="register, inspect, pause/resume/delete, trigger jobs")
+    jsub = jobs.add_subparsers(dest="jobs_command", required=True)
+    add = jsub.add_parser("add", parents=[common], help="register a job from a JSON file")
+    add.add_argument("file", help="the job as JSON (POST /api/v1/jobs body); - for stdin")
+    lst = jsub.add_parser("list", parents=[common], help="jobs, newest first")
+    page(lst, 50)
+    lst.add_argument("--status", choices=["active", "paused", "deleted"])
+    lst.add_argument("--name-prefix", default=None)
+    for name, text in [
+        ("get", "a job"),
+        ("resume", "resume a paused job (next fire from now)"),
+        ("delete", "delete, keeping history"),
+        ("trigger", "run now; prints the run id"),
+        ("versions", "the job's definitions over time"),
+    ]:
+        jsub.add_parser(name, parents=[common], help=text).add_argument("job_id")
+    pause = jsub.add_parser("pause", parents=[common], help="pause (optionally until a time)")
+    pause.add_argument("job_id")
+    pause.add_argument("--reason", default=None)
+    pause.add_argument("--until", default=None, metavar="RFC3339", help="resume by itself then")
+    backfill = jsub.add_parser("backfill", parents=[common], help="run a window's missing ticks")
+    backfill.add_argument("job_id")
+    backfill.add_argument("--start", required=True, metavar="RFC3339")
+    backfill.add_argument("--end", required=True, metavar="RFC3339")
+    backfill.add_argument("--max-concurrent", type=int, default=1)
+
+    runs = sub.add_parser("runs", help="inspect runs, read their output, retry dead letters")
+    rsub = runs.add_subparsers(dest="runs_command", required=True)
+    rlist = rsub.add_parser("list", parents=[common], help="a job's runs, newest first")
+    rlist.add_argument("job_id")
+    page(rlist, 50)
+    rlist.add_argument("--state", default=None)
+    rlist.add_argument("--since", default=None, metavar="RFC3339")
+    rlist.add_argument("--until", default=None, metavar="RFC3339")
+    for name, text in [
+        ("get", "a run"),
+        ("output", "what a run printed (last 64 KiB)"),
+        ("retry", "send a dead-lettered run back"),
+    ]:
+        rsub.add_parser(name, parents=[common], help=text).add_argument("run_id")
+
+    dead = sub.add_parser("dead-letter", parents=[common], help="dead-lettered runs")
+    page(dead, 100)
+
     dags = sub.add_parser("dags", help="register, inspect, trigger, pause/resume/delete DAGs")
     dsub = dags.add_subparsers(dest="dags_command", required=True)
     add = dsub.add_parser("add", parents=[common], help="register a DAG from a JSON file")
@@ -220,16 +429,19 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
         ("delete", "delete, keeping history"),
     ]:
         dsub.add_parser(name, parents=[common], help=text).add_argument("dag_id")
-    runs = dsub.add_parser("runs", parents=[common], help="a DAG's runs, newest first")
-    runs.add_argument("dag_id")
-    runs.add_argument("--limit", type=int, default=20)
+    dag_runs = dsub.add_parser("runs", parents=[common], help="a DAG's runs, newest first")
+    dag_runs.add_argument("dag_id")
+    dag_runs.add_argument("--limit", type=int, default=20)
     run = dsub.add_parser("run", parents=[common], help="one DAG run: every task, attempts")
     run.add_argument("dag_run_id")
 
 
+COMMANDS = {"jobs": _jobs, "runs": _runs, "dead-letter": _dead_letter, "dags": _dags}
+
+
 def main(args: argparse.Namespace) -> int:
     try:
-        out, show = _dags(args)
+        out, show = COMMANDS[args.command](args)
     except CliError as exc:
         print(f"shardsched: {exc}", file=sys.stderr)
         return 1

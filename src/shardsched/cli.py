@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import sys
+from typing import NoReturn
 
 from shardsched.keys import DEFAULT_NAMESPACE
 
@@ -27,8 +28,15 @@ def _redis_flag(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--log-level", default="WARNING", help="DEBUG, INFO, WARNING, ERROR")
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are one line on stderr and exit status 2 (not the usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"shardsched: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="shardsched", description=__doc__)
+    parser = _Parser(prog="shardsched", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     dev = sub.add_parser("dev", help="everything in one process tree on an embedded redis-server")
@@ -120,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
             RedisURL.parse(args.redis)
         except ValueError as exc:
             sys.exit(f"shardsched: --redis: {exc}")
-    if args.command == "dags":
+    if args.command in ("jobs", "runs", "dead-letter", "dags"):
         from shardsched import api_cli
 
         sys.exit(api_cli.main(args))

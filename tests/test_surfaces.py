@@ -1,4 +1,4 @@
-"""The DAG operations through the SDK (redis-py, same scripts) and the CLI (HTTP)."""
+"""The SDK (redis-py, same scripts) and the CLI (HTTP) over DAGs, jobs, runs and dead letters."""
 
 from __future__ import annotations
 
@@ -130,3 +130,56 @@ async def test_cli_dags(node, worker, http, tmp_path: Path) -> None:
         assert len(lines) == 1 and needle in lines[0], (args, out.stderr)
     out = await cli("dags", "list", "--api", "http://127.0.0.1:9")
     assert out.returncode == 1 and "cannot reach the API" in out.stderr
+
+
+async def test_cli_jobs_runs_dead_letter(node, worker, http, tmp_path: Path) -> None:
+    api = ("--api", str(http.base_url))
+    body = {
+        "name": "cli-job",
+        "schedule": {"type": "interval", "every_s": 3600},
+        "command": "echo out; exit 2",
+        "retry_policy": {"max_attempts": 2, "base_s": 0.1, "max_s": 0.1, "jitter": False},
+    }
+    out = await cli("jobs", "add", "-", *api, "--json", stdin=json.dumps(body))
+    assert out.returncode == 0, out.stderr
+    job_id = json.loads(out.stdout)["job_id"]
+    listed = json.loads((await cli("jobs", "list", *api, "--json", "--limit", "1")).stdout)
+    assert [j["job_id"] for j in listed["jobs"]] == [job_id]
+    run_id = (await cli("jobs", "trigger", job_id, *api)).stdout.strip()
+    assert run_id.startswith(f"{job_id}:t1:")
+
+    async def dead() -> str | None:
+        shown = await cli("dead-letter", *api)
+        return shown.stdout if job_id in shown.stdout else None
+
+    shown = await wait_until(dead, timeout=20, every=0.3)
+    assert "dead_letter" in shown and f"{job_id}:t1:2" in shown
+    assert (await cli("runs", "output", f"{job_id}:t1:2", *api)).stdout == "out\n"
+    runs = json.loads((await cli("runs", "list", job_id, *api, "--json")).stdout)["runs"]
+    assert [r["state"] for r in runs] == ["dead_letter", "failed"]
+    out = await cli("runs", "retry", f"{job_id}:t1:2", *api)
+    assert out.returncode == 0 and f"{job_id}:t1:3" in out.stdout
+    out = await cli(
+        "jobs",
+        "backfill",
+        job_id,
+        *api,
+        "--start",
+        "2026-01-01T00:00:00Z",
+        "--end",
+        "2026-01-01T00:00:00Z",
+    )
+    assert out.returncode == 0 and out.stdout.startswith("0 ticks"), out
+    for args, needle in [
+        (("jobs", "get", "job_000000000000"), "not_found: job 'job_000000000000' not found"),
+        (("runs", "get", "nope:1:1"), "not_found:"),
+        (("runs", "list", job_id, "--state", "done"), "validation_error:"),
+        (("jobs", "pause", job_id, "--until", "soon"), "(at $.paused_until)"),
+        (("runs", "retry", run_id), "conflict:"),
+    ]:
+        out = await cli(*args, *api)
+        assert out.returncode == 1 and out.stdout == "", (args, out)
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and needle in lines[0], (args, out.stderr)
+    out = await cli("jobs", "list", "--status", "sleepy", *api)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
