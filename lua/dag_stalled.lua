@@ -11,7 +11,8 @@
   ARGV[2] shard key base; run:<id> and dagrun:<id> keys are built from it (same hash slot)
   ARGV[3] how many to look at, at most
 
-  Returns {1, stalled}, or {-1} when the caller's epoch is stale.
+  Returns {1, stalled, dag_id1, dag_id2, ...} (the DAG of each stalled run), or {-1}
+  when the caller's epoch is stale.
 ]]
 local rcall = redis.call
 local wait_key, epoch_key, stats_key = KEYS[1], KEYS[2], KEYS[3]
@@ -23,13 +24,16 @@ end
 local t = rcall('TIME')
 local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
 local stalled = 0
+local dags = {}
 for _, rid in ipairs(rcall('ZRANGE', wait_key, '-inf', now, 'BYSCORE', 'LIMIT', 0, ARGV[3])) do
   local run = rcall('HMGET', base .. 'run:' .. rid, 'st', 'd')
   if run[1] == 'scheduled' then
     rcall('HSET', base .. 'run:' .. rid, 'stl', now)
     if run[2] then
       rcall('HINCRBY', base .. 'dagrun:' .. run[2], 'stl', 1)
-      rcall('HINCRBY', base .. 'job:' .. string.match(run[2], '^([^:]+)'), 'stalled', 1)
+      local dag = string.match(run[2], '^([^:]+)')
+      rcall('HINCRBY', base .. 'job:' .. dag, 'stalled', 1)
+      dags[#dags + 1] = dag
     end
     stalled = stalled + 1
   end
@@ -38,4 +42,8 @@ end
 if stalled > 0 then
   rcall('HINCRBY', stats_key, 'dag_stalled', stalled)
 end
-return {1, stalled}
+local out = {1, stalled}
+for _, dag in ipairs(dags) do
+  out[#out + 1] = dag
+end
+return out

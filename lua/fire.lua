@@ -22,7 +22,9 @@
   ARGV[5] shard number
   ARGV[6] look-ahead (ms): due jobs are reported up to now + this, so the owner can plan
           them before their tick; an item is only fired once its tick is due
-  ARGV[7..] items of 6: job id, old score, tick to fire ('' none), new score ('' removes
+  ARGV[7] ticks of this batch the owner found missed (their time plus misfire grace had
+          passed): added to the shard's 'missed' counter
+  ARGV[8..] items of 6: job id, old score, tick to fire ('' none), new score ('' removes
           the entry), skip record ('' none, else "first:last:count:reason"), overlap
           policy (a allow | f forbid: skip the tick while the job's last run is active |
           r replace: cancel that run, fire this one)
@@ -52,14 +54,16 @@ local t = rcall('TIME')
 local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
 
 local fired = 0
+local applied = 0
 local ACTIVE = {scheduled = true, claimed = true, running = true, retrying = true}
 local now_n = tonumber(now)
-for i = 7, #ARGV, 6 do
+for i = 8, #ARGV, 6 do
   local job, old, fire, new, skip = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local overlap = ARGV[i + 5]
   local score = rcall('ZSCORE', timer_key, job)
   -- compare-and-set on the timer; and never before the tick (planned ahead of it)
   if score and tonumber(score) == tonumber(old) and tonumber(old) <= now_n then
+    applied = applied + 1
     if fire ~= '' and overlap ~= 'a' then
       local job_key = base .. 'job:' .. job
       local active = rcall('HGET', job_key, 'act')
@@ -118,6 +122,9 @@ for _, rid in ipairs(retry_due) do
 end
 if fired > 0 then
   rcall('HINCRBY', stats_key, 'fired', fired)
+end
+if ARGV[7] ~= '0' and applied > 0 then  -- a replay of an applied call applies nothing
+  rcall('HINCRBY', stats_key, 'missed', ARGV[7])
 end
 if fired + retried > 0 then
   rcall('PUBLISH', ARGV[4], ARGV[5])

@@ -351,7 +351,7 @@ async def test_a_full_dag_skips_or_supersedes_ticks_per_its_catchup_policy(redis
         sk = keys_of(dag_id)
         await drive(dag_ops.trigger_dag(dep, dag_id), redis)  # takes the one slot
         epoch = await redis.execute("INCR", sk.epoch)
-        head = (epoch, sk.base, 100, "ready", sk.shard, 0)
+        head = (epoch, sk.base, 100, "ready", sk.shard, 0, 0)
         keys = (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries)
         for tick in (1000, 2000, 3000):  # three due ticks of the timer, fired in turn
             await redis.execute("ZADD", sk.timer, tick, dag_id)

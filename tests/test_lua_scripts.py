@@ -26,7 +26,7 @@ async def acquire(redis: Redis, dep: ops.Deployment, shard: int, node: str) -> l
 async def fire(redis: Redis, dep: ops.Deployment, shard: int, epoch: int, *triples) -> list:
     """Fire (job, old, new) triples as plain firings of the old tick."""
     sk = dep.shard(shard)
-    head = (epoch, sk.base, 500, dep.globals.ready_channel, shard, 0)
+    head = (epoch, sk.base, 500, dep.globals.ready_channel, shard, 0, 0)
     items = []
     for i in range(0, len(triples), 3):
         job, old, new = triples[i : i + 3]
@@ -184,7 +184,7 @@ async def test_scripts_are_refused_whole_when_redis_is_out_of_memory(
                     (
                         "fire",
                         (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries),
-                        (epoch, sk.base, 500, "c", sk.shard, 0, job, old, old, old + 1, "", "a"),
+                        (epoch, sk.base, 500, "c", sk.shard, 0, 0, job, old, old, old + 1, "", "a"),
                     )
                 ]
             )

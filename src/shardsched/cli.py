@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from typing import NoReturn
@@ -26,6 +25,12 @@ def _redis_flag(p: argparse.ArgumentParser, required: bool = True) -> None:
         help="key prefix of this deployment in Redis (default %(default)s)",
     )
     p.add_argument("--log-level", default="WARNING", help="DEBUG, INFO, WARNING, ERROR")
+    p.add_argument(
+        "--log-format",
+        choices=["json", "text"],
+        default="json",
+        help="one JSON object per line (default), or text",
+    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -71,6 +76,12 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
         help="import MODULE for its @handler functions",
     )
     worker.add_argument(
+        "--metrics",
+        default=None,
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics",
+    )
+    worker.add_argument(
         "--drain-grace",
         type=float,
         default=10.0,
@@ -98,6 +109,9 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     from shardsched import api_cli
 
     api_cli.add_parsers(sub)
+    status = sub.add_parser("status", help="one screen: shards, nodes, workers, queues, alarms")
+    _redis_flag(status)
+    status.add_argument("--json", action="store_true", help="print the status as JSON")
     bench = sub.add_parser("bench", help="benchmarks (each starts what it needs)")
     if with_bench:  # their modules pull in redis-py and friends: only when asked for
         from shardsched.bench import burst, footprint, plan, register, scale, steady, takeover
@@ -112,11 +126,9 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     with_bench = not argv or argv[0] in ("bench", "-h", "--help")
     args = build_parser(with_bench).parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, str(getattr(args, "log_level", "WARNING")).upper(), logging.WARNING),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    from shardsched import logs
+
+    logs.configure(str(getattr(args, "log_level", "WARNING")), getattr(args, "log_format", "text"))
     if getattr(args, "concurrency", 1) < 1 or getattr(args, "workers", 0) < 0:
         sys.exit("shardsched: --concurrency must be >= 1 and --workers >= 0")
     if getattr(args, "shards", None) is not None and not 1 <= args.shards <= 16384:
@@ -137,6 +149,28 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "bench":
         args.bench(args)
         return
+    if args.command == "status":
+        import msgspec
+        import trio
+
+        from shardsched.status import render, status_view
+
+        async def read_status():  # type: ignore[no-untyped-def]
+            redis, dep = await service.open_redis(args.redis, args.namespace, None, size=1)
+            try:
+                return await ops.drive_async(status_view(dep), redis)
+            finally:
+                await redis.aclose()
+
+        from shardsched import ops
+        from shardsched.redis import RedisConnectionError
+
+        try:
+            st = trio.run(read_status)
+        except RedisConnectionError as exc:
+            sys.exit(f"shardsched: {exc}")
+        print(msgspec.json.encode(st).decode() if args.json else render(st))
+        sys.exit(1 if st.unowned or st.missed else 0)
     if args.command == "audit":
         from shardsched.audit_cli import run_audit
 
@@ -179,10 +213,26 @@ def main(argv: list[str] | None = None) -> None:
             redis, dep = await service.open_redis(args.redis, args.namespace, None)
             w = Worker(redis, dep, args.worker_id, args.concurrency, drain_grace_s=args.drain_grace)
             holder.append(w)
-            await w.run(task_status=task_status)
+            if args.metrics is None:
+                await w.run(task_status=task_status)
+                return
+            import trio
+
+            async with trio.open_nursery() as nursery:
+                app = service.metrics_app(w.metrics)
+                binds = await nursery.start(service.serve_http, app, args.metrics)
+
+                async def run_worker(*, task_status):  # type: ignore[no-untyped-def]
+                    await w.run(task_status=task_status)
+                    nursery.cancel_scope.cancel()  # drained: stop serving metrics too
+
+                await nursery.start(run_worker)
+                task_status.started(binds)
 
         service.run_until_signal(
-            worker, lambda _: "worker ready", graceful=lambda: [w.drain() for w in holder]
+            worker,
+            lambda binds: f"worker ready {' '.join(binds or [])}".strip(),
+            graceful=lambda: [w.drain() for w in holder],
         )
     elif args.command == "router":
 

@@ -16,6 +16,8 @@ class NodeView(msgspec.Struct):
     http: str | None
     started_at: datetime | None
     shards: list[int]
+    lag_p99_1m: float | None = None  #: trigger lag p99 of its firings in the last minute (s)
+    fired_1m: int = 0  #: runs it fired in the last minute
 
 
 class ShardView(msgspec.Struct):
@@ -38,6 +40,7 @@ class WorkerView(msgspec.Struct):
     completed: int
     draining: bool
     started_at: datetime | None
+    overrunning: int = 0  #: runs it sees running past their job's usual duration
 
 
 class WorkerList(msgspec.Struct):
@@ -51,6 +54,7 @@ class _WorkerInfo(msgspec.Struct):
     completed: int = 0
     draining: bool = False
     started_ms: int = 0
+    overrunning: int = 0
 
 
 _worker_info_decoder = msgspec.json.Decoder(_WorkerInfo)
@@ -82,6 +86,7 @@ def list_workers(dep: ops.Deployment) -> ops.Op:
                 completed=info.completed,
                 draining=info.draining,
                 started_at=from_ms(info.started_ms) if info.started_ms else None,
+                overrunning=info.overrunning,
             )
         )
     return WorkerList(views)
@@ -97,6 +102,8 @@ class _Info(msgspec.Struct):
     http: str | None = None
     started_ms: int = 0
     shards: list[int] = msgspec.field(default_factory=list)
+    lag_p99_1m: float | None = None
+    fired_1m: int = 0
 
 
 _info_decoder = msgspec.json.Decoder(_Info)
@@ -126,6 +133,8 @@ def cluster_view(dep: ops.Deployment) -> ops.Op:
                 http=info.http,
                 started_at=from_ms(info.started_ms) if info.started_ms else None,
                 shards=info.shards,
+                lag_p99_1m=info.lag_p99_1m,
+                fired_1m=info.fired_1m,
             )
         )
     calls = []

@@ -19,6 +19,7 @@ from hypercorn.trio import serve
 
 from shardsched import ops
 from shardsched.errors import ConfigError
+from shardsched.metrics import Metrics
 from shardsched.redis import Redis
 from shardsched.router.app import create_app
 from shardsched.shard.manager import ShardManager
@@ -71,7 +72,8 @@ async def run_node(
         await nursery.start(manager.run, name="shard-manager")
         binds: list[str] = []
         if http:
-            binds = await nursery.start(serve_http, create_app(redis, dep), http)
+            app = create_app(redis, dep, manager.metrics)
+            binds = await nursery.start(serve_http, app, http)
         task_status.started(binds)
 
 
@@ -83,6 +85,20 @@ async def run_router(
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     await serve_http(create_app(redis, dep), http, task_status=task_status)
+
+
+def metrics_app(metrics: Metrics) -> Any:
+    """A bare /metrics endpoint (a worker's ``--metrics HOST:PORT``)."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    async def endpoint(request: Request) -> Response:
+        body, content_type = metrics.render()
+        return Response(body, media_type=content_type)
+
+    return Starlette(routes=[Route("/metrics", endpoint, methods=["GET"])])
 
 
 def run_until_signal(

@@ -153,7 +153,9 @@ def measure_floor(r: redis_py.Redis, client: Client, n: int, batch: int = 500) -
             for job in jobs[i : i + batch]:
                 items += (job, tick, tick, tick + 60_000, "", "a")
             keys = (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries)
-            calls.append((keys, (1, sk.base, batch, dep.globals.ready_channel, shard, 0, *items)))
+            calls.append(
+                (keys, (1, sk.base, batch, dep.globals.ready_channel, shard, 0, 0, *items))
+            )
     start = time.perf_counter()
     for keys, args in calls:
         r.evalsha(sha, len(keys), *keys, *args)

@@ -24,6 +24,7 @@ from starlette.routing import Route
 from shardsched import audit, dag_ops, listing, ops
 from shardsched.cluster import ClusterView, cluster_view, list_workers
 from shardsched.errors import ConflictError, NotFoundError, ValidationError
+from shardsched.metrics import Metrics, refresh_cluster
 from shardsched.models import (
     BackfillRequest,
     DagPatch,
@@ -48,6 +49,7 @@ from shardsched.router.schemas import (
     opt,
 )
 from shardsched.shard.cron import to_ms
+from shardsched.status import status_view
 from shardsched.worker import protocol
 
 log = logging.getLogger(__name__)
@@ -139,9 +141,10 @@ def _ms(when: Any) -> int | None:
 class Api:
     """The routes, bound to one Redis pool and one deployment."""
 
-    def __init__(self, redis: Redis, dep: ops.Deployment) -> None:
+    def __init__(self, redis: Redis, dep: ops.Deployment, metrics: Metrics) -> None:
         self.redis = redis
         self.dep = dep
+        self.metrics = metrics
 
     async def _run(self, op: ops.Op) -> Any:
         try:
@@ -310,6 +313,18 @@ class Api:
         )
         return json_response(body, 200 if not unowned else 503)
 
+    async def status(self, request: Request) -> Response:
+        return json_response(await self._run(status_view(self.dep)))
+
+    async def prometheus(self, request: Request) -> Response:
+        """This process's series, and the cluster's state read from Redis now."""
+        try:
+            refresh_cluster(self.metrics, await self._run(status_view(self.dep)))
+        except ApiError:
+            pass  # Redis unreachable: still export what this process counted
+        body, content_type = self.metrics.render()
+        return Response(body, media_type=content_type)
+
     async def openapi(self, request: Request) -> Response:
         return json_response(openapi_document())
 
@@ -342,8 +357,9 @@ def _route(path: str, **handlers: Callable[[Request], Any]) -> Route:
     return Route(path, endpoint, methods=list(guarded))
 
 
-def create_app(redis: Redis, dep: ops.Deployment) -> Starlette:
-    api = Api(redis, dep)
+def create_app(redis: Redis, dep: ops.Deployment, metrics: Metrics | None = None) -> Starlette:
+    """The API of a node (whose metrics it exports) or of a router (metrics of its own)."""
+    api = Api(redis, dep, metrics or Metrics())
     routes = [
         _route("/api/v1/jobs", post=api.create_job, get=api.list_jobs),
         _route(
@@ -376,6 +392,8 @@ def create_app(redis: Redis, dep: ops.Deployment) -> Starlette:
         _route("/healthz", get=api.healthz),
         _route("/readyz", get=api.readyz),
         _route("/openapi.json", get=api.openapi),
+        _route("/api/v1/status", get=api.status),
+        _route("/metrics", get=api.prometheus),
     ]
 
     async def not_found(request: Request, exc: Exception) -> Response:

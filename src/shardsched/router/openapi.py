@@ -42,6 +42,7 @@ from shardsched.models import (
     Triggered,
 )
 from shardsched.router import schemas as q
+from shardsched.status import Status
 from shardsched.worker import protocol
 
 
@@ -329,6 +330,16 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(*BODY_ERRORS, 404, 409),
         tags=("worker protocol",),
     ),
+    Operation(
+        "get",
+        "/api/v1/status",
+        "One screen of the deployment's health",
+        Status,
+        tags=("operations",),
+    ),
+    Operation(
+        "get", "/metrics", "Prometheus metrics (text exposition format)", None, tags=("operations",)
+    ),
     Operation("get", "/healthz", "The process is up", Health, tags=("operations",)),
     Operation(
         "get",
@@ -381,7 +392,16 @@ def openapi_document() -> dict[str, Any]:
                 "{", ""
             ).replace("}", ""),
             "tags": list(op.tags),
-            "responses": {str(op.status): {"description": op.summary, **_json(ref_of[op.answer])}},
+            "responses": {
+                str(op.status): {
+                    "description": op.summary,
+                    **(
+                        _json(ref_of[op.answer])
+                        if op.answer is not None
+                        else {"content": {"text/plain": {"schema": {"type": "string"}}}}
+                    ),
+                }
+            },
         }
         for status in sorted({*op.errors, 503}):
             item["responses"][str(status)] = {

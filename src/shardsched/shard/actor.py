@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 import trio
 
+from shardsched.metrics import Metrics
 from shardsched.models import Overlap
 from shardsched.ops import Deployment
 from shardsched.redis import Redis, RedisConnectionError, ReplyError
@@ -46,6 +47,7 @@ class ShardActor:
         epoch: int,
         memo: NextFireMemo,
         batch: int = 500,
+        metrics: Metrics | None = None,
     ) -> None:
         self.redis = redis
         self.keys = dep.shard(shard)
@@ -57,15 +59,21 @@ class ShardActor:
         self.refused = 0
         self._ready_channel = dep.globals.ready_channel
         self._woken = trio.Event()
+        self.metrics = metrics or Metrics()
+        self._fires: list[int] = []  #: ticks the planned batch fires (for the lag histogram)
+        self._missed: dict[str, int] = {}  #: job -> ticks found past time + misfire grace
 
     def wake(self) -> None:
         """Look at the timer again now (a job of this shard was added or changed)."""
         self._woken.set()
 
     def _plan(self, due: list[Any], now_ms: int) -> list[Any]:
-        """The fire script's items for a due batch: pure computation, no I/O."""
+        """The fire script's items for a due batch: pure computation, no I/O. Notes the
+        ticks it fires and the ticks found missed (time plus grace passed) for the metrics."""
         items: list[Any] = []
         memo = self.memo
+        fires = self._fires = []
+        missed = self._missed = {}
         for i in range(0, len(due), 3):
             job, score, raw = due[i], due[i + 1], due[i + 2]
             old = int(float(score))
@@ -73,14 +81,24 @@ class ShardActor:
                 items += (job, old, "", "", "", "a")
                 continue
             overlap = "a"
+            grace_ms = 60_000
             try:
                 timing = memo.timing(raw)
                 overlap = _OVERLAP_CODE[timing.overlap]
+                grace_ms = round(timing.misfire_grace_s * 1000)
                 decision = decide(timing, old, now_ms, lambda t, raw=raw: memo.next_after(raw, t))
             except (ValueError, msgspec.DecodeError):
                 # Fire this tick and stop: a timer entry that stays due forever would spin.
                 log.exception("shard %d: job %s has no next fire time", self.shard, job)
                 decision = Decision(old, None)
+            cutoff, late = now_ms - grace_ms, 0
+            if decision.fire is not None:
+                fires.append(decision.fire)
+                late += decision.fire < cutoff
+            if decision.skip is not None and decision.skip.first < cutoff:
+                late += decision.skip.count
+            if late:
+                missed[job.decode() if isinstance(job, bytes) else job] = late
             items += (
                 job,
                 old,
@@ -90,6 +108,29 @@ class ShardActor:
                 overlap,
             )
         return items
+
+    def _observe(self, now_ms: int, fired: int, took_s: float) -> None:
+        """Metrics of one applied batch: lags by distinct value, missed ticks, write time."""
+        metrics = self.metrics
+        metrics.ledger_write.labels("fire").observe(took_s)
+        if fired:
+            metrics.fired.inc(fired)
+            lags: dict[int, int] = {}
+            for tick in self._fires:
+                lag = now_ms - tick
+                if lag >= 0:
+                    lags[lag] = lags.get(lag, 0) + 1
+            for lag, count in lags.items():
+                metrics.trigger_lag.observe(lag / 1000, count)
+                metrics.lag_window.add(lag / 1000, count)
+        for job, count in self._missed.items():
+            metrics.missed.labels(metrics.job_label(job)).inc(count)
+            log.warning(
+                "missed schedule: %d tick(s) past time + grace",
+                count,
+                extra={"job_id": job, "shard": self.shard, "epoch": self.epoch},
+            )
+        self._missed = {}
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         keys = (
@@ -113,8 +154,10 @@ class ShardActor:
         while True:
             if not items:
                 self._woken = trio.Event()
+            started = trio.current_time()
             try:
-                reply = await self.redis.script("fire", keys, head + items)
+                missed = sum(self._missed.values()) if items else 0
+                reply = await self.redis.script("fire", keys, [*head, missed, *items])
             except (RedisConnectionError, ReplyError) as exc:
                 log.warning("shard %d: fire failed (%s); retrying in %.2fs", self.shard, exc, delay)
                 await trio.sleep(delay)
@@ -126,6 +169,8 @@ class ShardActor:
                 raise LeaseLost(f"shard {self.shard}: epoch {self.epoch} superseded by {reply[1]}")
             now_ms, fired, next_ms = int(reply[1]), reply[2], reply[3]
             self.fired_total += fired
+            if items:
+                self._observe(now_ms, fired, trio.current_time() - started)
             due = reply[4:]
             if due:
                 items = self._plan(due, now_ms)

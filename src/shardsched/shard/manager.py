@@ -23,6 +23,7 @@ import trio
 
 from shardsched.errors import ShardschedError
 from shardsched.keys import CONSUMER_GROUP
+from shardsched.metrics import Metrics
 from shardsched.ops import Deployment, drive_async, resume_if_due
 from shardsched.redis import Redis, RedisConnectionError
 from shardsched.shard.actor import LeaseLost, ShardActor
@@ -56,6 +57,8 @@ class NodeInfo(msgspec.Struct):
     http: str | None
     started_ms: int
     shards: list[int]
+    lag_p99_1m: float | None = None  #: trigger lag p99 of its firings in the last minute (s)
+    fired_1m: int = 0
 
 
 class ShardManager:
@@ -68,6 +71,7 @@ class ShardManager:
         renew_every_s: float = 1.5,
         batch: int = 500,
         http: str | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.redis = redis
         self.dep = dep
@@ -77,6 +81,7 @@ class ShardManager:
         self.batch = batch
         self.http = http
         self.memo = NextFireMemo()
+        self.metrics = metrics or Metrics()
         self.owned: dict[int, Owned] = {}  #: running actors
         self.leases: dict[int, int] = {}  #: shard -> epoch of every lease we hold
         self.live_nodes: list[str] = []
@@ -88,7 +93,16 @@ class ShardManager:
 
     async def _heartbeat(self) -> frozenset[int]:
         g = self.dep.globals
-        info = msgspec.json.encode(NodeInfo(self.http, self._started_ms, sorted(self.owned)))
+        window = self.metrics.lag_window
+        info = msgspec.json.encode(
+            NodeInfo(
+                self.http,
+                self._started_ms,
+                sorted(self.owned),
+                window.quantile(0.99),
+                window.total(),
+            )
+        )
         reply = await self.redis.script(
             "heartbeat", (g.nodes, g.node_info), (self.node_id, self.lease_ttl_ms, info)
         )
@@ -109,11 +123,20 @@ class ShardManager:
         for shard, reply in zip(shards, await self.redis.scripts(calls), strict=True):
             if isinstance(reply, Exception) or reply[0] == -1:
                 continue
-            actor = ShardActor(self.redis, self.dep, shard, int(reply[0]), self.memo, self.batch)
+            actor = ShardActor(
+                self.redis, self.dep, shard, int(reply[0]), self.memo, self.batch, self.metrics
+            )
             self.leases[shard] = actor.epoch
+            self.metrics.ownership_changes.labels(str(shard)).inc()
             owned = self.owned[shard] = Owned(actor)
             await nursery.start(self._run_actor, owned, name=f"shard-{shard}")
-            log.info("node %s owns shard %d at epoch %d", self.node_id, shard, actor.epoch)
+            log.info(
+                "node %s owns shard %d at epoch %d",
+                self.node_id,
+                shard,
+                actor.epoch,
+                extra={"node_id": self.node_id, "shard": shard, "epoch": actor.epoch},
+            )
 
     async def _run_actor(self, owned: Owned, *, task_status: trio.TaskStatus[None]) -> None:
         shard = owned.actor.shard
@@ -122,8 +145,13 @@ class ShardManager:
                 await owned.actor.run(task_status=task_status)
         except LeaseLost as exc:
             self.refused_writes += 1
+            self.metrics.refused.inc()
             self.leases.pop(shard, None)
-            log.warning("%s", exc)
+            log.warning(
+                "%s",
+                exc,
+                extra={"node_id": self.node_id, "shard": shard, "epoch": owned.actor.epoch},
+            )
         finally:
             if self.owned.get(shard) is owned:
                 del self.owned[shard]
@@ -226,20 +254,28 @@ class ShardManager:
                     log.error("reclaim on shard %d failed: %s", shard, reply)
                 elif reply[0] == 1 and (reply[1] or reply[2]):
                     self.reclaimed += reply[1]
+                    self.metrics.lease_reclaims.inc(reply[1])
+                    self.metrics.poisoned.inc(reply[2])
                     log.warning(
                         "shard %d: %d runs reclaimed after their lease lapsed, %d failed as poison",
                         shard,
                         reply[1],
                         reply[2],
+                        extra={"shard": shard, "epoch": self.leases.get(shard)},
                     )
                 if isinstance(stalled, Exception):
                     log.error("stall check on shard %d failed: %s", shard, stalled)
                 elif stalled[0] == 1 and stalled[1]:
                     self.dag_stalled += stalled[1]
+                    for dag_id in stalled[2:]:
+                        self.metrics.dag_stalled.labels(
+                            self.metrics.dag_label(dag_id.decode())
+                        ).inc()
                     log.warning(
                         "shard %d: %d DAG task runs released and unclaimed past their SLA",
                         shard,
                         stalled[1],
+                        extra={"shard": shard, "epoch": self.leases.get(shard)},
                     )
             try:
                 await self._auto_resume([shard for shard, _ in held])

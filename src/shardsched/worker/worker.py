@@ -11,15 +11,17 @@ count), and looks at every shard once after each (re)subscription and every
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
-from collections import defaultdict
+from collections import OrderedDict, defaultdict, deque
 from dataclasses import dataclass
 
 import msgspec
 import trio
 
-from shardsched.keys import CONSUMER_GROUP, dag_run_of
+from shardsched.keys import CONSUMER_GROUP, dag_run_of, job_of_run
+from shardsched.metrics import Metrics
 from shardsched.models import RetryPolicy
 from shardsched.ops import Deployment
 from shardsched.redis import Redis, RedisConnectionError, ReplyError
@@ -43,6 +45,10 @@ class ExecSpec(msgspec.Struct):
 _spec_decoder = msgspec.json.Decoder(ExecSpec)
 #: Completions sent in one script call at most.
 COMPLETE_BATCH = 500
+#: Durations kept per job, and jobs kept, for the overrunning check.
+RECENT_DURATIONS = 50
+DURATION_JOBS = 10_000
+OVERRUN_CHECK_S = 1.0
 #: How often in-process handlers are checked against their timeout.
 WATCHDOG_TICK_S = 0.1
 
@@ -80,6 +86,7 @@ class WorkerInfo(msgspec.Struct):
     completed: int
     draining: bool
     started_ms: int
+    overrunning: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +106,7 @@ class Worker:
         sweep_every_s: float = 5.0,
         drain_grace_s: float = 10.0,
         heartbeat_every_s: float = 2.0,
+        metrics: Metrics | None = None,
     ) -> None:
         self.redis = redis
         self.dep = dep
@@ -121,6 +129,10 @@ class Worker:
         self._renew_every = 10.0
         self._renew_sooner = trio.Event()
         self._deadlines: dict[trio.CancelScope, float] = {}
+        self.metrics = metrics or Metrics()
+        #: recent durations (s) of each job's runs here, for "overrunning" (bounded)
+        self._durations: OrderedDict[str, deque[float]] = OrderedDict()
+        self.overrunning: dict[str, int] = {}
 
     def _poke(self) -> None:
         self._changed.set()
@@ -179,6 +191,13 @@ class Worker:
 
     def _parse_claimed(self, shard: int, reply: list) -> list[Claimed]:
         local = trio.current_time()
+        lags: dict[int, int] = {}
+        for i in range(0, len(reply), 8):
+            if reply[i + 4] == b"1":  # a first attempt: claimable since its scheduled time
+                lag = int(reply[i + 7]) - int(reply[i + 3])
+                lags[lag] = lags.get(lag, 0) + 1
+        for lag, count in lags.items():
+            self.metrics.claim_latency.observe(max(lag, 0) / 1000, count)
         return [
             Claimed(
                 shard=shard,
@@ -375,7 +394,9 @@ class Worker:
         delay = 0.05
         while True:
             try:
+                started = trio.current_time()
                 replies = await self.redis.scripts(calls)
+                self.metrics.ledger_write.labels("complete").observe(trio.current_time() - started)
                 break
             except RedisConnectionError as exc:  # idempotent: a replay answers 0
                 log.warning("completing %d runs failed (%s); retrying", len(batch), exc)
@@ -385,12 +406,79 @@ class Worker:
             if isinstance(reply, Exception):
                 log.error("complete failed: %s", reply)
                 continue
+            now_ms = int(reply[0])
             for f, code in zip(items, reply[1:], strict=True):
                 if code in (0, 1):
                     self.completed += 1
+                    if code == 1:
+                        self._record(f, now_ms)
                 else:
                     self.refused += 1
-                    log.warning("completion of %s refused (code %s)", f.claimed.run_id, code)
+                    log.warning(
+                        "completion of %s refused (code %s)",
+                        f.claimed.run_id,
+                        code,
+                        extra={"run_id": f.claimed.run_id, "shard": f.claimed.shard},
+                    )
+
+    def _record(self, f: Finished, now_ms: int) -> None:
+        """Metrics of one applied completion; its duration joins its job's recent ones."""
+        state, _ = self._verdict(f)
+        job_id = job_of_run(f.claimed.run_id)
+        self.metrics.runs_finished.labels(state).inc()
+        fields = {
+            "run_id": f.claimed.run_id,
+            "job_id": job_id,
+            "shard": f.claimed.shard,
+            "worker_id": self.worker_id,
+            "dag_run_id": dag_run_of(f.claimed.run_id),
+        }
+        if state == "dead_letter":
+            self.metrics.dead_letters.labels(self.metrics.job_label(job_id)).inc()
+            log.warning("run dead-lettered: %s", f.outcome.reason or "failed", extra=fields)
+        else:
+            log.debug("run %s", state, extra=fields)
+        recent = self._durations.get(job_id)
+        if recent is None:
+            recent = self._durations[job_id] = deque(maxlen=RECENT_DURATIONS)
+            if len(self._durations) > DURATION_JOBS:
+                self._durations.popitem(last=False)
+        else:
+            self._durations.move_to_end(job_id)
+        recent.append(max(now_ms - f.started_ms, 0) / 1000)
+
+    def _overrun_threshold(self, claimed: Claimed) -> float:
+        """Seconds after which a run of this job is overrunning: 2x its recent p99 (from
+        5 runs on; never under 1 s), or 90 % of its timeout, whichever comes first."""
+        limit = math.inf
+        if claimed.spec is not None:
+            limit = 0.9 * claimed.spec.timeout_s
+        recent = self._durations.get(job_of_run(claimed.run_id))
+        if recent is not None and len(recent) >= 5:
+            ordered = sorted(recent)
+            p99 = ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
+            limit = min(limit, max(2 * p99, 1.0))
+        return limit
+
+    async def _watch_overruns(self) -> None:
+        """Every second: which running runs overrun (a gauge per job, and the registry)."""
+        gauge = self.metrics.overrunning
+        while True:
+            await trio.sleep(OVERRUN_CHECK_S)
+            now = trio.current_time()
+            counts: dict[str, int] = {}
+            for claimed, _scope in list(self._running.values()):
+                if now - claimed.claimed_local > self._overrun_threshold(claimed):
+                    job_id = job_of_run(claimed.run_id)
+                    counts[job_id] = counts.get(job_id, 0) + 1
+            for job_id in set(self.overrunning) - set(counts):
+                gauge.labels(self.metrics.job_label(job_id)).set(0)
+            for job_id, count in counts.items():
+                if job_id not in self.overrunning:
+                    log.warning("job %s overrunning", job_id, extra={"job_id": job_id})
+                gauge.labels(self.metrics.job_label(job_id)).set(count)
+            self.overrunning = counts
+            self.metrics.running.set(len(self._running))
 
     def drain(self) -> None:
         """Stop claiming, let running runs finish within the grace, hand back the rest."""
@@ -407,6 +495,7 @@ class Worker:
                 completed=self.completed,
                 draining=self.draining.is_set(),
                 started_ms=self._registered_ms,
+                overrunning=sum(self.overrunning.values()),
             )
         )
         ttl = round(self.heartbeat_every_s * 3000)
@@ -475,6 +564,7 @@ class Worker:
             nursery.start_soon(self._completer, name="completer")
             nursery.start_soon(self._watchdog, name="handler-watchdog")
             nursery.start_soon(self._renewer, name="lease-renewer")
+            nursery.start_soon(self._watch_overruns, name="overrun-watch")
             await self._heartbeat_once()
             nursery.start_soon(self._heartbeat, name="heartbeat")
             task_status.started()

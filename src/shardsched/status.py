@@ -1,0 +1,199 @@
+"""One screen of the deployment's health: ``shardsched status`` and ``GET /api/v1/status``.
+
+Read from Redis (the registries, every shard's lease, counters and queues), so it answers
+the same from any process and needs no node to be up. The Prometheus gauges of the
+cluster's state are set from the same reading (:func:`shardsched.metrics.refresh_cluster`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+
+from shardsched import ops
+from shardsched.cluster import NodeView, WorkerView, cluster_view, list_workers
+from shardsched.keys import CONSUMER_GROUP
+from shardsched.shard.cron import from_ms
+
+#: A timer entry this far past due means firing is behind.
+OVERDUE_MS = 60_000
+
+
+class ShardStatus(msgspec.Struct):
+    shard: int
+    owner: str | None
+    live: bool  #: owned by a node with a live heartbeat
+    epoch: int
+    ready: int  #: fired, not yet claimed
+    pending: int  #: claimed, not yet completed
+    overdue: int  #: timer entries more than 60 s past due
+    dead_letter: int
+    missed: int  #: ticks found past time + grace (ever)
+    lease_reclaims: int
+    dag_stalled: int
+
+
+class Status(msgspec.Struct):
+    now: datetime
+    nodes: list[NodeView]
+    workers: list[WorkerView]
+    shards: list[ShardStatus]
+    slots: int
+    slots_free: int
+    ready: int
+    pending: int
+    trigger_lag_p99_1m: float | None  #: worst node's p99 over the last minute (s)
+    fired_1m: int
+    missed: int
+    overrunning: int
+    dead_letter: int
+    unowned: list[int]
+
+
+def queue_depths(dep: ops.Deployment, now_ms: int) -> ops.Op:
+    """Per shard: (ready, pending, overdue, dead-lettered, stats hash fields)."""
+    calls = []
+    for s in range(dep.n_shards):
+        sk = dep.shard(s)
+        calls += [
+            ops.Call(("XLEN", sk.ready)),
+            ops.Call(("XPENDING", sk.ready, CONSUMER_GROUP)),
+            ops.Call(("ZCOUNT", sk.timer, "-inf", now_ms - OVERDUE_MS)),
+            ops.Call(("ZCARD", sk.dead_letter)),
+            ops.Call(("HMGET", sk.stats, "missed", "lease_reclaims", "dag_stalled")),
+        ]
+    replies = yield calls
+    out = []
+    for s in range(dep.n_shards):
+        length, pending, overdue, dead, stats = replies[5 * s : 5 * s + 5]
+        # no consumer group yet (nothing ever claimed): an error reply, nothing pending
+        n_pending = 0 if isinstance(pending, Exception) else int(pending[0])
+        n_ready = max(int(length) - n_pending, 0)
+        counters = tuple(int(v or 0) for v in ops._check(stats))
+        out.append((n_ready, n_pending, int(overdue), int(dead), counters))
+    return out
+
+
+def status_view(dep: ops.Deployment) -> ops.Op:
+    view = yield from cluster_view(dep)
+    workers = yield from list_workers(dep)
+    now_ms = int(view.now.timestamp() * 1000)
+    depths = yield from queue_depths(dep, now_ms)
+    live = {n.node_id for n in view.nodes}
+    shards = [
+        ShardStatus(
+            shard=s.shard,
+            owner=s.owner,
+            live=s.owner in live,
+            epoch=s.epoch,
+            ready=ready,
+            pending=pending,
+            overdue=overdue,
+            dead_letter=dead,
+            missed=missed,
+            lease_reclaims=reclaims,
+            dag_stalled=stalled,
+        )
+        for s, (ready, pending, overdue, dead, (missed, reclaims, stalled)) in zip(
+            view.shards, depths, strict=True
+        )
+    ]
+    lags = [n.lag_p99_1m for n in view.nodes if n.lag_p99_1m is not None]
+    return Status(
+        now=from_ms(now_ms),
+        nodes=view.nodes,
+        workers=workers.workers,
+        shards=shards,
+        slots=sum(w.capacity for w in workers.workers),
+        slots_free=sum(w.capacity_free for w in workers.workers),
+        ready=sum(s.ready for s in shards),
+        pending=sum(s.pending for s in shards),
+        trigger_lag_p99_1m=max(lags) if lags else None,
+        fired_1m=sum(n.fired_1m for n in view.nodes),
+        missed=sum(s.missed for s in shards),
+        overrunning=sum(w.overrunning for w in workers.workers),
+        dead_letter=sum(s.dead_letter for s in shards),
+        unowned=[s.shard for s in shards if not s.live],
+    )
+
+
+def render(st: Status) -> str:
+    """The one screen, plain text."""
+    from shardsched.api_cli import table
+
+    lag = "-" if st.trigger_lag_p99_1m is None else f"{st.trigger_lag_p99_1m * 1000:.0f} ms"
+    owned = len(st.shards) - len(st.unowned)
+    lines = [
+        f"shardsched status at {st.now.isoformat()}",
+        f"shards {owned}/{len(st.shards)} owned"
+        + (f" (UNOWNED: {', '.join(map(str, st.unowned))})" if st.unowned else "")
+        + f" · nodes {len(st.nodes)} · workers {len(st.workers)}"
+        + f" · slots {st.slots_free}/{st.slots} free",
+        f"queue: {st.ready} ready, {st.pending} running · trigger lag p99 (1 min) {lag}"
+        + f" over {st.fired_1m} runs",
+        f"missed schedules {st.missed} · overrunning {st.overrunning}"
+        + f" · dead letters {st.dead_letter}",
+        "",
+        table(
+            ["NODE", "SHARDS", "LAG_P99_1M", "FIRED_1M", "HTTP", "EXPIRES"],
+            [
+                [
+                    n.node_id,
+                    len(n.shards),
+                    None if n.lag_p99_1m is None else f"{n.lag_p99_1m * 1000:.0f} ms",
+                    n.fired_1m,
+                    n.http,
+                    n.expires_at.isoformat(),
+                ]
+                for n in st.nodes
+            ],
+        ),
+        "",
+        table(
+            ["WORKER", "SLOTS", "FREE", "RUNNING", "OVERRUNNING", "DONE", "DRAINING"],
+            [
+                [
+                    w.worker_id,
+                    w.capacity,
+                    w.capacity_free,
+                    w.running,
+                    w.overrunning,
+                    w.completed,
+                    "yes" if w.draining else "",
+                ]
+                for w in st.workers
+            ],
+        ),
+        "",
+        table(
+            [
+                "SHARD",
+                "OWNER",
+                "EPOCH",
+                "READY",
+                "RUNNING",
+                "OVERDUE",
+                "DEAD",
+                "MISSED",
+                "RECLAIMS",
+                "STALLED",
+            ],
+            [
+                [
+                    s.shard,
+                    (s.owner or "-") + ("" if s.live else " (down)"),
+                    s.epoch,
+                    s.ready,
+                    s.pending,
+                    s.overdue,
+                    s.dead_letter,
+                    s.missed,
+                    s.lease_reclaims,
+                    s.dag_stalled,
+                ]
+                for s in st.shards
+            ],
+        ),
+    ]
+    return "\n".join(lines)
