@@ -221,6 +221,12 @@ class Metrics:
             ["job_id"],
             registry=r,
         )
+        self.overrun_ratio = Gauge(
+            f"{ns}_jobs_overrun_ratio",
+            "Longest running run of the job over its recent p99 duration (overrunning jobs only)",
+            ["job_id"],
+            registry=r,
+        )
         self.running = Gauge(f"{ns}_runs_running", "Runs executing in this worker", registry=r)
 
     def render(self) -> tuple[bytes, str]:

@@ -130,6 +130,7 @@ class Worker:
         self._renew_sooner = trio.Event()
         self._deadlines: dict[trio.CancelScope, float] = {}
         self.metrics = metrics or Metrics()
+        self.metrics.running.set_function(lambda: len(self._running))
         #: recent durations (s) of each job's runs here, for "overrunning" (bounded)
         self._durations: OrderedDict[str, deque[float]] = OrderedDict()
         self.overrunning: dict[str, int] = {}
@@ -447,16 +448,22 @@ class Worker:
             self._durations.move_to_end(job_id)
         recent.append(max(now_ms - f.started_ms, 0) / 1000)
 
+    def _p99(self, job_id: str) -> float | None:
+        """The job's recent p99 duration here, once 5 runs are known."""
+        recent = self._durations.get(job_id)
+        if recent is None or len(recent) < 5:
+            return None
+        ordered = sorted(recent)
+        return ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
+
     def _overrun_threshold(self, claimed: Claimed) -> float:
         """Seconds after which a run of this job is overrunning: 2x its recent p99 (from
         5 runs on; never under 1 s), or 90 % of its timeout, whichever comes first."""
         limit = math.inf
         if claimed.spec is not None:
             limit = 0.9 * claimed.spec.timeout_s
-        recent = self._durations.get(job_of_run(claimed.run_id))
-        if recent is not None and len(recent) >= 5:
-            ordered = sorted(recent)
-            p99 = ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
+        p99 = self._p99(job_of_run(claimed.run_id))
+        if p99 is not None:
             limit = min(limit, max(2 * p99, 1.0))
         return limit
 
@@ -467,18 +474,26 @@ class Worker:
             await trio.sleep(OVERRUN_CHECK_S)
             now = trio.current_time()
             counts: dict[str, int] = {}
+            ratios: dict[str, float] = {}
             for claimed, _scope in list(self._running.values()):
-                if now - claimed.claimed_local > self._overrun_threshold(claimed):
+                elapsed = now - claimed.claimed_local
+                if elapsed > self._overrun_threshold(claimed):
                     job_id = job_of_run(claimed.run_id)
                     counts[job_id] = counts.get(job_id, 0) + 1
+                    p99 = self._p99(job_id)
+                    if p99:
+                        ratios[job_id] = max(ratios.get(job_id, 0.0), elapsed / p99)
             for job_id in set(self.overrunning) - set(counts):
                 gauge.labels(self.metrics.job_label(job_id)).set(0)
+                self.metrics.overrun_ratio.labels(self.metrics.job_label(job_id)).set(0)
             for job_id, count in counts.items():
                 if job_id not in self.overrunning:
                     log.warning("job %s overrunning", job_id, extra={"job_id": job_id})
                 gauge.labels(self.metrics.job_label(job_id)).set(count)
+                self.metrics.overrun_ratio.labels(self.metrics.job_label(job_id)).set(
+                    ratios.get(job_id, 0.0)
+                )
             self.overrunning = counts
-            self.metrics.running.set(len(self._running))
 
     def drain(self) -> None:
         """Stop claiming, let running runs finish within the grace, hand back the rest."""
