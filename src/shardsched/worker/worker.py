@@ -367,6 +367,7 @@ class Worker:
         for f in batch:
             by_shard[f.claimed.shard].append(f)
         calls = []
+        states: dict[str, str] = {}
         for shard, items in by_shard.items():
             sk = self.dep.shard(shard)
             args: list[object] = [
@@ -380,6 +381,7 @@ class Worker:
             for f in items:
                 o = f.outcome
                 state, retry_at = self._verdict(f)
+                states[f.claimed.run_id] = state
                 args += (
                     f.claimed.entry_id,
                     f.claimed.run_id,
@@ -412,7 +414,7 @@ class Worker:
                 if code in (0, 1):
                     self.completed += 1
                     if code == 1:
-                        self._record(f, now_ms)
+                        self._record(f, states[f.claimed.run_id], now_ms)
                 else:
                     self.refused += 1
                     log.warning(
@@ -422,23 +424,23 @@ class Worker:
                         extra={"run_id": f.claimed.run_id, "shard": f.claimed.shard},
                     )
 
-    def _record(self, f: Finished, now_ms: int) -> None:
+    def _record(self, f: Finished, state: str, now_ms: int) -> None:
         """Metrics of one applied completion; its duration joins its job's recent ones."""
-        state, _ = self._verdict(f)
         job_id = job_of_run(f.claimed.run_id)
         self.metrics.runs_finished.labels(state).inc()
-        fields = {
-            "run_id": f.claimed.run_id,
-            "job_id": job_id,
-            "shard": f.claimed.shard,
-            "worker_id": self.worker_id,
-            "dag_run_id": dag_run_of(f.claimed.run_id),
-        }
-        if state == "dead_letter":
-            self.metrics.dead_letters.labels(self.metrics.job_label(job_id)).inc()
-            log.warning("run dead-lettered: %s", f.outcome.reason or "failed", extra=fields)
-        else:
-            log.debug("run %s", state, extra=fields)
+        if state == "dead_letter" or log.isEnabledFor(logging.DEBUG):
+            fields = {
+                "run_id": f.claimed.run_id,
+                "job_id": job_id,
+                "shard": f.claimed.shard,
+                "worker_id": self.worker_id,
+                "dag_run_id": dag_run_of(f.claimed.run_id),
+            }
+            if state == "dead_letter":
+                self.metrics.dead_letters.labels(self.metrics.job_label(job_id)).inc()
+                log.warning("run dead-lettered: %s", f.outcome.reason or "failed", extra=fields)
+            else:
+                log.debug("run %s", state, extra=fields)
         recent = self._durations.get(job_id)
         if recent is None:
             recent = self._durations[job_id] = deque(maxlen=RECENT_DURATIONS)
