@@ -77,7 +77,7 @@ def test_document_is_served_and_covers_every_route(live_api: str) -> None:
 
 @schema.parametrize()
 @settings(
-    max_examples=int(os.environ.get("SHARDSCHED_FUZZ_EXAMPLES", "30")),
+    max_examples=int(os.environ.get("SHARDSCHED_FUZZ_EXAMPLES", "15")),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -8,11 +8,11 @@ import msgspec
 import trio
 
 from shardsched import audit, ops
-from shardsched.redis import Redis, RedisError
+from shardsched.redis import RedisError, connect
 
 
 async def _report(args: argparse.Namespace) -> audit.AuditReport:
-    redis = Redis(args.redis, size=2, retry_for=5)
+    redis = connect(args.redis, size=2, retry_for=5)
     try:
         dep = await ops.drive_async(ops.open_deployment(args.namespace, None), redis)
         return await ops.drive_async(audit.audit(dep, args.settle, args.late_after), redis)

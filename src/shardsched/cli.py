@@ -134,10 +134,10 @@ def main(argv: list[str] | None = None) -> None:
     if getattr(args, "shards", None) is not None and not 1 <= args.shards <= 16384:
         sys.exit("shardsched: --shards must be in 1..16384")
     if getattr(args, "redis", None) is not None:
-        from shardsched.redis import RedisURL
+        from shardsched.redis import check_url
 
         try:
-            RedisURL.parse(args.redis)
+            check_url(args.redis)
         except ValueError as exc:
             sys.exit(f"shardsched: --redis: {exc}")
     if args.command in ("jobs", "runs", "dead-letter", "dags"):

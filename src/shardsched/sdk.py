@@ -289,9 +289,9 @@ class AsyncClient(_Api):
 
     @classmethod
     async def open(cls, redis_url: str, namespace: str = DEFAULT_NAMESPACE) -> AsyncClient:
-        from shardsched.redis import Redis
+        from shardsched.redis import connect
 
-        redis = Redis(redis_url, size=4)
+        redis = connect(redis_url, size=4)
         try:
             deployment = await ops.drive_async(ops.open_deployment(namespace, None), redis)
         except BaseException:

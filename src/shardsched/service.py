@@ -20,7 +20,7 @@ from hypercorn.trio import serve
 from shardsched import ops
 from shardsched.errors import ConfigError
 from shardsched.metrics import Metrics
-from shardsched.redis import Redis
+from shardsched.redis import Redis, connect
 from shardsched.router.app import create_app
 from shardsched.shard.manager import ShardManager
 
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 async def open_redis(
     url: str, namespace: str, shards: int | None, size: int = 8
 ) -> tuple[Redis, ops.Deployment]:
-    redis = Redis(url, size=size, retry_for=30.0)
+    redis = connect(url, size=size, retry_for=30.0)
     dep = await ops.drive_async(ops.open_deployment(namespace, shards), redis)
     return redis, dep
 

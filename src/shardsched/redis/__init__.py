@@ -7,6 +7,17 @@ from shardsched.redis.connection import (
     RedisError,
     RedisURL,
     ReplyError,
+    check_url,
+    connect,
 )
 
-__all__ = ["Connection", "Redis", "RedisConnectionError", "RedisError", "RedisURL", "ReplyError"]
+__all__ = [
+    "Connection",
+    "Redis",
+    "RedisConnectionError",
+    "RedisError",
+    "RedisURL",
+    "ReplyError",
+    "check_url",
+    "connect",
+]

@@ -35,6 +35,11 @@ class RedisConnectionError(RedisError):
     """Raised when the connection to Redis is lost or cannot be made in time."""
 
 
+class RedisConnectError(RedisConnectionError):
+    """Raised when no connection could be made: nothing was sent, so a retry elsewhere is
+    safe."""
+
+
 @dataclass(frozen=True, slots=True)
 class RedisURL:
     host: str = "127.0.0.1"
@@ -59,6 +64,26 @@ class RedisURL:
         )
 
 
+def connect(url: str, **options: Any) -> Any:
+    """The client for a URL: :class:`Redis` for ``redis://``, a cluster-routing client for
+    ``redis+cluster://host:port[,host:port…]`` (same interface)."""
+    if url.startswith("redis+cluster://"):
+        from shardsched.redis.cluster import ClusterRedis
+
+        return ClusterRedis(url, **options)
+    return Redis(url, **options)
+
+
+def check_url(url: str) -> None:
+    """Raise ValueError for a URL neither client takes."""
+    if url.startswith("redis+cluster://"):
+        from shardsched.redis.cluster import parse_cluster_url
+
+        parse_cluster_url(url)
+    else:
+        RedisURL.parse(url)
+
+
 def _raise_errors(replies: list[Any]) -> list[Any]:
     for reply in replies:
         if isinstance(reply, hiredis.ReplyError):
@@ -75,8 +100,9 @@ class Connection:
         self.broken = False
 
     @classmethod
-    async def open(cls, url: RedisURL, timeout: float) -> Connection:
-        """Connect, authenticate, select the db and load every script; raises RedisError."""
+    async def open(cls, url: RedisURL, timeout: float, scripts: bool = True) -> Connection:
+        """Connect, authenticate, select the db and load every script (unless told not
+        to); raises RedisError."""
         try:
             with trio.fail_after(timeout):
                 stream = await trio.open_tcp_stream(url.host, url.port)
@@ -87,19 +113,20 @@ class Connection:
                     hello.append(auth or ("AUTH", url.password))
                 if url.db:
                     hello.append(("SELECT", url.db))
-                scripts = [("SCRIPT", "LOAD", s.source) for s in SCRIPTS.values()]
+                loads = [("SCRIPT", "LOAD", s.source) for s in SCRIPTS.values()] if scripts else []
                 try:
                     # Authenticated first: Redis drops an unauthenticated client that sends
                     # a bulk over 16 KiB, and a script with its helpers can be that big.
                     if hello:
                         _raise_errors(await conn.execute_many(hello))
-                    _raise_errors(await conn.execute_many(scripts))
+                    if loads:
+                        _raise_errors(await conn.execute_many(loads))
                 except BaseException:
                     await conn.aclose()
                     raise
                 return conn
         except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
-            raise RedisConnectionError(f"cannot connect to {url.host}:{url.port}: {exc}") from exc
+            raise RedisConnectError(f"cannot connect to {url.host}:{url.port}: {exc}") from exc
 
     async def execute_many(self, commands: Sequence[Command]) -> list[Any]:
         """Send every command in one write, read every reply; error replies are returned
@@ -230,26 +257,35 @@ class Redis:
         meaning "messages may have been missed: look at everything once"."""
         delay = 0.05
         while True:
-            try:
-                conn = await self._connect()
-            except RedisConnectionError:
+            delivered = False
+            async for message in self.subscribe_once(*channels):
+                delivered = True
+                delay = 0.05
+                yield message
+            if not delivered:
                 await trio.sleep(delay)
                 delay = min(delay * 2, 2.0)
-                continue
-            try:
-                await conn.send(("SUBSCRIBE", *channels))
-                for _ in channels:
-                    await conn.read()
-                delay = 0.05
-                yield None
-                while True:
-                    msg = await conn.read()
-                    if isinstance(msg, list) and len(msg) == 3 and msg[0] == b"message":
-                        yield msg[2]
-            except RedisConnectionError:
-                pass
-            finally:
-                await conn.aclose()
+
+    async def subscribe_once(self, *channels: str) -> AsyncIterator[bytes | None]:
+        """One subscription: ``None`` once subscribed, then payloads, until the connection
+        is lost (then it returns)."""
+        try:
+            conn = await self._connect()
+        except RedisConnectionError:
+            return
+        try:
+            await conn.send(("SUBSCRIBE", *channels))
+            for _ in channels:
+                await conn.read()
+            yield None
+            while True:
+                msg = await conn.read()
+                if isinstance(msg, list) and len(msg) == 3 and msg[0] == b"message":
+                    yield msg[2]
+        except RedisConnectionError:
+            return
+        finally:
+            await conn.aclose()
 
     async def time_ms(self) -> int:
         """The Redis server's clock, in ms: the one clock of DESIGN §1."""

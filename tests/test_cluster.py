@@ -1,0 +1,105 @@
+"""On a real Redis Cluster (3 masters, 3 replicas, started here): the skeleton's end-to-end
+tests unchanged, the shards' keys spread over the masters, and a master killed -9 while jobs
+fire (issue #9)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import trio
+
+import test_end_to_end as e2e
+from conftest import wait_until
+from redis_cluster import LocalCluster
+from shardsched import IntervalSchedule, JobSpec, audit, ops
+from shardsched.redis import connect
+from shardsched.shard.manager import ShardManager
+from shardsched.worker.worker import Worker
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    c = LocalCluster(tmp_path_factory.mktemp("cluster"))
+    c.start()
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def redis_server(cluster: LocalCluster) -> LocalCluster:
+    return cluster
+
+
+@pytest.fixture
+async def redis(cluster: LocalCluster) -> AsyncIterator[object]:
+    client = connect(cluster.url, size=4)
+    yield client
+    await client.aclose()
+
+
+# The skeleton's end-to-end tests, unchanged, on the cluster (the SDK's is not: the SDK on
+# redis-py's RedisCluster is not done yet).
+test_once_job_fires_on_time_and_output_is_readable = (
+    e2e.test_once_job_fires_on_time_and_output_is_readable
+)
+test_interval_job_fires_once_per_tick = e2e.test_interval_job_fires_once_per_tick
+test_failing_command_ends_failed_with_exit_code = (
+    e2e.test_failing_command_ends_failed_with_exit_code
+)
+test_manual_trigger_runs_now = e2e.test_manual_trigger_runs_now
+test_pause_resume_delete_keep_history = e2e.test_pause_resume_delete_keep_history
+test_healthz_and_readyz = e2e.test_healthz_and_readyz
+test_handler_jobs_run_in_process = e2e.test_handler_jobs_run_in_process
+
+
+async def test_shards_spread_over_the_masters(cluster: LocalCluster, redis, dep) -> None:
+    masters = Counter()
+    for shard in range(dep.n_shards):
+        slot = int(cluster.cli(cluster.ports[0], "CLUSTER", "KEYSLOT", dep.shard(shard).timer))
+        masters[redis._node_of(slot)] += 1  # the client's own slot map
+    assert len(masters) == 3, masters
+
+
+async def test_kill_9_a_master_while_jobs_fire(cluster: LocalCluster, redis, dep) -> None:
+    """Kill a master: its replica is promoted, the scheduler carries on; the audit shows no
+    tick duplicated and only what asynchronous replication can explain missing."""
+    async with trio.open_nursery() as nursery:
+        node = ShardManager(redis, dep, node_id="cl-node", renew_every_s=0.5, lease_ttl_s=3)
+        await nursery.start(node.run)
+        worker = Worker(redis, dep, worker_id="cl-worker", concurrency=16)
+        await nursery.start(worker.run)
+        specs = [
+            JobSpec(name=f"c{i}", schedule=IntervalSchedule(every_s=0.5), command="handler:noop")
+            for i in range(200)
+        ]
+        await ops.drive_async(ops.create_jobs(dep, specs), redis)
+        await trio.sleep(2)
+        victim = cluster.master_ports()[0]
+        cluster.kill(victim)
+        await trio.to_thread.run_sync(cluster.wait_ok, 30)
+        fired_before = sum(o.actor.fired_total for o in node.owned.values())
+
+        async def firing_again() -> bool:
+            return sum(o.actor.fired_total for o in node.owned.values()) > fired_before + 400
+
+        await wait_until(firing_again, timeout=30, every=0.2)
+        report = await ops.drive_async(audit.audit(dep, settle_s=1.0), redis)
+        nursery.cancel_scope.cancel()
+    assert victim not in cluster.master_ports()
+    assert report.duplicated == 0, report
+    # a failover can lose the last writes Redis acknowledged (replication is asynchronous);
+    # then a tick is re-fired late or, if its timer entry was lost too, found missing
+    print(
+        "cluster failover audit:",
+        report.expected,
+        "expected,",
+        report.missing,
+        "missing,",
+        report.late,
+        "late",
+    )
+    assert report.missing <= report.expected * 0.05, report
