@@ -21,6 +21,7 @@ from redis.crc import key_slot
 
 from shardsched.redis.connection import (
     Command,
+    Commands,
     Connection,
     Redis,
     RedisConnectError,
@@ -29,7 +30,6 @@ from shardsched.redis.connection import (
     ReplyError,
     _raise_errors,
 )
-from shardsched.scripts import SCRIPTS
 
 SLOTS = 16384
 #: Commands whose first argument is not a key (sent to any node).
@@ -68,7 +68,7 @@ def command_slot(command: Command) -> int | None:
     return key_slot(key if isinstance(key, bytes) else str(key).encode())
 
 
-class ClusterRedis:
+class ClusterRedis(Commands):
     """The :class:`~shardsched.redis.connection.Redis` interface over a Redis Cluster."""
 
     def __init__(
@@ -244,28 +244,6 @@ class ClusterRedis:
             replies[i] = out[pos]
             pos += 1
 
-    async def execute(self, *command: str | bytes | int | float) -> Any:
-        return _raise_errors(await self.pipeline([command]))[0]
-
-    async def scripts(self, calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]]) -> list[Any]:
-        commands = [
-            ("EVALSHA", SCRIPTS[name].sha, len(keys), *keys, *args) for name, keys, args in calls
-        ]
-        replies = await self.pipeline(commands)
-        missing = [
-            i
-            for i, r in enumerate(replies)
-            if isinstance(r, hiredis.ReplyError) and str(r).startswith("NOSCRIPT")
-        ]
-        if missing:
-            retry = [("EVAL", SCRIPTS[calls[i][0]].source, *commands[i][2:]) for i in missing]
-            for i, reply in zip(missing, await self.pipeline(retry), strict=True):
-                replies[i] = reply
-        return replies
-
-    async def script(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        return _raise_errors(await self.scripts([(name, keys, args)]))[0]
-
     async def subscribe(self, *channels: str) -> AsyncIterator[bytes | None]:
         """Pub/sub on any node (classic pub/sub is cluster-wide); another one after a loss."""
         while True:
@@ -279,10 +257,6 @@ class ClusterRedis:
             async for message in pool.subscribe_once(*channels):
                 yield message
             self._stale = True
-
-    async def time_ms(self) -> int:
-        sec, usec = await self.execute("TIME")
-        return int(sec) * 1000 + int(usec) // 1000
 
     async def aclose(self) -> None:
         self._closed = True

@@ -174,7 +174,48 @@ class Connection:
             await self._stream.aclose()
 
 
-class Redis:
+class Commands:
+    """What the service calls, over one ``pipeline`` (a single server's, or a cluster's
+    routed one): single commands, Lua scripts by SHA, the server's clock."""
+
+    async def pipeline(self, commands: Sequence[Command]) -> list[Any]:
+        raise NotImplementedError
+
+    async def execute(self, *command: str | bytes | int | float) -> Any:
+        """Run one command; raises ReplyError on an error reply."""
+        return _raise_errors(await self.pipeline([command]))[0]
+
+    async def scripts(self, calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]]) -> list[Any]:
+        """Run Lua scripts by SHA in one round trip; error replies come back as values.
+
+        A NOSCRIPT (someone ran SCRIPT FLUSH) is retried once with the source.
+        """
+        commands = [
+            ("EVALSHA", SCRIPTS[name].sha, len(keys), *keys, *args) for name, keys, args in calls
+        ]
+        replies = await self.pipeline(commands)
+        missing = [
+            i
+            for i, r in enumerate(replies)
+            if isinstance(r, hiredis.ReplyError) and str(r).startswith("NOSCRIPT")
+        ]
+        if missing:
+            retry = [("EVAL", SCRIPTS[calls[i][0]].source, *commands[i][2:]) for i in missing]
+            for i, reply in zip(missing, await self.pipeline(retry), strict=True):
+                replies[i] = reply
+        return replies
+
+    async def script(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """Run one Lua script; raises ReplyError on an error reply."""
+        return _raise_errors(await self.scripts([(name, keys, args)]))[0]
+
+    async def time_ms(self) -> int:
+        """The Redis server's clock, in ms: the one clock of DESIGN §1."""
+        sec, usec = await self.execute("TIME")
+        return int(sec) * 1000 + int(usec) // 1000
+
+
+class Redis(Commands):
     """A bounded pool of :class:`Connection` with reconnect-and-backoff.
 
     A call that loses its connection raises :class:`RedisConnectionError` (the command may
@@ -224,34 +265,6 @@ class Redis:
                     self._idle.append(conn)
         return replies
 
-    async def execute(self, *command: str | bytes | int | float) -> Any:
-        """Run one command; raises ReplyError on an error reply."""
-        return _raise_errors(await self.pipeline([command]))[0]
-
-    async def scripts(self, calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]]) -> list[Any]:
-        """Run Lua scripts by SHA in one round trip; error replies come back as values.
-
-        A NOSCRIPT (someone ran SCRIPT FLUSH) is retried once with the source.
-        """
-        commands = [
-            ("EVALSHA", SCRIPTS[name].sha, len(keys), *keys, *args) for name, keys, args in calls
-        ]
-        replies = await self.pipeline(commands)
-        missing = [
-            i
-            for i, r in enumerate(replies)
-            if isinstance(r, hiredis.ReplyError) and str(r).startswith("NOSCRIPT")
-        ]
-        if missing:
-            retry = [("EVAL", SCRIPTS[calls[i][0]].source, *commands[i][2:]) for i in missing]
-            for i, reply in zip(missing, await self.pipeline(retry), strict=True):
-                replies[i] = reply
-        return replies
-
-    async def script(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        """Run one Lua script; raises ReplyError on an error reply."""
-        return _raise_errors(await self.scripts([(name, keys, args)]))[0]
-
     async def subscribe(self, *channels: str) -> AsyncIterator[bytes | None]:
         """Yield pub/sub message payloads forever; ``None`` after every (re)subscription,
         meaning "messages may have been missed: look at everything once"."""
@@ -286,11 +299,6 @@ class Redis:
             return
         finally:
             await conn.aclose()
-
-    async def time_ms(self) -> int:
-        """The Redis server's clock, in ms: the one clock of DESIGN §1."""
-        sec, usec = await self.execute("TIME")
-        return int(sec) * 1000 + int(usec) // 1000
 
     async def aclose(self) -> None:
         self._closed = True
