@@ -41,8 +41,8 @@ async def redis(cluster: LocalCluster) -> AsyncIterator[object]:
     await client.aclose()
 
 
-# The skeleton's end-to-end tests, unchanged, on the cluster (the SDK's is not: the SDK on
-# redis-py's RedisCluster is not done yet).
+# The skeleton's end-to-end tests, unchanged, on the cluster (the SDK's included: its
+# redis_server.url is the redis+cluster:// one here).
 test_once_job_fires_on_time_and_output_is_readable = (
     e2e.test_once_job_fires_on_time_and_output_is_readable
 )
@@ -54,6 +54,9 @@ test_manual_trigger_runs_now = e2e.test_manual_trigger_runs_now
 test_pause_resume_delete_keep_history = e2e.test_pause_resume_delete_keep_history
 test_healthz_and_readyz = e2e.test_healthz_and_readyz
 test_handler_jobs_run_in_process = e2e.test_handler_jobs_run_in_process
+test_sdk_registers_and_reads_through_the_same_scripts = (
+    e2e.test_sdk_registers_and_reads_through_the_same_scripts
+)
 
 
 async def test_shards_spread_over_the_masters(cluster: LocalCluster, redis, dep) -> None:

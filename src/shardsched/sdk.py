@@ -207,38 +207,114 @@ class _Api:
         return self._run(dag_ops.get_dag_run(self.deployment, dag_run_id))
 
 
+#: Replies after which a call is sent again (scripts reloaded, the slot map re-read).
+_REDIRECTED = (
+    redis_py.exceptions.NoScriptError,
+    redis_py.exceptions.AskError,  # MovedError is one too
+    redis_py.exceptions.TryAgainError,
+    redis_py.exceptions.ClusterDownError,
+)
+
+
 class Client(_Api):
-    """A synchronous handle on one shardsched deployment (redis-py + hiredis)."""
+    """A synchronous handle on one shardsched deployment (redis-py + hiredis).
+
+    ``redis_url`` is ``redis://…`` for one server, or ``redis+cluster://host:port[,…]``
+    for a Redis Cluster (redis-py's RedisCluster finds the nodes and owns the slot map;
+    each batch goes to every node its slots live on, one pipeline per node)."""
 
     def __init__(self, redis_url: str, namespace: str = DEFAULT_NAMESPACE) -> None:
-        self._redis = redis_py.Redis.from_url(redis_url, protocol=2)
-        # Raw RESP replies, exactly as the trio client sees them: the operations are shared.
-        self._redis.response_callbacks.clear()
+        self._cluster: redis_py.RedisCluster | None = None
+        if redis_url.startswith("redis+cluster://"):
+            from shardsched.redis.cluster import parse_cluster_url
+
+            seeds = parse_cluster_url(redis_url)
+            self._cluster = redis_py.RedisCluster(
+                startup_nodes=[redis_py.cluster.ClusterNode(u.host, u.port) for u in seeds],
+                username=seeds[0].username,
+                password=seeds[0].password,
+                protocol=2,
+            )
+            self._redis = None
+        else:
+            self._redis = redis_py.Redis.from_url(redis_url, protocol=2)
+            # Raw RESP replies, as the trio client sees them: the operations are shared.
+            self._redis.response_callbacks.clear()
         self._load_scripts()
         self.deployment = self._run(ops.open_deployment(namespace, None))
 
-    def _load_scripts(self) -> None:
-        pipe = self._redis.pipeline(transaction=False)
-        for script in SCRIPTS.values():
-            pipe.script_load(script.source)
-        pipe.execute()
+    def _node_clients(self) -> list[redis_py.Redis]:
+        """The one server, or every cluster master, as raw-reply clients."""
+        if self._cluster is None:
+            assert self._redis is not None
+            return [self._redis]
+        clients = []
+        for node in self._cluster.get_primaries():
+            client = node.redis_connection
+            client.response_callbacks.clear()
+            clients.append(client)
+        return clients
 
-    def _execute(self, calls: Sequence[ops.Call]) -> list[Any]:
-        pipe = self._redis.pipeline(transaction=False)
-        for call in calls:
-            if call.script is None:
-                pipe.execute_command(*call.args)
-            else:
-                pipe.execute_command(
-                    "EVALSHA", SCRIPTS[call.script].sha, len(call.keys), *call.keys, *call.args
-                )
-        replies = pipe.execute(raise_on_error=False)
-        if any(isinstance(r, redis_py.exceptions.NoScriptError) for r in replies):
-            self._load_scripts()  # Redis restarted or SCRIPT FLUSH: reload, redo the missing
-            redo = [
-                i for i, r in enumerate(replies) if isinstance(r, redis_py.exceptions.NoScriptError)
-            ]
-            for i, reply in zip(redo, self._execute([calls[i] for i in redo]), strict=True):
+    def _load_scripts(self) -> None:
+        for client in self._node_clients():
+            pipe = client.pipeline(transaction=False)
+            for script in SCRIPTS.values():
+                pipe.execute_command("SCRIPT", "LOAD", script.source)
+            pipe.execute()
+
+    def _client_for(self, call: ops.Call) -> redis_py.Redis:
+        if self._cluster is None:
+            assert self._redis is not None
+            return self._redis
+        from shardsched.redis.cluster import command_slot
+
+        args = ("EVALSHA", "", len(call.keys), *call.keys) if call.script else call.args
+        slot = command_slot(args)
+        if slot is None:
+            node = self._cluster.get_random_primary_node()
+        else:
+            node = self._cluster.nodes_manager.get_node_from_slot(slot)
+        client = node.redis_connection
+        if client is None:
+            self._cluster.nodes_manager.initialize()
+            return self._client_for(call)
+        client.response_callbacks.clear()
+        return client
+
+    def _execute(self, calls: Sequence[ops.Call], attempt: int = 0) -> list[Any]:
+        groups: dict[int, tuple[redis_py.Redis, list[int]]] = {}
+        for i, call in enumerate(calls):
+            client = self._client_for(call)
+            groups.setdefault(id(client), (client, []))[1].append(i)
+        replies: list[Any] = [None] * len(calls)
+        for client, idx in groups.values():
+            pipe = client.pipeline(transaction=False)
+            for i in idx:
+                call = calls[i]
+                if call.script is None:
+                    pipe.execute_command(*call.args)
+                else:
+                    sha = SCRIPTS[call.script].sha
+                    pipe.execute_command("EVALSHA", sha, len(call.keys), *call.keys, *call.args)
+            for i, reply in zip(idx, pipe.execute(raise_on_error=False), strict=True):
+                replies[i] = reply
+        redo = [
+            i
+            for i, r in enumerate(replies)
+            if isinstance(r, redis_py.exceptions.NoScriptError)
+            or (
+                isinstance(r, redis_py.exceptions.ResponseError)
+                and str(r).startswith(("MOVED", "ASK"))
+            )
+        ]
+        if redo and attempt < 5:
+            # a restarted or new node without our scripts, or slots that moved: look again
+            if self._cluster is not None:
+                self._cluster.nodes_manager.initialize()
+            self._load_scripts()
+            for i, reply in zip(
+                redo, self._execute([calls[i] for i in redo], attempt + 1), strict=True
+            ):
                 replies[i] = reply
         return replies
 
@@ -266,7 +342,10 @@ class Client(_Api):
         return out
 
     def close(self) -> None:
-        self._redis.close()
+        if self._cluster is not None:
+            self._cluster.close()
+        elif self._redis is not None:
+            self._redis.close()
 
     def __enter__(self) -> Client:
         return self
