@@ -4,6 +4,7 @@ fire (issue #9)."""
 
 from __future__ import annotations
 
+import subprocess
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 
@@ -106,3 +107,72 @@ async def test_kill_9_a_master_while_jobs_fire(cluster: LocalCluster, redis, dep
         "late",
     )
     assert report.missing <= report.expected * 0.05, report
+
+
+async def test_resharding_while_jobs_fire_loses_nothing(cluster: LocalCluster, redis, dep) -> None:
+    """Move slots between masters (redis-cli --cluster reshard) while jobs fire: MOVED and
+    ASK are followed, and the audit finds every tick once."""
+    async with trio.open_nursery() as nursery:
+        node = ShardManager(redis, dep, node_id="rs-node", renew_every_s=0.5, lease_ttl_s=3)
+        await nursery.start(node.run)
+        worker = Worker(redis, dep, worker_id="rs-worker", concurrency=16)
+        await nursery.start(worker.run)
+        specs = [
+            JobSpec(name=f"r{i}", schedule=IntervalSchedule(every_s=0.5), command="handler:noop")
+            for i in range(200)
+        ]
+        await ops.drive_async(ops.create_jobs(dep, specs), redis)
+        await trio.sleep(1.5)
+        port = cluster.live_port()
+        ids = {
+            int(line.split()[1].split(":")[1].split("@")[0]): line.split()[0]
+            for line in cluster.cli(port, "CLUSTER", "NODES").splitlines()
+            if "master" in line.split()[2] and "fail" not in line.split()[2]
+        }
+        source, target = sorted(ids)[:2]
+
+        def reshard() -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [
+                    "redis-cli",
+                    "--cluster",
+                    "reshard",
+                    f"127.0.0.1:{port}",
+                    "--cluster-from",
+                    ids[source],
+                    "--cluster-to",
+                    ids[target],
+                    "--cluster-slots",
+                    "4096",
+                    "--cluster-yes",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+
+        out = await trio.to_thread.run_sync(reshard)
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+        await trio.sleep(1.5)
+        report = await ops.drive_async(audit.audit(dep, settle_s=1.0), redis)
+        nursery.cancel_scope.cancel()
+    moved = sum(
+        1
+        for s in range(dep.n_shards)
+        if redis._node_of(int(cluster.cli(port, "CLUSTER", "KEYSLOT", dep.shard(s).timer)))
+        == ("127.0.0.1", target)
+    )
+    print(
+        "resharding audit:",
+        report.expected,
+        "expected,",
+        report.missing,
+        "missing,",
+        report.duplicated,
+        "duplicated,",
+        report.late,
+        "late;",
+        moved,
+        "shards on the target",
+    )
+    assert report.missing == 0 and report.duplicated == 0, report
