@@ -8,23 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shardsched.dev import redis_server_args
-
-
-def free_cluster_port() -> int:
-    """A free loopback port whose cluster bus port (port + 10000) is free as well."""
-    import random
-    import socket
-
-    while True:
-        port = random.randint(20000, 55000)
-        try:
-            for p in (port, port + 10000):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", p))
-        except OSError:
-            continue
-        return port
+from shardsched.dev import cluster_node_args, free_cluster_port
 
 
 @dataclass
@@ -43,15 +27,7 @@ class LocalCluster:
     def _start(self, port: int) -> None:
         data = self.root / str(port)
         data.mkdir(parents=True, exist_ok=True)
-        args = [
-            *redis_server_args(port, data, "always"),
-            "--cluster-enabled",
-            "yes",
-            "--cluster-config-file",
-            str(data / "nodes.conf"),
-            "--cluster-node-timeout",
-            str(self.node_timeout_ms),
-        ]
+        args = cluster_node_args(port, data, self.node_timeout_ms)
         self.procs[port] = subprocess.Popen(args, stdout=subprocess.DEVNULL)
 
     def cli(self, port: int, *args: str) -> str:

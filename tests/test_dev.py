@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from conftest import child_env, shardsched_cmd
 from shardsched.dev import free_port
@@ -37,10 +38,14 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def test_dev_runs_a_job_and_stops_everything_on_sigterm(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cluster", [0, 3], ids=["one-redis", "cluster-3"])
+def test_dev_runs_a_job_and_stops_everything_on_sigterm(tmp_path: Path, cluster: int) -> None:
     port = free_port()
+    extra = ["--cluster", str(cluster)] if cluster else []
     proc = subprocess.Popen(
-        shardsched_cmd("dev", "--http", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "data")),
+        shardsched_cmd(
+            "dev", "--http", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "data"), *extra
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         env=child_env(),
@@ -54,6 +59,7 @@ def test_dev_runs_a_job_and_stops_everything_on_sigterm(tmp_path: Path) -> None:
             assert lines[-1], f"dev exited: {lines}"
         line = lines[-1]
         assert "ready" in line and f"http://127.0.0.1:{port}/api/v1" in line, line
+        assert ("redis+cluster://" in line) == bool(cluster), line
         base = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=base, timeout=10) as http:
             body = {
@@ -76,8 +82,9 @@ def test_dev_runs_a_job_and_stops_everything_on_sigterm(tmp_path: Path) -> None:
             assert out == "dev says hi\n"
             assert http.get("/readyz").status_code == 200
         tree = descendants(proc.pid)
-        assert len(tree) >= 2, "expected an embedded redis-server and a worker"
-        assert (tmp_path / "data" / "appendonlydir").is_dir(), "AOF is on in the data dir"
+        assert len(tree) >= 1 + max(cluster, 1), "expected the embedded redis-server(s), a worker"
+        aof = list((tmp_path / "data").rglob("appendonlydir"))
+        assert len(aof) == max(cluster, 1), "AOF is on in the data dir, on every node"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
         survivors = [pid for pid in tree if alive(pid)]

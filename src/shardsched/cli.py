@@ -51,6 +51,13 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     dev.add_argument("--shards", type=int, default=None)
     dev.add_argument("--workers", type=int, default=1)
     dev.add_argument("--concurrency", type=int, default=16)
+    dev.add_argument(
+        "--cluster",
+        type=int,
+        default=0,
+        metavar="N",
+        help="start a local Redis Cluster of N masters instead of one redis-server",
+    )
 
     node = sub.add_parser("node", help="shard actors (and the HTTP API unless --no-http)")
     _redis_flag(node)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import random
 import shutil
 import signal
 import socket
@@ -73,6 +74,62 @@ def redis_server_args(port: int, data_dir: Path, fsync: str = "always") -> list[
     return args
 
 
+def free_cluster_port() -> int:
+    """A free loopback port whose cluster bus port (port + 10000) is free as well."""
+    while True:
+        port = random.randint(20000, 55000)
+        try:
+            for candidate in (port, port + 10000):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", candidate))
+        except OSError:
+            continue
+        return port
+
+
+def cluster_node_args(port: int, data_dir: Path, node_timeout_ms: int = 1000) -> list[str]:
+    """One Redis Cluster node: the embedded server's settings plus cluster mode."""
+    return [
+        *redis_server_args(port, data_dir, "always"),
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        str(data_dir / "nodes.conf"),
+        "--cluster-node-timeout",
+        str(node_timeout_ms),
+    ]
+
+
+async def start_cluster(masters: int, root: Path) -> tuple[list[trio.Process], str]:
+    """``masters`` cluster nodes on loopback, joined by ``redis-cli --cluster create``;
+    returns the processes and the redis+cluster:// URL."""
+    ports = [free_cluster_port() for _ in range(masters)]
+    procs = []
+    for port in ports:
+        node_dir = root / str(port)
+        node_dir.mkdir(parents=True, exist_ok=True)
+        procs.append(await spawn(cluster_node_args(port, node_dir), stdout=subprocess.DEVNULL))
+    for port in ports:
+        await wait_for_redis(f"redis://127.0.0.1:{port}/0")
+    create = await trio.run_process(
+        ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports), "--cluster-yes"],
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    if create.returncode != 0:
+        raise ConfigError(f"redis-cli --cluster create failed: {create.stderr.decode()[-500:]}")
+    for port in ports:
+        redis = Redis(f"redis://127.0.0.1:{port}/0", size=1)
+        try:
+            with trio.fail_after(30):
+                while b"cluster_state:ok" not in await redis.execute("CLUSTER", "INFO"):
+                    await trio.sleep(0.1)
+        finally:
+            await redis.aclose()
+    return procs, "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in ports)
+
+
 async def wait_for_redis(url: str, timeout: float = 10.0) -> None:
     redis = Redis(url, size=1, retry_for=timeout)
     try:
@@ -106,12 +163,18 @@ async def run_dev(
     workers: int,
     concurrency: int,
     namespace: str,
+    cluster: int = 0,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     children: list[trio.Process] = []
     redis_proc: trio.Process | None = None
+    cluster_procs: list[trio.Process] = []
     try:
-        if redis_url is None:
+        if redis_url is None and cluster:
+            # a fresh cluster each time: its nodes.conf holds this run's ports
+            root = data_dir.resolve() / "cluster" / str(os.getpid())
+            cluster_procs, redis_url = await start_cluster(cluster, root)
+        elif redis_url is None:
             data_dir.mkdir(parents=True, exist_ok=True)
             port = free_port()
             redis_proc = await spawn(
@@ -159,6 +222,8 @@ async def run_dev(
             await stop_process(child)
         if redis_proc is not None:
             await stop_process(redis_proc, grace=10.0)
+        for proc in cluster_procs:
+            await stop_process(proc, grace=10.0)
 
 
 def main(args: object) -> None:
@@ -172,6 +237,7 @@ def main(args: object) -> None:
             workers=args.workers,  # type: ignore[attr-defined]
             concurrency=args.concurrency,  # type: ignore[attr-defined]
             namespace=args.namespace,  # type: ignore[attr-defined]
+            cluster=args.cluster,  # type: ignore[attr-defined]
             task_status=task_status,
         ),
         lambda line: line,
