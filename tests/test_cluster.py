@@ -58,6 +58,11 @@ test_handler_jobs_run_in_process = e2e.test_handler_jobs_run_in_process
 test_sdk_registers_and_reads_through_the_same_scripts = (
     e2e.test_sdk_registers_and_reads_through_the_same_scripts
 )
+test_timeout_kills_the_whole_process_group = e2e.test_timeout_kills_the_whole_process_group
+test_handler_timeout_is_enforced = e2e.test_handler_timeout_is_enforced
+test_timeout_sends_sigterm_first_and_keeps_the_output = (
+    e2e.test_timeout_sends_sigterm_first_and_keeps_the_output
+)
 
 
 async def test_shards_spread_over_the_masters(cluster: LocalCluster, redis, dep) -> None:

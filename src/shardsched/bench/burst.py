@@ -30,6 +30,17 @@ from shardsched.sdk import Client
 from shardsched.shard.cron import from_ms
 
 
+def bench_client(url: str) -> Any:
+    """redis-py on the bench's Redis: one server, or a cluster (``redis+cluster://``)."""
+    if url.startswith("redis+cluster://"):
+        from shardsched.redis.cluster import parse_cluster_url
+
+        seeds = parse_cluster_url(url)
+        nodes = [redis_py.cluster.ClusterNode(u.host, u.port) for u in seeds]
+        return redis_py.RedisCluster(startup_nodes=nodes)
+    return redis_py.Redis.from_url(url)
+
+
 def server_ms(r: redis_py.Redis) -> int:
     sec, usec = r.time()
     return sec * 1000 + usec // 1000
@@ -196,7 +207,7 @@ def plot(path: str, rows: list[list[int | None]], boundary: int, result: dict) -
 def run(args: argparse.Namespace) -> dict:
     command = "handler:noop" if args.job_command == "noop" else args.job_command
     with bench_redis(args.redis, args.fsync) as url, Procs() as procs:
-        r = redis_py.Redis.from_url(url)
+        r = bench_client(url)
         ns = f"burst{int(time.time() * 1000) % 10**9}"
         r.hset(f"{ns}:{{g}}:meta", "shards", args.shards)
         client = Client(url, ns)
@@ -228,7 +239,7 @@ def run(args: argparse.Namespace) -> dict:
         rows = read_runs(r, client, boundary)
         report = client._run(audit.audit(client.deployment, settle_s=0.0, late_after_s=1.0))
         floor_s = None if args.no_floor else measure_floor(r, client, args.jobs)
-        info = r.info("server")
+        info = r.info("server") if not isinstance(r, redis_py.RedisCluster) else {}
         client.close()
         r.close()
 
