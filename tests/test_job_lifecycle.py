@@ -119,8 +119,11 @@ async def test_auto_pause_after_consecutive_failures(node, worker, http, tmp_pat
     runs = (await http.get(f"/api/v1/jobs/{job_id}/runs", params={"limit": 100})).json()["runs"]
     finished = sorted((r for r in runs if r["finished_at"]), key=lambda r: r["scheduled_for"])
     assert [r["state"] for r in finished][:6] == ["failed", "failed", "succeeded"] + ["failed"] * 3
-    assert count.read_text().strip() == str(len(finished))
-    assert len(finished) == 6, "no tick fired after the pause took effect"
+    started = [r for r in runs if r["started_at"]]
+    assert int(count.read_text()) in (len(started), len(started) - 1)  # one may be starting
+    # nothing fired after the pause took effect (a tick fired just before it may still run)
+    assert all(ms(r["created_at"]) <= ms(job["paused_at"]) for r in runs)
+    assert len(finished) in (6, 7)
     resumed = (await http.patch(f"/api/v1/jobs/{job_id}", json={"status": "active"})).json()
     assert resumed["status"] == "active" and resumed["pause_reason"] is None
 
