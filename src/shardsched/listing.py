@@ -76,6 +76,21 @@ def _scan(
             return out, more
 
 
+def _status_and_name(
+    status: JobStatus | None, name_prefix: str | None
+) -> Callable[[Any], bool] | None:
+    """The filter of a job or DAG list (both have ``status`` and ``name``); None: keep all."""
+    if status is None and not name_prefix:
+        return None
+
+    def keep(item: Job | Dag) -> bool:
+        return (status is None or item.status == status) and (
+            not name_prefix or item.name.startswith(name_prefix)
+        )
+
+    return keep
+
+
 def _encode(cursor: Cursor | None) -> str | None:
     return None if cursor is None else cursor.encode()
 
@@ -106,14 +121,7 @@ def jobs_page(
     name_prefix: str | None = None,
 ) -> Op:
     """Jobs, newest first, optionally of one status and with a name prefix."""
-    keep = None
-    if status is not None or name_prefix:
-
-        def keep(job: Job) -> bool:
-            return (status is None or job.status == status) and (
-                not name_prefix or job.name.startswith(name_prefix)
-            )
-
+    keep = _status_and_name(status, name_prefix)
     keys = [dep.shard(s).jobs for s in range(dep.n_shards)]
     jobs, nxt = yield from _scan(keys, cursor, limit, lambda e: _read_jobs(dep, e), keep)
     return JobList(jobs=jobs, next_cursor=_encode(nxt))
@@ -187,14 +195,7 @@ def dags_page(
     name_prefix: str | None = None,
 ) -> Op:
     """DAGs, newest first, optionally of one status and with a name prefix."""
-    keep = None
-    if status is not None or name_prefix:
-
-        def keep(dag: Dag) -> bool:
-            return (status is None or dag.status == status) and (
-                not name_prefix or dag.name.startswith(name_prefix)
-            )
-
+    keep = _status_and_name(status, name_prefix)
     keys = [dep.shard(s).dags for s in range(dep.n_shards)]
     dags, nxt = yield from _scan(keys, cursor, limit, lambda e: _read_dags(dep, e), keep)
     return DagList(dags=dags, next_cursor=_encode(nxt))
