@@ -71,13 +71,18 @@ class LocalCluster:
             assert time.monotonic() < deadline, "cluster did not reach state ok"
             time.sleep(0.1)
 
-    def master_ports(self) -> list[int]:
+    def master_ids(self) -> dict[int, str]:
+        """Port -> node id of every live master (CLUSTER NODES)."""
         out = self.cli(self.live_port(), "CLUSTER", "NODES")
-        return [
-            int(line.split()[1].split(":")[1].split("@")[0])
-            for line in out.splitlines()
-            if "master" in line.split()[2] and "fail" not in line.split()[2]
-        ]
+        masters = {}
+        for line in out.splitlines():
+            node_id, address, flags = line.split()[:3]
+            if "master" in flags and "fail" not in flags:
+                masters[int(address.split(":")[1].split("@")[0])] = node_id
+        return masters
+
+    def master_ports(self) -> list[int]:
+        return list(self.master_ids())
 
     def live_port(self) -> int:
         return next(p for p, proc in self.procs.items() if proc.poll() is None)

@@ -65,6 +65,19 @@ test_timeout_sends_sigterm_first_and_keeps_the_output = (
 )
 
 
+async def start_firing(nursery: trio.Nursery, redis, dep, name: str) -> ShardManager:  # type: ignore[no-untyped-def]
+    """A node and a worker on the cluster, and 200 jobs firing every 0.5 s."""
+    node = ShardManager(redis, dep, node_id=f"{name}-node", renew_every_s=0.5, lease_ttl_s=3)
+    await nursery.start(node.run)
+    await nursery.start(Worker(redis, dep, worker_id=f"{name}-worker", concurrency=16).run)
+    specs = [
+        JobSpec(name=f"{name}{i}", schedule=IntervalSchedule(every_s=0.5), command="handler:noop")
+        for i in range(200)
+    ]
+    await ops.drive_async(ops.create_jobs(dep, specs), redis)
+    return node
+
+
 async def test_shards_spread_over_the_masters(cluster: LocalCluster, redis, dep) -> None:
     masters = Counter()
     for shard in range(dep.n_shards):
@@ -77,15 +90,7 @@ async def test_kill_9_a_master_while_jobs_fire(cluster: LocalCluster, redis, dep
     """Kill a master: its replica is promoted, the scheduler carries on; the audit shows no
     tick duplicated and only what asynchronous replication can explain missing."""
     async with trio.open_nursery() as nursery:
-        node = ShardManager(redis, dep, node_id="cl-node", renew_every_s=0.5, lease_ttl_s=3)
-        await nursery.start(node.run)
-        worker = Worker(redis, dep, worker_id="cl-worker", concurrency=16)
-        await nursery.start(worker.run)
-        specs = [
-            JobSpec(name=f"c{i}", schedule=IntervalSchedule(every_s=0.5), command="handler:noop")
-            for i in range(200)
-        ]
-        await ops.drive_async(ops.create_jobs(dep, specs), redis)
+        node = await start_firing(nursery, redis, dep, "cl")
         await trio.sleep(2)
         victim = cluster.master_ports()[0]
         cluster.kill(victim)
@@ -118,22 +123,10 @@ async def test_resharding_while_jobs_fire_loses_nothing(cluster: LocalCluster, r
     """Move slots between masters (redis-cli --cluster reshard) while jobs fire: MOVED and
     ASK are followed, and the audit finds every tick once."""
     async with trio.open_nursery() as nursery:
-        node = ShardManager(redis, dep, node_id="rs-node", renew_every_s=0.5, lease_ttl_s=3)
-        await nursery.start(node.run)
-        worker = Worker(redis, dep, worker_id="rs-worker", concurrency=16)
-        await nursery.start(worker.run)
-        specs = [
-            JobSpec(name=f"r{i}", schedule=IntervalSchedule(every_s=0.5), command="handler:noop")
-            for i in range(200)
-        ]
-        await ops.drive_async(ops.create_jobs(dep, specs), redis)
+        await start_firing(nursery, redis, dep, "rs")
         await trio.sleep(1.5)
         port = cluster.live_port()
-        ids = {
-            int(line.split()[1].split(":")[1].split("@")[0]): line.split()[0]
-            for line in cluster.cli(port, "CLUSTER", "NODES").splitlines()
-            if "master" in line.split()[2] and "fail" not in line.split()[2]
-        }
+        ids = cluster.master_ids()
         source, target = sorted(ids)[:2]
 
         def reshard() -> subprocess.CompletedProcess[str]:
