@@ -10,7 +10,7 @@ import pytest
 
 from conftest import child_env, shardsched_cmd
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 
 def bench(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -19,7 +19,7 @@ from shardsched.redis import connect
 from shardsched.shard.manager import ShardManager
 from shardsched.worker.worker import Worker
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 
 @pytest.fixture(scope="module")

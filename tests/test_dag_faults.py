@@ -13,7 +13,7 @@ from shardsched import dag_ops, listing
 from shardsched.models import DagSpec, IntervalSchedule, JobStatus, TaskSpec
 from shardsched.ops import drive_async as drive
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 
 async def test_kill_9_the_owner_mid_dag_run(redis, redis_server, dep, worker, tmp_path: Path):

@@ -38,6 +38,86 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def start_dev(tmp_path: Path, port: int, *extra: str) -> tuple[subprocess.Popen[str], str]:
+    """``shardsched dev`` as a user starts it; returns the process and its ready line."""
+    proc = subprocess.Popen(
+        shardsched_cmd(
+            "dev", "--http", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "data"), *extra
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=child_env(),
+        text=True,
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    while not lines or "ready" not in lines[-1]:
+        lines.append(proc.stdout.readline())
+        if not lines[-1]:
+            proc.wait()
+            raise AssertionError(f"dev exited: {lines}")
+    return proc, lines[-1]
+
+
+def run_once_job(http: httpx.Client, command: str, timeout: float = 20) -> dict:
+    """Register a job due at once through the API and wait for its run to succeed."""
+    body = {"name": "dev-job", "schedule": {"type": "once", "at": "2020-01-01T00:00:00Z"}}
+    resp = http.post("/api/v1/jobs", json={**body, "command": command})
+    assert resp.status_code == 201, resp.text
+    job_id = resp.json()["job_id"]
+    deadline = time.monotonic() + timeout
+    runs: list = []
+    while time.monotonic() < deadline:
+        runs = http.get(f"/api/v1/jobs/{job_id}/runs").json()["runs"]
+        if runs and runs[0]["state"] == "succeeded":
+            return runs[0]
+        time.sleep(0.1)
+    raise AssertionError(f"run did not succeed: {runs}")
+
+
+def test_kill_9_of_dev_takes_redis_and_workers_along(tmp_path: Path) -> None:
+    port = free_port()
+    proc, _ = start_dev(tmp_path, port)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+            run_once_job(http, "true")
+        tree = descendants(proc.pid)
+        assert len(tree) >= 2, "expected the embedded redis-server and a worker"
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 10  # redis-server gets SIGTERM, then SIGKILL after 5 s
+        while time.monotonic() < deadline and any(alive(pid) for pid in tree):
+            time.sleep(0.05)
+        assert [pid for pid in tree if alive(pid)] == [], "dev's children outlived a kill -9"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+@pytest.mark.slow
+def test_dev_left_running_serves_and_runs_a_job_after_60s(tmp_path: Path) -> None:
+    """The bug this guards: redis-server and the worker were killed 10 s after start."""
+    port = free_port()
+    proc, _ = start_dev(tmp_path, port)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+            time.sleep(65)  # the point of the test: time passes with dev idle
+            assert proc.poll() is None
+            assert http.get("/readyz").status_code == 200
+            run = run_once_job(http, "echo still here")
+            out = http.get(f"/api/v1/runs/{run['run_id']}/output").json()["output"]
+            assert out == "still here\n"
+        assert "Received SIGTERM" not in (tmp_path / "data" / "redis.log").read_text()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
 @pytest.mark.parametrize("cluster", [0, 3], ids=["one-redis", "cluster-3"])
 def test_dev_runs_a_job_and_stops_everything_on_sigterm(tmp_path: Path, cluster: int) -> None:
     port = free_port()

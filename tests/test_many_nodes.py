@@ -14,7 +14,7 @@ from shardsched import IntervalSchedule, JobSpec, audit, ops
 from shardsched.models import Catchup
 from shardsched.redis import Redis
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 
 async def deployment(redis: Redis, namespace: str, shards: int) -> ops.Deployment:

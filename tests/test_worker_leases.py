@@ -16,7 +16,7 @@ from shardsched.cluster import list_workers
 from shardsched.models import JobSpec, OnceSchedule
 from shardsched.shard.cron import from_ms
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 
 def start_worker(

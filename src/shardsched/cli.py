@@ -121,10 +121,19 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     bench = sub.add_parser("bench", help="benchmarks (each starts what it needs)")
     if with_bench:  # their modules pull in redis-py and friends: only when asked for
-        from shardsched.bench import burst, footprint, plan, register, scale, steady, takeover
+        from shardsched.bench import (
+            burst,
+            commands,
+            footprint,
+            plan,
+            register,
+            scale,
+            steady,
+            takeover,
+        )
 
         bench_sub = bench.add_subparsers(dest="bench_command", required=True)
-        for module in (burst, steady, register, footprint, scale, plan, takeover):
+        for module in (burst, commands, steady, register, footprint, scale, plan, takeover):
             module.add_parser(bench_sub)
     return parser
 

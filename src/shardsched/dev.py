@@ -2,13 +2,13 @@
 
 Starts redis-server in the data dir (AOF on with fsync always, noeviction, loopback only)
 unless ``--redis`` is given, one node owning every shard with the HTTP API, and
-``--workers`` worker processes. Every child is started with a parent-death signal, and
-Ctrl-C / SIGTERM stops them all, so nothing is left behind either way.
+``--workers`` worker processes. Every child is held on this process's
+:mod:`~shardsched.lifeline`, so even a kill -9 of ``dev`` takes them along, and Ctrl-C /
+SIGTERM stops them all in order, so nothing is left behind either way.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import random
 import shutil
@@ -23,17 +23,8 @@ import trio
 
 from shardsched import service
 from shardsched.errors import ConfigError
+from shardsched.lifeline import child_env, lifeline
 from shardsched.redis import Redis, RedisConnectionError
-
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> None:
-    """preexec_fn: the child gets SIGTERM when its parent dies, even by SIGKILL (Linux)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
 
 
 def free_port() -> int:
@@ -148,10 +139,14 @@ async def stop_process(proc: trio.Process, grace: float = 5.0) -> None:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+        lifeline().release(proc.pid, group=False)
 
 
 async def spawn(args: Sequence[str], **kwargs: object) -> trio.Process:
-    return await trio.lowlevel.open_process(list(args), preexec_fn=die_with_parent, **kwargs)
+    """Start a child that lives until we stop it or this process dies (see lifeline)."""
+    proc = await trio.lowlevel.open_process(list(args), env=child_env(), **kwargs)  # type: ignore[arg-type]
+    lifeline().hold(proc.pid, group=False)
+    return proc
 
 
 async def run_dev(

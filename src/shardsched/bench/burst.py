@@ -24,7 +24,7 @@ import redis as redis_py
 
 from shardsched import audit
 from shardsched.bench.harness import Procs, bench_redis, percentiles
-from shardsched.dev import die_with_parent
+from shardsched.lifeline import child_env, lifeline
 from shardsched.models import CronSchedule, JobSpec, OnceSchedule
 from shardsched.sdk import Client
 from shardsched.shard.cron import from_ms
@@ -60,9 +60,10 @@ def start_ready(
         cmd,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        preexec_fn=die_with_parent,
+        env=child_env(),
         text=True,
     )
+    lifeline().hold(proc.pid, group=False)
     procs.procs[name] = proc  # type: ignore[assignment]
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
@@ -296,6 +297,8 @@ def run(args: argparse.Namespace) -> dict:
     if report.missing or report.duplicated or len(rows) != args.jobs:
         print(f"AUDIT FAILED: {result['audit']}, runs read {len(rows)}", file=sys.stderr)
         raise SystemExit(1)
+    if getattr(args, "keep_rows", False):
+        result["rows"] = rows
     return result
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import redis as redis_py
 
-from shardsched.dev import die_with_parent, free_port, redis_server_args
+from shardsched.dev import free_port, redis_server_args
+from shardsched.lifeline import child_env, lifeline
 
 
 @dataclass
@@ -39,8 +40,9 @@ class BenchRedis:
         self.proc = subprocess.Popen(
             [*redis_server_args(self.port, self.dir, self.fsync), *self.extra],
             stdout=subprocess.DEVNULL,
-            preexec_fn=die_with_parent,
+            env=child_env(),
         )
+        lifeline().hold(self.proc.pid, group=False)
         client = redis_py.Redis(port=self.port)
         deadline = time.monotonic() + 10
         while True:
@@ -57,6 +59,8 @@ class BenchRedis:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=30)
+        if self.proc is not None:
+            lifeline().release(self.proc.pid, group=False)
 
 
 @contextmanager
@@ -86,8 +90,9 @@ class Procs:
             [sys.executable, "-m", "shardsched", *args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            preexec_fn=die_with_parent,
+            env=child_env(),
         )
+        lifeline().hold(proc.pid, group=False)
         self.procs[name] = proc
         return proc
 
@@ -95,6 +100,7 @@ class Procs:
         proc = self.procs.pop(name)
         proc.send_signal(sig)
         proc.wait()
+        lifeline().release(proc.pid, group=False)
 
     def stop_all(self, sig: int = signal.SIGTERM) -> None:
         for proc in self.procs.values():
@@ -106,6 +112,7 @@ class Procs:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            lifeline().release(proc.pid, group=False)
         self.procs.clear()
 
     def __enter__(self) -> Procs:

@@ -3,16 +3,22 @@
 The command runs under ``/bin/sh -c`` in a new session, so a timeout (or a job that leaves
 children behind) is dealt with by signalling the whole group: SIGTERM, a grace period,
 then SIGKILL. Output (stdout and stderr interleaved) keeps its last ``limit`` bytes.
+
+A job lives until it exits, its timeout, a ``replace``, a drain or the death of its worker:
+the group is held on this process's :mod:`~shardsched.lifeline`, so a worker killed with
+SIGKILL still takes its jobs along, whichever thread spawned them. No ``preexec_fn``:
+CPython can then spawn with vfork instead of copying the whole worker.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
 from dataclasses import dataclass
 
 import trio
+
+from shardsched.lifeline import child_env, lifeline
 
 OUTPUT_LIMIT = 64 * 1024
 KILL_GRACE_S = 2.0
@@ -29,15 +35,6 @@ class Outcome:
         return self.exit_code == 0
 
 
-def _die_with_worker() -> None:
-    """A worker killed with SIGKILL cannot kill its jobs: have the kernel do it (Linux).
-    The run is delivered again after its lease; a job still running then would be a
-    second, concurrent execution."""
-    from shardsched.dev import die_with_parent
-
-    die_with_parent()
-
-
 def _signal_group(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)
@@ -52,6 +49,46 @@ async def _drain(stream: trio.abc.ReceiveStream, buf: bytearray, limit: int) -> 
             del buf[:-limit]
 
 
+async def _wait_exit(pid: int) -> int:
+    """Wait for ``pid`` to exit (a pidfd: no thread, no SIGCHLD); its wait status."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # not Linux >= 5.3: a thread blocks in waitpid
+        return (await trio.to_thread.run_sync(os.waitpid, pid, 0, abandon_on_cancel=False))[1]
+    try:
+        await trio.lowlevel.wait_readable(pidfd)
+    finally:
+        os.close(pidfd)
+    return os.waitpid(pid, 0)[1]
+
+
+def _spawn(command: str, env: dict[str, str]) -> tuple[int, int]:
+    """Start ``/bin/sh -c command`` in a new session, output to a pipe; (pid, pipe's read fd).
+
+    ``posix_spawn`` (vfork underneath) on the calling thread: no thread hand-off and no copy
+    of the worker's memory. Our other descriptors are all close-on-exec (PEP 446).
+    """
+    read, write = os.pipe()
+    try:
+        pid = os.posix_spawn(
+            "/bin/sh",
+            ["/bin/sh", "-c", command],
+            env,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, write, 1),
+                (os.POSIX_SPAWN_DUP2, write, 2),
+            ],
+            setsid=True,
+        )
+    except BaseException:
+        os.close(read)
+        raise
+    finally:
+        os.close(write)
+    return pid, read
+
+
 async def run_command(
     command: str,
     timeout_s: float,
@@ -62,46 +99,48 @@ async def run_command(
     """Run ``command`` to completion or timeout; never raises for the job's own failures."""
     buf = bytearray()
     try:
-        proc = await trio.lowlevel.open_process(
-            ["/bin/sh", "-c", command],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env={**os.environ, **env},
-            preexec_fn=_die_with_worker,
-        )
+        pid, out_fd = _spawn(command, child_env(env))
     except OSError as exc:
         return Outcome(None, f"spawn failed: {exc}", b"")
-    pgid = proc.pid  # start_new_session: the child leads its own group
+    pgid = pid  # setsid: the child leads its own group
+    guard = lifeline()
+    guard.hold(pgid, group=True)
     timed_out = False
+    status: int | None = None
+    stream = trio.lowlevel.FdStream(out_fd)
     try:
         async with trio.open_nursery() as nursery:
-            assert proc.stdout is not None
-            nursery.start_soon(_drain, proc.stdout, buf, limit)
+            nursery.start_soon(_drain, stream, buf, limit)
             with trio.move_on_after(timeout_s):
-                await proc.wait()
-            if proc.returncode is None:
+                status = await _wait_exit(pid)
+            if status is None:
                 timed_out = True
                 _signal_group(pgid, signal.SIGTERM)
                 with trio.move_on_after(kill_grace_s):
-                    await proc.wait()
+                    status = await _wait_exit(pid)
             # Whatever the outcome, nothing of the job outlives it: a background child
             # holding the pipe open would otherwise keep us reading forever.
             _signal_group(pgid, signal.SIGKILL)
-            await proc.wait()
+            if status is None:
+                status = await _wait_exit(pid)
             # The pipe reaches EOF once the group is gone; don't wait long for stragglers
             # that escaped into another session.
             nursery.cancel_scope.deadline = trio.current_time() + 1
     finally:
-        if proc.returncode is None:
+        if status is None:  # cancelled (replace, drain, lost lease): kill and reap
             _signal_group(pgid, signal.SIGKILL)
             with trio.move_on_after(2, shield=True):
-                await proc.wait()
+                status = await _wait_exit(pid)
+        guard.release(pgid, group=True)
+        await stream.aclose()
     output = bytes(buf[-limit:])
     if timed_out:
         return Outcome(None, "timeout", output)
-    code = proc.returncode
-    if code < 0:
-        return Outcome(None, f"signal {signal.Signals(-code).name}", output)
+    if status is None:
+        return Outcome(None, "not reaped", output)
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        name = signal.Signals(number).name if number in signal.valid_signals() else number
+        return Outcome(None, f"signal {name}", output)
+    code = os.waitstatus_to_exitcode(status)
     return Outcome(code, None if code == 0 else f"exit {code}", output)

@@ -1,0 +1,120 @@
+"""Job processes live exactly as long as they should: past trio's 10 s idle-thread lifetime,
+up to their timeout, and never past a kill -9 of their worker (see shardsched.lifeline)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import trio
+
+from conftest import wait_until
+from shardsched import ops
+from test_worker_leases import once_job, start_worker, wait_run
+
+
+def gone(pid: int) -> bool:
+    """No live process (zombies do not count: PID 1 here may be slow to reap) that is
+    ``pid`` or belongs to the process group it led."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        state, pgid = fields[0], int(fields[2])
+        if state not in ("Z", "X") and pid in (int(stat.parent.name), pgid):
+            return False
+    return True
+
+
+def test_a_killed_parent_takes_registered_and_marked_children_along(tmp_path: Path) -> None:
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import subprocess, time\n"
+        "from shardsched.lifeline import child_env, lifeline\n"
+        # a job-like group (registered) whose shell left a background child behind
+        "g = subprocess.Popen(['/bin/sh', '-c', 'sleep 60 & sleep 61'],"
+        " start_new_session=True, env=child_env())\n"
+        "lifeline().hold(g.pid, group=True)\n"
+        # a process spawned and never registered: found by its environment marker
+        "p = subprocess.Popen(['sleep', '62'], env=child_env())\n"
+        "print(g.pid, p.pid, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    group, unregistered = map(int, parent.stdout.readline().split())
+    # the spawning thread of the parent is long gone by now in trio's case; here the point
+    # is the kill -9: nothing of the parent may survive it
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline and not (gone(group) and gone(unregistered)):
+        time.sleep(0.02)
+    assert gone(group), "the registered job group outlived its parent"
+    assert gone(unregistered), "a marked child outlived its parent"
+    parent.stdout.close()
+
+
+async def test_kill_9_of_a_worker_kills_its_60s_job_within_a_second(
+    node, redis, dep, redis_server, tmp_path
+) -> None:
+    pidfile = tmp_path / "job.pid"
+    job_id = await once_job(
+        redis, dep, f"echo $$ > {pidfile}; sleep 60; echo finished", lease_s=30, timeout_s=120
+    )
+    proc = start_worker(redis_server.url, dep.namespace, "w-kill", tmp_path / "w.log")
+    try:
+        await wait_run(redis, dep, job_id, "running", timeout=20)
+        await wait_until(lambda: _read_pid(pidfile), timeout=10)
+        pid = int(pidfile.read_text())
+        assert not gone(pid)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        with trio.fail_after(1.0):
+            while not gone(pid):
+                await trio.sleep(0.02)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+async def _read_pid(path: Path) -> bool:
+    return path.exists() and path.read_text().strip().isdigit()
+
+
+async def test_a_40s_job_on_an_idle_worker_succeeds(node, redis, dep, redis_server, tmp_path) -> None:
+    """The bug this guards: trio spawns from a cached thread that retires after 10 s idle,
+    and PR_SET_PDEATHSIG killed the job with it, 10.0 s after its start."""
+    job_id = await once_job(redis, dep, "sleep 40; echo finished", lease_s=30, timeout_s=120)
+    proc = start_worker(redis_server.url, dep.namespace, "w-long", tmp_path / "w.log")
+    try:
+        runs = await wait_run(redis, dep, job_id, "succeeded", timeout=70)
+        assert len(runs) == 1 and runs[0].attempt == 1, runs
+        output = await ops.drive_async(ops.get_output(dep, runs[0].run_id), redis)
+        assert output.output == "finished\n", output
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.slow
+async def test_a_3_minute_job_under_a_600s_timeout_succeeds(
+    node, redis, dep, redis_server, tmp_path
+) -> None:
+    job_id = await once_job(redis, dep, "sleep 180; echo finished", lease_s=30, timeout_s=600)
+    proc = start_worker(redis_server.url, dep.namespace, "w-3min", tmp_path / "w.log")
+    try:
+        runs = await wait_run(redis, dep, job_id, "succeeded", timeout=240)
+        assert len(runs) == 1 and runs[0].attempt == 1, runs
+        output = await ops.drive_async(ops.get_output(dep, runs[0].run_id), redis)
+        assert output.output == "finished\n", output
+    finally:
+        proc.kill()
+        proc.wait()
