@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 --[[
   Take (or re-take) ownership of a shard and bump its fencing epoch.
 
@@ -10,6 +10,9 @@
   Returns {epoch} on success, or {-1, holder, pttl} when another node holds the lease.
   A node re-taking its own lease (a restart with the same --node-id) still gets a new
   epoch, so anything the previous incarnation still has in flight is fenced off.
+
+  allow-oom: runs while Redis is full (it adds no more than a few bytes), so leases and
+  registrations hold and no owner or worker loses its work to a full Redis.
 ]]
 local rcall = redis.call
 local owner_key, epoch_key = KEYS[1], KEYS[2]

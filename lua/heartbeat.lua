@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 --[[
   A heartbeat into a registry (of nodes, or of workers): extend the caller's registration,
   drop members whose registration lapsed (by the server's clock), answer who is alive.
@@ -10,6 +10,9 @@
   ARGV[3] info JSON
 
   Returns {now_ms, member1, member2, ...}: the live members, sorted by id.
+
+  allow-oom: runs while Redis is full (it adds no more than a few bytes), so leases and
+  registrations hold and no owner or worker loses its work to a full Redis.
 ]]
 local rcall = redis.call
 local nodes_key, info_key = KEYS[1], KEYS[2]

@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 --[[
   A draining worker hands back runs it will not finish: each goes back to 'scheduled'
   (same attempt) under a new stream entry, so another worker takes it at once instead of
@@ -13,6 +13,9 @@
   ARGV[6..] items of 3: entry id, run id, delivery token
 
   Returns the number of runs handed back.
+
+  allow-oom: runs while Redis is full (it adds no more than a few bytes), so leases and
+  registrations hold and no owner or worker loses its work to a full Redis.
 ]]
 local rcall = redis.call
 local ready_key = KEYS[1]

@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 --[[
   Extend a shard lease, only for the node and epoch that hold it.
 
@@ -10,6 +10,9 @@
   ARGV[3] lease ttl (ms)
 
   Returns 1, or -1 when the lease is lost (expired, taken, or a newer epoch exists).
+
+  allow-oom: runs while Redis is full (it adds no more than a few bytes), so leases and
+  registrations hold and no owner or worker loses its work to a full Redis.
 ]]
 local rcall = redis.call
 if rcall('GET', KEYS[1]) ~= ARGV[1] or rcall('GET', KEYS[2]) ~= ARGV[2] then

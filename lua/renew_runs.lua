@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 --[[
   A worker extends the leases of its in-flight runs of one shard, in one call. Applied
   only where the caller still holds the run (stream entry pending on it, delivery token
@@ -13,6 +13,9 @@
   Returns {now_ms, code1, lease1, code2, lease2, ...}: code 1 renewed (lease = the new
   deadline, ms); -2 the caller no longer holds the run (recorded in its 'sx'); -3 the run
   was cancelled (the worker must stop it).
+
+  allow-oom: runs while Redis is full (it adds no more than a few bytes), so leases and
+  registrations hold and no owner or worker loses its work to a full Redis.
 ]]
 local rcall = redis.call
 local ready_key = KEYS[1]

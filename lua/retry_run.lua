@@ -11,16 +11,21 @@
   ARGV[3] ready channel
   ARGV[4] shard number
 
-  Returns {1, new_run_id}; {-1} no such run; {-2} the run is not dead-lettered; {-3} the
-  run is a DAG task's: its DAG run has settled on its failure (re-run the DAG instead).
+  Returns {1, new_run_id}; {2, new_run_id} it was retried already (nothing written: a
+  double click must not run the job twice); {-1} no such run; {-2} the run is not
+  dead-lettered; {-3} the run is a DAG task's: its DAG run has settled on its failure
+  (re-run the DAG instead).
 ]]
 local rcall = redis.call
 local ready_key, dead_key = KEYS[1], KEYS[2]
 local base, rid = ARGV[1], ARGV[2]
 local run_key = base .. 'run:' .. rid
-local run = rcall('HMGET', run_key, 'st', 's', 'd')
+local run = rcall('HMGET', run_key, 'st', 's', 'd', 'nx')
 if not run[1] then
   return {-1}
+end
+if run[4] then
+  return {2, run[4]}
 end
 if run[1] ~= 'dead_letter' then
   return {-2}

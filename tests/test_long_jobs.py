@@ -3,7 +3,6 @@ up to their timeout, and never past a kill -9 of their worker (see shardsched.li
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -89,7 +88,9 @@ async def _read_pid(path: Path) -> bool:
     return path.exists() and path.read_text().strip().isdigit()
 
 
-async def test_a_40s_job_on_an_idle_worker_succeeds(node, redis, dep, redis_server, tmp_path) -> None:
+async def test_a_40s_job_on_an_idle_worker_succeeds(
+    node, redis, dep, redis_server, tmp_path
+) -> None:
     """The bug this guards: trio spawns from a cached thread that retires after 10 s idle,
     and PR_SET_PDEATHSIG killed the job with it, 10.0 s after its start."""
     job_id = await once_job(redis, dep, "sleep 40; echo finished", lease_s=30, timeout_s=120)

@@ -62,7 +62,7 @@ def sync_tour(url: str, namespace: str) -> dict:
                     name="sdk-bf",
                     schedule=IntervalSchedule(every_s=3600, start_at=start),
                     command="true",
-                    catchup=Catchup.NONE,  # the past ticks are skipped: left to the backfill
+                    catchup=Catchup.NONE,  # a past start_at is a phase: the past is for a backfill
                 )
             ).job_id,
             start,

@@ -175,7 +175,7 @@ async def test_cli_jobs_runs_dead_letter(node, worker, http, tmp_path: Path) -> 
         (("runs", "get", "nope:1:1"), "not_found:"),
         (("runs", "list", job_id, "--state", "done"), "validation_error:"),
         (("jobs", "pause", job_id, "--until", "soon"), "(at $.paused_until)"),
-        (("runs", "retry", run_id), "conflict:"),
+        (("runs", "retry", run_id), "already_retried:"),
     ]:
         out = await cli(*args, *api)
         assert out.returncode == 1 and out.stdout == "", (args, out)

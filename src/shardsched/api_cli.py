@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import urllib.error
 import urllib.parse
@@ -62,9 +63,20 @@ def request(api: str, method: str, path: str, body: Any = None) -> Any:
         raise CliError(f"cannot reach the API at {api}: {reason}") from None
 
 
+_UNPRINTABLE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u00ad\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]"
+)
+
+
+def printable(text: str) -> str:
+    """``text`` with control and invisible format characters shown as escapes (``\\x1b``,
+    ``\\u202e``): a terminal must never receive them raw from stored data."""
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Plain aligned columns; '-' for a missing value."""
-    cells = [[("-" if v is None else str(v)) for v in row] for row in rows]
+    """Plain aligned columns; '-' for a missing value; control characters escaped."""
+    cells = [[("-" if v is None else printable(str(v))) for v in row] for row in rows]
     widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]

@@ -18,7 +18,9 @@ pure.
 
 from __future__ import annotations
 
+import bisect
 import enum
+import heapq
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterator
@@ -80,6 +82,7 @@ class JobHistory:
     #: tick -> [(run id, created ms, a backfill's)], attempt 1
     runs: dict[int, list[tuple[str, int, bool]]]
     skips: list[tuple[Skip, int]]  #: (record, decided at)
+    quarantined: bool = False  #: paused by its owner because it could not be planned
 
 
 def load_histories(dep: ops.Deployment, job_ids: list[str]) -> ops.Op:
@@ -88,7 +91,7 @@ def load_histories(dep: ops.Deployment, job_ids: list[str]) -> ops.Op:
     for job_id in job_ids:
         sk = dep.keys_for(job_id)
         calls += [
-            ops.Call(("HMGET", sk.job(job_id), "first", "timing")),
+            ops.Call(("HMGET", sk.job(job_id), "first", "timing", "pr")),
             ops.Call(("LRANGE", sk.segments(job_id), 0, -1)),
             ops.Call(("ZRANGE", sk.runs_of(job_id), 0, -1, "WITHSCORES")),
             ops.Call(("ZRANGE", sk.skips(job_id), 0, -1)),
@@ -97,7 +100,7 @@ def load_histories(dep: ops.Deployment, job_ids: list[str]) -> ops.Op:
     replies = yield calls
     scheduled_of = []
     for n, job_id in enumerate(job_ids):
-        (first, _timing), _segs, runs, _skips, _score = replies[5 * n : 5 * n + 5]
+        (first, _timing, _pr), _segs, runs, _skips, _score = replies[5 * n : 5 * n + 5]
         if _timing is None:
             raise JobNotFound(job_id)
         dag = k.is_dag_id(job_id)  # a DAG's runs index lists its DAG runs <dag>:<tick>
@@ -117,7 +120,7 @@ def load_histories(dep: ops.Deployment, job_ids: list[str]) -> ops.Op:
     created = iter((yield created_calls) if created_calls else [])
     histories = []
     for n, (job_id, scheduled) in enumerate(zip(job_ids, scheduled_of, strict=True)):
-        (first, timing), segs, _runs, skips, score = replies[5 * n : 5 * n + 5]
+        (first, timing, reason), segs, _runs, skips, score = replies[5 * n : 5 * n + 5]
         if not segs and first:  # never changed: its one segment is in the job hash
             segs = [b"o|" + first + b"|" + timing]
         by_tick: dict[int, list[tuple[str, int, bool]]] = defaultdict(list)
@@ -132,6 +135,7 @@ def load_histories(dep: ops.Deployment, job_ids: list[str]) -> ops.Op:
                 timer=None if score is None else int(float(score)),
                 runs=dict(by_tick),
                 skips=[_skip(raw) for raw in skips],
+                quarantined=bool(reason and reason.startswith(b"quarantined:")),
             )
         )
     return histories
@@ -190,24 +194,38 @@ def nominal_ticks(segment: Segment, lo: int, hi: int) -> Iterator[int]:
 
 
 def account(
-    history: JobHistory, horizon: int, lo: int = 0, hi: int | None = None
+    history: JobHistory,
+    horizon: int,
+    lo: int = 0,
+    hi: int | None = None,
+    limit: int | None = None,
 ) -> list[TickRecord]:
-    """Every nominal tick of the job in [lo, min(hi, horizon)] with its outcome."""
+    """Every nominal tick of the job in [lo, min(hi, horizon)] with its outcome; with
+    ``limit``, the first ``limit`` + 1 only (enumeration stops there: a dense job's ticks
+    are never all built to answer one page)."""
     hi = horizon if hi is None else min(hi, horizon)
-    skipped: dict[int, tuple[str, int]] = {}
+    # skip records as ranges, looked up per tick (never expanded: a catch-up limit can
+    # cover millions of ticks)
+    skips = sorted((skip.first, skip.last, skip.reason, decided) for skip, decided in history.skips)
+    firsts = [s[0] for s in skips]
     records: list[TickRecord] = []
-    expected: list[int] = []
-    for segment in history.segments:
-        expected.extend(nominal_ticks(segment, lo, hi))
-    for skip, decided in history.skips:
-        for segment in history.segments:
-            for tick in nominal_ticks(segment, max(lo, skip.first), min(hi, skip.last)):
-                skipped[tick] = (skip.reason, decided)
     open_segment = history.segments[-1] if history.segments else None
     pending_from = history.timer if open_segment and open_segment.closed_at is None else None
-    for tick in sorted(set(expected)):
+    ticks = heapq.merge(*(nominal_ticks(segment, lo, hi) for segment in history.segments))
+    previous = None
+    for tick in ticks:
+        if tick == previous:
+            continue
+        previous = tick
+        if limit is not None and len(records) > limit:
+            break
         runs = history.runs.get(tick, [])
-        skip = skipped.get(tick)
+        skip = None
+        i = bisect.bisect_right(firsts, tick) - 1
+        for j in range(i, max(i - 8, -1), -1):  # skips barely overlap: look at a few back
+            if skips[j][1] >= tick:
+                skip = (skips[j][2], skips[j][3])
+                break
         if skip and len(runs) == 1 and runs[0][2]:
             skip = None  # a skipped tick run later by a backfill: fired once, late
         if len(runs) + (1 if skip else 0) > 1:
@@ -270,6 +288,10 @@ class AuditReport(msgspec.Struct):
     lag_s: LagStats
     skipped_by_reason: dict[str, int]
     problem_jobs: list[JobAudit]
+    #: jobs paused by their owner because they could not be planned (a recorded decision)
+    quarantined: list[str] = msgspec.field(default_factory=list)
+    #: jobs whose schedule the audit itself cannot expand (so neither can the scheduler)
+    unplannable: list[str] = msgspec.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -283,6 +305,8 @@ class _Totals:
     lags: list[float] = field(default_factory=list)
     unexpected: int = 0
     problems: list[JobAudit] = field(default_factory=list)
+    quarantined: list[str] = field(default_factory=list)
+    unplannable: list[str] = field(default_factory=list)
 
 
 def audit(
@@ -297,7 +321,12 @@ def audit(
     n_jobs = len(job_ids)
     for i in range(0, n_jobs, chunk):
         for history in (yield from load_histories(dep, job_ids[i : i + chunk])):
-            _add_job(totals, history, horizon)
+            if history.quarantined:
+                totals.quarantined.append(history.job_id)
+            try:
+                _add_job(totals, history, horizon)
+            except Exception:  # a schedule nothing can expand: report it, audit the rest
+                totals.unplannable.append(history.job_id)
     c = totals.counts
     return AuditReport(
         horizon=from_ms(horizon),
@@ -314,6 +343,8 @@ def audit(
         lag_s=lag_stats(totals.lags),
         skipped_by_reason=dict(totals.reasons),
         problem_jobs=totals.problems[:100],
+        quarantined=totals.quarantined[:100],
+        unplannable=totals.unplannable[:100],
     )
 
 
@@ -344,5 +375,5 @@ def job_ticks(
     (now,) = yield [ops.Call(("TIME",))]
     now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
     history = yield from load_history(dep, job_id)
-    records = account(history, now_ms, lo or 0, hi)
+    records = account(history, now_ms, lo or 0, hi, limit)
     return TickList(job_id, records[:limit], truncated=len(records) > limit)

@@ -34,6 +34,13 @@ def format_report(r: audit.AuditReport) -> str:
         f"  late       {r.late}  (later than {r.late_after_s} s)",
         f"  lag s      p50 {lag.p50}  p90 {lag.p90}  p99 {lag.p99}  max {lag.max}",
     ]
+    if r.quarantined:
+        lines.append(
+            f"  quarantined {len(r.quarantined)}  (paused: could not be planned) "
+            f"{', '.join(r.quarantined[:5])}"
+        )
+    if r.unplannable:
+        lines.append(f"  unplannable {len(r.unplannable)}  {', '.join(r.unplannable[:5])}")
     for job in r.problem_jobs[:10]:
         ticks = ", ".join(f"{p.tick.isoformat()} {p.outcome}" for p in job.problems[:5])
         lines.append(f"  ! {job.job_id}: {ticks}")

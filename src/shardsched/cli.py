@@ -124,6 +124,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
         from shardsched.bench import (
             burst,
             commands,
+            faults,
             footprint,
             plan,
             register,
@@ -133,7 +134,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
         )
 
         bench_sub = bench.add_subparsers(dest="bench_command", required=True)
-        for module in (burst, commands, steady, register, footprint, scale, plan, takeover):
+        for module in (burst, commands, faults, steady, register, footprint, scale, plan, takeover):
             module.add_parser(bench_sub)
     return parser
 

@@ -71,7 +71,7 @@ def _now_ms(reply: Any) -> int:
 
 def dag_timing(spec: DagSpec) -> Timing:
     """A DAG's timer entry fires like a job's; concurrency is max_active_runs' business."""
-    return Timing(spec.schedule, spec.catchup, spec.misfire_grace_s)
+    return Timing(spec.schedule, spec.catchup, spec.misfire_grace_s, max_catchup=spec.max_catchup)
 
 
 def _task_items(spec: DagSpec) -> list[Any]:
@@ -158,6 +158,7 @@ def _dag_from(dep: Deployment, dag_id: str, replies: Sequence[Any]) -> Dag:
         updated_at=from_ms(int(updated)),
         version=int(version),
         shard=dep.keys_for(dag_id).shard,
+        max_catchup=spec.max_catchup,
     )
 
 

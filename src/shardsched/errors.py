@@ -44,12 +44,63 @@ class ConflictError(ShardschedError):
     """Raised when the request conflicts with the current state (a deleted job, a race)."""
 
 
+class AlreadyRetried(ConflictError):
+    """Raised when a run that was already sent back from the dead letter is retried again:
+    nothing is done (a second click must not run the job twice)."""
+
+    def __init__(self, run_id: str, next_run_id: str) -> None:
+        super().__init__(f"run {run_id!r} was already retried as {next_run_id!r}")
+        self.run_id = run_id
+        self.next_run_id = next_run_id
+
+
 class JobDeleted(ConflictError):
     """Raised when changing or triggering a job that was deleted."""
 
     def __init__(self, job_id: str) -> None:
         super().__init__(f"job {job_id!r} is deleted")
         self.job_id = job_id
+
+
+#: Error replies that mean "not now", not "never": the server is full (OOM), starting
+#: (LOADING), running a long script (BUSY), a replica or failing over (READONLY,
+#: MASTERDOWN, CLUSTERDOWN, TRYAGAIN, NOREPLICAS, UNBLOCKED), unable to persist (MISCONF),
+#: or refusing this user (NOPERM, NOAUTH, WRONGPASS: an operator's fix, and no reason for a
+#: process to die either). Callers back off and retry; the HTTP API answers 503.
+TRANSIENT_REPLIES = (
+    "OOM",
+    "LOADING",
+    "BUSY",
+    "READONLY",
+    "MASTERDOWN",
+    "CLUSTERDOWN",
+    "TRYAGAIN",
+    "NOREPLICAS",
+    "UNBLOCKED",
+    "MISCONF",
+    "NOPERM",
+    "NOAUTH",
+    "WRONGPASS",
+)
+
+
+def is_transient_reply(message: str) -> bool:
+    """Whether an error reply's text is one of :data:`TRANSIENT_REPLIES`."""
+    return message.split(" ", 1)[0] in TRANSIENT_REPLIES
+
+
+def error_kind(exc: BaseException) -> str:
+    """A short label for a Redis failure, for metrics: the reply's code, or ``connection``."""
+    text = str(exc)
+    code = text.split(" ", 1)[0]
+    if code.isupper() and code.isalpha():
+        return code if code in TRANSIENT_REPLIES else "ERR"
+    return "connection"
+
+
+class RedisUnavailable(ShardschedError):
+    """Raised when Redis refuses a call for a reason that passes (one of
+    :data:`TRANSIENT_REPLIES`): nothing was changed; retry after a pause."""
 
 
 class ConfigError(ShardschedError):

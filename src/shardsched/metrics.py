@@ -25,6 +25,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
 
+from shardsched.errors import error_kind
+
 #: Lag and latency buckets (seconds): the burst is judged in tenths of a second.
 LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 5.0, 10.0, 30.0, 60.0)
 WRITE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
@@ -144,6 +146,11 @@ class Metrics:
             ["job_id"],
             registry=r,
         )
+        self.quarantined = Counter(
+            f"{ns}_jobs_quarantined",
+            "Jobs paused by their shard owner because they could not be planned",
+            registry=r,
+        )
         self.ownership_changes = Counter(
             f"{ns}_shard_ownership_changes",
             "Shard leases this node acquired (each is a new epoch: the seed's leader_term)",
@@ -228,6 +235,20 @@ class Metrics:
             registry=r,
         )
         self.running = Gauge(f"{ns}_runs_running", "Runs executing in this worker", registry=r)
+        # every process
+        self.redis_errors = Counter(
+            f"{ns}_redis_errors",
+            "Redis calls that failed and are retried: connection lost, or an error reply "
+            "that passes (OOM, LOADING, BUSY, READONLY, MISCONF, NOPERM, ...)",
+            ["kind"],
+            registry=r,
+        )
+
+    def redis_error(self, log: Any, what: str, exc: BaseException, retry_in: float) -> None:
+        """Count a failed Redis call and say so: the caller backs off and tries again."""
+        kind = error_kind(exc)
+        self.redis_errors.labels(kind).inc()
+        log.warning("%s failed (%s); retrying in %.2f s", what, exc, retry_in)
 
     def render(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -19,9 +19,18 @@ from typing import Annotated, TypeVar
 import msgspec
 
 _T = TypeVar("_T")
-Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+#: No control characters (C0, DEL, C1) and no invisible format characters (zero-width,
+#: bidirectional overrides such as U+202E, BOM): a name is shown in tables and logs and
+#: must look like what it is.
+_PRINTABLE = "^[^\x00-\x1f\x7f-\x9f\u00ad\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]*$"
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=_PRINTABLE)]
 Command = Annotated[str, msgspec.Meta(min_length=1, max_length=65536)]
 PositiveSeconds = Annotated[float, msgspec.Meta(gt=0, le=366 * 86400)]
+#: A misfire grace: up to a year (a larger one means "always fire", which catchup all says).
+GraceSeconds = Annotated[float, msgspec.Meta(ge=0, le=366 * 86400)]
+#: Late ticks a job may owe at most; older ones are recorded skipped (``catchup_limit``).
+MaxCatchup = Annotated[int, msgspec.Meta(ge=1, le=100_000)]
+DEFAULT_MAX_CATCHUP = 1000
 AwareDatetime = Annotated[datetime, msgspec.Meta(tz=True)]
 
 
@@ -69,7 +78,7 @@ class RetryPolicy(msgspec.Struct, forbid_unknown_fields=True):
 class Catchup(enum.StrEnum):
     """What happens to ticks found late (every node down, a takeover, a long burst)."""
 
-    ALL = "all"  #: fire every missed tick, however late
+    ALL = "all"  #: fire every missed tick, however late (the newest max_catchup of them)
     LATEST = "latest"  #: of several ticks due at once fire only the latest; record the rest skipped
     NONE = "none"  #: a tick later than misfire_grace_s is recorded skipped, not fired
 
@@ -133,6 +142,7 @@ class Timing(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     catchup: Catchup = Catchup.ALL
     misfire_grace_s: float = 60.0
     overlap: Overlap = Overlap.ALLOW
+    max_catchup: int = DEFAULT_MAX_CATCHUP
 
 
 class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -148,7 +158,9 @@ class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     #: Job ids of tasks of one DAG: the new job joins that DAG as task ``name``.
     depends_on: list[Name] = msgspec.field(default_factory=list)
     catchup: Catchup = Catchup.ALL
-    misfire_grace_s: Annotated[float, msgspec.Meta(ge=0)] = 60.0
+    misfire_grace_s: GraceSeconds = 60.0
+    #: With catchup "all": late ticks owed at most; older ones are recorded skipped.
+    max_catchup: MaxCatchup = DEFAULT_MAX_CATCHUP
     overlap: Overlap = Overlap.ALLOW
     lease_s: LeaseSeconds = 30.0
     trigger_rule: TriggerRule = TriggerRule.ALL_SUCCESS
@@ -193,7 +205,8 @@ class DagSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     tasks: Annotated[list[TaskSpec], msgspec.Meta(min_length=1, max_length=1000)]
     max_active_runs: Annotated[int, msgspec.Meta(ge=1, le=100)] = 1
     catchup: Catchup = Catchup.ALL
-    misfire_grace_s: Annotated[float, msgspec.Meta(ge=0)] = 60.0
+    misfire_grace_s: GraceSeconds = 60.0
+    max_catchup: MaxCatchup = DEFAULT_MAX_CATCHUP
     stall_sla_s: Annotated[float, msgspec.Meta(ge=0.1, le=7 * 86400)] = 300.0
 
 
@@ -207,7 +220,8 @@ class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     retry_policy: RetryPolicy | None = None
     depends_on: list[Name] | None = None
     catchup: Catchup | None = None
-    misfire_grace_s: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    misfire_grace_s: GraceSeconds | None = None
+    max_catchup: MaxCatchup | None = None
     overlap: Overlap | None = None
     lease_s: Annotated[float, msgspec.Meta(ge=1, le=3600)] | None = None
     auto_pause_after: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
@@ -250,6 +264,7 @@ class Job(msgspec.Struct, kw_only=True):
     pause_reason: str | None = None
     paused_at: datetime | None = None
     paused_until: datetime | None = None
+    max_catchup: int = DEFAULT_MAX_CATCHUP
 
 
 class DagRunState(enum.StrEnum):
@@ -296,6 +311,7 @@ class Dag(msgspec.Struct, kw_only=True):
     updated_at: datetime
     version: int
     shard: int
+    max_catchup: int = DEFAULT_MAX_CATCHUP
 
 
 class DagCreated(msgspec.Struct):
@@ -482,7 +498,7 @@ def validate_schedule(schedule: Schedule, path: str = "$.schedule") -> None:
 
 def timing_of(spec: JobSpec) -> Timing:
     assert spec.schedule is not None, "a job of its own has a schedule (validate_spec)"
-    return Timing(spec.schedule, spec.catchup, spec.misfire_grace_s, spec.overlap)
+    return Timing(spec.schedule, spec.catchup, spec.misfire_grace_s, spec.overlap, spec.max_catchup)
 
 
 def validate_spec(spec: JobSpec) -> JobSpec:

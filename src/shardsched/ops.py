@@ -18,14 +18,17 @@ import msgspec
 
 from shardsched import keys as k
 from shardsched.errors import (
+    AlreadyRetried,
     ConfigError,
     ConflictError,
     DagTaskJob,
     JobDeleted,
     JobNotFound,
+    RedisUnavailable,
     RunNotFound,
     ShardschedError,
     ValidationError,
+    is_transient_reply,
 )
 from shardsched.models import (
     BackfillRequest,
@@ -100,6 +103,8 @@ class Deployment:
 
 def _check(reply: Any) -> Any:
     if isinstance(reply, Exception):
+        if is_transient_reply(str(reply)):
+            raise RedisUnavailable(str(reply))
         raise ScriptReplyError(str(reply))
     return reply
 
@@ -157,7 +162,13 @@ def create_jobs(dep: Deployment, specs: Sequence[JobSpec]) -> Op:
     plan = []
     for spec in specs:
         job_id = k.new_job_id()
-        timing_key = (id(spec.schedule), spec.catchup, spec.misfire_grace_s, spec.overlap)
+        timing_key = (
+            id(spec.schedule),
+            spec.catchup,
+            spec.misfire_grace_s,
+            spec.overlap,
+            spec.max_catchup,
+        )
         timing = timings.get(timing_key)
         if timing is None:
             timing = timings[timing_key] = _spec_encoder.encode(timing_of(spec))
@@ -236,6 +247,7 @@ def _plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> J
         version=int(version),
         shard=dep.keys_for(job_id).shard,
         auto_pause_after=spec.auto_pause_after,
+        max_catchup=spec.max_catchup,
         pause_reason=_text(reason),
         paused_at=_opt_ms(paused_at),
         paused_until=_opt_ms(until),
@@ -305,6 +317,7 @@ def _spec_of(job: Job) -> JobSpec:
         overlap=job.overlap,
         lease_s=job.lease_s,
         auto_pause_after=job.auto_pause_after,
+        max_catchup=job.max_catchup,
     )
 
 
@@ -339,6 +352,15 @@ def patch_job(dep: Deployment, job_id: str, patch: JobPatch) -> Op:
             for name in ("pause_reason", "paused_until"):
                 if getattr(patch, name) is not None:
                     raise ValidationError(f"{name} only goes with status paused", f"$.{name}")
+        if (
+            status == job.status
+            and _spec_encoder.encode(spec) == _spec_encoder.encode(_spec_of(job))
+            and (
+                status != JobStatus.PAUSED
+                or (reason, until) == (job.pause_reason, job.paused_until)
+            )
+        ):
+            return job  # nothing changes (a repeated pause or resume): no new version
         (now,) = yield [Call(("TIME",))]
         now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
         timing = _spec_encoder.encode(timing_of(spec))
@@ -625,6 +647,8 @@ def retry_run(dep: Deployment, rid: str) -> Op:
             f"run {rid!r} is a DAG task's: its DAG run settled on this failure; "
             "trigger the DAG again instead"
         )
+    if reply[0] == 2:
+        raise AlreadyRetried(rid, reply[1].decode())
     return (yield from get_run(dep, reply[1].decode()))
 
 

@@ -11,6 +11,7 @@ ordered by member, as Redis orders them, and a page boundary inside such a tie i
 from __future__ import annotations
 
 import base64
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -35,7 +36,10 @@ class Cursor:
         try:
             raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
             score, _, member = raw.partition(b"|")
-            return cls(float(score), member)
+            value = float(score)
+            if not math.isfinite(value):  # nan would make every page a full index scan
+                raise ValueError(score)
+            return cls(value, member)
         except ValueError:
             raise ValidationError("not a cursor this API gave out", "$.cursor") from None
 

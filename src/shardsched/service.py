@@ -45,8 +45,57 @@ async def check_redis_config(redis: Redis, allow_eviction: bool) -> None:
         log.warning("%s; continuing because --allow-eviction was given", msg)
 
 
+#: HTTP limits (README, "HTTP limits"): a connection that sends nothing for READ_TIMEOUT_S
+#: while a request is open (a body stalled half-way, a slow-loris header) is closed; an
+#: idle keep-alive connection is closed after KEEP_ALIVE_S; at most MAX_IN_FLIGHT requests
+#: are handled at once, the next ones answered 503 with Retry-After at once.
+READ_TIMEOUT_S = 10
+KEEP_ALIVE_S = 5.0
+MAX_IN_FLIGHT = 256
+BACKLOG = 1024
+
+
+class InFlightLimit:
+    """ASGI middleware: at most ``limit`` HTTP requests in the app at once; beyond, a 503 in
+    the API's error shape, without reading the request (load sheds before it queues)."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+        self.in_flight = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.in_flight >= self.limit:
+            body = (
+                b'{"error":{"code":"overloaded","message":"too many requests in flight",'
+                b'"details":{"limit":%d}}}' % self.limit
+            )
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"retry-after", b"1"),
+                (b"content-length", str(len(body)).encode()),
+            ]
+            await send({"type": "http.response.start", "status": 503, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+        self.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+
+
 async def serve_http(
-    app: Any, bind: str, *, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED
+    app: Any,
+    bind: str,
+    *,
+    read_timeout_s: int = READ_TIMEOUT_S,
+    keep_alive_s: float = KEEP_ALIVE_S,
+    max_in_flight: int = MAX_IN_FLIGHT,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     config = Config()
     config.bind = [bind]
@@ -54,7 +103,10 @@ async def serve_http(
     config.errorlog = "-"
     config.loglevel = "WARNING"  # the ready line is ours to print
     config.graceful_timeout = 2.0
-    await serve(app, config, task_status=task_status)
+    config.read_timeout = read_timeout_s
+    config.keep_alive_timeout = keep_alive_s
+    config.backlog = BACKLOG
+    await serve(InFlightLimit(app, max_in_flight), config, task_status=task_status)
 
 
 async def run_node(

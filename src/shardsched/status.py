@@ -32,6 +32,7 @@ class ShardStatus(msgspec.Struct):
     missed: int  #: ticks found past time + grace (ever)
     lease_reclaims: int
     dag_stalled: int
+    quarantined: int = 0  #: jobs paused by the owner because they could not be planned
 
 
 class Status(msgspec.Struct):
@@ -49,6 +50,7 @@ class Status(msgspec.Struct):
     overrunning: int
     dead_letter: int
     unowned: list[int]
+    quarantined: int = 0
 
 
 def queue_depths(dep: ops.Deployment, now_ms: int) -> ops.Op:
@@ -61,7 +63,7 @@ def queue_depths(dep: ops.Deployment, now_ms: int) -> ops.Op:
             ops.Call(("XPENDING", sk.ready, CONSUMER_GROUP)),
             ops.Call(("ZCOUNT", sk.timer, "-inf", now_ms - OVERDUE_MS)),
             ops.Call(("ZCARD", sk.dead_letter)),
-            ops.Call(("HMGET", sk.stats, "missed", "lease_reclaims", "dag_stalled")),
+            ops.Call(("HMGET", sk.stats, "missed", "lease_reclaims", "dag_stalled", "quarantined")),
         ]
     replies = yield calls
     out = []
@@ -94,8 +96,9 @@ def status_view(dep: ops.Deployment) -> ops.Op:
             missed=missed,
             lease_reclaims=reclaims,
             dag_stalled=stalled,
+            quarantined=quarantined,
         )
-        for s, (ready, pending, overdue, dead, (missed, reclaims, stalled)) in zip(
+        for s, (ready, pending, overdue, dead, (missed, reclaims, stalled, quarantined)) in zip(
             view.shards, depths, strict=True
         )
     ]
@@ -115,6 +118,7 @@ def status_view(dep: ops.Deployment) -> ops.Op:
         overrunning=sum(w.overrunning for w in workers.workers),
         dead_letter=sum(s.dead_letter for s in shards),
         unowned=[s.shard for s in shards if not s.live],
+        quarantined=sum(s.quarantined for s in shards),
     )
 
 
@@ -133,7 +137,7 @@ def render(st: Status) -> str:
         f"queue: {st.ready} ready, {st.pending} running · trigger lag p99 (1 min) {lag}"
         + f" over {st.fired_1m} runs",
         f"missed schedules {st.missed} · overrunning {st.overrunning}"
-        + f" · dead letters {st.dead_letter}",
+        + f" · dead letters {st.dead_letter} · quarantined jobs {st.quarantined}",
         "",
         table(
             ["NODE", "SHARDS", "LAG_P99_1M", "FIRED_1M", "HTTP", "EXPIRES"],

@@ -36,7 +36,9 @@ class BenchRedis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="shardsched-bench-"))
+        """Start the server (again, after :meth:`kill`: same port, same data dir)."""
+        if self.dir is None:
+            self.dir = Path(tempfile.mkdtemp(prefix="shardsched-bench-"))
         self.proc = subprocess.Popen(
             [*redis_server_args(self.port, self.dir, self.fsync), *self.extra],
             stdout=subprocess.DEVNULL,
@@ -54,6 +56,16 @@ class BenchRedis:
                     raise
                 time.sleep(0.02)
         client.close()
+
+    def kill(self) -> None:
+        """kill -9 (the AOF keeps every acknowledged write under fsync ``always``)."""
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+        lifeline().release(self.proc.pid, group=False)
+
+    def restart(self) -> None:
+        self.start()
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -3,6 +3,7 @@
 from shardsched.redis.connection import (
     Connection,
     Redis,
+    RedisBusyError,
     RedisConnectionError,
     RedisError,
     RedisURL,
@@ -14,6 +15,7 @@ from shardsched.redis.connection import (
 __all__ = [
     "Connection",
     "Redis",
+    "RedisBusyError",
     "RedisConnectionError",
     "RedisError",
     "RedisURL",

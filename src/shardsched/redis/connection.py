@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlsplit
 import hiredis
 import trio
 
-from shardsched.errors import ShardschedError
+from shardsched.errors import RedisUnavailable, ShardschedError, is_transient_reply
 from shardsched.scripts import SCRIPTS
 
 Command = Sequence[str | bytes | int | float]
@@ -29,6 +29,11 @@ class RedisError(ShardschedError):
 
 class ReplyError(RedisError):
     """Raised when Redis answers a command with an error reply."""
+
+
+class RedisBusyError(ReplyError, RedisUnavailable):
+    """Raised for an error reply that passes (OOM, LOADING, BUSY, READONLY, MISCONF, ...):
+    the call changed nothing; back off and retry."""
 
 
 class RedisConnectionError(RedisError):
@@ -84,10 +89,16 @@ def check_url(url: str) -> None:
         RedisURL.parse(url)
 
 
+def reply_error(reply: BaseException) -> ReplyError:
+    """Our exception for an error reply: :class:`RedisBusyError` when it passes."""
+    text = str(reply)
+    return RedisBusyError(text) if is_transient_reply(text) else ReplyError(text)
+
+
 def _raise_errors(replies: list[Any]) -> list[Any]:
     for reply in replies:
         if isinstance(reply, hiredis.ReplyError):
-            raise ReplyError(str(reply))
+            raise reply_error(reply)
     return replies
 
 

@@ -15,6 +15,7 @@ from contextlib import aclosing
 from typing import Any
 
 import msgspec
+import trio
 from msgspec import UNSET
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -23,7 +24,13 @@ from starlette.routing import Route
 
 from shardsched import audit, dag_ops, listing, ops
 from shardsched.cluster import ClusterView, cluster_view, list_workers
-from shardsched.errors import ConflictError, NotFoundError, ValidationError
+from shardsched.errors import (
+    AlreadyRetried,
+    ConflictError,
+    NotFoundError,
+    RedisUnavailable,
+    ValidationError,
+)
 from shardsched.metrics import Metrics, refresh_cluster
 from shardsched.models import (
     BackfillRequest,
@@ -79,14 +86,27 @@ def json_response(body: Any, status: int = 200) -> Response:
     return Response(_encoder.encode(body), status_code=status, media_type="application/json")
 
 
+#: Seconds a client is told to wait when Redis refuses writes or cannot be reached.
+RETRY_AFTER_S = 1
+
+
 def error_response(err: ApiError) -> Response:
     body = {"error": {"code": err.code, "message": err.message, "details": err.details}}
-    return json_response(body, err.status)
+    response = json_response(body, err.status)
+    if err.status == 503:
+        response.headers["Retry-After"] = str(RETRY_AFTER_S)
+    return response
 
 
 def _validation(message: str, field: str | None = None) -> ApiError:
     """A 422 naming the offending field as a $.path (msgspec's ``- at `$.x``` suffix, or
     the missing / unknown field itself)."""
+    if "matching regex '^[^\\x00" in message:  # models.Name's pattern: say it plainly
+        message = re.sub(
+            r"Expected `str` matching regex '.*?'",
+            "names may not hold control or invisible format characters",
+            message,
+        )
     if field is None:
         field = "$"
         if m := _AT_PATH.search(message):
@@ -97,6 +117,11 @@ def _validation(message: str, field: str | None = None) -> ApiError:
 
 
 async def _decode(request: Request, decoder: msgspec.json.Decoder[Any]) -> Any:
+    return _decode_bytes(await _read_body(request), decoder)
+
+
+async def _read_body(request: Request) -> bytes:
+    """The body, refused with a 413 as soon as it passes MAX_BODY."""
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > MAX_BODY:
         raise ApiError(413, "body_too_large", f"request body over {MAX_BODY} bytes")
@@ -106,12 +131,30 @@ async def _decode(request: Request, decoder: msgspec.json.Decoder[Any]) -> Any:
             body += chunk
             if len(body) > MAX_BODY:
                 raise ApiError(413, "body_too_large", f"request body over {MAX_BODY} bytes")
+    return body
+
+
+def _decode_bytes(body: bytes, decoder: msgspec.json.Decoder[Any]) -> Any:
     try:
         return decoder.decode(body)
     except msgspec.ValidationError as exc:
         raise _validation(str(exc)) from None
     except msgspec.DecodeError as exc:
         raise ApiError(400, "malformed_json", f"body is not valid JSON: {exc}") from None
+
+
+class NoBody(msgspec.Struct, forbid_unknown_fields=True):
+    """The body of a POST that takes none: empty, or ``{}``; any field is a 422."""
+
+
+_no_body_decoder = msgspec.json.Decoder(NoBody)
+
+
+async def _no_body(request: Request) -> None:
+    """Decode a body that must be empty (or ``{}``) like every other body."""
+    body = await _read_body(request)
+    if body.strip():
+        _decode_bytes(body, _no_body_decoder)
 
 
 def _query(request: Request, schema: type[Any]) -> Any:
@@ -138,6 +181,28 @@ def _ms(when: Any) -> int | None:
     return None if when is None or when is UNSET else to_ms(when)
 
 
+def _advance(op: ops.Op, replies: list[Any] | None) -> tuple[bool, Any]:
+    """One step of an operation: (False, its next calls) or (True, its result)."""
+    try:
+        return False, (next(op) if replies is None else op.send(replies))
+    except StopIteration as stop:
+        return True, stop.value
+
+
+async def drive_off_loop(op: ops.Op, redis: Redis) -> Any:
+    """:func:`ops.drive_async`, with each of the operation's pure steps in a worker thread.
+
+    The API shares its trio loop with the node's shard actors: a heavy step (enumerating
+    ticks, a 10,000-tick backfill, validating a dense DAG, a long preview) run on the loop
+    would hold up lease renewals and firing for as long as it takes. In a thread it only
+    shares the GIL, which the loop gets back every switch interval (5 ms)."""
+    done, value = await trio.to_thread.run_sync(_advance, op, None)
+    while not done:
+        replies = await ops.redis_calls(redis, value)
+        done, value = await trio.to_thread.run_sync(_advance, op, replies)
+    return value
+
+
 class Api:
     """The routes, bound to one Redis pool and one deployment."""
 
@@ -148,13 +213,16 @@ class Api:
 
     async def _run(self, op: ops.Op) -> Any:
         try:
-            return await ops.drive_async(op, self.redis)
+            return await drive_off_loop(op, self.redis)
         except ValidationError as exc:  # ours first: it is a msgspec.ValidationError too
             raise _validation(exc.message, exc.field) from None
         except msgspec.ValidationError as exc:
             raise _validation(str(exc)) from None
         except NotFoundError as exc:
             raise ApiError(404, "not_found", str(exc)) from None
+        except AlreadyRetried as exc:
+            details = {"run_id": exc.run_id, "next_run_id": exc.next_run_id}
+            raise ApiError(409, "already_retried", str(exc), details) from None
         except ConflictError as exc:
             raise ApiError(409, "conflict", str(exc)) from None
 
@@ -177,6 +245,7 @@ class Api:
 
     async def trigger(self, request: Request) -> Response:
         job_id = request.path_params["job_id"]
+        await _no_body(request)
         return json_response(await self._run(ops.trigger(self.dep, job_id)), 201)
 
     async def list_jobs(self, request: Request) -> Response:
@@ -243,6 +312,7 @@ class Api:
 
     async def trigger_dag(self, request: Request) -> Response:
         dag_id = request.path_params["dag_id"]
+        await _no_body(request)
         return json_response(await self._run(dag_ops.trigger_dag(self.dep, dag_id)), 201)
 
     async def list_dag_runs(self, request: Request) -> Response:
@@ -272,6 +342,7 @@ class Api:
 
     async def retry_run(self, request: Request) -> Response:
         rid = request.path_params["run_id"]
+        await _no_body(request)
         return json_response(await self._run(ops.retry_run(self.dep, rid)), 201)
 
     async def workers(self, request: Request) -> Response:
@@ -335,7 +406,8 @@ def _guard(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
             return await handler(request)
         except ApiError as err:
             return error_response(err)
-        except RedisConnectionError as exc:
+        except (RedisConnectionError, RedisUnavailable) as exc:
+            # Nothing was changed (or it will be replayed by the caller): come back later.
             return error_response(ApiError(503, "redis_unavailable", str(exc)))
         except Exception:  # a bug: say so in the error shape, and log it
             log.exception("%s %s failed", request.method, request.url.path)

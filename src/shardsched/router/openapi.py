@@ -135,7 +135,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Run a job now",
         Triggered,
         201,
-        errors=(404, 409),
+        errors=(404, 409, 422),
         tags=("jobs",),
     ),
     Operation(
@@ -189,7 +189,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Send a dead-lettered run back",
         Run,
         201,
-        errors=(404, 409),
+        errors=(404, 409, 422),
         tags=("runs",),
     ),
     Operation(
@@ -255,7 +255,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Open a DAG run now",
         DagTriggered,
         201,
-        errors=(404, 409),
+        errors=(404, 409, 422),
         tags=("dags",),
     ),
     Operation(

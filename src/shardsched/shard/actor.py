@@ -12,14 +12,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import msgspec
 import trio
 
 from shardsched.metrics import Metrics
 from shardsched.models import Overlap
 from shardsched.ops import Deployment
-from shardsched.redis import Redis, RedisConnectionError, ReplyError
-from shardsched.shard.catchup import Decision, decide
+from shardsched.pacing import Backoff
+from shardsched.redis import Redis, RedisError
+from shardsched.shard.catchup import decide
 from shardsched.shard.cron import NextFireMemo
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,8 @@ class ShardActor:
         self.metrics = metrics or Metrics()
         self._fires: list[int] = []  #: ticks the planned batch fires (for the lag histogram)
         self._missed: dict[str, int] = {}  #: job -> ticks found past time + misfire grace
+        #: (job, planned timer score, reason) of jobs the last planning could not plan
+        self._quarantine: list[tuple[Any, int, str]] = []
 
     def wake(self) -> None:
         """Look at the timer again now (a job of this shard was added or changed)."""
@@ -87,10 +89,10 @@ class ShardActor:
                 overlap = _OVERLAP_CODE[timing.overlap]
                 grace_ms = round(timing.misfire_grace_s * 1000)
                 decision = decide(timing, old, now_ms, lambda t, raw=raw: memo.next_after(raw, t))
-            except (ValueError, msgspec.DecodeError):
-                # Fire this tick and stop: a timer entry that stays due forever would spin.
-                log.exception("shard %d: job %s has no next fire time", self.shard, job)
-                decision = Decision(old, None)
+            except Exception as exc:  # whatever it is, it must not stop the shard
+                # Neither fired blindly nor dropped: paused with the reason (quarantine.lua).
+                self._quarantine.append((job, old, f"{type(exc).__name__}: {exc}"[:400]))
+                continue
             cutoff, late = now_ms - grace_ms, 0
             if decision.fire is not None:
                 fires.append(decision.fire)
@@ -108,6 +110,48 @@ class ShardActor:
                 overlap,
             )
         return items
+
+    async def _apply_quarantines(self) -> None:
+        """Pause the jobs the planning could not plan, with the reason (fenced, idempotent:
+        a job changed meanwhile is planned afresh). Retried with the next due batch on a
+        Redis error, since the job then stays due."""
+        held, self._quarantine = self._quarantine, []
+        calls = []
+        for job, old, reason in held:
+            job_id = job.decode() if isinstance(job, bytes) else job
+            calls.append(
+                (
+                    "quarantine",
+                    (
+                        self.keys.job(job_id),
+                        self.keys.timer,
+                        self.keys.segments(job_id),
+                        self.keys.versions(job_id),
+                        self.keys.epoch,
+                        self.keys.stats,
+                    ),
+                    (self.epoch, job_id, old, reason),
+                )
+            )
+        try:
+            replies = await self.redis.scripts(calls)
+        except RedisError as exc:
+            self.metrics.redis_error(log, f"shard {self.shard}: quarantine", exc, 0)
+            return
+        for (job, _old, reason), reply in zip(held, replies, strict=True):
+            job_id = job.decode() if isinstance(job, bytes) else job
+            if reply == 1:
+                self.metrics.quarantined.inc()
+                log.error(
+                    "job quarantined (paused): it cannot be planned: %s",
+                    reason,
+                    extra={"job_id": job_id, "shard": self.shard, "epoch": self.epoch},
+                )
+            elif reply == -1:
+                self.refused += 1
+                raise LeaseLost(f"shard {self.shard}: epoch {self.epoch} superseded")
+            elif isinstance(reply, Exception):
+                self.metrics.redis_error(log, f"shard {self.shard}: quarantine", reply, 0)
 
     def _observe(self, now_ms: int, fired: int, took_s: float) -> None:
         """Metrics of one applied batch: lags by distinct value, missed ticks, write time."""
@@ -150,7 +194,7 @@ class ShardActor:
         ]
         items: list[Any] = []
         task_status.started()
-        delay = 0.05
+        backoff = Backoff()
         while True:
             if not items:
                 self._woken = trio.Event()
@@ -158,12 +202,12 @@ class ShardActor:
             try:
                 missed = sum(self._missed.values()) if items else 0
                 reply = await self.redis.script("fire", keys, [*head, missed, *items])
-            except (RedisConnectionError, ReplyError) as exc:
-                log.warning("shard %d: fire failed (%s); retrying in %.2fs", self.shard, exc, delay)
-                await trio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+            except RedisError as exc:
+                pause = backoff.next()
+                self.metrics.redis_error(log, f"shard {self.shard}: fire", exc, pause)
+                await trio.sleep(pause)
                 continue  # the same items again: the compare-and-set makes it idempotent
-            delay = 0.05
+            backoff.reset()
             if reply[0] == -1:
                 self.refused += 1
                 raise LeaseLost(f"shard {self.shard}: epoch {self.epoch} superseded by {reply[1]}")
@@ -174,6 +218,8 @@ class ShardActor:
             due = reply[4:]
             if due:
                 items = self._plan(due, now_ms)
+                if self._quarantine:
+                    await self._apply_quarantines()
                 # Planned up to LOOKAHEAD_MS before their tick: fire as the last one falls due.
                 ahead = max(int(float(due[i])) for i in range(1, len(due), 3)) - now_ms
                 if ahead > 0:

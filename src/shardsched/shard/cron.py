@@ -26,29 +26,39 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
 import msgspec
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from shardsched.models import CronSchedule, IntervalSchedule, OnceSchedule, Schedule, Timing
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-#: How many wall-clock candidates we look at before declaring an expression unsatisfiable
-#: (e.g. "0 0 30 2 *", February 30th).
-_MAX_CANDIDATES = 64
 #: Longer than any DST shift: how far ahead we look for a fall-back.
 _LOOKAHEAD = timedelta(hours=3)
+#: Longer than any gap a real zone's clock jumps over (the longest are 24 h, when a zone
+#: skipped a whole day to change its side of the date line): matching wall times that far
+#: past the first one and not one of them exists cannot happen in a real zone.
+_LONGEST_GAP = timedelta(hours=49)
+#: The last instant a schedule can name (datetime ends with year 9999): a schedule whose
+#: next firing would be later is exhausted.
+MAX_MS = 253_402_214_400_000  # 9999-12-31T00:00:00Z
 
 
 @lru_cache(maxsize=4096)
 def parse_cron(expression: str) -> tuple[str, ...]:
-    """Return the five fields of a cron expression; raises ValueError if it is not one.
+    """Return the five fields of a cron expression; raises ValueError if it is not one, or
+    if it never fires (``0 0 30 2 *``: February 30th).
 
     Memoised: validating 25,000 registrations of one expression costs one croniter parse.
     """
     fields = tuple(expression.split())
     if len(fields) != 5:
         raise ValueError(f"Cron expression must have 5 fields, got {len(fields)}")
-    if not croniter.is_valid(" ".join(fields)):
+    expr = " ".join(fields)
+    if not croniter.is_valid(expr):
         raise ValueError(f"Invalid cron expression {expression!r}")
+    try:  # croniter looks decades ahead: a leap-day schedule is found, Feb 30th is not
+        croniter(expr, datetime(2000, 1, 1)).get_next(datetime)
+    except CroniterBadDateError:
+        raise ValueError(f"Cron expression {expression!r} never fires") from None
     return fields
 
 
@@ -113,35 +123,67 @@ def cron_next_ms(expression: str, timezone: str, after_ms: int) -> int:
             behind = offset_now - offset_soon
     it = croniter(expr, wall - behind - timedelta(minutes=1))
     best: datetime | None = None
-    for _ in range(_MAX_CANDIDATES + behind // timedelta(minutes=1)):
-        candidate: datetime = it.get_next(datetime)
+    first: datetime | None = None
+    while True:
+        try:
+            candidate: datetime = it.get_next(datetime)
+        except CroniterBadDateError:
+            raise ValueError(f"Cron expression {expression!r} never fires") from None
+        first = first or candidate
         for instant in _instants(candidate, zone, hour_wildcard):
             if instant > after and (best is None or instant < best):
                 best = instant
         if best is not None and candidate > wall:
             # Past `after`'s wall time, instants only grow with the wall clock.
             break
-    if best is None:
-        raise ValueError(f"Cron expression {expression!r} has no firing after {after.isoformat()}")
+        if best is None and candidate - first > _LONGEST_GAP:  # not a real zone's clock
+            raise ValueError(
+                f"Cron expression {expression!r} has no firing after {after.isoformat()}"
+            )
     return to_ms(best)
 
 
+def _bounded(fire_ms: int | None) -> int | None:
+    return None if fire_ms is None or fire_ms > MAX_MS else fire_ms
+
+
 def first_fire_ms(schedule: Schedule, now_ms: int) -> int | None:
-    """When a newly registered (or rescheduled) job fires first."""
-    match schedule:
-        case CronSchedule(expression=expr, timezone=tz):
-            return cron_next_ms(expr, tz, now_ms)
-        case IntervalSchedule(every_s=every, start_at=start):
-            if start is not None:
-                return to_ms(start)
-            return now_ms + round(every * 1000)
-        case OnceSchedule(at=at):
-            return to_ms(at)
-    raise TypeError(f"not a schedule: {schedule!r}")
+    """When a newly registered (or rescheduled) job fires first; None if never (before
+    :data:`MAX_MS`). Raises ValueError for a cron expression that cannot fire."""
+    try:
+        return _bounded(_first_fire_ms(schedule, now_ms))
+    except OverflowError:  # past year 9999: exhausted
+        return None
 
 
 def next_fire_ms(schedule: Schedule, prev_ms: int) -> int | None:
     """The firing after the one at ``prev_ms``; None when the schedule is exhausted."""
+    try:
+        return _bounded(_next_fire_ms(schedule, prev_ms))
+    except OverflowError:
+        return None
+
+
+def _first_fire_ms(schedule: Schedule, now_ms: int) -> int | None:
+    match schedule:
+        case CronSchedule(expression=expr, timezone=tz):
+            return cron_next_ms(expr, tz, now_ms)
+        case IntervalSchedule(every_s=every, start_at=start):
+            every_ms = max(round(every * 1000), 1)
+            if start is None:
+                return now_ms + every_ms
+            # A past start_at sets the phase, not a backlog: the first tick from now on.
+            start_ms = to_ms(start)
+            if start_ms >= now_ms:
+                return start_ms
+            return start_ms + -(-(now_ms - start_ms) // every_ms) * every_ms
+        case OnceSchedule(at=at):
+            # A past instant fires at once: its tick is now, so it is not a missed schedule.
+            return max(to_ms(at), now_ms)
+    raise TypeError(f"not a schedule: {schedule!r}")
+
+
+def _next_fire_ms(schedule: Schedule, prev_ms: int) -> int | None:
     match schedule:
         case CronSchedule(expression=expr, timezone=tz):
             return cron_next_ms(expr, tz, prev_ms)

@@ -25,7 +25,8 @@ from shardsched.errors import ShardschedError
 from shardsched.keys import CONSUMER_GROUP
 from shardsched.metrics import Metrics
 from shardsched.ops import Deployment, drive_async, resume_if_due
-from shardsched.redis import Redis, RedisConnectionError
+from shardsched.pacing import Backoff
+from shardsched.redis import Redis, RedisError
 from shardsched.shard.actor import LeaseLost, ShardActor
 from shardsched.shard.assignment import target_shards
 from shardsched.shard.cron import NextFireMemo
@@ -190,7 +191,7 @@ class ShardManager:
             with trio.move_on_after(2, shield=True):
                 try:
                     await self.redis.scripts(calls)
-                except RedisConnectionError:
+                except RedisError:
                     pass  # the leases lapse by themselves
         if releasing:
             log.info("node %s handed over shards %s", self.node_id, [s for s, _ in releasing])
@@ -216,71 +217,71 @@ class ShardManager:
     async def _reclaim_loop(self) -> None:
         """Take back runs whose worker lease lapsed, and report DAG tasks released but not
         claimed within their SLA, in every owned shard (one round trip)."""
+        backoff = Backoff(first=RECLAIM_EVERY_S, cap=10.0)
         while True:
             await trio.sleep(RECLAIM_EVERY_S)
-            held = list(self.leases.items())
-            calls = []
-            for shard, epoch in held:
-                sk = self.dep.shard(shard)
-                calls.append(
+            try:
+                await self._reclaim_round()
+                backoff.reset()
+            except (RedisError, ShardschedError) as exc:
+                pause = backoff.next()
+                self.metrics.redis_error(log, "reclaim round", exc, pause)
+                await trio.sleep(pause)
+
+    async def _reclaim_round(self) -> None:
+        """One round of reclaim, stall reports and auto-resume over the owned shards."""
+        held = list(self.leases.items())
+        calls = []
+        for shard, epoch in held:
+            sk = self.dep.shard(shard)
+            calls.append(
+                (
+                    "reclaim",
+                    (sk.ready, sk.epoch, sk.stats),
                     (
-                        "reclaim",
-                        (sk.ready, sk.epoch, sk.stats),
-                        (
-                            epoch,
-                            CONSUMER_GROUP,
-                            sk.base,
-                            RECLAIM_MIN_IDLE_MS,
-                            1000,
-                            POISON_LAPSES,
-                            self.dep.globals.ready_channel,
-                            shard,
-                        ),
-                    )
-                )
-                calls.append(
-                    ("dag_stalled", (sk.dag_wait, sk.epoch, sk.stats), (epoch, sk.base, 1000))
-                )
-            if not calls:
-                continue
-            try:
-                replies = await self.redis.scripts(calls)
-            except RedisConnectionError as exc:
-                log.warning("reclaim round failed: %s", exc)
-                continue
-            for n, (shard, _) in enumerate(held):
-                reply, stalled = replies[2 * n], replies[2 * n + 1]
-                if isinstance(reply, Exception):
-                    log.error("reclaim on shard %d failed: %s", shard, reply)
-                elif reply[0] == 1 and (reply[1] or reply[2]):
-                    self.reclaimed += reply[1]
-                    self.metrics.lease_reclaims.inc(reply[1])
-                    self.metrics.poisoned.inc(reply[2])
-                    log.warning(
-                        "shard %d: %d runs reclaimed after their lease lapsed, %d failed as poison",
+                        epoch,
+                        CONSUMER_GROUP,
+                        sk.base,
+                        RECLAIM_MIN_IDLE_MS,
+                        1000,
+                        POISON_LAPSES,
+                        self.dep.globals.ready_channel,
                         shard,
-                        reply[1],
-                        reply[2],
-                        extra={"shard": shard, "epoch": self.leases.get(shard)},
-                    )
-                if isinstance(stalled, Exception):
-                    log.error("stall check on shard %d failed: %s", shard, stalled)
-                elif stalled[0] == 1 and stalled[1]:
-                    self.dag_stalled += stalled[1]
-                    for dag_id in stalled[2:]:
-                        self.metrics.dag_stalled.labels(
-                            self.metrics.dag_label(dag_id.decode())
-                        ).inc()
-                    log.warning(
-                        "shard %d: %d DAG task runs released and unclaimed past their SLA",
-                        shard,
-                        stalled[1],
-                        extra={"shard": shard, "epoch": self.leases.get(shard)},
-                    )
-            try:
-                await self._auto_resume([shard for shard, _ in held])
-            except RedisConnectionError as exc:
-                log.warning("auto-resume round failed: %s", exc)
+                    ),
+                )
+            )
+            calls.append(("dag_stalled", (sk.dag_wait, sk.epoch, sk.stats), (epoch, sk.base, 1000)))
+        if not calls:
+            return
+        replies = await self.redis.scripts(calls)
+        for n, (shard, _) in enumerate(held):
+            reply, stalled = replies[2 * n], replies[2 * n + 1]
+            if isinstance(reply, Exception):
+                log.error("reclaim on shard %d failed: %s", shard, reply)
+            elif reply[0] == 1 and (reply[1] or reply[2]):
+                self.reclaimed += reply[1]
+                self.metrics.lease_reclaims.inc(reply[1])
+                self.metrics.poisoned.inc(reply[2])
+                log.warning(
+                    "shard %d: %d runs reclaimed after their lease lapsed, %d failed as poison",
+                    shard,
+                    reply[1],
+                    reply[2],
+                    extra={"shard": shard, "epoch": self.leases.get(shard)},
+                )
+            if isinstance(stalled, Exception):
+                log.error("stall check on shard %d failed: %s", shard, stalled)
+            elif stalled[0] == 1 and stalled[1]:
+                self.dag_stalled += stalled[1]
+                for dag_id in stalled[2:]:
+                    self.metrics.dag_stalled.labels(self.metrics.dag_label(dag_id.decode())).inc()
+                log.warning(
+                    "shard %d: %d DAG task runs released and unclaimed past their SLA",
+                    shard,
+                    stalled[1],
+                    extra={"shard": shard, "epoch": self.leases.get(shard)},
+                )
+        await self._auto_resume([shard for shard, _ in held])
 
     async def _auto_resume(self, shards: list[int]) -> None:
         """Resume the owned shards' jobs paused until now or earlier (server clock)."""
@@ -333,15 +334,21 @@ class ShardManager:
                 await nursery.start(self._listen_wakes, name="wake-listener")
                 nursery.start_soon(self._reclaim_loop, name="reclaimer")
                 started = False
+                backoff = Backoff(first=self.renew_every_s / 4, cap=self.renew_every_s)
                 while True:
+                    pause = self.renew_every_s
                     try:
                         await self._round(nursery)
-                    except RedisConnectionError as exc:
-                        log.warning("node %s: lease round failed: %s", self.node_id, exc)
+                        backoff.reset()
+                    except RedisError as exc:
+                        pause = backoff.next()
+                        self.metrics.redis_error(
+                            log, f"node {self.node_id}: lease round", exc, pause
+                        )
                     if not started:
                         task_status.started()
                         started = True
-                    await trio.sleep(self.renew_every_s)
+                    await trio.sleep(pause)
         finally:
             await self.leave()
 
@@ -355,5 +362,5 @@ class ShardManager:
                     await self.redis.pipeline(
                         [("ZREM", g.nodes, self.node_id), ("HDEL", g.node_info, self.node_id)]
                     )
-                except RedisConnectionError:
+                except RedisError:
                     pass

@@ -24,7 +24,8 @@ from shardsched.keys import CONSUMER_GROUP, dag_run_of, job_of_run
 from shardsched.metrics import Metrics
 from shardsched.models import RetryPolicy
 from shardsched.ops import Deployment
-from shardsched.redis import Redis, RedisConnectionError, ReplyError
+from shardsched.pacing import Backoff
+from shardsched.redis import Redis, RedisError
 from shardsched.shard.cron import from_ms
 from shardsched.worker import handlers
 from shardsched.worker.backoff import verdict
@@ -123,8 +124,13 @@ class Worker:
         self._maybe_ready: set[int] = set()
         self._changed = trio.Event()
         self._finished: list[Finished] = []
+        self._completing: list[Finished] = []  #: the batch whose completion is in flight
         self._finished_added = trio.Event()
         self._running: dict[tuple[str, int], tuple[Claimed, trio.CancelScope]] = {}
+        #: every delivery this worker holds, from its claim until its completion is applied
+        #: or refused (running, or finished and waiting to be completed): a take-up after a
+        #: reconnect must not start any of them again
+        self._held: set[tuple[str, int]] = set()
         self._lost: set[tuple[str, int]] = set()  #: runs whose lease went elsewhere
         self._renew_every = 10.0
         self._renew_sooner = trio.Event()
@@ -165,18 +171,18 @@ class Worker:
         ]
         try:
             replies = await self.redis.scripts(calls)
-        except RedisConnectionError:
+        except RedisError as exc:
+            self.metrics.redis_error(log, "taking up pending runs", exc, 0)
             return  # the next re-subscription tries again
-        running = {run_id for run_id, _ in self._running}
+        held_runs = {run_id for run_id, _ in self._held}
         for shard, reply in enumerate(replies):
             if isinstance(reply, Exception):
                 continue
             for c in self._parse_claimed(shard, reply):
-                if c.run_id in running:
-                    continue
+                if c.run_id in held_runs:
+                    continue  # running here, or finished and its completion on the way
                 log.warning("taking up run %s still pending on this worker", c.run_id)
-                self.free -= 1
-                self._nursery.start_soon(self._execute, c)
+                self._start(c)
 
     async def _sweep(self) -> None:
         while True:
@@ -221,6 +227,15 @@ class Worker:
         self._finished.append(Finished(claimed, outcome, started_ms))
         self._finished_added.set()
 
+    def _start(self, claimed: Claimed) -> None:
+        """Execute a claimed run: inline handlers right here, anything else in a task."""
+        self._held.add((claimed.run_id, claimed.token))
+        if claimed.spec is not None and handlers.is_inline(claimed.spec.command):
+            self._execute_inline(claimed)
+        else:
+            self.free -= 1
+            self._nursery.start_soon(self._execute, claimed)
+
     async def _execute(self, claimed: Claimed) -> None:
         started_ms = self._started_ms(claimed)
         key = (claimed.run_id, claimed.token)  # the same run may come back: a new delivery
@@ -237,12 +252,20 @@ class Worker:
             self._poke()
         if key in self._lost:  # the lease went elsewhere: the process group was killed
             self._lost.discard(key)
+            self._held.discard(key)
             return
         if outcome is not None:
             self._finish(claimed, outcome, started_ms)
+        else:
+            self._held.discard(key)
+
+    def _unacknowledged(self) -> list[Claimed]:
+        """Finished runs whose completion is queued or on its way: their leases still count."""
+        return [f.claimed for f in (*self._completing, *self._finished)]
 
     def _renew_interval(self) -> float:
-        leases = [c.spec.lease_s for c, _ in self._running.values() if c.spec is not None]
+        held = [c for c, _ in self._running.values()] + self._unacknowledged()
+        leases = [c.spec.lease_s for c in held if c.spec is not None]
         return min(max(min(leases, default=30.0) / 3, 0.2), 10.0)
 
     async def _renewer(self) -> None:
@@ -252,10 +275,14 @@ class Worker:
             with trio.move_on_after(self._renew_every):
                 await self._renew_sooner.wait()  # a run with a shorter lease started
                 self._renew_sooner = trio.Event()
-            if not self._running:
+            if not self._running and not self._finished and not self._completing:
                 continue
             by_shard: dict[int, list[Claimed]] = defaultdict(list)
             for claimed, _ in self._running.values():
+                by_shard[claimed.shard].append(claimed)
+            # Finished runs whose completion Redis has not taken yet (full, restarting) are
+            # still ours: keep their leases, or the owner would deliver them again.
+            for claimed in self._unacknowledged():
                 by_shard[claimed.shard].append(claimed)
             calls = []
             for shard, runs in by_shard.items():
@@ -266,12 +293,12 @@ class Worker:
                 calls.append(("renew_runs", (sk.ready,), args))
             try:
                 replies = await self.redis.scripts(calls)
-            except RedisConnectionError as exc:
-                log.warning("lease renewal failed: %s", exc)
+            except RedisError as exc:
+                self.metrics.redis_error(log, "lease renewal", exc, self._renew_every)
                 continue
             for runs, reply in zip(by_shard.values(), replies, strict=True):
                 if isinstance(reply, Exception):
-                    log.error("lease renewal refused: %s", reply)
+                    self.metrics.redis_error(log, "lease renewal", reply, self._renew_every)
                     continue
                 for c, code in zip(runs, reply[1::2], strict=True):
                     key = (c.run_id, c.token)
@@ -347,22 +374,37 @@ class Worker:
                     scope.cancel()
 
     async def _completer(self) -> None:
-        """Send finished runs back in batches: one script call per shard per round trip."""
+        """Send finished runs back in batches: one script call per shard per round trip.
+
+        An outcome is kept until its completion is applied or refused as stale: whatever
+        Redis could not take (connection lost, an error reply such as OOM) goes back to
+        the front of the queue and is sent again after a pause (complete.lua answers 0 to
+        a replay of what it already applied)."""
+        backoff = Backoff(cap=5.0)
         while True:
             if not self._finished:
                 await self._finished_added.wait()
                 self._finished_added = trio.Event()
                 continue
-            batch = self._finished[:COMPLETE_BATCH]
+            batch = self._completing = self._finished[:COMPLETE_BATCH]
             del self._finished[:COMPLETE_BATCH]
-            await self._complete(batch)
+            try:
+                again = await self._complete(batch)
+            finally:
+                self._completing = []
+            if again:
+                self._finished[:0] = again
+                await trio.sleep(backoff.next())
+            else:
+                backoff.reset()
 
     def _verdict(self, f: Finished) -> tuple[str, int | str]:
         policy = f.claimed.spec.retry_policy if f.claimed.spec else RetryPolicy()
         now_ms = self._started_ms(f.claimed)  # the server's clock, carried forward
         return verdict(f.outcome.succeeded, f.claimed.attempt, policy, now_ms)
 
-    async def _complete(self, batch: list[Finished]) -> None:
+    async def _complete(self, batch: list[Finished]) -> list[Finished]:
+        """Complete a batch; returns the runs whose completion must be sent again."""
         by_shard: dict[int, list[Finished]] = defaultdict(list)
         for f in batch:
             by_shard[f.claimed.shard].append(f)
@@ -394,23 +436,22 @@ class Worker:
                     retry_at,
                 )
             calls.append(("complete", (sk.ready, sk.retries, sk.dead_letter), args))
-        delay = 0.05
-        while True:
-            try:
-                started = trio.current_time()
-                replies = await self.redis.scripts(calls)
-                self.metrics.ledger_write.labels("complete").observe(trio.current_time() - started)
-                break
-            except RedisConnectionError as exc:  # idempotent: a replay answers 0
-                log.warning("completing %d runs failed (%s); retrying", len(batch), exc)
-                await trio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+        try:
+            started = trio.current_time()
+            replies = await self.redis.scripts(calls)
+            self.metrics.ledger_write.labels("complete").observe(trio.current_time() - started)
+        except RedisError as exc:  # idempotent: a replay answers 0
+            self.metrics.redis_error(log, f"completing {len(batch)} runs", exc, 0)
+            return batch
+        again: list[Finished] = []
         for items, reply in zip(by_shard.values(), replies, strict=True):
             if isinstance(reply, Exception):
-                log.error("complete failed: %s", reply)
+                self.metrics.redis_error(log, f"completing {len(items)} runs", reply, 0)
+                again += items
                 continue
             now_ms = int(reply[0])
             for f, code in zip(items, reply[1:], strict=True):
+                self._held.discard((f.claimed.run_id, f.claimed.token))
                 if code in (0, 1):
                     self.completed += 1
                     if code == 1:
@@ -423,6 +464,7 @@ class Worker:
                         code,
                         extra={"run_id": f.claimed.run_id, "shard": f.claimed.shard},
                     )
+        return again
 
     def _record(self, f: Finished, state: str, now_ms: int) -> None:
         """Metrics of one applied completion; its duration joins its job's recent ones."""
@@ -526,8 +568,8 @@ class Worker:
         while True:
             try:
                 await self._heartbeat_once()
-            except RedisConnectionError as exc:
-                log.warning("worker heartbeat failed: %s", exc)
+            except RedisError as exc:
+                self.metrics.redis_error(log, "worker heartbeat", exc, self.heartbeat_every_s)
             await trio.sleep(self.heartbeat_every_s)
 
     async def _hand_back(self) -> None:
@@ -553,7 +595,11 @@ class Worker:
                 args += (c.entry_id, c.run_id, c.token)
             calls.append(("release_runs", (sk.ready,), args))
         if calls:
-            released = await self.redis.scripts(calls)
+            try:
+                released = await self.redis.scripts(calls)
+            except RedisError as exc:  # their leases lapse and the owner reclaims them
+                self.metrics.redis_error(log, "drain: handing back runs", exc, 0)
+                return
             log.warning(
                 "drain: handed back %s runs", sum(r for r in released if isinstance(r, int))
             )
@@ -565,13 +611,21 @@ class Worker:
                 self._changed = trio.Event()
         with trio.CancelScope(shield=True), trio.move_on_after(10):
             await self._hand_back()
-            while self._finished:  # completions of what did finish
-                await self._complete(self._finished[:COMPLETE_BATCH])
+            backoff = Backoff(cap=1.0)
+            while self._finished:  # completions of what did finish (until the 10 s are up)
+                batch = self._finished[:COMPLETE_BATCH]
                 del self._finished[:COMPLETE_BATCH]
+                again = await self._complete(batch)
+                if again:
+                    self._finished[:0] = again
+                    await trio.sleep(backoff.next())
             g = self.dep.globals
-            await self.redis.pipeline(
-                [("ZREM", g.workers, self.worker_id), ("HDEL", g.worker_info, self.worker_id)]
-            )
+            try:
+                await self.redis.pipeline(
+                    [("ZREM", g.workers, self.worker_id), ("HDEL", g.worker_info, self.worker_id)]
+                )
+            except RedisError:
+                pass  # the registration lapses by itself
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -582,10 +636,13 @@ class Worker:
             nursery.start_soon(self._watchdog, name="handler-watchdog")
             nursery.start_soon(self._renewer, name="lease-renewer")
             nursery.start_soon(self._watch_overruns, name="overrun-watch")
-            await self._heartbeat_once()
+            try:
+                await self._heartbeat_once()  # registered when ready, if Redis lets us
+            except RedisError as exc:
+                self.metrics.redis_error(log, "worker heartbeat", exc, self.heartbeat_every_s)
             nursery.start_soon(self._heartbeat, name="heartbeat")
             task_status.started()
-            delay = 0.05
+            backoff = Backoff()
             while True:
                 if self.draining.is_set():
                     await self._drain_and_leave()
@@ -599,18 +656,14 @@ class Worker:
                 want = self.free
                 try:
                     claimed = await self._claim(shard, want)
-                except (RedisConnectionError, ReplyError) as exc:
-                    log.warning("claim on shard %d failed: %s", shard, exc)
+                except RedisError as exc:
+                    pause = backoff.next()
+                    self.metrics.redis_error(log, f"claim on shard {shard}", exc, pause)
                     self._maybe_ready.add(shard)
-                    await trio.sleep(delay)
-                    delay = min(delay * 2, 2.0)
+                    await trio.sleep(pause)
                     continue
-                delay = 0.05
+                backoff.reset()
                 if len(claimed) == want:
                     self._maybe_ready.add(shard)  # there may be more
                 for c in claimed:
-                    if c.spec is not None and handlers.is_inline(c.spec.command):
-                        self._execute_inline(c)
-                    else:
-                        self.free -= 1
-                        nursery.start_soon(self._execute, c)
+                    self._start(c)

@@ -1,0 +1,403 @@
+"""``shardsched bench faults``: real processes through real faults, judged twice.
+
+Each scenario starts a redis-server of its own (AOF ``always``), registers interval jobs
+whose command appends its run id to a file of the job's own (the *independent record*:
+written by the jobs, not by shardsched), starts node and worker processes, lets the load
+run, injects one fault, lets it run on, then pauses every job, waits for the in-flight
+runs to end and stops everything. It reports:
+
+- from the audit (the ledger): expected ticks, fired once, skipped, missing, duplicated,
+  and the max trigger lag;
+- from the jobs' own record: runs fired but never executed (*lost*), and runs executed
+  more than once (at-least-once allows it only after a lapsed lease; a run whose
+  completion was applied must never run again, so ``re-executed after completion`` counts
+  executions that started after the run's recorded finish);
+- process exits: every node and worker must still be running when the scenario ends.
+
+Sizes are small by default so that the same code is the CI fault suite
+(``tests/test_fault_campaign.py``) and, with ``--jobs``/``--seconds``, the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import redis as redis_py
+
+from shardsched import audit
+from shardsched.bench.harness import BenchRedis
+from shardsched.lifeline import child_env, lifeline
+from shardsched.models import IntervalSchedule, JobSpec
+from shardsched.sdk import Client
+from shardsched.shard.cron import from_ms
+
+LEASE_TTL_S = 2.0
+RENEW_EVERY_S = 0.5
+
+
+@dataclass
+class Fleet:
+    """The processes of one scenario, each started by PID with its own log file."""
+
+    url: str
+    namespace: str
+    log_dir: Path
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    exits: dict[str, int] = field(default_factory=dict)  #: unexpected exits seen
+
+    def start(self, name: str, *args: str) -> None:
+        with (self.log_dir / f"{name}.log").open("ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "shardsched", *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=child_env({"PYTHONUNBUFFERED": "1"}),
+            )
+        lifeline().hold(proc.pid, group=False)
+        self.procs[name] = proc
+
+    def node(self, name: str) -> None:
+        self.start(
+            name,
+            "node",
+            *("--redis", self.url, "--namespace", self.namespace, "--node-id", name),
+            *("--no-http", "--lease-ttl", str(LEASE_TTL_S), "--renew-every", str(RENEW_EVERY_S)),
+            *("--log-level", "INFO"),
+        )
+
+    def worker(self, name: str) -> None:
+        self.start(
+            name,
+            "worker",
+            *("--redis", self.url, "--namespace", self.namespace, "--worker-id", name),
+            *("--concurrency", "32", "--log-level", "INFO"),
+        )
+
+    def signal(self, name: str, sig: int) -> None:
+        self.procs[name].send_signal(sig)
+
+    def kill(self, name: str) -> None:
+        """kill -9 on purpose: not an unexpected exit."""
+        proc = self.procs.pop(name)
+        proc.kill()
+        proc.wait()
+        lifeline().release(proc.pid, group=False)
+
+    def check(self) -> None:
+        for name, proc in self.procs.items():
+            if proc.poll() is not None and name not in self.exits:
+                self.exits[name] = proc.returncode
+
+    def stop_all(self) -> None:
+        self.check()
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.terminate()
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            lifeline().release(proc.pid, group=False)
+        self.procs.clear()
+
+
+@dataclass
+class Scene:
+    """What a fault gets to act on."""
+
+    server: BenchRedis
+    fleet: Fleet
+    r: Any  #: redis-py client on the scenario's server
+
+    def wait(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            self.fleet.check()
+            time.sleep(min(left, 0.2))
+
+
+def _kill_owner_3x(s: Scene) -> None:
+    for i in range(3):
+        s.fleet.kill("node-a" if i % 2 == 0 else "node-b")
+        s.wait(3)
+        s.fleet.node("node-a" if i % 2 == 0 else "node-b")
+        s.wait(3)
+
+
+def _redis_kill_restart(s: Scene) -> None:
+    s.server.kill()
+    s.wait(1.5)
+    s.server.restart()
+
+
+def _redis_sigstop(s: Scene) -> None:
+    assert s.server.proc is not None
+    s.server.proc.send_signal(signal.SIGSTOP)
+    time.sleep(8)
+    s.server.proc.send_signal(signal.SIGCONT)
+
+
+def _owner_sigstop(s: Scene) -> None:
+    s.fleet.signal("node-a", signal.SIGSTOP)
+    time.sleep(LEASE_TTL_S * 3 + 2)  # well past its leases: node-b takes over
+    s.fleet.signal("node-a", signal.SIGCONT)
+
+
+def fill_redis(r: Any, headroom: int = 4 << 20) -> None:
+    """Set maxmemory just above what is used and fill it up until Redis answers OOM; then
+    keep it there (maxmemory a little under the filled size, so small writes fail too)."""
+    used = int(r.info("memory")["used_memory"])
+    r.config_set("maxmemory", used + headroom)
+    chunk = b"x" * (64 << 10)
+    for i in range(10_000):
+        try:
+            r.set(f"filler:{i}", chunk)
+        except redis_py.exceptions.ResponseError as exc:
+            oom = isinstance(exc, redis_py.exceptions.OutOfMemoryError)
+            if not (oom or str(exc).startswith("OOM")):
+                raise
+            used = int(r.info("memory")["used_memory"])
+            r.config_set("maxmemory", used - (256 << 10))
+            return
+    raise RuntimeError("Redis never reported OOM")
+
+
+def free_redis(r: Any) -> None:
+    keys = list(r.scan_iter("filler:*", count=1000))
+    if keys:
+        r.delete(*keys)
+    r.config_set("maxmemory", 0)
+
+
+def _redis_oom_15s(s: Scene) -> None:
+    fill_redis(s.r)
+    s.wait(15)
+    free_redis(s.r)
+
+
+def _worker_kill(s: Scene) -> None:
+    s.fleet.kill("worker-a")
+    s.wait(2)
+    s.fleet.worker("worker-a")
+
+
+SCENARIOS: dict[str, Callable[[Scene], None]] = {
+    "owner-kill-9-x3": _kill_owner_3x,
+    "redis-kill-9-restart": _redis_kill_restart,
+    "redis-sigstop-8s": _redis_sigstop,
+    "owner-sigstop-past-lease": _owner_sigstop,
+    "redis-oom-15s": _redis_oom_15s,
+    "worker-kill-9": _worker_kill,
+}
+
+
+@dataclass
+class Verdict:
+    scenario: str
+    expected: int
+    fired_once: int
+    skipped: int
+    missing: int
+    duplicated: int
+    max_lag_s: float | None
+    lost: int  #: fired runs the jobs' own record never saw executed
+    executed_twice: int  #: runs executed more than once (allowed only after a lapsed lease)
+    reexecuted_after_completion: int  #: executions started after the run's completion
+    exits: dict[str, int]
+
+    @property
+    def ok(self) -> bool:
+        return not (
+            self.missing
+            or self.duplicated
+            or self.lost
+            or self.reexecuted_after_completion
+            or self.exits
+        )
+
+
+def run_scenario(
+    name: str, jobs: int = 50, every_s: float = 1.0, before_s: float = 4.0, after_s: float = 6.0
+) -> Verdict:
+    fault = SCENARIOS[name]
+    root = Path(tempfile.mkdtemp(prefix=f"shardsched-fault-{name}-"))
+    record = root / "record"
+    record.mkdir()
+    server = BenchRedis("always")
+    server.start()
+    r = redis_py.Redis(port=server.port)
+    ns = "faults"
+    fleet = Fleet(server.url, ns, root)
+    r.hset(f"{ns}:{{g}}:meta", "shards", 16)  # before the SDK opens the deployment
+    client = Client(server.url, ns)
+    try:
+        now = from_ms(_server_ms(r))
+        # each run appends "<run id> <start ms>" to its job's file; the start is the job's
+        # own clock (same box): compared with the ledger's finish times below
+        command = (
+            f'echo "$SHARDSCHED_RUN_ID $(date +%s%3N)" >> {record}/$SHARDSCHED_JOB_ID; sleep 0.2'
+        )
+        specs = [
+            JobSpec(
+                name=f"f{i}",
+                schedule=IntervalSchedule(every_s=every_s, start_at=now + timedelta(seconds=1)),
+                command=command,
+                timeout_s=30,
+                lease_s=3,
+            )
+            for i in range(jobs)
+        ]
+        job_ids = [c.job_id for c in client.add_jobs(specs)]
+        for n in ("node-a", "node-b"):
+            fleet.node(n)
+        for w in ("worker-a", "worker-b"):
+            fleet.worker(w)
+        scene = Scene(server, fleet, r)
+        scene.wait(before_s)
+        fault(scene)
+        scene.wait(after_s)
+        for job_id in job_ids:
+            _retrying(lambda job_id=job_id: client.pause(job_id, reason="scenario over"))
+        _settle(client, scene, timeout=60)
+        fleet.stop_all()
+        report = client._run(audit.audit(client.deployment, settle_s=0.0))
+        runs = _finished_runs(client, job_ids)
+    finally:
+        fleet.stop_all()
+        client.close()
+        r.close()
+        server.stop()
+    executions: Counter[str] = Counter()
+    starts: dict[str, list[int]] = {}
+    for path in record.iterdir():
+        for line in path.read_text().splitlines():
+            rid, _, ms = line.partition(" ")
+            executions[rid] += 1
+            starts.setdefault(rid, []).append(int(ms))
+    lost = sum(1 for rid in runs if executions[rid] == 0)
+    after = sum(
+        1
+        for rid, finished in runs.items()
+        if finished is not None
+        for started in starts.get(rid, [])[1:]
+        if started > finished
+    )
+    return Verdict(
+        scenario=name,
+        expected=report.expected,
+        fired_once=report.fired,
+        skipped=report.skipped,
+        missing=report.missing,
+        duplicated=report.duplicated,
+        max_lag_s=report.lag_s.max,
+        lost=lost,
+        executed_twice=sum(1 for n in executions.values() if n > 1),
+        reexecuted_after_completion=after,
+        exits=dict(fleet.exits),
+    )
+
+
+def _server_ms(r: Any) -> int:
+    sec, usec = r.time()
+    return int(sec) * 1000 + int(usec) // 1000
+
+
+def _retrying(fn: Callable[[], Any], timeout: float = 30) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return fn()
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _settle(client: Client, scene: Scene, timeout: float) -> None:
+    """Until no run is still owed (pending in the audit) and the streams are drained."""
+    deadline = time.monotonic() + timeout
+    dep = client.deployment
+    while time.monotonic() < deadline:
+        scene.fleet.check()
+        pipe = scene.r.pipeline(transaction=False)
+        for s in range(dep.n_shards):
+            pipe.xlen(dep.shard(s).ready)
+        if sum(pipe.execute()) == 0:
+            report = client._run(audit.audit(dep, settle_s=0.0))
+            if report.pending == 0:
+                return
+        time.sleep(0.25)
+
+
+def _finished_runs(client: Client, job_ids: list[str]) -> dict[str, int | None]:
+    """Every fired run of the jobs: run id -> its finish time (ms), None if not finished."""
+    out: dict[str, int | None] = {}
+    for job_id in job_ids:
+        cursor = None
+        while True:
+            page = client.list_runs(job_id, limit=1000, cursor=cursor)
+            for run in page.runs:
+                if run.finished_at is not None:
+                    out[run.run_id] = int(run.finished_at.timestamp() * 1000)
+                else:
+                    out[run.run_id] = None
+            cursor = page.next_cursor
+            if not cursor:
+                break
+    return out
+
+
+def format_table(verdicts: list[Verdict]) -> str:
+    head = (
+        f"{'scenario':<26} {'expected':>8} {'once':>6} {'skip':>5} {'miss':>5} {'dup':>4} "
+        f"{'max lag':>8} {'lost':>5} {'x2':>4} {'after':>5}  exits"
+    )
+    rows = [head]
+    for v in verdicts:
+        lag = "-" if v.max_lag_s is None else f"{v.max_lag_s:.2f}s"
+        rows.append(
+            f"{v.scenario:<26} {v.expected:>8} {v.fired_once:>6} {v.skipped:>5} {v.missing:>5} "
+            f"{v.duplicated:>4} {lag:>8} {v.lost:>5} {v.executed_twice:>4} "
+            f"{v.reexecuted_after_completion:>5}  {v.exits or 'none'}"
+        )
+    return "\n".join(rows)
+
+
+def run(args: argparse.Namespace) -> list[Verdict]:
+    names = args.scenario or list(SCENARIOS)
+    verdicts = []
+    for name in names:
+        print(f"scenario {name} …", file=sys.stderr, flush=True)
+        verdicts.append(run_scenario(name, jobs=args.jobs, every_s=args.every))
+    print(format_table(verdicts))
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps([{**v.__dict__, "ok": v.ok} for v in verdicts], indent=2) + "\n"
+        )
+    if not all(v.ok for v in verdicts):
+        raise SystemExit(1)
+    return verdicts
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("faults", help="fault campaign with real processes, audited twice")
+    p.add_argument("--scenario", action="append", choices=list(SCENARIOS))
+    p.add_argument("--jobs", type=int, default=50)
+    p.add_argument("--every", type=float, default=1.0, help="interval of every job (s)")
+    p.add_argument("--json", default=None, metavar="FILE")
+    p.set_defaults(bench=run)

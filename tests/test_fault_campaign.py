@@ -1,0 +1,36 @@
+"""The fault campaign (``shardsched bench faults``) at small sizes: real node, worker and
+redis-server processes through each fault, judged by the audit and by the record the jobs
+write themselves. A full Redis and a Redis restart run by default; the rest are ``slow``."""
+
+from __future__ import annotations
+
+import pytest
+
+from shardsched.bench.faults import SCENARIOS, run_scenario
+
+DEFAULT = ("redis-oom-15s", "redis-kill-9-restart")
+
+
+def check(name: str) -> None:
+    v = run_scenario(name, jobs=30)
+    print(v)
+    assert v.expected > 30 * 8, v  # the load really ran: at least 8 ticks a job
+    assert v.exits == {}, f"a process exited: {v.exits}"
+    assert (v.missing, v.duplicated) == (0, 0), v
+    assert v.fired_once + v.skipped == v.expected, v
+    assert v.lost == 0, f"fired runs the jobs never executed: {v}"
+    assert v.reexecuted_after_completion == 0, f"finished runs executed again: {v}"
+    if name in ("redis-oom-15s", "redis-kill-9-restart"):
+        # no process died and no lease lapsed: nothing may have run twice
+        assert v.executed_twice == 0, v
+
+
+@pytest.mark.parametrize("name", DEFAULT)
+def test_fault(name: str) -> None:
+    check(name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n in SCENARIOS if n not in DEFAULT])
+def test_fault_slow(name: str) -> None:
+    check(name)

@@ -1,0 +1,216 @@
+"""Nothing a user sends can stop a process, and what a user may repeat has one effect.
+
+Each case was reproduced on an earlier main: a 1e308 grace that crashed every node, a cron
+that never fires answered 500, a job that could not be planned left silently unscheduled,
+a double-clicked retry that ran the command twice, a trigger body silently dropped, a past
+``once`` job counted as a missed schedule.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+
+from conftest import keyspace, wait_until
+from shardsched import audit, ops
+
+
+async def post_job(http, **body):  # type: ignore[no-untyped-def]
+    return await http.post("/api/v1/jobs", json={"name": "j", "command": "true", **body})
+
+
+async def test_out_of_range_numbers_are_422_and_change_nothing(node, http, redis, dep) -> None:
+    before = await keyspace(redis, dep.namespace)
+    once = {"type": "once", "at": "2020-01-01T00:00:00Z"}
+    for field, value in (
+        ("misfire_grace_s", 1e308),
+        ("misfire_grace_s", -1),
+        ("timeout_s", 1e308),
+        ("lease_s", 1e9),
+        ("max_catchup", 0),
+        ("max_catchup", 10**9),
+    ):
+        reply = await post_job(http, schedule=once, **{field: value})
+        assert reply.status_code == 422, (field, value, reply.text)
+        assert reply.json()["error"]["details"]["field"] == f"$.{field}"
+    reply = await post_job(http, schedule={"type": "interval", "every_s": 1e308})
+    assert reply.status_code == 422
+    reply = await post_job(http, schedule=once, retry_policy={"base_s": 1e308})
+    assert reply.status_code == 422
+    assert await keyspace(redis, dep.namespace) == before
+    assert node.owned, "the node still owns its shards"
+
+
+async def test_a_cron_that_never_fires_is_422_everywhere(node, http, redis, dep) -> None:
+    never = {"type": "cron", "expression": "0 0 30 2 *"}
+    before = await keyspace(redis, dep.namespace)
+    reply = await post_job(http, schedule=never)
+    assert reply.status_code == 422, reply.text
+    assert "never fires" in reply.json()["error"]["message"]
+    preview = await http.post("/api/v1/schedules/preview", json={"schedule": never})
+    assert preview.status_code == 422, preview.text
+    assert await keyspace(redis, dep.namespace) == before
+    job_id = (await post_job(http, schedule={"type": "interval", "every_s": 60})).json()["job_id"]
+    before = await keyspace(redis, dep.namespace)
+    patched = await http.patch(f"/api/v1/jobs/{job_id}", json={"schedule": never})
+    assert patched.status_code == 422, patched.text
+    assert await keyspace(redis, dep.namespace) == before
+    # a leap-day schedule fires (every four years): accepted
+    leap = {"type": "cron", "expression": "0 0 29 2 *"}
+    assert (await post_job(http, schedule=leap)).status_code == 201
+
+
+async def test_a_preview_past_the_last_representable_instant_is_2xx(http) -> None:
+    for schedule in (
+        {"type": "cron", "expression": "* * * * *"},
+        {"type": "interval", "every_s": 86400},
+    ):
+        reply = await http.post(
+            "/api/v1/schedules/preview",
+            json={"schedule": schedule, "after": "9999-12-31T23:50:00Z", "count": 20},
+        )
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["fire_times"] == []
+
+
+async def test_a_trigger_body_is_decoded_like_every_other(node, worker, http, redis, dep) -> None:
+    job_id = (await post_job(http, schedule={"type": "interval", "every_s": 3600})).json()["job_id"]
+    before = await keyspace(redis, dep.namespace)
+    bad = await http.post(f"/api/v1/jobs/{job_id}/trigger", json={"params": {"x": 1}})
+    assert bad.status_code == 422, bad.text
+    assert bad.json()["error"]["details"]["field"] == "$.params"
+    garbage = await http.post(f"/api/v1/jobs/{job_id}/trigger", content=b"{nope")
+    assert garbage.status_code == 400
+    assert await keyspace(redis, dep.namespace) == before
+    assert (await http.post(f"/api/v1/jobs/{job_id}/trigger", json={})).status_code == 201
+    assert (await http.post(f"/api/v1/jobs/{job_id}/trigger")).status_code == 201
+
+
+async def test_a_job_that_cannot_be_planned_is_quarantined_and_the_node_carries_on(
+    node, worker, http, redis, dep, tmp_path: Path
+) -> None:
+    """A timing no planner can use (here a zone name that does not exist, written the way a
+    bad older release or a hand edit would leave it): paused with the reason, counted,
+    in the status and the audit; other jobs keep firing."""
+    marks = tmp_path / "good"
+    good = (
+        await post_job(
+            http, schedule={"type": "interval", "every_s": 0.5}, command=f"echo x >> {marks}"
+        )
+    ).json()["job_id"]
+    bad = (
+        await post_job(
+            http, schedule={"type": "cron", "expression": "* * * * *", "timezone": "UTC"}
+        )
+    ).json()["job_id"]
+    sk = dep.keys_for(bad)
+    timing = await redis.execute("HGET", sk.job(bad), "timing")
+    await redis.execute(
+        "HSET", sk.job(bad), "timing", timing.replace(b'"UTC"', b'"Not/AZone"'), "first", ""
+    )
+    # due now: the owner plans it at once
+    await redis.execute("ZADD", sk.timer, await redis.time_ms() - 10, bad)
+    await redis.execute("PUBLISH", dep.globals.wake_channel, sk.shard)
+
+    async def quarantined() -> dict | None:
+        job = (await http.get(f"/api/v1/jobs/{bad}")).json()
+        return job if job["status"] == "paused" else None
+
+    job = await wait_until(quarantined, timeout=10)
+    assert job["pause_reason"].startswith("quarantined: "), job
+    assert "Not/AZone" in job["pause_reason"]
+    assert job["next_run_at"] is None
+    assert node.metrics.quarantined._value.get() == 1
+    status = (await http.get("/api/v1/status")).json()
+    assert status["quarantined"] == 1
+    report = await ops.drive_async(audit.audit(dep, settle_s=0), redis)
+    assert bad in report.quarantined
+    # the node is alive and the good job keeps firing
+    lines = len(marks.read_text().splitlines()) if marks.exists() else 0
+
+    async def more() -> bool:
+        return marks.exists() and len(marks.read_text().splitlines()) >= lines + 3
+
+    await wait_until(more, timeout=10)
+    assert node.owned and good
+
+
+async def test_a_retry_clicked_twice_runs_the_job_once(node, worker, http, redis, dep, tmp_path):  # type: ignore[no-untyped-def]
+    marks = tmp_path / "runs"
+    reply = await post_job(
+        http,
+        schedule={"type": "once", "at": "2020-01-01T00:00:00Z"},
+        command=f'echo "$SHARDSCHED_RUN_ID" >> {marks}; [ -f {marks}.ok ]',
+        retry_policy={"max_attempts": 2, "base_s": 0.1, "max_s": 0.1, "jitter": False},
+    )
+    job_id = reply.json()["job_id"]
+
+    async def dead() -> list | None:
+        page = (await http.get("/api/v1/dead-letter")).json()["runs"]
+        return [r for r in page if r["job_id"] == job_id] or None
+
+    (run,) = await wait_until(dead, timeout=15)
+    (tmp_path / "runs.ok").touch()
+    replies: list = []
+
+    async def retry() -> None:
+        replies.append(await http.post(f"/api/v1/runs/{run['run_id']}/retry"))
+
+    async with trio.open_nursery() as n:  # two clients at once
+        n.start_soon(retry)
+        n.start_soon(retry)
+    codes = sorted(r.status_code for r in replies)
+    assert codes == [201, 409], [r.text for r in replies]
+    second = next(r for r in replies if r.status_code == 409).json()["error"]
+    assert second["code"] == "already_retried"
+    next_id = second["details"]["next_run_id"]
+    assert next_id == run["run_id"][: -len(":2")] + ":3"
+
+    async def succeeded() -> bool:
+        return (await http.get(f"/api/v1/runs/{next_id}")).json()["state"] == "succeeded"
+
+    await wait_until(succeeded, timeout=15)
+    await trio.sleep(1.0)  # a duplicate delivery, if any, would have run by now
+    executions = marks.read_text().split()
+    assert executions.count(next_id) == 1, executions
+    again = await http.post(f"/api/v1/runs/{run['run_id']}/retry")
+    assert again.status_code == 409
+
+
+async def test_pause_and_resume_repeated_concurrently_have_one_effect(node, http) -> None:
+    job_id = (await post_job(http, schedule={"type": "interval", "every_s": 3600})).json()["job_id"]
+    for status in ("paused", "active"):
+        replies: list = []
+
+        async def patch(status: str = status, replies: list = replies) -> None:
+            replies.append(await http.patch(f"/api/v1/jobs/{job_id}", json={"status": status}))
+
+        before = (await http.get(f"/api/v1/jobs/{job_id}")).json()["version"]
+        async with trio.open_nursery() as n:
+            n.start_soon(patch)
+            n.start_soon(patch)
+        assert [r.status_code for r in replies] == [200, 200]
+        versions = sorted(r.json()["version"] for r in replies)
+        # one new version; the second answer is that same version (nothing changed)
+        assert versions == [before + 1, before + 1], versions
+        assert all(r.json()["status"] == status for r in replies)
+    history = (await http.get(f"/api/v1/jobs/{job_id}/versions")).json()["versions"]
+    assert len(history) == 3
+
+
+async def test_a_past_once_job_fires_at_once_and_is_not_a_missed_schedule(
+    node, worker, http, redis, dep
+) -> None:
+    reply = await post_job(http, schedule={"type": "once", "at": "2001-01-01T00:00:00Z"})
+    job_id = reply.json()["job_id"]
+
+    async def done() -> list | None:
+        runs = (await http.get(f"/api/v1/jobs/{job_id}/runs")).json()["runs"]
+        return runs if runs and runs[0]["state"] == "succeeded" else None
+
+    (run,) = await wait_until(done, timeout=10)
+    assert run["scheduled_for"] >= reply.json()["next_run_at"][:19]
+    assert sum(node.metrics.missed.labels(job_id)._value.get() for _ in [0]) == 0
+    report = await ops.drive_async(audit.audit(dep, settle_s=0), redis)
+    assert report.missing == 0 and report.fired == 1
