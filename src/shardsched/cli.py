@@ -173,7 +173,9 @@ def main(argv: list[str] | None = None) -> None:
         from shardsched.status import render, status_view
 
         async def read_status():  # type: ignore[no-untyped-def]
-            redis, dep = await service.open_redis(args.redis, args.namespace, None, size=1)
+            redis, dep = await service.open_redis(
+                args.redis, args.namespace, None, size=1, wait=False
+            )
             try:
                 return await ops.drive_async(status_view(dep), redis)
             finally:

@@ -8,6 +8,7 @@ client, so HTTP drains first and leases are handed back last.
 from __future__ import annotations
 
 import logging
+import re
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -18,9 +19,10 @@ from hypercorn.config import Config
 from hypercorn.trio import serve
 
 from shardsched import ops
-from shardsched.errors import ConfigError
+from shardsched.errors import ConfigError, RedisUnavailable
 from shardsched.metrics import Metrics
-from shardsched.redis import Redis, connect
+from shardsched.pacing import Backoff
+from shardsched.redis import Redis, RedisError, connect
 from shardsched.router.app import create_app
 from shardsched.shard.manager import ShardManager
 
@@ -28,11 +30,30 @@ log = logging.getLogger(__name__)
 
 
 async def open_redis(
-    url: str, namespace: str, shards: int | None, size: int = 8
+    url: str, namespace: str, shards: int | None, size: int = 8, wait: bool = True
 ) -> tuple[Redis, ops.Deployment]:
-    redis = connect(url, size=size, retry_for=30.0)
-    dep = await ops.drive_async(ops.open_deployment(namespace, shards), redis)
-    return redis, dep
+    """Connect and read (or set up) the deployment. Until Redis can be used, say why as an
+    error, with what to do, and try again (capped backoff), unless ``wait`` is False: a
+    long-lived process started before its Redis, or against a misconfigured one, waits
+    loudly instead of dying or hanging silent."""
+    redis = connect(url, size=size, retry_for=30.0 if wait else 5.0)
+    backoff = Backoff(first=1.0, cap=10.0)
+    while True:
+        try:
+            dep = await ops.drive_async(ops.open_deployment(namespace, shards), redis)
+            return redis, dep
+        except (RedisError, RedisUnavailable) as exc:
+            if not wait:
+                await redis.aclose()
+                raise
+            pause = backoff.next()
+            log.error("cannot use Redis at %s: %s; retrying in %.0f s", _safe(url), exc, pause)
+            await trio.sleep(pause)
+
+
+def _safe(url: str) -> str:
+    """The URL without its password, for logs."""
+    return re.sub(r"(//[^:/@]*:)[^@]*@", r"\1***@", url)
 
 
 async def check_redis_config(redis: Redis, allow_eviction: bool) -> None:

@@ -9,6 +9,7 @@ reused, so no caller ever reads another caller's reply.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ from shardsched.errors import RedisUnavailable, ShardschedError, is_transient_re
 from shardsched.scripts import SCRIPTS
 
 Command = Sequence[str | bytes | int | float]
+log = logging.getLogger(__name__)
 
 
 class RedisError(ShardschedError):
@@ -43,6 +45,33 @@ class RedisConnectionError(RedisError):
 class RedisConnectError(RedisConnectionError):
     """Raised when no connection could be made: nothing was sent, so a retry elsewhere is
     safe."""
+
+
+class RedisRefusedError(RedisConnectError):
+    """Raised when Redis accepts the connection but refuses to serve it (protected mode,
+    authentication, ACL permissions): nothing was sent but the handshake. The message says
+    what to do; an operator's fix, so the caller retries loudly rather than dies."""
+
+
+#: What to do about a refused handshake, by the error reply's code.
+_REFUSAL_HINTS = {
+    "DENIED": "Redis is in protected mode and refuses clients from other hosts without a"
+    " password: give it a password (requirepass or an ACL user) and put it in the URL,"
+    " or bind it to the interface you connect from",
+    "NOAUTH": "Redis wants a password: put it in the URL (redis://:PASSWORD@host:port/db,"
+    " or redis://USER:PASSWORD@… for an ACL user), or in SHARDSCHED_REDIS_URL",
+    "WRONGPASS": "the user name or password in the Redis URL is wrong",
+    "ERR": "check the URL's user, password and db number",
+    "NOPERM": "the Redis ACL user lacks a permission shardsched needs (scripting, streams,"
+    " pub/sub and its keys)",
+}
+
+
+def refusal(url: RedisURL, reply: BaseException) -> RedisRefusedError:
+    text = str(reply)
+    code = text.split(" ", 1)[0]
+    hint = _REFUSAL_HINTS.get(code, _REFUSAL_HINTS["ERR"])
+    return RedisRefusedError(f"Redis at {url.host}:{url.port} refused us: {text} ({hint})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,14 +157,28 @@ class Connection:
                 try:
                     # Authenticated first: Redis drops an unauthenticated client that sends
                     # a bulk over 16 KiB, and a script with its helpers can be that big.
-                    if hello:
-                        _raise_errors(await conn.execute_many(hello))
-                    if loads:
-                        _raise_errors(await conn.execute_many(loads))
+                    # Then a plain PING: protected mode and a missing password are
+                    # answered to it, before we send anything big.
+                    for batch in (hello, [("PING",)], loads):
+                        if not batch:
+                            continue
+                        for reply in await conn.execute_many(batch):
+                            if isinstance(reply, hiredis.ReplyError):
+                                if "LOADING" in str(reply):  # restarting: retried as usual
+                                    raise RedisConnectError(f"Redis is loading: {reply}")
+                                raise refusal(url, reply)
                 except BaseException:
                     await conn.aclose()
                     raise
                 return conn
+        except RedisConnectionError as exc:
+            if isinstance(exc, RedisConnectError):
+                raise
+            # lost during the handshake: a TLS port spoken to in plain text looks like this
+            raise RedisConnectError(
+                f"connection to {url.host}:{url.port} lost during the handshake ({exc});"
+                " if the server speaks TLS, it needs a rediss:// URL"
+            ) from exc
         except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
             raise RedisConnectError(f"cannot connect to {url.host}:{url.port}: {exc}") from exc
 
@@ -252,10 +295,15 @@ class Redis(Commands):
     async def _connect(self) -> Connection:
         deadline = trio.current_time() + self._retry_for
         delay = 0.05
+        said = False
         while True:
             try:
                 return await Connection.open(self.url, self._connect_timeout)
-            except RedisConnectionError:
+            except RedisConnectionError as exc:
+                if not said:  # once per episode: loud when it needs an operator
+                    said = True
+                    level = logging.ERROR if isinstance(exc, RedisRefusedError) else logging.WARNING
+                    log.log(level, "%s; retrying", exc)
                 if trio.current_time() + delay > deadline:
                     raise
             await trio.sleep(delay)
