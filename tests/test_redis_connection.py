@@ -10,6 +10,7 @@ import trio
 
 from conftest import RedisServer
 from shardsched.redis import Redis, RedisConnectionError, RedisURL, ReplyError
+from shardsched.redis.connection import RedisRefusedError
 
 
 def test_url_parsing() -> None:
@@ -53,7 +54,8 @@ async def test_auth_user_password_and_db_from_url(own_redis_server: RedisServer)
     )
     assert out.stdout.strip() == "db3"
     wrong = Redis(f"redis://:wrong@127.0.0.1:{port}", size=1, retry_for=0.2)
-    with pytest.raises(ReplyError):
+    # refused at the handshake: a connection error (retried, loud), saying what to do
+    with pytest.raises(RedisRefusedError, match="password in the Redis URL is wrong"):
         await wrong.execute("PING")
 
 
