@@ -18,6 +18,7 @@ def check(name: str) -> None:
     assert v.exits == {}, f"a process exited: {v.exits}"
     assert (v.missing, v.duplicated) == (0, 0), v
     assert v.fired_once + v.skipped == v.expected, v
+    assert v.stranded == 0, f"fired runs running nowhere: {v}"
     assert v.lost == 0, f"fired runs the jobs never executed: {v}"
     assert v.reexecuted_after_completion == 0, f"finished runs executed again: {v}"
     if name in ("redis-oom-15s", "redis-kill-9-restart"):

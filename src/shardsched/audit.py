@@ -49,6 +49,68 @@ class Outcome(enum.StrEnum):
     DUPLICATED = "duplicated"
 
 
+class Execution(enum.StrEnum):
+    """What became of a fired run, judged on its last attempt at the audit's instant."""
+
+    TERMINAL = "terminal"  #: succeeded, failed for good, dead-lettered, skipped, cancelled
+    RUNNING = "running"  #: claimed or running under a lease that has not lapsed
+    QUEUED = "queued"  #: fired, waiting for a worker, not for long
+    RETRYING = "retrying"  #: waiting for its next attempt's backoff
+    #: fired and not running anywhere past its deadline: waiting for a worker longer than
+    #: ``stranded_after_s``, or claimed under a lease that lapsed and was not taken back
+    STRANDED = "stranded"
+    DAG = "dag"  #: a DAG run (its tasks' runs are accounted for as runs of their own)
+
+
+#: A lapsed lease is taken back by the shard owner within a second or two; past this
+#: grace a lapsed run is stranded.
+LEASE_GRACE_MS = 10_000
+
+
+def execution_of(fields: list[bytes | None], now_ms: int, stranded_after_ms: int) -> Execution:
+    """Classify one run record (fields st, l, c, due) at ``now_ms``."""
+    state, lease, created, due = (None if v is None else v.decode() for v in fields)
+    if state in ("succeeded", "failed", "dead_letter", "skipped", "cancelled"):
+        return Execution.TERMINAL
+    if state in ("claimed", "running"):
+        lapsed = bool(lease) and int(lease) < now_ms - LEASE_GRACE_MS
+        return Execution.STRANDED if lapsed else Execution.RUNNING
+    if state == "retrying":
+        late = bool(due) and int(due) < now_ms - stranded_after_ms
+        return Execution.STRANDED if late else Execution.RETRYING
+    if state == "scheduled":
+        old = bool(created) and int(created) < now_ms - stranded_after_ms
+        return Execution.STRANDED if old else Execution.QUEUED
+    return Execution.STRANDED  # a fired tick whose record is gone: not running anywhere
+
+
+def executions(dep: ops.Deployment, rids: list[str], now_ms: int, stranded_after_ms: int) -> ops.Op:
+    """Classify the fired runs ``rids`` by their last attempt; returns {rid: Execution}.
+    Follows each run's next attempt (``nx``) in one round trip per attempt level."""
+    out: dict[str, Execution] = {}
+    current = {rid: rid for rid in rids if not k.is_dag_id(rid.split(":", 1)[0])}
+    for rid in rids:
+        if rid not in current:
+            out[rid] = Execution.DAG
+    for _level in range(101):  # attempts are capped at 100
+        if not current:
+            break
+        items = list(current.items())
+        replies = yield [
+            ops.Call(("HMGET", dep.keys_for(at).run(at), "st", "l", "c", "due", "nx"))
+            for _, at in items
+        ]
+        following: dict[str, str] = {}
+        for (first, _at), fields in zip(items, replies, strict=True):
+            fields = ops._check(fields)
+            if fields[4] is not None and fields[0] in (b"failed", b"dead_letter"):
+                following[first] = fields[4].decode()  # sent back as a new attempt
+            else:
+                out[first] = execution_of(fields[:4], now_ms, stranded_after_ms)
+        current = following
+    return out
+
+
 class TickRecord(msgspec.Struct, omit_defaults=True):
     """One nominal tick of a job and its fate (the body of ``GET /jobs/{id}/ticks``)."""
 
@@ -292,10 +354,18 @@ class AuditReport(msgspec.Struct):
     quarantined: list[str] = msgspec.field(default_factory=list)
     #: jobs whose schedule the audit itself cannot expand (so neither can the scheduler)
     unplannable: list[str] = msgspec.field(default_factory=list)
+    #: what became of the fired runs (their last attempt): terminal, running, queued,
+    #: retrying, stranded (see :func:`execution_of`), dag (a DAG run: its tasks' runs tell)
+    executions: dict[str, int] = msgspec.field(default_factory=dict)
+    stranded_runs: list[str] = msgspec.field(default_factory=list)  #: the first 100
+
+    @property
+    def stranded(self) -> int:
+        return self.executions.get(Execution.STRANDED, 0)
 
     @property
     def ok(self) -> bool:
-        return self.missing == 0 and self.duplicated == 0
+        return self.missing == 0 and self.duplicated == 0 and self.stranded == 0
 
 
 @dataclass
@@ -307,14 +377,27 @@ class _Totals:
     problems: list[JobAudit] = field(default_factory=list)
     quarantined: list[str] = field(default_factory=list)
     unplannable: list[str] = field(default_factory=list)
+    fired_rids: list[str] = field(default_factory=list)
+    executions: Counter[str] = field(default_factory=Counter)
+    stranded: list[str] = field(default_factory=list)
 
 
 def audit(
-    dep: ops.Deployment, settle_s: float = 2.0, late_after_s: float = 1.0, chunk: int = 500
+    dep: ops.Deployment,
+    settle_s: float = 2.0,
+    late_after_s: float = 1.0,
+    chunk: int = 500,
+    stranded_after_s: float = 300.0,
 ) -> ops.Op:
-    """Account for every job of the deployment; returns an :class:`AuditReport`."""
+    """Account for every job of the deployment; returns an :class:`AuditReport`.
+
+    Every tick is fired once, skipped by a recorded decision, pending or missing; every
+    fired run is then followed to its last attempt and classified (:class:`Execution`): a
+    run fired but not running anywhere past ``stranded_after_s`` is *stranded*, and the
+    audit is not OK while one is."""
     (now,) = yield [ops.Call(("TIME",))]
-    horizon = int(now[0]) * 1000 + int(now[1]) // 1000 - round(settle_s * 1000)
+    now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+    horizon = now_ms - round(settle_s * 1000)
     id_lists = yield [ops.Call(("ZRANGE", dep.shard(s).jobs, 0, -1)) for s in range(dep.n_shards)]
     totals = _Totals()
     job_ids = [raw.decode() for ids in id_lists for raw in ids]
@@ -327,6 +410,13 @@ def audit(
                 _add_job(totals, history, horizon)
             except Exception:  # a schedule nothing can expand: report it, audit the rest
                 totals.unplannable.append(history.job_id)
+        fired, totals.fired_rids = totals.fired_rids, []
+        for rid, execution in (
+            yield from executions(dep, fired, now_ms, round(stranded_after_s * 1000))
+        ).items():
+            totals.executions[execution] += 1
+            if execution == Execution.STRANDED and len(totals.stranded) < 100:
+                totals.stranded.append(rid)
     c = totals.counts
     return AuditReport(
         horizon=from_ms(horizon),
@@ -345,6 +435,8 @@ def audit(
         problem_jobs=totals.problems[:100],
         quarantined=totals.quarantined[:100],
         unplannable=totals.unplannable[:100],
+        executions={str(e): n for e, n in sorted(totals.executions.items())},
+        stranded_runs=totals.stranded,
     )
 
 
@@ -353,6 +445,8 @@ def _add_job(totals: _Totals, history: JobHistory, horizon: int) -> None:
     counts = Counter(r.outcome.value for r in records)
     totals.counts.update(counts)
     for r in records:
+        if r.outcome == Outcome.FIRED and r.run_id is not None:
+            totals.fired_rids.append(r.run_id)
         if r.outcome == Outcome.FIRED and r.lag_s is not None:
             totals.lags.append(r.lag_s)
         elif r.outcome == Outcome.SKIPPED and r.reason:

@@ -15,7 +15,8 @@ async def _report(args: argparse.Namespace) -> audit.AuditReport:
     redis = connect(args.redis, size=2, retry_for=5)
     try:
         dep = await ops.drive_async(ops.open_deployment(args.namespace, None), redis)
-        return await ops.drive_async(audit.audit(dep, args.settle, args.late_after), redis)
+        op = audit.audit(dep, args.settle, args.late_after, stranded_after_s=args.stranded_after)
+        return await ops.drive_async(op, redis)
     finally:
         await redis.aclose()
 
@@ -33,7 +34,14 @@ def format_report(r: audit.AuditReport) -> str:
         f"  unexpected {r.unexpected}",
         f"  late       {r.late}  (later than {r.late_after_s} s)",
         f"  lag s      p50 {lag.p50}  p90 {lag.p90}  p99 {lag.p99}  max {lag.max}",
+        "  runs       "
+        + ("  ".join(f"{name} {n}" for name, n in r.executions.items()) or "none fired"),
     ]
+    if r.stranded:
+        lines.append(
+            f"  ! {r.stranded} stranded (fired, not running anywhere): "
+            + ", ".join(r.stranded_runs[:5])
+        )
     if r.quarantined:
         lines.append(
             f"  quarantined {len(r.quarantined)}  (paused: could not be planned) "

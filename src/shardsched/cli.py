@@ -98,7 +98,9 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     router = sub.add_parser("router", help="the stateless HTTP API")
     _redis_flag(router)
     router.add_argument("--http", required=True, metavar="HOST:PORT")
-    audit = sub.add_parser("audit", help="account for every tick of every job; exit 1 on loss")
+    audit = sub.add_parser(
+        "audit", help="account for every tick and every fired run; exit 1 on loss or strands"
+    )
     _redis_flag(audit)
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
     audit.add_argument(
@@ -112,6 +114,12 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
         type=float,
         default=1.0,
         help="a firing later than S seconds counts as late; default 1",
+    )
+    audit.add_argument(
+        "--stranded-after",
+        type=float,
+        default=300.0,
+        help="a fired run not running anywhere for S seconds is stranded; default 300",
     )
     from shardsched import api_cli
 
@@ -189,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
         except RedisConnectionError as exc:
             sys.exit(f"shardsched: {exc}")
         print(msgspec.json.encode(st).decode() if args.json else render(st))
-        sys.exit(1 if st.unowned or st.missed else 0)
+        sys.exit(1 if st.unowned or st.missed or st.stranded else 0)
     if args.command == "audit":
         from shardsched.audit_cli import run_audit
 

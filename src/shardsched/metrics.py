@@ -199,6 +199,11 @@ class Metrics:
         self.dead_letter_size = Gauge(
             f"{ns}_dead_letter_runs", "Runs in the dead-letter sets", registry=r
         )
+        self.runs_stranded = Gauge(
+            f"{ns}_runs_stranded",
+            "Fired runs no worker has taken for 5 minutes (not running anywhere)",
+            registry=r,
+        )
         self.nodes_alive = Gauge(f"{ns}_nodes_alive", "Nodes with a live heartbeat", registry=r)
         self.workers_alive = Gauge(
             f"{ns}_workers_alive", "Workers with a live heartbeat", registry=r
@@ -278,6 +283,7 @@ def refresh_cluster(metrics: Metrics, status: Any) -> None:
         metrics.queue_pending.labels(label).set(s.pending)
         metrics.timer_overdue.labels(label).set(s.overdue)
     metrics.dead_letter_size.set(status.dead_letter)
+    metrics.runs_stranded.set(status.stranded)
     metrics.workers_alive.set(len(status.workers))
     metrics.worker_slots.set(status.slots)
     metrics.worker_slots_free.set(status.slots_free)

@@ -18,6 +18,10 @@ from shardsched.shard.cron import from_ms
 
 #: A timer entry this far past due means firing is behind.
 OVERDUE_MS = 60_000
+#: A fired run still waiting for a worker after this long is stranded (as in the audit).
+STRANDED_AFTER_MS = 300_000
+#: Stranded runs counted per shard at most (the status stays cheap).
+STRANDED_COUNT_CAP = 1000
 
 
 class ShardStatus(msgspec.Struct):
@@ -33,6 +37,8 @@ class ShardStatus(msgspec.Struct):
     lease_reclaims: int
     dag_stalled: int
     quarantined: int = 0  #: jobs paused by the owner because they could not be planned
+    #: fired runs no worker took for STRANDED_AFTER_MS (counted up to STRANDED_COUNT_CAP)
+    stranded: int = 0
 
 
 class Status(msgspec.Struct):
@@ -51,9 +57,12 @@ class Status(msgspec.Struct):
     dead_letter: int
     unowned: list[int]
     quarantined: int = 0
+    stranded: int = 0  #: fired runs waiting for a worker for more than 5 min
 
 
-def queue_depths(dep: ops.Deployment, now_ms: int) -> ops.Op:
+def queue_depths(
+    dep: ops.Deployment, now_ms: int, stranded_after_ms: int = STRANDED_AFTER_MS
+) -> ops.Op:
     """Per shard: (ready, pending, overdue, dead-lettered, stats hash fields)."""
     calls = []
     for s in range(dep.n_shards):
@@ -66,6 +75,24 @@ def queue_depths(dep: ops.Deployment, now_ms: int) -> ops.Op:
             ops.Call(("HMGET", sk.stats, "missed", "lease_reclaims", "dag_stalled", "quarantined")),
         ]
     replies = yield calls
+    groups = yield [ops.Call(("XINFO", "GROUPS", dep.shard(s).ready)) for s in range(dep.n_shards)]
+    # Not yet delivered to any worker and older than STRANDED_AFTER_MS: stranded.
+    stranded_calls = []
+    for s in range(dep.n_shards):
+        last = _last_delivered(groups[s])
+        stranded_calls.append(
+            ops.Call(
+                (
+                    "XRANGE",
+                    dep.shard(s).ready,
+                    f"({last}" if last != "0-0" else "-",
+                    now_ms - stranded_after_ms,
+                    "COUNT",
+                    STRANDED_COUNT_CAP,
+                )
+            )
+        )
+    stranded = yield stranded_calls
     out = []
     for s in range(dep.n_shards):
         length, pending, overdue, dead, stats = replies[5 * s : 5 * s + 5]
@@ -73,15 +100,28 @@ def queue_depths(dep: ops.Deployment, now_ms: int) -> ops.Op:
         n_pending = 0 if isinstance(pending, Exception) else int(pending[0])
         n_ready = max(int(length) - n_pending, 0)
         counters = tuple(int(v or 0) for v in ops._check(stats))
-        out.append((n_ready, n_pending, int(overdue), int(dead), counters))
+        n_stranded = 0 if isinstance(stranded[s], Exception) else len(stranded[s])
+        out.append((n_ready, n_pending, int(overdue), int(dead), counters, n_stranded))
     return out
 
 
-def status_view(dep: ops.Deployment) -> ops.Op:
+def _last_delivered(reply: object) -> str:
+    """The consumer group's last-delivered id from XINFO GROUPS ('0-0' if none yet)."""
+    if not isinstance(reply, list):
+        return "0-0"
+    for group in reply:
+        fields = dict(zip(group[::2], group[1::2], strict=False))
+        if fields.get(b"name") == CONSUMER_GROUP.encode():
+            value = fields.get(b"last-delivered-id", b"0-0")
+            return value.decode() if isinstance(value, bytes) else str(value)
+    return "0-0"
+
+
+def status_view(dep: ops.Deployment, stranded_after_ms: int = STRANDED_AFTER_MS) -> ops.Op:
     view = yield from cluster_view(dep)
     workers = yield from list_workers(dep)
     now_ms = int(view.now.timestamp() * 1000)
-    depths = yield from queue_depths(dep, now_ms)
+    depths = yield from queue_depths(dep, now_ms, stranded_after_ms)
     live = {n.node_id for n in view.nodes}
     shards = [
         ShardStatus(
@@ -97,10 +137,16 @@ def status_view(dep: ops.Deployment) -> ops.Op:
             lease_reclaims=reclaims,
             dag_stalled=stalled,
             quarantined=quarantined,
+            stranded=n_stranded,
         )
-        for s, (ready, pending, overdue, dead, (missed, reclaims, stalled, quarantined)) in zip(
-            view.shards, depths, strict=True
-        )
+        for s, (
+            ready,
+            pending,
+            overdue,
+            dead,
+            (missed, reclaims, stalled, quarantined),
+            n_stranded,
+        ) in zip(view.shards, depths, strict=True)
     ]
     lags = [n.lag_p99_1m for n in view.nodes if n.lag_p99_1m is not None]
     return Status(
@@ -119,6 +165,7 @@ def status_view(dep: ops.Deployment) -> ops.Op:
         dead_letter=sum(s.dead_letter for s in shards),
         unowned=[s.shard for s in shards if not s.live],
         quarantined=sum(s.quarantined for s in shards),
+        stranded=sum(s.stranded for s in shards),
     )
 
 
@@ -137,7 +184,8 @@ def render(st: Status) -> str:
         f"queue: {st.ready} ready, {st.pending} running · trigger lag p99 (1 min) {lag}"
         + f" over {st.fired_1m} runs",
         f"missed schedules {st.missed} · overrunning {st.overrunning}"
-        + f" · dead letters {st.dead_letter} · quarantined jobs {st.quarantined}",
+        + f" · dead letters {st.dead_letter} · quarantined jobs {st.quarantined}"
+        + f" · stranded runs {st.stranded}",
         "",
         table(
             ["NODE", "SHARDS", "LAG_P99_1M", "FIRED_1M", "HTTP", "EXPIRES"],

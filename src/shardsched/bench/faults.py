@@ -215,6 +215,7 @@ class Verdict:
     missing: int
     duplicated: int
     max_lag_s: float | None
+    stranded: int  #: fired runs the audit finds running nowhere (past 60 s)
     lost: int  #: fired runs the jobs' own record never saw executed
     executed_twice: int  #: runs executed more than once (allowed only after a lapsed lease)
     reexecuted_after_completion: int  #: executions started after the run's completion
@@ -225,6 +226,7 @@ class Verdict:
         return not (
             self.missing
             or self.duplicated
+            or self.stranded
             or self.lost
             or self.reexecuted_after_completion
             or self.exits
@@ -275,7 +277,7 @@ def run_scenario(
             _retrying(lambda job_id=job_id: client.pause(job_id, reason="scenario over"))
         _settle(client, scene, timeout=60)
         fleet.stop_all()
-        report = client._run(audit.audit(client.deployment, settle_s=0.0))
+        report = client._run(audit.audit(client.deployment, settle_s=0.0, stranded_after_s=60))
         runs = _finished_runs(client, job_ids)
     finally:
         fleet.stop_all()
@@ -305,6 +307,7 @@ def run_scenario(
         missing=report.missing,
         duplicated=report.duplicated,
         max_lag_s=report.lag_s.max,
+        stranded=report.stranded,
         lost=lost,
         executed_twice=sum(1 for n in executions.values() if n > 1),
         reexecuted_after_completion=after,
@@ -365,14 +368,14 @@ def _finished_runs(client: Client, job_ids: list[str]) -> dict[str, int | None]:
 def format_table(verdicts: list[Verdict]) -> str:
     head = (
         f"{'scenario':<26} {'expected':>8} {'once':>6} {'skip':>5} {'miss':>5} {'dup':>4} "
-        f"{'max lag':>8} {'lost':>5} {'x2':>4} {'after':>5}  exits"
+        f"{'max lag':>8} {'strand':>6} {'lost':>5} {'x2':>4} {'after':>5}  exits"
     )
     rows = [head]
     for v in verdicts:
         lag = "-" if v.max_lag_s is None else f"{v.max_lag_s:.2f}s"
         rows.append(
             f"{v.scenario:<26} {v.expected:>8} {v.fired_once:>6} {v.skipped:>5} {v.missing:>5} "
-            f"{v.duplicated:>4} {lag:>8} {v.lost:>5} {v.executed_twice:>4} "
+            f"{v.duplicated:>4} {lag:>8} {v.stranded:>6} {v.lost:>5} {v.executed_twice:>4} "
             f"{v.reexecuted_after_completion:>5}  {v.exits or 'none'}"
         )
     return "\n".join(rows)
