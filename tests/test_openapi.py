@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -86,3 +87,25 @@ def test_api_conforms(case: schemathesis.Case, live_api: str) -> None:
     # be refused with a 422 for what JSON Schema cannot say (cron syntax, time-zone names,
     # a schedule or depends_on required one without the other).
     case.call_and_validate(base_url=live_api, excluded_checks=[positive_data_acceptance])
+
+
+@pytest.mark.slow
+def test_api_conforms_at_200_examples_per_operation() -> None:
+    """The same run as test_api_conforms, at 200 examples per operation (minutes)."""
+    env = {**child_env(), "SHARDSCHED_FUZZ_EXAMPLES": "200"}
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"{__file__}::test_api_conforms",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-2000:]

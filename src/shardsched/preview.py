@@ -41,9 +41,18 @@ def _dst_notes(
     notes: dict[datetime, str] = {}
     suppressed: list[SuppressedTime] = []
     start = after.astimezone(zone).replace(tzinfo=None) - timedelta(hours=3)
-    end = until.astimezone(zone).replace(tzinfo=None) + timedelta(hours=3)
+    try:
+        end = until.astimezone(zone).replace(tzinfo=None) + timedelta(hours=3)
+    except OverflowError:
+        end = datetime.max
     it = croniter(" ".join(fields), start)
-    while (wall := it.get_next(datetime)) <= end:
+    while True:
+        try:
+            wall = it.get_next(datetime)
+        except (ValueError, OverflowError):  # past year 9999
+            break
+        if wall > end:
+            break
         fires, reason = classify(wall, zone, wildcard)
         for instant, note in fires:
             if note and after < instant <= until:

@@ -129,6 +129,10 @@ def cron_next_ms(expression: str, timezone: str, after_ms: int) -> int:
             candidate: datetime = it.get_next(datetime)
         except CroniterBadDateError:
             raise ValueError(f"Cron expression {expression!r} never fires") from None
+        except ValueError as exc:
+            if "out of range" in str(exc):  # walked past year 9999: exhausted
+                raise OverflowError(str(exc)) from None
+            raise
         first = first or candidate
         for instant in _instants(candidate, zone, hour_wildcard):
             if instant > after and (best is None or instant < best):
