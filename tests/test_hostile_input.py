@@ -214,3 +214,45 @@ async def test_a_past_once_job_fires_at_once_and_is_not_a_missed_schedule(
     assert sum(node.metrics.missed.labels(job_id)._value.get() for _ in [0]) == 0
     report = await ops.drive_async(audit.audit(dep, settle_s=0), redis)
     assert report.missing == 0 and report.fired == 1
+
+
+def test_bulk_registration_validates_everything_first_and_names_what_it_committed(
+    own_redis_server,  # type: ignore[no-untyped-def]
+) -> None:
+    import pytest
+
+    from shardsched import BulkPartiallyApplied, Client, ValidationError
+    from shardsched.models import IntervalSchedule, JobSpec
+
+    client = Client(own_redis_server.url, "bulk")
+    try:
+        good = [
+            JobSpec(name=f"b{i}", schedule=IntervalSchedule(every_s=3600), command="true")
+            for i in range(25)
+        ]
+        bad = JobSpec(name="x\x1b[31m", schedule=IntervalSchedule(every_s=3600), command="true")
+        with pytest.raises(ValidationError) as raised:
+            client.add_jobs([*good, bad, *good], batch=10)
+        assert raised.value.field == "$[25].name", raised.value.field
+        assert client.list_jobs().jobs == [], "an invalid spec anywhere writes nothing"
+
+        # Redis goes away after the first batch: the error lists what was committed.
+        calls = {"n": 0}
+        real = client._execute
+
+        def flaky(batch):  # type: ignore[no-untyped-def]
+            calls["n"] += 1
+            if calls["n"] > 3:  # past the first batch's round trips
+                own_redis_server.kill()
+            return real(batch)
+
+        client._execute = flaky  # type: ignore[method-assign]
+        with pytest.raises(BulkPartiallyApplied) as partial:
+            client.add_jobs(good, batch=10)
+        assert 0 < len(partial.value.created) < 25
+        own_redis_server.start()
+        client._execute = real  # type: ignore[method-assign]
+        listed = {j.job_id for j in client.list_jobs(limit=100).jobs}
+        assert {c.job_id for c in partial.value.created} <= listed
+    finally:
+        client.close()

@@ -1,6 +1,8 @@
 """shardsched: a distributed cron and DAG scheduler, sharded trio actors on Redis."""
 
 from shardsched.errors import (
+    AlreadyRetried,
+    BulkPartiallyApplied,
     ConflictError,
     DagDeleted,
     DagNotFound,
@@ -9,6 +11,7 @@ from shardsched.errors import (
     JobDeleted,
     JobNotFound,
     NotFoundError,
+    RedisUnavailable,
     RunNotFound,
     ShardschedError,
     ValidationError,
@@ -43,7 +46,9 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "AlreadyRetried",
     "AsyncClient",
+    "BulkPartiallyApplied",
     "Client",
     "ConflictError",
     "CronSchedule",
@@ -62,6 +67,7 @@ __all__ = [
     "JobSpec",
     "NotFoundError",
     "OnceSchedule",
+    "RedisUnavailable",
     "RetryPolicy",
     "Run",
     "RunNotFound",

@@ -103,6 +103,18 @@ class RedisUnavailable(ShardschedError):
     :data:`TRANSIENT_REPLIES`): nothing was changed; retry after a pause."""
 
 
+class BulkPartiallyApplied(ShardschedError):
+    """Raised by a bulk registration that failed after some of its batches were committed
+    (Redis went away mid-way): ``created`` lists the jobs that exist, in order, and
+    ``error`` is what stopped the rest. Every spec was validated before the first write,
+    so this is never a validation error."""
+
+    def __init__(self, created: list, error: BaseException) -> None:  # type: ignore[type-arg]
+        super().__init__(f"{len(created)} jobs registered before: {error}")
+        self.created = created
+        self.error = error
+
+
 class ConfigError(ShardschedError):
     """Raised when the deployment is misconfigured (shard count, Redis settings)."""
 

@@ -135,14 +135,31 @@ def open_deployment(namespace: str, n_shards: int | None) -> Op:
     return Deployment(namespace, stored)
 
 
-def create_jobs(dep: Deployment, specs: Sequence[JobSpec]) -> Op:
+def validate_specs(specs: Sequence[JobSpec]) -> None:
+    """Validate every spec; a bad one raises ValidationError with its field as
+    ``$[i].field`` when there are several."""
+    for i, spec in enumerate(specs):
+        try:
+            validate_spec(spec)
+        except msgspec.ValidationError as exc:
+            if len(specs) == 1:
+                raise
+            raise msgspec.ValidationError(
+                str(exc).replace("- at `$", f"- at `$[{i}]")
+                if "- at `$" in str(exc)
+                else f"{exc} - at `$[{i}]`"
+            ) from None
+
+
+def create_jobs(dep: Deployment, specs: Sequence[JobSpec], validated: bool = False) -> Op:
     """Register jobs (validated first: an invalid one writes nothing); returns JobCreated list.
 
     One script call per shard, all in one round trip. A job with depends_on joins its
-    dependencies' DAG as a new task (one script call each).
+    dependencies' DAG as a new task (one script call each). ``validated``: the caller
+    already ran :func:`validate_specs` on them (a bulk registration, before its first batch).
     """
-    for spec in specs:
-        validate_spec(spec)
+    if not validated:
+        validate_specs(specs)
     if any(spec.depends_on for spec in specs):
         from shardsched.dag_ops import join_dag  # dag_ops builds on this module
 

@@ -22,7 +22,7 @@ import msgspec
 import redis as redis_py
 
 from shardsched import dag_ops, listing, ops
-from shardsched.errors import ValidationError
+from shardsched.errors import BulkPartiallyApplied, ValidationError
 from shardsched.keys import DEFAULT_NAMESPACE
 from shardsched.models import (
     BackfillRequest,
@@ -329,16 +329,25 @@ class Client(_Api):
             raise _as_validation_error(exc) from None
 
     def add_jobs(self, specs: Iterable[JobSpec], batch: int = 1000) -> list[JobCreated]:
-        """Register many jobs, one pipelined round trip per ``batch``."""
+        """Register many jobs, one pipelined round trip per ``batch``.
+
+        Every spec is validated before anything is written (a bad one raises
+        ValidationError naming ``$[i].field``, and nothing is registered). Raises
+        BulkPartiallyApplied, listing the jobs that were registered, if Redis fails after
+        the first batch."""
+        chunk = list(specs)
+        try:
+            ops.validate_specs(chunk)
+        except msgspec.ValidationError as exc:
+            raise _as_validation_error(exc) from None
         out: list[JobCreated] = []
-        chunk: list[JobSpec] = []
-        for spec in specs:
-            chunk.append(spec)
-            if len(chunk) >= batch:
-                out += self._run(ops.create_jobs(self.deployment, chunk))
-                chunk = []
-        if chunk:
-            out += self._run(ops.create_jobs(self.deployment, chunk))
+        for i in range(0, len(chunk), batch):
+            try:
+                out += self._run(ops.create_jobs(self.deployment, chunk[i : i + batch], True))
+            except Exception as exc:
+                if not out:
+                    raise
+                raise BulkPartiallyApplied(out, exc) from exc
         return out
 
     def close(self) -> None:
@@ -388,10 +397,20 @@ class AsyncClient(_Api):
         return run()
 
     async def add_jobs(self, specs: Iterable[JobSpec], batch: int = 1000) -> list[JobCreated]:
-        out: list[JobCreated] = []
+        """As :meth:`Client.add_jobs`."""
         chunk = list(specs)
+        try:
+            ops.validate_specs(chunk)
+        except msgspec.ValidationError as exc:
+            raise _as_validation_error(exc) from None
+        out: list[JobCreated] = []
         for i in range(0, len(chunk), batch):
-            out += await self._run(ops.create_jobs(self.deployment, chunk[i : i + batch]))
+            try:
+                out += await self._run(ops.create_jobs(self.deployment, chunk[i : i + batch], True))
+            except Exception as exc:
+                if not out:
+                    raise
+                raise BulkPartiallyApplied(out, exc) from exc
         return out
 
     async def aclose(self) -> None:
