@@ -256,3 +256,38 @@ def test_bulk_registration_validates_everything_first_and_names_what_it_committe
         assert {c.job_id for c in partial.value.created} <= listed
     finally:
         client.close()
+
+
+async def test_delete_and_backfill_repeated_concurrently_have_one_effect(
+    node, http, redis, dep
+) -> None:
+    job_id = (await post_job(http, schedule={"type": "interval", "every_s": 3600})).json()[
+        "job_id"
+    ]
+    window = {"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T05:00:00Z"}
+    replies: list = []
+
+    async def backfill() -> None:
+        replies.append(await http.post(f"/api/v1/jobs/{job_id}/backfill", json=window))
+
+    async with trio.open_nursery() as n:
+        n.start_soon(backfill)
+        n.start_soon(backfill)
+    bodies = sorted((r.json() for r in replies), key=lambda b: -b["queued"])
+    assert [r.status_code for r in replies] == [202, 202]
+    assert bodies[0]["ticks"] == bodies[1]["ticks"] > 0
+    assert bodies[0]["queued"] == bodies[0]["ticks"] and bodies[0]["already"] == 0
+    assert bodies[1]["queued"] == 0 and bodies[1]["already"] == bodies[1]["ticks"]
+
+    replies.clear()
+
+    async def delete() -> None:
+        replies.append(await http.delete(f"/api/v1/jobs/{job_id}"))
+
+    async with trio.open_nursery() as n:
+        n.start_soon(delete)
+        n.start_soon(delete)
+    codes = sorted(r.status_code for r in replies)
+    assert codes == [200, 409], [r.text for r in replies]
+    second = next(r for r in replies if r.status_code == 409).json()["error"]
+    assert "deleted" in second["message"]

@@ -21,11 +21,15 @@ Sizes are small by default so that the same code is the CI fault suite
 from __future__ import annotations
 
 import argparse
+import glob
 import json
+import selectors
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -45,6 +49,74 @@ from shardsched.shard.cron import from_ms
 
 LEASE_TTL_S = 2.0
 RENEW_EVERY_S = 0.5
+#: libfaketime from Debian's package (installed by scripts/setup.sh for the clock scenario).
+FAKETIME_LIBS = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1"))
+
+
+class FreezableProxy:
+    """A TCP proxy on loopback in front of Redis that can stop carrying bytes: a network
+    cut as the node sees it (connections stay open, nothing arrives, calls hang), then
+    healed. One thread, a selector; only loopback."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.listener.setblocking(False)
+        self.port = self.listener.getsockname()[1]
+        self.frozen = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fault-proxy", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        sel = selectors.DefaultSelector()
+        sel.register(self.listener, selectors.EVENT_READ, None)
+        peers: dict[socket.socket, socket.socket] = {}
+        while not self._stop.is_set():
+            for key, _ in sel.select(timeout=0.05):
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                if sock is self.listener:
+                    client, _ = self.listener.accept()
+                    upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+                    for a, b in ((client, upstream), (upstream, client)):
+                        a.setblocking(False)
+                        peers[a] = b
+                        sel.register(a, selectors.EVENT_READ, None)
+                    continue
+                if self.frozen.is_set():
+                    continue  # leave it unread: the bytes wait in the kernel
+                try:
+                    data = sock.recv(65536)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    data = b""
+                other = peers.get(sock)
+                if not data or other is None:
+                    for s in (sock, other):
+                        if s is not None and s in peers:
+                            sel.unregister(s)
+                            peers.pop(s)
+                            s.close()
+                    continue
+                other.setblocking(True)
+                try:
+                    other.sendall(data)
+                except OSError:
+                    pass
+                other.setblocking(False)
+            if self.frozen.is_set():
+                time.sleep(0.02)  # readable sockets stay readable: do not spin
+        for sock in peers:
+            sock.close()
+        self.listener.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
 
 
 @dataclass
@@ -57,24 +129,25 @@ class Fleet:
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     exits: dict[str, int] = field(default_factory=dict)  #: unexpected exits seen
 
-    def start(self, name: str, *args: str) -> None:
+    def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> None:
         with (self.log_dir / f"{name}.log").open("ab") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "shardsched", *args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=child_env({"PYTHONUNBUFFERED": "1"}),
+                env=child_env({"PYTHONUNBUFFERED": "1", **(env or {})}),
             )
         lifeline().hold(proc.pid, group=False)
         self.procs[name] = proc
 
-    def node(self, name: str) -> None:
+    def node(self, name: str, url: str | None = None, env: dict[str, str] | None = None) -> None:
         self.start(
             name,
             "node",
-            *("--redis", self.url, "--namespace", self.namespace, "--node-id", name),
+            *("--redis", url or self.url, "--namespace", self.namespace, "--node-id", name),
             *("--no-http", "--lease-ttl", str(LEASE_TTL_S), "--renew-every", str(RENEW_EVERY_S)),
             *("--log-level", "INFO"),
+            env=env,
         )
 
     def worker(self, name: str) -> None:
@@ -190,6 +263,36 @@ def _redis_oom_15s(s: Scene) -> None:
     free_redis(s.r)
 
 
+def _node_cut_10s(s: Scene) -> None:
+    """node-a reaches Redis only through a proxy; the proxy stops carrying bytes for 10 s."""
+    proxy = FreezableProxy(s.server.port)
+    try:
+        s.fleet.kill("node-a")
+        s.fleet.node("node-a", url=f"redis://127.0.0.1:{proxy.port}/0")
+        s.wait(4)
+        proxy.frozen.set()
+        s.wait(10)
+        proxy.frozen.clear()
+        s.wait(4)
+    finally:
+        s.fleet.kill("node-a")  # before the proxy goes: its sockets would reset
+        proxy.close()
+        s.fleet.node("node-a")
+
+
+def _node_clock_30s_ahead(s: Scene) -> None:
+    """node-b restarted with its clock 30 s ahead (libfaketime): the Redis server's clock
+    is the one clock, so nothing fires early and nothing is lost."""
+    if not FAKETIME_LIBS:
+        raise RuntimeError("libfaketime missing: apt-get install faketime")
+    s.fleet.kill("node-b")
+    s.fleet.node("node-b", env={"LD_PRELOAD": FAKETIME_LIBS[0], "FAKETIME": "+30s"})
+    s.wait(3)
+    s.fleet.kill("node-a")  # node-b (30 s ahead) owns everything for a while
+    s.wait(8)
+    s.fleet.node("node-a")
+
+
 def _worker_kill(s: Scene) -> None:
     s.fleet.kill("worker-a")
     s.wait(2)
@@ -203,6 +306,8 @@ SCENARIOS: dict[str, Callable[[Scene], None]] = {
     "owner-sigstop-past-lease": _owner_sigstop,
     "redis-oom-15s": _redis_oom_15s,
     "worker-kill-9": _worker_kill,
+    "node-cut-from-redis-10s": _node_cut_10s,
+    "node-clock-30s-ahead": _node_clock_30s_ahead,
 }
 
 
