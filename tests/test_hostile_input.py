@@ -291,3 +291,18 @@ async def test_delete_and_backfill_repeated_concurrently_have_one_effect(
     assert codes == [200, 409], [r.text for r in replies]
     second = next(r for r in replies if r.status_code == 409).json()["error"]
     assert "deleted" in second["message"]
+
+
+async def test_a_1000_task_chain_listed_downstream_first_is_accepted(node, http) -> None:
+    """It raised RecursionError (a 500) in the cycle check."""
+    tasks = [
+        {"name": f"t{i}", "command": "true", "depends_on": [f"t{i + 1}"] if i < 999 else []}
+        for i in range(1000)
+    ]
+    body = {"name": "chain", "schedule": {"type": "interval", "every_s": 3600}, "tasks": tasks}
+    reply = await http.post("/api/v1/dags", json=body)
+    assert reply.status_code == 201, reply.text[:500]
+    tasks[999]["depends_on"] = ["t0"]  # now a 1,000-long cycle
+    cycle = await http.post("/api/v1/dags", json=body)
+    assert cycle.status_code == 422, cycle.text[:500]
+    assert "dependency cycle" in cycle.json()["error"]["message"]
