@@ -261,9 +261,7 @@ def test_bulk_registration_validates_everything_first_and_names_what_it_committe
 async def test_delete_and_backfill_repeated_concurrently_have_one_effect(
     node, http, redis, dep
 ) -> None:
-    job_id = (await post_job(http, schedule={"type": "interval", "every_s": 3600})).json()[
-        "job_id"
-    ]
+    job_id = (await post_job(http, schedule={"type": "interval", "every_s": 3600})).json()["job_id"]
     window = {"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T05:00:00Z"}
     replies: list = []
 
@@ -306,3 +304,44 @@ async def test_a_1000_task_chain_listed_downstream_first_is_accepted(node, http)
     cycle = await http.post("/api/v1/dags", json=body)
     assert cycle.status_code == 422, cycle.text[:500]
     assert "dependency cycle" in cycle.json()["error"]["message"]
+
+
+async def test_a_full_redis_is_503_with_retry_after_and_nothing_changes(
+    own_redis_server,  # type: ignore[no-untyped-def]
+) -> None:
+    import httpx
+    import redis as redis_py
+
+    from shardsched.bench.faults import fill_redis, free_redis
+    from shardsched.redis import Redis
+    from shardsched.router.app import create_app
+    from shardsched.service import serve_http
+
+    redis = Redis(own_redis_server.url, size=4)
+    sync = redis_py.Redis(port=own_redis_server.port)
+    try:
+        dep = await ops.drive_async(ops.open_deployment("oom", 4), redis)
+        async with trio.open_nursery() as nursery:
+            binds = await nursery.start(serve_http, create_app(redis, dep), "127.0.0.1:0")
+            async with httpx.AsyncClient(base_url=binds[0], timeout=10) as http:
+                body = {
+                    "name": "j",
+                    "command": "true",
+                    "schedule": {"type": "interval", "every_s": 60},
+                }
+                fill_redis(sync)
+                before = await keyspace(redis, "oom")
+                full = await http.post("/api/v1/jobs", json=body)
+                assert full.status_code == 503, full.text
+                assert full.headers["retry-after"] == "1"
+                assert full.json()["error"]["code"] == "redis_unavailable"
+                assert "OOM" in full.json()["error"]["message"]
+                assert await keyspace(redis, "oom") == before
+                # reads still work while writes are refused
+                assert (await http.get("/api/v1/jobs")).status_code == 200
+                free_redis(sync)
+                assert (await http.post("/api/v1/jobs", json=body)).status_code == 201
+            nursery.cancel_scope.cancel()
+    finally:
+        sync.close()
+        await redis.aclose()
