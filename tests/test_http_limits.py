@@ -65,3 +65,32 @@ async def test_requests_past_the_in_flight_cap_get_503_with_retry_after(nursery)
             assert shed.json()["error"]["code"] == "overloaded"
             release.set()
         assert results[0].status_code == 200
+
+
+async def test_connections_past_the_cap_are_closed_and_the_rest_are_served(
+    nursery, redis, dep
+) -> None:
+    binds = await nursery.start(
+        lambda task_status: serve_http(
+            create_app(redis, dep), "127.0.0.1:0", max_connections=3, task_status=task_status
+        )
+    )
+    host, port = binds[0].removeprefix("http://").rsplit(":", 1)
+    held = [await trio.open_tcp_stream(host, int(port)) for _ in range(3)]  # idle, open
+    await trio.sleep(0.2)
+    extra = await trio.open_tcp_stream(host, int(port))
+    with trio.fail_after(2):
+        assert await extra.receive_some(100) == b"", "the 4th connection is closed at once"
+    await extra.aclose()
+    for stream in held:
+        await stream.aclose()
+    started = trio.current_time()
+    async with httpx.AsyncClient(base_url=binds[0]) as http:  # slots are free again
+        with trio.fail_after(10):
+            while True:
+                try:
+                    if (await http.get("/healthz")).status_code == 200:
+                        break
+                except httpx.RemoteProtocolError:
+                    await trio.sleep(0.1)
+    print(f"slots free again after {trio.current_time() - started:.2f} s")

@@ -12,11 +12,11 @@ import re
 import signal
 import sys
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import trio
 from hypercorn.config import Config
-from hypercorn.trio import serve
 
 from shardsched import ops
 from shardsched.errors import ConfigError, RedisUnavailable
@@ -68,10 +68,12 @@ async def check_redis_config(redis: Redis, allow_eviction: bool) -> None:
 
 #: HTTP limits (README, "HTTP limits"): a connection that sends nothing for READ_TIMEOUT_S
 #: while a request is open (a body stalled half-way, a slow-loris header) is closed; an
-#: idle keep-alive connection is closed after KEEP_ALIVE_S; at most MAX_IN_FLIGHT requests
-#: are handled at once, the next ones answered 503 with Retry-After at once.
+#: idle keep-alive connection is closed after KEEP_ALIVE_S; at most MAX_CONNECTIONS are
+#: open at once (the next one is closed as soon as it is accepted) and at most
+#: MAX_IN_FLIGHT requests are handled at once (the next ones answered 503 at once).
 READ_TIMEOUT_S = 10
 KEEP_ALIVE_S = 5.0
+MAX_CONNECTIONS = 1024
 MAX_IN_FLIGHT = 256
 BACKLOG = 1024
 
@@ -109,6 +111,13 @@ class InFlightLimit:
             self.in_flight -= 1
 
 
+def _split_bind(bind: str) -> tuple[str, int]:
+    host, _, port = bind.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"--http wants HOST:PORT, got {bind!r}")
+    return host.strip("[]"), int(port)
+
+
 async def serve_http(
     app: Any,
     bind: str,
@@ -116,18 +125,53 @@ async def serve_http(
     read_timeout_s: int = READ_TIMEOUT_S,
     keep_alive_s: float = KEEP_ALIVE_S,
     max_in_flight: int = MAX_IN_FLIGHT,
+    max_connections: int = MAX_CONNECTIONS,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
+    """Serve ``app`` over HTTP/1.1 and h2c with hypercorn's connection handler, behind our
+    own accept loop: hypercorn's ``serve`` has no connection cap, so each accepted
+    connection takes a slot and one over ``max_connections`` is closed at once. Ready with
+    the bound URLs; cancellation closes every connection."""
+    # hypercorn's per-connection server (pinned to a release line in pyproject.toml)
+    from hypercorn.trio.tcp_server import TCPServer
+    from hypercorn.trio.worker_context import WorkerContext
+    from hypercorn.typing import ConnectionState
+    from hypercorn.utils import wrap_app
+
     config = Config()
-    config.bind = [bind]
     config.accesslog = None
     config.errorlog = "-"
-    config.loglevel = "WARNING"  # the ready line is ours to print
-    config.graceful_timeout = 2.0
+    config.loglevel = "WARNING"
     config.read_timeout = read_timeout_s
     config.keep_alive_timeout = keep_alive_s
-    config.backlog = BACKLOG
-    await serve(InFlightLimit(app, max_in_flight), config, task_status=task_status)
+    wrapped = wrap_app(InFlightLimit(app, max_in_flight), config.wsgi_max_body_size, "asgi")
+    context = WorkerContext(None)
+    host, port = _split_bind(bind)
+    listeners = await trio.open_tcp_listeners(port, host=host, backlog=BACKLOG)
+    binds = []
+    for listener in listeners:
+        name = listener.socket.getsockname()
+        shown = f"[{name[0]}]" if ":" in name[0] else name[0]
+        binds.append(f"http://{shown}:{name[1]}")
+    slots = trio.Semaphore(max_connections)
+    refused = 0
+
+    async def handle(stream: trio.SocketStream) -> None:
+        nonlocal refused
+        if slots.value == 0:  # over the cap: no slot, no queue
+            refused += 1
+            if refused == 1 or refused % 1000 == 0:
+                log.warning("HTTP connection cap of %d reached: closing new ones", max_connections)
+            await stream.aclose()
+            return
+        async with slots:
+            await TCPServer(wrapped, config, context, ConnectionState({}), stream)  # type: ignore[arg-type]
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(
+            partial(trio.serve_listeners, handle, listeners, handler_nursery=nursery)
+        )
+        task_status.started(binds)
 
 
 async def run_node(
