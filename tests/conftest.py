@@ -170,3 +170,42 @@ def shardsched_cmd(*args: str) -> list[str]:
 
 def child_env() -> dict[str, str]:
     return {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+def start_api_node(
+    redis_server: RedisServer, namespace: str, log_path: Path, shards: int = 4
+) -> tuple[subprocess.Popen[bytes], str]:
+    """A node process serving the API on its own namespace; returns it and its base URL
+    once /readyz answers (its log in ``log_path``)."""
+    import httpx as _httpx
+
+    port = free_port()
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            shardsched_cmd(
+                "node",
+                "--redis",
+                redis_server.url,
+                "--namespace",
+                namespace,
+                "--shards",
+                str(shards),
+                "--http",
+                f"127.0.0.1:{port}",
+            ),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=child_env(),
+        )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            if _httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                return proc, base
+        except _httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"node did not serve: {log_path.read_text()[-2000:]}")
+        time.sleep(0.1)

@@ -122,22 +122,8 @@ def test_dev_left_running_serves_and_runs_a_job_after_60s(tmp_path: Path) -> Non
 def test_dev_runs_a_job_and_stops_everything_on_sigterm(tmp_path: Path, cluster: int) -> None:
     port = free_port()
     extra = ["--cluster", str(cluster)] if cluster else []
-    proc = subprocess.Popen(
-        shardsched_cmd(
-            "dev", "--http", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "data"), *extra
-        ),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=child_env(),
-        text=True,
-    )
+    proc, line = start_dev(tmp_path, port, *extra)
     try:
-        assert proc.stdout is not None
-        lines = []
-        while not lines or "ready" not in lines[-1]:
-            lines.append(proc.stdout.readline())
-            assert lines[-1], f"dev exited: {lines}"
-        line = lines[-1]
         assert "ready" in line and f"http://127.0.0.1:{port}/api/v1" in line, line
         assert ("redis+cluster://" in line) == bool(cluster), line
         base = f"http://127.0.0.1:{port}"

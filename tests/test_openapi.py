@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -16,8 +15,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from conftest import RedisServer, child_env, shardsched_cmd
-from shardsched.dev import free_port
+from conftest import RedisServer, child_env, start_api_node
 from shardsched.router.openapi import OPERATIONS, openapi_document
 
 schema = schemathesis.openapi.from_dict(openapi_document())
@@ -26,38 +24,11 @@ schema = schemathesis.openapi.from_dict(openapi_document())
 @pytest.fixture(scope="module")
 def live_api(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A node process serving the API on its own namespace."""
-    port = free_port()
-    log = (tmp_path_factory.mktemp("openapi") / "node.log").open("wb")
-    proc = subprocess.Popen(
-        shardsched_cmd(
-            "node",
-            "--redis",
-            redis_server.url,
-            "--namespace",
-            "oa" + uuid.uuid4().hex[:8],
-            "--shards",
-            "4",
-            "--http",
-            f"127.0.0.1:{port}",
-        ),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=child_env(),
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, "node did not serve"
-        time.sleep(0.1)
+    log = tmp_path_factory.mktemp("openapi") / "node.log"
+    proc, base = start_api_node(redis_server, "oa" + uuid.uuid4().hex[:8], log)
     yield base
     proc.terminate()
     proc.wait(timeout=10)
-    log.close()
 
 
 def test_document_is_served_and_covers_every_route(live_api: str) -> None:

@@ -9,7 +9,6 @@ import itertools
 import json
 import os
 import subprocess
-import time
 import uuid
 import zoneinfo
 from collections.abc import Iterator
@@ -21,8 +20,7 @@ import redis as redis_py
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import RedisServer, child_env, shardsched_cmd
-from shardsched.dev import free_port
+from conftest import RedisServer, start_api_node
 
 
 class Live:
@@ -48,42 +46,14 @@ class Live:
 def live(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     """A node process serving the API (the in-process fixtures do not outlive one
     hypothesis example)."""
-    port = free_port()
     namespace = "pp" + uuid.uuid4().hex[:8]
-    log = (tmp_path_factory.mktemp("props") / "node.log").open("wb")
-    proc = subprocess.Popen(
-        shardsched_cmd(
-            "node",
-            "--redis",
-            redis_server.url,
-            "--namespace",
-            namespace,
-            "--shards",
-            "4",
-            "--http",
-            f"127.0.0.1:{port}",
-        ),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=child_env(),
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, "node did not serve"
-        time.sleep(0.1)
+    proc, base = start_api_node(redis_server, namespace, tmp_path_factory.mktemp("props") / "n.log")
     live = Live(base, namespace, redis_server.port, proc)
     yield live
     live.http.close()
     live.redis.close()
     proc.terminate()
     proc.wait(timeout=10)
-    log.close()
 
 
 ZONES = sorted(zoneinfo.available_timezones())

@@ -111,6 +111,38 @@ class InFlightLimit:
             self.in_flight -= 1
 
 
+class _SlotStream:
+    """A connection's stream that gives its slot back the moment it is closed: hypercorn's
+    connection task outlives the socket by up to the keep-alive timeout, and a closed
+    connection must not count against the cap."""
+
+    def __init__(self, stream: trio.SocketStream, slots: trio.Semaphore) -> None:
+        self._stream = stream
+        self._slots: trio.Semaphore | None = slots
+
+    def release(self) -> None:
+        if self._slots is not None:
+            self._slots.release()
+            self._slots = None
+
+    async def aclose(self) -> None:
+        self.release()
+        await self._stream.aclose()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        try:
+            data = await self._stream.receive_some(max_bytes)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.release()
+            raise
+        if not data:  # the client has gone
+            self.release()
+        return data
+
+    def __getattr__(self, name: str) -> Any:  # send_all, receive_some, socket, …
+        return getattr(self._stream, name)
+
+
 def _split_bind(bind: str) -> tuple[str, int]:
     host, _, port = bind.rpartition(":")
     if not host or not port.isdigit():
@@ -158,14 +190,19 @@ async def serve_http(
 
     async def handle(stream: trio.SocketStream) -> None:
         nonlocal refused
-        if slots.value == 0:  # over the cap: no slot, no queue
+        try:
+            slots.acquire_nowait()
+        except trio.WouldBlock:  # over the cap: no slot, no queue
             refused += 1
             if refused == 1 or refused % 1000 == 0:
                 log.warning("HTTP connection cap of %d reached: closing new ones", max_connections)
             await stream.aclose()
             return
-        async with slots:
-            await TCPServer(wrapped, config, context, ConnectionState({}), stream)  # type: ignore[arg-type]
+        held = _SlotStream(stream, slots)
+        try:
+            await TCPServer(wrapped, config, context, ConnectionState({}), held)  # type: ignore[arg-type]
+        finally:
+            held.release()
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(
