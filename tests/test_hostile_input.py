@@ -345,3 +345,37 @@ async def test_a_full_redis_is_503_with_retry_after_and_nothing_changes(
     finally:
         sync.close()
         await redis.aclose()
+
+
+async def test_bad_cursors_are_422(node, http) -> None:
+    import base64
+
+    def cursor(raw: bytes) -> str:
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    for bad in (cursor(b"nan|x"), cursor(b"inf|x"), cursor(b"-inf|x"), "garbage!!", cursor(b"")):
+        for path in ("/api/v1/jobs", "/api/v1/dead-letter", "/api/v1/dags"):
+            reply = await http.get(path, params={"cursor": bad})
+            assert reply.status_code == 422, (path, bad, reply.text)
+            assert reply.json()["error"]["details"]["field"] == "$.cursor"
+
+
+async def test_names_with_control_or_format_characters_are_422(node, http, redis, dep) -> None:
+    before = await keyspace(redis, dep.namespace)
+    for name in ("a\x00b", "red\x1b[31m", "evil\u202etxt.exe", "zero\u200bwidth", "line\nbreak"):
+        reply = await post_job(http, name=name, schedule={"type": "interval", "every_s": 60})
+        assert reply.status_code == 422, (name, reply.text)
+        error = reply.json()["error"]
+        assert error["details"]["field"] == "$.name"
+        assert "control or invisible format characters" in error["message"], error
+    assert await keyspace(redis, dep.namespace) == before
+    ok = await post_job(http, name="naïve 日本 ok", schedule={"type": "interval", "every_s": 60})
+    assert ok.status_code == 201
+
+
+def test_the_cli_never_prints_raw_control_characters() -> None:
+    from shardsched.api_cli import table
+
+    out = table(["NAME"], [["x\x1b[31mred\u202eevil\x07"]])
+    assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out
+    assert "\\x1b[31mred\\u202eevil\\x07" in out

@@ -122,7 +122,7 @@ async def start_cluster(masters: int, root: Path) -> tuple[list[trio.Process], s
 
 
 async def wait_for_redis(url: str, timeout: float = 10.0) -> None:
-    redis = Redis(url, size=1, retry_for=timeout)
+    redis = Redis(url, size=1, retry_for=timeout, log_failures=False)  # it is starting up
     try:
         await redis.execute("PING")
     finally:

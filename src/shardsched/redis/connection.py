@@ -284,8 +284,10 @@ class Redis(Commands):
         size: int = 4,
         connect_timeout: float = 5.0,
         retry_for: float = 10.0,
+        log_failures: bool = True,
     ) -> None:
         self.url = RedisURL.parse(url)
+        self._log_failures = log_failures  #: False while waiting for a server we started
         self._limit = trio.Semaphore(size)
         self._idle: list[Connection] = []
         self._connect_timeout = connect_timeout
@@ -300,7 +302,7 @@ class Redis(Commands):
             try:
                 return await Connection.open(self.url, self._connect_timeout)
             except RedisConnectionError as exc:
-                if not said:  # once per episode: loud when it needs an operator
+                if not said and self._log_failures:  # once per episode: loud for an operator
                     said = True
                     level = logging.ERROR if isinstance(exc, RedisRefusedError) else logging.WARNING
                     log.log(level, "%s; retrying", exc)
