@@ -5,6 +5,8 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -38,8 +40,12 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def start_dev(tmp_path: Path, port: int, *extra: str) -> tuple[subprocess.Popen[str], str]:
-    """``shardsched dev`` as a user starts it; returns the process and its ready line."""
+@contextmanager
+def running_dev(
+    tmp_path: Path, port: int, *extra: str
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``shardsched dev`` as a user starts it: the process and its ready line; killed on
+    the way out if the test left it running."""
     proc = subprocess.Popen(
         shardsched_cmd(
             "dev", "--http", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "data"), *extra
@@ -50,13 +56,19 @@ def start_dev(tmp_path: Path, port: int, *extra: str) -> tuple[subprocess.Popen[
         text=True,
     )
     assert proc.stdout is not None
-    lines: list[str] = []
-    while not lines or "ready" not in lines[-1]:
-        lines.append(proc.stdout.readline())
-        if not lines[-1]:
+    try:
+        lines: list[str] = []
+        while not lines or "ready" not in lines[-1]:
+            lines.append(proc.stdout.readline())
+            if not lines[-1]:
+                proc.wait()
+                raise AssertionError(f"dev exited: {lines}")
+        yield proc, lines[-1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
             proc.wait()
-            raise AssertionError(f"dev exited: {lines}")
-    return proc, lines[-1]
+        proc.stdout.close()
 
 
 def run_once_job(http: httpx.Client, command: str, timeout: float = 20) -> dict:
@@ -77,8 +89,7 @@ def run_once_job(http: httpx.Client, command: str, timeout: float = 20) -> dict:
 
 def test_kill_9_of_dev_takes_redis_and_workers_along(tmp_path: Path) -> None:
     port = free_port()
-    proc, _ = start_dev(tmp_path, port)
-    try:
+    with running_dev(tmp_path, port) as (proc, _):
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
             run_once_job(http, "true")
         tree = descendants(proc.pid)
@@ -89,20 +100,13 @@ def test_kill_9_of_dev_takes_redis_and_workers_along(tmp_path: Path) -> None:
         while time.monotonic() < deadline and any(alive(pid) for pid in tree):
             time.sleep(0.05)
         assert [pid for pid in tree if alive(pid)] == [], "dev's children outlived a kill -9"
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 @pytest.mark.slow
 def test_dev_left_running_serves_and_runs_a_job_after_60s(tmp_path: Path) -> None:
     """The bug this guards: redis-server and the worker were killed 10 s after start."""
     port = free_port()
-    proc, _ = start_dev(tmp_path, port)
-    try:
+    with running_dev(tmp_path, port) as (proc, _):
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
             time.sleep(65)  # the point of the test: time passes with dev idle
             assert proc.poll() is None
@@ -111,40 +115,21 @@ def test_dev_left_running_serves_and_runs_a_job_after_60s(tmp_path: Path) -> Non
             out = http.get(f"/api/v1/runs/{run['run_id']}/output").json()["output"]
             assert out == "still here\n"
         assert "Received SIGTERM" not in (tmp_path / "data" / "redis.log").read_text()
-    finally:
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=20)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        assert proc.wait(timeout=20) == 0
 
 
 @pytest.mark.parametrize("cluster", [0, 3], ids=["one-redis", "cluster-3"])
 def test_dev_runs_a_job_and_stops_everything_on_sigterm(tmp_path: Path, cluster: int) -> None:
     port = free_port()
     extra = ["--cluster", str(cluster)] if cluster else []
-    proc, line = start_dev(tmp_path, port, *extra)
-    try:
+    with running_dev(tmp_path, port, *extra) as (proc, line):
         assert "ready" in line and f"http://127.0.0.1:{port}/api/v1" in line, line
         assert ("redis+cluster://" in line) == bool(cluster), line
         base = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=base, timeout=10) as http:
-            body = {
-                "name": "dev-e2e",
-                "schedule": {"type": "once", "at": "2020-01-01T00:00:00Z"},
-                "command": "echo dev says hi",
-            }
-            resp = http.post("/api/v1/jobs", json=body)
-            assert resp.status_code == 201, resp.text
-            job_id = resp.json()["job_id"]
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                runs = http.get(f"/api/v1/jobs/{job_id}/runs").json()["runs"]
-                if runs and runs[0]["state"] == "succeeded":
-                    break
-                time.sleep(0.1)
-            else:
-                raise AssertionError(f"run did not succeed: {runs}")
-            out = http.get(f"/api/v1/runs/{runs[0]['run_id']}/output").json()["output"]
+            run = run_once_job(http, "echo dev says hi")
+            out = http.get(f"/api/v1/runs/{run['run_id']}/output").json()["output"]
             assert out == "dev says hi\n"
             assert http.get("/readyz").status_code == 200
         tree = descendants(proc.pid)
@@ -155,9 +140,3 @@ def test_dev_runs_a_job_and_stops_everything_on_sigterm(tmp_path: Path, cluster:
         assert proc.wait(timeout=20) == 0
         survivors = [pid for pid in tree if alive(pid)]
         assert survivors == [], f"left behind: {survivors}"
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()

@@ -12,16 +12,20 @@ from shardsched.router.app import create_app
 from shardsched.service import serve_http
 
 
+async def serve(nursery, app, **limits) -> tuple[str, str, int]:  # type: ignore[no-untyped-def]
+    """serve_http on a free loopback port with ``limits``; (base URL, host, port)."""
+    binds = await nursery.start(
+        lambda task_status: serve_http(app, "127.0.0.1:0", task_status=task_status, **limits)
+    )
+    host, port = binds[0].removeprefix("http://").rsplit(":", 1)
+    return binds[0], host, int(port)
+
+
 async def test_a_body_stalled_half_way_is_closed_after_the_read_timeout(
     nursery, redis, dep
 ) -> None:
-    binds = await nursery.start(
-        lambda task_status: serve_http(
-            create_app(redis, dep), "127.0.0.1:0", read_timeout_s=1, task_status=task_status
-        )
-    )
-    host, port = binds[0].removeprefix("http://").rsplit(":", 1)
-    stream = await trio.open_tcp_stream(host, int(port))
+    base, host, port = await serve(nursery, create_app(redis, dep), read_timeout_s=1)
+    stream = await trio.open_tcp_stream(host, port)
     await stream.send_all(
         b"POST /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"na'
@@ -33,7 +37,7 @@ async def test_a_body_stalled_half_way_is_closed_after_the_read_timeout(
     assert trio.current_time() - started < 4, "the stalled connection was held"
     await stream.aclose()
     # the server still serves
-    async with httpx.AsyncClient(base_url=binds[0]) as http:
+    async with httpx.AsyncClient(base_url=base) as http:
         assert (await http.get("/healthz")).status_code == 200
 
 
@@ -47,10 +51,8 @@ async def test_requests_past_the_in_flight_cap_get_503_with_retry_after(nursery)
         return JSONResponse({"ok": True})
 
     app = Starlette(routes=[Route("/slow", slow)])
-    binds = await nursery.start(
-        lambda task_status: serve_http(app, "127.0.0.1:0", max_in_flight=1, task_status=task_status)
-    )
-    async with httpx.AsyncClient(base_url=binds[0], timeout=10) as http:
+    base, _, _ = await serve(nursery, app, max_in_flight=1)
+    async with httpx.AsyncClient(base_url=base, timeout=10) as http:
         results: list[httpx.Response] = []
 
         async def first() -> None:
@@ -70,22 +72,17 @@ async def test_requests_past_the_in_flight_cap_get_503_with_retry_after(nursery)
 async def test_connections_past_the_cap_are_closed_and_the_rest_are_served(
     nursery, redis, dep
 ) -> None:
-    binds = await nursery.start(
-        lambda task_status: serve_http(
-            create_app(redis, dep), "127.0.0.1:0", max_connections=3, task_status=task_status
-        )
-    )
-    host, port = binds[0].removeprefix("http://").rsplit(":", 1)
-    held = [await trio.open_tcp_stream(host, int(port)) for _ in range(3)]  # idle, open
+    base, host, port = await serve(nursery, create_app(redis, dep), max_connections=3)
+    held = [await trio.open_tcp_stream(host, port) for _ in range(3)]  # idle, open
     await trio.sleep(0.2)
-    extra = await trio.open_tcp_stream(host, int(port))
+    extra = await trio.open_tcp_stream(host, port)
     with trio.fail_after(2):
         assert await extra.receive_some(100) == b"", "the 4th connection is closed at once"
     await extra.aclose()
     for stream in held:
         await stream.aclose()
     started = trio.current_time()
-    async with httpx.AsyncClient(base_url=binds[0]) as http:  # slots are free again
+    async with httpx.AsyncClient(base_url=base) as http:  # slots are free again
         with trio.fail_after(10):
             while True:
                 try:

@@ -88,34 +88,33 @@ async def _read_pid(path: Path) -> bool:
     return path.exists() and path.read_text().strip().isdigit()
 
 
-async def test_a_40s_job_on_an_idle_worker_succeeds(
-    node, redis, dep, redis_server, tmp_path
-) -> None:
-    """The bug this guards: trio spawns from a cached thread that retires after 10 s idle,
-    and PR_SET_PDEATHSIG killed the job with it, 10.0 s after its start."""
-    job_id = await once_job(redis, dep, "sleep 40; echo finished", lease_s=30, timeout_s=120)
-    proc = start_worker(redis_server.url, dep.namespace, "w-long", tmp_path / "w.log")
+async def run_long_job(node_fixtures, seconds: int, timeout_s: int, wait_s: float) -> None:  # type: ignore[no-untyped-def]
+    """A job of ``seconds`` on a worker process left idle meanwhile: one run, one attempt,
+    its output complete."""
+    redis, dep, redis_server, tmp_path = node_fixtures
+    command = f"sleep {seconds}; echo finished"
+    job_id = await once_job(redis, dep, command, lease_s=30, timeout_s=timeout_s)
+    proc = start_worker(redis_server.url, dep.namespace, f"w-{seconds}", tmp_path / "w.log")
     try:
-        runs = await wait_run(redis, dep, job_id, "succeeded", timeout=70)
+        runs = await wait_run(redis, dep, job_id, "succeeded", timeout=wait_s)
         assert len(runs) == 1 and runs[0].attempt == 1, runs
         output = await ops.drive_async(ops.get_output(dep, runs[0].run_id), redis)
         assert output.output == "finished\n", output
     finally:
         proc.kill()
         proc.wait()
+
+
+async def test_a_40s_job_on_an_idle_worker_succeeds(
+    node, redis, dep, redis_server, tmp_path
+) -> None:
+    """The bug this guards: trio spawns from a cached thread that retires after 10 s idle,
+    and PR_SET_PDEATHSIG killed the job with it, 10.0 s after its start."""
+    await run_long_job((redis, dep, redis_server, tmp_path), 40, timeout_s=120, wait_s=70)
 
 
 @pytest.mark.slow
 async def test_a_3_minute_job_under_a_600s_timeout_succeeds(
     node, redis, dep, redis_server, tmp_path
 ) -> None:
-    job_id = await once_job(redis, dep, "sleep 180; echo finished", lease_s=30, timeout_s=600)
-    proc = start_worker(redis_server.url, dep.namespace, "w-3min", tmp_path / "w.log")
-    try:
-        runs = await wait_run(redis, dep, job_id, "succeeded", timeout=240)
-        assert len(runs) == 1 and runs[0].attempt == 1, runs
-        output = await ops.drive_async(ops.get_output(dep, runs[0].run_id), redis)
-        assert output.output == "finished\n", output
-    finally:
-        proc.kill()
-        proc.wait()
+    await run_long_job((redis, dep, redis_server, tmp_path), 180, timeout_s=600, wait_s=240)

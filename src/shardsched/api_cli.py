@@ -19,6 +19,8 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from shardsched.models import UNPRINTABLE
+
 DEFAULT_API = "http://127.0.0.1:8080"
 
 
@@ -63,9 +65,7 @@ def request(api: str, method: str, path: str, body: Any = None) -> Any:
         raise CliError(f"cannot reach the API at {api}: {reason}") from None
 
 
-_UNPRINTABLE = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u00ad\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]"
-)
+_UNPRINTABLE = re.compile(f"[{UNPRINTABLE}]")  #: what a Name may not hold (models)
 
 
 def printable(text: str) -> str:

@@ -22,7 +22,8 @@ _T = TypeVar("_T")
 #: No control characters (C0, DEL, C1) and no invisible format characters (zero-width,
 #: bidirectional overrides such as U+202E, BOM): a name is shown in tables and logs and
 #: must look like what it is.
-_PRINTABLE = "^[^\x00-\x1f\x7f-\x9f\u00ad\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]*$"
+UNPRINTABLE = "\x00-\x1f\x7f-\x9f\u00ad\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff"
+_PRINTABLE = f"^[^{UNPRINTABLE}]*$"
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=_PRINTABLE)]
 Command = Annotated[str, msgspec.Meta(min_length=1, max_length=65536)]
 PositiveSeconds = Annotated[float, msgspec.Meta(gt=0, le=366 * 86400)]

@@ -26,7 +26,6 @@ import json
 import selectors
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -41,8 +40,7 @@ from typing import Any
 import redis as redis_py
 
 from shardsched import audit
-from shardsched.bench.harness import BenchRedis
-from shardsched.lifeline import child_env, lifeline
+from shardsched.bench.harness import BenchRedis, Procs
 from shardsched.models import IntervalSchedule, JobSpec
 from shardsched.sdk import Client
 from shardsched.shard.cron import from_ms
@@ -121,24 +119,18 @@ class FreezableProxy:
 
 @dataclass
 class Fleet:
-    """The processes of one scenario, each started by PID with its own log file."""
+    """The processes of one scenario (the harness's :class:`Procs`), each with its own log
+    file, and the ones that exited on their own."""
 
     url: str
     namespace: str
     log_dir: Path
-    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    procs: Procs = field(default_factory=Procs)
     exits: dict[str, int] = field(default_factory=dict)  #: unexpected exits seen
 
     def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> None:
-        with (self.log_dir / f"{name}.log").open("ab") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "shardsched", *args],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=child_env({"PYTHONUNBUFFERED": "1", **(env or {})}),
-            )
-        lifeline().hold(proc.pid, group=False)
-        self.procs[name] = proc
+        log = self.log_dir / f"{name}.log"
+        self.procs.start(name, *args, log=log, env={"PYTHONUNBUFFERED": "1", **(env or {})})
 
     def node(self, name: str, url: str | None = None, env: dict[str, str] | None = None) -> None:
         self.start(
@@ -159,34 +151,20 @@ class Fleet:
         )
 
     def signal(self, name: str, sig: int) -> None:
-        self.procs[name].send_signal(sig)
+        self.procs.procs[name].send_signal(sig)
 
     def kill(self, name: str) -> None:
         """kill -9 on purpose: not an unexpected exit."""
-        proc = self.procs.pop(name)
-        proc.kill()
-        proc.wait()
-        lifeline().release(proc.pid, group=False)
+        self.procs.kill(name)
 
     def check(self) -> None:
-        for name, proc in self.procs.items():
+        for name, proc in self.procs.procs.items():
             if proc.poll() is not None and name not in self.exits:
                 self.exits[name] = proc.returncode
 
     def stop_all(self) -> None:
         self.check()
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.terminate()
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            lifeline().release(proc.pid, group=False)
-        self.procs.clear()
+        self.procs.stop_all()
 
 
 @dataclass

@@ -97,13 +97,22 @@ class Procs:
     def __init__(self) -> None:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
-    def start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "shardsched", *args],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=child_env(),
-        )
+    def start(
+        self, name: str, *args: str, log: Path | None = None, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Start ``shardsched *args`` (output to ``log``, else discarded), held on the
+        lifeline."""
+        out = log.open("ab") if log is not None else subprocess.DEVNULL
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "shardsched", *args],
+                stdout=out,
+                stderr=subprocess.STDOUT if log is not None else subprocess.DEVNULL,
+                env=child_env(env),
+            )
+        finally:
+            if log is not None:
+                out.close()  # type: ignore[union-attr]
         lifeline().hold(proc.pid, group=False)
         self.procs[name] = proc
         return proc
@@ -117,6 +126,7 @@ class Procs:
     def stop_all(self, sig: int = signal.SIGTERM) -> None:
         for proc in self.procs.values():
             if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)  # a stopped process cannot act on sig
                 proc.send_signal(sig)
         for proc in self.procs.values():
             try:
