@@ -23,10 +23,10 @@ import trio
 
 from shardsched import ops
 from shardsched.dev import free_port, redis_server_args
-from shardsched.redis import Redis
 from shardsched.router.app import create_app
 from shardsched.service import serve_http
 from shardsched.shard.manager import ShardManager
+from shardsched.store.redis import Redis
 from shardsched.worker.worker import Worker
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"

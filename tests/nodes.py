@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from conftest import child_env, shardsched_cmd, wait_until
-from shardsched import audit, ops
-from shardsched.cluster import ClusterView, cluster_view
-from shardsched.redis import Redis
+from shardsched import ops
+from shardsched.ops import audit
+from shardsched.ops.cluster import ClusterView, cluster_view
+from shardsched.store.redis import Redis
 
 LEASE_TTL_S = 2.0
 RENEW_EVERY_S = 0.5

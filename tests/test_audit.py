@@ -61,6 +61,6 @@ async def test_audit_counts_and_exit_codes(node, redis, redis_server, dep) -> No
 
 
 def ops_patch_paused():  # type: ignore[no-untyped-def]
-    from shardsched.models import JobPatch, JobStatus
+    from shardsched.core.models import JobPatch, JobStatus
 
     return JobPatch(status=JobStatus.PAUSED)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from shardsched.models import Catchup, IntervalSchedule, OnceSchedule, Timing
-from shardsched.shard.catchup import Decision, Skip, decide
-from shardsched.shard.cron import next_fire_ms
+from shardsched.core.catchup import Decision, Skip, decide
+from shardsched.core.models import Catchup, IntervalSchedule, OnceSchedule, Timing
+from shardsched.core.schedule import next_fire_ms
 
 
 def run(policy: Catchup, old: int, now: int, every: float = 1.0, grace: float = 2.0) -> Decision:
@@ -45,7 +45,7 @@ def test_once_job_late_under_none_is_skipped_and_exhausted() -> None:
 
 
 def cron(policy: Catchup, expression: str = "* * * * *", max_catchup: int = 1000) -> Timing:
-    from shardsched.models import CronSchedule
+    from shardsched.core.models import CronSchedule
 
     return Timing(CronSchedule(expression=expression), policy, 60.0, max_catchup=max_catchup)
 

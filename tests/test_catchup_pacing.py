@@ -6,8 +6,9 @@ from __future__ import annotations
 import trio
 
 from conftest import drive_list
-from shardsched import listing, ops
-from shardsched.models import Catchup, IntervalSchedule, JobSpec
+from shardsched import ops
+from shardsched.core.models import Catchup, IntervalSchedule, JobSpec
+from shardsched.ops import listing
 
 
 async def test_a_backlog_of_100k_ticks_drains_beside_on_time_jobs(node, redis, dep) -> None:

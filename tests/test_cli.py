@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 
 from conftest import child_env, keyspace, shardsched_cmd
-from shardsched.scripts import SCRIPTS
+from shardsched.store.scripts import SCRIPTS
 
 
 def run(*args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:

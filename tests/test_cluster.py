@@ -14,9 +14,10 @@ import trio
 import test_end_to_end as e2e
 from conftest import wait_until
 from redis_cluster import LocalCluster
-from shardsched import IntervalSchedule, JobSpec, audit, ops
-from shardsched.redis import connect
+from shardsched import IntervalSchedule, JobSpec, ops
+from shardsched.ops import audit
 from shardsched.shard.manager import ShardManager
+from shardsched.store.redis import connect
 from shardsched.worker.worker import Worker
 
 pytestmark = pytest.mark.processes

@@ -6,14 +6,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from shardsched.models import CronSchedule, IntervalSchedule, OnceSchedule
-from shardsched.shard.cron import (
+from shardsched.core.instants import to_ms
+from shardsched.core.models import CronSchedule, IntervalSchedule, OnceSchedule
+from shardsched.core.schedule import (
     NextFireMemo,
     cron_next_ms,
     first_fire_ms,
     next_fire_ms,
     parse_cron,
-    to_ms,
 )
 
 

@@ -11,7 +11,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shardsched.shard.cron import cron_next_ms, from_ms, to_ms
+from shardsched.core.instants import from_ms, to_ms
+from shardsched.core.schedule import cron_next_ms
 
 START, END = datetime(2025, 1, 1, tzinfo=UTC), datetime(2031, 1, 1, tzinfo=UTC)
 

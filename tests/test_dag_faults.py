@@ -9,9 +9,10 @@ import trio
 
 from conftest import drive_list, wait_until
 from nodes import Nodes, run_audit, view, wait_owned_by
-from shardsched import dag_ops, listing
-from shardsched.models import DagSpec, IntervalSchedule, JobStatus, TaskSpec
-from shardsched.ops import drive_async as drive
+from shardsched.core.models import DagSpec, IntervalSchedule, JobStatus, TaskSpec
+from shardsched.ops import dags as dag_ops
+from shardsched.ops import listing
+from shardsched.store.calls import drive_async as drive
 
 pytestmark = pytest.mark.processes
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from shardsched.dag import topology, validate_dag
-from shardsched.models import DagSpec, TaskSpec
+from shardsched.core.dag import topology, validate_dag
+from shardsched.core.models import DagSpec, TaskSpec
 
 
 def tasks(edges: dict[str, list[str]]) -> list[TaskSpec]:

@@ -12,10 +12,11 @@ import httpx
 import trio
 
 from conftest import drive_list, keyspace, wait_until
-from shardsched import dag_ops, listing
-from shardsched.keys import CONSUMER_GROUP
-from shardsched.models import DagSpec, OnceSchedule, TaskSpec
-from shardsched.ops import drive_async as drive
+from shardsched.core.models import DagSpec, OnceSchedule, TaskSpec
+from shardsched.ops import dags as dag_ops
+from shardsched.ops import listing
+from shardsched.store.calls import drive_async as drive
+from shardsched.store.keys import CONSUMER_GROUP
 from shardsched.worker.worker import Worker
 
 FAR = {"type": "once", "at": "2099-01-01T00:00:00Z"}  # fires only when triggered

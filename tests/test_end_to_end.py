@@ -12,8 +12,8 @@ import trio
 
 from conftest import wait_until
 from shardsched import Client, IntervalSchedule, JobSpec
-from shardsched.models import Run
-from shardsched.shard.cron import from_ms
+from shardsched.core.instants import from_ms
+from shardsched.core.views import Run
 
 
 def iso(dt: datetime) -> str:

@@ -9,10 +9,11 @@ from collections import Counter
 import trio
 
 from conftest import RedisServer, child_env, drive_list, shardsched_cmd, wait_until
-from shardsched import IntervalSchedule, JobSpec, OnceSchedule, listing, ops
-from shardsched.redis import Redis
-from shardsched.shard.cron import from_ms
+from shardsched import IntervalSchedule, JobSpec, OnceSchedule, ops
+from shardsched.core.instants import from_ms
+from shardsched.ops import listing
 from shardsched.shard.manager import ShardManager
+from shardsched.store.redis import Redis
 from shardsched.worker.worker import Worker
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import trio
 
 from nodes import view
-from shardsched.cluster import ClusterView
+from shardsched.ops.cluster import ClusterView
 from shardsched.shard.manager import ShardManager
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import trio
 
 from conftest import keyspace, wait_until
-from shardsched import audit, ops
+from shardsched import ops
+from shardsched.ops import audit
 
 
 async def post_job(http, **body):  # type: ignore[no-untyped-def]
@@ -222,7 +223,7 @@ def test_bulk_registration_validates_everything_first_and_names_what_it_committe
     import pytest
 
     from shardsched import BulkPartiallyApplied, Client, ValidationError
-    from shardsched.models import IntervalSchedule, JobSpec
+    from shardsched.core.models import IntervalSchedule, JobSpec
 
     client = Client(own_redis_server.url, "bulk")
     try:
@@ -313,9 +314,9 @@ async def test_a_full_redis_is_503_with_retry_after_and_nothing_changes(
     import redis as redis_py
 
     from shardsched.bench.faults import fill_redis, free_redis
-    from shardsched.redis import Redis
     from shardsched.router.app import create_app
     from shardsched.service import serve_http
+    from shardsched.store.redis import Redis
 
     redis = Redis(own_redis_server.url, size=4)
     sync = redis_py.Redis(port=own_redis_server.port)
@@ -374,7 +375,7 @@ async def test_names_with_control_or_format_characters_are_422(node, http, redis
 
 
 def test_the_cli_never_prints_raw_control_characters() -> None:
-    from shardsched.api_cli import table
+    from shardsched.cli.api import table
 
     out = table(["NAME"], [["x\x1b[31mred\u202eevil\x07"]])
     assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out

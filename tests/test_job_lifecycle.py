@@ -7,7 +7,7 @@ import itertools
 from datetime import datetime, timedelta
 
 from conftest import keyspace, wait_until
-from shardsched.shard.cron import from_ms
+from shardsched.core.instants import from_ms
 
 ONCE_PAST = {"type": "once", "at": "2020-01-01T00:00:00Z"}
 

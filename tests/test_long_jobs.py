@@ -1,5 +1,5 @@
 """Job processes live exactly as long as they should: past trio's 10 s idle-thread lifetime,
-up to their timeout, and never past a kill -9 of their worker (see shardsched.lifeline)."""
+up to their timeout, and never past a kill -9 of their worker (see shardsched.runtime.lifeline)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def test_a_killed_parent_takes_registered_and_marked_children_along(tmp_path: Pa
     script = tmp_path / "parent.py"
     script.write_text(
         "import subprocess, time\n"
-        "from shardsched.lifeline import child_env, lifeline\n"
+        "from shardsched.runtime.lifeline import child_env, lifeline\n"
         # a job-like group (registered) whose shell left a background child behind
         "g = subprocess.Popen(['/bin/sh', '-c', 'sleep 60 & sleep 61'],"
         " start_new_session=True, env=child_env())\n"

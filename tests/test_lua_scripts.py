@@ -8,8 +8,8 @@ import hiredis
 
 from conftest import RedisServer, keyspace
 from shardsched import IntervalSchedule, JobSpec, ops
-from shardsched.keys import CONSUMER_GROUP
-from shardsched.redis import Redis
+from shardsched.store.keys import CONSUMER_GROUP
+from shardsched.store.redis import Redis
 
 
 async def register(redis: Redis, dep: ops.Deployment, every_s: float = 60) -> str:

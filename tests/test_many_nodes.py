@@ -10,9 +10,10 @@ import pytest
 import trio
 
 from nodes import LEASE_TTL_S, Nodes, owners, refused, run_audit, view, wait_owned_by
-from shardsched import IntervalSchedule, JobSpec, audit, ops
-from shardsched.models import Catchup
-from shardsched.redis import Redis
+from shardsched import IntervalSchedule, JobSpec, ops
+from shardsched.core.models import Catchup
+from shardsched.ops import audit
+from shardsched.store.redis import Redis
 
 pytestmark = pytest.mark.processes
 

@@ -17,10 +17,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import child_env, shardsched_cmd, wait_until
 from shardsched import IntervalSchedule, JobSpec, ops
+from shardsched.core.models import DagSpec, OnceSchedule, TaskSpec
 from shardsched.dev import free_port
-from shardsched.metrics import Metrics, metric_names
-from shardsched.models import DagSpec, OnceSchedule, TaskSpec
 from shardsched.router.app import create_app
+from shardsched.runtime.metrics import Metrics, metric_names
 from shardsched.service import serve_http
 from shardsched.shard.manager import ShardManager
 from shardsched.worker.worker import Worker
@@ -235,7 +235,7 @@ async def test_a_run_past_its_p99_is_overrunning(node, redis, dep, tmp_path) -> 
         assert ratio > 2
 
         async def in_status() -> bool:
-            from shardsched.status import status_view
+            from shardsched.ops.status import status_view
 
             st = await ops.drive_async(status_view(dep), redis)
             return st.overrunning == 1
@@ -245,7 +245,7 @@ async def test_a_run_past_its_p99_is_overrunning(node, redis, dep, tmp_path) -> 
 
 
 async def test_an_unclaimed_dag_task_past_its_sla_counts_stalled(node, redis, dep, nursery) -> None:
-    from shardsched import dag_ops
+    from shardsched.ops import dags as dag_ops
 
     spec = DagSpec(
         name="s", schedule=FAR, tasks=[TaskSpec(name="a", command="true")], stall_sla_s=0.3

@@ -8,9 +8,10 @@ from datetime import UTC, datetime
 import trio
 
 from shardsched import Client
-from shardsched.models import CronSchedule, IntervalSchedule, SchedulePreviewRequest
-from shardsched.preview import preview
-from shardsched.shard.cron import next_fire_ms, to_ms
+from shardsched.core.instants import to_ms
+from shardsched.core.models import CronSchedule, IntervalSchedule, SchedulePreviewRequest
+from shardsched.core.schedule import next_fire_ms
+from shardsched.ops.preview import preview
 
 
 def berlin(expression: str, after: str, count: int) -> dict:

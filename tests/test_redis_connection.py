@@ -9,8 +9,8 @@ import pytest
 import trio
 
 from conftest import RedisServer
-from shardsched.redis import Redis, RedisConnectionError, RedisURL, ReplyError
-from shardsched.redis.connection import RedisRefusedError
+from shardsched.store.redis import Redis, RedisConnectionError, RedisURL, ReplyError
+from shardsched.store.redis.connection import RedisRefusedError
 
 
 def test_url_parsing() -> None:

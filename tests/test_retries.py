@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import wait_until
-from shardsched.models import Backoff, RetryPolicy
-from shardsched.worker.backoff import retry_delay_s
+from shardsched.core.models import Backoff, RetryPolicy
+from shardsched.core.retry import retry_delay_s
 
 
 def test_backoff_bounds() -> None:

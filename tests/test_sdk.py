@@ -23,7 +23,8 @@ from shardsched import (
     RunNotFound,
     ValidationError,
 )
-from shardsched.models import Catchup, Job, RunList
+from shardsched.core.models import Catchup
+from shardsched.core.views import Job, RunList
 
 HOURLY = IntervalSchedule(every_s=3600)
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 import trio
 
 from conftest import wait_until
-from shardsched import audit, ops
-from shardsched.models import JobSpec, OnceSchedule
-from shardsched.shard.cron import from_ms
-from shardsched.status import status_view
+from shardsched import ops
+from shardsched.core.instants import from_ms
+from shardsched.core.models import JobSpec, OnceSchedule
+from shardsched.ops import audit
+from shardsched.ops.status import status_view
 from shardsched.worker.worker import Worker
 
 

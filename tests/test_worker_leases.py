@@ -11,10 +11,11 @@ import pytest
 import trio
 
 from conftest import child_env, drive_list, shardsched_cmd, wait_until
-from shardsched import audit, listing, ops
-from shardsched.cluster import list_workers
-from shardsched.models import JobSpec, OnceSchedule
-from shardsched.shard.cron import from_ms
+from shardsched import ops
+from shardsched.core.instants import from_ms
+from shardsched.core.models import JobSpec, OnceSchedule
+from shardsched.ops import audit, listing
+from shardsched.ops.cluster import list_workers
 
 pytestmark = pytest.mark.processes
 

@@ -7,7 +7,7 @@ import trio
 
 from conftest import wait_until
 from shardsched import ops
-from shardsched.cluster import list_workers
+from shardsched.ops.cluster import list_workers
 from shardsched.worker.http_client import HttpWorkerClient, ProtocolError
 
 

@@ -1,6 +1,7 @@
 """shardsched: a distributed cron and DAG scheduler, sharded trio actors on Redis."""
 
-from shardsched.errors import (
+from shardsched._version import __version__
+from shardsched.core.errors import (
     AlreadyRetried,
     BulkPartiallyApplied,
     ConflictError,
@@ -16,24 +17,19 @@ from shardsched.errors import (
     ShardschedError,
     ValidationError,
 )
-from shardsched.models import (
+from shardsched.core.models import (
     CronSchedule,
-    Dag,
-    DagRun,
     DagSpec,
     IntervalSchedule,
-    Job,
     JobPatch,
     JobSpec,
     OnceSchedule,
     RetryPolicy,
-    Run,
     RunState,
     TaskSpec,
     TriggerRule,
 )
-
-__version__ = "0.1.0"
+from shardsched.core.views import Dag, DagRun, Job, Run
 
 
 def __getattr__(name: str) -> object:
@@ -76,4 +72,5 @@ __all__ = [
     "TaskSpec",
     "TriggerRule",
     "ValidationError",
+    "__version__",
 ]

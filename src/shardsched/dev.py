@@ -3,7 +3,7 @@
 Starts redis-server in the data dir (AOF on with fsync always, noeviction, loopback only)
 unless ``--redis`` is given, one node owning every shard with the HTTP API, and
 ``--workers`` worker processes. Every child is held on this process's
-:mod:`~shardsched.lifeline`, so even a kill -9 of ``dev`` takes them along, and Ctrl-C /
+:mod:`~shardsched.runtime.lifeline`, so even a kill -9 of ``dev`` takes them along, and Ctrl-C /
 SIGTERM stops them all in order, so nothing is left behind either way.
 """
 
@@ -22,9 +22,9 @@ from pathlib import Path
 import trio
 
 from shardsched import service
-from shardsched.errors import ConfigError
-from shardsched.lifeline import child_env, lifeline
-from shardsched.redis import Redis, RedisConnectionError
+from shardsched.core.errors import ConfigError
+from shardsched.runtime.lifeline import child_env, lifeline
+from shardsched.store.redis import Redis, RedisConnectionError
 
 
 def free_port() -> int:

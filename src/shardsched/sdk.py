@@ -21,39 +21,43 @@ from typing import Any
 import msgspec
 import redis as redis_py
 
-from shardsched import dag_ops, listing, ops
-from shardsched.errors import BulkPartiallyApplied, ValidationError
-from shardsched.keys import DEFAULT_NAMESPACE
-from shardsched.models import (
+from shardsched import ops
+from shardsched.core.errors import BulkPartiallyApplied, ValidationError
+from shardsched.core.instants import to_ms
+from shardsched.core.models import (
     BackfillRequest,
+    DagSpec,
+    JobPatch,
+    JobSpec,
+    JobStatus,
+    RunState,
+    Schedule,
+    SchedulePreviewRequest,
+)
+from shardsched.core.views import (
     BackfillResult,
     Dag,
     DagCreated,
     DagList,
     DagRun,
     DagRunList,
-    DagSpec,
     DagTriggered,
     Job,
     JobCreated,
     JobList,
-    JobPatch,
-    JobSpec,
-    JobStatus,
     JobVersions,
     Run,
     RunList,
     RunOutput,
-    RunState,
-    Schedule,
     SchedulePreview,
-    SchedulePreviewRequest,
     Triggered,
 )
-from shardsched.pagination import parse_cursor
-from shardsched.preview import preview_schedule
-from shardsched.scripts import SCRIPTS
-from shardsched.shard.cron import to_ms
+from shardsched.ops import dags as dag_ops
+from shardsched.ops import listing
+from shardsched.ops.pagination import parse_cursor
+from shardsched.ops.preview import preview_schedule
+from shardsched.store.keys import DEFAULT_NAMESPACE
+from shardsched.store.scripts import SCRIPTS
 
 _AT_PATH = re.compile(r" - at `(\$[^`]*)`$")
 _NAMED_FIELD = re.compile(r"Object (?:missing required|contains unknown) field `([^`]+)`")
@@ -226,7 +230,7 @@ class Client(_Api):
     def __init__(self, redis_url: str, namespace: str = DEFAULT_NAMESPACE) -> None:
         self._cluster: redis_py.RedisCluster | None = None
         if redis_url.startswith("redis+cluster://"):
-            from shardsched.redis.cluster import parse_cluster_url
+            from shardsched.store.redis.cluster import parse_cluster_url
 
             seeds = parse_cluster_url(redis_url)
             self._cluster = redis_py.RedisCluster(
@@ -266,7 +270,7 @@ class Client(_Api):
         if self._cluster is None:
             assert self._redis is not None
             return self._redis
-        from shardsched.redis.cluster import command_slot
+        from shardsched.store.redis.cluster import command_slot
 
         args = ("EVALSHA", "", len(call.keys), *call.keys) if call.script else call.args
         slot = command_slot(args)
@@ -377,7 +381,7 @@ class AsyncClient(_Api):
 
     @classmethod
     async def open(cls, redis_url: str, namespace: str = DEFAULT_NAMESPACE) -> AsyncClient:
-        from shardsched.redis import connect
+        from shardsched.store.redis import connect
 
         redis = connect(redis_url, size=4)
         try:

@@ -19,12 +19,12 @@ import trio
 from hypercorn.config import Config
 
 from shardsched import ops
-from shardsched.errors import ConfigError, RedisUnavailable
-from shardsched.metrics import Metrics
-from shardsched.pacing import Backoff
-from shardsched.redis import Redis, RedisError, connect
+from shardsched.core.errors import ConfigError, RedisUnavailable
+from shardsched.core.pacing import Backoff
 from shardsched.router.app import create_app
+from shardsched.runtime.metrics import Metrics
 from shardsched.shard.manager import ShardManager
+from shardsched.store.redis import Redis, RedisError, connect
 
 log = logging.getLogger(__name__)
 

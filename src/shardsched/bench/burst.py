@@ -22,18 +22,18 @@ from typing import Any
 
 import redis as redis_py
 
-from shardsched import audit
 from shardsched.bench.harness import Procs, bench_redis, percentiles
-from shardsched.lifeline import child_env, lifeline
-from shardsched.models import CronSchedule, JobSpec, OnceSchedule
+from shardsched.core.instants import from_ms
+from shardsched.core.models import CronSchedule, JobSpec, OnceSchedule
+from shardsched.ops import audit
+from shardsched.runtime.lifeline import child_env, lifeline
 from shardsched.sdk import Client
-from shardsched.shard.cron import from_ms
 
 
 def bench_client(url: str) -> Any:
     """redis-py on the bench's Redis: one server, or a cluster (``redis+cluster://``)."""
     if url.startswith("redis+cluster://"):
-        from shardsched.redis.cluster import parse_cluster_url
+        from shardsched.store.redis.cluster import parse_cluster_url
 
         seeds = parse_cluster_url(url)
         nodes = [redis_py.cluster.ClusterNode(u.host, u.port) for u in seeds]
@@ -141,8 +141,8 @@ def read_runs(r: redis_py.Redis, client: Client, boundary: int) -> list[list[int
 
 def measure_floor(r: redis_py.Redis, client: Client, n: int, batch: int = 500) -> float:
     """The batched fire script alone: n fires, back to back, one client, on fresh keys."""
-    from shardsched.ops import Deployment
-    from shardsched.scripts import SCRIPTS
+    from shardsched.store.deployment import Deployment
+    from shardsched.store.scripts import SCRIPTS
 
     dep = Deployment(client.deployment.namespace + "-floor", client.deployment.n_shards)
     tick = server_ms(r) - 1000

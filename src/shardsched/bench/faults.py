@@ -39,11 +39,11 @@ from typing import Any
 
 import redis as redis_py
 
-from shardsched import audit
 from shardsched.bench.harness import BenchRedis, Procs
-from shardsched.models import IntervalSchedule, JobSpec
+from shardsched.core.instants import from_ms
+from shardsched.core.models import IntervalSchedule, JobSpec
+from shardsched.ops import audit
 from shardsched.sdk import Client
-from shardsched.shard.cron import from_ms
 
 LEASE_TTL_S = 2.0
 RENEW_EVERY_S = 0.5

@@ -18,9 +18,9 @@ import redis as redis_py
 
 from shardsched.bench.burst import server_ms, start_ready, wait_done
 from shardsched.bench.harness import Procs, bench_redis
-from shardsched.models import CronSchedule, JobSpec, OnceSchedule
+from shardsched.core.instants import from_ms
+from shardsched.core.models import CronSchedule, JobSpec, OnceSchedule
 from shardsched.sdk import Client
-from shardsched.shard.cron import from_ms
 
 
 def used(r: redis_py.Redis) -> int:

@@ -16,7 +16,7 @@ from pathlib import Path
 import redis as redis_py
 
 from shardsched.dev import free_port, redis_server_args
-from shardsched.lifeline import child_env, lifeline
+from shardsched.runtime.lifeline import child_env, lifeline
 
 
 @dataclass

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from shardsched.bench.harness import bench_redis
-from shardsched.models import CronSchedule, JobSpec
+from shardsched.core.models import CronSchedule, JobSpec
 from shardsched.sdk import Client
 
 

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import redis as redis_py
 
-from shardsched import audit
 from shardsched.bench.burst import server_ms, start_ready
 from shardsched.bench.harness import Procs, bench_redis
-from shardsched.models import IntervalSchedule, JobSpec
+from shardsched.core.instants import from_ms
+from shardsched.core.models import IntervalSchedule, JobSpec
+from shardsched.ops import audit
 from shardsched.sdk import Client
-from shardsched.shard.cron import from_ms
 
 
 def run(args: argparse.Namespace) -> dict:

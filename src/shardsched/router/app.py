@@ -2,7 +2,7 @@
 
 Stateless: every request routes by id to its shard and runs the same operations (and Lua
 scripts) the SDK runs. Bodies are decoded by the msgspec Structs of
-:mod:`shardsched.models`; anything invalid is answered before a single write, with the
+:mod:`shardsched.core.models`; anything invalid is answered before a single write, with the
 error shape of DESIGN §4.
 """
 
@@ -22,29 +22,31 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from shardsched import audit, dag_ops, listing, ops
-from shardsched.cluster import ClusterView, cluster_view, list_workers
-from shardsched.errors import (
+from shardsched import ops
+from shardsched.core.errors import (
     AlreadyRetried,
     ConflictError,
     NotFoundError,
     RedisUnavailable,
     ValidationError,
 )
-from shardsched.metrics import Metrics, refresh_cluster
-from shardsched.models import (
+from shardsched.core.instants import to_ms
+from shardsched.core.models import (
     BackfillRequest,
     DagPatch,
     DagSpec,
-    JobCreated,
     JobPatch,
     JobSpec,
     JobStatus,
     SchedulePreviewRequest,
 )
-from shardsched.pagination import Cursor, parse_cursor
-from shardsched.preview import preview_schedule
-from shardsched.redis import Redis, RedisConnectionError
+from shardsched.core.views import JobCreated
+from shardsched.ops import audit, listing, protocol
+from shardsched.ops import dags as dag_ops
+from shardsched.ops.cluster import ClusterView, cluster_view, list_workers
+from shardsched.ops.pagination import Cursor, parse_cursor
+from shardsched.ops.preview import preview_schedule
+from shardsched.ops.status import status_view
 from shardsched.router.openapi import Health, Readiness, openapi_document
 from shardsched.router.schemas import (
     DagQuery,
@@ -55,9 +57,8 @@ from shardsched.router.schemas import (
     TicksQuery,
     opt,
 )
-from shardsched.shard.cron import to_ms
-from shardsched.status import status_view
-from shardsched.worker import protocol
+from shardsched.runtime.metrics import Metrics, refresh_cluster
+from shardsched.store.redis import Redis, RedisConnectionError
 
 log = logging.getLogger(__name__)
 MAX_BODY = 1024 * 1024

@@ -1,7 +1,7 @@
 """The OpenAPI 3.1 document of the HTTP API, generated from the msgspec Structs.
 
 The request and response bodies and the query strings are the very Structs the routes
-decode and encode (:mod:`shardsched.models`, :mod:`shardsched.router.schemas`), so the
+decode and encode (:mod:`shardsched.core.models`, :mod:`shardsched.router.schemas`), so the
 document cannot drift from the code; :data:`OPERATIONS` lists each route once with its
 body, query, answer and the error statuses it can give.
 """
@@ -14,36 +14,38 @@ from typing import Any
 
 import msgspec
 
-from shardsched import __version__
-from shardsched.audit import TickList
-from shardsched.cluster import ClusterView, WorkerList
-from shardsched.models import (
+from shardsched._version import __version__
+from shardsched.core.models import (
     BackfillRequest,
+    DagPatch,
+    DagSpec,
+    JobPatch,
+    JobSpec,
+    SchedulePreviewRequest,
+)
+from shardsched.core.views import (
     BackfillResult,
     Dag,
     DagCreated,
     DagList,
-    DagPatch,
     DagRun,
     DagRunList,
-    DagSpec,
     DagTriggered,
     Job,
     JobCreated,
     JobList,
-    JobPatch,
-    JobSpec,
     JobVersions,
     Run,
     RunList,
     RunOutput,
     SchedulePreview,
-    SchedulePreviewRequest,
     Triggered,
 )
+from shardsched.ops import protocol
+from shardsched.ops.audit import TickList
+from shardsched.ops.cluster import ClusterView, WorkerList
+from shardsched.ops.status import Status
 from shardsched.router import schemas as q
-from shardsched.status import Status
-from shardsched.worker import protocol
 
 
 class ErrorDetail(msgspec.Struct):

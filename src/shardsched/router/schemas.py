@@ -13,7 +13,7 @@ from typing import Annotated
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from shardsched.models import AwareDatetime, JobStatus, RunState
+from shardsched.core.models import AwareDatetime, JobStatus, RunState
 
 #: Largest page any list answers.
 MAX_PAGE = 1000

@@ -14,13 +14,13 @@ from typing import Any
 
 import trio
 
-from shardsched.metrics import Metrics
-from shardsched.models import Overlap
-from shardsched.ops import Deployment
-from shardsched.pacing import Backoff
-from shardsched.redis import Redis, RedisError
-from shardsched.shard.catchup import decide
-from shardsched.shard.cron import NextFireMemo
+from shardsched.core.catchup import decide
+from shardsched.core.models import Overlap
+from shardsched.core.pacing import Backoff
+from shardsched.core.schedule import NextFireMemo
+from shardsched.runtime.metrics import Metrics
+from shardsched.store.deployment import Deployment
+from shardsched.store.redis import Redis, RedisError
 
 log = logging.getLogger(__name__)
 

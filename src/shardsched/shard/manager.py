@@ -1,7 +1,7 @@
 """The shard manager of a node process: membership, leases, one actor per owned shard.
 
 Each round (every ``renew_every_s``) it heartbeats into the node registry, learns the live
-nodes, computes the shards it should own (:mod:`shardsched.shard.assignment`), renews the
+nodes, computes the shards it should own (:mod:`shardsched.core.assignment`), renews the
 leases it holds, hands over the ones it should no longer own (actor stopped first, lease
 released after, so the next owner starts at once rather than after a TTL), and acquires
 the ones it should own whose lease is free or lapsed.
@@ -21,15 +21,17 @@ from dataclasses import dataclass, field
 import msgspec
 import trio
 
-from shardsched.errors import ShardschedError
-from shardsched.keys import CONSUMER_GROUP
-from shardsched.metrics import Metrics
-from shardsched.ops import Deployment, drive_async, resume_if_due
-from shardsched.pacing import Backoff
-from shardsched.redis import Redis, RedisError
+from shardsched.core.assignment import target_shards
+from shardsched.core.errors import ShardschedError
+from shardsched.core.pacing import Backoff
+from shardsched.core.schedule import NextFireMemo
+from shardsched.ops import resume_if_due
+from shardsched.runtime.metrics import Metrics
 from shardsched.shard.actor import LeaseLost, ShardActor
-from shardsched.shard.assignment import target_shards
-from shardsched.shard.cron import NextFireMemo
+from shardsched.store.calls import drive_async
+from shardsched.store.deployment import Deployment
+from shardsched.store.keys import CONSUMER_GROUP
+from shardsched.store.redis import Redis, RedisError
 
 log = logging.getLogger(__name__)
 

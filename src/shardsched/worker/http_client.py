@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from shardsched.errors import ShardschedError
+from shardsched.core.errors import ShardschedError
 
 
 class ProtocolError(ShardschedError):

@@ -5,7 +5,7 @@ children behind) is dealt with by signalling the whole group: SIGTERM, a grace p
 then SIGKILL. Output (stdout and stderr interleaved) keeps its last ``limit`` bytes.
 
 A job lives until it exits, its timeout, a ``replace``, a drain or the death of its worker:
-the group is held on this process's :mod:`~shardsched.lifeline`, so a worker killed with
+the group is held on this process's :mod:`~shardsched.runtime.lifeline`, so a worker killed with
 SIGKILL still takes its jobs along, whichever thread spawned them. No ``preexec_fn``:
 CPython can then spawn with vfork instead of copying the whole worker.
 """
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import trio
 
-from shardsched.lifeline import child_env, lifeline
+from shardsched.runtime.lifeline import child_env, lifeline
 
 OUTPUT_LIMIT = 64 * 1024
 KILL_GRACE_S = 2.0

@@ -20,15 +20,15 @@ from dataclasses import dataclass
 import msgspec
 import trio
 
-from shardsched.keys import CONSUMER_GROUP, dag_run_of, job_of_run
-from shardsched.metrics import Metrics
-from shardsched.models import RetryPolicy
-from shardsched.ops import Deployment
-from shardsched.pacing import Backoff
-from shardsched.redis import Redis, RedisError
-from shardsched.shard.cron import from_ms
+from shardsched.core.instants import from_ms
+from shardsched.core.models import RetryPolicy
+from shardsched.core.pacing import Backoff
+from shardsched.core.retry import verdict
+from shardsched.runtime.metrics import Metrics
+from shardsched.store.deployment import Deployment
+from shardsched.store.keys import CONSUMER_GROUP, dag_run_of, job_of_run
+from shardsched.store.redis import Redis, RedisError
 from shardsched.worker import handlers
-from shardsched.worker.backoff import verdict
 from shardsched.worker.runner import Outcome, run_command
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,461 @@
+"""``shardsched jobs|runs|dead-letter|dags …``: the HTTP API from the command line, for
+people and for scripts.
+
+Speaks HTTP to ``--api`` (default http://127.0.0.1:8080, or SHARDSCHED_API) with the
+standard library only. Readable tables by default, the API's own JSON with ``--json``; any
+error is one line on stderr and exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from shardsched.core.models import UNPRINTABLE
+
+DEFAULT_API = "http://127.0.0.1:8080"
+
+
+class CliError(Exception):
+    """A one-line message for stderr."""
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--api",
+        default=os.environ.get("SHARDSCHED_API", DEFAULT_API),
+        metavar="URL",
+        help="the HTTP API (default %(default)s, or SHARDSCHED_API)",
+    )
+    common.add_argument("--json", action="store_true", help="print the API's JSON answer")
+    return common
+
+
+def request(api: str, method: str, path: str, body: Any = None) -> Any:
+    """One API call; raises CliError with the API's error message (or why it failed)."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(
+        api.rstrip("/") + path,
+        data=data,
+        method=method,
+        headers={"content-type": "application/json"} if data is not None else {},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30) as reply:
+            return json.loads(reply.read())
+    except urllib.error.HTTPError as exc:
+        try:
+            error = json.loads(exc.read())["error"]
+        except (ValueError, KeyError, TypeError):
+            raise CliError(f"{method} {path}: HTTP {exc.code}") from None
+        field = (error.get("details") or {}).get("field")
+        where = f" (at {field})" if field else ""
+        raise CliError(f"{error['code']}: {error['message']}{where}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise CliError(f"cannot reach the API at {api}: {reason}") from None
+
+
+_UNPRINTABLE = re.compile(f"[{UNPRINTABLE}]")  #: what a Name may not hold (models)
+
+
+def printable(text: str) -> str:
+    """``text`` with control and invisible format characters shown as escapes (``\\x1b``,
+    ``\\u202e``): a terminal must never receive them raw from stored data."""
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Plain aligned columns; '-' for a missing value; control characters escaped."""
+    cells = [[("-" if v is None else printable(str(v))) for v in row] for row in rows]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    return "\n".join(lines)
+
+
+def _q(value: str) -> str:
+    return urllib.parse.quote(value, safe="")
+
+
+def _read_body(source: str) -> Any:
+    try:
+        text = sys.stdin.read() if source == "-" else open(source, encoding="utf-8").read()  # noqa: SIM115
+    except OSError as exc:
+        raise CliError(f"cannot read {source}: {exc.strerror}") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise CliError(f"{source} is not JSON: {exc}") from None
+
+
+# --- jobs, runs, dead letter -------------------------------------------------------------
+
+
+def _schedule(s: dict) -> str:
+    if s["type"] == "cron":
+        return f"cron {s['expression']} {s.get('timezone', 'UTC')}"
+    if s["type"] == "interval":
+        return f"every {s['every_s']:g}s"
+    return f"once {s['at']}"
+
+
+def _page(query: dict[str, Any]) -> str:
+    items = {k: v for k, v in query.items() if v is not None}
+    return "?" + urllib.parse.urlencode(items) if items else ""
+
+
+def _more(out: dict) -> str:
+    return f"\n(more: --cursor {out['next_cursor']})" if out.get("next_cursor") else ""
+
+
+def _runs_table(runs: list[dict]) -> str:
+    return table(
+        ["RUN_ID", "STATE", "ATTEMPT", "SCHEDULED_FOR", "STARTED", "FINISHED", "EXIT", "REASON"],
+        [
+            [
+                r["run_id"],
+                r["state"],
+                r["attempt"],
+                r["scheduled_for"],
+                r["started_at"],
+                r["finished_at"],
+                r["exit_code"],
+                r["reason"],
+            ]
+            for r in runs
+        ],
+    )
+
+
+def _show_job(job: dict) -> str:
+    rows = [
+        ["job_id", job["job_id"]],
+        ["name", job["name"]],
+        ["status", job["status"]],
+        ["schedule", _schedule(job["schedule"])],
+        ["next_run_at", job["next_run_at"]],
+        ["command", job["command"]],
+        ["version", job["version"]],
+        ["shard", job["shard"]],
+    ]
+    for key in ("dag_id", "pause_reason", "paused_until", "auto_pause_after"):
+        if job.get(key) is not None:
+            rows.append([key, job[key]])
+    return table(["FIELD", "VALUE"], rows)
+
+
+def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
+    api, cmd = args.api, args.jobs_command
+    if cmd == "add":
+        out = request(api, "POST", "/api/v1/jobs", _read_body(args.file))
+        return out, lambda o: f"{o['job_id']}  next run {o['next_run_at'] or '-'}"
+    if cmd == "list":
+        query = {
+            "limit": args.limit,
+            "cursor": args.cursor,
+            "status": args.status,
+            "name_prefix": args.name_prefix,
+        }
+        out = request(api, "GET", "/api/v1/jobs" + _page(query))
+        return (
+            out,
+            lambda o: (
+                table(
+                    ["JOB_ID", "NAME", "STATUS", "SCHEDULE", "NEXT_RUN"],
+                    [
+                        [
+                            j["job_id"],
+                            j["name"],
+                            j["status"],
+                            _schedule(j["schedule"]),
+                            j["next_run_at"],
+                        ]
+                        for j in o["jobs"]
+                    ],
+                )
+                + _more(o)
+            ),
+        )
+    path = f"/api/v1/jobs/{_q(args.job_id)}"
+    if cmd == "get":
+        return request(api, "GET", path), _show_job
+    if cmd == "trigger":
+        out = request(api, "POST", path + "/trigger")
+        return out, lambda o: o["run_id"]
+    if cmd == "delete":
+        return request(api, "DELETE", path), lambda o: f"{o['job_id']}  {o['status']}"
+    if cmd == "pause":
+        body: dict[str, Any] = {"status": "paused"}
+        if args.reason:
+            body["pause_reason"] = args.reason
+        if args.until:
+            body["paused_until"] = args.until
+        return request(api, "PATCH", path, body), lambda o: f"{o['job_id']}  {o['status']}"
+    if cmd == "resume":
+        out = request(api, "PATCH", path, {"status": "active"})
+        return out, lambda o: f"{o['job_id']}  {o['status']}"
+    if cmd == "versions":
+        out = request(api, "GET", path + "/versions")
+        return out, lambda o: table(
+            ["VERSION", "STATUS", "VALID_FROM", "VALID_UNTIL", "SCHEDULE", "COMMAND"],
+            [
+                [
+                    v["version"],
+                    v["status"],
+                    v["valid_from"],
+                    v["valid_until"],
+                    _schedule(v["spec"]["schedule"]) if v["spec"].get("schedule") else None,
+                    v["spec"]["command"],
+                ]
+                for v in o["versions"]
+            ],
+        )
+    body = {"start": args.start, "end": args.end, "max_concurrent": args.max_concurrent}
+    out = request(api, "POST", path + "/backfill", body)
+    return (
+        out,
+        lambda o: (
+            f"{o['ticks']} ticks: {o['queued']} queued, {o['already']} had a run, "
+            f"{o['started']} started"
+        ),
+    )
+
+
+def _runs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
+    api, cmd = args.api, args.runs_command
+    if cmd == "list":
+        query = {
+            "limit": args.limit,
+            "cursor": args.cursor,
+            "state": args.state,
+            "since": args.since,
+            "until": args.until,
+        }
+        out = request(api, "GET", f"/api/v1/jobs/{_q(args.job_id)}/runs" + _page(query))
+        return out, lambda o: _runs_table(o["runs"]) + _more(o)
+    path = f"/api/v1/runs/{_q(args.run_id)}"
+    if cmd == "get":
+        return request(api, "GET", path), lambda o: _runs_table([o])
+    if cmd == "output":
+        return request(api, "GET", path + "/output"), lambda o: o["output"].rstrip("\n")
+    return request(api, "POST", path + "/retry"), lambda o: _runs_table([o])
+
+
+def _dead_letter(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
+    query = {"limit": args.limit, "cursor": args.cursor}
+    out = request(args.api, "GET", "/api/v1/dead-letter" + _page(query))
+    return out, lambda o: _runs_table(o["runs"]) + _more(o)
+
+
+# --- dags -------------------------------------------------------------------------------
+
+
+def _show_dag(dag: dict) -> str:
+    head = table(
+        ["DAG_ID", "NAME", "STATUS", "ACTIVE", "QUEUED", "STALLED", "NEXT_RUN"],
+        [
+            [
+                dag["dag_id"],
+                dag["name"],
+                dag["status"],
+                dag["active_runs"],
+                dag["queued_runs"],
+                dag["stalled_tasks"],
+                dag["next_run_at"],
+            ]
+        ],
+    )
+    tasks = table(
+        ["TASK", "JOB_ID", "DEPENDS_ON", "TRIGGER_RULE", "COMMAND"],
+        [
+            [
+                t["name"],
+                dag["task_job_ids"][t["name"]],
+                ",".join(t.get("depends_on", [])) or None,
+                t.get("trigger_rule", "all_success"),
+                t["command"],
+            ]
+            for t in dag["tasks"]
+        ],
+    )
+    return f"{head}\n\n{tasks}"
+
+
+def _show_dag_run(run: dict) -> str:
+    head = table(
+        ["DAG_RUN_ID", "STATE", "SCHEDULED_FOR", "STARTED", "FINISHED"],
+        [
+            [
+                run["dag_run_id"],
+                run["state"],
+                run["scheduled_for"],
+                run["started_at"],
+                run["finished_at"],
+            ]
+        ],
+    )
+    tasks = table(
+        ["TASK", "STATE", "ATTEMPTS", "RUN_ID", "STALLED_AT", "REASON"],
+        [
+            [
+                t["task"],
+                t["state"],
+                len(t.get("attempts", [])) or None,
+                t["run_id"],
+                t["stalled_at"],
+                t["reason"],
+            ]
+            for t in run["tasks"]
+        ],
+    )
+    return f"{head}\n\n{tasks}"
+
+
+def _dags(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
+    api, cmd = args.api, args.dags_command
+    if cmd == "add":
+        out = request(api, "POST", "/api/v1/dags", _read_body(args.file))
+        return out, lambda o: table(
+            ["DAG_ID", "NEXT_RUN", "TASK_JOB_IDS"],
+            [[o["dag_id"], o["next_run_at"], " ".join(o["task_job_ids"].values())]],
+        )
+    if cmd == "list":
+        out = request(api, "GET", f"/api/v1/dags?limit={args.limit}")
+        return out, lambda o: table(
+            ["DAG_ID", "NAME", "STATUS", "TASKS", "ACTIVE", "QUEUED", "NEXT_RUN"],
+            [
+                [
+                    d["dag_id"],
+                    d["name"],
+                    d["status"],
+                    len(d["tasks"]),
+                    d["active_runs"],
+                    d["queued_runs"],
+                    d["next_run_at"],
+                ]
+                for d in o["dags"]
+            ],
+        )
+    if cmd == "get":
+        return request(api, "GET", f"/api/v1/dags/{_q(args.dag_id)}"), _show_dag
+    if cmd == "runs":
+        out = request(api, "GET", f"/api/v1/dags/{_q(args.dag_id)}/runs?limit={args.limit}")
+        return out, lambda o: table(
+            ["DAG_RUN_ID", "STATE", "SCHEDULED_FOR", "FINISHED", "TASKS"],
+            [
+                [
+                    r["dag_run_id"],
+                    r["state"],
+                    r["scheduled_for"],
+                    r["finished_at"],
+                    " ".join(f"{t['task']}:{t['state']}" for t in r["tasks"]),
+                ]
+                for r in o["dag_runs"]
+            ],
+        )
+    if cmd == "run":
+        return request(api, "GET", f"/api/v1/dag-runs/{_q(args.dag_run_id)}"), _show_dag_run
+    if cmd == "trigger":
+        out = request(api, "POST", f"/api/v1/dags/{_q(args.dag_id)}/trigger")
+        return out, lambda o: f"{o['dag_run_id']}  {o['state']}"
+    path = f"/api/v1/dags/{_q(args.dag_id)}"
+    if cmd == "delete":
+        out = request(api, "DELETE", path)
+    else:
+        out = request(api, "PATCH", path, {"status": "paused" if cmd == "pause" else "active"})
+    return out, lambda o: f"{o['dag_id']}  {o['status']}"
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    common = _common()
+
+    def page(p: argparse.ArgumentParser, limit: int) -> None:
+        p.add_argument("--limit", type=int, default=limit)
+        p.add_argument("--cursor", default=None, help="next_cursor of the previous page")
+
+    jobs = sub.add_parser("jobs", help="register, inspect, pause/resume/delete, trigger jobs")
+    jsub = jobs.add_subparsers(dest="jobs_command", required=True)
+    add = jsub.add_parser("add", parents=[common], help="register a job from a JSON file")
+    add.add_argument("file", help="the job as JSON (POST /api/v1/jobs body); - for stdin")
+    lst = jsub.add_parser("list", parents=[common], help="jobs, newest first")
+    page(lst, 50)
+    lst.add_argument("--status", choices=["active", "paused", "deleted"])
+    lst.add_argument("--name-prefix", default=None)
+    for name, text in [
+        ("get", "a job"),
+        ("resume", "resume a paused job (next fire from now)"),
+        ("delete", "delete, keeping history"),
+        ("trigger", "run now; prints the run id"),
+        ("versions", "the job's definitions over time"),
+    ]:
+        jsub.add_parser(name, parents=[common], help=text).add_argument("job_id")
+    pause = jsub.add_parser("pause", parents=[common], help="pause (optionally until a time)")
+    pause.add_argument("job_id")
+    pause.add_argument("--reason", default=None)
+    pause.add_argument("--until", default=None, metavar="RFC3339", help="resume by itself then")
+    backfill = jsub.add_parser("backfill", parents=[common], help="run a window's missing ticks")
+    backfill.add_argument("job_id")
+    backfill.add_argument("--start", required=True, metavar="RFC3339")
+    backfill.add_argument("--end", required=True, metavar="RFC3339")
+    backfill.add_argument("--max-concurrent", type=int, default=1)
+
+    runs = sub.add_parser("runs", help="inspect runs, read their output, retry dead letters")
+    rsub = runs.add_subparsers(dest="runs_command", required=True)
+    rlist = rsub.add_parser("list", parents=[common], help="a job's runs, newest first")
+    rlist.add_argument("job_id")
+    page(rlist, 50)
+    rlist.add_argument("--state", default=None)
+    rlist.add_argument("--since", default=None, metavar="RFC3339")
+    rlist.add_argument("--until", default=None, metavar="RFC3339")
+    for name, text in [
+        ("get", "a run"),
+        ("output", "what a run printed (last 64 KiB)"),
+        ("retry", "send a dead-lettered run back"),
+    ]:
+        rsub.add_parser(name, parents=[common], help=text).add_argument("run_id")
+
+    dead = sub.add_parser("dead-letter", parents=[common], help="dead-lettered runs")
+    page(dead, 100)
+
+    dags = sub.add_parser("dags", help="register, inspect, trigger, pause/resume/delete DAGs")
+    dsub = dags.add_subparsers(dest="dags_command", required=True)
+    add = dsub.add_parser("add", parents=[common], help="register a DAG from a JSON file")
+    add.add_argument("file", help="the DAG as JSON (POST /api/v1/dags body); - for stdin")
+    lst = dsub.add_parser("list", parents=[common], help="every DAG, newest first")
+    lst.add_argument("--limit", type=int, default=100)
+    for name, text in [
+        ("get", "a DAG and its tasks"),
+        ("trigger", "open a DAG run now"),
+        ("pause", "stop ticking (open DAG runs finish)"),
+        ("resume", "tick again from now"),
+        ("delete", "delete, keeping history"),
+    ]:
+        dsub.add_parser(name, parents=[common], help=text).add_argument("dag_id")
+    dag_runs = dsub.add_parser("runs", parents=[common], help="a DAG's runs, newest first")
+    dag_runs.add_argument("dag_id")
+    dag_runs.add_argument("--limit", type=int, default=20)
+    run = dsub.add_parser("run", parents=[common], help="one DAG run: every task, attempts")
+    run.add_argument("dag_run_id")
+
+
+COMMANDS = {"jobs": _jobs, "runs": _runs, "dead-letter": _dead_letter, "dags": _dags}
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        out, show = COMMANDS[args.command](args)
+    except CliError as exc:
+        print(f"shardsched: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(out, indent=2) if args.json else show(out))
+    return 0

@@ -1,0 +1,70 @@
+"""``shardsched audit``: the audit report for operators (table) and scripts (--json)."""
+
+from __future__ import annotations
+
+import argparse
+
+import msgspec
+import trio
+
+from shardsched import ops
+from shardsched.ops import audit
+from shardsched.store.redis import RedisError, connect
+
+
+async def _report(args: argparse.Namespace) -> audit.AuditReport:
+    redis = connect(args.redis, size=2, retry_for=5)
+    try:
+        dep = await ops.drive_async(ops.open_deployment(args.namespace, None), redis)
+        op = audit.audit(dep, args.settle, args.late_after, stranded_after_s=args.stranded_after)
+        return await ops.drive_async(op, redis)
+    finally:
+        await redis.aclose()
+
+
+def format_report(r: audit.AuditReport) -> str:
+    lag = r.lag_s
+    lines = [
+        f"audit up to {r.horizon.isoformat()} over {r.jobs} jobs",
+        f"  expected   {r.expected}",
+        f"  fired      {r.fired}",
+        f"  skipped    {r.skipped}  {r.skipped_by_reason or ''}".rstrip(),
+        f"  pending    {r.pending}  (due, durable, not fired yet)",
+        f"  missing    {r.missing}",
+        f"  duplicated {r.duplicated}",
+        f"  unexpected {r.unexpected}",
+        f"  late       {r.late}  (later than {r.late_after_s} s)",
+        f"  lag s      p50 {lag.p50}  p90 {lag.p90}  p99 {lag.p99}  max {lag.max}",
+        "  runs       "
+        + ("  ".join(f"{name} {n}" for name, n in r.executions.items()) or "none fired"),
+    ]
+    if r.stranded:
+        lines.append(
+            f"  ! {r.stranded} stranded (fired, not running anywhere): "
+            + ", ".join(r.stranded_runs[:5])
+        )
+    if r.quarantined:
+        lines.append(
+            f"  quarantined {len(r.quarantined)}  (paused: could not be planned) "
+            f"{', '.join(r.quarantined[:5])}"
+        )
+    if r.unplannable:
+        lines.append(f"  unplannable {len(r.unplannable)}  {', '.join(r.unplannable[:5])}")
+    for job in r.problem_jobs[:10]:
+        ticks = ", ".join(f"{p.tick.isoformat()} {p.outcome}" for p in job.problems[:5])
+        lines.append(f"  ! {job.job_id}: {ticks}")
+    lines.append("OK" if r.ok else "PROBLEMS FOUND")
+    return "\n".join(lines)
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    try:
+        report = trio.run(_report, args)
+    except RedisError as exc:
+        print(f"shardsched audit: {exc}")
+        return 2
+    if args.json:
+        print(msgspec.json.encode(report).decode())
+    else:
+        print(format_report(report))
+    return 0 if report.ok else 1

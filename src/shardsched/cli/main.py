@@ -1,0 +1,275 @@
+"""The ``shardsched`` command line. Flags of DESIGN §4 are a contract: add, never rename."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import NoReturn
+
+from shardsched.store.keys import DEFAULT_NAMESPACE
+
+
+def _redis_flag(p: argparse.ArgumentParser, required: bool = True) -> None:
+    env = os.environ.get("SHARDSCHED_REDIS_URL")
+    p.add_argument(
+        "--redis",
+        default=env,
+        required=required and env is None,
+        metavar="URL",
+        help="redis://[user:password@]host:port[/db] (or SHARDSCHED_REDIS_URL)",
+    )
+    p.add_argument(
+        "--namespace",
+        default=os.environ.get("SHARDSCHED_NAMESPACE", DEFAULT_NAMESPACE),
+        help="key prefix of this deployment in Redis (default %(default)s)",
+    )
+    p.add_argument("--log-level", default="WARNING", help="DEBUG, INFO, WARNING, ERROR")
+    p.add_argument(
+        "--log-format",
+        choices=["json", "text"],
+        default="json",
+        help="one JSON object per line (default), or text",
+    )
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are one line on stderr and exit status 2 (not the usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"shardsched: {message} (see {self.prog} --help)\n")
+
+
+def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
+    parser = _Parser(prog="shardsched", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    dev = sub.add_parser("dev", help="everything in one process tree on an embedded redis-server")
+    dev.add_argument("--http", default="127.0.0.1:8080", metavar="HOST:PORT")
+    dev.add_argument("--data-dir", default=".shardsched")
+    _redis_flag(dev, required=False)
+    dev.add_argument("--shards", type=int, default=None)
+    dev.add_argument("--workers", type=int, default=1)
+    dev.add_argument("--concurrency", type=int, default=16)
+    dev.add_argument(
+        "--cluster",
+        type=int,
+        default=0,
+        metavar="N",
+        help="start a local Redis Cluster of N masters instead of one redis-server",
+    )
+
+    node = sub.add_parser("node", help="shard actors (and the HTTP API unless --no-http)")
+    _redis_flag(node)
+    group = node.add_mutually_exclusive_group()
+    group.add_argument("--http", default=None, metavar="HOST:PORT")
+    group.add_argument("--no-http", action="store_true")
+    node.add_argument("--node-id", default=None)
+    node.add_argument("--shards", type=int, default=None)
+    node.add_argument("--lease-ttl", type=float, default=5.0, help="seconds (default 5)")
+    node.add_argument("--renew-every", type=float, default=1.5, help="seconds (default 1.5)")
+    node.add_argument("--allow-eviction", action="store_true")
+
+    worker = sub.add_parser("worker", help="claim and execute runs")
+    _redis_flag(worker)
+    worker.add_argument("--concurrency", type=int, default=16)
+    worker.add_argument("--worker-id", default=None)
+    worker.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE for its @handler functions",
+    )
+    worker.add_argument(
+        "--metrics",
+        default=None,
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics",
+    )
+    worker.add_argument(
+        "--drain-grace",
+        type=float,
+        default=10.0,
+        help="on SIGTERM, seconds running jobs get to finish (default 10)",
+    )
+
+    router = sub.add_parser("router", help="the stateless HTTP API")
+    _redis_flag(router)
+    router.add_argument("--http", required=True, metavar="HOST:PORT")
+    audit = sub.add_parser(
+        "audit", help="account for every tick and every fired run; exit 1 on loss or strands"
+    )
+    _redis_flag(audit)
+    audit.add_argument("--json", action="store_true", help="print the report as JSON")
+    audit.add_argument(
+        "--settle",
+        type=float,
+        default=2.0,
+        help="ignore ticks due in the last S seconds (in flight); default 2",
+    )
+    audit.add_argument(
+        "--late-after",
+        type=float,
+        default=1.0,
+        help="a firing later than S seconds counts as late; default 1",
+    )
+    audit.add_argument(
+        "--stranded-after",
+        type=float,
+        default=300.0,
+        help="a fired run not running anywhere for S seconds is stranded; default 300",
+    )
+    from shardsched.cli import api as api_cli
+
+    api_cli.add_parsers(sub)
+    status = sub.add_parser("status", help="one screen: shards, nodes, workers, queues, alarms")
+    _redis_flag(status)
+    status.add_argument("--json", action="store_true", help="print the status as JSON")
+    bench = sub.add_parser("bench", help="benchmarks (each starts what it needs)")
+    if with_bench:  # their modules pull in redis-py and friends: only when asked for
+        from shardsched.bench import (
+            burst,
+            commands,
+            faults,
+            footprint,
+            plan,
+            register,
+            scale,
+            steady,
+            takeover,
+        )
+
+        bench_sub = bench.add_subparsers(dest="bench_command", required=True)
+        for module in (burst, commands, faults, steady, register, footprint, scale, plan, takeover):
+            module.add_parser(bench_sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    with_bench = not argv or argv[0] in ("bench", "-h", "--help")
+    args = build_parser(with_bench).parse_args(argv)
+    from shardsched.runtime import logs
+
+    logs.configure(str(getattr(args, "log_level", "WARNING")), getattr(args, "log_format", "text"))
+    if getattr(args, "concurrency", 1) < 1 or getattr(args, "workers", 0) < 0:
+        sys.exit("shardsched: --concurrency must be >= 1 and --workers >= 0")
+    if getattr(args, "shards", None) is not None and not 1 <= args.shards <= 16384:
+        sys.exit("shardsched: --shards must be in 1..16384")
+    if getattr(args, "redis", None) is not None:
+        from shardsched.store.redis import check_url
+
+        try:
+            check_url(args.redis)
+        except ValueError as exc:
+            sys.exit(f"shardsched: --redis: {exc}")
+    if args.command in ("jobs", "runs", "dead-letter", "dags"):
+        from shardsched.cli import api as api_cli
+
+        sys.exit(api_cli.main(args))
+    from shardsched import service
+
+    if args.command == "bench":
+        args.bench(args)
+        return
+    if args.command == "status":
+        import msgspec
+        import trio
+
+        from shardsched.cli.status import render
+        from shardsched.ops.status import status_view
+
+        async def read_status():  # type: ignore[no-untyped-def]
+            redis, dep = await service.open_redis(
+                args.redis, args.namespace, None, size=1, wait=False
+            )
+            try:
+                return await ops.drive_async(status_view(dep), redis)
+            finally:
+                await redis.aclose()
+
+        from shardsched import ops
+        from shardsched.store.redis import RedisConnectionError
+
+        try:
+            st = trio.run(read_status)
+        except RedisConnectionError as exc:
+            sys.exit(f"shardsched: {exc}")
+        print(msgspec.json.encode(st).decode() if args.json else render(st))
+        sys.exit(1 if st.unowned or st.missed or st.stranded else 0)
+    if args.command == "audit":
+        from shardsched.cli.audit import run_audit
+
+        sys.exit(run_audit(args))
+    if args.command == "dev":
+        from shardsched import dev
+
+        dev.main(args)
+        return
+    if args.command == "node":
+        http = None if args.no_http else args.http
+
+        async def node(task_status):  # type: ignore[no-untyped-def]
+            redis, dep = await service.open_redis(args.redis, args.namespace, args.shards)
+            await service.check_redis_config(redis, args.allow_eviction)
+            await service.run_node(
+                redis,
+                dep,
+                http=http,
+                node_id=args.node_id,
+                lease_ttl_s=args.lease_ttl,
+                renew_every_s=args.renew_every,
+                task_status=task_status,
+            )
+
+        service.run_until_signal(node, lambda binds: f"node ready {' '.join(binds)}".strip())
+    elif args.command == "worker":
+        import importlib
+
+        from shardsched.worker.worker import Worker
+
+        for module in args.imports:
+            try:
+                importlib.import_module(module)  # its @handler functions register
+            except Exception as exc:
+                sys.exit(f"shardsched: --import {module}: {exc!r}")
+        holder: list[Worker] = []
+
+        async def worker(task_status):  # type: ignore[no-untyped-def]
+            redis, dep = await service.open_redis(args.redis, args.namespace, None)
+            w = Worker(redis, dep, args.worker_id, args.concurrency, drain_grace_s=args.drain_grace)
+            holder.append(w)
+            if args.metrics is None:
+                await w.run(task_status=task_status)
+                return
+            import trio
+
+            async with trio.open_nursery() as nursery:
+                app = service.metrics_app(w.metrics)
+                binds = await nursery.start(service.serve_http, app, args.metrics)
+
+                async def run_worker(*, task_status):  # type: ignore[no-untyped-def]
+                    await w.run(task_status=task_status)
+                    nursery.cancel_scope.cancel()  # drained: stop serving metrics too
+
+                await nursery.start(run_worker)
+                task_status.started(binds)
+
+        service.run_until_signal(
+            worker,
+            lambda binds: f"worker ready {' '.join(binds or [])}".strip(),
+            graceful=lambda: [w.drain() for w in holder],
+        )
+    elif args.command == "router":
+
+        async def router(task_status):  # type: ignore[no-untyped-def]
+            redis, dep = await service.open_redis(args.redis, args.namespace, None)
+            await service.run_router(redis, dep, http=args.http, task_status=task_status)
+
+        service.run_until_signal(router, lambda binds: f"router ready {' '.join(binds)}")
+
+
+if __name__ == "__main__":
+    main()

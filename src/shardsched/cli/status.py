@@ -1,0 +1,86 @@
+"""``shardsched status``: the one screen an operator reads first, as plain text."""
+
+from __future__ import annotations
+
+from shardsched.cli.api import table
+from shardsched.ops.status import Status
+
+
+def render(st: Status) -> str:
+    """The one screen, plain text."""
+    lag = "-" if st.trigger_lag_p99_1m is None else f"{st.trigger_lag_p99_1m * 1000:.0f} ms"
+    owned = len(st.shards) - len(st.unowned)
+    lines = [
+        f"shardsched status at {st.now.isoformat()}",
+        f"shards {owned}/{len(st.shards)} owned"
+        + (f" (UNOWNED: {', '.join(map(str, st.unowned))})" if st.unowned else "")
+        + f" · nodes {len(st.nodes)} · workers {len(st.workers)}"
+        + f" · slots {st.slots_free}/{st.slots} free",
+        f"queue: {st.ready} ready, {st.pending} running · trigger lag p99 (1 min) {lag}"
+        + f" over {st.fired_1m} runs",
+        f"missed schedules {st.missed} · overrunning {st.overrunning}"
+        + f" · dead letters {st.dead_letter} · quarantined jobs {st.quarantined}"
+        + f" · stranded runs {st.stranded}",
+        "",
+        table(
+            ["NODE", "SHARDS", "LAG_P99_1M", "FIRED_1M", "HTTP", "EXPIRES"],
+            [
+                [
+                    n.node_id,
+                    len(n.shards),
+                    None if n.lag_p99_1m is None else f"{n.lag_p99_1m * 1000:.0f} ms",
+                    n.fired_1m,
+                    n.http,
+                    n.expires_at.isoformat(),
+                ]
+                for n in st.nodes
+            ],
+        ),
+        "",
+        table(
+            ["WORKER", "SLOTS", "FREE", "RUNNING", "OVERRUNNING", "DONE", "DRAINING"],
+            [
+                [
+                    w.worker_id,
+                    w.capacity,
+                    w.capacity_free,
+                    w.running,
+                    w.overrunning,
+                    w.completed,
+                    "yes" if w.draining else "",
+                ]
+                for w in st.workers
+            ],
+        ),
+        "",
+        table(
+            [
+                "SHARD",
+                "OWNER",
+                "EPOCH",
+                "READY",
+                "RUNNING",
+                "OVERDUE",
+                "DEAD",
+                "MISSED",
+                "RECLAIMS",
+                "STALLED",
+            ],
+            [
+                [
+                    s.shard,
+                    (s.owner or "-") + ("" if s.live else " (down)"),
+                    s.epoch,
+                    s.ready,
+                    s.pending,
+                    s.overdue,
+                    s.dead_letter,
+                    s.missed,
+                    s.lease_reclaims,
+                    s.dag_stalled,
+                ]
+                for s in st.shards
+            ],
+        ),
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,164 @@
+"""What to do with a due timer entry: fire it, skip it, or coalesce a run of late ticks.
+
+Pure: the shard actor calls :func:`decide` for every due job with the server's clock and
+turns the :class:`Decision` into one item of the fire script. Skipped ticks are never
+dropped silently: the decision carries a compact (first, last, count, reason) record that
+the script stores beside the job's runs, where the audit and the ticks API read it.
+
+However long the outage, a decision costs a bounded amount of work: interval ticks are
+arithmetic (the timer's score is a tick, so the others are ``score + k * every``), and a
+cron schedule's latest tick before now is found by searching windows that double back
+from now, never by walking every tick since the outage began. A skip record's ``count`` is
+exact up to :data:`COUNT_WALK` cron ticks and estimated from their spacing beyond (it only
+feeds the missed-schedule metric; the audit expands a skip's range tick by tick).
+
+``catchup: all`` owes at most ``max_catchup`` ticks: the older ones are recorded skipped
+(``catchup_limit``) in one decision, the newest ``max_catchup`` fire one per pass, so one
+job's backlog takes one item of each fire batch and never holds up other jobs' ticks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from shardsched.core.models import Catchup, IntervalSchedule, Timing
+
+#: Cron ticks walked exactly when counting a skipped stretch; beyond, estimated.
+COUNT_WALK = 256
+#: Widest window searched back from now for a cron tick (a yearly schedule fits).
+MAX_WINDOW_MS = 5 * 366 * 86_400_000
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    first: int
+    last: int
+    count: int
+    reason: str
+
+    def encode(self) -> str:
+        return f"{self.first}:{self.last}:{self.count}:{self.reason}"
+
+    @classmethod
+    def decode(cls, raw: str) -> Skip:
+        first, last, count, reason = raw.split(":", 3)
+        return cls(int(first), int(last), int(count), reason)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    fire: int | None  #: the tick to fire now, if any
+    new: int | None  #: the timer's next score; None removes the entry (schedule exhausted)
+    skip: Skip | None = None
+
+
+NextAfter = Callable[[int], "int | None"]
+
+
+class Ticks:
+    """The ticks of one schedule from a known tick ``old`` on, with bounded work."""
+
+    def __init__(self, timing: Timing, old: int, next_after: NextAfter) -> None:
+        self.old = old
+        self.next_after = next_after
+        schedule = timing.schedule
+        self.every = (
+            max(round(schedule.every_s * 1000), 1)
+            if isinstance(schedule, IntervalSchedule)
+            else None
+        )
+
+    def at_or_after(self, t: int) -> int | None:
+        """The first tick >= ``t`` (``t`` >= old)."""
+        if t <= self.old:
+            return self.old
+        if self.every is not None:
+            return self.old + -(-(t - self.old) // self.every) * self.every
+        return self.next_after(t - 1)
+
+    def latest(self, t: int) -> int:
+        """The latest tick <= ``t`` (``old`` <= ``t``)."""
+        if self.every is not None:
+            return self.old + (t - self.old) // self.every * self.every
+        window = 60_000
+        while True:
+            start = max(self.old, t - window)
+            tick = self.at_or_after(start)
+            if tick is not None and tick <= t:
+                while (following := self.next_after(tick)) is not None and following <= t:
+                    tick = following
+                return tick
+            if start == self.old or window >= MAX_WINDOW_MS:
+                return self.old
+            window *= 2
+
+    def back(self, t: int, n: int) -> int:
+        """The ``n``-th latest tick <= ``t`` (1: the latest), or ``old`` if there are fewer."""
+        if self.every is not None:
+            return max(self.old, self.latest(t) - (n - 1) * self.every)
+        window = 60_000
+        while True:
+            start = max(self.old, t - window)
+            ticks = self._walk(start, t, limit=None)
+            if len(ticks) >= n:
+                return ticks[-n]
+            if start == self.old or window >= MAX_WINDOW_MS:
+                return self.old
+            window *= 2
+
+    def _walk(self, lo: int, hi: int, limit: int | None) -> list[int]:
+        """Ticks in [lo, hi], in order (at most ``limit``)."""
+        out: list[int] = []
+        tick = self.at_or_after(lo)
+        while tick is not None and tick <= hi and (limit is None or len(out) < limit):
+            out.append(tick)
+            tick = self.next_after(tick)
+        return out
+
+    def count(self, lo: int, hi: int) -> int:
+        """How many ticks lie in [lo, hi] (``lo`` a tick): exact for intervals and up to
+        COUNT_WALK cron ticks, estimated from their spacing beyond."""
+        if hi < lo:
+            return 0
+        if self.every is not None:
+            return (hi - lo) // self.every + 1
+        walked = self._walk(lo, hi, COUNT_WALK + 1)
+        if len(walked) <= COUNT_WALK or walked[-1] == walked[0]:
+            return len(walked)
+        spacing = (walked[-1] - walked[0]) / (len(walked) - 1)
+        return len(walked) + round((hi - walked[-1]) / spacing)
+
+
+def decide(timing: Timing, old: int, now: int, next_after: NextAfter) -> Decision:
+    """Decide for a job whose timer entry ``old`` is due, or about to be: the actor plans a
+    batch up to its lookahead before the tick, so ``old`` may be a little after ``now``
+    (it then fires as it is, on its tick)."""
+    now = max(now, old)
+    ticks = Ticks(timing, old, next_after)
+    policy = timing.catchup
+    if policy == Catchup.ALL:
+        limit = max(timing.max_catchup, 1)
+        keep_from = ticks.back(now, limit)
+        if keep_from > old:  # more than max_catchup owed: skip the oldest, in one record
+            last_skipped = ticks.back(keep_from - 1, 1)
+            skip = Skip(old, last_skipped, ticks.count(old, last_skipped), "catchup_limit")
+            return Decision(None, keep_from, skip)
+        return Decision(old, next_after(old))
+    if policy == Catchup.NONE:
+        grace_ms = round(timing.misfire_grace_s * 1000)
+        if now - old <= grace_ms:
+            return Decision(old, next_after(old))
+        # Skip every tick later than the grace; the first one inside it (or in the
+        # future) becomes the timer entry and fires normally.
+        kept = ticks.at_or_after(now - grace_ms)
+        last = ticks.latest(now - grace_ms - 1) if kept is None or kept > old else old
+        return Decision(None, kept, Skip(old, last, ticks.count(old, last), "misfire"))
+    # LATEST: of the ticks due now, fire the last and record the others skipped.
+    latest = ticks.latest(now)
+    if latest == old:
+        return Decision(old, next_after(old))
+    prev = ticks.back(now, 2)
+    return Decision(
+        latest, next_after(latest), Skip(old, prev, ticks.count(old, prev), "catchup_latest")
+    )

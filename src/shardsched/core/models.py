@@ -1,0 +1,273 @@
+"""The one definition of a job, a schedule, a DAG and their policies: what users send.
+
+These msgspec Structs are what the HTTP API decodes, what the SDK takes and what the Lua
+boundary stores (as compact JSON). What the surfaces answer is in :mod:`.views`;
+validation that msgspec cannot express on its own (cron syntax, time-zone names) is in
+:mod:`.validation`, raising the same :class:`msgspec.ValidationError` with a ``$.path``
+so every surface reports the field alike.
+
+Persisted Structs evolve by adding fields with defaults; nothing is reordered.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from datetime import datetime
+from typing import Annotated, TypeVar
+
+import msgspec
+
+_T = TypeVar("_T")
+#: No control characters (C0, DEL, C1) and no invisible format characters (zero-width,
+#: bidirectional overrides such as U+202E, BOM): a name is shown in tables and logs and
+#: must look like what it is.
+UNPRINTABLE = "\x00-\x1f\x7f-\x9f\u00ad\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff"
+_PRINTABLE = f"^[^{UNPRINTABLE}]*$"
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=_PRINTABLE)]
+Command = Annotated[str, msgspec.Meta(min_length=1, max_length=65536)]
+PositiveSeconds = Annotated[float, msgspec.Meta(gt=0, le=366 * 86400)]
+#: A misfire grace: up to a year (a larger one means "always fire", which catchup all says).
+GraceSeconds = Annotated[float, msgspec.Meta(ge=0, le=366 * 86400)]
+#: Late ticks a job may owe at most; older ones are recorded skipped (``catchup_limit``).
+MaxCatchup = Annotated[int, msgspec.Meta(ge=1, le=100_000)]
+DEFAULT_MAX_CATCHUP = 1000
+AwareDatetime = Annotated[datetime, msgspec.Meta(tz=True)]
+
+
+class CronSchedule(msgspec.Struct, tag="cron", tag_field="type", forbid_unknown_fields=True):
+    """A 5-field cron expression evaluated on the wall clock of ``timezone``."""
+
+    expression: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    timezone: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] = "UTC"
+
+
+class IntervalSchedule(
+    msgspec.Struct, tag="interval", tag_field="type", forbid_unknown_fields=True
+):
+    """Every ``every_s`` seconds (at least 0.1), counted from the job's creation (or
+    ``start_at``)."""
+
+    every_s: Annotated[float, msgspec.Meta(ge=0.1, le=366 * 86400)]
+    start_at: AwareDatetime | None = None
+
+
+class OnceSchedule(msgspec.Struct, tag="once", tag_field="type", forbid_unknown_fields=True):
+    """A single firing at ``at`` (RFC 3339 with an offset); a past ``at`` fires at once."""
+
+    at: AwareDatetime
+
+
+Schedule = CronSchedule | IntervalSchedule | OnceSchedule
+
+
+class Backoff(enum.StrEnum):
+    """How the delay before the next attempt grows."""
+
+    FIXED = "fixed"  #: always base_s
+    EXPONENTIAL = "exponential"  #: base_s * 2**(attempt-1), capped by max_s
+
+
+class RetryPolicy(msgspec.Struct, forbid_unknown_fields=True):
+    max_attempts: Annotated[int, msgspec.Meta(ge=1, le=100)] = 1
+    backoff: Backoff = Backoff.EXPONENTIAL
+    base_s: Annotated[float, msgspec.Meta(ge=0, le=86400)] = 30.0
+    max_s: Annotated[float, msgspec.Meta(ge=0, le=7 * 86400)] = 3600.0
+    jitter: bool = True
+
+
+class Catchup(enum.StrEnum):
+    """What happens to ticks found late (every node down, a takeover, a long burst)."""
+
+    ALL = "all"  #: fire every missed tick, however late (the newest max_catchup of them)
+    LATEST = "latest"  #: of several ticks due at once fire only the latest; record the rest skipped
+    NONE = "none"  #: a tick later than misfire_grace_s is recorded skipped, not fired
+
+
+class Overlap(enum.StrEnum):
+    """What a tick does when a run of the same job is still active."""
+
+    ALLOW = "allow"  #: run concurrently
+    FORBID = "forbid"  #: record the new tick skipped
+    REPLACE = "replace"  #: cancel the active run, start the new one
+
+
+class TriggerRule(enum.StrEnum):
+    """When a DAG task is released, given the terminal states of its dependencies."""
+
+    ALL_SUCCESS = "all_success"  #: every dependency succeeded (the default)
+    ALL_DONE = "all_done"  #: every dependency is terminal, whatever the outcome
+    ONE_FAILED = "one_failed"  #: at least one dependency failed for good
+    NONE_FAILED = "none_failed"  #: every dependency succeeded or was skipped
+
+
+class JobStatus(enum.StrEnum):
+    ACTIVE = "active"
+    PAUSED = "paused"
+    DELETED = "deleted"
+
+
+class RunState(enum.StrEnum):
+    """The run state machine of DESIGN §3."""
+
+    SCHEDULED = "scheduled"
+    CLAIMED = "claimed"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    RETRYING = "retrying"
+    DEAD_LETTER = "dead_letter"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+
+
+class Timing(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """When a job fires and what happens to late ticks: all the shard actor needs.
+
+    Stored as its own JSON string beside the spec, so that jobs with the same timing share
+    the bytes and the actor's next-fire memo computes each (timing, tick) once.
+    """
+
+    schedule: Schedule
+    catchup: Catchup = Catchup.ALL
+    misfire_grace_s: float = 60.0
+    overlap: Overlap = Overlap.ALLOW
+    max_catchup: int = DEFAULT_MAX_CATCHUP
+
+
+class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """What a user registers: the body of ``POST /api/v1/jobs``."""
+
+    name: Name
+    command: Command
+    #: Required, unless ``depends_on`` makes the job a task of its dependencies' DAG, which
+    #: then runs it on the DAG's ticks.
+    schedule: Schedule | None = None
+    timeout_s: PositiveSeconds = 3600.0
+    retry_policy: RetryPolicy = msgspec.field(default_factory=RetryPolicy)
+    #: Job ids of tasks of one DAG: the new job joins that DAG as task ``name``.
+    depends_on: list[Name] = msgspec.field(default_factory=list)
+    catchup: Catchup = Catchup.ALL
+    misfire_grace_s: GraceSeconds = 60.0
+    #: With catchup "all": late ticks owed at most; older ones are recorded skipped.
+    max_catchup: MaxCatchup = DEFAULT_MAX_CATCHUP
+    overlap: Overlap = Overlap.ALLOW
+    lease_s: LeaseSeconds = 30.0
+    trigger_rule: TriggerRule = TriggerRule.ALL_SUCCESS
+    #: Opt-in: pause the job (reason recorded) after this many consecutive runs failed for
+    #: good (dead-lettered, or failed with no attempt left).
+    auto_pause_after: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
+
+
+#: A DAG task's name is part of its job id ``<dag_id>.<task>``: no dots, no colons.
+TASK_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+TaskName = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=TASK_NAME.pattern)]
+LeaseSeconds = Annotated[float, msgspec.Meta(ge=1, le=3600)]
+
+
+class TaskSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """One task of a DAG: a job that runs when its dependencies allow.
+
+    Stored as the task job's spec, so it carries what a worker needs (command, timeout,
+    retry policy, lease) under the same field names as :class:`JobSpec`.
+    """
+
+    name: TaskName
+    command: Command
+    timeout_s: PositiveSeconds = 3600.0
+    retry_policy: RetryPolicy = msgspec.field(default_factory=RetryPolicy)
+    depends_on: list[TaskName] = msgspec.field(default_factory=list)
+    trigger_rule: TriggerRule = TriggerRule.ALL_SUCCESS
+    lease_s: LeaseSeconds = 30.0
+
+
+class DagSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """The body of ``POST /api/v1/dags``.
+
+    ``max_active_runs``: DAG runs at once; a tick that finds that many still active is
+    queued (catch-up ``all``), queued replacing older queued ones (``latest``), or skipped
+    and recorded (``none``). ``stall_sla_s``: a released task not claimed within this is
+    reported stalled (counter ``dag_stalled`` and the task's ``stalled_at``).
+    """
+
+    name: Name
+    schedule: Schedule
+    tasks: Annotated[list[TaskSpec], msgspec.Meta(min_length=1, max_length=1000)]
+    max_active_runs: Annotated[int, msgspec.Meta(ge=1, le=100)] = 1
+    catchup: Catchup = Catchup.ALL
+    misfire_grace_s: GraceSeconds = 60.0
+    max_catchup: MaxCatchup = DEFAULT_MAX_CATCHUP
+    stall_sla_s: Annotated[float, msgspec.Meta(ge=0.1, le=7 * 86400)] = 300.0
+
+
+class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """The body of ``PATCH /api/v1/jobs/{id}``: any subset of the spec, or a status change."""
+
+    name: Name | None = None
+    schedule: Schedule | None = None
+    command: Command | None = None
+    timeout_s: PositiveSeconds | None = None
+    retry_policy: RetryPolicy | None = None
+    depends_on: list[Name] | None = None
+    catchup: Catchup | None = None
+    misfire_grace_s: GraceSeconds | None = None
+    max_catchup: MaxCatchup | None = None
+    overlap: Overlap | None = None
+    lease_s: Annotated[float, msgspec.Meta(ge=1, le=3600)] | None = None
+    auto_pause_after: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
+    status: JobStatus | None = None
+    #: With status "paused" (or on a paused job): why, shown on the job.
+    pause_reason: Annotated[str, msgspec.Meta(max_length=500)] | None = None
+    #: With status "paused": resume by itself then (the shard owner does it).
+    paused_until: AwareDatetime | None = None
+
+
+class DagPatch(msgspec.Struct, forbid_unknown_fields=True):
+    """The body of ``PATCH /api/v1/dags/{id}``: pause or resume."""
+
+    status: JobStatus
+
+
+class DagRunState(enum.StrEnum):
+    QUEUED = "queued"  #: waiting for a free slot under max_active_runs
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"  #: every task terminal, none failed for good
+    FAILED = "failed"  #: every task terminal, at least one failed for good
+    SKIPPED = "skipped"  #: a queued run superseded by a later tick (catch-up ``latest``)
+
+
+class TaskState(enum.StrEnum):
+    """A task within one DAG run: waiting for its dependencies, then its run's state."""
+
+    WAITING = "waiting"
+    SCHEDULED = "scheduled"
+    CLAIMED = "claimed"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    RETRYING = "retrying"
+    DEAD_LETTER = "dead_letter"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+
+
+class BackfillRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """The body of ``POST /api/v1/jobs/{id}/backfill``: run every nominal tick in
+    [start, end] that has no run yet, at most ``max_concurrent`` at a time."""
+
+    start: AwareDatetime
+    end: AwareDatetime
+    max_concurrent: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 1
+
+
+class SchedulePreviewRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """The body of ``POST /api/v1/schedules/preview``."""
+
+    schedule: Schedule
+    count: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 10
+    after: AwareDatetime | None = None  #: default: now (the server's clock)
+
+
+def timing_of(spec: JobSpec) -> Timing:
+    assert spec.schedule is not None, "a job of its own has a schedule (validate_spec)"
+    return Timing(spec.schedule, spec.catchup, spec.misfire_grace_s, spec.overlap, spec.max_catchup)

@@ -1,0 +1,223 @@
+"""Next-fire arithmetic: pure functions over schedules, no I/O.
+
+Cron expressions are matched by croniter on the *wall clock* of the job's time zone; the
+mapping from wall-clock candidates to instants is ours, because that is where DST bites.
+The rule is Vixie cron's, which operators already know:
+
+* **Spring forward (a wall time that does not exist).** A job whose hour field is a
+  wildcard (``*`` or ``*/n``) simply has no firing in the missing hour: "0 * * * *" in
+  America/New_York fires at 01:00 EST and next at 03:00 EDT, one real hour apart. A job
+  with a fixed hour fires once, shifted forward by the size of the gap: "30 2 * * *" in
+  Europe/Berlin fires at 03:30 CEST on the day of the change, and is never lost.
+* **Fall back (a wall time that happens twice).** A wildcard-hour job fires in both
+  occurrences (it is "every hour", and the clock has two of them); a fixed-hour job fires
+  only at the first occurrence: "30 2 * * *" in Berlin fires at 02:30 CEST, not again at
+  02:30 CET.
+
+Everything is in integer milliseconds since the epoch (the Redis server's clock), and a
+memo keyed by (schedule, previous fire) makes 25,000 jobs on the same expression cost one
+computation (DESIGN §1).
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+
+import msgspec
+from croniter import CroniterBadDateError, croniter
+
+from shardsched.core.instants import MAX_MS, from_ms, to_ms
+from shardsched.core.models import CronSchedule, IntervalSchedule, OnceSchedule, Schedule, Timing
+
+#: Longer than any DST shift: how far ahead we look for a fall-back.
+_LOOKAHEAD = timedelta(hours=3)
+#: Longer than any gap a real zone's clock jumps over (the longest are 24 h, when a zone
+#: skipped a whole day to change its side of the date line): matching wall times that far
+#: past the first one and not one of them exists cannot happen in a real zone.
+_LONGEST_GAP = timedelta(hours=49)
+
+
+@lru_cache(maxsize=4096)
+def parse_cron(expression: str) -> tuple[str, ...]:
+    """Return the five fields of a cron expression; raises ValueError if it is not one, or
+    if it never fires (``0 0 30 2 *``: February 30th).
+
+    Memoised: validating 25,000 registrations of one expression costs one croniter parse.
+    """
+    fields = tuple(expression.split())
+    if len(fields) != 5:
+        raise ValueError(f"Cron expression must have 5 fields, got {len(fields)}")
+    expr = " ".join(fields)
+    if not croniter.is_valid(expr):
+        raise ValueError(f"Invalid cron expression {expression!r}")
+    try:  # croniter looks decades ahead: a leap-day schedule is found, Feb 30th is not
+        croniter(expr, datetime(2000, 1, 1)).get_next(datetime)
+    except CroniterBadDateError:
+        raise ValueError(f"Cron expression {expression!r} never fires") from None
+    return fields
+
+
+@lru_cache(maxsize=256)
+def _zone(name: str) -> zoneinfo.ZoneInfo:
+    return zoneinfo.ZoneInfo(name)
+
+
+def classify(
+    wall: datetime, zone: zoneinfo.ZoneInfo, hour_wildcard: bool
+) -> tuple[list[tuple[datetime, str | None]], str | None]:
+    """What the DST rule makes of a matching wall-clock time: the UTC instants it fires at,
+    each with a note ("dst_shifted": moved past a spring-forward gap; "dst_repeated": the
+    second occurrence of a repeated hour), and why an occurrence does not fire, if one
+    does not ("dst_gap": the wall time does not exist; "dst_repeat_skipped": the repeated
+    occurrence of a fixed-hour time)."""
+    first = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
+    second = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
+    if first == second:
+        return [(first, None)], None
+    exists = first.astimezone(zone).replace(tzinfo=None) == wall
+    if not exists:  # in a spring-forward gap; fold=0 maps it past the gap
+        return ([], "dst_gap") if hour_wildcard else ([(first, "dst_shifted")], None)
+    if hour_wildcard:
+        return [(first, None), (second, "dst_repeated")], None
+    return [(first, None)], "dst_repeat_skipped"
+
+
+def _instants(wall: datetime, zone: zoneinfo.ZoneInfo, hour_wildcard: bool) -> list[datetime]:
+    """The UTC instants at which a matching wall-clock time fires (0, 1 or 2 of them)."""
+    return [instant for instant, _ in classify(wall, zone, hour_wildcard)[0]]
+
+
+def cron_next_ms(expression: str, timezone: str, after_ms: int) -> int:
+    """The first firing of a cron schedule strictly after ``after_ms``.
+
+    Raises ValueError when the expression never matches.
+    """
+    fields = parse_cron(expression)
+    expr = " ".join(fields)
+    hour_wildcard = fields[1].startswith("*")
+    zone = _zone(timezone)
+    after = from_ms(after_ms)
+    local = after.astimezone(zone)
+    wall = local.replace(tzinfo=None, fold=0)
+    # Wall times at or behind `after`'s can still fire later in real time when the clock
+    # repeats them: `after`'s own wall time always (its second occurrence), and just before
+    # a fall-back the whole repeated stretch. Only wildcard-hour jobs fire in both.
+    behind = timedelta(0)
+    if hour_wildcard:
+        offset_now = local.utcoffset()
+        offset_soon = (after + _LOOKAHEAD).astimezone(zone).utcoffset()
+        if offset_now is not None and offset_soon is not None and offset_soon < offset_now:
+            behind = offset_now - offset_soon
+    it = croniter(expr, wall - behind - timedelta(minutes=1))
+    best: datetime | None = None
+    first: datetime | None = None
+    while True:
+        try:
+            candidate: datetime = it.get_next(datetime)
+        except CroniterBadDateError:
+            raise ValueError(f"Cron expression {expression!r} never fires") from None
+        except ValueError as exc:
+            if "out of range" in str(exc):  # walked past year 9999: exhausted
+                raise OverflowError(str(exc)) from None
+            raise
+        first = first or candidate
+        for instant in _instants(candidate, zone, hour_wildcard):
+            if instant > after and (best is None or instant < best):
+                best = instant
+        if best is not None and candidate > wall:
+            # Past `after`'s wall time, instants only grow with the wall clock.
+            break
+        if best is None and candidate - first > _LONGEST_GAP:  # not a real zone's clock
+            raise ValueError(
+                f"Cron expression {expression!r} has no firing after {after.isoformat()}"
+            )
+    return to_ms(best)
+
+
+def _bounded(fire_ms: int | None) -> int | None:
+    return None if fire_ms is None or fire_ms > MAX_MS else fire_ms
+
+
+def first_fire_ms(schedule: Schedule, now_ms: int) -> int | None:
+    """When a newly registered (or rescheduled) job fires first; None if never (before
+    :data:`MAX_MS`). Raises ValueError for a cron expression that cannot fire."""
+    try:
+        return _bounded(_first_fire_ms(schedule, now_ms))
+    except OverflowError:  # past year 9999: exhausted
+        return None
+
+
+def next_fire_ms(schedule: Schedule, prev_ms: int) -> int | None:
+    """The firing after the one at ``prev_ms``; None when the schedule is exhausted."""
+    try:
+        return _bounded(_next_fire_ms(schedule, prev_ms))
+    except OverflowError:
+        return None
+
+
+def _first_fire_ms(schedule: Schedule, now_ms: int) -> int | None:
+    match schedule:
+        case CronSchedule(expression=expr, timezone=tz):
+            return cron_next_ms(expr, tz, now_ms)
+        case IntervalSchedule(every_s=every, start_at=start):
+            every_ms = max(round(every * 1000), 1)
+            if start is None:
+                return now_ms + every_ms
+            # A past start_at sets the phase, not a backlog: the first tick from now on.
+            start_ms = to_ms(start)
+            if start_ms >= now_ms:
+                return start_ms
+            return start_ms + -(-(now_ms - start_ms) // every_ms) * every_ms
+        case OnceSchedule(at=at):
+            # A past instant fires at once: its tick is now, so it is not a missed schedule.
+            return max(to_ms(at), now_ms)
+    raise TypeError(f"not a schedule: {schedule!r}")
+
+
+def _next_fire_ms(schedule: Schedule, prev_ms: int) -> int | None:
+    match schedule:
+        case CronSchedule(expression=expr, timezone=tz):
+            return cron_next_ms(expr, tz, prev_ms)
+        case IntervalSchedule(every_s=every):
+            return prev_ms + round(every * 1000)
+        case OnceSchedule():
+            return None
+    raise TypeError(f"not a schedule: {schedule!r}")
+
+
+_timing_decoder = msgspec.json.Decoder(Timing)
+
+
+class NextFireMemo:
+    """Next fire times keyed by (stored timing JSON, previous fire).
+
+    The shard actor receives each due job's :class:`Timing` as the JSON string Redis
+    stores; jobs that share a schedule share the string, so a minute-boundary burst of
+    identical cron jobs costs one croniter call and one decode, then dictionary hits.
+    """
+
+    def __init__(self, max_entries: int = 65536) -> None:
+        self._max = max_entries
+        self._next: dict[tuple[bytes, int], int | None] = {}
+        self._timings: dict[bytes, Timing] = {}
+
+    def timing(self, raw: bytes) -> Timing:
+        timing = self._timings.get(raw)
+        if timing is None:
+            if len(self._timings) >= self._max:
+                self._timings.clear()
+            timing = self._timings[raw] = _timing_decoder.decode(raw)
+        return timing
+
+    def next_after(self, raw: bytes, prev_ms: int) -> int | None:
+        key = (raw, prev_ms)
+        try:
+            return self._next[key]
+        except KeyError:
+            pass
+        if len(self._next) >= self._max:
+            self._next.clear()
+        value = self._next[key] = next_fire_ms(self.timing(raw).schedule, prev_ms)
+        return value

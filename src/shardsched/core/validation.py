@@ -1,0 +1,67 @@
+"""Validation beyond what msgspec's declared constraints express: cron syntax, time
+zones, the rules between fields. Raises :class:`msgspec.ValidationError` with the
+``$.path`` of the field, as msgspec's own decoding does."""
+
+from __future__ import annotations
+
+import zoneinfo
+from typing import TypeVar
+
+import msgspec
+
+from shardsched.core.models import TASK_NAME, CronSchedule, JobSpec, Schedule
+from shardsched.core.schedule import parse_cron
+
+_T = TypeVar("_T")
+
+
+def checked(value: _T) -> _T:
+    """Check a Struct built in Python against its declared constraints (construction does
+    not: only decoding does), by a JSON round trip; raises msgspec.ValidationError with the
+    $.path. The SDK's input goes through the same rules as the HTTP API's."""
+    msgspec.json.decode(_checker.encode(value), type=type(value))
+    return value
+
+
+_checker = msgspec.json.Encoder()
+
+
+def validate_schedule(schedule: Schedule, path: str = "$.schedule") -> None:
+    """Check what msgspec cannot: cron syntax and the time-zone name.
+
+    Raises msgspec.ValidationError naming the field.
+    """
+    if isinstance(schedule, CronSchedule):
+        try:
+            parse_cron(schedule.expression)
+        except ValueError as exc:
+            raise msgspec.ValidationError(f"{exc} - at `{path}.expression`") from None
+        try:
+            zoneinfo.ZoneInfo(schedule.timezone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise msgspec.ValidationError(
+                f"Unknown time zone {schedule.timezone!r} - at `{path}.timezone`"
+            ) from None
+
+
+def validate_spec(spec: JobSpec) -> JobSpec:
+    """Validate a spec, its declared constraints and beyond; returns it for chaining."""
+    checked(spec)
+    if spec.depends_on:
+        if spec.schedule is not None:
+            raise msgspec.ValidationError(
+                "a job with depends_on runs on its DAG's ticks and takes no schedule"
+                " - at `$.schedule`"
+            )
+        if not TASK_NAME.match(spec.name):
+            raise msgspec.ValidationError(
+                "a DAG task's name may only hold letters, digits, '_' and '-' - at `$.name`"
+            )
+    elif spec.schedule is None:
+        raise msgspec.ValidationError("Object missing required field `schedule`")
+    else:
+        validate_schedule(spec.schedule)
+    rp = spec.retry_policy
+    if rp.max_s < rp.base_s:
+        raise msgspec.ValidationError("max_s must be >= base_s - at `$.retry_policy.max_s`")
+    return spec

@@ -1,0 +1,213 @@
+"""What the surfaces answer: jobs, runs, DAGs, DAG runs, lists and results.
+
+Read back from Redis by the operations and encoded as-is by the HTTP API; the SDK returns
+the same Structs, so one definition serves every client.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+
+from shardsched.core.models import (
+    DEFAULT_MAX_CATCHUP,
+    Catchup,
+    DagRunState,
+    JobSpec,
+    JobStatus,
+    Overlap,
+    RetryPolicy,
+    RunState,
+    Schedule,
+    TaskSpec,
+    TaskState,
+    TriggerRule,
+)
+
+
+class Job(msgspec.Struct, kw_only=True):
+    """A registered job as the API answers it."""
+
+    job_id: str
+    name: str
+    schedule: Schedule
+    command: str
+    timeout_s: float
+    retry_policy: RetryPolicy
+    depends_on: list[str]
+    catchup: Catchup
+    misfire_grace_s: float
+    overlap: Overlap
+    lease_s: float
+    status: JobStatus
+    next_run_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    version: int
+    shard: int
+    dag_id: str | None = None  #: set for a DAG task (job id ``<dag_id>.<task>``)
+    trigger_rule: TriggerRule | None = None
+    auto_pause_after: int | None = None
+    pause_reason: str | None = None
+    paused_at: datetime | None = None
+    paused_until: datetime | None = None
+    max_catchup: int = DEFAULT_MAX_CATCHUP
+
+
+class Dag(msgspec.Struct, kw_only=True):
+    """A registered DAG as the API answers it."""
+
+    dag_id: str
+    name: str
+    schedule: Schedule
+    tasks: list[TaskSpec]
+    task_job_ids: dict[str, str]
+    max_active_runs: int
+    catchup: Catchup
+    misfire_grace_s: float
+    stall_sla_s: float
+    status: JobStatus
+    next_run_at: datetime | None
+    active_runs: int
+    queued_runs: int
+    stalled_tasks: int  #: task runs ever reported stalled (released, unclaimed past the SLA)
+    created_at: datetime
+    updated_at: datetime
+    version: int
+    shard: int
+    max_catchup: int = DEFAULT_MAX_CATCHUP
+
+
+class DagCreated(msgspec.Struct):
+    dag_id: str
+    next_run_at: datetime | None
+    task_job_ids: dict[str, str]
+
+
+class DagList(msgspec.Struct):
+    dags: list[Dag]
+    next_cursor: str | None = None
+
+
+class DagTaskRun(msgspec.Struct, kw_only=True):
+    """One task within one DAG run, with every attempt it has had."""
+
+    task: str
+    job_id: str
+    state: TaskState
+    run_id: str | None = None  #: the latest attempt's run id, once released or skipped
+    attempts: list[Run] = msgspec.field(default_factory=list)
+    released_at: datetime | None = None
+    stalled_at: datetime | None = None
+    reason: str | None = None
+
+
+class DagRun(msgspec.Struct, kw_only=True):
+    dag_run_id: str
+    dag_id: str
+    scheduled_for: datetime
+    state: DagRunState
+    manual: bool
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    reason: str | None = None
+    tasks: list[DagTaskRun] = msgspec.field(default_factory=list)
+
+
+class DagRunList(msgspec.Struct):
+    dag_runs: list[DagRun]
+    next_cursor: str | None = None
+
+
+class DagTriggered(msgspec.Struct):
+    dag_run_id: str
+    scheduled_for: datetime
+    state: DagRunState
+
+
+class JobVersion(msgspec.Struct, kw_only=True):
+    """One definition a job had: from when (``valid_from``) until the next (None: current)."""
+
+    version: int
+    status: JobStatus
+    spec: JobSpec
+    valid_from: datetime
+    valid_until: datetime | None = None
+
+
+class JobVersions(msgspec.Struct):
+    job_id: str
+    versions: list[JobVersion]  #: oldest first
+
+
+class BackfillResult(msgspec.Struct):
+    job_id: str
+    ticks: int  #: nominal ticks in the window
+    queued: int  #: of them, newly queued for a run
+    already: int  #: of them, with a run (or queued) already: left alone
+    started: int  #: runs started at once (the rest follow as these end)
+
+
+class JobCreated(msgspec.Struct):
+    """The seed's create answer."""
+
+    job_id: str
+    next_run_at: datetime | None
+
+
+class Run(msgspec.Struct, kw_only=True):
+    """One run record of the ledger."""
+
+    run_id: str
+    job_id: str
+    dag_run_id: str | None = None
+    scheduled_for: datetime
+    state: RunState
+    attempt: int
+    claimed_by: str | None = None
+    lease_expires_at: datetime | None = None
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    job_version: int | None = None  #: the job's version it ran with (set when claimed)
+
+
+class RunList(msgspec.Struct):
+    runs: list[Run]
+    next_cursor: str | None = None  #: pass as ?cursor= for the next page; None on the last
+
+
+class JobList(msgspec.Struct):
+    jobs: list[Job]
+    next_cursor: str | None = None
+
+
+class RunOutput(msgspec.Struct):
+    run_id: str
+    output: str
+    truncated: bool
+
+
+class Triggered(msgspec.Struct):
+    run_id: str
+    scheduled_for: datetime
+
+
+class FireTime(msgspec.Struct):
+    at: datetime  #: UTC
+    local: datetime  #: the same instant on the schedule's wall clock (with its offset)
+    dst: str | None = None  #: "dst_shifted" (moved past a gap) | "dst_repeated" (2nd of 2)
+
+
+class SuppressedTime(msgspec.Struct):
+    wall_time: str  #: the matching wall-clock time that does not fire
+    reason: str  #: "dst_gap" (does not exist) | "dst_repeat_skipped" (its second occurrence)
+
+
+class SchedulePreview(msgspec.Struct):
+    fire_times: list[FireTime]
+    suppressed: list[SuppressedTime]

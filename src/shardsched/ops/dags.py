@@ -1,0 +1,417 @@
+"""The DAG operations (register, read, pause/resume/delete, trigger, DAG runs), free of I/O.
+
+Written as :mod:`shardsched.ops` generators, so the router and the SDK drive the same
+code and the same Lua scripts. A DAG is stored like a job with a timer entry (its hash
+``job:<dag_id>`` also holds its topology, see ``lua/lib/dag.lua``); its tasks are jobs
+``<dag_id>.<task>`` in the DAG's shard, which is what makes every dependency decision one
+atomic script.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from shardsched.core.dag import validate_dag
+from shardsched.core.errors import (
+    DagDeleted,
+    DagNotFound,
+    DagRunNotFound,
+    ShardschedError,
+    ValidationError,
+)
+from shardsched.core.instants import from_ms
+from shardsched.core.models import (
+    Catchup,
+    DagRunState,
+    DagSpec,
+    JobSpec,
+    JobStatus,
+    TaskSpec,
+    TaskState,
+    Timing,
+    TriggerRule,
+)
+from shardsched.core.schedule import first_fire_ms
+from shardsched.core.views import Dag, DagCreated, DagRun, DagTaskRun, DagTriggered, JobCreated
+from shardsched.store import keys as k
+from shardsched.store.calls import Call, Op, check
+from shardsched.store.deployment import Deployment
+from shardsched.store.records import RUN_FIELDS, opt_ms, opt_text, run_from_fields
+
+RULE_CODE = {
+    TriggerRule.ALL_SUCCESS: "s",
+    TriggerRule.ALL_DONE: "d",
+    TriggerRule.ONE_FAILED: "o",
+    TriggerRule.NONE_FAILED: "n",
+}
+CATCHUP_CODE = {Catchup.ALL: "a", Catchup.LATEST: "l", Catchup.NONE: "n"}
+
+_encoder = msgspec.json.Encoder()
+_dag_decoder = msgspec.json.Decoder(DagSpec)
+_DAG_FIELDS = ("kind", "spec", "status", "created", "updated", "version", "nact", "stalled")
+
+
+def _now_ms(reply: Any) -> int:
+    return int(reply[0]) * 1000 + int(reply[1]) // 1000
+
+
+def dag_timing(spec: DagSpec) -> Timing:
+    """A DAG's timer entry fires like a job's; concurrency is max_active_runs' business."""
+    return Timing(spec.schedule, spec.catchup, spec.misfire_grace_s, max_catchup=spec.max_catchup)
+
+
+def _task_items(spec: DagSpec) -> list[Any]:
+    topo = validate_dag(spec)
+    items: list[Any] = []
+    for task in spec.tasks:
+        items += (
+            task.name,
+            ",".join(dict.fromkeys(task.depends_on)),
+            ",".join(topo.downstream[task.name]),
+            RULE_CODE[task.trigger_rule],
+            _encoder.encode(task),
+            round(task.lease_s * 1000),
+        )
+    return [",".join(topo.order), ",".join(topo.roots), *items]
+
+
+def create_dag(dep: Deployment, spec: DagSpec) -> Op:
+    """Register a DAG (validated first: nothing is written for an invalid one)."""
+    items = _task_items(spec)
+    (now,) = yield [Call(("TIME",))]
+    first = first_fire_ms(spec.schedule, _now_ms(now))
+    dag_id = k.new_dag_id()
+    sk = dep.keys_for(dag_id)
+    (reply,) = yield [
+        Call(
+            (
+                sk.base,
+                dep.globals.wake_channel,
+                sk.shard,
+                dag_id,
+                _encoder.encode(spec),
+                _encoder.encode(dag_timing(spec)),
+                "" if first is None else first,
+                spec.max_active_runs,
+                round(spec.stall_sla_s * 1000),
+                CATCHUP_CODE[spec.catchup],
+                *items,
+            ),
+            script="register_dag",
+            keys=(sk.timer, sk.jobs, sk.dags),
+        )
+    ]
+    if check(reply)[1] != 1:  # a 48-bit random id collided: vanishingly rare
+        raise ShardschedError(f"DAG id {dag_id} already exists")
+    return DagCreated(
+        dag_id=dag_id,
+        next_run_at=None if first is None else from_ms(first),
+        task_job_ids={t.name: k.task_job_id(dag_id, t.name) for t in spec.tasks},
+    )
+
+
+def _dag_calls(dep: Deployment, dag_id: str) -> list[Call]:
+    sk = dep.keys_for(dag_id)
+    return [
+        Call(("HMGET", sk.job(dag_id), *_DAG_FIELDS)),
+        Call(("ZSCORE", sk.timer, dag_id)),
+        Call(("ZCARD", sk.dag_queue(dag_id))),
+    ]
+
+
+def _dag_from(dep: Deployment, dag_id: str, replies: Sequence[Any]) -> Dag:
+    fields, score, queued = (check(r) for r in replies)
+    kind, spec_raw, status, created, updated, version, active, stalled = fields
+    if kind != b"dag" or not k.is_dag_id(dag_id):
+        raise DagNotFound(dag_id)
+    spec = _dag_decoder.decode(spec_raw)
+    return Dag(
+        dag_id=dag_id,
+        name=spec.name,
+        schedule=spec.schedule,
+        tasks=spec.tasks,
+        task_job_ids={t.name: k.task_job_id(dag_id, t.name) for t in spec.tasks},
+        max_active_runs=spec.max_active_runs,
+        catchup=spec.catchup,
+        misfire_grace_s=spec.misfire_grace_s,
+        stall_sla_s=spec.stall_sla_s,
+        status=JobStatus(status.decode()),
+        next_run_at=None if score is None else from_ms(int(float(score))),
+        active_runs=int(active or 0),
+        queued_runs=int(queued),
+        stalled_tasks=int(stalled or 0),
+        created_at=from_ms(int(created)),
+        updated_at=from_ms(int(updated)),
+        version=int(version),
+        shard=dep.keys_for(dag_id).shard,
+        max_catchup=spec.max_catchup,
+    )
+
+
+def get_dag(dep: Deployment, dag_id: str) -> Op:
+    if not k.is_dag_id(dag_id):
+        raise DagNotFound(dag_id)
+    replies = yield _dag_calls(dep, dag_id)
+    return _dag_from(dep, dag_id, replies)
+
+
+def set_dag_status(dep: Deployment, dag_id: str, status: JobStatus) -> Op:
+    """Pause (the timer entry goes; open DAG runs finish) or resume (the next tick from now,
+    under the DAG's catch-up policy); returns the Dag."""
+    for _attempt in range(16):
+        dag = yield from get_dag(dep, dag_id)
+        if dag.status == JobStatus.DELETED:
+            raise DagDeleted(dag_id)
+        if dag.status == status:
+            return dag
+        (now,) = yield [Call(("TIME",))]
+        next_fire: int | str = ""
+        if status == JobStatus.ACTIVE:
+            first = first_fire_ms(dag.schedule, _now_ms(now))
+            next_fire = "" if first is None else first
+        sk = dep.keys_for(dag_id)
+        spec_raw, timing = yield [
+            Call(("HGET", sk.job(dag_id), "spec")),
+            Call(("HGET", sk.job(dag_id), "timing")),
+        ]
+        (reply,) = yield [
+            Call(
+                (
+                    dag_id,
+                    dag.version,
+                    check(spec_raw),
+                    check(timing),
+                    status.value,
+                    next_fire,
+                    0,
+                    dep.globals.wake_channel,
+                    sk.shard,
+                    "1",
+                    "",
+                    "",
+                    sk.base,
+                ),
+                script="update_job",
+                keys=(sk.job(dag_id), sk.timer, sk.segments(dag_id), sk.versions(dag_id)),
+            )
+        ]
+        code = check(reply)[0]
+        if code == -2:
+            raise DagDeleted(dag_id)
+        if code == 1:
+            return (yield from get_dag(dep, dag_id))
+    raise ShardschedError(f"DAG {dag_id!r} is being changed concurrently; try again")
+
+
+def delete_dag(dep: Deployment, dag_id: str) -> Op:
+    """Delete a DAG: no more ticks; open DAG runs finish; definition and history stay."""
+    yield from get_dag(dep, dag_id)
+    sk = dep.keys_for(dag_id)
+    (reply,) = yield [
+        Call(
+            (dag_id, dep.globals.wake_channel, sk.shard),
+            script="delete_job",
+            keys=(sk.job(dag_id), sk.timer, sk.segments(dag_id), sk.versions(dag_id)),
+        )
+    ]
+    if check(reply)[0] == -2:
+        raise DagDeleted(dag_id)
+    return (yield from get_dag(dep, dag_id))
+
+
+def trigger_dag(dep: Deployment, dag_id: str) -> Op:
+    """Open a DAG run now; returns DagTriggered (started, or queued under max_active_runs)."""
+    if not k.is_dag_id(dag_id):
+        raise DagNotFound(dag_id)
+    sk = dep.keys_for(dag_id)
+    (reply,) = yield [
+        Call(
+            (sk.base, dag_id, dep.globals.ready_channel, sk.shard),
+            script="trigger_dag",
+            keys=(sk.job(dag_id), sk.ready),
+        )
+    ]
+    reply = check(reply)
+    if reply[0] == -1:
+        raise DagNotFound(dag_id)
+    if reply[0] == -2:
+        raise DagDeleted(dag_id)
+    return DagTriggered(
+        dag_run_id=reply[1].decode(),
+        scheduled_for=from_ms(int(reply[2])),
+        state=DagRunState.RUNNING if reply[0] == 1 else DagRunState.QUEUED,
+    )
+
+
+_TASK_CODE = {
+    b"w": TaskState.WAITING,
+    b"s": TaskState.SUCCEEDED,
+    b"k": TaskState.SKIPPED,
+    b"u": TaskState.SKIPPED,
+}
+
+
+def _dag_run_from(drid: str, raw: list[bytes], tasks: list[str]) -> DagRun:
+    fields = {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)}
+    dag_id = drid.split(":", 1)[0]
+    task_runs = []
+    for task in tasks:
+        code = fields.get(b"t:" + task.encode())
+        if code is None:  # added to the DAG after this run opened
+            continue
+        task_runs.append(
+            DagTaskRun(
+                task=task,
+                job_id=k.task_job_id(dag_id, task),
+                state=_TASK_CODE.get(code, TaskState.SCHEDULED),
+                run_id=opt_text(fields.get(b"r:" + task.encode())),
+                released_at=opt_ms(fields.get(b"a:" + task.encode())),
+            )
+        )
+    return DagRun(
+        dag_run_id=drid,
+        dag_id=dag_id,
+        scheduled_for=from_ms(int(fields[b"s"])),
+        state=DagRunState(fields[b"st"].decode()),
+        manual=fields.get(b"m") == b"1",
+        created_at=from_ms(int(fields[b"c"])),
+        started_at=opt_ms(fields.get(b"b")),
+        finished_at=opt_ms(fields.get(b"f")),
+        reason=opt_text(fields.get(b"rs")),
+        tasks=task_runs,
+    )
+
+
+def _task_order(dep: Deployment, dag_id: str) -> Op:
+    (tasks,) = yield [Call(("HGET", dep.keys_for(dag_id).job(dag_id), "tasks"))]
+    tasks = check(tasks)
+    if tasks is None:
+        raise DagNotFound(dag_id)
+    return tasks.decode().split(",")
+
+
+def get_dag_run(dep: Deployment, drid: str) -> Op:
+    """One DAG run with every task's state and every attempt of each."""
+    dag_id = drid.split(":", 1)[0]
+    if not k.is_dag_id(dag_id):
+        raise DagRunNotFound(drid)
+    sk = dep.keys_for(dag_id)
+    (raw,) = yield [Call(("HGETALL", sk.dag_run(drid)))]
+    if not check(raw):
+        raise DagRunNotFound(drid)
+    tasks = yield from _task_order(dep, dag_id)
+    run = _dag_run_from(drid, raw, tasks)
+    yield from _fill_states(dep, [run], with_attempts=True)
+    return run
+
+
+def _fill_states(dep: Deployment, runs: list[DagRun], with_attempts: bool) -> Op:
+    """Each released task's state is its latest run's (and, if asked, every attempt)."""
+    wanted: list[tuple[DagTaskRun, list[str]]] = []
+    for run in runs:
+        for task in run.tasks:
+            if task.run_id is None:
+                continue
+            stem, _, attempt = task.run_id.rpartition(":")
+            first = 1 if with_attempts else int(attempt)
+            wanted.append((task, [f"{stem}:{n}" for n in range(first, int(attempt) + 1)]))
+    calls = [
+        Call(("HMGET", dep.keys_for(rid).run(rid), *RUN_FIELDS, "stl"))
+        for _, rids in wanted
+        for rid in rids
+    ]
+    if not calls:
+        return
+    replies = iter((yield calls))
+    for task, rids in wanted:
+        attempts = []
+        stalled = None
+        for rid in rids:
+            fields = check(next(replies))
+            if fields[0] is not None:
+                attempts.append(run_from_fields(rid, fields[:-1]))
+                stalled = fields[-1] or stalled
+        if attempts:
+            latest = attempts[-1]
+            task.state = TaskState(latest.state)
+            task.reason = latest.reason
+        task.stalled_at = opt_ms(stalled)
+        if with_attempts:
+            task.attempts = attempts
+
+
+def join_dag(dep: Deployment, spec: JobSpec) -> Op:
+    """A job registered with depends_on joins its dependencies' DAG as a new task."""
+    dag_ids = set()
+    deps: list[str] = []
+    for i, job_id in enumerate(spec.depends_on):
+        dag_id, dot, task = job_id.partition(".")
+        if not dot or not k.is_dag_id(dag_id) or not task:
+            raise ValidationError(
+                f"{job_id!r} is not a DAG task's job id (<dag_id>.<task>)",
+                f"$.depends_on[{i}]",
+            )
+        dag_ids.add(dag_id)
+        deps.append(task)
+        if len(dag_ids) > 1:
+            raise ValidationError(
+                "every dependency must be a task of the same DAG", f"$.depends_on[{i}]"
+            )
+    (dag_id,) = dag_ids
+    task = TaskSpec(
+        name=spec.name,
+        command=spec.command,
+        timeout_s=spec.timeout_s,
+        retry_policy=spec.retry_policy,
+        depends_on=list(dict.fromkeys(deps)),
+        trigger_rule=spec.trigger_rule,
+        lease_s=spec.lease_s,
+    )
+    sk = dep.keys_for(dag_id)
+    job_id = k.task_job_id(dag_id, spec.name)
+    for _attempt in range(16):
+        try:
+            dag = yield from get_dag(dep, dag_id)
+        except DagNotFound:
+            raise ValidationError(f"no DAG {dag_id!r}", "$.depends_on[0]") from None
+        if dag.status == JobStatus.DELETED:
+            raise DagDeleted(dag_id)
+        names = {t.name for t in dag.tasks}
+        for i, name in enumerate(deps):
+            if name not in names:
+                raise ValidationError(f"DAG {dag_id!r} has no task {name!r}", f"$.depends_on[{i}]")
+        if spec.name in names:
+            raise ValidationError(f"DAG {dag_id!r} already has a task {spec.name!r}", "$.name")
+        if len(dag.tasks) >= 1000:
+            raise ValidationError(f"DAG {dag_id!r} has 1000 tasks, the most allowed", "$.name")
+        (spec_raw,) = yield [Call(("HGET", sk.job(dag_id), "spec"))]
+        new_spec = _dag_decoder.decode(check(spec_raw))
+        new_spec.tasks.append(task)
+        (reply,) = yield [
+            Call(
+                (
+                    dag.version,
+                    spec.name,
+                    ",".join(task.depends_on),
+                    RULE_CODE[task.trigger_rule],
+                    _encoder.encode(task),
+                    round(task.lease_s * 1000),
+                    _encoder.encode(new_spec),
+                    dag_id,
+                ),
+                script="add_dag_task",
+                keys=(sk.job(dag_id), sk.job(job_id)),
+            )
+        ]
+        code = check(reply)[0]
+        if code == 1:
+            return JobCreated(job_id=job_id, next_run_at=dag.next_run_at)
+        if code == -2:
+            raise DagDeleted(dag_id)
+        if code == -4:
+            raise ValidationError(f"DAG {dag_id!r} already has a task {spec.name!r}", "$.name")
+        # -3 the DAG changed meanwhile, -5 a dependency vanished with it: read again
+    raise ShardschedError(f"DAG {dag_id!r} is being changed concurrently; try again")

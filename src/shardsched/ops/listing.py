@@ -1,0 +1,223 @@
+"""Paginated, filtered lists: jobs, a job's runs, dead letters, DAGs, a DAG's runs.
+
+Each is an operation (:mod:`shardsched.ops` style) returning a page Struct with
+``next_cursor`` (None on the last page). Filters that the index cannot answer (a job's
+status or name, a run's state) are applied while scanning: a page examines at most
+:data:`SCAN_BUDGET` entries, so a selective filter may answer a short page with a
+``next_cursor``; keep following it until it is None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from shardsched.core.errors import DagNotFound, JobNotFound
+from shardsched.core.models import JobStatus, RunState
+from shardsched.core.views import Dag, DagList, DagRunList, Job, JobList, RunList
+from shardsched.ops import dags as dag_ops
+from shardsched.ops.jobs import _job_calls, _plain_job
+from shardsched.ops.pagination import Cursor, zpage
+from shardsched.store import keys as k
+from shardsched.store.calls import Call, Op, check
+from shardsched.store.deployment import Deployment
+from shardsched.store.records import RUN_FIELDS, run_from_fields
+
+#: Entries a filtered page looks at, at most, before answering what it found so far.
+SCAN_BUDGET = 5000
+#: Entries read per round trip while scanning with a filter.
+_SCAN_BATCH = 250
+
+Entries = list[tuple[float, bytes]]
+
+
+def _scan(
+    keys: Sequence[str],
+    after: Cursor | None,
+    limit: int,
+    read: Callable[[Entries], Op],
+    keep: Callable[[Any], bool] | None,
+    lo: float = float("-inf"),
+    hi: float = float("inf"),
+) -> Op:
+    """Up to ``limit`` objects read from the entries after ``after`` that ``keep`` keeps;
+    returns (objects, next cursor or None)."""
+    out: list[Any] = []
+    examined = 0
+    while True:
+        batch = limit if keep is None else max(limit, _SCAN_BATCH)
+        entries, more = yield from zpage(keys, after, batch, lo, hi)
+        objs = (yield from read(entries)) if entries else []
+        for i, (entry, obj) in enumerate(zip(entries, objs, strict=True)):
+            if obj is not None and (keep is None or keep(obj)):
+                out.append(obj)
+                if len(out) == limit:
+                    rest = i + 1 < len(entries) or more is not None
+                    return out, Cursor(*entry) if rest else None
+        examined += len(entries)
+        if more is None:
+            return out, None
+        after = more
+        if examined >= SCAN_BUDGET:
+            return out, more
+
+
+def _status_and_name(
+    status: JobStatus | None, name_prefix: str | None
+) -> Callable[[Any], bool] | None:
+    """The filter of a job or DAG list (both have ``status`` and ``name``); None: keep all."""
+    if status is None and not name_prefix:
+        return None
+
+    def keep(item: Job | Dag) -> bool:
+        return (status is None or item.status == status) and (
+            not name_prefix or item.name.startswith(name_prefix)
+        )
+
+    return keep
+
+
+def _encode(cursor: Cursor | None) -> str | None:
+    return None if cursor is None else cursor.encode()
+
+
+# --- jobs --------------------------------------------------------------------------------
+
+
+def _read_jobs(dep: Deployment, entries: Entries) -> Op:
+    """The jobs of index entries in one round trip (DAGs, listed apart, are left out)."""
+    ids = [member.decode() for _, member in entries]
+    calls = [c for job_id in ids for c in _job_calls(dep, job_id)]
+    replies = yield calls
+    jobs: list[Job | None] = []
+    for n, job_id in enumerate(ids):
+        fields, score = check(replies[2 * n]), check(replies[2 * n + 1])
+        if k.is_dag_id(job_id) or fields[0] is None or fields[5] is not None:
+            jobs.append(None)
+        else:
+            jobs.append(_plain_job(dep, job_id, fields, score))
+    return jobs
+
+
+def jobs_page(
+    dep: Deployment,
+    limit: int = 50,
+    cursor: Cursor | None = None,
+    status: JobStatus | None = None,
+    name_prefix: str | None = None,
+) -> Op:
+    """Jobs, newest first, optionally of one status and with a name prefix."""
+    keep = _status_and_name(status, name_prefix)
+    keys = [dep.shard(s).jobs for s in range(dep.n_shards)]
+    jobs, nxt = yield from _scan(keys, cursor, limit, lambda e: _read_jobs(dep, e), keep)
+    return JobList(jobs=jobs, next_cursor=_encode(nxt))
+
+
+# --- runs --------------------------------------------------------------------------------
+
+
+def _read_run_entries(dep: Deployment, entries: Entries) -> Op:
+    if not entries:
+        return []
+    rids = [member.decode() for _, member in entries]
+    replies = yield [Call(("HMGET", dep.keys_for(rid).run(rid), *RUN_FIELDS)) for rid in rids]
+    return [
+        None if fields[0] is None else run_from_fields(rid, fields)
+        for rid, fields in zip(rids, (check(r) for r in replies), strict=True)
+    ]
+
+
+def runs_page(
+    dep: Deployment,
+    job_id: str,
+    limit: int = 50,
+    cursor: Cursor | None = None,
+    state: RunState | None = None,
+    since_ms: int | None = None,
+    until_ms: int | None = None,
+) -> Op:
+    """A job's runs, newest first (by scheduled_for, then run id); optionally in one
+    state, and scheduled within [since, until]."""
+    sk = dep.keys_for(job_id)
+    (exists,) = yield [Call(("EXISTS", sk.job(job_id)))]
+    if not check(exists) or k.is_dag_id(job_id):
+        raise JobNotFound(job_id)
+    keep = None if state is None else (lambda run: run.state == state)
+    runs, nxt = yield from _scan(
+        [sk.runs_of(job_id)],
+        cursor,
+        limit,
+        lambda e: _read_run_entries(dep, e),
+        keep,
+        float("-inf") if since_ms is None else since_ms,
+        float("inf") if until_ms is None else until_ms,
+    )
+    return RunList(runs=runs, next_cursor=_encode(nxt))
+
+
+def dead_letter_page(dep: Deployment, limit: int = 100, cursor: Cursor | None = None) -> Op:
+    """Dead-lettered runs of every shard, most recently dead-lettered first."""
+    keys = [dep.shard(s).dead_letter for s in range(dep.n_shards)]
+    runs, nxt = yield from _scan(keys, cursor, limit, lambda e: _read_run_entries(dep, e), None)
+    return RunList(runs=[r for r in runs if r is not None], next_cursor=_encode(nxt))
+
+
+# --- DAGs --------------------------------------------------------------------------------
+
+
+def _read_dags(dep: Deployment, entries: Entries) -> Op:
+    ids = [member.decode() for _, member in entries]
+    replies = yield [c for dag_id in ids for c in dag_ops._dag_calls(dep, dag_id)]
+    return [
+        dag_ops._dag_from(dep, dag_id, replies[3 * n : 3 * n + 3]) for n, dag_id in enumerate(ids)
+    ]
+
+
+def dags_page(
+    dep: Deployment,
+    limit: int = 100,
+    cursor: Cursor | None = None,
+    status: JobStatus | None = None,
+    name_prefix: str | None = None,
+) -> Op:
+    """DAGs, newest first, optionally of one status and with a name prefix."""
+    keep = _status_and_name(status, name_prefix)
+    keys = [dep.shard(s).dags for s in range(dep.n_shards)]
+    dags, nxt = yield from _scan(keys, cursor, limit, lambda e: _read_dags(dep, e), keep)
+    return DagList(dags=dags, next_cursor=_encode(nxt))
+
+
+def dag_runs_page(
+    dep: Deployment,
+    dag_id: str,
+    limit: int = 50,
+    cursor: Cursor | None = None,
+    since_ms: int | None = None,
+    until_ms: int | None = None,
+) -> Op:
+    """A DAG's runs, newest first, each task with its state (attempts: GET the DAG run)."""
+    if not k.is_dag_id(dag_id):
+        raise DagNotFound(dag_id)
+    tasks = yield from dag_ops._task_order(dep, dag_id)
+    sk = dep.keys_for(dag_id)
+
+    def read(entries: Entries) -> Op:
+        drids = [member.decode() for _, member in entries]
+        raws = yield [Call(("HGETALL", sk.dag_run(drid))) for drid in drids]
+        runs = [
+            dag_ops._dag_run_from(drid, check(raw), tasks)
+            for drid, raw in zip(drids, raws, strict=True)
+        ]
+        yield from dag_ops._fill_states(dep, runs, with_attempts=False)
+        return runs
+
+    runs, nxt = yield from _scan(
+        [sk.runs_of(dag_id)],
+        cursor,
+        limit,
+        read,
+        None,
+        float("-inf") if since_ms is None else since_ms,
+        float("inf") if until_ms is None else until_ms,
+    )
+    return DagRunList(dag_runs=runs, next_cursor=_encode(nxt))

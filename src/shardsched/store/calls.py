@@ -1,0 +1,70 @@
+"""Calls and the operation protocol: how an operation talks to Redis without doing I/O.
+
+An operation (``Op``) is a generator that yields a batch of :class:`Call` (one round trip,
+pipelined) and receives the list of replies; its return value is the result. The router,
+shard actors and workers drive operations on the trio client (:func:`drive_async`), the SDK
+on redis-py (``shardsched.sdk``): one definition of what a job is in Redis, the same Lua
+scripts on both paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from shardsched.core.errors import RedisUnavailable, ShardschedError, is_transient_reply
+
+if TYPE_CHECKING:
+    from shardsched.store.redis import Redis
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One command (``script`` is None) or one Lua script call, for a pipeline."""
+
+    args: tuple[Any, ...]
+    script: str | None = None
+    keys: tuple[str, ...] = ()
+
+
+class ScriptReplyError(ShardschedError):
+    """Raised when Redis answers one of our calls with an error reply."""
+
+
+Op = Generator[list[Call], list[Any], Any]
+
+
+def check(reply: Any) -> Any:
+    """The reply itself; raises RedisUnavailable for a transient error reply (OOM, LOADING,
+    BUSY, ...), ScriptReplyError for any other."""
+    if isinstance(reply, Exception):
+        if is_transient_reply(str(reply)):
+            raise RedisUnavailable(str(reply))
+        raise ScriptReplyError(str(reply))
+    return reply
+
+
+def server_ms(reply: Any) -> int:
+    """Milliseconds from a ``TIME`` reply."""
+    return int(reply[0]) * 1000 + int(reply[1]) // 1000
+
+
+async def drive_async(op: Op, redis: Redis) -> Any:
+    """Run an operation on the trio connection pool."""
+    try:
+        calls = next(op)
+        while True:
+            replies = await redis_calls(redis, calls)
+            calls = op.send(replies)
+    except StopIteration as stop:
+        return stop.value
+
+
+async def redis_calls(redis: Redis, calls: Sequence[Call]) -> list[Any]:
+    """One round trip for a mixed batch of commands and scripts; errors come back as values."""
+    if all(c.script is None for c in calls):
+        return await redis.pipeline([c.args for c in calls])
+    if all(c.script is not None for c in calls):
+        return await redis.scripts([(c.script, c.keys, c.args) for c in calls])  # type: ignore[misc]
+    return [(await redis_calls(redis, [c]))[0] for c in calls]

@@ -1,0 +1,45 @@
+"""A deployment: its namespace and shard count, and so where each id's keys live."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shardsched.core.errors import ConfigError
+from shardsched.store import keys as k
+from shardsched.store.calls import Call, Op, check
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    """Where a deployment's keys live: its namespace and shard count."""
+
+    namespace: str = k.DEFAULT_NAMESPACE
+    n_shards: int = k.DEFAULT_SHARDS
+
+    def keys_for(self, any_id: str) -> k.ShardKeys:
+        return k.shard_keys(self.namespace, k.shard_of(any_id, self.n_shards))
+
+    def shard(self, n: int) -> k.ShardKeys:
+        return k.shard_keys(self.namespace, n)
+
+    @property
+    def globals(self) -> k.GlobalKeys:
+        return k.GlobalKeys(self.namespace)
+
+
+def open_deployment(namespace: str, n_shards: int | None) -> Op:
+    """Read the deployment's shard count, fixing it at first start.
+
+    ``n_shards=None`` accepts whatever is stored (or the default for a new deployment);
+    otherwise a mismatch raises ConfigError: a node started with another N refuses to run.
+    """
+    meta = k.GlobalKeys(namespace).meta
+    want = n_shards or k.DEFAULT_SHARDS
+    replies = yield [Call(("HSETNX", meta, "shards", want)), Call(("HGET", meta, "shards"))]
+    stored = int(check(replies[1]))
+    if n_shards is not None and stored != n_shards:
+        raise ConfigError(
+            f"this deployment has {stored} shards (fixed at first start); "
+            f"refusing --shards {n_shards}"
+        )
+    return Deployment(namespace, stored)

@@ -1,0 +1,58 @@
+"""The record field maps: which hash field holds what, and the one decoder of each record.
+
+Field letters are short because there are millions of run records; every reader goes
+through the tuples and decoders here, never by letters of its own.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from shardsched.core.instants import from_ms
+from shardsched.core.views import Run
+
+#: A run record (``run:<id>`` hash), in the order :func:`run_from_fields` unpacks:
+#: state, created, scheduled_for (manual runs), worker, lease expiry, began, finished,
+#: exit code, reason, DAG run id, job version.
+RUN_FIELDS = ("st", "c", "s", "w", "l", "b", "f", "x", "r", "d", "v")
+#: A job hash, in the order the job readers unpack: spec JSON, status, created, updated,
+#: version, DAG id (a DAG's task), pause reason, paused at, paused until.
+JOB_FIELDS = ("spec", "status", "created", "updated", "version", "dag", "pr", "pa", "pu")
+#: A DAG hash: kind, spec JSON, status, created, updated, version, active runs, stalled.
+DAG_FIELDS = ("kind", "spec", "status", "created", "updated", "version", "nact", "stalled")
+#: The most output kept per run; the worker caps what it sends, the script what it stores.
+OUTPUT_LIMIT = 64 * 1024
+
+
+def opt_text(value: bytes | None) -> str | None:
+    """A stored string; absent and empty both read as None."""
+    return None if value is None or value == b"" else value.decode()
+
+
+def opt_ms(value: bytes | None) -> datetime | None:
+    """A stored instant (ms); absent and empty both read as None."""
+    return None if value is None or value == b"" else from_ms(int(value))
+
+
+def run_from_fields(rid: str, fields: list[bytes | None]) -> Run:
+    """A run from its record (:data:`RUN_FIELDS`); job, tick and attempt come from its id
+    ``<job>:<tick>:<n>`` (a manual run's tick ``t<n>`` is stored in the record's ``s``)."""
+    st, c, s, w, lease, b, f, x, r, d, v = fields
+    job_id, tick, attempt = rid.rsplit(":", 2)
+    assert st is not None and c is not None
+    return Run(
+        run_id=rid,
+        job_id=job_id,
+        dag_run_id=opt_text(d),
+        scheduled_for=from_ms(int(s or tick)),
+        state=st.decode(),
+        attempt=int(attempt),
+        claimed_by=opt_text(w),
+        lease_expires_at=opt_ms(lease),
+        created_at=from_ms(int(c)),
+        started_at=opt_ms(b),
+        finished_at=opt_ms(f),
+        exit_code=None if not x else int(x),
+        reason=opt_text(r),
+        job_version=int(v) if v else None,
+    )

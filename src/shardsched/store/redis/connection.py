@@ -1,0 +1,348 @@
+"""A small trio RESP client on hiredis: just what the service needs, nothing general.
+
+redis-py has no trio client, so the node, router and worker speak RESP through this module
+(DESIGN §7): ``hiredis.pack_command`` encodes, ``hiredis.Reader`` parses, calls are
+pipelined, AUTH and SELECT come from the URL, and a lost server is reconnected with
+backoff. A connection whose call was cancelled or failed half-way is closed, never
+reused, so no caller ever reads another caller's reply.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import hiredis
+import trio
+
+from shardsched.core.errors import RedisUnavailable, ShardschedError, is_transient_reply
+from shardsched.store.scripts import SCRIPTS
+
+Command = Sequence[str | bytes | int | float]
+log = logging.getLogger(__name__)
+
+
+class RedisError(ShardschedError):
+    """Raised for any failure talking to Redis."""
+
+
+class ReplyError(RedisError):
+    """Raised when Redis answers a command with an error reply."""
+
+
+class RedisBusyError(ReplyError, RedisUnavailable):
+    """Raised for an error reply that passes (OOM, LOADING, BUSY, READONLY, MISCONF, ...):
+    the call changed nothing; back off and retry."""
+
+
+class RedisConnectionError(RedisError):
+    """Raised when the connection to Redis is lost or cannot be made in time."""
+
+
+class RedisConnectError(RedisConnectionError):
+    """Raised when no connection could be made: nothing was sent, so a retry elsewhere is
+    safe."""
+
+
+class RedisRefusedError(RedisConnectError):
+    """Raised when Redis accepts the connection but refuses to serve it (protected mode,
+    authentication, ACL permissions): nothing was sent but the handshake. The message says
+    what to do; an operator's fix, so the caller retries loudly rather than dies."""
+
+
+#: What to do about a refused handshake, by the error reply's code.
+_REFUSAL_HINTS = {
+    "DENIED": "Redis is in protected mode and refuses clients from other hosts without a"
+    " password: give it a password (requirepass or an ACL user) and put it in the URL,"
+    " or bind it to the interface you connect from",
+    "NOAUTH": "Redis wants a password: put it in the URL (redis://:PASSWORD@host:port/db,"
+    " or redis://USER:PASSWORD@… for an ACL user), or in SHARDSCHED_REDIS_URL",
+    "WRONGPASS": "the user name or password in the Redis URL is wrong",
+    "ERR": "check the URL's user, password and db number",
+    "NOPERM": "the Redis ACL user lacks a permission shardsched needs (scripting, streams,"
+    " pub/sub and its keys)",
+}
+
+
+def refusal(url: RedisURL, reply: BaseException) -> RedisRefusedError:
+    text = str(reply)
+    code = text.split(" ", 1)[0]
+    hint = _REFUSAL_HINTS.get(code, _REFUSAL_HINTS["ERR"])
+    return RedisRefusedError(f"Redis at {url.host}:{url.port} refused us: {text} ({hint})")
+
+
+@dataclass(frozen=True, slots=True)
+class RedisURL:
+    host: str = "127.0.0.1"
+    port: int = 6379
+    username: str | None = None
+    password: str | None = None
+    db: int = 0
+
+    @classmethod
+    def parse(cls, url: str) -> RedisURL:
+        """Parse ``redis://[user[:password]@]host[:port][/db]``; raises ValueError."""
+        parts = urlsplit(url)
+        if parts.scheme != "redis":
+            raise ValueError(f"unsupported Redis URL scheme {parts.scheme!r} in {url!r}")
+        db_text = parts.path.lstrip("/")
+        return cls(
+            host=parts.hostname or "127.0.0.1",
+            port=parts.port or 6379,
+            username=unquote(parts.username) if parts.username else None,
+            password=unquote(parts.password) if parts.password else None,
+            db=int(db_text) if db_text else 0,
+        )
+
+
+def reply_error(reply: BaseException) -> ReplyError:
+    """Our exception for an error reply: :class:`RedisBusyError` when it passes."""
+    text = str(reply)
+    return RedisBusyError(text) if is_transient_reply(text) else ReplyError(text)
+
+
+def _raise_errors(replies: list[Any]) -> list[Any]:
+    for reply in replies:
+        if isinstance(reply, hiredis.ReplyError):
+            raise reply_error(reply)
+    return replies
+
+
+class Connection:
+    """One RESP connection, used by one task at a time (the pool sees to that)."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self._stream = stream
+        self._reader = hiredis.Reader()
+        self.broken = False
+
+    @classmethod
+    async def open(cls, url: RedisURL, timeout: float, scripts: bool = True) -> Connection:
+        """Connect, authenticate, select the db and load every script (unless told not
+        to); raises RedisError."""
+        try:
+            with trio.fail_after(timeout):
+                stream = await trio.open_tcp_stream(url.host, url.port)
+                conn = cls(stream)
+                hello: list[Command] = []
+                if url.password is not None:
+                    auth = ("AUTH", url.username, url.password) if url.username else None
+                    hello.append(auth or ("AUTH", url.password))
+                if url.db:
+                    hello.append(("SELECT", url.db))
+                loads = [("SCRIPT", "LOAD", s.source) for s in SCRIPTS.values()] if scripts else []
+                try:
+                    # Authenticated first: Redis drops an unauthenticated client that sends
+                    # a bulk over 16 KiB, and a script with its helpers can be that big.
+                    # Then a plain PING: protected mode and a missing password are
+                    # answered to it, before we send anything big.
+                    for batch in (hello, [("PING",)], loads):
+                        if not batch:
+                            continue
+                        for reply in await conn.execute_many(batch):
+                            if isinstance(reply, hiredis.ReplyError):
+                                if "LOADING" in str(reply):  # restarting: retried as usual
+                                    raise RedisConnectError(f"Redis is loading: {reply}")
+                                raise refusal(url, reply)
+                except BaseException:
+                    await conn.aclose()
+                    raise
+                return conn
+        except RedisConnectionError as exc:
+            if isinstance(exc, RedisConnectError):
+                raise
+            # lost during the handshake: a TLS port spoken to in plain text looks like this
+            raise RedisConnectError(
+                f"connection to {url.host}:{url.port} lost during the handshake ({exc});"
+                " if the server speaks TLS, it needs a rediss:// URL"
+            ) from exc
+        except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
+            raise RedisConnectError(f"cannot connect to {url.host}:{url.port}: {exc}") from exc
+
+    async def execute_many(self, commands: Sequence[Command]) -> list[Any]:
+        """Send every command in one write, read every reply; error replies are returned
+        as ``hiredis.ReplyError`` values in place, not raised."""
+        if self.broken:
+            raise RedisConnectionError("connection is closed")
+        self.broken = True  # until every reply is read: cancellation leaves it unusable
+        try:
+            await self._stream.send_all(b"".join(hiredis.pack_command(tuple(c)) for c in commands))
+            replies = [await self._read_reply() for _ in commands]
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise RedisConnectionError(f"connection lost: {exc}") from exc
+        self.broken = False
+        return replies
+
+    async def _read_reply(self) -> Any:
+        reply = self._reader.gets()
+        while reply is False:
+            data = await self._stream.receive_some(65536)
+            if not data:
+                raise RedisConnectionError("server closed the connection")
+            self._reader.feed(data)
+            reply = self._reader.gets()
+        return reply
+
+    async def send(self, command: Command) -> None:
+        """Write one command without reading its reply (pub/sub mode)."""
+        try:
+            await self._stream.send_all(hiredis.pack_command(tuple(command)))
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            self.broken = True
+            raise RedisConnectionError(f"connection lost: {exc}") from exc
+
+    async def read(self) -> Any:
+        """Read the next reply or pushed message (pub/sub mode)."""
+        try:
+            return await self._read_reply()
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            self.broken = True
+            raise RedisConnectionError(f"connection lost: {exc}") from exc
+
+    async def aclose(self) -> None:
+        self.broken = True
+        with trio.move_on_after(1, shield=True):
+            await self._stream.aclose()
+
+
+class Commands:
+    """What the service calls, over one ``pipeline`` (a single server's, or a cluster's
+    routed one): single commands, Lua scripts by SHA, the server's clock."""
+
+    async def pipeline(self, commands: Sequence[Command]) -> list[Any]:
+        raise NotImplementedError
+
+    async def execute(self, *command: str | bytes | int | float) -> Any:
+        """Run one command; raises ReplyError on an error reply."""
+        return _raise_errors(await self.pipeline([command]))[0]
+
+    async def scripts(self, calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]]) -> list[Any]:
+        """Run Lua scripts by SHA in one round trip; error replies come back as values.
+
+        A NOSCRIPT (someone ran SCRIPT FLUSH) is retried once with the source.
+        """
+        commands = [
+            ("EVALSHA", SCRIPTS[name].sha, len(keys), *keys, *args) for name, keys, args in calls
+        ]
+        replies = await self.pipeline(commands)
+        missing = [
+            i
+            for i, r in enumerate(replies)
+            if isinstance(r, hiredis.ReplyError) and str(r).startswith("NOSCRIPT")
+        ]
+        if missing:
+            retry = [("EVAL", SCRIPTS[calls[i][0]].source, *commands[i][2:]) for i in missing]
+            for i, reply in zip(missing, await self.pipeline(retry), strict=True):
+                replies[i] = reply
+        return replies
+
+    async def script(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """Run one Lua script; raises ReplyError on an error reply."""
+        return _raise_errors(await self.scripts([(name, keys, args)]))[0]
+
+    async def time_ms(self) -> int:
+        """The Redis server's clock, in ms: the one clock of DESIGN §1."""
+        sec, usec = await self.execute("TIME")
+        return int(sec) * 1000 + int(usec) // 1000
+
+
+class Redis(Commands):
+    """A bounded pool of :class:`Connection` with reconnect-and-backoff.
+
+    A call that loses its connection raises :class:`RedisConnectionError` (the command may
+    or may not have run: callers' scripts are idempotent or say otherwise); the next call
+    reconnects, retrying with exponential backoff for up to ``retry_for`` seconds.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        size: int = 4,
+        connect_timeout: float = 5.0,
+        retry_for: float = 10.0,
+        log_failures: bool = True,
+    ) -> None:
+        self.url = RedisURL.parse(url)
+        self._log_failures = log_failures  #: False while waiting for a server we started
+        self._limit = trio.Semaphore(size)
+        self._idle: list[Connection] = []
+        self._connect_timeout = connect_timeout
+        self._retry_for = retry_for
+        self._closed = False
+
+    async def _connect(self) -> Connection:
+        deadline = trio.current_time() + self._retry_for
+        delay = 0.05
+        said = False
+        while True:
+            try:
+                return await Connection.open(self.url, self._connect_timeout)
+            except RedisConnectionError as exc:
+                if not said and self._log_failures:  # once per episode: loud for an operator
+                    said = True
+                    level = logging.ERROR if isinstance(exc, RedisRefusedError) else logging.WARNING
+                    log.log(level, "%s; retrying", exc)
+                if trio.current_time() + delay > deadline:
+                    raise
+            await trio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    async def pipeline(self, commands: Sequence[Command]) -> list[Any]:
+        """Run commands in one round trip; error replies come back in place as values."""
+        if self._closed:
+            raise RedisConnectionError("client is closed")
+        async with self._limit:
+            conn = self._idle.pop() if self._idle else await self._connect()
+            try:
+                replies = await conn.execute_many(commands)
+            finally:
+                if conn.broken:
+                    await conn.aclose()
+                else:
+                    self._idle.append(conn)
+        return replies
+
+    async def subscribe(self, *channels: str) -> AsyncIterator[bytes | None]:
+        """Yield pub/sub message payloads forever; ``None`` after every (re)subscription,
+        meaning "messages may have been missed: look at everything once"."""
+        delay = 0.05
+        while True:
+            delivered = False
+            async for message in self.subscribe_once(*channels):
+                delivered = True
+                delay = 0.05
+                yield message
+            if not delivered:
+                await trio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    async def subscribe_once(self, *channels: str) -> AsyncIterator[bytes | None]:
+        """One subscription: ``None`` once subscribed, then payloads, until the connection
+        is lost (then it returns)."""
+        try:
+            conn = await self._connect()
+        except RedisConnectionError:
+            return
+        try:
+            await conn.send(("SUBSCRIBE", *channels))
+            for _ in channels:
+                await conn.read()
+            yield None
+            while True:
+                msg = await conn.read()
+                if isinstance(msg, list) and len(msg) == 3 and msg[0] == b"message":
+                    yield msg[2]
+        except RedisConnectionError:
+            return
+        finally:
+            await conn.aclose()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            await conn.aclose()
