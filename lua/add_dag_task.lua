@@ -20,6 +20,7 @@
   task name is taken; {-5, i} dependency i (1-based) is not a task of the DAG.
 ]]
 local rcall = redis.call
+-- @include clock
 local dag_key, task_key = KEYS[1], KEYS[2]
 local name = ARGV[2]
 local cur = rcall('HMGET', dag_key, 'status', 'version', 'kind')
@@ -42,8 +43,7 @@ for dep in string.gmatch(ARGV[3], '[^,]+') do
     return {-5, #deps}
   end
 end
-local t = rcall('TIME')
-local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local now = server_now_ms()
 for _, dep in ipairs(deps) do
   local down = rcall('HGET', dag_key, 'w:' .. dep)
   rcall('HSET', dag_key, 'w:' .. dep, (down and down ~= '') and (down .. ',' .. name) or name)

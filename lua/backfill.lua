@@ -19,6 +19,7 @@
   queued already, runs started now; {-1} no such job; {-2} the job is deleted.
 ]]
 local rcall = redis.call
+-- @include clock
 local job_key, ready_key = KEYS[1], KEYS[2]
 local base, job = ARGV[1], ARGV[2]
 
@@ -31,8 +32,7 @@ end
 if status == 'deleted' then
   return {-2}
 end
-local t = rcall('TIME')
-local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local now = server_now_ms()
 local queue_key = base .. 'bfq:' .. job
 local queued, already = 0, 0
 for i = 6, #ARGV do

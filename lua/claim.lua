@@ -17,6 +17,7 @@
   task's run leaves the shard's stall watch (dagwait) when claimed.
 ]]
 local rcall = redis.call
+-- @include clock
 local ready_key = KEYS[1]
 local base, group, worker = ARGV[1], ARGV[2], ARGV[3]
 
@@ -36,8 +37,7 @@ if not reply then
   return out
 end
 
-local t = rcall('TIME')
-local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local now = server_now_ms()
 local now_n = tonumber(now)
 for _, entry in ipairs(reply[1][2]) do
   local eid, rid = entry[1], entry[2][2]

@@ -34,17 +34,18 @@
   holds the run (recorded).
 ]]
 local rcall = redis.call
+-- @include clock
 local ready_key, retries_key, dead_key = KEYS[1], KEYS[2], KEYS[3]
 local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
 
+-- @include skips
 -- @include dag
 -- @include segments
 -- @include versions
 -- @include autopause
 -- @include backfill
 
-local t = rcall('TIME')
-local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local now = server_now_ms()
 local out = {now}
 local acked = {}
 local retried = false
@@ -74,8 +75,10 @@ for i = 7, #ARGV, 9 do
       end
       if state == 'succeeded' or ARGV[i + 8] == '' then  -- the run's tick ends here
         if drid then
-          dag_settle(base, ready_key, drid, dag_task_of(rid), state == 'succeeded' and 's' or 'f',
-            now)
+          if dag_settle(base, ready_key, drid, dag_task_of(rid),
+              state == 'succeeded' and 's' or 'f', now) > 0 then
+            released = true
+          end
         else
           local job = string.match(rid, '^(.+):[^:]+:%d+$')
           if run[5] and backfill_done(base, ready_key, job, now) > 0 then
@@ -121,7 +124,7 @@ end
 if retried or paused then
   rcall('PUBLISH', ARGV[4], ARGV[5])
 end
-if dag_released or released then
+if released then
   rcall('PUBLISH', ARGV[6], ARGV[5])
 end
 if #acked > 0 then

@@ -15,14 +15,14 @@
   when the caller's epoch is stale.
 ]]
 local rcall = redis.call
+-- @include clock
 local wait_key, epoch_key, stats_key = KEYS[1], KEYS[2], KEYS[3]
 local base = ARGV[2]
 if rcall('GET', epoch_key) ~= ARGV[1] then
   rcall('HINCRBY', stats_key, 'refused_fire', 1)
   return {-1}
 end
-local t = rcall('TIME')
-local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local now = server_now_ms()
 local stalled = 0
 local dags = {}
 for _, rid in ipairs(rcall('ZRANGE', wait_key, '-inf', now, 'BYSCORE', 'LIMIT', 0, ARGV[3])) do

@@ -15,6 +15,7 @@
   Returns {1, now_ms}; {-1} no such job; {-2} already deleted.
 ]]
 local rcall = redis.call
+-- @include clock
 local job_key, timer_key, segs_key, versions_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
 -- @include segments
@@ -27,8 +28,7 @@ end
 if status == 'deleted' then
   return {-2}
 end
-local t = rcall('TIME')
-local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local now = server_now_ms()
 if status == 'active' then
   materialize_segments(job_key, segs_key)
   rcall('RPUSH', segs_key, 'c|' .. (rcall('ZSCORE', timer_key, ARGV[1]) or '') .. '|' .. now)

@@ -38,10 +38,12 @@
   Returns {-1, current_epoch} when the caller's epoch is stale (only the counter written).
 ]]
 local rcall = redis.call
+-- @include clock
 local timer_key, ready_key, epoch_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local retries_key = KEYS[5]
 local base = ARGV[2]
 
+-- @include skips
 -- @include dag
 
 local current = rcall('GET', epoch_key)
@@ -50,8 +52,7 @@ if current ~= ARGV[1] then
   return {-1, current or ''}
 end
 
-local t = rcall('TIME')
-local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local now = server_now_ms()
 
 local fired = 0
 local applied = 0
@@ -70,8 +71,7 @@ for i = 8, #ARGV, 6 do
       local active_key = active and (base .. 'run:' .. active)
       if active and ACTIVE[rcall('HGET', active_key, 'st') or ''] then
         if overlap == 'f' then
-          rcall('ZADD', base .. 'skips:' .. job, fire,
-            fire .. ':' .. fire .. ':1:overlap:' .. now)
+          record_skip(base, job, fire, fire, 1, 'overlap', now)
           fire = ''
         else
           rcall('HSET', active_key, 'st', 'cancelled', 'f', now,
@@ -83,7 +83,7 @@ for i = 8, #ARGV, 6 do
       end
     end
     if fire ~= '' and string.sub(job, 1, 4) == 'dag_' then
-      local code = dag_open(base, ready_key, job, fire, fire, now, false)
+      local code = dag_open(base, ready_key, job, fire, fire, now, false)  -- publishes below
       if code == 1 or code == 2 then
         fired = fired + 1
       end
@@ -99,7 +99,8 @@ for i = 8, #ARGV, 6 do
       end
     end
     if skip ~= '' then
-      rcall('ZADD', base .. 'skips:' .. job, old, skip .. ':' .. now)
+      local first, last, count, reason = string.match(skip, '^([^:]+):([^:]+):([^:]+):(.+)$')
+      record_skip(base, job, first, last, count, reason, now)
     end
     if new == '' then
       rcall('ZREM', timer_key, job)

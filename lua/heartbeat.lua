@@ -15,9 +15,9 @@
   registrations hold and no owner or worker loses its work to a full Redis.
 ]]
 local rcall = redis.call
+-- @include clock
 local nodes_key, info_key = KEYS[1], KEYS[2]
-local t = rcall('TIME')
-local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local now = server_now_ms()
 local dead = rcall('ZRANGE', nodes_key, '-inf', '(' .. now, 'BYSCORE')
 for _, node in ipairs(dead) do
   rcall('ZREM', nodes_key, node)

@@ -14,6 +14,7 @@
   scheduled_for (ms), attempt, delivery token, lease deadline (ms), now (ms).
 ]]
 local rcall = redis.call
+-- @include clock
 local ready_key = KEYS[1]
 local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
 local pending = redis.pcall('XPENDING', ready_key, group, '-', '+', ARGV[4], worker)
@@ -21,8 +22,7 @@ local out = {}
 if pending.err then
   return out  -- no stream or group yet
 end
-local t = rcall('TIME')
-local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local now = server_now_ms()
 for _, entry in ipairs(pending) do
   local eid = entry[1]
   local body = rcall('XRANGE', ready_key, eid, eid)

@@ -23,6 +23,7 @@
   Returns 1 quarantined; 0 the job changed meanwhile (nothing written); -1 epoch superseded.
 ]]
 local rcall = redis.call
+-- @include clock
 local job_key, timer_key, segs_key, versions_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local epoch_key, stats_key = KEYS[5], KEYS[6]
 
@@ -38,8 +39,7 @@ if rcall('HGET', job_key, 'status') ~= 'active' or not score
     or tonumber(score) ~= tonumber(ARGV[3]) then
   return 0
 end
-local t = rcall('TIME')
-local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local now = server_now_ms()
 materialize_segments(job_key, segs_key)
 rcall('RPUSH', segs_key, 'c|' .. score .. '|' .. now)
 keep_version(job_key, versions_key)

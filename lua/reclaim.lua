@@ -21,9 +21,11 @@
   Returns {1, reclaimed, poisoned}, or {-1} when the caller's epoch is stale.
 ]]
 local rcall = redis.call
+-- @include clock
 local ready_key, epoch_key, stats_key = KEYS[1], KEYS[2], KEYS[3]
 local group, base = ARGV[2], ARGV[3]
 
+-- @include skips
 -- @include dag
 -- @include backfill
 if rcall('GET', epoch_key) ~= ARGV[1] then
@@ -34,10 +36,9 @@ local pending = redis.pcall('XPENDING', ready_key, group, 'IDLE', ARGV[4], '-', 
 if pending.err then
   return {1, 0, 0}  -- no stream or consumer group yet: nothing was ever claimed
 end
-local t = rcall('TIME')
-local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local now = server_now_ms()
 local now_n = tonumber(now)
-local reclaimed, poisoned = 0, 0
+local reclaimed, poisoned, released = 0, 0, 0
 for _, entry in ipairs(pending) do
   local eid = entry[1]
   local body = rcall('XRANGE', ready_key, eid, eid)
@@ -59,10 +60,10 @@ for _, entry in ipairs(pending) do
         'r', 'lease lapsed ' .. lapses .. ' times in a row (poison run)')
       poisoned = poisoned + 1
       if run[4] then
-        dag_settle(base, ready_key, run[4], dag_task_of(rid), 'f', now)
-      elseif run[5] and backfill_done(base, ready_key, string.match(rid, '^(.+):[^:]+:%d+$'),
-          now) > 0 then
-        dag_released = true  -- a run was put on the stream: publish below
+        released = released + dag_settle(base, ready_key, run[4], dag_task_of(rid), 'f', now)
+      elseif run[5] then
+        released = released
+          + backfill_done(base, ready_key, string.match(rid, '^(.+):[^:]+:%d+$'), now)
       end
     else
       rcall('HSET', run_key, 'st', 'scheduled', 'rc', lapses, 'w', '', 'l', '')
@@ -74,7 +75,7 @@ end
 if reclaimed > 0 then
   rcall('HINCRBY', stats_key, 'lease_reclaims', reclaimed)
 end
-if reclaimed > 0 or dag_released then
+if reclaimed > 0 or released > 0 then
   rcall('PUBLISH', ARGV[7], ARGV[8])
 end
 if poisoned > 0 then

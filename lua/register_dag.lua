@@ -25,10 +25,10 @@
   Returns {now_ms, 1}; {now_ms, -1} when the DAG id is taken (nothing written).
 ]]
 local rcall = redis.call
+-- @include clock
 local timer_key, jobs_key, dags_key = KEYS[1], KEYS[2], KEYS[3]
 local base, dag = ARGV[1], ARGV[4]
-local t = rcall('TIME')
-local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local now = server_now_ms()
 local dag_key = base .. 'job:' .. dag
 if rcall('EXISTS', dag_key) == 1 then
   return {now, -1}

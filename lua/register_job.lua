@@ -11,20 +11,20 @@
           is only written when the job changes (update_job), a key saved per job.
   ARGV[2] wake channel (published once if any job has a first fire)
   ARGV[3] shard number
-  ARGV[4..] items of 5: job id, spec JSON, timing JSON, first fire (ms, or '' when the
-          job never fires), lease (ms)
+  ARGV[4..] items of 6: job id, spec JSON, timing JSON, first fire (ms, or '' when the
+          job never fires), lease (ms), auto-pause after N failures ('' never)
 
   Returns {now_ms, code1, code2, ...}: 1 registered, -1 the job id is taken (that job
   untouched).
 ]]
 local rcall = redis.call
+-- @include clock
 local timer_key, jobs_key = KEYS[1], KEYS[2]
 local base = ARGV[1]
-local t = rcall('TIME')
-local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local now = server_now_ms()
 local out = {now}
 local wake = false
-for i = 4, #ARGV, 5 do
+for i = 4, #ARGV, 6 do
   local job, spec, timing, first, lease = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local job_key = base .. 'job:' .. job
   if rcall('EXISTS', job_key) == 1 then
@@ -32,6 +32,9 @@ for i = 4, #ARGV, 5 do
   else
     rcall('HSET', job_key, 'spec', spec, 'timing', timing, 'status', 'active',
       'created', now, 'updated', now, 'version', 1, 'lease', lease, 'first', first)
+    if ARGV[i + 5] ~= '' then
+      rcall('HSET', job_key, 'apa', ARGV[i + 5])  -- the policy, as a field (lib/autopause)
+    end
     rcall('ZADD', jobs_key, now, job)
     if first ~= '' then
       rcall('ZADD', timer_key, first, job)

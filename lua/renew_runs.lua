@@ -18,10 +18,10 @@
   registrations hold and no owner or worker loses its work to a full Redis.
 ]]
 local rcall = redis.call
+-- @include clock
 local ready_key = KEYS[1]
 local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
-local t = rcall('TIME')
-local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local now = server_now_ms()
 local now_n = tonumber(now)
 local out = {now}
 

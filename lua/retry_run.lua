@@ -17,6 +17,7 @@
   (re-run the DAG instead).
 ]]
 local rcall = redis.call
+-- @include clock
 local ready_key, dead_key = KEYS[1], KEYS[2]
 local base, rid = ARGV[1], ARGV[2]
 local run_key = base .. 'run:' .. rid
@@ -33,8 +34,7 @@ end
 if run[3] then
   return {-3}
 end
-local t = rcall('TIME')
-local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local now = server_now_ms()
 local job, tick, attempt = string.match(rid, '^(.+):([^:]+):(%d+)$')
 local next_rid = job .. ':' .. tick .. ':' .. (tonumber(attempt) + 1)
 local next_key = base .. 'run:' .. next_rid

@@ -14,6 +14,7 @@
   millisecond are two runs.
 ]]
 local rcall = redis.call
+-- @include clock
 local job_key, ready_key = KEYS[1], KEYS[2]
 local base, job = ARGV[1], ARGV[2]
 local status = rcall('HGET', job_key, 'status')
@@ -23,8 +24,7 @@ end
 if status == 'deleted' then
   return {-2}
 end
-local t = rcall('TIME')
-local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local now = server_now_ms()
 local n = rcall('HINCRBY', job_key, 'triggers', 1)
 local rid = job .. ':t' .. n .. ':1'
 rcall('HSET', base .. 'run:' .. rid, 's', now, 'st', 'scheduled', 'c', now)

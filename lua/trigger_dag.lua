@@ -15,9 +15,11 @@
   {-2} the DAG is deleted. DAG run ids are <dag>:t<n> with n the DAG's trigger count.
 ]]
 local rcall = redis.call
+-- @include clock
 local dag_key, ready_key = KEYS[1], KEYS[2]
 local base, dag = ARGV[1], ARGV[2]
 
+-- @include skips
 -- @include dag
 
 local cur = rcall('HMGET', dag_key, 'status', 'kind')
@@ -27,11 +29,10 @@ end
 if cur[1] == 'deleted' then
   return {-2}
 end
-local t = rcall('TIME')
-local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local now = server_now_ms()
 local n = rcall('HINCRBY', dag_key, 'triggers', 1)
-local code, drid = dag_open(base, ready_key, dag, 't' .. n, now, now, true)
-if dag_released then
+local code, drid, released = dag_open(base, ready_key, dag, 't' .. n, now, now, true)
+if released > 0 then
   rcall('PUBLISH', ARGV[3], ARGV[4])
 end
 return {code, drid, now}

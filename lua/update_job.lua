@@ -12,6 +12,7 @@
   KEYS[2] timer   ZSET job_id -> next fire (ms)
   KEYS[3] segs    LIST the job's schedule segments
   KEYS[4] versions HASH the job's earlier definitions (lib/versions.lua)
+  KEYS[5] resumes  ZSET job_id -> paused_until (ms): the shard's paused jobs to resume
   ARGV[1] job id
   ARGV[2] version the caller read
   ARGV[3] spec JSON
@@ -23,13 +24,13 @@
   ARGV[9] shard number
   ARGV[10] '1' when timing or status changed (segment roll-over), else '0'
   ARGV[11] pause reason ('' none; kept only while paused)
-  ARGV[12] paused until (ms; '' none): the owner resumes the job then (shard's resumes set,
-           built from ARGV[13])
-  ARGV[13] shard key base
+  ARGV[12] paused until (ms; '' none): the owner resumes the job then (KEYS[5])
+  ARGV[13] auto-pause after N failures ('' never): stored as the field lib/autopause reads
 
   Returns {1, version, now_ms}; {-1} no such job; {-2} deleted; {-3} version moved on.
 ]]
 local rcall = redis.call
+-- @include clock
 local job_key, timer_key, segs_key, versions_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
 -- @include segments
@@ -46,8 +47,7 @@ end
 if cur[2] ~= ARGV[2] then
   return {-3}
 end
-local t = rcall('TIME')
-local now = t[1] .. string.format('%03d', math.floor(t[2] / 1000))
+local now = server_now_ms()
 local score = rcall('ZSCORE', timer_key, job)
 if ARGV[10] == '1' then
   materialize_segments(job_key, segs_key)  -- before 'timing' is overwritten
@@ -56,6 +56,11 @@ keep_version(job_key, versions_key)
 local version = rcall('HINCRBY', job_key, 'version', 1)
 rcall('HSET', job_key, 'spec', ARGV[3], 'timing', ARGV[4], 'status', ARGV[5],
   'updated', now, 'lease', ARGV[7])
+if ARGV[13] ~= '' then
+  rcall('HSET', job_key, 'apa', ARGV[13])
+else
+  rcall('HDEL', job_key, 'apa')
+end
 local new = ARGV[6]
 if new == '=' then
   new = score or ''
@@ -73,7 +78,7 @@ if ARGV[10] == '1' then
     rcall('RPUSH', segs_key, 'o|' .. new .. '|' .. ARGV[4])
   end
 end
-local resumes_key = ARGV[13] .. 'resumes'
+local resumes_key = KEYS[5]
 if ARGV[5] == 'paused' then
   rcall('HSET', job_key, 'pr', ARGV[11], 'pu', ARGV[12], 'pa', cur[1] == 'paused' and
     (rcall('HGET', job_key, 'pa') or now) or now)

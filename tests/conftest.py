@@ -31,6 +31,14 @@ from shardsched.worker.worker import Worker
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 TEST_SHARDS = 8
+#: The deadline of a `slow` test (the default, pyproject's `timeout`, is 300 s).
+SLOW_TIMEOUT_S = 900
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
 
 
 @dataclass
@@ -148,7 +156,7 @@ async def keyspace(redis: Redis, namespace: str) -> dict[bytes, bytes]:
     return dict(zip(keys, dumps, strict=True))
 
 
-async def wait_until(predicate, timeout: float = 10.0, every: float = 0.05):  # type: ignore[no-untyped-def]
+async def wait_until(predicate, timeout: float = 10.0, every: float = 0.05):
     """Poll an async predicate until it returns something truthy (test-side observation)."""
     with trio.fail_after(timeout):
         while True:
@@ -158,7 +166,7 @@ async def wait_until(predicate, timeout: float = 10.0, every: float = 0.05):  # 
             await trio.sleep(every)
 
 
-async def drive_list(op, redis: Redis) -> list:  # type: ignore[no-untyped-def]
+async def drive_list(op, redis: Redis) -> list:
     """Drive a page operation; its items (the first field of the page Struct)."""
     page = await ops.drive_async(op, redis)
     return list(getattr(page, page.__struct_fields__[0]))

@@ -60,7 +60,7 @@ async def test_audit_counts_and_exit_codes(node, redis, redis_server, dep) -> No
     assert tick != other_tick
 
 
-def ops_patch_paused():  # type: ignore[no-untyped-def]
+def ops_patch_paused():
     from shardsched.core.models import JobPatch, JobStatus
 
     return JobPatch(status=JobStatus.PAUSED)

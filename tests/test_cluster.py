@@ -66,7 +66,7 @@ test_timeout_sends_sigterm_first_and_keeps_the_output = (
 )
 
 
-async def start_firing(nursery: trio.Nursery, redis, dep, name: str) -> ShardManager:  # type: ignore[no-untyped-def]
+async def start_firing(nursery: trio.Nursery, redis, dep, name: str) -> ShardManager:
     """A node and a worker on the cluster, and 200 jobs firing every 0.5 s."""
     node = ShardManager(redis, dep, node_id=f"{name}-node", renew_every_s=0.5, lease_ttl_s=3)
     await nursery.start(node.run)

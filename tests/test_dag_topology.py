@@ -33,7 +33,7 @@ def test_etl_and_diamond_order() -> None:
         ),
     ],
 )
-def test_invalid_dags_name_the_problem(edges, message, field) -> None:  # type: ignore[no-untyped-def]
+def test_invalid_dags_name_the_problem(edges, message, field) -> None:
     with pytest.raises(msgspec.ValidationError) as err:
         topology(tasks(edges))
     assert message in str(err.value) and f"`{field}`" in str(err.value)

@@ -15,8 +15,10 @@ from conftest import drive_list, keyspace, wait_until
 from shardsched.core.models import DagSpec, OnceSchedule, TaskSpec
 from shardsched.ops import dags as dag_ops
 from shardsched.ops import listing
+from shardsched.store.calls import call_script
 from shardsched.store.calls import drive_async as drive
 from shardsched.store.keys import CONSUMER_GROUP
+from shardsched.store.lua import runs as runs_lua
 from shardsched.worker.worker import Worker
 
 FAR = {"type": "once", "at": "2099-01-01T00:00:00Z"}  # fires only when triggered
@@ -192,10 +194,10 @@ async def test_diamond_releases_its_join_once_when_both_branches_finish_together
 
     async def complete(worker: str, claimed: tuple[bytes, bytes, bytes]) -> None:
         eid, rid, token = claimed
-        item = (eid, rid, token, "succeeded", 0, "", "", "", "")
-        head = (CONSUMER_GROUP, worker, sk.base, "wake", sk.shard, "ready")
-        keys = (sk.ready, sk.retries, sk.dead_letter)
-        assert await redis.script("complete", keys, (*head, *item)) == [ANY, 1]
+        delivery = runs_lua.Delivery(eid.decode(), rid.decode(), int(token))
+        done = runs_lua.Completion(delivery, "succeeded", 0, "", b"", None, "")
+        call = runs_lua.complete(sk, dep.globals, worker, [done])
+        assert await call_script(redis, call) == [ANY, 1]
 
     for _ in range(200):
         drid = (await drive(dag_ops.trigger_dag(dep, dag_id), redis)).dag_run_id

@@ -20,7 +20,7 @@ def iso(dt: datetime) -> str:
     return dt.isoformat().replace("+00:00", "Z")
 
 
-async def server_now(redis) -> datetime:  # type: ignore[no-untyped-def]
+async def server_now(redis) -> datetime:
     return from_ms(await redis.time_ms())
 
 
@@ -210,7 +210,7 @@ async def test_pause_resume_delete_keep_history(node, worker, http) -> None:
     assert (await http.patch(f"/api/v1/jobs/{job_id}", json={"name": "x"})).status_code == 409
 
 
-async def _more(count_fn, than: int) -> bool:  # type: ignore[no-untyped-def]
+async def _more(count_fn, than: int) -> bool:
     return await count_fn() > than
 
 
@@ -252,7 +252,7 @@ async def test_handler_timeout_is_enforced(node, worker, http) -> None:
     from shardsched.worker.handlers import handler
 
     @handler("test-sleeps-forever")
-    async def sleeps(ctx) -> None:  # type: ignore[no-untyped-def]
+    async def sleeps(ctx) -> None:
         await trio.sleep_forever()
 
     body = {

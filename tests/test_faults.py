@@ -17,7 +17,7 @@ from shardsched.store.redis import Redis
 from shardsched.worker.worker import Worker
 
 
-def start_node(url: str, namespace: str, node_id: str, shards: int, log) -> subprocess.Popen:  # type: ignore[no-untyped-def]
+def start_node(url: str, namespace: str, node_id: str, shards: int, log) -> subprocess.Popen:
     return subprocess.Popen(
         shardsched_cmd(
             "node",

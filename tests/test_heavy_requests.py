@@ -67,7 +67,7 @@ async def test_five_heavy_requests_at_once_leave_the_leases_alone(
     answers: dict[str, int] = {}
     started = trio.current_time()
 
-    async def call(name: str, method: str, url: str, kw: dict) -> None:  # type: ignore[type-arg]
+    async def call(name: str, method: str, url: str, kw: dict) -> None:
         answers[name] = (await http.request(method, url, timeout=60, **kw)).status_code
 
     async with trio.open_nursery() as n:

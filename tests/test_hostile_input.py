@@ -17,7 +17,7 @@ from shardsched import ops
 from shardsched.ops import audit
 
 
-async def post_job(http, **body):  # type: ignore[no-untyped-def]
+async def post_job(http, **body):
     return await http.post("/api/v1/jobs", json={"name": "j", "command": "true", **body})
 
 
@@ -137,7 +137,7 @@ async def test_a_job_that_cannot_be_planned_is_quarantined_and_the_node_carries_
     assert node.owned and good
 
 
-async def test_a_retry_clicked_twice_runs_the_job_once(node, worker, http, redis, dep, tmp_path):  # type: ignore[no-untyped-def]
+async def test_a_retry_clicked_twice_runs_the_job_once(node, worker, http, redis, dep, tmp_path):
     marks = tmp_path / "runs"
     reply = await post_job(
         http,
@@ -218,7 +218,7 @@ async def test_a_past_once_job_fires_at_once_and_is_not_a_missed_schedule(
 
 
 def test_bulk_registration_validates_everything_first_and_names_what_it_committed(
-    own_redis_server,  # type: ignore[no-untyped-def]
+    own_redis_server,
 ) -> None:
     import pytest
 
@@ -241,18 +241,18 @@ def test_bulk_registration_validates_everything_first_and_names_what_it_committe
         calls = {"n": 0}
         real = client._execute
 
-        def flaky(batch):  # type: ignore[no-untyped-def]
+        def flaky(batch):
             calls["n"] += 1
             if calls["n"] > 3:  # past the first batch's round trips
                 own_redis_server.kill()
             return real(batch)
 
-        client._execute = flaky  # type: ignore[method-assign]
+        client._execute = flaky
         with pytest.raises(BulkPartiallyApplied) as partial:
             client.add_jobs(good, batch=10)
         assert 0 < len(partial.value.created) < 25
         own_redis_server.start()
-        client._execute = real  # type: ignore[method-assign]
+        client._execute = real
         listed = {j.job_id for j in client.list_jobs(limit=100).jobs}
         assert {c.job_id for c in partial.value.created} <= listed
     finally:
@@ -308,7 +308,7 @@ async def test_a_1000_task_chain_listed_downstream_first_is_accepted(node, http)
 
 
 async def test_a_full_redis_is_503_with_retry_after_and_nothing_changes(
-    own_redis_server,  # type: ignore[no-untyped-def]
+    own_redis_server,
 ) -> None:
     import httpx
     import redis as redis_py
@@ -375,7 +375,7 @@ async def test_names_with_control_or_format_characters_are_422(node, http, redis
 
 
 def test_the_cli_never_prints_raw_control_characters() -> None:
-    from shardsched.cli.api import table
+    from shardsched.cli.render import table
 
     out = table(["NAME"], [["x\x1b[31mred\u202eevil\x07"]])
     assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out

@@ -12,7 +12,7 @@ from shardsched.router.app import create_app
 from shardsched.service import serve_http
 
 
-async def serve(nursery, app, **limits) -> tuple[str, str, int]:  # type: ignore[no-untyped-def]
+async def serve(nursery, app, **limits) -> tuple[str, str, int]:
     """serve_http on a free loopback port with ``limits``; (base URL, host, port)."""
     binds = await nursery.start(
         lambda task_status: serve_http(app, "127.0.0.1:0", task_status=task_status, **limits)
@@ -45,7 +45,7 @@ async def test_requests_past_the_in_flight_cap_get_503_with_retry_after(nursery)
     release = trio.Event()
     entered = trio.Event()
 
-    async def slow(request):  # type: ignore[no-untyped-def]
+    async def slow(request):
         entered.set()
         await release.wait()
         return JSONResponse({"ok": True})

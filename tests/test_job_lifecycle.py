@@ -17,7 +17,7 @@ def ms(text: str | None) -> float:
     return datetime.fromisoformat(text).timestamp() * 1000
 
 
-async def create(http, **body) -> str:  # type: ignore[no-untyped-def]
+async def create(http, **body) -> str:
     reply = await http.post("/api/v1/jobs", json={"name": "j", "command": "true", **body})
     assert reply.status_code == 201, reply.text
     return reply.json()["job_id"]

@@ -88,7 +88,7 @@ async def _read_pid(path: Path) -> bool:
     return path.exists() and path.read_text().strip().isdigit()
 
 
-async def run_long_job(node_fixtures, seconds: int, timeout_s: int, wait_s: float) -> None:  # type: ignore[no-untyped-def]
+async def run_long_job(node_fixtures, seconds: int, timeout_s: int, wait_s: float) -> None:
     """A job of ``seconds`` on a worker process left idle meanwhile: one run, one attempt,
     its output complete."""
     redis, dep, redis_server, tmp_path = node_fixtures

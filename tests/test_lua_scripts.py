@@ -8,7 +8,9 @@ import hiredis
 
 from conftest import RedisServer, keyspace
 from shardsched import IntervalSchedule, JobSpec, ops
+from shardsched.store.calls import call_script
 from shardsched.store.keys import CONSUMER_GROUP
+from shardsched.store.lua import runs as runs_lua
 from shardsched.store.redis import Redis
 
 
@@ -141,10 +143,10 @@ async def test_claim_and_fenced_completion(redis, dep) -> None:
     run_key = sk.run(rid.decode())
 
     async def complete(worker: str, tok: int, state: str, output: str = "") -> int:
-        item = (eid, rid, tok, state, 0 if state == "succeeded" else 1, "", output, 123, "")
-        keys = (sk.ready, sk.retries, sk.dead_letter)
-        args = (CONSUMER_GROUP, worker, sk.base, "wake", sk.shard, "ready", *item)
-        reply = await redis.script("complete", keys, args)
+        delivery = runs_lua.Delivery(eid.decode(), rid.decode(), tok)
+        exit_code = 0 if state == "succeeded" else 1
+        done = runs_lua.Completion(delivery, state, exit_code, "", output.encode(), 123, "")
+        reply = await call_script(redis, runs_lua.complete(sk, dep.globals, worker, [done]))
         return reply[1]
 
     assert await complete("w2", token, "succeeded") == -2  # not the holder

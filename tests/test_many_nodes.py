@@ -38,7 +38,7 @@ async def register_interval_jobs(
 
 
 @pytest.fixture
-def nodes_for(redis_server, tmp_path: Path):  # type: ignore[no-untyped-def]
+def nodes_for(redis_server, tmp_path: Path):
     made: list[Nodes] = []
 
     def make(dep: ops.Deployment) -> Nodes:

@@ -36,7 +36,7 @@ def test_document_is_served_and_covers_every_route(live_api: str) -> None:
     assert served["openapi"] == "3.1.0" and served == openapi_document()
     from shardsched.router.app import create_app
 
-    app = create_app(None, None)  # type: ignore[arg-type]  # routes only, never called
+    app = create_app(None, None)  # routes only, never called
     routes = {
         (method.lower(), route.path)
         for route in app.routes

@@ -23,7 +23,13 @@ async def test_forbid_skips_ticks_while_a_run_is_active(node, worker, http) -> N
         "overlap": "forbid",
     }
     job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
-    await trio.sleep(4)
+
+    async def skipped_and_fired() -> bool:
+        ticks = (await http.get(f"/api/v1/jobs/{job_id}/ticks")).json()["ticks"]
+        outcomes = {t["outcome"] for t in ticks}
+        return {"skipped", "fired"} <= outcomes
+
+    await wait_until(skipped_and_fired, timeout=15)
     await http.patch(f"/api/v1/jobs/{job_id}", json={"status": "paused"})
     ticks = (await http.get(f"/api/v1/jobs/{job_id}/ticks")).json()["ticks"]
     outcomes = [t["outcome"] for t in ticks]

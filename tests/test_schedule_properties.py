@@ -24,7 +24,7 @@ from conftest import RedisServer, start_api_node
 
 
 class Live:
-    def __init__(self, base: str, namespace: str, port: int, proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
+    def __init__(self, base: str, namespace: str, port: int, proc: subprocess.Popen) -> None:
         self.http = httpx.Client(base_url=base, timeout=30)
         self.redis = redis_py.Redis(port=port)
         self.namespace = namespace
@@ -112,7 +112,7 @@ SETTINGS = settings(
 
 @SETTINGS
 @given(body=job)
-def test_registering_any_schedule_is_2xx_or_a_4xx_that_changes_nothing(live, body) -> None:  # type: ignore[no-untyped-def]
+def test_registering_any_schedule_is_2xx_or_a_4xx_that_changes_nothing(live, body) -> None:
     before = live.keyspace()
     reply = live.http.post(
         "/api/v1/jobs",
@@ -133,7 +133,7 @@ def test_registering_any_schedule_is_2xx_or_a_4xx_that_changes_nothing(live, bod
 
 @SETTINGS
 @given(sched=schedule, after=st.one_of(st.none(), instant), count=st.integers(-1, 1001))
-def test_previewing_any_schedule_is_2xx_or_4xx_with_increasing_times(  # type: ignore[no-untyped-def]
+def test_previewing_any_schedule_is_2xx_or_4xx_with_increasing_times(
     live, sched, after, count
 ) -> None:
     body: dict = {"schedule": sched, "count": count}

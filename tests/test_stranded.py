@@ -7,8 +7,6 @@ with no worker at all.
 
 from __future__ import annotations
 
-import trio
-
 from conftest import wait_until
 from shardsched import ops
 from shardsched.core.instants import from_ms
@@ -32,8 +30,12 @@ async def test_runs_fired_with_no_worker_are_stranded_until_one_runs_them(
         return report if report.fired == 20 else None
 
     await wait_until(fired, timeout=10)
-    await trio.sleep(0.6)
-    report = await ops.drive_async(audit.audit(dep, settle_s=0, stranded_after_s=0.5), redis)
+
+    async def all_stranded() -> audit.AuditReport | None:
+        report = await ops.drive_async(audit.audit(dep, settle_s=0, stranded_after_s=0.5), redis)
+        return report if report.executions.get("stranded") == 20 else None
+
+    report = await wait_until(all_stranded, timeout=10)
     assert report.missing == 0 and report.duplicated == 0
     assert report.executions == {"stranded": 20}, report.executions
     assert report.stranded == 20 and len(report.stranded_runs) == 20

@@ -35,7 +35,7 @@ async def test_sdk_dags(node, worker, redis_server, redis, dep) -> None:
         assert created.dag_id in [d.dag_id for d in listed]
         triggered = await trio.to_thread.run_sync(client.trigger_dag, created.dag_id)
 
-        async def done():  # type: ignore[no-untyped-def]
+        async def done():
             run = await trio.to_thread.run_sync(client.get_dag_run, triggered.dag_run_id)
             return run if run.state == "succeeded" else None
 

@@ -39,7 +39,7 @@ def start_worker(
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env or child_env())
 
 
-async def once_job(redis, dep, command: str, lease_s: float, **fields) -> str:  # type: ignore[no-untyped-def]
+async def once_job(redis, dep, command: str, lease_s: float, **fields) -> str:
     """Register a job due at once; returns its id."""
     spec = JobSpec(
         name="w", schedule=OnceSchedule(at=from_ms(0)), command=command, lease_s=lease_s, **fields
@@ -52,7 +52,7 @@ async def wait_run(
     dep,
     job_id: str,
     state: str,
-    by: str | None = None,  # type: ignore[no-untyped-def]
+    by: str | None = None,
     timeout: float = 20,
 ):
     """Until the job's newest run is in ``state`` (claimed by ``by``); returns its runs."""
@@ -65,12 +65,12 @@ async def wait_run(
     return await wait_until(reached, timeout=timeout)
 
 
-async def run_fields(redis, dep, rid: str, *fields: str) -> list:  # type: ignore[no-untyped-def]
+async def run_fields(redis, dep, rid: str, *fields: str) -> list:
     return await redis.execute("HMGET", dep.keys_for(rid).run(rid), *fields)
 
 
 @pytest.fixture
-def workers(redis_server, dep, tmp_path):  # type: ignore[no-untyped-def]
+def workers(redis_server, dep, tmp_path):
     procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(worker_id: str, *extra: str, env: dict | None = None) -> subprocess.Popen[bytes]:

@@ -1,16 +1,13 @@
--- Opt-in auto-pause: a job whose spec has auto_pause_after = N is paused, with the reason
+-- Opt-in auto-pause: a job whose 'apa' field is N (its spec's auto_pause_after) is paused, with the reason
 -- recorded, once its N most recent finished ticks all failed for good (dead_letter, or
 -- failed with no attempt left; a success ends the streak). Looked at only when a run
 -- fails for good, so the success path pays nothing. Needs lib/segments.lua and
 -- lib/versions.lua; callers define rcall.
 local function auto_pause_check(base, job, now)
   local job_key = base .. 'job:' .. job
-  local info = rcall('HMGET', job_key, 'status', 'spec')
-  if info[1] ~= 'active' or not info[2] or not string.find(info[2], 'auto_pause_after', 1, true) then
-    return false
-  end
-  local limit = tonumber(cjson.decode(info[2]).auto_pause_after)
-  if not limit then
+  local info = rcall('HMGET', job_key, 'status', 'apa')
+  local limit = tonumber(info[2])
+  if info[1] ~= 'active' or not limit then
     return false
   end
   local streak = 0

@@ -13,10 +13,8 @@
 -- upstream_failed, which counts as a failure downstream, recursively | k skipped otherwise),
 -- 'r:<t>' (its latest run id), 'a:<t>' (released at). Its id is listed in runs:<dag>.
 -- Task runs are <dag>.<task>:<tick>:<attempt> with 'd' = the DAG run id.
--- Callers define rcall; dag_released turns true once a task run is put on the ready stream
--- (the caller publishes the ready channel then).
-
-local dag_released = false
+-- Callers define rcall (and include lib/skips). Functions that can put task runs on the
+-- ready stream return how many they put (the caller publishes the ready channel then).
 
 local function dag_split(csv)
   local out = {}
@@ -29,7 +27,9 @@ local function dag_split(csv)
 end
 
 -- A task's first run in a DAG run: created, put on the ready stream, watched for stalls.
+-- Returns 1 when the run was put on the stream, 0 when it existed already.
 local function dag_release(base, ready, dag, drid, tick, s, task, now, sla)
+  local released = 0
   local rid = dag .. '.' .. task .. ':' .. tick .. ':1'
   local run_key = base .. 'run:' .. rid
   if rcall('EXISTS', run_key) == 0 then
@@ -40,9 +40,10 @@ local function dag_release(base, ready, dag, drid, tick, s, task, now, sla)
     rcall('ZADD', base .. 'runs:' .. dag .. '.' .. task, s, rid)
     rcall('XADD', ready, '*', 'r', rid)
     rcall('ZADD', base .. 'dagwait', tonumber(now) + tonumber(sla), rid)
-    dag_released = true
+    released = 1
   end
   rcall('HSET', base .. 'dagrun:' .. drid, 't:' .. task, 'q', 'r:' .. task, rid, 'a:' .. task, now)
+  return released
 end
 
 -- A task that will not run in this DAG run: its record says why.
@@ -60,20 +61,24 @@ local function dag_skip(base, dag, drid, tick, s, task, now, reason)
   rcall('HSET', base .. 'dagrun:' .. drid, 't:' .. task, code, 'r:' .. task, rid)
 end
 
--- A DAG run starts: its root tasks are released.
+-- A DAG run starts: its root tasks are released. Returns how many runs went on the stream.
 local function dag_start(base, ready, dag, drid, now)
+  local released = 0
   local run_key = base .. 'dagrun:' .. drid
   local info = rcall('HMGET', base .. 'job:' .. dag, 'roots', 'sla')
   local s = rcall('HGET', run_key, 's')
   local tick = string.match(drid, ':([^:]+)$')
   rcall('HSET', run_key, 'st', 'running', 'b', now)
   for _, root in ipairs(dag_split(info[1])) do
-    dag_release(base, ready, dag, drid, tick, s, root, now, info[2])
+    released = released + dag_release(base, ready, dag, drid, tick, s, root, now, info[2])
   end
+  return released
 end
 
--- Start queued DAG runs while the DAG has room under max_active_runs.
+-- Start queued DAG runs while the DAG has room under max_active_runs; returns how many
+-- task runs went on the stream.
 local function dag_promote(base, ready, dag, now)
+  local released = 0
   local dag_key = base .. 'job:' .. dag
   local info = rcall('HMGET', dag_key, 'mar', 'nact')
   local active, limit = tonumber(info[2] or '0'), tonumber(info[1] or '1')
@@ -84,37 +89,39 @@ local function dag_promote(base, ready, dag, now)
     end
     if rcall('HGET', base .. 'dagrun:' .. head[1], 'st') == 'queued' then
       active = rcall('HINCRBY', dag_key, 'nact', 1)
-      dag_start(base, ready, dag, head[1], now)
+      released = released + dag_start(base, ready, dag, head[1], now)
     end
   end
+  return released
 end
 
--- Every task is terminal: the DAG run ends, and frees its slot.
+-- Every task is terminal: the DAG run ends, and frees its slot (a queued run may start:
+-- returns how many task runs went on the stream).
 local function dag_finish(base, ready, dag, drid, now)
   local run_key = base .. 'dagrun:' .. drid
   local failed = tonumber(rcall('HGET', run_key, 'nf') or '0') > 0
   rcall('HSET', run_key, 'st', failed and 'failed' or 'succeeded', 'f', now)
   rcall('HINCRBY', base .. 'job:' .. dag, 'nact', -1)
-  dag_promote(base, ready, dag, now)
+  return dag_promote(base, ready, dag, now)
 end
 
 -- Open the DAG run of a tick ('t<n>' and manual for a manual trigger) unless it exists.
--- Returns code, dag run id: 1 started, 2 queued (max_active_runs reached), 0 it existed,
--- 3 the tick was skipped (catch-up 'none' with no room; a skip record says so).
+-- Returns code, dag run id, task runs put on the stream: code 1 started, 2 queued
+-- (max_active_runs reached), 0 it existed, 3 the tick was skipped (catch-up 'none' with no
+-- room; a skip record says so).
 local function dag_open(base, ready, dag, tick, s, now, manual)
   local drid = dag .. ':' .. tick
   local run_key = base .. 'dagrun:' .. drid
   if rcall('EXISTS', run_key) == 1 then
-    return 0, drid
+    return 0, drid, 0
   end
   local dag_key = base .. 'job:' .. dag
   local info = rcall('HMGET', dag_key, 'tasks', 'mar', 'nact', 'cu')
   local full = tonumber(info[3] or '0') >= tonumber(info[2] or '1')
   if full and not manual then
     if info[4] == 'n' then
-      rcall('ZADD', base .. 'skips:' .. dag, tick,
-        tick .. ':' .. tick .. ':1:max_active_runs:' .. now)
-      return 3, drid
+      record_skip(base, dag, tick, tick, 1, 'max_active_runs', now)
+      return 3, drid, 0
     elseif info[4] == 'l' then
       -- only the latest tick waits: older queued runs are superseded, and say so
       local queue_key = base .. 'dagq:' .. dag
@@ -141,11 +148,10 @@ local function dag_open(base, ready, dag, tick, s, now, manual)
   rcall('ZADD', base .. 'runs:' .. dag, s, drid)
   if full then
     rcall('ZADD', base .. 'dagq:' .. dag, s, drid)
-    return 2, drid
+    return 2, drid, 0
   end
   rcall('HINCRBY', dag_key, 'nact', 1)
-  dag_start(base, ready, dag, drid, now)
-  return 1, drid
+  return 1, drid, dag_start(base, ready, dag, drid, now)
 end
 
 -- What a trigger rule makes of a waiting task, given its dependencies' states so far:
@@ -182,12 +188,13 @@ end
 -- A task of a DAG run ended for good (outcome 's' succeeded or 'f' failed): decide each
 -- waiting downstream task by its trigger rule, releasing or skipping it (a skip settles
 -- its own downstream in turn), and end the DAG run when nothing is left. Idempotent: a
--- task settles once.
+-- task settles once. Returns how many task runs went on the ready stream.
 local function dag_settle(base, ready, drid, task, outcome, now)
   local run_key = base .. 'dagrun:' .. drid
   if rcall('HGET', run_key, 't:' .. task) ~= 'q' then
-    return
+    return 0
   end
+  local released = 0
   local dag, tick = string.match(drid, '^([^:]+):([^:]+)$')
   local dag_key = base .. 'job:' .. dag
   rcall('HSET', run_key, 't:' .. task, outcome)
@@ -219,7 +226,7 @@ local function dag_settle(base, ready, drid, task, outcome, now)
           skipped, pending)
         if verdict == 'release' then
           sla = sla or rcall('HGET', dag_key, 'sla')
-          dag_release(base, ready, dag, drid, tick, s, down, now, sla)
+          released = released + dag_release(base, ready, dag, drid, tick, s, down, now, sla)
         elseif verdict == 'skip' then
           dag_skip(base, dag, drid, tick, s, down, now, reason)
           left = rcall('HINCRBY', run_key, 'n', -1)
@@ -229,8 +236,9 @@ local function dag_settle(base, ready, drid, task, outcome, now)
     end
   end
   if left <= 0 then
-    dag_finish(base, ready, dag, drid, now)
+    released = released + dag_finish(base, ready, dag, drid, now)
   end
+  return released
 end
 
 -- The DAG run of a task run, and the task's name, from the run id and its 'd' field.

@@ -1,5 +1,7 @@
 """shardsched: a distributed cron and DAG scheduler, sharded trio actors on Redis."""
 
+from typing import TYPE_CHECKING
+
 from shardsched._version import __version__
 from shardsched.core.errors import (
     AlreadyRetried,
@@ -30,6 +32,9 @@ from shardsched.core.models import (
     TriggerRule,
 )
 from shardsched.core.views import Dag, DagRun, Job, Run
+
+if TYPE_CHECKING:
+    from shardsched.sdk import AsyncClient, Client
 
 
 def __getattr__(name: str) -> object:

@@ -9,6 +9,7 @@ SIGTERM stops them all in order, so nothing is left behind either way.
 
 from __future__ import annotations
 
+import argparse
 import os
 import random
 import shutil
@@ -18,6 +19,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -142,9 +144,9 @@ async def stop_process(proc: trio.Process, grace: float = 5.0) -> None:
         lifeline().release(proc.pid, group=False)
 
 
-async def spawn(args: Sequence[str], **kwargs: object) -> trio.Process:
+async def spawn(args: Sequence[str], **kwargs: Any) -> trio.Process:
     """Start a child that lives until we stop it or this process dies (see lifeline)."""
-    proc = await trio.lowlevel.open_process(list(args), env=child_env(), **kwargs)  # type: ignore[arg-type]
+    proc: trio.Process = await trio.lowlevel.open_process(list(args), env=child_env(), **kwargs)
     lifeline().hold(proc.pid, group=False)
     return proc
 
@@ -221,18 +223,18 @@ async def run_dev(
             await stop_process(proc, grace=10.0)
 
 
-def main(args: object) -> None:
+def main(args: argparse.Namespace) -> None:
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     service.run_until_signal(
         lambda task_status: run_dev(
-            http=args.http,  # type: ignore[attr-defined]
-            data_dir=Path(args.data_dir),  # type: ignore[attr-defined]
-            redis_url=args.redis,  # type: ignore[attr-defined]
-            shards=args.shards,  # type: ignore[attr-defined]
-            workers=args.workers,  # type: ignore[attr-defined]
-            concurrency=args.concurrency,  # type: ignore[attr-defined]
-            namespace=args.namespace,  # type: ignore[attr-defined]
-            cluster=args.cluster,  # type: ignore[attr-defined]
+            http=args.http,
+            data_dir=Path(args.data_dir),
+            redis_url=args.redis,
+            shards=args.shards,
+            workers=args.workers,
+            concurrency=args.concurrency,
+            namespace=args.namespace,
+            cluster=args.cluster,
             task_status=task_status,
         ),
         lambda line: line,

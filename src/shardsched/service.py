@@ -200,6 +200,8 @@ async def serve_http(
             return
         held = _SlotStream(stream, slots)
         try:
+            # hypercorn types its stream as trio.SocketStream; it only uses the Stream API,
+            # which _SlotStream forwards.
             await TCPServer(wrapped, config, context, ConnectionState({}), held)  # type: ignore[arg-type]
         finally:
             held.release()

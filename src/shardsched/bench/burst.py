@@ -64,7 +64,7 @@ def start_ready(
         text=True,
     )
     lifeline().hold(proc.pid, group=False)
-    procs.procs[name] = proc  # type: ignore[assignment]
+    procs.procs[name] = proc
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -120,13 +120,14 @@ def wait_done(r: redis_py.Redis, client: Client, n: int, boundary: int, timeout:
     raise TimeoutError(f"burst not finished: fired {fired} of {n}, {backlog} runs not completed")
 
 
-def read_runs(r: redis_py.Redis, client: Client, boundary: int) -> list[list[int | None]]:
+def read_runs(r: redis_py.Redis, client: Client, boundary: int) -> list[list[Any]]:
     """(scheduled, created, claimed, started, finished, succeeded) of every burst run."""
     dep = client.deployment
     rows = []
     for s in range(dep.n_shards):
         sk = dep.shard(s)
-        job_ids = [j.decode() for j in r.zrange(sk.jobs, 0, -1)]
+        members: list[bytes] = r.zrange(sk.jobs, 0, -1)  # type: ignore[assignment]  # bytes: no decode_responses
+        job_ids = [j.decode() for j in members]
         pipe = r.pipeline(transaction=False)
         for job_id in job_ids:
             pipe.hmget(sk.run(f"{job_id}:{boundary}:1"), "c", "b", "xs", "f", "st")
@@ -174,7 +175,7 @@ def measure_floor(r: redis_py.Redis, client: Client, n: int, batch: int = 500) -
     return time.perf_counter() - start
 
 
-def plot(path: str, rows: list[list[int | None]], boundary: int, result: dict) -> None:
+def plot(path: str, rows: list[list[Any]], boundary: int, result: dict) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -330,7 +331,7 @@ def format_result(r: dict) -> str:
     )
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("burst", help="N jobs due in the same second, end to end")
     p.add_argument("--redis", default=None, help="use this Redis instead of starting one")
     p.add_argument("--jobs", type=int, default=25_000)

@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> dict:
     return summary
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("commands", help="command jobs (/bin/sh -c true) against the spawn floor")
     p.add_argument("--jobs", type=int, default=5000)
     p.add_argument("--workers", type=int, default=2)

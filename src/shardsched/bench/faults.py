@@ -21,165 +21,33 @@ Sizes are small by default so that the same code is the CI fault suite
 from __future__ import annotations
 
 import argparse
-import glob
 import json
-import selectors
 import signal
-import socket
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import redis as redis_py
 
-from shardsched.bench.harness import BenchRedis, Procs
+from shardsched.bench.fleet import (
+    FAKETIME_LIBS,
+    LEASE_TTL_S,
+    Fleet,
+    FreezableProxy,
+    Scene,
+)
+from shardsched.bench.harness import BenchRedis
 from shardsched.core.instants import from_ms
 from shardsched.core.models import IntervalSchedule, JobSpec
 from shardsched.ops import audit
 from shardsched.sdk import Client
-
-LEASE_TTL_S = 2.0
-RENEW_EVERY_S = 0.5
-#: libfaketime from Debian's package (installed by scripts/setup.sh for the clock scenario).
-FAKETIME_LIBS = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1"))
-
-
-class FreezableProxy:
-    """A TCP proxy on loopback in front of Redis that can stop carrying bytes: a network
-    cut as the node sees it (connections stay open, nothing arrives, calls hang), then
-    healed. One thread, a selector; only loopback."""
-
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream_port = upstream_port
-        self.listener = socket.socket()
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(64)
-        self.listener.setblocking(False)
-        self.port = self.listener.getsockname()[1]
-        self.frozen = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="fault-proxy", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        sel = selectors.DefaultSelector()
-        sel.register(self.listener, selectors.EVENT_READ, None)
-        peers: dict[socket.socket, socket.socket] = {}
-        while not self._stop.is_set():
-            for key, _ in sel.select(timeout=0.05):
-                sock = key.fileobj
-                assert isinstance(sock, socket.socket)
-                if sock is self.listener:
-                    client, _ = self.listener.accept()
-                    upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
-                    for a, b in ((client, upstream), (upstream, client)):
-                        a.setblocking(False)
-                        peers[a] = b
-                        sel.register(a, selectors.EVENT_READ, None)
-                    continue
-                if self.frozen.is_set():
-                    continue  # leave it unread: the bytes wait in the kernel
-                try:
-                    data = sock.recv(65536)
-                except (BlockingIOError, InterruptedError):
-                    continue
-                except OSError:
-                    data = b""
-                other = peers.get(sock)
-                if not data or other is None:
-                    for s in (sock, other):
-                        if s is not None and s in peers:
-                            sel.unregister(s)
-                            peers.pop(s)
-                            s.close()
-                    continue
-                other.setblocking(True)
-                try:
-                    other.sendall(data)
-                except OSError:
-                    pass
-                other.setblocking(False)
-            if self.frozen.is_set():
-                time.sleep(0.02)  # readable sockets stay readable: do not spin
-        for sock in peers:
-            sock.close()
-        self.listener.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-
-@dataclass
-class Fleet:
-    """The processes of one scenario (the harness's :class:`Procs`), each with its own log
-    file, and the ones that exited on their own."""
-
-    url: str
-    namespace: str
-    log_dir: Path
-    procs: Procs = field(default_factory=Procs)
-    exits: dict[str, int] = field(default_factory=dict)  #: unexpected exits seen
-
-    def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> None:
-        log = self.log_dir / f"{name}.log"
-        self.procs.start(name, *args, log=log, env={"PYTHONUNBUFFERED": "1", **(env or {})})
-
-    def node(self, name: str, url: str | None = None, env: dict[str, str] | None = None) -> None:
-        self.start(
-            name,
-            "node",
-            *("--redis", url or self.url, "--namespace", self.namespace, "--node-id", name),
-            *("--no-http", "--lease-ttl", str(LEASE_TTL_S), "--renew-every", str(RENEW_EVERY_S)),
-            *("--log-level", "INFO"),
-            env=env,
-        )
-
-    def worker(self, name: str) -> None:
-        self.start(
-            name,
-            "worker",
-            *("--redis", self.url, "--namespace", self.namespace, "--worker-id", name),
-            *("--concurrency", "32", "--log-level", "INFO"),
-        )
-
-    def signal(self, name: str, sig: int) -> None:
-        self.procs.procs[name].send_signal(sig)
-
-    def kill(self, name: str) -> None:
-        """kill -9 on purpose: not an unexpected exit."""
-        self.procs.kill(name)
-
-    def check(self) -> None:
-        for name, proc in self.procs.procs.items():
-            if proc.poll() is not None and name not in self.exits:
-                self.exits[name] = proc.returncode
-
-    def stop_all(self) -> None:
-        self.check()
-        self.procs.stop_all()
-
-
-@dataclass
-class Scene:
-    """What a fault gets to act on."""
-
-    server: BenchRedis
-    fleet: Fleet
-    r: Any  #: redis-py client on the scenario's server
-
-    def wait(self, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while (left := deadline - time.monotonic()) > 0:
-            self.fleet.check()
-            time.sleep(min(left, 0.2))
 
 
 def _kill_owner_3x(s: Scene) -> None:
@@ -357,7 +225,7 @@ def run_scenario(
         fault(scene)
         scene.wait(after_s)
         for job_id in job_ids:
-            _retrying(lambda job_id=job_id: client.pause(job_id, reason="scenario over"))
+            _retrying(partial(client.pause, job_id, reason="scenario over"))
         _settle(client, scene, timeout=60)
         fleet.stop_all()
         report = client._run(audit.audit(client.deployment, settle_s=0.0, stranded_after_s=60))
@@ -480,7 +348,7 @@ def run(args: argparse.Namespace) -> list[Verdict]:
     return verdicts
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("faults", help="fault campaign with real processes, audited twice")
     p.add_argument("--scenario", action="append", choices=list(SCENARIOS))
     p.add_argument("--jobs", type=int, default=50)

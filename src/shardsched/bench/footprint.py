@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> dict:
     return result
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("footprint", help="Redis memory per job and per run; restart replay")
     p.add_argument("--redis", default=None)
     p.add_argument("--jobs", type=int, default=500_000)

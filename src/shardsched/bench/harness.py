@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Any
 
 import redis as redis_py
 
@@ -95,14 +96,14 @@ class Procs:
     """Child processes of a benchmark, ended by PID on the way out."""
 
     def __init__(self) -> None:
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.procs: dict[str, subprocess.Popen[Any]] = {}
 
     def start(
         self, name: str, *args: str, log: Path | None = None, env: dict[str, str] | None = None
     ) -> subprocess.Popen[bytes]:
         """Start ``shardsched *args`` (output to ``log``, else discarded), held on the
         lifeline."""
-        out = log.open("ab") if log is not None else subprocess.DEVNULL
+        out: IO[bytes] | int = log.open("ab") if log is not None else subprocess.DEVNULL
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "shardsched", *args],
@@ -111,8 +112,8 @@ class Procs:
                 env=child_env(env),
             )
         finally:
-            if log is not None:
-                out.close()  # type: ignore[union-attr]
+            if not isinstance(out, int):
+                out.close()
         lifeline().hold(proc.pid, group=False)
         self.procs[name] = proc
         return proc

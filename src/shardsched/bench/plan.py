@@ -175,7 +175,7 @@ def run(args: argparse.Namespace) -> dict:
     return result
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="capacity planner: shards, nodes, workers, Redis memory")
     p.add_argument("--triggers-per-min", type=float, default=50_000)
     p.add_argument("--burst", type=int, default=25_000)

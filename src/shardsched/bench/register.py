@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> dict:
     return result
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("register", help="SDK bulk registration rate")
     p.add_argument("--redis", default=None)
     p.add_argument("--jobs", type=int, default=100_000)

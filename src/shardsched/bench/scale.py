@@ -61,7 +61,7 @@ def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",")]
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("scale", help="the burst over node and worker process counts")
     p.add_argument("--redis", default=None)
     p.add_argument("--jobs", type=int, default=25_000)

@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> dict:
     return result
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("steady", help="a constant trigger rate; trigger-lag percentiles")
     p.add_argument("--redis", default=None)
     p.add_argument("--rate", type=int, default=830, help="triggers per second")

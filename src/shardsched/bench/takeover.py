@@ -13,6 +13,7 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import redis as redis_py
 
@@ -23,7 +24,7 @@ from shardsched.sdk import Client
 
 def _owners(r: redis_py.Redis, client: Client) -> dict[int, str | None]:
     dep = client.deployment
-    values = r.mget([dep.shard(s).owner for s in range(dep.n_shards)])
+    values: list[bytes | None] = r.mget([dep.shard(s).owner for s in range(dep.n_shards)])  # type: ignore[assignment]  # bytes: no decode_responses
     return {s: (v.decode() if v else None) for s, v in enumerate(values)}
 
 
@@ -80,7 +81,9 @@ def run(args: argparse.Namespace) -> dict:
                 for s in shards:
                     if s in first_new:
                         continue
-                    entries = r.xrange(dep.shard(s).ready, min=f"{killed_ms + 1}-0", count=1)
+                    entries: list[Any] = r.xrange(
+                        dep.shard(s).ready, min=f"{killed_ms + 1}-0", count=1
+                    )  # type: ignore[assignment]  # redis-py types replies as a union
                     if entries:
                         first_new[s] = int(entries[0][0].split(b"-")[0])
                 time.sleep(0.01)
@@ -111,7 +114,7 @@ def run(args: argparse.Namespace) -> dict:
     return result
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("takeover", help="kill -9 a node; time until its shards fire elsewhere")
     p.add_argument("--redis", default=None, help="use this Redis instead of starting one")
     p.add_argument("--rounds", type=int, default=5)

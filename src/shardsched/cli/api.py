@@ -11,21 +11,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
-import urllib.error
-import urllib.parse
-import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from shardsched.core.models import UNPRINTABLE
-
-DEFAULT_API = "http://127.0.0.1:8080"
-
-
-class CliError(Exception):
-    """A one-line message for stderr."""
+from shardsched.cli.http import DEFAULT_API, CliError, request
+from shardsched.cli.render import (
+    more_hint,
+    page_query,
+    quoted,
+    runs_table,
+    schedule_text,
+    show_dag,
+    show_dag_run,
+    show_job,
+    table,
+)
 
 
 def _common() -> argparse.ArgumentParser:
@@ -38,53 +39,6 @@ def _common() -> argparse.ArgumentParser:
     )
     common.add_argument("--json", action="store_true", help="print the API's JSON answer")
     return common
-
-
-def request(api: str, method: str, path: str, body: Any = None) -> Any:
-    """One API call; raises CliError with the API's error message (or why it failed)."""
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(
-        api.rstrip("/") + path,
-        data=data,
-        method=method,
-        headers={"content-type": "application/json"} if data is not None else {},
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=30) as reply:
-            return json.loads(reply.read())
-    except urllib.error.HTTPError as exc:
-        try:
-            error = json.loads(exc.read())["error"]
-        except (ValueError, KeyError, TypeError):
-            raise CliError(f"{method} {path}: HTTP {exc.code}") from None
-        field = (error.get("details") or {}).get("field")
-        where = f" (at {field})" if field else ""
-        raise CliError(f"{error['code']}: {error['message']}{where}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise CliError(f"cannot reach the API at {api}: {reason}") from None
-
-
-_UNPRINTABLE = re.compile(f"[{UNPRINTABLE}]")  #: what a Name may not hold (models)
-
-
-def printable(text: str) -> str:
-    """``text`` with control and invisible format characters shown as escapes (``\\x1b``,
-    ``\\u202e``): a terminal must never receive them raw from stored data."""
-    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Plain aligned columns; '-' for a missing value; control characters escaped."""
-    cells = [[("-" if v is None else printable(str(v))) for v in row] for row in rows]
-    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
-    return "\n".join(lines)
-
-
-def _q(value: str) -> str:
-    return urllib.parse.quote(value, safe="")
 
 
 def _read_body(source: str) -> Any:
@@ -101,59 +55,6 @@ def _read_body(source: str) -> Any:
 # --- jobs, runs, dead letter -------------------------------------------------------------
 
 
-def _schedule(s: dict) -> str:
-    if s["type"] == "cron":
-        return f"cron {s['expression']} {s.get('timezone', 'UTC')}"
-    if s["type"] == "interval":
-        return f"every {s['every_s']:g}s"
-    return f"once {s['at']}"
-
-
-def _page(query: dict[str, Any]) -> str:
-    items = {k: v for k, v in query.items() if v is not None}
-    return "?" + urllib.parse.urlencode(items) if items else ""
-
-
-def _more(out: dict) -> str:
-    return f"\n(more: --cursor {out['next_cursor']})" if out.get("next_cursor") else ""
-
-
-def _runs_table(runs: list[dict]) -> str:
-    return table(
-        ["RUN_ID", "STATE", "ATTEMPT", "SCHEDULED_FOR", "STARTED", "FINISHED", "EXIT", "REASON"],
-        [
-            [
-                r["run_id"],
-                r["state"],
-                r["attempt"],
-                r["scheduled_for"],
-                r["started_at"],
-                r["finished_at"],
-                r["exit_code"],
-                r["reason"],
-            ]
-            for r in runs
-        ],
-    )
-
-
-def _show_job(job: dict) -> str:
-    rows = [
-        ["job_id", job["job_id"]],
-        ["name", job["name"]],
-        ["status", job["status"]],
-        ["schedule", _schedule(job["schedule"])],
-        ["next_run_at", job["next_run_at"]],
-        ["command", job["command"]],
-        ["version", job["version"]],
-        ["shard", job["shard"]],
-    ]
-    for key in ("dag_id", "pause_reason", "paused_until", "auto_pause_after"):
-        if job.get(key) is not None:
-            rows.append([key, job[key]])
-    return table(["FIELD", "VALUE"], rows)
-
-
 def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     api, cmd = args.api, args.jobs_command
     if cmd == "add":
@@ -166,7 +67,7 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
             "status": args.status,
             "name_prefix": args.name_prefix,
         }
-        out = request(api, "GET", "/api/v1/jobs" + _page(query))
+        out = request(api, "GET", "/api/v1/jobs" + page_query(query))
         return (
             out,
             lambda o: (
@@ -177,18 +78,18 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
                             j["job_id"],
                             j["name"],
                             j["status"],
-                            _schedule(j["schedule"]),
+                            schedule_text(j["schedule"]),
                             j["next_run_at"],
                         ]
                         for j in o["jobs"]
                     ],
                 )
-                + _more(o)
+                + more_hint(o)
             ),
         )
-    path = f"/api/v1/jobs/{_q(args.job_id)}"
+    path = f"/api/v1/jobs/{quoted(args.job_id)}"
     if cmd == "get":
-        return request(api, "GET", path), _show_job
+        return request(api, "GET", path), show_job
     if cmd == "trigger":
         out = request(api, "POST", path + "/trigger")
         return out, lambda o: o["run_id"]
@@ -214,7 +115,7 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
                     v["status"],
                     v["valid_from"],
                     v["valid_until"],
-                    _schedule(v["spec"]["schedule"]) if v["spec"].get("schedule") else None,
+                    schedule_text(v["spec"]["schedule"]) if v["spec"].get("schedule") else None,
                     v["spec"]["command"],
                 ]
                 for v in o["versions"]
@@ -241,84 +142,23 @@ def _runs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
             "since": args.since,
             "until": args.until,
         }
-        out = request(api, "GET", f"/api/v1/jobs/{_q(args.job_id)}/runs" + _page(query))
-        return out, lambda o: _runs_table(o["runs"]) + _more(o)
-    path = f"/api/v1/runs/{_q(args.run_id)}"
+        out = request(api, "GET", f"/api/v1/jobs/{quoted(args.job_id)}/runs" + page_query(query))
+        return out, lambda o: runs_table(o["runs"]) + more_hint(o)
+    path = f"/api/v1/runs/{quoted(args.run_id)}"
     if cmd == "get":
-        return request(api, "GET", path), lambda o: _runs_table([o])
+        return request(api, "GET", path), lambda o: runs_table([o])
     if cmd == "output":
         return request(api, "GET", path + "/output"), lambda o: o["output"].rstrip("\n")
-    return request(api, "POST", path + "/retry"), lambda o: _runs_table([o])
+    return request(api, "POST", path + "/retry"), lambda o: runs_table([o])
 
 
 def _dead_letter(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     query = {"limit": args.limit, "cursor": args.cursor}
-    out = request(args.api, "GET", "/api/v1/dead-letter" + _page(query))
-    return out, lambda o: _runs_table(o["runs"]) + _more(o)
+    out = request(args.api, "GET", "/api/v1/dead-letter" + page_query(query))
+    return out, lambda o: runs_table(o["runs"]) + more_hint(o)
 
 
 # --- dags -------------------------------------------------------------------------------
-
-
-def _show_dag(dag: dict) -> str:
-    head = table(
-        ["DAG_ID", "NAME", "STATUS", "ACTIVE", "QUEUED", "STALLED", "NEXT_RUN"],
-        [
-            [
-                dag["dag_id"],
-                dag["name"],
-                dag["status"],
-                dag["active_runs"],
-                dag["queued_runs"],
-                dag["stalled_tasks"],
-                dag["next_run_at"],
-            ]
-        ],
-    )
-    tasks = table(
-        ["TASK", "JOB_ID", "DEPENDS_ON", "TRIGGER_RULE", "COMMAND"],
-        [
-            [
-                t["name"],
-                dag["task_job_ids"][t["name"]],
-                ",".join(t.get("depends_on", [])) or None,
-                t.get("trigger_rule", "all_success"),
-                t["command"],
-            ]
-            for t in dag["tasks"]
-        ],
-    )
-    return f"{head}\n\n{tasks}"
-
-
-def _show_dag_run(run: dict) -> str:
-    head = table(
-        ["DAG_RUN_ID", "STATE", "SCHEDULED_FOR", "STARTED", "FINISHED"],
-        [
-            [
-                run["dag_run_id"],
-                run["state"],
-                run["scheduled_for"],
-                run["started_at"],
-                run["finished_at"],
-            ]
-        ],
-    )
-    tasks = table(
-        ["TASK", "STATE", "ATTEMPTS", "RUN_ID", "STALLED_AT", "REASON"],
-        [
-            [
-                t["task"],
-                t["state"],
-                len(t.get("attempts", [])) or None,
-                t["run_id"],
-                t["stalled_at"],
-                t["reason"],
-            ]
-            for t in run["tasks"]
-        ],
-    )
-    return f"{head}\n\n{tasks}"
 
 
 def _dags(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
@@ -347,9 +187,9 @@ def _dags(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
             ],
         )
     if cmd == "get":
-        return request(api, "GET", f"/api/v1/dags/{_q(args.dag_id)}"), _show_dag
+        return request(api, "GET", f"/api/v1/dags/{quoted(args.dag_id)}"), show_dag
     if cmd == "runs":
-        out = request(api, "GET", f"/api/v1/dags/{_q(args.dag_id)}/runs?limit={args.limit}")
+        out = request(api, "GET", f"/api/v1/dags/{quoted(args.dag_id)}/runs?limit={args.limit}")
         return out, lambda o: table(
             ["DAG_RUN_ID", "STATE", "SCHEDULED_FOR", "FINISHED", "TASKS"],
             [
@@ -364,11 +204,11 @@ def _dags(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
             ],
         )
     if cmd == "run":
-        return request(api, "GET", f"/api/v1/dag-runs/{_q(args.dag_run_id)}"), _show_dag_run
+        return request(api, "GET", f"/api/v1/dag-runs/{quoted(args.dag_run_id)}"), show_dag_run
     if cmd == "trigger":
-        out = request(api, "POST", f"/api/v1/dags/{_q(args.dag_id)}/trigger")
+        out = request(api, "POST", f"/api/v1/dags/{quoted(args.dag_id)}/trigger")
         return out, lambda o: f"{o['dag_run_id']}  {o['state']}"
-    path = f"/api/v1/dags/{_q(args.dag_id)}"
+    path = f"/api/v1/dags/{quoted(args.dag_id)}"
     if cmd == "delete":
         out = request(api, "DELETE", path)
     else:
@@ -376,7 +216,7 @@ def _dags(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     return out, lambda o: f"{o['dag_id']}  {o['status']}"
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     common = _common()
 
     def page(p: argparse.ArgumentParser, limit: int) -> None:

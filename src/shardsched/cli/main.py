@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from shardsched.store.keys import DEFAULT_NAMESPACE
+
+if TYPE_CHECKING:
+    import trio
 
 
 def _redis_flag(p: argparse.ArgumentParser, required: bool = True) -> None:
@@ -179,9 +182,9 @@ def main(argv: list[str] | None = None) -> None:
         import trio
 
         from shardsched.cli.status import render
-        from shardsched.ops.status import status_view
+        from shardsched.ops.status import Status, status_view
 
-        async def read_status():  # type: ignore[no-untyped-def]
+        async def read_status() -> Status:
             redis, dep = await service.open_redis(
                 args.redis, args.namespace, None, size=1, wait=False
             )
@@ -211,7 +214,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "node":
         http = None if args.no_http else args.http
 
-        async def node(task_status):  # type: ignore[no-untyped-def]
+        async def node(task_status: trio.TaskStatus[Any]) -> None:
             redis, dep = await service.open_redis(args.redis, args.namespace, args.shards)
             await service.check_redis_config(redis, args.allow_eviction)
             await service.run_node(
@@ -237,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
                 sys.exit(f"shardsched: --import {module}: {exc!r}")
         holder: list[Worker] = []
 
-        async def worker(task_status):  # type: ignore[no-untyped-def]
+        async def worker(task_status: trio.TaskStatus[Any]) -> None:
             redis, dep = await service.open_redis(args.redis, args.namespace, None)
             w = Worker(redis, dep, args.worker_id, args.concurrency, drain_grace_s=args.drain_grace)
             holder.append(w)
@@ -250,21 +253,25 @@ def main(argv: list[str] | None = None) -> None:
                 app = service.metrics_app(w.metrics)
                 binds = await nursery.start(service.serve_http, app, args.metrics)
 
-                async def run_worker(*, task_status):  # type: ignore[no-untyped-def]
+                async def run_worker(*, task_status: trio.TaskStatus[None]) -> None:
                     await w.run(task_status=task_status)
                     nursery.cancel_scope.cancel()  # drained: stop serving metrics too
 
                 await nursery.start(run_worker)
                 task_status.started(binds)
 
+        def drain_all() -> None:
+            for w in holder:
+                w.drain()
+
         service.run_until_signal(
             worker,
             lambda binds: f"worker ready {' '.join(binds or [])}".strip(),
-            graceful=lambda: [w.drain() for w in holder],
+            graceful=drain_all,
         )
     elif args.command == "router":
 
-        async def router(task_status):  # type: ignore[no-untyped-def]
+        async def router(task_status: trio.TaskStatus[Any]) -> None:
             redis, dep = await service.open_redis(args.redis, args.namespace, None)
             await service.run_router(redis, dep, http=args.http, task_status=task_status)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shardsched.cli.api import table
+from shardsched.cli.render import table
 from shardsched.ops.status import Status
 
 

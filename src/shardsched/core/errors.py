@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import msgspec
 
 
@@ -109,7 +111,7 @@ class BulkPartiallyApplied(ShardschedError):
     ``error`` is what stopped the rest. Every spec was validated before the first write,
     so this is never a validation error."""
 
-    def __init__(self, created: list, error: BaseException) -> None:  # type: ignore[type-arg]
+    def __init__(self, created: Sequence[object], error: BaseException) -> None:
         super().__init__(f"{len(created)} jobs registered before: {error}")
         self.created = created
         self.error = error

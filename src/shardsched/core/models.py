@@ -268,6 +268,16 @@ class SchedulePreviewRequest(msgspec.Struct, forbid_unknown_fields=True):
     after: AwareDatetime | None = None  #: default: now (the server's clock)
 
 
+class ExecSpec(msgspec.Struct):
+    """What a worker needs of a job's or a DAG task's spec: decoding only this skips the
+    rest of a stored spec quickly."""
+
+    command: str
+    timeout_s: float = 3600.0
+    lease_s: float = 30.0
+    retry_policy: RetryPolicy = msgspec.field(default_factory=RetryPolicy)
+
+
 def timing_of(spec: JobSpec) -> Timing:
     assert spec.schedule is not None, "a job of its own has a schedule (validate_spec)"
     return Timing(spec.schedule, spec.catchup, spec.misfire_grace_s, spec.overlap, spec.max_catchup)

@@ -6,21 +6,18 @@ The verbs on jobs and runs are re-exported here; DAGs, listing, audit, the clust
 and the worker protocol are the submodules of the same name.
 """
 
+from shardsched.ops.history import backfill, job_versions
 from shardsched.ops.jobs import (
-    backfill,
     create_job,
     create_jobs,
     delete_job,
     get_job,
-    get_output,
-    get_run,
-    job_versions,
     patch_job,
     resume_if_due,
-    retry_run,
     trigger,
     validate_specs,
 )
+from shardsched.ops.runs import get_output, get_run, retry_run
 from shardsched.store.calls import Call, Op, check, drive_async, redis_calls
 from shardsched.store.deployment import Deployment, open_deployment
 

@@ -18,298 +18,27 @@ pure.
 
 from __future__ import annotations
 
-import bisect
-import enum
-import heapq
 import math
-from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import msgspec
 
-from shardsched.core.catchup import Skip
-from shardsched.core.errors import JobNotFound
 from shardsched.core.instants import from_ms
-from shardsched.core.models import IntervalSchedule, OnceSchedule, Timing
-from shardsched.core.schedule import next_fire_ms
-from shardsched.store import keys as k
-from shardsched.store.calls import Call, Op, check
+from shardsched.ops.ledger import (
+    Execution,
+    JobHistory,
+    Outcome,
+    TickList,
+    TickRecord,
+    account,
+    executions,
+    load_histories,
+    load_history,
+)
+from shardsched.store.calls import Call, Op, server_ms
 from shardsched.store.deployment import Deployment
-
-_timing_decoder = msgspec.json.Decoder(Timing)
-#: Bound on ticks enumerated for one job (a 1-second job over ~11 days).
-MAX_TICKS = 1_000_000
-
-
-class Outcome(enum.StrEnum):
-    FIRED = "fired"
-    SKIPPED = "skipped"
-    PENDING = "pending"
-    MISSING = "missing"
-    DUPLICATED = "duplicated"
-
-
-class Execution(enum.StrEnum):
-    """What became of a fired run, judged on its last attempt at the audit's instant."""
-
-    TERMINAL = "terminal"  #: succeeded, failed for good, dead-lettered, skipped, cancelled
-    RUNNING = "running"  #: claimed or running under a lease that has not lapsed
-    QUEUED = "queued"  #: fired, waiting for a worker, not for long
-    RETRYING = "retrying"  #: waiting for its next attempt's backoff
-    #: fired and not running anywhere past its deadline: waiting for a worker longer than
-    #: ``stranded_after_s``, or claimed under a lease that lapsed and was not taken back
-    STRANDED = "stranded"
-    DAG = "dag"  #: a DAG run (its tasks' runs are accounted for as runs of their own)
-
-
-#: A lapsed lease is taken back by the shard owner within a second or two; past this
-#: grace a lapsed run is stranded.
-LEASE_GRACE_MS = 10_000
-
-
-def execution_of(fields: list[bytes | None], now_ms: int, stranded_after_ms: int) -> Execution:
-    """Classify one run record (fields st, l, c, due) at ``now_ms``."""
-    state, lease, created, due = (None if v is None else v.decode() for v in fields)
-    if state in ("succeeded", "failed", "dead_letter", "skipped", "cancelled"):
-        return Execution.TERMINAL
-    if state in ("claimed", "running"):
-        lapsed = bool(lease) and int(lease) < now_ms - LEASE_GRACE_MS
-        return Execution.STRANDED if lapsed else Execution.RUNNING
-    if state == "retrying":
-        late = bool(due) and int(due) < now_ms - stranded_after_ms
-        return Execution.STRANDED if late else Execution.RETRYING
-    if state == "scheduled":
-        old = bool(created) and int(created) < now_ms - stranded_after_ms
-        return Execution.STRANDED if old else Execution.QUEUED
-    return Execution.STRANDED  # a fired tick whose record is gone: not running anywhere
-
-
-def executions(dep: Deployment, rids: list[str], now_ms: int, stranded_after_ms: int) -> Op:
-    """Classify the fired runs ``rids`` by their last attempt; returns {rid: Execution}.
-    Follows each run's next attempt (``nx``) in one round trip per attempt level."""
-    out: dict[str, Execution] = {}
-    current = {rid: rid for rid in rids if not k.is_dag_id(rid.split(":", 1)[0])}
-    for rid in rids:
-        if rid not in current:
-            out[rid] = Execution.DAG
-    for _level in range(101):  # attempts are capped at 100
-        if not current:
-            break
-        items = list(current.items())
-        replies = yield [
-            Call(("HMGET", dep.keys_for(at).run(at), "st", "l", "c", "due", "nx"))
-            for _, at in items
-        ]
-        following: dict[str, str] = {}
-        for (first, _at), fields in zip(items, replies, strict=True):
-            fields = check(fields)
-            if fields[4] is not None and fields[0] in (b"failed", b"dead_letter"):
-                following[first] = fields[4].decode()  # sent back as a new attempt
-            else:
-                out[first] = execution_of(fields[:4], now_ms, stranded_after_ms)
-        current = following
-    return out
-
-
-class TickRecord(msgspec.Struct, omit_defaults=True):
-    """One nominal tick of a job and its fate (the body of ``GET /jobs/{id}/ticks``)."""
-
-    tick: datetime
-    outcome: Outcome
-    run_id: str | None = None
-    lag_s: float | None = None
-    reason: str | None = None
-    decided_at: datetime | None = None
-
-
-class TickList(msgspec.Struct):
-    job_id: str
-    ticks: list[TickRecord]
-    truncated: bool
-
-
-@dataclass
-class Segment:
-    first: int
-    timing: Timing
-    end: int | None  #: ticks >= end are not expected (the timer score when it closed)
-    closed_at: int | None  #: when it closed, bounding ticks when ``end`` is unknown
-
-
-@dataclass
-class JobHistory:
-    job_id: str
-    segments: list[Segment]
-    timer: int | None  #: the job's current timer score (its pending tick)
-    #: tick -> [(run id, created ms, a backfill's)], attempt 1
-    runs: dict[int, list[tuple[str, int, bool]]]
-    skips: list[tuple[Skip, int]]  #: (record, decided at)
-    quarantined: bool = False  #: paused by its owner because it could not be planned
-
-
-def load_histories(dep: Deployment, job_ids: list[str]) -> Op:
-    """The histories of many jobs in two round trips; raises JobNotFound for a missing one."""
-    calls = []
-    for job_id in job_ids:
-        sk = dep.keys_for(job_id)
-        calls += [
-            Call(("HMGET", sk.job(job_id), "first", "timing", "pr")),
-            Call(("LRANGE", sk.segments(job_id), 0, -1)),
-            Call(("ZRANGE", sk.runs_of(job_id), 0, -1, "WITHSCORES")),
-            Call(("ZRANGE", sk.skips(job_id), 0, -1)),
-            Call(("ZSCORE", sk.timer, job_id)),
-        ]
-    replies = yield calls
-    scheduled_of = []
-    for n, job_id in enumerate(job_ids):
-        (first, _timing, _pr), _segs, runs, _skips, _score = replies[5 * n : 5 * n + 5]
-        if _timing is None:
-            raise JobNotFound(job_id)
-        dag = k.is_dag_id(job_id)  # a DAG's runs index lists its DAG runs <dag>:<tick>
-        scheduled_of.append(
-            [
-                (runs[i].decode(), int(float(runs[i + 1])))
-                for i in range(0, len(runs), 2)
-                # attempt 1 of a scheduled tick, not a manual run
-                if (dag or runs[i].endswith(b":1")) and b":t" not in runs[i]
-            ]
-        )
-    created_calls = [
-        Call(("HMGET", _record_key(dep, job_id, rid), "c", "bf"))
-        for job_id, scheduled in zip(job_ids, scheduled_of, strict=True)
-        for rid, _ in scheduled
-    ]
-    created = iter((yield created_calls) if created_calls else [])
-    histories = []
-    for n, (job_id, scheduled) in enumerate(zip(job_ids, scheduled_of, strict=True)):
-        (first, timing, reason), segs, _runs, skips, score = replies[5 * n : 5 * n + 5]
-        if not segs and first:  # never changed: its one segment is in the job hash
-            segs = [b"o|" + first + b"|" + timing]
-        by_tick: dict[int, list[tuple[str, int, bool]]] = defaultdict(list)
-        for rid, tick in scheduled:
-            c, backfill = next(created)
-            if c is not None:
-                by_tick[tick].append((rid, int(c), backfill is not None))
-        histories.append(
-            JobHistory(
-                job_id=job_id,
-                segments=_segments(segs),
-                timer=None if score is None else int(float(score)),
-                runs=dict(by_tick),
-                skips=[_skip(raw) for raw in skips],
-                quarantined=bool(reason and reason.startswith(b"quarantined:")),
-            )
-        )
-    return histories
-
-
-def _record_key(dep: Deployment, job_id: str, rid: str) -> str:
-    sk = dep.keys_for(job_id)
-    return sk.dag_run(rid) if k.is_dag_id(job_id) else sk.run(rid)
-
-
-def load_history(dep: Deployment, job_id: str) -> Op:
-    (history,) = yield from load_histories(dep, [job_id])
-    return history
-
-
-def _skip(raw: bytes) -> tuple[Skip, int]:
-    text, _, decided = raw.decode().rpartition(":")
-    return Skip.decode(text), int(decided)
-
-
-def _segments(events: list[bytes]) -> list[Segment]:
-    segments: list[Segment] = []
-    for raw in events:
-        kind, _, rest = raw.decode().partition("|")
-        if kind == "o":
-            first, _, timing = rest.partition("|")
-            segments.append(Segment(int(first), _timing_decoder.decode(timing), None, None))
-        elif kind == "c" and segments and segments[-1].closed_at is None:
-            score, _, at = rest.partition("|")
-            segments[-1].end = int(float(score)) if score else None
-            segments[-1].closed_at = int(at)
-    return segments
-
-
-def nominal_ticks(segment: Segment, lo: int, hi: int) -> Iterator[int]:
-    """The segment's ticks in [lo, hi], jumping straight to lo where the schedule allows."""
-    schedule = segment.timing.schedule
-    tick: int | None = segment.first
-    if lo > segment.first:
-        if isinstance(schedule, IntervalSchedule):
-            every = round(schedule.every_s * 1000)
-            tick = segment.first + math.ceil((lo - segment.first) / every) * every
-        elif not isinstance(schedule, OnceSchedule):
-            tick = next_fire_ms(schedule, lo - 1)
-    bound = hi
-    if segment.end is not None:
-        bound = min(bound, segment.end - 1)
-    elif segment.closed_at is not None:
-        bound = min(bound, segment.closed_at)
-    for _ in range(MAX_TICKS):
-        if tick is None or tick > bound:
-            return
-        if tick >= lo:
-            yield tick
-        tick = next_fire_ms(schedule, tick)
-
-
-def account(
-    history: JobHistory,
-    horizon: int,
-    lo: int = 0,
-    hi: int | None = None,
-    limit: int | None = None,
-) -> list[TickRecord]:
-    """Every nominal tick of the job in [lo, min(hi, horizon)] with its outcome; with
-    ``limit``, the first ``limit`` + 1 only (enumeration stops there: a dense job's ticks
-    are never all built to answer one page)."""
-    hi = horizon if hi is None else min(hi, horizon)
-    # skip records as ranges, looked up per tick (never expanded: a catch-up limit can
-    # cover millions of ticks)
-    skips = sorted((skip.first, skip.last, skip.reason, decided) for skip, decided in history.skips)
-    firsts = [s[0] for s in skips]
-    records: list[TickRecord] = []
-    open_segment = history.segments[-1] if history.segments else None
-    pending_from = history.timer if open_segment and open_segment.closed_at is None else None
-    ticks = heapq.merge(*(nominal_ticks(segment, lo, hi) for segment in history.segments))
-    previous = None
-    for tick in ticks:
-        if tick == previous:
-            continue
-        previous = tick
-        if limit is not None and len(records) > limit:
-            break
-        runs = history.runs.get(tick, [])
-        skip = None
-        i = bisect.bisect_right(firsts, tick) - 1
-        for j in range(i, max(i - 8, -1), -1):  # skips barely overlap: look at a few back
-            if skips[j][1] >= tick:
-                skip = (skips[j][2], skips[j][3])
-                break
-        if skip and len(runs) == 1 and runs[0][2]:
-            skip = None  # a skipped tick run later by a backfill: fired once, late
-        if len(runs) + (1 if skip else 0) > 1:
-            records.append(
-                TickRecord(from_ms(tick), Outcome.DUPLICATED, runs[0][0] if runs else None)
-            )
-        elif runs:
-            rid, created, _ = runs[0]
-            records.append(TickRecord(from_ms(tick), Outcome.FIRED, rid, (created - tick) / 1000))
-        elif skip:
-            records.append(
-                TickRecord(
-                    from_ms(tick), Outcome.SKIPPED, reason=skip[0], decided_at=from_ms(skip[1])
-                )
-            )
-        elif pending_from is not None and tick >= pending_from:
-            records.append(TickRecord(from_ms(tick), Outcome.PENDING))
-        else:
-            records.append(TickRecord(from_ms(tick), Outcome.MISSING))
-    return records
 
 
 class LagStats(msgspec.Struct):
@@ -398,7 +127,7 @@ def audit(
     run fired but not running anywhere past ``stranded_after_s`` is *stranded*, and the
     audit is not OK while one is."""
     (now,) = yield [Call(("TIME",))]
-    now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+    now_ms = server_ms(now)
     horizon = now_ms - round(settle_s * 1000)
     id_lists = yield [Call(("ZRANGE", dep.shard(s).jobs, 0, -1)) for s in range(dep.n_shards)]
     totals = _Totals()
@@ -467,7 +196,7 @@ def _add_job(totals: _Totals, history: JobHistory, horizon: int) -> None:
 def job_ticks(dep: Deployment, job_id: str, lo: int | None, hi: int | None, limit: int) -> Op:
     """The ticks of one job in a window (default: since creation until now)."""
     (now,) = yield [Call(("TIME",))]
-    now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+    now_ms = server_ms(now)
     history = yield from load_history(dep, job_id)
     records = account(history, now_ms, lo or 0, hi, limit)
     return TickList(job_id, records[:limit], truncated=len(records) > limit)

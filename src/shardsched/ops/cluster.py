@@ -7,8 +7,9 @@ from datetime import datetime
 import msgspec
 
 from shardsched.core.instants import from_ms
-from shardsched.store.calls import Call, Op
+from shardsched.store.calls import Call, Op, server_ms
 from shardsched.store.deployment import Deployment
+from shardsched.store.records import NodeInfo, WorkerInfo
 
 
 class NodeView(msgspec.Struct):
@@ -48,17 +49,7 @@ class WorkerList(msgspec.Struct):
     workers: list[WorkerView]
 
 
-class _WorkerInfo(msgspec.Struct):
-    capacity: int = 0
-    capacity_free: int = 0
-    running: int = 0
-    completed: int = 0
-    draining: bool = False
-    started_ms: int = 0
-    overrunning: int = 0
-
-
-_worker_info_decoder = msgspec.json.Decoder(_WorkerInfo)
+_worker_info_decoder = msgspec.json.Decoder(WorkerInfo)
 
 
 def list_workers(dep: Deployment) -> Op:
@@ -69,7 +60,7 @@ def list_workers(dep: Deployment) -> Op:
         Call(("ZRANGE", g.workers, 0, -1, "WITHSCORES")),
         Call(("HGETALL", g.worker_info)),
     ]
-    now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+    now_ms = server_ms(now)
     info_of = {infos[i].decode(): infos[i + 1] for i in range(0, len(infos), 2)}
     views = []
     for i in range(0, len(members), 2):
@@ -99,15 +90,7 @@ class ClusterView(msgspec.Struct):
     shards: list[ShardView]
 
 
-class _Info(msgspec.Struct):
-    http: str | None = None
-    started_ms: int = 0
-    shards: list[int] = msgspec.field(default_factory=list)
-    lag_p99_1m: float | None = None
-    fired_1m: int = 0
-
-
-_info_decoder = msgspec.json.Decoder(_Info)
+_info_decoder = msgspec.json.Decoder(NodeInfo)
 
 
 def cluster_view(dep: Deployment) -> Op:
@@ -117,7 +100,7 @@ def cluster_view(dep: Deployment) -> Op:
         Call(("ZRANGE", g.nodes, 0, -1, "WITHSCORES")),
         Call(("HGETALL", g.node_info)),
     ]
-    now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+    now_ms = server_ms(now)
     info_of = {
         infos[i].decode(): _info_decoder.decode(infos[i + 1]) for i in range(0, len(infos), 2)
     }
@@ -126,7 +109,7 @@ def cluster_view(dep: Deployment) -> Op:
         node_id, expiry = nodes[i].decode(), int(float(nodes[i + 1]))
         if expiry < now_ms:
             continue
-        info = info_of.get(node_id, _Info())
+        info = info_of.get(node_id, NodeInfo())
         node_views.append(
             NodeView(
                 node_id=node_id,

@@ -37,9 +37,11 @@ from shardsched.core.models import (
 from shardsched.core.schedule import first_fire_ms
 from shardsched.core.views import Dag, DagCreated, DagRun, DagTaskRun, DagTriggered, JobCreated
 from shardsched.store import keys as k
-from shardsched.store.calls import Call, Op, check
+from shardsched.store.calls import Call, Op, check, server_ms
 from shardsched.store.deployment import Deployment
-from shardsched.store.records import RUN_FIELDS, opt_ms, opt_text, run_from_fields
+from shardsched.store.lua import dags as lua
+from shardsched.store.lua import jobs as jobs_lua
+from shardsched.store.records import DAG_FIELDS, RUN_FIELDS, opt_ms, opt_text, run_from_fields
 
 RULE_CODE = {
     TriggerRule.ALL_SUCCESS: "s",
@@ -51,11 +53,6 @@ CATCHUP_CODE = {Catchup.ALL: "a", Catchup.LATEST: "l", Catchup.NONE: "n"}
 
 _encoder = msgspec.json.Encoder()
 _dag_decoder = msgspec.json.Decoder(DagSpec)
-_DAG_FIELDS = ("kind", "spec", "status", "created", "updated", "version", "nact", "stalled")
-
-
-def _now_ms(reply: Any) -> int:
-    return int(reply[0]) * 1000 + int(reply[1]) // 1000
 
 
 def dag_timing(spec: DagSpec) -> Timing:
@@ -63,7 +60,7 @@ def dag_timing(spec: DagSpec) -> Timing:
     return Timing(spec.schedule, spec.catchup, spec.misfire_grace_s, max_catchup=spec.max_catchup)
 
 
-def _task_items(spec: DagSpec) -> list[Any]:
+def _task_items(spec: DagSpec) -> tuple[str, str, list[Any]]:
     topo = validate_dag(spec)
     items: list[Any] = []
     for task in spec.tasks:
@@ -75,33 +72,30 @@ def _task_items(spec: DagSpec) -> list[Any]:
             _encoder.encode(task),
             round(task.lease_s * 1000),
         )
-    return [",".join(topo.order), ",".join(topo.roots), *items]
+    return ",".join(topo.order), ",".join(topo.roots), items
 
 
 def create_dag(dep: Deployment, spec: DagSpec) -> Op:
     """Register a DAG (validated first: nothing is written for an invalid one)."""
-    items = _task_items(spec)
+    order, roots, items = _task_items(spec)
     (now,) = yield [Call(("TIME",))]
-    first = first_fire_ms(spec.schedule, _now_ms(now))
+    first = first_fire_ms(spec.schedule, server_ms(now))
     dag_id = k.new_dag_id()
     sk = dep.keys_for(dag_id)
     (reply,) = yield [
-        Call(
-            (
-                sk.base,
-                dep.globals.wake_channel,
-                sk.shard,
-                dag_id,
-                _encoder.encode(spec),
-                _encoder.encode(dag_timing(spec)),
-                "" if first is None else first,
-                spec.max_active_runs,
-                round(spec.stall_sla_s * 1000),
-                CATCHUP_CODE[spec.catchup],
-                *items,
-            ),
-            script="register_dag",
-            keys=(sk.timer, sk.jobs, sk.dags),
+        lua.register_dag(
+            sk,
+            dep.globals,
+            dag_id,
+            spec_json=_encoder.encode(spec),
+            timing_json=_encoder.encode(dag_timing(spec)),
+            first_ms=first,
+            max_active_runs=spec.max_active_runs,
+            stall_sla_ms=round(spec.stall_sla_s * 1000),
+            catchup_code=CATCHUP_CODE[spec.catchup],
+            order=order,
+            roots=roots,
+            task_items=items,
         )
     ]
     if check(reply)[1] != 1:  # a 48-bit random id collided: vanishingly rare
@@ -113,16 +107,16 @@ def create_dag(dep: Deployment, spec: DagSpec) -> Op:
     )
 
 
-def _dag_calls(dep: Deployment, dag_id: str) -> list[Call]:
+def dag_calls(dep: Deployment, dag_id: str) -> list[Call]:
     sk = dep.keys_for(dag_id)
     return [
-        Call(("HMGET", sk.job(dag_id), *_DAG_FIELDS)),
+        Call(("HMGET", sk.job(dag_id), *DAG_FIELDS)),
         Call(("ZSCORE", sk.timer, dag_id)),
         Call(("ZCARD", sk.dag_queue(dag_id))),
     ]
 
 
-def _dag_from(dep: Deployment, dag_id: str, replies: Sequence[Any]) -> Dag:
+def dag_from(dep: Deployment, dag_id: str, replies: Sequence[Any]) -> Dag:
     fields, score, queued = (check(r) for r in replies)
     kind, spec_raw, status, created, updated, version, active, stalled = fields
     if kind != b"dag" or not k.is_dag_id(dag_id):
@@ -154,8 +148,8 @@ def _dag_from(dep: Deployment, dag_id: str, replies: Sequence[Any]) -> Dag:
 def get_dag(dep: Deployment, dag_id: str) -> Op:
     if not k.is_dag_id(dag_id):
         raise DagNotFound(dag_id)
-    replies = yield _dag_calls(dep, dag_id)
-    return _dag_from(dep, dag_id, replies)
+    replies = yield dag_calls(dep, dag_id)
+    return dag_from(dep, dag_id, replies)
 
 
 def set_dag_status(dep: Deployment, dag_id: str, status: JobStatus) -> Op:
@@ -170,7 +164,7 @@ def set_dag_status(dep: Deployment, dag_id: str, status: JobStatus) -> Op:
         (now,) = yield [Call(("TIME",))]
         next_fire: int | str = ""
         if status == JobStatus.ACTIVE:
-            first = first_fire_ms(dag.schedule, _now_ms(now))
+            first = first_fire_ms(dag.schedule, server_ms(now))
             next_fire = "" if first is None else first
         sk = dep.keys_for(dag_id)
         spec_raw, timing = yield [
@@ -178,30 +172,23 @@ def set_dag_status(dep: Deployment, dag_id: str, status: JobStatus) -> Op:
             Call(("HGET", sk.job(dag_id), "timing")),
         ]
         (reply,) = yield [
-            Call(
-                (
-                    dag_id,
-                    dag.version,
-                    check(spec_raw),
-                    check(timing),
-                    status.value,
-                    next_fire,
-                    0,
-                    dep.globals.wake_channel,
-                    sk.shard,
-                    "1",
-                    "",
-                    "",
-                    sk.base,
-                ),
-                script="update_job",
-                keys=(sk.job(dag_id), sk.timer, sk.segments(dag_id), sk.versions(dag_id)),
+            jobs_lua.update_job(
+                sk,
+                dep.globals,
+                dag_id,
+                version=dag.version,
+                spec_json=check(spec_raw),
+                timing_json=check(timing),
+                status=status.value,
+                next_fire=next_fire,
+                lease_ms=0,
+                roll=True,
             )
         ]
         code = check(reply)[0]
-        if code == -2:
+        if code == jobs_lua.JobReply.DELETED:
             raise DagDeleted(dag_id)
-        if code == 1:
+        if code == jobs_lua.JobReply.OK:
             return (yield from get_dag(dep, dag_id))
     raise ShardschedError(f"DAG {dag_id!r} is being changed concurrently; try again")
 
@@ -210,14 +197,8 @@ def delete_dag(dep: Deployment, dag_id: str) -> Op:
     """Delete a DAG: no more ticks; open DAG runs finish; definition and history stay."""
     yield from get_dag(dep, dag_id)
     sk = dep.keys_for(dag_id)
-    (reply,) = yield [
-        Call(
-            (dag_id, dep.globals.wake_channel, sk.shard),
-            script="delete_job",
-            keys=(sk.job(dag_id), sk.timer, sk.segments(dag_id), sk.versions(dag_id)),
-        )
-    ]
-    if check(reply)[0] == -2:
+    (reply,) = yield [jobs_lua.delete_job(sk, dep.globals, dag_id)]
+    if check(reply)[0] == jobs_lua.JobReply.DELETED:
         raise DagDeleted(dag_id)
     return (yield from get_dag(dep, dag_id))
 
@@ -227,22 +208,16 @@ def trigger_dag(dep: Deployment, dag_id: str) -> Op:
     if not k.is_dag_id(dag_id):
         raise DagNotFound(dag_id)
     sk = dep.keys_for(dag_id)
-    (reply,) = yield [
-        Call(
-            (sk.base, dag_id, dep.globals.ready_channel, sk.shard),
-            script="trigger_dag",
-            keys=(sk.job(dag_id), sk.ready),
-        )
-    ]
+    (reply,) = yield [lua.trigger_dag(sk, dep.globals, dag_id)]
     reply = check(reply)
-    if reply[0] == -1:
+    if reply[0] == lua.DagTrigger.NO_SUCH_DAG:
         raise DagNotFound(dag_id)
-    if reply[0] == -2:
+    if reply[0] == lua.DagTrigger.DELETED:
         raise DagDeleted(dag_id)
     return DagTriggered(
         dag_run_id=reply[1].decode(),
         scheduled_for=from_ms(int(reply[2])),
-        state=DagRunState.RUNNING if reply[0] == 1 else DagRunState.QUEUED,
+        state=DagRunState.RUNNING if reply[0] == lua.DagTrigger.STARTED else DagRunState.QUEUED,
     )
 
 
@@ -254,7 +229,7 @@ _TASK_CODE = {
 }
 
 
-def _dag_run_from(drid: str, raw: list[bytes], tasks: list[str]) -> DagRun:
+def dag_run_from(drid: str, raw: list[bytes], tasks: list[str]) -> DagRun:
     fields = {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)}
     dag_id = drid.split(":", 1)[0]
     task_runs = []
@@ -285,7 +260,7 @@ def _dag_run_from(drid: str, raw: list[bytes], tasks: list[str]) -> DagRun:
     )
 
 
-def _task_order(dep: Deployment, dag_id: str) -> Op:
+def task_order(dep: Deployment, dag_id: str) -> Op:
     (tasks,) = yield [Call(("HGET", dep.keys_for(dag_id).job(dag_id), "tasks"))]
     tasks = check(tasks)
     if tasks is None:
@@ -302,13 +277,13 @@ def get_dag_run(dep: Deployment, drid: str) -> Op:
     (raw,) = yield [Call(("HGETALL", sk.dag_run(drid)))]
     if not check(raw):
         raise DagRunNotFound(drid)
-    tasks = yield from _task_order(dep, dag_id)
-    run = _dag_run_from(drid, raw, tasks)
-    yield from _fill_states(dep, [run], with_attempts=True)
+    tasks = yield from task_order(dep, dag_id)
+    run = dag_run_from(drid, raw, tasks)
+    yield from fill_states(dep, [run], with_attempts=True)
     return run
 
 
-def _fill_states(dep: Deployment, runs: list[DagRun], with_attempts: bool) -> Op:
+def fill_states(dep: Deployment, runs: list[DagRun], with_attempts: bool) -> Op:
     """Each released task's state is its latest run's (and, if asked, every attempt)."""
     wanted: list[tuple[DagTaskRun, list[str]]] = []
     for run in runs:
@@ -348,14 +323,14 @@ def join_dag(dep: Deployment, spec: JobSpec) -> Op:
     dag_ids = set()
     deps: list[str] = []
     for i, job_id in enumerate(spec.depends_on):
-        dag_id, dot, task = job_id.partition(".")
-        if not dot or not k.is_dag_id(dag_id) or not task:
+        dag_id, dot, dep_task = job_id.partition(".")
+        if not dot or not k.is_dag_id(dag_id) or not dep_task:
             raise ValidationError(
                 f"{job_id!r} is not a DAG task's job id (<dag_id>.<task>)",
                 f"$.depends_on[{i}]",
             )
         dag_ids.add(dag_id)
-        deps.append(task)
+        deps.append(dep_task)
         if len(dag_ids) > 1:
             raise ValidationError(
                 "every dependency must be a task of the same DAG", f"$.depends_on[{i}]"
@@ -391,27 +366,25 @@ def join_dag(dep: Deployment, spec: JobSpec) -> Op:
         new_spec = _dag_decoder.decode(check(spec_raw))
         new_spec.tasks.append(task)
         (reply,) = yield [
-            Call(
-                (
-                    dag.version,
-                    spec.name,
-                    ",".join(task.depends_on),
-                    RULE_CODE[task.trigger_rule],
-                    _encoder.encode(task),
-                    round(task.lease_s * 1000),
-                    _encoder.encode(new_spec),
-                    dag_id,
-                ),
-                script="add_dag_task",
-                keys=(sk.job(dag_id), sk.job(job_id)),
+            lua.add_dag_task(
+                sk,
+                dag_id,
+                job_id,
+                version=dag.version,
+                task=spec.name,
+                dependencies=",".join(task.depends_on),
+                rule_code=RULE_CODE[task.trigger_rule],
+                task_json=_encoder.encode(task),
+                lease_ms=round(task.lease_s * 1000),
+                dag_json=_encoder.encode(new_spec),
             )
         ]
         code = check(reply)[0]
-        if code == 1:
+        if code == lua.AddTask.ADDED:
             return JobCreated(job_id=job_id, next_run_at=dag.next_run_at)
-        if code == -2:
+        if code == lua.AddTask.DELETED:
             raise DagDeleted(dag_id)
-        if code == -4:
+        if code == lua.AddTask.NAME_TAKEN:
             raise ValidationError(f"DAG {dag_id!r} already has a task {spec.name!r}", "$.name")
         # -3 the DAG changed meanwhile, -5 a dependency vanished with it: read again
     raise ShardschedError(f"DAG {dag_id!r} is being changed concurrently; try again")

@@ -13,52 +13,39 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from shardsched.core.errors import (
-    AlreadyRetried,
-    ConflictError,
     DagTaskJob,
     JobDeleted,
     JobNotFound,
-    RunNotFound,
     ShardschedError,
     ValidationError,
 )
 from shardsched.core.instants import from_ms, to_ms
 from shardsched.core.models import (
-    BackfillRequest,
     Catchup,
-    IntervalSchedule,
     JobPatch,
     JobSpec,
     JobStatus,
-    OnceSchedule,
     Overlap,
-    Schedule,
     TaskSpec,
     Timing,
     timing_of,
 )
-from shardsched.core.schedule import first_fire_ms, next_fire_ms
+from shardsched.core.schedule import first_fire_ms
 from shardsched.core.validation import checked, validate_spec
 from shardsched.core.views import (
-    BackfillResult,
     Job,
     JobCreated,
-    JobVersion,
-    JobVersions,
-    RunOutput,
     Triggered,
 )
 from shardsched.ops.dags import join_dag
 from shardsched.store import keys as k
-from shardsched.store.calls import Call, Op, check
+from shardsched.store.calls import Call, Op, check, server_ms
 from shardsched.store.deployment import Deployment
+from shardsched.store.lua import jobs as lua
 from shardsched.store.records import (
     JOB_FIELDS,
-    OUTPUT_LIMIT,
-    RUN_FIELDS,
     opt_ms,
     opt_text,
-    run_from_fields,
 )
 
 if TYPE_CHECKING:
@@ -105,11 +92,11 @@ def create_jobs(dep: Deployment, specs: Sequence[JobSpec], validated: bool = Fal
                 created += yield from create_jobs(dep, [spec])
         return created
     (now,) = yield [Call(("TIME",))]
-    now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+    now_ms = server_ms(now)
     firsts: dict[bytes, int | None] = {}  # one cron computation per distinct schedule
     # Specs built in a loop share one schedule object (alive all batch long, so ids hold).
-    timings: dict[tuple[int, Catchup, float, Overlap], bytes] = {}
-    by_shard: dict[int, list[Any]] = {}
+    timings: dict[tuple[int, Catchup, float, Overlap, int], bytes] = {}
+    by_shard: dict[int, list[lua.NewJob]] = {}
     plan = []
     for spec in specs:
         job_id = k.new_job_id()
@@ -123,37 +110,31 @@ def create_jobs(dep: Deployment, specs: Sequence[JobSpec], validated: bool = Fal
         timing = timings.get(timing_key)
         if timing is None:
             timing = timings[timing_key] = _spec_encoder.encode(timing_of(spec))
+        assert spec.schedule is not None  # validated: a job of its own has one
         key = _spec_encoder.encode(spec.schedule)
         if key not in firsts:
             firsts[key] = first_fire_ms(spec.schedule, now_ms)
         first = firsts[key]
         plan.append((job_id, first))
-        by_shard.setdefault(dep.keys_for(job_id).shard, []).extend(
-            (
+        by_shard.setdefault(dep.keys_for(job_id).shard, []).append(
+            lua.NewJob(
                 job_id,
                 _spec_encoder.encode(spec),
                 timing,
-                "" if first is None else first,
+                first,
                 round(spec.lease_s * 1000),
+                spec.auto_pause_after,
             )
         )
     shards = list(by_shard)
-    replies = yield [
-        Call(
-            (dep.shard(s).base, dep.globals.wake_channel, s, *by_shard[s]),
-            script="register_job",
-            keys=(dep.shard(s).timer, dep.shard(s).jobs),
-        )
-        for s in shards
-    ]
-    codes: dict[str, int] = {}
+    replies = yield [lua.register_job(dep.shard(s), dep.globals, by_shard[s]) for s in shards]
+    registered: dict[str, bool] = {}
     for s, reply in zip(shards, replies, strict=True):
-        items = by_shard[s]
-        for n, code in enumerate(check(reply)[1:]):
-            codes[items[5 * n]] = code
+        for new, ok in zip(by_shard[s], lua.decode_registered(check(reply)), strict=True):
+            registered[new.job_id] = ok
     created = []
     for job_id, first in plan:
-        if codes[job_id] != 1:  # a 48-bit random id collided: vanishingly rare
+        if not registered[job_id]:  # a 48-bit random id collided: vanishingly rare
             raise ShardschedError(f"job id {job_id} already exists")
         created.append(
             JobCreated(job_id=job_id, next_run_at=None if first is None else from_ms(first))
@@ -166,12 +147,12 @@ def create_job(dep: Deployment, spec: JobSpec) -> Op:
     return created
 
 
-def _job_calls(dep: Deployment, job_id: str) -> list[Call]:
+def job_calls(dep: Deployment, job_id: str) -> list[Call]:
     sk = dep.keys_for(job_id)
     return [Call(("HMGET", sk.job(job_id), *JOB_FIELDS)), Call(("ZSCORE", sk.timer, job_id))]
 
 
-def _plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Job:
+def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Job:
     """A job of its own (not a DAG's task) from its hash fields and timer score."""
     spec_raw, status, created, updated, version, _dag, reason, paused_at, until = fields
     spec = _spec_decoder.decode(spec_raw)
@@ -202,14 +183,14 @@ def _plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> J
     )
 
 
-def _read_job(dep: Deployment, job_id: str) -> Op:
-    job_fields, score = yield _job_calls(dep, job_id)
+def read_job(dep: Deployment, job_id: str) -> Op:
+    job_fields, score = yield job_calls(dep, job_id)
     fields = check(job_fields)
     if fields[0] is None or k.is_dag_id(job_id):
         raise JobNotFound(job_id)
     if fields[5] is not None:  # 'dag': a DAG's task
         return (yield from _read_task_job(dep, job_id, fields))
-    return _plain_job(dep, job_id, fields, check(score))
+    return plain_job(dep, job_id, fields, check(score))
 
 
 def _read_task_job(dep: Deployment, job_id: str, fields: list[bytes]) -> Op:
@@ -249,7 +230,7 @@ def _read_task_job(dep: Deployment, job_id: str, fields: list[bytes]) -> Op:
 
 
 def get_job(dep: Deployment, job_id: str) -> Op:
-    return (yield from _read_job(dep, job_id))
+    return (yield from read_job(dep, job_id))
 
 
 def _spec_of(job: Job) -> JobSpec:
@@ -279,7 +260,7 @@ def patch_job(dep: Deployment, job_id: str, patch: JobPatch) -> Op:
     if patch.status == JobStatus.DELETED:
         raise msgspec.ValidationError("use DELETE to delete a job - at `$.status`")
     for _attempt in range(16):
-        job = yield from _read_job(dep, job_id)
+        job = yield from read_job(dep, job_id)
         if job.dag_id is not None:
             raise DagTaskJob(job_id, job.dag_id)
         if job.status == JobStatus.DELETED:
@@ -310,148 +291,44 @@ def patch_job(dep: Deployment, job_id: str, patch: JobPatch) -> Op:
         ):
             return job  # nothing changes (a repeated pause or resume): no new version
         (now,) = yield [Call(("TIME",))]
-        now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+        now_ms = server_ms(now)
         timing = _spec_encoder.encode(timing_of(spec))
         roll = status != job.status or timing != _spec_encoder.encode(timing_of(_spec_of(job)))
         next_fire: int | str
         if status == JobStatus.PAUSED:
             next_fire = ""
         elif "schedule" in changes or job.status == JobStatus.PAUSED:
+            assert spec.schedule is not None  # validated: a job of its own has one
             first = first_fire_ms(spec.schedule, now_ms)
             next_fire = "" if first is None else first
         else:
             next_fire = "="
         sk = dep.keys_for(job_id)
         (reply,) = yield [
-            Call(
-                (
-                    job_id,
-                    job.version,
-                    _spec_encoder.encode(spec),
-                    timing,
-                    status.value,
-                    next_fire,
-                    round(spec.lease_s * 1000),
-                    dep.globals.wake_channel,
-                    sk.shard,
-                    "1" if roll else "0",
-                    reason or "",
-                    "" if until is None else to_ms(until),
-                    sk.base,
-                ),
-                script="update_job",
-                keys=(sk.job(job_id), sk.timer, sk.segments(job_id), sk.versions(job_id)),
+            lua.update_job(
+                sk,
+                dep.globals,
+                job_id,
+                version=job.version,
+                spec_json=_spec_encoder.encode(spec),
+                timing_json=timing,
+                status=status.value,
+                next_fire=next_fire,
+                lease_ms=round(spec.lease_s * 1000),
+                roll=roll,
+                pause_reason=reason or "",
+                paused_until_ms=None if until is None else to_ms(until),
+                auto_pause_after=spec.auto_pause_after,
             )
         ]
         code = check(reply)[0]
-        if code == -1:
+        if code == lua.JobReply.NO_SUCH_JOB:
             raise JobNotFound(job_id)
-        if code == -2:
+        if code == lua.JobReply.DELETED:
             raise JobDeleted(job_id)
-        if code == 1:
-            return (yield from _read_job(dep, job_id))
+        if code == lua.JobReply.OK:
+            return (yield from read_job(dep, job_id))
     raise ShardschedError(f"job {job_id!r} is being changed concurrently; try again")
-
-
-def job_versions(dep: Deployment, job_id: str) -> Op:
-    """Every definition the job has had, oldest first (the current one last)."""
-    job = yield from _read_job(dep, job_id)
-    if job.dag_id is not None:
-        raise DagTaskJob(job_id, job.dag_id)
-    sk = dep.keys_for(job_id)
-    kept, current = yield [
-        Call(("HGETALL", sk.versions(job_id))),
-        Call(("HMGET", sk.job(job_id), "spec", "updated")),
-    ]
-    kept = check(kept)
-    records = []
-    for i in range(0, len(kept), 2):
-        status, _, rest = kept[i + 1].partition(b"|")
-        since, _, spec = rest.partition(b"|")
-        records.append((int(kept[i]), status, int(since), spec))
-    spec_raw, updated = check(current)
-    records.append((job.version, job.status.value.encode(), int(updated), spec_raw))
-    records.sort()
-    return JobVersions(
-        job_id=job_id,
-        versions=[
-            JobVersion(
-                version=version,
-                status=JobStatus(status.decode()),
-                spec=_spec_decoder.decode(spec),
-                valid_from=from_ms(since),
-                valid_until=from_ms(records[n + 1][2]) if n + 1 < len(records) else None,
-            )
-            for n, (version, status, since, spec) in enumerate(records)
-        ],
-    )
-
-
-#: Most ticks one backfill request may cover.
-MAX_BACKFILL_TICKS = 10_000
-
-
-def _ticks_in(schedule: Schedule, anchor_ms: int, lo: int, hi: int) -> list[int]:
-    """The schedule's nominal ticks in [lo, hi]; an interval keeps the phase of
-    ``anchor_ms`` (its start_at, or the job's first fire) backwards as well as forwards."""
-    ticks: list[int] = []
-    if isinstance(schedule, OnceSchedule):
-        at = to_ms(schedule.at)
-        return [at] if lo <= at <= hi else []
-    if isinstance(schedule, IntervalSchedule):
-        every = round(schedule.every_s * 1000)
-        anchor = to_ms(schedule.start_at) if schedule.start_at else anchor_ms
-        tick: int | None = anchor + -((anchor - lo) // every) * every
-    else:
-        tick = first_fire_ms(schedule, lo - 1)
-    while tick is not None and tick <= hi:
-        if len(ticks) >= MAX_BACKFILL_TICKS:
-            raise ValidationError(
-                f"the window holds more than {MAX_BACKFILL_TICKS} ticks; split it", "$.end"
-            )
-        ticks.append(tick)
-        tick = next_fire_ms(schedule, tick)
-    return ticks
-
-
-def backfill(dep: Deployment, job_id: str, request: BackfillRequest) -> Op:
-    """Run every nominal tick of [start, end] that has no run yet, paced by max_concurrent
-    (returns BackfillResult). The runs are the scheduler's own run ids, so a tick that ran
-    is left alone and a backfill twice is a no-op."""
-    lo, hi = to_ms(checked(request).start), to_ms(request.end)
-    if hi < lo:
-        raise ValidationError("end is before start", "$.end")
-    job = yield from _read_job(dep, job_id)
-    if job.dag_id is not None:
-        raise DagTaskJob(job_id, job.dag_id)
-    if job.status == JobStatus.DELETED:
-        raise JobDeleted(job_id)
-    sk = dep.keys_for(job_id)
-    (first,) = yield [Call(("HGET", sk.job(job_id), "first"))]
-    anchor = int(check(first) or 0) or to_ms(job.created_at)
-    ticks = _ticks_in(job.schedule, anchor, lo, hi)
-    (reply,) = yield [
-        Call(
-            (
-                sk.base,
-                job_id,
-                request.max_concurrent,
-                dep.globals.ready_channel,
-                sk.shard,
-                *ticks,
-            ),
-            script="backfill",
-            keys=(sk.job(job_id), sk.ready),
-        )
-    ]
-    reply = check(reply)
-    if reply[0] == -2:
-        raise JobDeleted(job_id)
-    if reply[0] != 1:
-        raise JobNotFound(job_id)
-    return BackfillResult(
-        job_id=job_id, ticks=len(ticks), queued=reply[1], already=reply[2], started=reply[3]
-    )
 
 
 def resume_if_due(dep: Deployment, job_id: str, until_ms: int) -> Op:
@@ -459,7 +336,7 @@ def resume_if_due(dep: Deployment, job_id: str, until_ms: int) -> Op:
     ``until_ms`` (a later pause or resume by hand wins); returns whether it resumed."""
     sk = dep.keys_for(job_id)
     try:
-        job = yield from _read_job(dep, job_id)
+        job = yield from read_job(dep, job_id)
     except JobNotFound:
         job = None
     if job is None or job.status != JobStatus.PAUSED or job.paused_until is None:
@@ -476,23 +353,17 @@ def resume_if_due(dep: Deployment, job_id: str, until_ms: int) -> Op:
 
 def delete_job(dep: Deployment, job_id: str) -> Op:
     """Delete a job, keeping its definition and runs readable; returns the deleted Job."""
-    job = yield from _read_job(dep, job_id)
+    job = yield from read_job(dep, job_id)
     if job.dag_id is not None:
         raise DagTaskJob(job_id, job.dag_id)
     sk = dep.keys_for(job_id)
-    (reply,) = yield [
-        Call(
-            (job_id, dep.globals.wake_channel, sk.shard),
-            script="delete_job",
-            keys=(sk.job(job_id), sk.timer, sk.segments(job_id), sk.versions(job_id)),
-        )
-    ]
+    (reply,) = yield [lua.delete_job(sk, dep.globals, job_id)]
     code = check(reply)[0]
-    if code == -1:
+    if code == lua.JobReply.NO_SUCH_JOB:
         raise JobNotFound(job_id)
-    if code == -2:
+    if code == lua.JobReply.DELETED:
         raise JobDeleted(job_id)
-    return (yield from _read_job(dep, job_id))
+    return (yield from read_job(dep, job_id))
 
 
 def trigger(dep: Deployment, job_id: str) -> Op:
@@ -503,63 +374,10 @@ def trigger(dep: Deployment, job_id: str) -> Op:
         raise DagTaskJob(job_id, dag.decode())
     if k.is_dag_id(job_id):
         raise JobNotFound(job_id)
-    (reply,) = yield [
-        Call(
-            (sk.base, job_id, dep.globals.ready_channel, sk.shard),
-            script="trigger",
-            keys=(sk.job(job_id), sk.ready),
-        )
-    ]
+    (reply,) = yield [lua.trigger(sk, dep.globals, job_id)]
     reply = check(reply)
-    if reply[0] == -1:
+    if reply[0] == lua.JobReply.NO_SUCH_JOB:
         raise JobNotFound(job_id)
-    if reply[0] == -2:
+    if reply[0] == lua.JobReply.DELETED:
         raise JobDeleted(job_id)
     return Triggered(run_id=reply[1].decode(), scheduled_for=from_ms(int(reply[2])))
-
-
-def get_run(dep: Deployment, rid: str) -> Op:
-    sk = dep.keys_for(rid)
-    (fields,) = yield [Call(("HMGET", sk.run(rid), *RUN_FIELDS))]
-    fields = check(fields)
-    if fields[0] is None:
-        raise RunNotFound(rid)
-    return run_from_fields(rid, fields)
-
-
-def get_output(dep: Deployment, rid: str) -> Op:
-    sk = dep.keys_for(rid)
-    exists, out = yield [Call(("EXISTS", sk.run(rid))), Call(("GET", sk.output(rid)))]
-    if not check(exists):
-        raise RunNotFound(rid)
-    data: bytes = check(out) or b""
-    return RunOutput(
-        run_id=rid,
-        output=data.decode("utf-8", "replace"),
-        truncated=len(data) >= OUTPUT_LIMIT,
-    )
-
-
-def retry_run(dep: Deployment, rid: str) -> Op:
-    """Send a dead-lettered run back as a new attempt; returns the new Run."""
-    sk = dep.keys_for(rid)
-    (reply,) = yield [
-        Call(
-            (sk.base, rid, dep.globals.ready_channel, sk.shard),
-            script="retry_run",
-            keys=(sk.ready, sk.dead_letter),
-        )
-    ]
-    reply = check(reply)
-    if reply[0] == -1:
-        raise RunNotFound(rid)
-    if reply[0] == -2:
-        raise ConflictError(f"run {rid!r} is not dead-lettered")
-    if reply[0] == -3:
-        raise ConflictError(
-            f"run {rid!r} is a DAG task's: its DAG run settled on this failure; "
-            "trigger the DAG again instead"
-        )
-    if reply[0] == 2:
-        raise AlreadyRetried(rid, reply[1].decode())
-    return (yield from get_run(dep, reply[1].decode()))

@@ -16,7 +16,7 @@ from shardsched.core.errors import DagNotFound, JobNotFound
 from shardsched.core.models import JobStatus, RunState
 from shardsched.core.views import Dag, DagList, DagRunList, Job, JobList, RunList
 from shardsched.ops import dags as dag_ops
-from shardsched.ops.jobs import _job_calls, _plain_job
+from shardsched.ops.jobs import job_calls, plain_job
 from shardsched.ops.pagination import Cursor, zpage
 from shardsched.store import keys as k
 from shardsched.store.calls import Call, Op, check
@@ -87,7 +87,7 @@ def _encode(cursor: Cursor | None) -> str | None:
 def _read_jobs(dep: Deployment, entries: Entries) -> Op:
     """The jobs of index entries in one round trip (DAGs, listed apart, are left out)."""
     ids = [member.decode() for _, member in entries]
-    calls = [c for job_id in ids for c in _job_calls(dep, job_id)]
+    calls = [c for job_id in ids for c in job_calls(dep, job_id)]
     replies = yield calls
     jobs: list[Job | None] = []
     for n, job_id in enumerate(ids):
@@ -95,7 +95,7 @@ def _read_jobs(dep: Deployment, entries: Entries) -> Op:
         if k.is_dag_id(job_id) or fields[0] is None or fields[5] is not None:
             jobs.append(None)
         else:
-            jobs.append(_plain_job(dep, job_id, fields, score))
+            jobs.append(plain_job(dep, job_id, fields, score))
     return jobs
 
 
@@ -167,9 +167,9 @@ def dead_letter_page(dep: Deployment, limit: int = 100, cursor: Cursor | None = 
 
 def _read_dags(dep: Deployment, entries: Entries) -> Op:
     ids = [member.decode() for _, member in entries]
-    replies = yield [c for dag_id in ids for c in dag_ops._dag_calls(dep, dag_id)]
+    replies = yield [c for dag_id in ids for c in dag_ops.dag_calls(dep, dag_id)]
     return [
-        dag_ops._dag_from(dep, dag_id, replies[3 * n : 3 * n + 3]) for n, dag_id in enumerate(ids)
+        dag_ops.dag_from(dep, dag_id, replies[3 * n : 3 * n + 3]) for n, dag_id in enumerate(ids)
     ]
 
 
@@ -198,17 +198,17 @@ def dag_runs_page(
     """A DAG's runs, newest first, each task with its state (attempts: GET the DAG run)."""
     if not k.is_dag_id(dag_id):
         raise DagNotFound(dag_id)
-    tasks = yield from dag_ops._task_order(dep, dag_id)
+    tasks = yield from dag_ops.task_order(dep, dag_id)
     sk = dep.keys_for(dag_id)
 
     def read(entries: Entries) -> Op:
         drids = [member.decode() for _, member in entries]
         raws = yield [Call(("HGETALL", sk.dag_run(drid))) for drid in drids]
         runs = [
-            dag_ops._dag_run_from(drid, check(raw), tasks)
+            dag_ops.dag_run_from(drid, check(raw), tasks)
             for drid, raw in zip(drids, raws, strict=True)
         ]
-        yield from dag_ops._fill_states(dep, runs, with_attempts=False)
+        yield from dag_ops.fill_states(dep, runs, with_attempts=False)
         return runs
 
     runs, nxt = yield from _scan(

@@ -5,15 +5,17 @@ with every firing a DST change moves or suppresses called out (the rule of
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from itertools import islice
 
 from croniter import croniter
 
 from shardsched.core.instants import from_ms, to_ms
 from shardsched.core.models import CronSchedule, IntervalSchedule, Schedule, SchedulePreviewRequest
-from shardsched.core.schedule import _zone, classify, first_fire_ms, next_fire_ms, parse_cron
+from shardsched.core.schedule import _zone, classify, first_fire_ms, parse_cron
+from shardsched.core.ticks import walk
 from shardsched.core.validation import checked, validate_schedule
 from shardsched.core.views import FireTime, SchedulePreview, SuppressedTime
-from shardsched.store.calls import Call, Op
+from shardsched.store.calls import Call, Op, server_ms
 
 
 def _dst_notes(
@@ -63,11 +65,7 @@ def preview(request: SchedulePreviewRequest, now_ms: int) -> SchedulePreview:
     schedule: Schedule = checked(request).schedule
     validate_schedule(schedule)
     after_ms = now_ms if request.after is None else to_ms(request.after)
-    times: list[int] = []
-    nxt = _first_after(schedule, after_ms)
-    while nxt is not None and len(times) < request.count:
-        times.append(nxt)
-        nxt = next_fire_ms(schedule, nxt)
+    times = list(islice(walk(schedule, _first_after(schedule, after_ms)), request.count))
     zone = _zone(schedule.timezone) if isinstance(schedule, CronSchedule) else UTC
     notes: dict[datetime, str] = {}
     suppressed: list[SuppressedTime] = []
@@ -83,4 +81,4 @@ def preview(request: SchedulePreviewRequest, now_ms: int) -> SchedulePreview:
 def preview_schedule(request: SchedulePreviewRequest) -> Op:
     """:func:`preview` from now on the Redis server's clock (the one clock, DESIGN §1)."""
     (now,) = yield [Call(("TIME",))]
-    return preview(request, int(now[0]) * 1000 + int(now[1]) // 1000)
+    return preview(request, server_ms(now))

@@ -17,11 +17,13 @@ import msgspec
 
 from shardsched.core.errors import ConflictError, RunNotFound
 from shardsched.core.instants import from_ms
-from shardsched.core.models import RetryPolicy
+from shardsched.core.models import ExecSpec, RetryPolicy
 from shardsched.core.retry import verdict
-from shardsched.store.calls import Call, Op, check
+from shardsched.store.calls import Call, Op, check, server_ms
 from shardsched.store.deployment import Deployment
-from shardsched.store.keys import CONSUMER_GROUP
+from shardsched.store.lua import leases
+from shardsched.store.lua import runs as runs_lua
+from shardsched.store.records import WorkerInfo
 
 WorkerId = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[^:\s]+$")]
 #: A ready-stream entry id, as claim answered it.
@@ -29,16 +31,7 @@ EntryId = Annotated[str, msgspec.Meta(pattern=r"^[0-9]{1,20}-[0-9]{1,20}$")]
 Token = Annotated[int, msgspec.Meta(ge=0, le=2**53)]
 
 
-class _ExecSpec(msgspec.Struct):
-    """What the protocol needs of a job's or a DAG task's spec (the rest is skipped)."""
-
-    command: str = ""
-    timeout_s: float = 3600.0
-    lease_s: float = 30.0
-    retry_policy: RetryPolicy = msgspec.field(default_factory=RetryPolicy)
-
-
-_spec_decoder = msgspec.json.Decoder(_ExecSpec)
+_spec_decoder = msgspec.json.Decoder(ExecSpec)
 
 
 class HeartbeatRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -100,20 +93,10 @@ class CompleteResponse(msgspec.Struct):
 
 def heartbeat(dep: Deployment, worker_id: str, req: HeartbeatRequest) -> Op:
     g = dep.globals
-    info = msgspec.json.encode(
-        {
-            "capacity": req.capacity,
-            "capacity_free": req.capacity_free,
-            "running": 0,
-            "completed": 0,
-            "draining": False,
-            "started_ms": 0,
-        }
-    )
-    (reply,) = yield [
-        Call((worker_id, 30_000, info), script="heartbeat", keys=(g.workers, g.worker_info))
-    ]
-    return HeartbeatResponse(worker_id=worker_id, at=from_ms(int(check(reply)[0])))
+    info = msgspec.json.encode(WorkerInfo(capacity=req.capacity, capacity_free=req.capacity_free))
+    (reply,) = yield [leases.heartbeat(g.workers, g.worker_info, worker_id, 30_000, info)]
+    now_ms, _members = leases.decode_heartbeat(check(reply))
+    return HeartbeatResponse(worker_id=worker_id, at=from_ms(now_ms))
 
 
 def claim(dep: Deployment, req: ClaimRequest) -> Op:
@@ -122,27 +105,20 @@ def claim(dep: Deployment, req: ClaimRequest) -> Op:
     start = random.randrange(dep.n_shards)
     for offset in range(dep.n_shards):
         sk = dep.shard((start + offset) % dep.n_shards)
-        (reply,) = yield [
-            Call(
-                (sk.base, CONSUMER_GROUP, req.worker_id, req.max_runs - len(runs)),
-                script="claim",
-                keys=(sk.ready,),
-            )
-        ]
-        reply = check(reply)
-        for i in range(0, len(reply), 8):
-            spec = _spec_decoder.decode(reply[i + 2]) if reply[i + 2] else None
+        (reply,) = yield [runs_lua.claim(sk, req.worker_id, req.max_runs - len(runs))]
+        for c in runs_lua.decode_claimed(check(reply)):
+            spec = _spec_decoder.decode(c.spec_json) if c.spec_json else None
             runs.append(
                 ClaimedRun(
-                    run_id=reply[i + 1].decode(),
-                    entry_id=reply[i].decode(),
-                    token=int(reply[i + 5]),
+                    run_id=c.run_id,
+                    entry_id=c.entry_id,
+                    token=c.token,
                     command=spec.command if spec else "",
                     timeout_s=spec.timeout_s if spec else 0.0,
                     lease_s=spec.lease_s if spec else 30.0,
-                    attempt=int(reply[i + 4]),
-                    scheduled_for=from_ms(int(reply[i + 3])),
-                    lease_expires_at=from_ms(int(reply[i + 6])),
+                    attempt=c.attempt,
+                    scheduled_for=from_ms(c.scheduled_ms),
+                    lease_expires_at=from_ms(c.lease_ms),
                 )
             )
         if len(runs) >= req.max_runs:
@@ -152,19 +128,14 @@ def claim(dep: Deployment, req: ClaimRequest) -> Op:
 
 def renew(dep: Deployment, rid: str, req: RenewRequest) -> Op:
     sk = dep.keys_for(rid)
-    (reply,) = yield [
-        Call(
-            (CONSUMER_GROUP, req.worker_id, sk.base, req.entry_id, rid, req.token),
-            script="renew_runs",
-            keys=(sk.ready,),
-        )
-    ]
-    reply = check(reply)
-    if reply[1] == -3:
+    delivery = runs_lua.Delivery(req.entry_id, rid, req.token)
+    (reply,) = yield [runs_lua.renew_runs(sk, req.worker_id, [delivery])]
+    ((code, lease_ms),) = runs_lua.decode_renewed(check(reply))
+    if code == runs_lua.Held.CANCELLED:
         raise ConflictError(f"run {rid!r} was cancelled: stop it")
-    if reply[1] != 1:
+    if code != runs_lua.Held.APPLIED:
         raise ConflictError(f"worker {req.worker_id!r} does not hold run {rid!r}")
-    return RenewResponse(rid, from_ms(int(reply[2])))
+    return RenewResponse(rid, from_ms(lease_ms))
 
 
 def complete(dep: Deployment, rid: str, req: CompleteRequest) -> Op:
@@ -175,37 +146,21 @@ def complete(dep: Deployment, rid: str, req: CompleteRequest) -> Op:
     job_id, _tick, attempt = parts
     spec_raw, now = yield [Call(("HGET", sk.job(job_id), "spec")), Call(("TIME",))]
     policy = _spec_decoder.decode(spec_raw).retry_policy if spec_raw else RetryPolicy()
-    now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+    now_ms = server_ms(now)
     state, retry_at = verdict(req.status == "success", int(attempt), policy, now_ms)
-    item = (
-        req.entry_id,
-        rid,
-        req.token,
+    completion = runs_lua.Completion(
+        runs_lua.Delivery(req.entry_id, rid, req.token),
         state,
-        "" if req.exit_code is None else req.exit_code,
+        req.exit_code,
         req.reason or "",
         req.output.encode(),
-        "",
+        None,
         retry_at,
     )
-    (reply,) = yield [
-        Call(
-            (
-                CONSUMER_GROUP,
-                req.worker_id,
-                sk.base,
-                dep.globals.wake_channel,
-                sk.shard,
-                dep.globals.ready_channel,
-                *item,
-            ),
-            script="complete",
-            keys=(sk.ready, sk.retries, sk.dead_letter),
-        )
-    ]
-    code = check(reply)[1]
-    if code == -1:
+    (reply,) = yield [runs_lua.complete(sk, dep.globals, req.worker_id, [completion])]
+    _now_ms, (code,) = runs_lua.decode_completed(check(reply))
+    if code == runs_lua.Held.NO_SUCH_RUN:
         raise RunNotFound(rid)
-    if code == -2:
+    if code == runs_lua.Held.NOT_HELD:
         raise ConflictError(f"worker {req.worker_id!r} does not hold run {rid!r}: not applied")
     return CompleteResponse(rid, state)

@@ -1,4 +1,5 @@
-"""The query strings of the list endpoints, as msgspec Structs.
+"""The schemas of the API that are not the data model: the query strings of the list
+endpoints, the error shape, and the health answers, as msgspec Structs.
 
 Decoded with ``msgspec.convert(..., strict=False)`` so numbers, times and enums arrive typed,
 an unknown parameter is a 422 naming it, and the OpenAPI document describes exactly these.
@@ -8,12 +9,14 @@ None); :func:`opt` turns it into None for the operations.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
 from shardsched.core.models import AwareDatetime, JobStatus, RunState
+
+T = TypeVar("T")
 
 #: Largest page any list answers.
 MAX_PAGE = 1000
@@ -68,6 +71,30 @@ class TicksQuery(msgspec.Struct, forbid_unknown_fields=True, rename={"from_": "f
     limit: Annotated[int, msgspec.Meta(ge=1, le=10000)] = 1000
 
 
-def opt(value: object) -> object:
+def opt(value: T | UnsetType) -> T | None:
     """None for an absent (UNSET) parameter, else the value."""
-    return None if value is UNSET else value
+    return None if isinstance(value, UnsetType) else value
+
+
+class ErrorDetail(msgspec.Struct):
+    code: str
+    message: str
+    details: dict[str, Any] | None = None
+
+
+class ErrorBody(msgspec.Struct):
+    """Every error answer: ``{"error": {"code", "message", "details"}}`` (DESIGN §4)."""
+
+    error: ErrorDetail
+
+
+class Health(msgspec.Struct):
+    status: str
+
+
+class Readiness(msgspec.Struct):
+    ready: bool
+    shards: int
+    owned: int
+    unowned: list[int]
+    owners: dict[str, str]

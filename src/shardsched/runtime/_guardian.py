@@ -12,11 +12,14 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 
 for s in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE):
     signal.signal(s, signal.SIG_IGN)
 token, grace = sys.argv[1].encode(), float(sys.argv[2])
-groups, procs, buf = set(), set(), b""
+groups: set[int] = set()
+procs: set[int] = set()
+buf = b""
 while True:
     try:
         data = os.read(0, 65536)
@@ -37,7 +40,7 @@ while True:
             held.discard(pid)
 
 
-def alive(pid):
+def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
@@ -45,7 +48,7 @@ def alive(pid):
         return False
 
 
-def kill(fn, pid, sig):
+def kill(fn: Callable[[int, int], None], pid: int, sig: int) -> None:
     try:
         fn(pid, sig)
     except OSError:

@@ -10,6 +10,8 @@ on the Redis server's clock, or until woken because a job of the shard changed.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import trio
@@ -19,7 +21,10 @@ from shardsched.core.models import Overlap
 from shardsched.core.pacing import Backoff
 from shardsched.core.schedule import NextFireMemo
 from shardsched.runtime.metrics import Metrics
+from shardsched.store.calls import call_script, redis_calls
 from shardsched.store.deployment import Deployment
+from shardsched.store.lua import firing
+from shardsched.store.lua import jobs as jobs_lua
 from shardsched.store.redis import Redis, RedisError
 
 log = logging.getLogger(__name__)
@@ -69,7 +74,7 @@ class ShardActor:
         """Look at the timer again now (a job of this shard was added or changed)."""
         self._woken.set()
 
-    def _plan(self, due: list[Any], now_ms: int) -> list[Any]:
+    def _plan(self, due: Sequence[Any], now_ms: int) -> list[Any]:
         """The fire script's items for a due batch: pure computation, no I/O. Notes the
         ticks it fires and the ticks found missed (time plus grace passed) for the metrics."""
         items: list[Any] = []
@@ -88,7 +93,7 @@ class ShardActor:
                 timing = memo.timing(raw)
                 overlap = _OVERLAP_CODE[timing.overlap]
                 grace_ms = round(timing.misfire_grace_s * 1000)
-                decision = decide(timing, old, now_ms, lambda t, raw=raw: memo.next_after(raw, t))
+                decision = decide(timing, old, now_ms, partial(memo.next_after, raw))
             except Exception as exc:  # whatever it is, it must not stop the shard
                 # Neither fired blindly nor dropped: paused with the reason (quarantine.lua).
                 self._quarantine.append((job, old, f"{type(exc).__name__}: {exc}"[:400]))
@@ -119,35 +124,22 @@ class ShardActor:
         calls = []
         for job, old, reason in held:
             job_id = job.decode() if isinstance(job, bytes) else job
-            calls.append(
-                (
-                    "quarantine",
-                    (
-                        self.keys.job(job_id),
-                        self.keys.timer,
-                        self.keys.segments(job_id),
-                        self.keys.versions(job_id),
-                        self.keys.epoch,
-                        self.keys.stats,
-                    ),
-                    (self.epoch, job_id, old, reason),
-                )
-            )
+            calls.append(jobs_lua.quarantine(self.keys, self.epoch, job_id, old, reason))
         try:
-            replies = await self.redis.scripts(calls)
+            replies = await redis_calls(self.redis, calls)
         except RedisError as exc:
             self.metrics.redis_error(log, f"shard {self.shard}: quarantine", exc, 0)
             return
         for (job, _old, reason), reply in zip(held, replies, strict=True):
             job_id = job.decode() if isinstance(job, bytes) else job
-            if reply == 1:
+            if reply == jobs_lua.Quarantined.QUARANTINED:
                 self.metrics.quarantined.inc()
                 log.error(
                     "job quarantined (paused): it cannot be planned: %s",
                     reason,
                     extra={"job_id": job_id, "shard": self.shard, "epoch": self.epoch},
                 )
-            elif reply == -1:
+            elif reply == jobs_lua.Quarantined.STALE_EPOCH:
                 self.refused += 1
                 raise LeaseLost(f"shard {self.shard}: epoch {self.epoch} superseded")
             elif isinstance(reply, Exception):
@@ -177,21 +169,6 @@ class ShardActor:
         self._missed = {}
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        keys = (
-            self.keys.timer,
-            self.keys.ready,
-            self.keys.epoch,
-            self.keys.stats,
-            self.keys.retries,
-        )
-        head = [
-            self.epoch,
-            self.keys.base,
-            self.batch,
-            self._ready_channel,
-            self.shard,
-            LOOKAHEAD_MS,
-        ]
         items: list[Any] = []
         task_status.started()
         backoff = Backoff()
@@ -201,21 +178,30 @@ class ShardActor:
             started = trio.current_time()
             try:
                 missed = sum(self._missed.values()) if items else 0
-                reply = await self.redis.script("fire", keys, [*head, missed, *items])
+                call = firing.fire(
+                    self.keys,
+                    epoch=self.epoch,
+                    count=self.batch,
+                    ready_channel=self._ready_channel,
+                    lookahead_ms=LOOKAHEAD_MS,
+                    missed=missed,
+                    items=items,
+                )
+                fired = firing.decode_fired(await call_script(self.redis, call))
             except RedisError as exc:
                 pause = backoff.next()
                 self.metrics.redis_error(log, f"shard {self.shard}: fire", exc, pause)
                 await trio.sleep(pause)
                 continue  # the same items again: the compare-and-set makes it idempotent
             backoff.reset()
-            if reply[0] == -1:
+            if isinstance(fired, int):
                 self.refused += 1
-                raise LeaseLost(f"shard {self.shard}: epoch {self.epoch} superseded by {reply[1]}")
-            now_ms, fired, next_ms = int(reply[1]), reply[2], reply[3]
-            self.fired_total += fired
+                raise LeaseLost(f"shard {self.shard}: epoch {self.epoch} superseded by {fired}")
+            now_ms, next_ms = fired.now_ms, fired.next_ms
+            self.fired_total += fired.fired
             if items:
-                self._observe(now_ms, fired, trio.current_time() - started)
-            due = reply[4:]
+                self._observe(now_ms, fired.fired, trio.current_time() - started)
+            due = fired.due
             if due:
                 items = self._plan(due, now_ms)
                 if self._quarantine:
@@ -227,6 +213,6 @@ class ShardActor:
                 continue
             items = []
             # Wake a little early: the due batch comes back planned, and fires on the tick.
-            wait = (int(next_ms) - now_ms - LOOKAHEAD_MS) / 1000 if next_ms else MAX_IDLE_S
+            wait = (next_ms - now_ms - LOOKAHEAD_MS) / 1000 if next_ms else MAX_IDLE_S
             with trio.move_on_after(min(max(wait, 0.0), MAX_IDLE_S)):
                 await self._woken.wait()

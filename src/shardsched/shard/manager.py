@@ -28,9 +28,12 @@ from shardsched.core.schedule import NextFireMemo
 from shardsched.ops import resume_if_due
 from shardsched.runtime.metrics import Metrics
 from shardsched.shard.actor import LeaseLost, ShardActor
-from shardsched.store.calls import drive_async
+from shardsched.store.calls import call_script, drive_async, redis_calls
 from shardsched.store.deployment import Deployment
-from shardsched.store.keys import CONSUMER_GROUP
+from shardsched.store.lua import dags as dags_lua
+from shardsched.store.lua import leases
+from shardsched.store.lua import runs as runs_lua
+from shardsched.store.records import NodeInfo
 from shardsched.store.redis import Redis, RedisError
 
 log = logging.getLogger(__name__)
@@ -52,16 +55,6 @@ class Owned:
     actor: ShardActor
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     done: trio.Event = field(default_factory=trio.Event)
-
-
-class NodeInfo(msgspec.Struct):
-    """What a node publishes about itself in the registry."""
-
-    http: str | None
-    started_ms: int
-    shards: list[int]
-    lag_p99_1m: float | None = None  #: trigger lag p99 of its firings in the last minute (s)
-    fired_1m: int = 0
 
 
 class ShardManager:
@@ -106,28 +99,24 @@ class ShardManager:
                 window.total(),
             )
         )
-        reply = await self.redis.script(
-            "heartbeat", (g.nodes, g.node_info), (self.node_id, self.lease_ttl_ms, info)
-        )
+        call = leases.heartbeat(g.nodes, g.node_info, self.node_id, self.lease_ttl_ms, info)
+        now_ms, self.live_nodes = leases.decode_heartbeat(await call_script(self.redis, call))
         if not self._started_ms:
-            self._started_ms = int(reply[0])
-        self.live_nodes = [n.decode() for n in reply[1:]]
+            self._started_ms = now_ms
         return target_shards(self.dep.n_shards, self.live_nodes, self.node_id)
-
-    def _lease_keys(self, shard: int) -> tuple[str, ...]:
-        sk = self.dep.shard(shard)
-        return (sk.owner, sk.epoch)
 
     async def _acquire(self, nursery: trio.Nursery, shards: list[int]) -> None:
         calls = [
-            ("acquire_lease", self._lease_keys(s), (self.node_id, self.lease_ttl_ms))
-            for s in shards
+            leases.acquire_lease(self.dep.shard(s), self.node_id, self.lease_ttl_ms) for s in shards
         ]
-        for shard, reply in zip(shards, await self.redis.scripts(calls), strict=True):
-            if isinstance(reply, Exception) or reply[0] == -1:
+        for shard, reply in zip(shards, await redis_calls(self.redis, calls), strict=True):
+            if isinstance(reply, Exception):
+                continue
+            epoch = leases.decode_acquired(reply)
+            if epoch is None:
                 continue
             actor = ShardActor(
-                self.redis, self.dep, shard, int(reply[0]), self.memo, self.batch, self.metrics
+                self.redis, self.dep, shard, epoch, self.memo, self.batch, self.metrics
             )
             self.leases[shard] = actor.epoch
             self.metrics.ownership_changes.labels(str(shard)).inc()
@@ -163,15 +152,11 @@ class ShardManager:
     async def _renew(self) -> None:
         held = list(self.leases.items())
         calls = [
-            (
-                "renew_lease",
-                (*self._lease_keys(s), self.dep.shard(s).stats),
-                (self.node_id, epoch, self.lease_ttl_ms),
-            )
+            leases.renew_lease(self.dep.shard(s), self.node_id, epoch, self.lease_ttl_ms)
             for s, epoch in held
         ]
-        for (shard, epoch), reply in zip(held, await self.redis.scripts(calls), strict=True):
-            if reply == -1 and self.leases.get(shard) == epoch:
+        for (shard, epoch), reply in zip(held, await redis_calls(self.redis, calls), strict=True):
+            if reply == leases.LEASE_LOST and self.leases.get(shard) == epoch:
                 self.refused_writes += 1
                 log.warning("node %s lost the lease of shard %d", self.node_id, shard)
                 del self.leases[shard]
@@ -187,12 +172,12 @@ class ShardManager:
             await owned.done.wait()
         releasing = [(s, self.leases.pop(s)) for s in shards if s in self.leases]
         calls = [
-            ("release_lease", self._lease_keys(s), (self.node_id, epoch)) for s, epoch in releasing
+            leases.release_lease(self.dep.shard(s), self.node_id, epoch) for s, epoch in releasing
         ]
         if calls:
             with trio.move_on_after(2, shield=True):
                 try:
-                    await self.redis.scripts(calls)
+                    await redis_calls(self.redis, calls)
                 except RedisError:
                     pass  # the leases lapse by themselves
         if releasing:
@@ -202,8 +187,8 @@ class ShardManager:
         if shard is None:
             for owned in self.owned.values():
                 owned.actor.wake()
-        elif (owned := self.owned.get(shard)) is not None:
-            owned.actor.wake()
+        elif (one := self.owned.get(shard)) is not None:
+            one.actor.wake()
 
     async def _listen_wakes(self, *, task_status: trio.TaskStatus[None]) -> None:
         started = False
@@ -237,30 +222,19 @@ class ShardManager:
         for shard, epoch in held:
             sk = self.dep.shard(shard)
             calls.append(
-                (
-                    "reclaim",
-                    (sk.ready, sk.epoch, sk.stats),
-                    (
-                        epoch,
-                        CONSUMER_GROUP,
-                        sk.base,
-                        RECLAIM_MIN_IDLE_MS,
-                        1000,
-                        POISON_LAPSES,
-                        self.dep.globals.ready_channel,
-                        shard,
-                    ),
+                runs_lua.reclaim(
+                    sk, self.dep.globals, epoch, RECLAIM_MIN_IDLE_MS, 1000, POISON_LAPSES
                 )
             )
-            calls.append(("dag_stalled", (sk.dag_wait, sk.epoch, sk.stats), (epoch, sk.base, 1000)))
+            calls.append(dags_lua.dag_stalled(sk, epoch, 1000))
         if not calls:
             return
-        replies = await self.redis.scripts(calls)
+        replies = await redis_calls(self.redis, calls)
         for n, (shard, _) in enumerate(held):
             reply, stalled = replies[2 * n], replies[2 * n + 1]
             if isinstance(reply, Exception):
                 log.error("reclaim on shard %d failed: %s", shard, reply)
-            elif reply[0] == 1 and (reply[1] or reply[2]):
+            elif reply[0] == runs_lua.Fenced.OK and (reply[1] or reply[2]):
                 self.reclaimed += reply[1]
                 self.metrics.lease_reclaims.inc(reply[1])
                 self.metrics.poisoned.inc(reply[2])
@@ -273,7 +247,7 @@ class ShardManager:
                 )
             if isinstance(stalled, Exception):
                 log.error("stall check on shard %d failed: %s", shard, stalled)
-            elif stalled[0] == 1 and stalled[1]:
+            elif stalled[0] == runs_lua.Fenced.OK and stalled[1]:
                 self.dag_stalled += stalled[1]
                 for dag_id in stalled[2:]:
                     self.metrics.dag_stalled.labels(self.metrics.dag_label(dag_id.decode())).inc()

@@ -50,6 +50,12 @@ def server_ms(reply: Any) -> int:
     return int(reply[0]) * 1000 + int(reply[1]) // 1000
 
 
+async def call_script(redis: Redis, call: Call) -> Any:
+    """One script call on the trio client; an error reply raises (a ReplyError)."""
+    assert call.script is not None
+    return await redis.script(call.script, call.keys, call.args)
+
+
 async def drive_async(op: Op, redis: Redis) -> Any:
     """Run an operation on the trio connection pool."""
     try:
@@ -66,5 +72,5 @@ async def redis_calls(redis: Redis, calls: Sequence[Call]) -> list[Any]:
     if all(c.script is None for c in calls):
         return await redis.pipeline([c.args for c in calls])
     if all(c.script is not None for c in calls):
-        return await redis.scripts([(c.script, c.keys, c.args) for c in calls])  # type: ignore[misc]
+        return await redis.scripts([(c.script or "", c.keys, c.args) for c in calls])
     return [(await redis_calls(redis, [c]))[0] for c in calls]

@@ -170,6 +170,10 @@ class ShardKeys:
         """ZSET "first:last:count:reason:decided_at" -> first: ticks a policy skipped."""
         return self.base + "skips:" + job_id
 
+    def backfill_queue(self, job_id: str) -> str:
+        """ZSET tick -> tick: a job's backfill ticks waiting for a slot (lua/backfill.lua)."""
+        return self.base + "bfq:" + job_id
+
     def output(self, rid: str) -> str:
         """STRING the last 64 KiB a run printed."""
         return self.base + "out:" + rid

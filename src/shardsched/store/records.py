@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import msgspec
+
 from shardsched.core.instants import from_ms
+from shardsched.core.models import RunState
 from shardsched.core.views import Run
 
 #: A run record (``run:<id>`` hash), in the order :func:`run_from_fields` unpacks:
@@ -45,7 +48,7 @@ def run_from_fields(rid: str, fields: list[bytes | None]) -> Run:
         job_id=job_id,
         dag_run_id=opt_text(d),
         scheduled_for=from_ms(int(s or tick)),
-        state=st.decode(),
+        state=RunState(st.decode()),
         attempt=int(attempt),
         claimed_by=opt_text(w),
         lease_expires_at=opt_ms(lease),
@@ -56,3 +59,25 @@ def run_from_fields(rid: str, fields: list[bytes | None]) -> Run:
         reason=opt_text(r),
         job_version=int(v) if v else None,
     )
+
+
+class WorkerInfo(msgspec.Struct):
+    """What a worker publishes in the registry (GET /api/v1/workers)."""
+
+    capacity: int = 0
+    capacity_free: int = 0
+    running: int = 0
+    completed: int = 0
+    draining: bool = False
+    started_ms: int = 0
+    overrunning: int = 0
+
+
+class NodeInfo(msgspec.Struct):
+    """What a node publishes about itself in the registry."""
+
+    http: str | None = None
+    started_ms: int = 0
+    shards: list[int] = msgspec.field(default_factory=list)
+    lag_p99_1m: float | None = None  #: trigger lag p99 of its firings in the last minute (s)
+    fired_1m: int = 0

@@ -98,6 +98,12 @@ class RedisURL:
         )
 
 
+def _pack(command: Command) -> bytes:
+    # hiredis's stub says Tuple[str | ...], a 1-tuple; it packs a tuple of any length.
+    packed: bytes = hiredis.pack_command(tuple(command))  # type: ignore[arg-type]  # see above
+    return packed
+
+
 def reply_error(reply: BaseException) -> ReplyError:
     """Our exception for an error reply: :class:`RedisBusyError` when it passes."""
     text = str(reply)
@@ -169,7 +175,7 @@ class Connection:
             raise RedisConnectionError("connection is closed")
         self.broken = True  # until every reply is read: cancellation leaves it unusable
         try:
-            await self._stream.send_all(b"".join(hiredis.pack_command(tuple(c)) for c in commands))
+            await self._stream.send_all(b"".join(_pack(c) for c in commands))
             replies = [await self._read_reply() for _ in commands]
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise RedisConnectionError(f"connection lost: {exc}") from exc
@@ -189,7 +195,7 @@ class Connection:
     async def send(self, command: Command) -> None:
         """Write one command without reading its reply (pub/sub mode)."""
         try:
-            await self._stream.send_all(hiredis.pack_command(tuple(command)))
+            await self._stream.send_all(_pack(command))
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             self.broken = True
             raise RedisConnectionError(f"connection lost: {exc}") from exc

@@ -1,0 +1,113 @@
+"""A job's past: every definition it has had (its versions), and backfill, which runs the
+nominal ticks of a past window that have no run yet."""
+
+from __future__ import annotations
+
+from itertools import islice
+
+import msgspec
+
+from shardsched.core.errors import (
+    DagTaskJob,
+    JobDeleted,
+    JobNotFound,
+    ValidationError,
+)
+from shardsched.core.instants import from_ms, to_ms
+from shardsched.core.models import (
+    BackfillRequest,
+    JobSpec,
+    JobStatus,
+    OnceSchedule,
+    Schedule,
+)
+from shardsched.core.ticks import ticks_in
+from shardsched.core.validation import checked
+from shardsched.core.views import (
+    BackfillResult,
+    JobVersion,
+    JobVersions,
+)
+from shardsched.ops.jobs import read_job
+from shardsched.store.calls import Call, Op, check
+from shardsched.store.deployment import Deployment
+from shardsched.store.lua import jobs as lua
+
+_spec_decoder = msgspec.json.Decoder(JobSpec)
+
+
+def job_versions(dep: Deployment, job_id: str) -> Op:
+    """Every definition the job has had, oldest first (the current one last)."""
+    job = yield from read_job(dep, job_id)
+    if job.dag_id is not None:
+        raise DagTaskJob(job_id, job.dag_id)
+    sk = dep.keys_for(job_id)
+    kept, current = yield [
+        Call(("HGETALL", sk.versions(job_id))),
+        Call(("HMGET", sk.job(job_id), "spec", "updated")),
+    ]
+    kept = check(kept)
+    records = []
+    for i in range(0, len(kept), 2):
+        status, _, rest = kept[i + 1].partition(b"|")
+        since, _, spec = rest.partition(b"|")
+        records.append((int(kept[i]), status, int(since), spec))
+    spec_raw, updated = check(current)
+    records.append((job.version, job.status.value.encode(), int(updated), spec_raw))
+    records.sort()
+    return JobVersions(
+        job_id=job_id,
+        versions=[
+            JobVersion(
+                version=version,
+                status=JobStatus(status.decode()),
+                spec=_spec_decoder.decode(spec),
+                valid_from=from_ms(since),
+                valid_until=from_ms(records[n + 1][2]) if n + 1 < len(records) else None,
+            )
+            for n, (version, status, since, spec) in enumerate(records)
+        ],
+    )
+
+
+#: Most ticks one backfill request may cover.
+MAX_BACKFILL_TICKS = 10_000
+
+
+def _ticks_in(schedule: Schedule, anchor_ms: int, lo: int, hi: int) -> list[int]:
+    """The schedule's nominal ticks in [lo, hi], at most MAX_BACKFILL_TICKS of them."""
+    ticks = list(islice(ticks_in(schedule, anchor_ms, lo, hi), MAX_BACKFILL_TICKS + 1))
+    if len(ticks) > MAX_BACKFILL_TICKS:
+        raise ValidationError(
+            f"the window holds more than {MAX_BACKFILL_TICKS} ticks; split it", "$.end"
+        )
+    return ticks
+
+
+def backfill(dep: Deployment, job_id: str, request: BackfillRequest) -> Op:
+    """Run every nominal tick of [start, end] that has no run yet, paced by max_concurrent
+    (returns BackfillResult). The runs are the scheduler's own run ids, so a tick that ran
+    is left alone and a backfill twice is a no-op."""
+    lo, hi = to_ms(checked(request).start), to_ms(request.end)
+    if hi < lo:
+        raise ValidationError("end is before start", "$.end")
+    job = yield from read_job(dep, job_id)
+    if job.dag_id is not None:
+        raise DagTaskJob(job_id, job.dag_id)
+    if job.status == JobStatus.DELETED:
+        raise JobDeleted(job_id)
+    sk = dep.keys_for(job_id)
+    (first,) = yield [Call(("HGET", sk.job(job_id), "first"))]
+    anchor = int(check(first) or 0) or to_ms(job.created_at)
+    if isinstance(job.schedule, OnceSchedule):
+        anchor = to_ms(job.schedule.at)
+    ticks = _ticks_in(job.schedule, anchor, lo, hi)
+    (reply,) = yield [lua.backfill(sk, dep.globals, job_id, request.max_concurrent, ticks)]
+    reply = check(reply)
+    if reply[0] == lua.JobReply.DELETED:
+        raise JobDeleted(job_id)
+    if reply[0] != lua.JobReply.OK:
+        raise JobNotFound(job_id)
+    return BackfillResult(
+        job_id=job_id, ticks=len(ticks), queued=reply[1], already=reply[2], started=reply[3]
+    )

@@ -1,0 +1,66 @@
+"""Run operations by run id: read a run and its output, retry a dead-lettered one."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shardsched.core.errors import (
+    AlreadyRetried,
+    ConflictError,
+    RunNotFound,
+)
+from shardsched.core.views import (
+    RunOutput,
+)
+from shardsched.store.calls import Call, Op, check
+from shardsched.store.deployment import Deployment
+from shardsched.store.lua import runs as runs_lua
+from shardsched.store.records import (
+    OUTPUT_LIMIT,
+    RUN_FIELDS,
+    run_from_fields,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+def get_run(dep: Deployment, rid: str) -> Op:
+    sk = dep.keys_for(rid)
+    (fields,) = yield [Call(("HMGET", sk.run(rid), *RUN_FIELDS))]
+    fields = check(fields)
+    if fields[0] is None:
+        raise RunNotFound(rid)
+    return run_from_fields(rid, fields)
+
+
+def get_output(dep: Deployment, rid: str) -> Op:
+    sk = dep.keys_for(rid)
+    exists, out = yield [Call(("EXISTS", sk.run(rid))), Call(("GET", sk.output(rid)))]
+    if not check(exists):
+        raise RunNotFound(rid)
+    data: bytes = check(out) or b""
+    return RunOutput(
+        run_id=rid,
+        output=data.decode("utf-8", "replace"),
+        truncated=len(data) >= OUTPUT_LIMIT,
+    )
+
+
+def retry_run(dep: Deployment, rid: str) -> Op:
+    """Send a dead-lettered run back as a new attempt; returns the new Run."""
+    sk = dep.keys_for(rid)
+    (reply,) = yield [runs_lua.retry_run(sk, dep.globals, rid)]
+    reply = check(reply)
+    if reply[0] == runs_lua.Retried.NO_SUCH_RUN:
+        raise RunNotFound(rid)
+    if reply[0] == runs_lua.Retried.NOT_DEAD_LETTERED:
+        raise ConflictError(f"run {rid!r} is not dead-lettered")
+    if reply[0] == runs_lua.Retried.DAG_SETTLED:
+        raise ConflictError(
+            f"run {rid!r} is a DAG task's: its DAG run settled on this failure; "
+            "trigger the DAG again instead"
+        )
+    if reply[0] == runs_lua.Retried.ALREADY_RETRIED:
+        raise AlreadyRetried(rid, reply[1].decode())
+    return (yield from get_run(dep, reply[1].decode()))

@@ -1,0 +1,188 @@
+"""The HTTP plumbing of the API: the error shape, bodies read with a size cap and decoded
+by their Struct, query strings, and running an operation off the event loop. Every
+handler of :mod:`.app` answers through these, so every error looks the same.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from contextlib import aclosing
+from typing import Any
+
+import msgspec
+import trio
+from msgspec import UNSET
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from shardsched import ops
+from shardsched.core.errors import RedisUnavailable, ValidationError
+from shardsched.core.instants import to_ms
+from shardsched.ops.pagination import Cursor, parse_cursor
+from shardsched.router.schemas import opt
+from shardsched.store.redis import Redis, RedisConnectionError
+
+log = logging.getLogger(__name__)
+MAX_BODY = 1024 * 1024
+_encoder = msgspec.json.Encoder()
+_AT_PATH = re.compile(r" - at `(\$[^`]*)`$")
+_NAMED_FIELD = re.compile(r"Object (?:missing required|contains unknown) field `([^`]+)`")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, details: Any = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.details = status, code, message, details
+
+
+def json_response(body: Any, status: int = 200) -> Response:
+    return Response(_encoder.encode(body), status_code=status, media_type="application/json")
+
+
+#: Seconds a client is told to wait when Redis refuses writes or cannot be reached.
+RETRY_AFTER_S = 1
+
+
+def error_response(err: ApiError) -> Response:
+    body = {"error": {"code": err.code, "message": err.message, "details": err.details}}
+    response = json_response(body, err.status)
+    if err.status == 503:
+        response.headers["Retry-After"] = str(RETRY_AFTER_S)
+    return response
+
+
+def validation(message: str, field: str | None = None) -> ApiError:
+    """A 422 naming the offending field as a $.path (msgspec's ``- at `$.x``` suffix, or
+    the missing / unknown field itself)."""
+    if "matching regex '^[^\\x00" in message:  # models.Name's pattern: say it plainly
+        message = re.sub(
+            r"Expected `str` matching regex '.*?'",
+            "names may not hold control or invisible format characters",
+            message,
+        )
+    if field is None:
+        field = "$"
+        if m := _AT_PATH.search(message):
+            field, message = m.group(1), message[: m.start()]
+        if m := _NAMED_FIELD.match(message):
+            field = f"{field}.{m.group(1)}"
+    return ApiError(422, "validation_error", message, {"field": field})
+
+
+async def decode(request: Request, decoder: msgspec.json.Decoder[Any]) -> Any:
+    return decode_bytes(await read_body(request), decoder)
+
+
+async def read_body(request: Request) -> bytes:
+    """The body, refused with a 413 as soon as it passes MAX_BODY."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > MAX_BODY:
+        raise ApiError(413, "body_too_large", f"request body over {MAX_BODY} bytes")
+    body = b""
+    async with aclosing(request.stream()) as chunks:
+        async for chunk in chunks:
+            body += chunk
+            if len(body) > MAX_BODY:
+                raise ApiError(413, "body_too_large", f"request body over {MAX_BODY} bytes")
+    return body
+
+
+def decode_bytes(body: bytes, decoder: msgspec.json.Decoder[Any]) -> Any:
+    try:
+        return decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        raise validation(str(exc)) from None
+    except msgspec.DecodeError as exc:
+        raise ApiError(400, "malformed_json", f"body is not valid JSON: {exc}") from None
+
+
+class NoBody(msgspec.Struct, forbid_unknown_fields=True):
+    """The body of a POST that takes none: empty, or ``{}``; any field is a 422."""
+
+
+_no_body_decoder = msgspec.json.Decoder(NoBody)
+
+
+async def no_body(request: Request) -> None:
+    """Decode a body that must be empty (or ``{}``) like every other body."""
+    body = await read_body(request)
+    if body.strip():
+        decode_bytes(body, _no_body_decoder)
+
+
+def query(request: Request, schema: type[Any]) -> Any:
+    """The query string decoded into its Struct; a 422 names a bad or unknown parameter."""
+    items = request.query_params.multi_items()
+    names = [name for name, _ in items]
+    for name in names:
+        if names.count(name) > 1:
+            raise validation(f"query parameter {name!r} is given more than once", f"$.{name}")
+    try:
+        return msgspec.convert(dict(items), schema, strict=False)
+    except msgspec.ValidationError as exc:
+        raise validation(str(exc)) from None
+
+
+def cursor(query: Any) -> tuple[Cursor | None]:
+    try:
+        return (parse_cursor(opt(query.cursor)),)
+    except ValidationError as exc:
+        raise validation(exc.message, exc.field) from None
+
+
+def ms(when: Any) -> int | None:
+    return None if when is None or when is UNSET else to_ms(when)
+
+
+def _advance(op: ops.Op, replies: list[Any] | None) -> tuple[bool, Any]:
+    """One step of an operation: (False, its next calls) or (True, its result)."""
+    try:
+        return False, (next(op) if replies is None else op.send(replies))
+    except StopIteration as stop:
+        return True, stop.value
+
+
+async def drive_off_loop(op: ops.Op, redis: Redis) -> Any:
+    """:func:`ops.drive_async`, with each of the operation's pure steps in a worker thread.
+
+    The API shares its trio loop with the node's shard actors: a heavy step (enumerating
+    ticks, a 10,000-tick backfill, validating a dense DAG, a long preview) run on the loop
+    would hold up lease renewals and firing for as long as it takes. In a thread it only
+    shares the GIL, which the loop gets back every switch interval (5 ms)."""
+    done, value = await trio.to_thread.run_sync(_advance, op, None)
+    while not done:
+        replies = await ops.redis_calls(redis, value)
+        done, value = await trio.to_thread.run_sync(_advance, op, replies)
+    return value
+
+
+def guard(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except ApiError as err:
+            return error_response(err)
+        except (RedisConnectionError, RedisUnavailable) as exc:
+            # Nothing was changed (or it will be replayed by the caller): come back later.
+            return error_response(ApiError(503, "redis_unavailable", str(exc)))
+        except Exception:  # a bug: say so in the error shape, and log it
+            log.exception("%s %s failed", request.method, request.url.path)
+            return error_response(ApiError(500, "internal_error", "internal error (logged)"))
+
+    return endpoint
+
+
+def route(path: str, **handlers: Callable[[Request], Any]) -> Route:
+    """One route per path, dispatching on the method, so a 405 lists every method the path
+    has in its Allow header."""
+    guarded = {method.upper(): guard(handler) for method, handler in handlers.items()}
+    if "GET" in guarded:
+        guarded["HEAD"] = guarded["GET"]
+
+    async def endpoint(request: Request) -> Response:
+        return await guarded[request.method](request)
+
+    return Route(path, endpoint, methods=list(guarded))

@@ -1,0 +1,117 @@
+"""``shardsched.AsyncClient``: the SDK for trio programs, on shardsched's own trio
+connection pool; every operation of :mod:`.plans` as an ``async`` method."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Coroutine, Iterable
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+import msgspec
+
+from shardsched import ops
+from shardsched.core.errors import BulkPartiallyApplied
+from shardsched.core.models import JobSpec
+from shardsched.core.views import JobCreated
+from shardsched.sdk import plans
+from shardsched.store.keys import DEFAULT_NAMESPACE
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def awaitable(
+    plan: Callable[Concatenate[plans.Handle, P], plans.Plan[T]],
+) -> Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, T]]:
+    """The plan as an ``async`` method of :class:`AsyncClient` that runs it."""
+
+    @functools.wraps(plan)
+    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        result: T = await self._run(plan(self, *args, **kwargs).op)
+        return result
+
+    return method
+
+
+class AsyncClient:
+    """The same operations for trio programs, on shardsched's own trio connection pool:
+    every method returns an awaitable of what :class:`Client`'s returns.
+
+        async with await AsyncClient.open("redis://127.0.0.1:6379/0") as client:
+            job = await client.get_job(job_id)
+    """
+
+    def __init__(self, redis: Any, deployment: ops.Deployment) -> None:
+        self._redis = redis
+        self.deployment = deployment
+
+    @classmethod
+    async def open(cls, redis_url: str, namespace: str = DEFAULT_NAMESPACE) -> AsyncClient:
+        from shardsched.store.redis import connect
+
+        redis = connect(redis_url, size=4)
+        try:
+            deployment = await ops.drive_async(ops.open_deployment(namespace, None), redis)
+        except BaseException:
+            await redis.aclose()
+            raise
+        return cls(redis, deployment)
+
+    async def _run(self, op: ops.Op) -> Any:
+        try:
+            return await ops.drive_async(op, self._redis)
+        except msgspec.ValidationError as exc:
+            raise plans.as_validation_error(exc) from None
+
+    async def add_jobs(self, specs: Iterable[JobSpec], batch: int = 1000) -> list[JobCreated]:
+        """As :meth:`Client.add_jobs`."""
+        chunk = list(specs)
+        try:
+            ops.validate_specs(chunk)
+        except msgspec.ValidationError as exc:
+            raise plans.as_validation_error(exc) from None
+        out: list[JobCreated] = []
+        for i in range(0, len(chunk), batch):
+            try:
+                out += await self._run(ops.create_jobs(self.deployment, chunk[i : i + batch], True))
+            except Exception as exc:
+                if not out:
+                    raise
+                raise BulkPartiallyApplied(out, exc) from exc
+        return out
+
+    # the operations (sdk/plans.py), awaitable
+    add_job = awaitable(plans.add_job)
+    get_job = awaitable(plans.get_job)
+    list_jobs = awaitable(plans.list_jobs)
+    update_job = awaitable(plans.update_job)
+    pause = awaitable(plans.pause)
+    resume = awaitable(plans.resume)
+    delete_job = awaitable(plans.delete_job)
+    trigger = awaitable(plans.trigger)
+    job_versions = awaitable(plans.job_versions)
+    backfill = awaitable(plans.backfill)
+    next_fire_times = awaitable(plans.next_fire_times)
+    get_run = awaitable(plans.get_run)
+    list_runs = awaitable(plans.list_runs)
+    get_output = awaitable(plans.get_output)
+    list_dead_letter = awaitable(plans.list_dead_letter)
+    retry_run = awaitable(plans.retry_run)
+    add_dag = awaitable(plans.add_dag)
+    get_dag = awaitable(plans.get_dag)
+    list_dags = awaitable(plans.list_dags)
+    pause_dag = awaitable(plans.pause_dag)
+    resume_dag = awaitable(plans.resume_dag)
+    delete_dag = awaitable(plans.delete_dag)
+    trigger_dag = awaitable(plans.trigger_dag)
+    list_dag_runs = awaitable(plans.list_dag_runs)
+    get_dag_run = awaitable(plans.get_dag_run)
+
+    async def aclose(self) -> None:
+        await self._redis.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -1,0 +1,239 @@
+"""Every SDK operation, once: a function from a client handle and its arguments to a
+:class:`Plan` (the operation and the type of its result). :mod:`.sync` and :mod:`.aio`
+bind each plan as a method that runs it, blocking or awaitable, so both clients have the
+same methods with honest types."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Generic, Protocol, TypeVar
+
+import msgspec
+
+from shardsched import ops
+from shardsched.core.errors import ValidationError
+from shardsched.core.instants import to_ms
+from shardsched.core.models import (
+    BackfillRequest,
+    DagSpec,
+    JobPatch,
+    JobSpec,
+    JobStatus,
+    RunState,
+    Schedule,
+    SchedulePreviewRequest,
+)
+from shardsched.core.views import (
+    BackfillResult,
+    Dag,
+    DagCreated,
+    DagList,
+    DagRun,
+    DagRunList,
+    DagTriggered,
+    Job,
+    JobCreated,
+    JobList,
+    JobVersions,
+    Run,
+    RunList,
+    RunOutput,
+    SchedulePreview,
+    Triggered,
+)
+from shardsched.ops import dags as dag_ops
+from shardsched.ops import listing
+from shardsched.ops.pagination import parse_cursor
+from shardsched.ops.preview import preview_schedule
+from shardsched.store.deployment import Deployment
+
+T = TypeVar("T")
+
+
+class Handle(Protocol):
+    """What a plan needs of a client: the deployment it talks to."""
+
+    deployment: Deployment
+
+
+class Plan(Generic[T]):
+    """An operation whose result is a ``T``."""
+
+    __slots__ = ("op",)
+
+    def __init__(self, op: ops.Op) -> None:
+        self.op = op
+
+
+_AT_PATH = re.compile(r" - at `(\$[^`]*)`$")
+_NAMED_FIELD = re.compile(r"Object (?:missing required|contains unknown) field `([^`]+)`")
+
+
+def as_validation_error(exc: msgspec.ValidationError) -> ValidationError:
+    """msgspec's error as ours, the field split out as the HTTP API reports it."""
+    if isinstance(exc, ValidationError):
+        return exc
+    message, field = str(exc), "$"
+    if m := _AT_PATH.search(message):
+        field, message = m.group(1), message[: m.start()]
+    if m := _NAMED_FIELD.match(message):
+        field = f"{field}.{m.group(1)}"
+    return ValidationError(message, field)
+
+
+def _ms(when: datetime | None) -> int | None:
+    return None if when is None else to_ms(when)
+
+
+# jobs ------------------------------------------------------------
+
+
+def add_job(c: Handle, spec: JobSpec) -> Plan[JobCreated]:
+    return Plan(ops.create_job(c.deployment, spec))
+
+
+def get_job(c: Handle, job_id: str) -> Plan[Job]:
+    return Plan(ops.get_job(c.deployment, job_id))
+
+
+def list_jobs(
+    c: Handle,
+    limit: int = 50,
+    cursor: str | None = None,
+    status: JobStatus | None = None,
+    name_prefix: str | None = None,
+) -> Plan[JobList]:
+    """A page of jobs, newest first; pass ``next_cursor`` back for the next page."""
+    op = listing.jobs_page(c.deployment, limit, parse_cursor(cursor), status, name_prefix)
+    return Plan(op)
+
+
+def update_job(c: Handle, job_id: str, patch: JobPatch) -> Plan[Job]:
+    return Plan(ops.patch_job(c.deployment, job_id, patch))
+
+
+def pause(
+    c: Handle, job_id: str, reason: str | None = None, until: datetime | None = None
+) -> Plan[Job]:
+    """Pause; with ``until`` the job resumes by itself then."""
+    patch = JobPatch(status=JobStatus.PAUSED, pause_reason=reason, paused_until=until)
+    return update_job(c, job_id, patch)
+
+
+def resume(c: Handle, job_id: str) -> Plan[Job]:
+    return update_job(c, job_id, JobPatch(status=JobStatus.ACTIVE))
+
+
+def delete_job(c: Handle, job_id: str) -> Plan[Job]:
+    return Plan(ops.delete_job(c.deployment, job_id))
+
+
+def trigger(c: Handle, job_id: str) -> Plan[Triggered]:
+    return Plan(ops.trigger(c.deployment, job_id))
+
+
+def job_versions(c: Handle, job_id: str) -> Plan[JobVersions]:
+    return Plan(ops.job_versions(c.deployment, job_id))
+
+
+def backfill(
+    c: Handle, job_id: str, start: datetime, end: datetime, max_concurrent: int = 1
+) -> Plan[BackfillResult]:
+    """Run every nominal tick of [start, end] that has no run yet."""
+    request = BackfillRequest(start=start, end=end, max_concurrent=max_concurrent)
+    return Plan(ops.backfill(c.deployment, job_id, request))
+
+
+def next_fire_times(
+    c: Handle, schedule: Schedule, count: int = 10, after: datetime | None = None
+) -> Plan[SchedulePreview]:
+    """The schedule's next fire times (UTC and its wall clock), DST moves flagged."""
+    request = SchedulePreviewRequest(schedule=schedule, count=count, after=after)
+    return Plan(preview_schedule(request))
+
+
+# runs ------------------------------------------------------------
+
+
+def get_run(c: Handle, run_id: str) -> Plan[Run]:
+    return Plan(ops.get_run(c.deployment, run_id))
+
+
+def list_runs(
+    c: Handle,
+    job_id: str,
+    limit: int = 50,
+    cursor: str | None = None,
+    state: RunState | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> Plan[RunList]:
+    """A page of a job's runs, newest first by scheduled_for."""
+    op = listing.runs_page(
+        c.deployment, job_id, limit, parse_cursor(cursor), state, _ms(since), _ms(until)
+    )
+    return Plan(op)
+
+
+def get_output(c: Handle, run_id: str) -> Plan[RunOutput]:
+    return Plan(ops.get_output(c.deployment, run_id))
+
+
+def list_dead_letter(c: Handle, limit: int = 100, cursor: str | None = None) -> Plan[RunList]:
+    return Plan(listing.dead_letter_page(c.deployment, limit, parse_cursor(cursor)))
+
+
+def retry_run(c: Handle, run_id: str) -> Plan[Run]:
+    """Send a dead-lettered run back as a new attempt."""
+    return Plan(ops.retry_run(c.deployment, run_id))
+
+
+# DAGs ------------------------------------------------------------
+
+
+def add_dag(c: Handle, spec: DagSpec) -> Plan[DagCreated]:
+    """Register a DAG; a bad one (unknown dependency, duplicate task, the cycle named)
+    raises ValidationError and writes nothing."""
+    return Plan(dag_ops.create_dag(c.deployment, spec))
+
+
+def get_dag(c: Handle, dag_id: str) -> Plan[Dag]:
+    return Plan(dag_ops.get_dag(c.deployment, dag_id))
+
+
+def list_dags(
+    c: Handle,
+    limit: int = 100,
+    cursor: str | None = None,
+    status: JobStatus | None = None,
+    name_prefix: str | None = None,
+) -> Plan[DagList]:
+    op = listing.dags_page(c.deployment, limit, parse_cursor(cursor), status, name_prefix)
+    return Plan(op)
+
+
+def pause_dag(c: Handle, dag_id: str) -> Plan[Dag]:
+    return Plan(dag_ops.set_dag_status(c.deployment, dag_id, JobStatus.PAUSED))
+
+
+def resume_dag(c: Handle, dag_id: str) -> Plan[Dag]:
+    return Plan(dag_ops.set_dag_status(c.deployment, dag_id, JobStatus.ACTIVE))
+
+
+def delete_dag(c: Handle, dag_id: str) -> Plan[Dag]:
+    return Plan(dag_ops.delete_dag(c.deployment, dag_id))
+
+
+def trigger_dag(c: Handle, dag_id: str) -> Plan[DagTriggered]:
+    return Plan(dag_ops.trigger_dag(c.deployment, dag_id))
+
+
+def list_dag_runs(
+    c: Handle, dag_id: str, limit: int = 50, cursor: str | None = None
+) -> Plan[DagRunList]:
+    return Plan(listing.dag_runs_page(c.deployment, dag_id, limit, parse_cursor(cursor)))
+
+
+def get_dag_run(c: Handle, dag_run_id: str) -> Plan[DagRun]:
+    return Plan(dag_ops.get_dag_run(c.deployment, dag_run_id))

@@ -1,0 +1,211 @@
+"""``shardsched.Client``: the synchronous SDK on redis-py + hiredis, one server or a Redis
+Cluster; every operation of :mod:`.plans` as a blocking method."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+import msgspec
+import redis as redis_py
+
+from shardsched import ops
+from shardsched.core.errors import BulkPartiallyApplied
+from shardsched.core.models import JobSpec
+from shardsched.core.views import JobCreated
+from shardsched.sdk import plans
+from shardsched.store.keys import DEFAULT_NAMESPACE
+from shardsched.store.scripts import SCRIPTS
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def blocking(
+    plan: Callable[Concatenate[plans.Handle, P], plans.Plan[T]],
+) -> Callable[Concatenate[Client, P], T]:
+    """The plan as a method of :class:`Client` that runs it and returns its result."""
+
+    @functools.wraps(plan)
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        result: T = self._run(plan(self, *args, **kwargs).op)
+        return result
+
+    return method
+
+
+class Client:
+    """A synchronous handle on one shardsched deployment (redis-py + hiredis).
+
+    ``redis_url`` is ``redis://…`` for one server, or ``redis+cluster://host:port[,…]``
+    for a Redis Cluster (redis-py's RedisCluster finds the nodes and owns the slot map;
+    each batch goes to every node its slots live on, one pipeline per node)."""
+
+    def __init__(self, redis_url: str, namespace: str = DEFAULT_NAMESPACE) -> None:
+        self._cluster: redis_py.RedisCluster | None = None
+        if redis_url.startswith("redis+cluster://"):
+            from shardsched.store.redis.cluster import parse_cluster_url
+
+            seeds = parse_cluster_url(redis_url)
+            self._cluster = redis_py.RedisCluster(
+                startup_nodes=[redis_py.cluster.ClusterNode(u.host, u.port) for u in seeds],
+                username=seeds[0].username,
+                password=seeds[0].password,
+                protocol=2,
+            )
+            self._redis = None
+        else:
+            self._redis = redis_py.Redis.from_url(redis_url, protocol=2)
+            # Raw RESP replies, as the trio client sees them: the operations are shared.
+            self._redis.response_callbacks.clear()
+        self._load_scripts()
+        self.deployment = self._run(ops.open_deployment(namespace, None))
+
+    def _node_clients(self) -> list[redis_py.Redis]:
+        """The one server, or every cluster master, as raw-reply clients."""
+        if self._cluster is None:
+            assert self._redis is not None
+            return [self._redis]
+        clients = []
+        for node in self._cluster.get_primaries():
+            client = node.redis_connection
+            client.response_callbacks.clear()
+            clients.append(client)
+        return clients
+
+    def _load_scripts(self) -> None:
+        for client in self._node_clients():
+            pipe = client.pipeline(transaction=False)
+            for script in SCRIPTS.values():
+                pipe.execute_command("SCRIPT", "LOAD", script.source)
+            pipe.execute()
+
+    def _client_for(self, call: ops.Call) -> redis_py.Redis:
+        if self._cluster is None:
+            assert self._redis is not None
+            return self._redis
+        from shardsched.store.redis.cluster import command_slot
+
+        args: tuple[Any, ...] = (
+            ("EVALSHA", "", len(call.keys), *call.keys) if call.script else call.args
+        )
+        slot = command_slot(args)
+        if slot is None:
+            node = self._cluster.get_random_primary_node()
+        else:
+            node = self._cluster.nodes_manager.get_node_from_slot(slot)
+        client = node.redis_connection
+        if client is None:
+            self._cluster.nodes_manager.initialize()
+            return self._client_for(call)
+        client.response_callbacks.clear()
+        return client
+
+    def _execute(self, calls: Sequence[ops.Call], attempt: int = 0) -> list[Any]:
+        groups: dict[int, tuple[redis_py.Redis, list[int]]] = {}
+        for i, call in enumerate(calls):
+            client = self._client_for(call)
+            groups.setdefault(id(client), (client, []))[1].append(i)
+        replies: list[Any] = [None] * len(calls)
+        for client, idx in groups.values():
+            pipe = client.pipeline(transaction=False)
+            for i in idx:
+                call = calls[i]
+                if call.script is None:
+                    pipe.execute_command(*call.args)
+                else:
+                    sha = SCRIPTS[call.script].sha
+                    pipe.execute_command("EVALSHA", sha, len(call.keys), *call.keys, *call.args)
+            for i, reply in zip(idx, pipe.execute(raise_on_error=False), strict=True):
+                replies[i] = reply
+        redo = [
+            i
+            for i, r in enumerate(replies)
+            if isinstance(r, redis_py.exceptions.NoScriptError)
+            or (
+                isinstance(r, redis_py.exceptions.ResponseError)
+                and str(r).startswith(("MOVED", "ASK"))
+            )
+        ]
+        if redo and attempt < 5:
+            # a restarted or new node without our scripts, or slots that moved: look again
+            if self._cluster is not None:
+                self._cluster.nodes_manager.initialize()
+            self._load_scripts()
+            for i, reply in zip(
+                redo, self._execute([calls[i] for i in redo], attempt + 1), strict=True
+            ):
+                replies[i] = reply
+        return replies
+
+    def _run(self, op: ops.Op) -> Any:
+        try:
+            calls = next(op)
+            while True:
+                calls = op.send(self._execute(calls))
+        except StopIteration as stop:
+            return stop.value
+        except msgspec.ValidationError as exc:
+            raise plans.as_validation_error(exc) from None
+
+    def add_jobs(self, specs: Iterable[JobSpec], batch: int = 1000) -> list[JobCreated]:
+        """Register many jobs, one pipelined round trip per ``batch``.
+
+        Every spec is validated before anything is written (a bad one raises
+        ValidationError naming ``$[i].field``, and nothing is registered). Raises
+        BulkPartiallyApplied, listing the jobs that were registered, if Redis fails after
+        the first batch."""
+        chunk = list(specs)
+        try:
+            ops.validate_specs(chunk)
+        except msgspec.ValidationError as exc:
+            raise plans.as_validation_error(exc) from None
+        out: list[JobCreated] = []
+        for i in range(0, len(chunk), batch):
+            try:
+                out += self._run(ops.create_jobs(self.deployment, chunk[i : i + batch], True))
+            except Exception as exc:
+                if not out:
+                    raise
+                raise BulkPartiallyApplied(out, exc) from exc
+        return out
+
+    # the operations (sdk/plans.py), blocking
+    add_job = blocking(plans.add_job)
+    get_job = blocking(plans.get_job)
+    list_jobs = blocking(plans.list_jobs)
+    update_job = blocking(plans.update_job)
+    pause = blocking(plans.pause)
+    resume = blocking(plans.resume)
+    delete_job = blocking(plans.delete_job)
+    trigger = blocking(plans.trigger)
+    job_versions = blocking(plans.job_versions)
+    backfill = blocking(plans.backfill)
+    next_fire_times = blocking(plans.next_fire_times)
+    get_run = blocking(plans.get_run)
+    list_runs = blocking(plans.list_runs)
+    get_output = blocking(plans.get_output)
+    list_dead_letter = blocking(plans.list_dead_letter)
+    retry_run = blocking(plans.retry_run)
+    add_dag = blocking(plans.add_dag)
+    get_dag = blocking(plans.get_dag)
+    list_dags = blocking(plans.list_dags)
+    pause_dag = blocking(plans.pause_dag)
+    resume_dag = blocking(plans.resume_dag)
+    delete_dag = blocking(plans.delete_dag)
+    trigger_dag = blocking(plans.trigger_dag)
+    list_dag_runs = blocking(plans.list_dag_runs)
+    get_dag_run = blocking(plans.get_dag_run)
+
+    def close(self) -> None:
+        if self._cluster is not None:
+            self._cluster.close()
+        elif self._redis is not None:
+            self._redis.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,142 @@
+"""Wrappers of the DAG scripts: register, add a task, trigger, report stalls."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import Any
+
+from shardsched.store.calls import Call
+from shardsched.store.keys import GlobalKeys, ShardKeys
+from shardsched.store.lua import signature
+
+REGISTER_DAG = signature(
+    "register_dag",
+    keys=("timer", "jobs", "dags"),
+    argv=(
+        "base",
+        "wake channel",
+        "shard",
+        "dag id",
+        "spec",
+        "timing",
+        "first fire",
+        "max active runs",
+        "stall sla",
+        "catch-up",
+        "task names",
+        "roots",
+    ),
+    item=("name", "dependencies", "downstream", "trigger rule", "task spec", "lease"),
+)
+
+
+def register_dag(
+    sk: ShardKeys,
+    g: GlobalKeys,
+    dag_id: str,
+    *,
+    spec_json: bytes,
+    timing_json: bytes,
+    first_ms: int | None,
+    max_active_runs: int,
+    stall_sla_ms: int,
+    catchup_code: str,
+    order: str,
+    roots: str,
+    task_items: Sequence[Any],
+) -> Call:
+    """Register a DAG and its tasks; reply {now_ms, 1 | -1 (the id is taken)}."""
+    return REGISTER_DAG.call(
+        (sk.timer, sk.jobs, sk.dags),
+        (
+            sk.base,
+            g.wake_channel,
+            sk.shard,
+            dag_id,
+            spec_json,
+            timing_json,
+            "" if first_ms is None else first_ms,
+            max_active_runs,
+            stall_sla_ms,
+            catchup_code,
+            order,
+            roots,
+        ),
+        task_items,
+    )
+
+
+class AddTask(enum.IntEnum):
+    ADDED = 1
+    NO_SUCH_DAG = -1
+    DELETED = -2
+    VERSION_MOVED = -3
+    NAME_TAKEN = -4
+    BAD_DEPENDENCY = -5  #: with the 1-based index of the dependency
+
+
+ADD_DAG_TASK = signature(
+    "add_dag_task",
+    keys=("dag", "task"),
+    argv=(
+        "version",
+        "task",
+        "dependencies",
+        "trigger rule",
+        "task spec",
+        "lease",
+        "dag spec",
+        "dag id",
+    ),
+)
+
+
+def add_dag_task(
+    sk: ShardKeys,
+    dag_id: str,
+    task_job_id: str,
+    *,
+    version: int,
+    task: str,
+    dependencies: str,
+    rule_code: str,
+    task_json: bytes,
+    lease_ms: int,
+    dag_json: bytes,
+) -> Call:
+    """Add a task to a DAG if it is still at ``version``; reply {AddTask, ...}."""
+    return ADD_DAG_TASK.call(
+        (sk.job(dag_id), sk.job(task_job_id)),
+        (version, task, dependencies, rule_code, task_json, lease_ms, dag_json, dag_id),
+    )
+
+
+class DagTrigger(enum.IntEnum):
+    STARTED = 1
+    QUEUED = 2  #: under max_active_runs
+    NO_SUCH_DAG = -1
+    DELETED = -2
+
+
+TRIGGER_DAG = signature(
+    "trigger_dag", keys=("dag", "ready"), argv=("base", "dag id", "ready channel", "shard")
+)
+
+
+def trigger_dag(sk: ShardKeys, g: GlobalKeys, dag_id: str) -> Call:
+    """A manual DAG run now; reply {DagTrigger, dag_run_id, now_ms}."""
+    return TRIGGER_DAG.call(
+        (sk.job(dag_id), sk.ready), (sk.base, dag_id, g.ready_channel, sk.shard)
+    )
+
+
+DAG_STALLED = signature(
+    "dag_stalled", keys=("dagwait", "epoch", "stats"), argv=("epoch", "base", "count")
+)
+
+
+def dag_stalled(sk: ShardKeys, epoch: int, count: int = 1000) -> Call:
+    """Report DAG tasks unclaimed past their stall SLA (fenced); reply {1, n, dag ids…}
+    or {-1} when the epoch is stale."""
+    return DAG_STALLED.call((sk.dag_wait, sk.epoch, sk.stats), (epoch, sk.base, count))

@@ -1,0 +1,185 @@
+"""Wrappers of the job scripts: register, change, delete, trigger, backfill, quarantine."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from shardsched.store.calls import Call
+from shardsched.store.keys import GlobalKeys, ShardKeys
+from shardsched.store.lua import signature
+
+
+class JobReply(enum.IntEnum):
+    """The first field of update_job, delete_job, trigger and backfill replies."""
+
+    OK = 1
+    NO_SUCH_JOB = -1
+    DELETED = -2
+    VERSION_MOVED = -3  #: update_job: the job changed since the caller read it
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """One job for register_job."""
+
+    job_id: str
+    spec_json: bytes
+    timing_json: bytes
+    first_ms: int | None  #: None: the job never fires
+    lease_ms: int
+    auto_pause_after: int | None = None  #: the policy, stored as a field the script reads
+
+
+REGISTER_JOB = signature(
+    "register_job",
+    keys=("timer", "jobs"),
+    argv=("base", "wake channel", "shard"),
+    item=("job id", "spec", "timing", "first fire", "lease", "auto pause after"),
+)
+
+
+def register_job(sk: ShardKeys, g: GlobalKeys, jobs: Iterable[NewJob]) -> Call:
+    """Register jobs of one shard; decode with :func:`decode_registered`."""
+    items: list[Any] = []
+    for j in jobs:
+        items += (
+            j.job_id,
+            j.spec_json,
+            j.timing_json,
+            "" if j.first_ms is None else j.first_ms,
+            j.lease_ms,
+            "" if j.auto_pause_after is None else j.auto_pause_after,
+        )
+    return REGISTER_JOB.call((sk.timer, sk.jobs), (sk.base, g.wake_channel, sk.shard), items)
+
+
+def decode_registered(reply: Sequence[Any]) -> list[bool]:
+    """Per job, in the order sent: registered (False: the id is taken)."""
+    return [int(code) == 1 for code in reply[1:]]
+
+
+UPDATE_JOB = signature(
+    "update_job",
+    keys=("job", "timer", "segs", "versions", "resumes"),
+    argv=(
+        "job id",
+        "version",
+        "spec",
+        "timing",
+        "status",
+        "next fire",
+        "lease",
+        "wake channel",
+        "shard",
+        "roll",
+        "pause reason",
+        "paused until",
+        "auto pause after",
+    ),
+)
+
+
+def update_job(
+    sk: ShardKeys,
+    g: GlobalKeys,
+    job_id: str,
+    *,
+    version: int,
+    spec_json: bytes,
+    timing_json: bytes,
+    status: str,
+    next_fire: int | str,
+    lease_ms: int,
+    roll: bool,
+    pause_reason: str = "",
+    paused_until_ms: int | None = None,
+    auto_pause_after: int | None = None,
+) -> Call:
+    """Change a job (or a DAG: same hash and timer) if it is still at ``version``.
+    ``next_fire``: ms, "" to remove the timer entry, "=" to keep it. Reply {JobReply, ...}."""
+    return UPDATE_JOB.call(
+        (sk.job(job_id), sk.timer, sk.segments(job_id), sk.versions(job_id), sk.resumes),
+        (
+            job_id,
+            version,
+            spec_json,
+            timing_json,
+            status,
+            next_fire,
+            lease_ms,
+            g.wake_channel,
+            sk.shard,
+            "1" if roll else "0",
+            pause_reason,
+            "" if paused_until_ms is None else paused_until_ms,
+            "" if auto_pause_after is None else auto_pause_after,
+        ),
+    )
+
+
+DELETE_JOB = signature(
+    "delete_job",
+    keys=("job", "timer", "segs", "versions"),
+    argv=("job id", "wake channel", "shard"),
+)
+
+
+def delete_job(sk: ShardKeys, g: GlobalKeys, job_id: str) -> Call:
+    """Delete a job or a DAG, keeping its history; reply {JobReply, now_ms}."""
+    return DELETE_JOB.call(
+        (sk.job(job_id), sk.timer, sk.segments(job_id), sk.versions(job_id)),
+        (job_id, g.wake_channel, sk.shard),
+    )
+
+
+TRIGGER = signature(
+    "trigger", keys=("job", "ready"), argv=("base", "job id", "ready channel", "shard")
+)
+
+
+def trigger(sk: ShardKeys, g: GlobalKeys, job_id: str) -> Call:
+    """A manual run now; reply {JobReply, run_id, now_ms}."""
+    return TRIGGER.call((sk.job(job_id), sk.ready), (sk.base, job_id, g.ready_channel, sk.shard))
+
+
+BACKFILL = signature(
+    "backfill",
+    keys=("job", "ready"),
+    argv=("base", "job id", "max concurrent", "ready channel", "shard"),
+    item=("*",),
+)
+
+
+def backfill(
+    sk: ShardKeys, g: GlobalKeys, job_id: str, max_concurrent: int, ticks: Sequence[int]
+) -> Call:
+    """Queue ticks to run as backfill; reply {JobReply, queued, already, released}."""
+    return BACKFILL.call(
+        (sk.job(job_id), sk.ready),
+        (sk.base, job_id, max_concurrent, g.ready_channel, sk.shard),
+        ticks,
+    )
+
+
+class Quarantined(enum.IntEnum):
+    QUARANTINED = 1
+    CHANGED = 0  #: the job changed meanwhile: nothing written, plan it afresh
+    STALE_EPOCH = -1
+
+
+QUARANTINE = signature(
+    "quarantine",
+    keys=("job", "timer", "segs", "versions", "epoch", "stats"),
+    argv=("epoch", "job id", "score", "reason"),
+)
+
+
+def quarantine(sk: ShardKeys, epoch: int, job_id: str, score: Any, reason: str) -> Call:
+    """Pause a job its owner cannot plan (fenced); reply :class:`Quarantined`."""
+    return QUARANTINE.call(
+        (sk.job(job_id), sk.timer, sk.segments(job_id), sk.versions(job_id), sk.epoch, sk.stats),
+        (epoch, job_id, score, reason),
+    )

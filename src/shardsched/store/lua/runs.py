@@ -1,0 +1,248 @@
+"""Wrappers of the run scripts a worker (or the router's worker protocol) and the shard
+owner call: claim, take up pending, renew, complete, hand back, reclaim, retry."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from shardsched.store.calls import Call
+from shardsched.store.keys import CONSUMER_GROUP, GlobalKeys, ShardKeys
+from shardsched.store.lua import signature
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedEntry:
+    """One run delivered to a worker, as claim.lua and pending_runs.lua answer it."""
+
+    entry_id: str
+    run_id: str
+    spec_json: bytes  #: the job's (or DAG task's) spec, b"" when it is gone
+    scheduled_ms: int
+    attempt: int
+    token: int  #: the delivery token: which delivery of this run the worker holds
+    lease_ms: int  #: the lease deadline (server clock)
+    now_ms: int  #: the server's clock at the claim
+
+
+def decode_claimed(reply: Sequence[Any]) -> list[ClaimedEntry]:
+    """The runs of a claim or pending_runs reply (8 fields each)."""
+    return [
+        ClaimedEntry(
+            reply[i].decode(),
+            reply[i + 1].decode(),
+            reply[i + 2] or b"",
+            int(reply[i + 3]),
+            int(reply[i + 4]),
+            int(reply[i + 5]),
+            int(reply[i + 6]),
+            int(reply[i + 7]),
+        )
+        for i in range(0, len(reply), 8)
+    ]
+
+
+CLAIM = signature("claim", keys=("ready",), argv=("base", "group", "worker", "count"))
+
+
+def claim(sk: ShardKeys, worker_id: str, count: int) -> Call:
+    """Claim up to ``count`` fired runs of one shard; decode with :func:`decode_claimed`."""
+    return CLAIM.call((sk.ready,), (sk.base, CONSUMER_GROUP, worker_id, count))
+
+
+PENDING_RUNS = signature("pending_runs", keys=("ready",), argv=("group", "worker", "base", "count"))
+
+
+def pending_runs(sk: ShardKeys, worker_id: str, count: int = 1000) -> Call:
+    """The runs still delivered to this worker id; decode with :func:`decode_claimed`."""
+    return PENDING_RUNS.call((sk.ready,), (CONSUMER_GROUP, worker_id, sk.base, count))
+
+
+class Held(enum.IntEnum):
+    """Per-run codes of renew_runs and complete."""
+
+    APPLIED = 1
+    ALREADY_APPLIED = 0  #: complete: this very completion was applied before (a replay)
+    NO_SUCH_RUN = -1
+    NOT_HELD = -2  #: the caller no longer holds the run (recorded on the run)
+    CANCELLED = -3  #: renew: the run was cancelled; the worker must stop it
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """Which delivery of a run a worker holds: its stream entry and delivery token."""
+
+    entry_id: str
+    run_id: str
+    token: int
+
+
+def _flat(deliveries: Iterable[Delivery]) -> list[Any]:
+    out: list[Any] = []
+    for d in deliveries:
+        out += (d.entry_id, d.run_id, d.token)
+    return out
+
+
+RENEW_RUNS = signature(
+    "renew_runs",
+    keys=("ready",),
+    argv=("group", "worker", "base"),
+    item=("entry id", "run id", "delivery token"),
+)
+
+
+def renew_runs(sk: ShardKeys, worker_id: str, runs: Iterable[Delivery]) -> Call:
+    """Extend the leases of runs of one shard; decode with :func:`decode_renewed`."""
+    return RENEW_RUNS.call((sk.ready,), (CONSUMER_GROUP, worker_id, sk.base), _flat(runs))
+
+
+def decode_renewed(reply: Sequence[Any]) -> list[tuple[Held, int]]:
+    """(code, new lease deadline ms) per run, in the order sent."""
+    return [
+        (Held(int(code)), int(lease)) for code, lease in zip(reply[1::2], reply[2::2], strict=True)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """One run's outcome for complete.lua."""
+
+    delivery: Delivery
+    state: str  #: succeeded | failed | dead_letter
+    exit_code: int | None
+    reason: str
+    output: bytes
+    started_ms: int | None  #: execution start on the server's clock (None: unknown)
+    retry_at: int | str  #: the next attempt's due time (ms), "" for none
+
+
+COMPLETE = signature(
+    "complete",
+    keys=("ready", "retries", "deadletter"),
+    argv=("group", "worker", "base", "wake channel", "shard", "ready channel"),
+    item=(
+        "entry id",
+        "run id",
+        "delivery token",
+        "state",
+        "exit code",
+        "reason",
+        "output",
+        "started",
+        "retry at",
+    ),
+)
+
+
+def complete(
+    sk: ShardKeys, g: GlobalKeys, worker_id: str, completions: Iterable[Completion]
+) -> Call:
+    """Report outcomes of runs of one shard; decode with :func:`decode_completed`."""
+    items: list[Any] = []
+    for c in completions:
+        d = c.delivery
+        items += (
+            d.entry_id,
+            d.run_id,
+            d.token,
+            c.state,
+            "" if c.exit_code is None else c.exit_code,
+            c.reason,
+            c.output,
+            "" if c.started_ms is None else c.started_ms,
+            c.retry_at,
+        )
+    return COMPLETE.call(
+        (sk.ready, sk.retries, sk.dead_letter),
+        (CONSUMER_GROUP, worker_id, sk.base, g.wake_channel, sk.shard, g.ready_channel),
+        items,
+    )
+
+
+def decode_completed(reply: Sequence[Any]) -> tuple[int, list[Held]]:
+    """The server's clock (ms) and a code per completion, in the order sent."""
+    return int(reply[0]), [Held(int(code)) for code in reply[1:]]
+
+
+RELEASE_RUNS = signature(
+    "release_runs",
+    keys=("ready",),
+    argv=("group", "worker", "base", "ready channel", "shard"),
+    item=("entry id", "run id", "delivery token"),
+)
+
+
+def release_runs(sk: ShardKeys, g: GlobalKeys, worker_id: str, runs: Iterable[Delivery]) -> Call:
+    """Hand runs back at once (a draining worker); the reply is how many were."""
+    return RELEASE_RUNS.call(
+        (sk.ready,),
+        (CONSUMER_GROUP, worker_id, sk.base, g.ready_channel, sk.shard),
+        _flat(runs),
+    )
+
+
+class Fenced(enum.IntEnum):
+    """The first field of an owner script's reply."""
+
+    OK = 1
+    STALE_EPOCH = -1  #: the caller's epoch is not the shard's: it lost its lease
+
+
+RECLAIM = signature(
+    "reclaim",
+    keys=("ready", "epoch", "stats"),
+    argv=(
+        "epoch",
+        "group",
+        "base",
+        "min idle",
+        "count",
+        "poison limit",
+        "ready channel",
+        "shard",
+    ),
+)
+
+
+def reclaim(
+    sk: ShardKeys, g: GlobalKeys, epoch: int, min_idle_ms: int, count: int, poison_limit: int
+) -> Call:
+    """Send lapsed leases' runs back to scheduled; reply {1, reclaimed, poisoned} or {-1}."""
+    return RECLAIM.call(
+        (sk.ready, sk.epoch, sk.stats),
+        (
+            epoch,
+            CONSUMER_GROUP,
+            sk.base,
+            min_idle_ms,
+            count,
+            poison_limit,
+            g.ready_channel,
+            sk.shard,
+        ),
+    )
+
+
+class Retried(enum.IntEnum):
+    """retry_run's first reply field."""
+
+    RETRIED = 1
+    ALREADY_RETRIED = 2  #: nothing written: a double click must not run the job twice
+    NO_SUCH_RUN = -1
+    NOT_DEAD_LETTERED = -2
+    DAG_SETTLED = -3  #: a DAG task's run whose DAG run settled on this failure
+
+
+RETRY_RUN = signature(
+    "retry_run",
+    keys=("ready", "deadletter"),
+    argv=("base", "run id", "ready channel", "shard"),
+)
+
+
+def retry_run(sk: ShardKeys, g: GlobalKeys, run_id: str) -> Call:
+    """A dead-lettered run as a new attempt; reply {code, new run id}."""
+    return RETRY_RUN.call((sk.ready, sk.dead_letter), (sk.base, run_id, g.ready_channel, sk.shard))

@@ -1,0 +1,157 @@
+"""Sending outcomes back: finished runs in batches, one ``complete.lua`` call per shard
+per round trip, each applied only if this worker still holds the run.
+
+An outcome is kept until its completion is applied or refused as stale: whatever Redis
+could not take (connection lost, an error reply such as OOM) goes back to the front of the
+queue and is sent again after a pause (complete.lua answers 0 to a replay of what it
+already applied)."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+
+import trio
+
+from shardsched.core.models import RetryPolicy
+from shardsched.core.pacing import Backoff
+from shardsched.core.retry import verdict
+from shardsched.runtime.metrics import Metrics
+from shardsched.store.calls import redis_calls
+from shardsched.store.deployment import Deployment
+from shardsched.store.keys import dag_run_of, job_of_run
+from shardsched.store.lua import runs as lua
+from shardsched.store.redis import Redis, RedisError
+from shardsched.worker.holdings import Finished, Holdings
+from shardsched.worker.overruns import OverrunTracker
+
+log = logging.getLogger(__name__)
+
+#: Completions sent in one script call at most.
+COMPLETE_BATCH = 500
+
+
+class Completer:
+    def __init__(
+        self,
+        redis: Redis,
+        dep: Deployment,
+        worker_id: str,
+        holdings: Holdings,
+        overruns: OverrunTracker,
+        metrics: Metrics,
+    ) -> None:
+        self.redis = redis
+        self.dep = dep
+        self.worker_id = worker_id
+        self.holdings = holdings
+        self.overruns = overruns
+        self.metrics = metrics
+        self.completed = 0
+        self.refused = 0
+
+    async def run(self) -> None:
+        """Complete what finishes, for as long as the worker runs."""
+        h = self.holdings
+        backoff = Backoff(cap=5.0)
+        while True:
+            if not h.finished:
+                await h.finished_added.wait()
+                h.finished_added = trio.Event()
+                continue
+            batch = h.completing = h.finished[:COMPLETE_BATCH]
+            del h.finished[:COMPLETE_BATCH]
+            try:
+                again = await self.complete(batch)
+            finally:
+                h.completing = []
+            if again:
+                h.finished[:0] = again
+                await trio.sleep(backoff.next())
+            else:
+                backoff.reset()
+
+    async def flush(self) -> None:
+        """Complete everything queued (a draining worker; the caller bounds the time)."""
+        h = self.holdings
+        backoff = Backoff(cap=1.0)
+        while h.finished:
+            batch = h.finished[:COMPLETE_BATCH]
+            del h.finished[:COMPLETE_BATCH]
+            again = await self.complete(batch)
+            if again:
+                h.finished[:0] = again
+                await trio.sleep(backoff.next())
+
+    @staticmethod
+    def _completion(f: Finished) -> lua.Completion:
+        c, o = f.claimed, f.outcome
+        policy = c.spec.retry_policy if c.spec else RetryPolicy()
+        # the server's clock, carried forward from the claim
+        state, retry_at = verdict(o.succeeded, c.attempt, policy, c.server_ms())
+        return lua.Completion(
+            c.delivery, state, o.exit_code, o.reason or "", o.output, f.started_ms, retry_at
+        )
+
+    async def complete(self, batch: list[Finished]) -> list[Finished]:
+        """Complete a batch; returns the runs whose completion must be sent again."""
+        by_shard: dict[int, list[Finished]] = defaultdict(list)
+        for f in batch:
+            by_shard[f.claimed.shard].append(f)
+        calls = []
+        states: dict[str, str] = {}
+        for shard, items in by_shard.items():
+            completions = [self._completion(f) for f in items]
+            for c in completions:
+                states[c.delivery.run_id] = c.state
+            calls.append(
+                lua.complete(self.dep.shard(shard), self.dep.globals, self.worker_id, completions)
+            )
+        try:
+            started = trio.current_time()
+            replies = await redis_calls(self.redis, calls)
+            self.metrics.ledger_write.labels("complete").observe(trio.current_time() - started)
+        except RedisError as exc:  # idempotent: a replay answers 0
+            self.metrics.redis_error(log, f"completing {len(batch)} runs", exc, 0)
+            return batch
+        again: list[Finished] = []
+        for items, reply in zip(by_shard.values(), replies, strict=True):
+            if isinstance(reply, Exception):
+                self.metrics.redis_error(log, f"completing {len(items)} runs", reply, 0)
+                again += items
+                continue
+            now_ms, codes = lua.decode_completed(reply)
+            for f, code in zip(items, codes, strict=True):
+                self.holdings.held.discard(f.claimed.key)
+                if code in (lua.Held.APPLIED, lua.Held.ALREADY_APPLIED):
+                    self.completed += 1
+                    if code == lua.Held.APPLIED:
+                        self._record(f, states[f.claimed.run_id], now_ms)
+                else:
+                    self.refused += 1
+                    log.warning(
+                        "completion of %s refused (code %s)",
+                        f.claimed.run_id,
+                        int(code),
+                        extra={"run_id": f.claimed.run_id, "shard": f.claimed.shard},
+                    )
+        return again
+
+    def _record(self, f: Finished, state: str, now_ms: int) -> None:
+        """Metrics of one applied completion; its duration joins its job's recent ones."""
+        job_id = job_of_run(f.claimed.run_id)
+        self.metrics.runs_finished.labels(state).inc()
+        if state == "dead_letter" or log.isEnabledFor(logging.DEBUG):
+            fields = {
+                "run_id": f.claimed.run_id,
+                "job_id": job_id,
+                "shard": f.claimed.shard,
+                "worker_id": self.worker_id,
+                "dag_run_id": dag_run_of(f.claimed.run_id),
+            }
+            if state == "dead_letter":
+                self.metrics.dead_letters.labels(self.metrics.job_label(job_id)).inc()
+                log.warning("run dead-lettered: %s", f.outcome.reason or "failed", extra=fields)
+            else:
+                log.debug("run %s", state, extra=fields)
+        self.overruns.record(job_id, max(now_ms - f.started_ms, 0) / 1000)

@@ -1,0 +1,94 @@
+"""Running one claimed run: an in-process handler (inline or as a task) or a command in a
+subprocess, to an :class:`~shardsched.worker.runner.Outcome`. The job's own failure is an
+outcome, never an exception of the worker."""
+
+from __future__ import annotations
+
+import trio
+
+from shardsched.core.instants import from_ms
+from shardsched.store.keys import dag_run_of, job_of_run
+from shardsched.worker import handlers
+from shardsched.worker.holdings import Claimed
+from shardsched.worker.runner import Outcome, run_command
+
+#: How often in-process handlers are checked against their timeout.
+WATCHDOG_TICK_S = 0.1
+
+
+def run_env(claimed: Claimed) -> dict[str, str]:
+    """What a command sees of its run, so its side effects can be idempotent."""
+    env = {
+        "SHARDSCHED_RUN_ID": claimed.run_id,
+        "SHARDSCHED_JOB_ID": job_of_run(claimed.run_id),
+        "SHARDSCHED_ATTEMPT": str(claimed.attempt),
+        "SHARDSCHED_SCHEDULED_FOR": from_ms(claimed.scheduled_for_ms)
+        .isoformat()
+        .replace("+00:00", "Z"),
+    }
+    if drid := dag_run_of(claimed.run_id):
+        env["SHARDSCHED_DAG_RUN_ID"] = drid
+    return env
+
+
+def _context(claimed: Claimed) -> handlers.HandlerContext:
+    return handlers.HandlerContext(
+        claimed.run_id, job_of_run(claimed.run_id), claimed.attempt, claimed.scheduled_for_ms
+    )
+
+
+class Executor:
+    """Runs claimed runs; owns the handler deadlines its watchdog enforces."""
+
+    def __init__(self) -> None:
+        self._deadlines: dict[trio.CancelScope, float] = {}
+
+    @staticmethod
+    def is_inline(claimed: Claimed) -> bool:
+        return claimed.spec is not None and handlers.is_inline(claimed.spec.command)
+
+    @staticmethod
+    def run_inline(claimed: Claimed) -> Outcome:
+        """An inline handler, called right here with no task (see handlers)."""
+        assert claimed.spec is not None
+        fn = handlers.lookup(claimed.spec.command)
+        assert fn is not None
+        try:
+            fn(_context(claimed))
+        except Exception as exc:  # the job's own failure, not ours
+            return Outcome(None, f"handler error: {exc!r}"[:500], b"")
+        return Outcome(0, None, b"")
+
+    async def run(self, claimed: Claimed) -> Outcome:
+        spec = claimed.spec
+        if spec is None:
+            return Outcome(None, "job definition missing", b"")
+        try:
+            fn = handlers.lookup(spec.command)
+        except LookupError as exc:
+            return Outcome(None, str(exc), b"")
+        if fn is None:
+            return await run_command(spec.command, spec.timeout_s, run_env(claimed))
+        # A deadline per cancel scope costs trio a heap operation each way, a large share
+        # of an instant handler; the watchdog enforces timeouts to within its tick.
+        try:
+            with trio.CancelScope() as scope:
+                self._deadlines[scope] = trio.current_time() + spec.timeout_s
+                try:
+                    await handlers.call(fn, _context(claimed))
+                finally:
+                    del self._deadlines[scope]
+        except Exception as exc:  # the job's own failure, not ours
+            return Outcome(None, f"handler error: {exc!r}"[:500], b"")
+        if scope.cancelled_caught:
+            return Outcome(None, "timeout", b"")
+        return Outcome(0, None, b"")
+
+    async def watchdog(self) -> None:
+        """Cancel in-process handlers past their timeout (to within WATCHDOG_TICK_S)."""
+        while True:
+            await trio.sleep(WATCHDOG_TICK_S)
+            now = trio.current_time()
+            for scope, deadline in list(self._deadlines.items()):
+                if deadline <= now:
+                    scope.cancel()

@@ -1,0 +1,101 @@
+"""What a worker holds: each delivery from its claim until Redis applied (or refused) its
+completion. One object, owned by the worker and read by its renewer and completer, so
+"is this run still ours?" has one answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import msgspec
+import trio
+
+from shardsched.core.models import ExecSpec
+from shardsched.store.lua.runs import ClaimedEntry, Delivery
+from shardsched.worker.runner import Outcome
+
+_spec_decoder = msgspec.json.Decoder(ExecSpec)
+
+
+def decode_spec(raw: bytes) -> ExecSpec | None:
+    """The part of a stored spec a worker runs; None when it is gone or unreadable."""
+    try:
+        return _spec_decoder.decode(raw) if raw else None
+    except msgspec.DecodeError:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A run this worker claimed, with the clocks to carry the server's time forward."""
+
+    shard: int
+    delivery: Delivery
+    spec: ExecSpec | None  #: None when the job's definition is gone or unreadable
+    scheduled_for_ms: int
+    attempt: int
+    claimed_ms: int  #: the server's clock at the claim
+    claimed_local: float  #: trio's clock at the claim
+
+    @classmethod
+    def of(cls, shard: int, entry: ClaimedEntry, local: float) -> Claimed:
+        return cls(
+            shard,
+            Delivery(entry.entry_id, entry.run_id, entry.token),
+            decode_spec(entry.spec_json),
+            entry.scheduled_ms,
+            entry.attempt,
+            entry.now_ms,
+            local,
+        )
+
+    @property
+    def run_id(self) -> str:
+        return self.delivery.run_id
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """The same run may come back: (run id, delivery token) names this delivery."""
+        return (self.delivery.run_id, self.delivery.token)
+
+    def server_ms(self) -> int:
+        """The server's clock now, carried forward from the claim by trio's clock."""
+        return self.claimed_ms + round((trio.current_time() - self.claimed_local) * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    claimed: Claimed
+    outcome: Outcome
+    started_ms: int  #: execution start on the server's clock (estimated from the claim)
+
+
+class Holdings:
+    """The deliveries a worker holds: running, and finished awaiting their completion."""
+
+    def __init__(self) -> None:
+        self.running: dict[tuple[str, int], tuple[Claimed, trio.CancelScope]] = {}
+        #: every delivery held, from its claim until its completion is applied or refused:
+        #: a take-up after a reconnect must not start any of them again
+        self.held: set[tuple[str, int]] = set()
+        self.lost: set[tuple[str, int]] = set()  #: runs whose lease went elsewhere
+        self.finished: list[Finished] = []  #: queued for completion
+        self.completing: list[Finished] = []  #: the batch whose completion is in flight
+        self.finished_added = trio.Event()
+
+    def finish(self, f: Finished) -> None:
+        self.finished.append(f)
+        self.finished_added.set()
+
+    def unacknowledged(self) -> list[Claimed]:
+        """Finished runs whose completion is queued or on its way: their leases still count."""
+        return [f.claimed for f in (*self.completing, *self.finished)]
+
+    def leased(self) -> list[Claimed]:
+        """Every delivery whose lease must be kept: running or not yet acknowledged."""
+        return [c for c, _ in self.running.values()] + self.unacknowledged()
+
+    def lose(self, key: tuple[str, int]) -> None:
+        """The lease went elsewhere (or the run was cancelled): stop it, report nothing."""
+        if key in self.running:
+            self.lost.add(key)
+            self.running[key][1].cancel()

@@ -1,0 +1,80 @@
+"""Keeping a worker's leases: every run it holds is renewed in batches, one script call
+per shard per round, at a third of the shortest lease held. A run whose lease went
+elsewhere, or that was cancelled, is stopped."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+
+import trio
+
+from shardsched.runtime.metrics import Metrics
+from shardsched.store.calls import redis_calls
+from shardsched.store.deployment import Deployment
+from shardsched.store.lua import runs as lua
+from shardsched.store.redis import Redis, RedisError
+from shardsched.worker.holdings import Claimed, Holdings
+
+log = logging.getLogger(__name__)
+
+#: The longest pause between renewal rounds, and the shortest.
+MAX_RENEW_EVERY_S = 10.0
+MIN_RENEW_EVERY_S = 0.2
+
+
+class LeaseRenewer:
+    def __init__(
+        self, redis: Redis, dep: Deployment, worker_id: str, holdings: Holdings, metrics: Metrics
+    ) -> None:
+        self.redis = redis
+        self.dep = dep
+        self.worker_id = worker_id
+        self.holdings = holdings
+        self.metrics = metrics
+        self.every = MAX_RENEW_EVERY_S
+        self._sooner = trio.Event()
+
+    def started(self, claimed: Claimed) -> None:
+        """A run started: renew sooner if its lease is shorter than the current pace."""
+        if claimed.spec is not None and claimed.spec.lease_s / 3 < self.every:
+            self._sooner.set()
+
+    def _interval(self) -> float:
+        leases = [c.spec.lease_s for c in self.holdings.leased() if c.spec is not None]
+        return min(max(min(leases, default=30.0) / 3, MIN_RENEW_EVERY_S), MAX_RENEW_EVERY_S)
+
+    async def run(self) -> None:
+        while True:
+            self.every = self._interval()
+            with trio.move_on_after(self.every):
+                await self._sooner.wait()  # a run with a shorter lease started
+                self._sooner = trio.Event()
+            # Finished runs whose completion Redis has not taken yet (full, restarting) are
+            # still ours: keep their leases, or the owner would deliver them again.
+            held = self.holdings.leased()
+            if held:
+                await self._renew(held)
+
+    async def _renew(self, held: list[Claimed]) -> None:
+        by_shard: dict[int, list[Claimed]] = defaultdict(list)
+        for claimed in held:
+            by_shard[claimed.shard].append(claimed)
+        calls = [
+            lua.renew_runs(self.dep.shard(shard), self.worker_id, [c.delivery for c in runs])
+            for shard, runs in by_shard.items()
+        ]
+        try:
+            replies = await redis_calls(self.redis, calls)
+        except RedisError as exc:
+            self.metrics.redis_error(log, "lease renewal", exc, self.every)
+            return
+        for runs, reply in zip(by_shard.values(), replies, strict=True):
+            if isinstance(reply, Exception):
+                self.metrics.redis_error(log, "lease renewal", reply, self.every)
+                continue
+            for c, (code, _lease) in zip(runs, lua.decode_renewed(reply), strict=True):
+                if code != lua.Held.APPLIED and c.key in self.holdings.running:
+                    why = "cancelled" if code == lua.Held.CANCELLED else "lost its lease"
+                    log.warning("run %s %s: stopping it", c.run_id, why)
+                    self.holdings.lose(c.key)

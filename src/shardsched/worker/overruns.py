@@ -1,0 +1,93 @@
+"""Which running runs overrun: longer than twice their job's recent p99 here, or 90 % of
+their timeout. A gauge per job, a log line when a job starts overrunning, and the count
+the worker publishes in the registry."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import OrderedDict, deque
+
+import trio
+
+from shardsched.runtime.metrics import Metrics
+from shardsched.store.keys import job_of_run
+from shardsched.worker.holdings import Claimed, Holdings
+
+log = logging.getLogger(__name__)
+
+#: Durations kept per job, and jobs kept, for the overrunning check.
+RECENT_DURATIONS = 50
+DURATION_JOBS = 10_000
+OVERRUN_CHECK_S = 1.0
+
+
+class OverrunTracker:
+    def __init__(self, holdings: Holdings, metrics: Metrics) -> None:
+        self.holdings = holdings
+        self.metrics = metrics
+        #: recent durations (s) of each job's runs here (bounded, least recent dropped)
+        self._durations: OrderedDict[str, deque[float]] = OrderedDict()
+        self.overrunning: dict[str, int] = {}
+
+    def record(self, job_id: str, duration_s: float) -> None:
+        """A run of the job finished here after ``duration_s``."""
+        recent = self._durations.get(job_id)
+        if recent is None:
+            recent = self._durations[job_id] = deque(maxlen=RECENT_DURATIONS)
+            if len(self._durations) > DURATION_JOBS:
+                self._durations.popitem(last=False)
+        else:
+            self._durations.move_to_end(job_id)
+        recent.append(duration_s)
+
+    def p99(self, job_id: str) -> float | None:
+        """The job's recent p99 duration here, once 5 runs are known."""
+        recent = self._durations.get(job_id)
+        if recent is None or len(recent) < 5:
+            return None
+        ordered = sorted(recent)
+        return ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
+
+    def threshold(self, claimed: Claimed) -> float:
+        """Seconds after which a run of this job is overrunning: 2x its recent p99 (from
+        5 runs on; never under 1 s), or 90 % of its timeout, whichever comes first."""
+        limit = math.inf
+        if claimed.spec is not None:
+            limit = 0.9 * claimed.spec.timeout_s
+        p99 = self.p99(job_of_run(claimed.run_id))
+        if p99 is not None:
+            limit = min(limit, max(2 * p99, 1.0))
+        return limit
+
+    async def run(self) -> None:
+        """Every second: which running runs overrun."""
+        while True:
+            await trio.sleep(OVERRUN_CHECK_S)
+            self._check(trio.current_time())
+
+    def _check(self, now: float) -> None:
+        gauge, ratio, label = (
+            self.metrics.overrunning,
+            self.metrics.overrun_ratio,
+            self.metrics.job_label,
+        )
+        counts: dict[str, int] = {}
+        ratios: dict[str, float] = {}
+        for claimed, _scope in list(self.holdings.running.values()):
+            elapsed = now - claimed.claimed_local
+            if elapsed > self.threshold(claimed):
+                job_id = job_of_run(claimed.run_id)
+                counts[job_id] = counts.get(job_id, 0) + 1
+                p99 = self.p99(job_id)
+                if p99:
+                    ratios[job_id] = max(ratios.get(job_id, 0.0), elapsed / p99)
+        for job_id in set(self.overrunning) - set(counts):
+            gauge.labels(label(job_id)).set(0)
+            ratio.labels(label(job_id)).set(0)
+        for job_id, count in counts.items():
+            if job_id not in self.overrunning:
+                log.warning("job %s overrunning", job_id, extra={"job_id": job_id})
+            gauge.labels(label(job_id)).set(count)
+            ratio.labels(label(job_id)).set(ratios.get(job_id, 0.0))
+        self.overrunning = counts

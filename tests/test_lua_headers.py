@@ -1,0 +1,66 @@
+"""Every Lua script has one typed wrapper, and the wrapper's KEYS and ARGV agree with the
+script's header (pure: reads lua/ and the wrappers, no Redis)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from shardsched.store.lua import all_signatures
+from shardsched.store.scripts import SCRIPTS
+
+_KEY = re.compile(r"^  KEYS\[(\d+)\] +(\S+)", re.MULTILINE)
+_ARG = re.compile(r"^  ARGV\[(\d+)\]", re.MULTILINE)
+_ITEMS = re.compile(r"^  ARGV\[(\d+)\.\.\] (?:items of (\d+)|(.*))", re.MULTILINE)
+
+
+def _header(name: str) -> str:
+    source = SCRIPTS[name].source.decode()
+    return source[source.index("--[[") : source.index("]]")]
+
+
+def test_every_script_has_one_wrapper() -> None:
+    assert sorted(all_signatures()) == sorted(SCRIPTS)
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_wrapper_matches_header(name: str) -> None:
+    header, sig = _header(name), all_signatures()[name]
+    keys = [(int(i), key) for i, key in _KEY.findall(header)]
+    assert [i for i, _ in keys] == list(range(1, len(keys) + 1)), "KEYS numbered 1..n"
+    assert tuple(key for _, key in keys) == sig.keys
+    fixed = [int(i) for i in _ARG.findall(header)]
+    assert fixed == list(range(1, len(fixed) + 1)), "ARGV numbered 1..n"
+    assert len(fixed) == len(sig.argv), f"{name}: ARGV {len(fixed)} in the header"
+    items = _ITEMS.findall(header)
+    if not items:
+        assert sig.item == ()
+        return
+    ((start, width, _plain),) = items
+    assert int(start) == len(fixed) + 1
+    assert len(sig.item) == (int(width) if width else 1)
+
+
+def test_lua_builds_no_keys_from_argv_but_the_base() -> None:
+    """A key built inside a script comes from the shard key base (the header says so), so
+    it carries the shard's hash tag; no other ARGV is concatenated into a key."""
+    for name, script in SCRIPTS.items():
+        for line in script.source.decode().splitlines():
+            for m in re.finditer(r"ARGV\[(\d+)\] \.\.", line):
+                arg = int(m.group(1)) - 1
+                assert all_signatures()[name].argv[arg] == "base", f"{name}: {line.strip()}"
+
+
+def test_every_key_a_script_builds_is_named_in_keys_py() -> None:
+    """Keys built inside scripts (``base .. 'run:' .. id``) are the shard's own keys, each
+    named in store/keys.py, so Python and Lua agree on where everything lives."""
+    keys_py = (Path(__file__).resolve().parents[1] / "src/shardsched/store/keys.py").read_text()
+    named = set(re.findall(r'self\.base \+ "([a-z_]+:?)"', keys_py))
+    lua = Path(__file__).resolve().parents[1] / "lua"
+    built: set[str] = set()
+    for path in [*lua.glob("*.lua"), *lua.glob("lib/*.lua")]:
+        built |= set(re.findall(r"base \.\. '([a-z_]+:?)'", path.read_text()))
+    assert built, "no key built from the base found: is the pattern stale?"
+    assert built <= named, f"built in Lua but not named in keys.py: {built - named}"
