@@ -5,6 +5,7 @@ completion. One object, owned by the worker and read by its renewer and complete
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import msgspec
 import trio
@@ -24,9 +25,9 @@ def decode_spec(raw: bytes) -> ExecSpec | None:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class Claimed:
-    """A run this worker claimed, with the clocks to carry the server's time forward."""
+class Claimed(NamedTuple):
+    """A run this worker claimed, with the clocks to carry the server's time forward (a
+    NamedTuple: one per run, cheap to build)."""
 
     shard: int
     delivery: Delivery
@@ -38,7 +39,7 @@ class Claimed:
 
     @classmethod
     def of(cls, shard: int, entry: ClaimedEntry, local: float) -> Claimed:
-        return cls(
+        return cls(  # positional, in field order
             shard,
             Delivery(entry.entry_id, entry.run_id, entry.token),
             decode_spec(entry.spec_json),

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from shardsched.store.calls import Call
 from shardsched.store.keys import CONSUMER_GROUP, GlobalKeys, ShardKeys
 from shardsched.store.lua import signature
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimedEntry:
-    """One run delivered to a worker, as claim.lua and pending_runs.lua answer it."""
+class ClaimedEntry(NamedTuple):
+    """One run delivered to a worker, as claim.lua and pending_runs.lua answer it (a
+    NamedTuple: built for every run of a burst, it must be cheap)."""
 
     entry_id: str
     run_id: str
@@ -70,8 +69,7 @@ class Held(enum.IntEnum):
     CANCELLED = -3  #: renew: the run was cancelled; the worker must stop it
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
+class Delivery(NamedTuple):
     """Which delivery of a run a worker holds: its stream entry and delivery token."""
 
     entry_id: str
@@ -106,8 +104,7 @@ def decode_renewed(reply: Sequence[Any]) -> list[tuple[Held, int]]:
     ]
 
 
-@dataclass(frozen=True, slots=True)
-class Completion:
+class Completion(NamedTuple):
     """One run's outcome for complete.lua."""
 
     delivery: Delivery
