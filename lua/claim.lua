@@ -3,11 +3,17 @@
   A worker claims up to N fired runs of one shard: read from the consumer group and move
   each run to running in the same atomic step. The pending entry is the lease.
 
-  KEYS[1] ready   STREAM of fired runs (group created here on first use)
+  KEYS[1] ready       STREAM of fired runs (group created here on first use)
+  KEYS[2] reclaim_at  STRING when the owner next looks for lapsed leases (ms): lowered to
+                      the earliest lease given here, and then published on the wake
+                      channel as "r<shard>:<ms>", so the owner's reclaim waits for the
+                      earliest lease deadline instead of polling
   ARGV[1] shard key base; run:<id> and job:<id> keys are built from it (same hash slot)
   ARGV[2] consumer group
   ARGV[3] worker id (the consumer)
   ARGV[4] how many runs at most
+  ARGV[5] wake channel
+  ARGV[6] shard number
 
   Returns a flat list, 8 fields per claimed run:
     entry id, run id, job spec JSON, scheduled_for (ms), attempt, delivery token,
@@ -18,7 +24,7 @@
 ]]
 local rcall = redis.call
 -- @include clock
-local ready_key = KEYS[1]
+local ready_key, reclaim_at_key = KEYS[1], KEYS[2]
 local base, group, worker = ARGV[1], ARGV[2], ARGV[3]
 
 local reply = redis.pcall('XREADGROUP', 'GROUP', group, worker, 'COUNT', ARGV[4],
@@ -39,6 +45,7 @@ end
 
 local now = server_now_ms()
 local now_n = tonumber(now)
+local earliest = nil
 for _, entry in ipairs(reply[1][2]) do
   local eid, rid = entry[1], entry[2][2]
   local run_key = base .. 'run:' .. rid
@@ -51,6 +58,9 @@ for _, entry in ipairs(reply[1][2]) do
     local job, tick, attempt = string.match(rid, '^([^:]+):([^:]+):(%d+)$')
     local job_fields = rcall('HMGET', base .. 'job:' .. job, 'spec', 'lease', 'version')
     local lease = now_n + tonumber(job_fields[2] or '30000')
+    if not earliest or lease < earliest then
+      earliest = lease
+    end
     local token = tonumber(run[2] or '0') + 1
     rcall('HSET', run_key, 'st', 'running', 'w', worker, 'l', lease, 'b', now, 'dt', token,
       'e', eid, 'v', job_fields[3] or '')
@@ -65,6 +75,13 @@ for _, entry in ipairs(reply[1][2]) do
     out[#out + 1] = token
     out[#out + 1] = lease
     out[#out + 1] = now
+  end
+end
+if earliest then
+  local at = tonumber(rcall('GET', reclaim_at_key) or '')
+  if not at or earliest < at then
+    rcall('SET', reclaim_at_key, earliest)
+    rcall('PUBLISH', ARGV[5], 'r' .. ARGV[6] .. ':' .. earliest)
   end
 end
 return out

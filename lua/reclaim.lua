@@ -6,23 +6,30 @@
   a row (its command kills its worker) is failed instead of delivered forever (a DAG
   task's run failed so settles its task in the DAG run, lib/dag.lua).
 
-  KEYS[1] ready   STREAM of fired runs
-  KEYS[2] epoch   STRING the shard's fencing token
-  KEYS[3] stats   HASH shard counters (lease_reclaims, poisoned, refused_fire)
+  Nothing is looked at before the shard's reclaim_at (the earliest lease deadline known:
+  claim.lua lowers it, renewals only push deadlines later). Otherwise every pending entry
+  is looked at (up to ARGV[4]), and reclaim_at is set to the earliest deadline of the runs
+  still held: a second ahead when more entries are pending than were looked at, ten
+  seconds ahead when none is held (a sweep all the same).
+
+  KEYS[1] ready       STREAM of fired runs
+  KEYS[2] epoch       STRING the shard's fencing token
+  KEYS[3] stats       HASH shard counters (lease_reclaims, poisoned, refused_fire)
+  KEYS[4] reclaim_at  STRING when to look next (ms)
   ARGV[1] epoch the caller holds
   ARGV[2] consumer group
   ARGV[3] shard key base; run:<id> keys are built from it (same hash slot)
-  ARGV[4] minimum idle time of a pending entry to look at (ms)
-  ARGV[5] how many pending entries to look at, at most
-  ARGV[6] poison limit (lapses in a row before the run is failed)
-  ARGV[7] ready channel
-  ARGV[8] shard number
+  ARGV[4] how many pending entries to look at, at most
+  ARGV[5] poison limit (lapses in a row before the run is failed)
+  ARGV[6] ready channel
+  ARGV[7] shard number
 
-  Returns {1, reclaimed, poisoned}, or {-1} when the caller's epoch is stale.
+  Returns {1, reclaimed, poisoned, reclaim_at ('' when nothing was ever claimed), now_ms},
+  or {-1} when the caller's epoch is stale.
 ]]
 local rcall = redis.call
 -- @include clock
-local ready_key, epoch_key, stats_key = KEYS[1], KEYS[2], KEYS[3]
+local ready_key, epoch_key, stats_key, reclaim_at_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local group, base = ARGV[2], ARGV[3]
 
 -- @include skips
@@ -32,13 +39,18 @@ if rcall('GET', epoch_key) ~= ARGV[1] then
   rcall('HINCRBY', stats_key, 'refused_fire', 1)
   return {-1}
 end
-local pending = redis.pcall('XPENDING', ready_key, group, 'IDLE', ARGV[4], '-', '+', ARGV[5])
-if pending.err then
-  return {1, 0, 0}  -- no stream or consumer group yet: nothing was ever claimed
-end
 local now = server_now_ms()
 local now_n = tonumber(now)
+local at = rcall('GET', reclaim_at_key)
+if at and now_n < tonumber(at) then
+  return {1, 0, 0, at, now}  -- no lease can have lapsed yet
+end
+local pending = redis.pcall('XPENDING', ready_key, group, '-', '+', ARGV[4])
+if pending.err then
+  return {1, 0, 0, '', now}  -- no stream or consumer group yet: nothing was ever claimed
+end
 local reclaimed, poisoned, released = 0, 0, 0
+local earliest = nil
 for _, entry in ipairs(pending) do
   local eid = entry[1]
   local body = rcall('XRANGE', ready_key, eid, eid)
@@ -50,12 +62,17 @@ for _, entry in ipairs(pending) do
       rcall('XACK', ready_key, group, eid)
       rcall('XDEL', ready_key, eid)
     end
-  elseif tonumber(run[2] or '0') < now_n then
+  elseif tonumber(run[2] or '0') >= now_n then
+    local lease = tonumber(run[2])
+    if not earliest or lease < earliest then
+      earliest = lease
+    end
+  else
     local run_key = base .. 'run:' .. rid
     local lapses = tonumber(run[3] or '0') + 1
     rcall('XACK', ready_key, group, eid)
     rcall('XDEL', ready_key, eid)
-    if lapses >= tonumber(ARGV[6]) then
+    if lapses >= tonumber(ARGV[5]) then
       rcall('HSET', run_key, 'st', 'failed', 'rc', lapses, 'f', now,
         'r', 'lease lapsed ' .. lapses .. ' times in a row (poison run)')
       poisoned = poisoned + 1
@@ -76,9 +93,15 @@ if reclaimed > 0 then
   rcall('HINCRBY', stats_key, 'lease_reclaims', reclaimed)
 end
 if reclaimed > 0 or released > 0 then
-  rcall('PUBLISH', ARGV[7], ARGV[8])
+  rcall('PUBLISH', ARGV[6], ARGV[7])
 end
 if poisoned > 0 then
   rcall('HINCRBY', stats_key, 'poisoned', poisoned)
 end
-return {1, reclaimed, poisoned}
+if #pending >= tonumber(ARGV[4]) then
+  earliest = now_n + 1000  -- more pending than looked at: look again in a second
+end
+-- Nothing held: a sweep in 10 s all the same (entries from before reclaim_at existed).
+earliest = earliest or now_n + 10000
+rcall('SET', reclaim_at_key, earliest)
+return {1, reclaimed, poisoned, earliest, now}

@@ -17,7 +17,6 @@ from shardsched.ops import dags as dag_ops
 from shardsched.ops import listing
 from shardsched.store.calls import call_script
 from shardsched.store.calls import drive_async as drive
-from shardsched.store.keys import CONSUMER_GROUP
 from shardsched.store.lua import runs as runs_lua
 from shardsched.worker.worker import Worker
 
@@ -188,7 +187,7 @@ async def test_diamond_releases_its_join_once_when_both_branches_finish_together
     sk = dep.keys_for(dag_id)
 
     async def claim(worker: str) -> tuple[bytes, bytes, bytes]:
-        reply = await redis.script("claim", (sk.ready,), (sk.base, CONSUMER_GROUP, worker, 1))
+        reply = await call_script(redis, runs_lua.claim(sk, dep.globals, worker, 1))
         assert len(reply) == 8, reply
         return reply[0], reply[1], reply[5]
 
@@ -209,7 +208,7 @@ async def test_diamond_releases_its_join_once_when_both_branches_finish_together
             nursery.start_soon(complete, "w2", c)
         d = await claim("w1")
         assert d[1] == f"{dag_id}.d:{drid.split(':')[1]}:1".encode()
-        assert await redis.script("claim", (sk.ready,), (sk.base, CONSUMER_GROUP, "w2", 10)) == []
+        assert await call_script(redis, runs_lua.claim(sk, dep.globals, "w2", 10)) == []
         await complete("w1", d)
         run = await drive(dag_ops.get_dag_run(dep, drid), redis)
         assert run.state == "succeeded"

@@ -72,8 +72,12 @@ async def test_once_job_fires_on_time_and_output_is_readable(node, worker, http,
 async def test_interval_job_fires_once_per_tick(node, worker, http) -> None:
     body = {"name": "tick", "schedule": {"type": "interval", "every_s": 1}, "command": "true"}
     job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
-    await trio.sleep(4.2)
-    runs = (await http.get(f"/api/v1/jobs/{job_id}/runs?limit=100")).json()["runs"]
+
+    async def three_runs() -> list | None:
+        runs = (await http.get(f"/api/v1/jobs/{job_id}/runs?limit=100")).json()["runs"]
+        return runs if len(runs) >= 3 else None
+
+    runs = await wait_until(three_runs, timeout=15)
     ticks = [datetime.fromisoformat(r["scheduled_for"]) for r in runs]
     assert len(runs) >= 3
     assert len(set(ticks)) == len(ticks), "a tick fired twice"

@@ -9,7 +9,6 @@ import hiredis
 from conftest import RedisServer, keyspace
 from shardsched import IntervalSchedule, JobSpec, ops
 from shardsched.store.calls import call_script
-from shardsched.store.keys import CONSUMER_GROUP
 from shardsched.store.lua import runs as runs_lua
 from shardsched.store.redis import Redis
 
@@ -131,14 +130,14 @@ async def test_claim_and_fenced_completion(redis, dep) -> None:
     (epoch,) = await acquire(redis, dep, sk.shard, "n")
     old = await make_due(redis, dep, job)
     await fire(redis, dep, sk.shard, epoch, job, old, old + 60_000)
-    claimed = await redis.script("claim", (sk.ready,), (sk.base, CONSUMER_GROUP, "w1", 10))
+    claimed = await call_script(redis, runs_lua.claim(sk, dep.globals, "w1", 10))
     assert len(claimed) == 8
     eid, rid, spec, sched, attempt, token = claimed[:6]
     assert rid == f"{job}:{old}:1".encode() and int(sched) == old and attempt == b"1"
     assert b'"command":"true"' in spec
     run = await redis.execute("HMGET", sk.run(rid.decode()), "st", "w")
     assert run == [b"running", b"w1"]
-    assert await redis.script("claim", (sk.ready,), (sk.base, CONSUMER_GROUP, "w2", 10)) == []
+    assert await call_script(redis, runs_lua.claim(sk, dep.globals, "w2", 10)) == []
 
     run_key = sk.run(rid.decode())
 

@@ -125,7 +125,12 @@ async def test_paused_worker_cannot_complete_a_run_it_lost(
 
     rid = (await wait_run(redis, dep, job_id, "succeeded", by="w2"))[0].run_id
     w1.send_signal(signal.SIGCONT)  # it wakes believing it still runs the job
-    await trio.sleep(3)
+
+    async def refused() -> bool:
+        (superseded,) = await run_fields(redis, dep, rid, "sx")
+        return int(superseded or 0) >= 1
+
+    await wait_until(refused, timeout=15)
     state, claimed_by, superseded = await run_fields(redis, dep, rid, "st", "w", "sx")
     assert (state, claimed_by) == (b"succeeded", b"w2"), "the stale worker changed nothing"
     assert int(superseded or 0) >= 1, "its renewal or completion was refused and recorded"

@@ -105,7 +105,7 @@ def claim(dep: Deployment, req: ClaimRequest) -> Op:
     start = random.randrange(dep.n_shards)
     for offset in range(dep.n_shards):
         sk = dep.shard((start + offset) % dep.n_shards)
-        (reply,) = yield [runs_lua.claim(sk, req.worker_id, req.max_runs - len(runs))]
+        (reply,) = yield [runs_lua.claim(sk, dep.globals, req.worker_id, req.max_runs - len(runs))]
         for c in runs_lua.decode_claimed(check(reply)):
             spec = _spec_decoder.decode(c.spec_json) if c.spec_json else None
             runs.append(

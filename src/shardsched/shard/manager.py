@@ -14,6 +14,7 @@ anyway, so a paused former owner cannot write after losing its lease.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 from dataclasses import dataclass, field
@@ -38,10 +39,13 @@ from shardsched.store.redis import Redis, RedisError
 
 log = logging.getLogger(__name__)
 
-#: How often the owner looks for runs whose worker lease lapsed.
-RECLAIM_EVERY_S = 1.0
-#: A pending entry idle for less than this cannot have lapsed (leases are at least 1 s).
-RECLAIM_MIN_IDLE_MS = 1000
+#: How often the owner reports stalled DAG tasks and resumes jobs paused until now.
+MAINTENANCE_EVERY_S = 1.0
+#: The longest the owner goes without a reclaim round (the earliest lease deadline it
+#: knows of, lua/claim.lua tells it of earlier ones, usually comes first).
+RECLAIM_MAX_WAIT_S = 10.0
+#: The shortest pause between reclaim rounds (a deadline due this very millisecond).
+RECLAIM_MIN_WAIT_S = 0.01
 #: Lapses in a row after which a run is failed as poison, not delivered again.
 POISON_LAPSES = 3
 
@@ -83,9 +87,15 @@ class ShardManager:
         self.live_nodes: list[str] = []
         self.refused_writes = 0
         self.reclaimed = 0
+        self.reclaim_rounds = 0
         self.dag_stalled = 0
         self.auto_resumed = 0
         self._started_ms = 0
+        #: trio's clock when the next reclaim round is due, and the server's clock less
+        #: trio's (ms), to read claim.lua's deadlines (server clock) on trio's
+        self._reclaim_at = -math.inf
+        self._reclaim_sooner = trio.Event()
+        self._server_ahead_ms: float | None = None
 
     async def _heartbeat(self) -> frozenset[int]:
         g = self.dep.globals
@@ -122,6 +132,7 @@ class ShardManager:
             self.metrics.ownership_changes.labels(str(shard)).inc()
             owned = self.owned[shard] = Owned(actor)
             await nursery.start(self._run_actor, owned, name=f"shard-{shard}")
+            self._reclaim_soon(-math.inf)  # a shard taken over: its lapsed leases now
             log.info(
                 "node %s owns shard %d at epoch %d",
                 self.node_id,
@@ -198,53 +209,96 @@ class ShardManager:
                 if not started:
                     task_status.started()
                     started = True
+            elif (hint := runs_lua.reclaim_hint(msg)) is not None:
+                shard, at_ms = hint
+                if shard in self.leases and self._server_ahead_ms is not None:
+                    self._reclaim_soon((at_ms - self._server_ahead_ms) / 1000)
+                elif shard in self.leases:
+                    self._reclaim_soon(-math.inf)
             else:
                 self.wake(int(msg))
 
+    def _reclaim_soon(self, at: float) -> None:
+        """Have the reclaim round run by ``at`` (trio's clock) at the latest."""
+        if at < self._reclaim_at:
+            self._reclaim_at = at
+            self._reclaim_sooner.set()
+
     async def _reclaim_loop(self) -> None:
-        """Take back runs whose worker lease lapsed, and report DAG tasks released but not
-        claimed within their SLA, in every owned shard (one round trip)."""
-        backoff = Backoff(first=RECLAIM_EVERY_S, cap=10.0)
+        """Take back runs whose worker lease lapsed, in every owned shard (one round trip),
+        when the earliest lease deadline the owner knows of comes: reclaim.lua answers it,
+        claim.lua publishes earlier ones, and a round never waits past RECLAIM_MAX_WAIT_S."""
+        backoff = Backoff(first=MAINTENANCE_EVERY_S, cap=10.0)
         while True:
-            await trio.sleep(RECLAIM_EVERY_S)
+            while (wait := self._reclaim_at - trio.current_time()) > 0:
+                with trio.move_on_after(wait):
+                    await self._reclaim_sooner.wait()
+                self._reclaim_sooner = trio.Event()
+            self._reclaim_at = trio.current_time() + RECLAIM_MAX_WAIT_S
             try:
                 await self._reclaim_round()
                 backoff.reset()
             except (RedisError, ShardschedError) as exc:
                 pause = backoff.next()
                 self.metrics.redis_error(log, "reclaim round", exc, pause)
-                await trio.sleep(pause)
+                self._reclaim_at = trio.current_time() + pause
 
     async def _reclaim_round(self) -> None:
-        """One round of reclaim, stall reports and auto-resume over the owned shards."""
         held = list(self.leases.items())
-        calls = []
-        for shard, epoch in held:
-            sk = self.dep.shard(shard)
-            calls.append(
-                runs_lua.reclaim(
-                    sk, self.dep.globals, epoch, RECLAIM_MIN_IDLE_MS, 1000, POISON_LAPSES
-                )
-            )
-            calls.append(dags_lua.dag_stalled(sk, epoch, 1000))
+        calls = [
+            runs_lua.reclaim(self.dep.shard(shard), self.dep.globals, epoch, 1000, POISON_LAPSES)
+            for shard, epoch in held
+        ]
         if not calls:
             return
+        self.reclaim_rounds += 1
         replies = await redis_calls(self.redis, calls)
-        for n, (shard, _) in enumerate(held):
-            reply, stalled = replies[2 * n], replies[2 * n + 1]
+        local = trio.current_time()
+        for (shard, _), reply in zip(held, replies, strict=True):
             if isinstance(reply, Exception):
                 log.error("reclaim on shard %d failed: %s", shard, reply)
-            elif reply[0] == runs_lua.Fenced.OK and (reply[1] or reply[2]):
-                self.reclaimed += reply[1]
-                self.metrics.lease_reclaims.inc(reply[1])
-                self.metrics.poisoned.inc(reply[2])
+                self._reclaim_soon(local + MAINTENANCE_EVERY_S)
+                continue
+            done = runs_lua.decode_reclaimed(reply)
+            if done is None:
+                continue  # the lease is gone: the manager's renewal round notices
+            self._server_ahead_ms = done.now_ms - local * 1000
+            if done.next_ms is not None:
+                wait = max((done.next_ms - done.now_ms) / 1000, RECLAIM_MIN_WAIT_S)
+                self._reclaim_soon(local + wait)
+            if done.reclaimed or done.poisoned:
+                self.reclaimed += done.reclaimed
+                self.metrics.lease_reclaims.inc(done.reclaimed)
+                self.metrics.poisoned.inc(done.poisoned)
                 log.warning(
                     "shard %d: %d runs reclaimed after their lease lapsed, %d failed as poison",
                     shard,
-                    reply[1],
-                    reply[2],
+                    done.reclaimed,
+                    done.poisoned,
                     extra={"shard": shard, "epoch": self.leases.get(shard)},
                 )
+
+    async def _maintenance_loop(self) -> None:
+        """Every second: report DAG tasks released but not claimed within their SLA, and
+        resume the jobs paused until now, in every owned shard."""
+        backoff = Backoff(first=MAINTENANCE_EVERY_S, cap=10.0)
+        while True:
+            await trio.sleep(MAINTENANCE_EVERY_S)
+            try:
+                await self._maintenance_round()
+                backoff.reset()
+            except (RedisError, ShardschedError) as exc:
+                pause = backoff.next()
+                self.metrics.redis_error(log, "maintenance round", exc, pause)
+                await trio.sleep(pause)
+
+    async def _maintenance_round(self) -> None:
+        held = list(self.leases.items())
+        if not held:
+            return
+        calls = [dags_lua.dag_stalled(self.dep.shard(shard), epoch, 1000) for shard, epoch in held]
+        replies = await redis_calls(self.redis, calls)
+        for (shard, _), stalled in zip(held, replies, strict=True):
             if isinstance(stalled, Exception):
                 log.error("stall check on shard %d failed: %s", shard, stalled)
             elif stalled[0] == runs_lua.Fenced.OK and stalled[1]:
@@ -309,6 +363,7 @@ class ShardManager:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self._listen_wakes, name="wake-listener")
                 nursery.start_soon(self._reclaim_loop, name="reclaimer")
+                nursery.start_soon(self._maintenance_loop, name="maintenance")
                 started = False
                 backoff = Backoff(first=self.renew_every_s / 4, cap=self.renew_every_s)
                 while True:

@@ -170,6 +170,12 @@ class ShardKeys:
         """ZSET "first:last:count:reason:decided_at" -> first: ticks a policy skipped."""
         return self.base + "skips:" + job_id
 
+    @property
+    def reclaim_at(self) -> str:
+        """STRING ms: when the owner next looks for lapsed leases (the earliest lease deadline
+        it knows of; claim.lua lowers it, reclaim.lua sets it)."""
+        return self.base + "reclaim_at"
+
     def backfill_queue(self, job_id: str) -> str:
         """ZSET tick -> tick: a job's backfill ticks waiting for a slot (lua/backfill.lua)."""
         return self.base + "bfq:" + job_id

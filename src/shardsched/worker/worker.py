@@ -130,9 +130,8 @@ class Worker:
             self._mark_all()
 
     async def _claim(self, shard: int, count: int) -> list[Claimed]:
-        reply = await call_script(
-            self.redis, lua.claim(self.dep.shard(shard), self.worker_id, count)
-        )
+        call = lua.claim(self.dep.shard(shard), self.dep.globals, self.worker_id, count)
+        reply = await call_script(self.redis, call)
         return self._claimed(shard, reply)
 
     def _claimed(self, shard: int, reply: list[object]) -> list[Claimed]:

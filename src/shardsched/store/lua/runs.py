@@ -43,12 +43,29 @@ def decode_claimed(reply: Sequence[Any]) -> list[ClaimedEntry]:
     ]
 
 
-CLAIM = signature("claim", keys=("ready",), argv=("base", "group", "worker", "count"))
+CLAIM = signature(
+    "claim",
+    keys=("ready", "reclaim_at"),
+    argv=("base", "group", "worker", "count", "wake channel", "shard"),
+)
 
 
-def claim(sk: ShardKeys, worker_id: str, count: int) -> Call:
-    """Claim up to ``count`` fired runs of one shard; decode with :func:`decode_claimed`."""
-    return CLAIM.call((sk.ready,), (sk.base, CONSUMER_GROUP, worker_id, count))
+def claim(sk: ShardKeys, g: GlobalKeys, worker_id: str, count: int) -> Call:
+    """Claim up to ``count`` fired runs of one shard; decode with :func:`decode_claimed`.
+    A lease earlier than any the owner knows of is published to it (:func:`reclaim_hint`)."""
+    return CLAIM.call(
+        (sk.ready, sk.reclaim_at),
+        (sk.base, CONSUMER_GROUP, worker_id, count, g.wake_channel, sk.shard),
+    )
+
+
+def reclaim_hint(message: bytes) -> tuple[int, int] | None:
+    """(shard, ms) of a wake-channel message ``r<shard>:<ms>`` (claim.lua: the shard's
+    earliest lease deadline is now ``ms``); None for any other message."""
+    if not message.startswith(b"r"):
+        return None
+    shard, _, at = message[1:].partition(b":")
+    return int(shard), int(at)
 
 
 PENDING_RUNS = signature("pending_runs", keys=("ready",), argv=("group", "worker", "base", "count"))
@@ -190,37 +207,33 @@ class Fenced(enum.IntEnum):
 
 RECLAIM = signature(
     "reclaim",
-    keys=("ready", "epoch", "stats"),
-    argv=(
-        "epoch",
-        "group",
-        "base",
-        "min idle",
-        "count",
-        "poison limit",
-        "ready channel",
-        "shard",
-    ),
+    keys=("ready", "epoch", "stats", "reclaim_at"),
+    argv=("epoch", "group", "base", "count", "poison limit", "ready channel", "shard"),
 )
 
 
-def reclaim(
-    sk: ShardKeys, g: GlobalKeys, epoch: int, min_idle_ms: int, count: int, poison_limit: int
-) -> Call:
-    """Send lapsed leases' runs back to scheduled; reply {1, reclaimed, poisoned} or {-1}."""
+def reclaim(sk: ShardKeys, g: GlobalKeys, epoch: int, count: int, poison_limit: int) -> Call:
+    """Send lapsed leases' runs back to scheduled (fenced); decode with
+    :func:`decode_reclaimed`."""
     return RECLAIM.call(
-        (sk.ready, sk.epoch, sk.stats),
-        (
-            epoch,
-            CONSUMER_GROUP,
-            sk.base,
-            min_idle_ms,
-            count,
-            poison_limit,
-            g.ready_channel,
-            sk.shard,
-        ),
+        (sk.ready, sk.epoch, sk.stats, sk.reclaim_at),
+        (epoch, CONSUMER_GROUP, sk.base, count, poison_limit, g.ready_channel, sk.shard),
     )
+
+
+class Reclaimed(NamedTuple):
+    reclaimed: int  #: runs sent back to scheduled
+    poisoned: int  #: runs failed after too many lapses in a row
+    next_ms: int | None  #: when to look again (server clock); None: nothing ever claimed
+    now_ms: int
+
+
+def decode_reclaimed(reply: Sequence[Any]) -> Reclaimed | None:
+    """The reply; None when the caller's epoch is stale."""
+    if reply[0] == Fenced.STALE_EPOCH:
+        return None
+    at = reply[3]
+    return Reclaimed(int(reply[1]), int(reply[2]), int(at) if at else None, int(reply[4]))
 
 
 class Retried(enum.IntEnum):
