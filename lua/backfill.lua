@@ -15,22 +15,23 @@
   ARGV[5] shard number
   ARGV[6..] ticks (ms)
 
+  Keys built from the shard key base (each in KEYS' hash slot): bfq:<id>, job:<id>,
+    run:<id>, runs:<id>.
+
   Returns {1, queued, already, released}: ticks newly queued, ticks that had a run or were
   queued already, runs started now; {-1} no such job; {-2} the job is deleted.
 ]]
 local rcall = redis.call
 -- @include clock
+-- @include live
 local job_key, ready_key = KEYS[1], KEYS[2]
 local base, job = ARGV[1], ARGV[2]
 
 -- @include backfill
 
-local status = rcall('HGET', job_key, 'status')
-if not status then
-  return {-1}
-end
-if status == 'deleted' then
-  return {-2}
+local status, refused = live_status(job_key)
+if refused then
+  return refused
 end
 local now = server_now_ms()
 local queue_key = base .. 'bfq:' .. job

@@ -29,6 +29,10 @@
           reason (''), output ('' keeps none), execution start (server-clock ms, ''
           unknown), next attempt due (ms; '' for none)
 
+  Keys built from the shard key base (each in KEYS' hash slot): bfq:<id>, dagq:<id>,
+    dagrun:<id>, dagwait, job:<id>, out:<id>, run:<id>, runs:<id>, segs:<id>, skips:<id>,
+    timer, vers:<id>.
+
   Returns {now_ms, code1, code2, ...}, a code per item: 1 applied; 0 this very completion
   was applied before (a retry after a lost reply); -1 no such run; -2 the caller no longer
   holds the run (recorded).

@@ -11,6 +11,9 @@
   ARGV[2] shard key base; run:<id> and dagrun:<id> keys are built from it (same hash slot)
   ARGV[3] how many to look at, at most
 
+  Keys built from the shard key base (each in KEYS' hash slot): dagrun:<id>, job:<id>,
+    run:<id>.
+
   Returns {1, stalled, dag_id1, dag_id2, ...} (the DAG of each stalled run), or {-1}
   when the caller's epoch is stale.
 ]]

@@ -16,17 +16,15 @@
 ]]
 local rcall = redis.call
 -- @include clock
+-- @include live
 local job_key, timer_key, segs_key, versions_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
 -- @include segments
 -- @include versions
 
-local status = rcall('HGET', job_key, 'status')
-if not status then
-  return {-1}
-end
-if status == 'deleted' then
-  return {-2}
+local status, refused = live_status(job_key)
+if refused then
+  return refused
 end
 local now = server_now_ms()
 if status == 'active' then

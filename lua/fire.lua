@@ -35,6 +35,9 @@
     next_ms  the earliest future timer or retry score ('' when both are empty or jobs are
              due);
     then the due jobs (score <= now_ms + look-ahead) with their timing JSON.
+  Keys built from the shard key base (each in KEYS' hash slot): dagq:<id>, dagrun:<id>,
+    dagwait, job:<id>, run:<id>, runs:<id>, skips:<id>.
+
   Returns {-1, current_epoch} when the caller's epoch is stale (only the counter written).
 ]]
 local rcall = redis.call

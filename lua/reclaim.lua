@@ -24,6 +24,9 @@
   ARGV[6] ready channel
   ARGV[7] shard number
 
+  Keys built from the shard key base (each in KEYS' hash slot): bfq:<id>, dagq:<id>,
+    dagrun:<id>, dagwait, job:<id>, run:<id>, runs:<id>, skips:<id>.
+
   Returns {1, reclaimed, poisoned, reclaim_at ('' when nothing was ever claimed), now_ms},
   or {-1} when the caller's epoch is stale.
 ]]

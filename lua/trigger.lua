@@ -15,14 +15,12 @@
 ]]
 local rcall = redis.call
 -- @include clock
+-- @include live
 local job_key, ready_key = KEYS[1], KEYS[2]
 local base, job = ARGV[1], ARGV[2]
-local status = rcall('HGET', job_key, 'status')
-if not status then
-  return {-1}
-end
-if status == 'deleted' then
-  return {-2}
+local status, refused = live_status(job_key)
+if refused then
+  return refused
 end
 local now = server_now_ms()
 local n = rcall('HINCRBY', job_key, 'triggers', 1)

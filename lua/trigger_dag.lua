@@ -11,6 +11,9 @@
   ARGV[3] ready channel
   ARGV[4] shard number
 
+  Keys built from the shard key base (each in KEYS' hash slot): dagq:<id>, dagrun:<id>,
+    dagwait, job:<id>, run:<id>, runs:<id>, skips:<id>.
+
   Returns {code, dag_run_id, now_ms} with code 1 started or 2 queued; {-1} no such DAG;
   {-2} the DAG is deleted. DAG run ids are <dag>:t<n> with n the DAG's trigger count.
 ]]

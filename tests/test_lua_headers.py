@@ -64,3 +64,13 @@ def test_every_key_a_script_builds_is_named_in_keys_py() -> None:
         built |= set(re.findall(r"base \.\. '([a-z_]+:?)'", path.read_text()))
     assert built, "no key built from the base found: is the pattern stale?"
     assert built <= named, f"built in Lua but not named in keys.py: {built - named}"
+
+
+def test_every_key_a_script_builds_is_in_its_header() -> None:
+    """A script's header names every key it builds from the shard's base, its lib/
+    helpers' included."""
+    for name, script in SCRIPTS.items():
+        source = script.source.decode()  # lib/ helpers already inlined
+        built = set(re.findall(r"base \.\. '([a-z_]+:?)'", source))
+        missing = sorted(b for b in built if b not in _header(name))
+        assert not missing, f"lua/{name}.lua builds {missing} without naming them"

@@ -10,7 +10,6 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import msgspec
 
 from shardsched import ops
-from shardsched.core.errors import BulkPartiallyApplied
 from shardsched.core.models import JobSpec
 from shardsched.core.views import JobCreated
 from shardsched.sdk import plans
@@ -65,19 +64,10 @@ class AsyncClient:
 
     async def add_jobs(self, specs: Iterable[JobSpec], batch: int = 1000) -> list[JobCreated]:
         """As :meth:`Client.add_jobs`."""
-        chunk = list(specs)
-        try:
-            ops.validate_specs(chunk)
-        except msgspec.ValidationError as exc:
-            raise plans.as_validation_error(exc) from None
         out: list[JobCreated] = []
-        for i in range(0, len(chunk), batch):
-            try:
-                out += await self._run(ops.create_jobs(self.deployment, chunk[i : i + batch], True))
-            except Exception as exc:
-                if not out:
-                    raise
-                raise BulkPartiallyApplied(out, exc) from exc
+        for chunk in plans.validated_batches(specs, batch):
+            with plans.bulk_progress(out):
+                out += await self._run(plans.add_validated(self, chunk).op)
         return out
 
     # the operations (sdk/plans.py), awaitable

@@ -6,13 +6,15 @@ same methods with honest types."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Generic, Protocol, TypeVar
 
 import msgspec
 
 from shardsched import ops
-from shardsched.core.errors import ValidationError
+from shardsched.core.errors import BulkPartiallyApplied, ValidationError
 from shardsched.core.instants import to_ms
 from shardsched.core.models import (
     BackfillRequest,
@@ -87,6 +89,34 @@ def _ms(when: datetime | None) -> int | None:
 
 
 # jobs ------------------------------------------------------------
+
+
+def validated_batches(specs: Iterable[JobSpec], batch: int) -> list[list[JobSpec]]:
+    """Every spec validated before anything is written (a bad one raises ValidationError
+    naming ``$[i].field``), then cut into batches of ``batch``."""
+    chunk = list(specs)
+    try:
+        ops.validate_specs(chunk)
+    except msgspec.ValidationError as exc:
+        raise as_validation_error(exc) from None
+    return [chunk[i : i + batch] for i in range(0, len(chunk), batch)]
+
+
+@contextmanager
+def bulk_progress(created: list[JobCreated]) -> Iterator[None]:
+    """A failure after some batches were committed raises BulkPartiallyApplied listing
+    ``created``; a failure of the first batch is raised as it is."""
+    try:
+        yield
+    except Exception as exc:
+        if not created:
+            raise
+        raise BulkPartiallyApplied(created, exc) from exc
+
+
+def add_validated(c: Handle, specs: Sequence[JobSpec]) -> Plan[list[JobCreated]]:
+    """One batch of a bulk registration (validated by :func:`validated_batches`)."""
+    return Plan(ops.create_jobs(c.deployment, specs, True))
 
 
 def add_job(c: Handle, spec: JobSpec) -> Plan[JobCreated]:

@@ -11,7 +11,6 @@ import msgspec
 import redis as redis_py
 
 from shardsched import ops
-from shardsched.core.errors import BulkPartiallyApplied
 from shardsched.core.models import JobSpec
 from shardsched.core.views import JobCreated
 from shardsched.sdk import plans
@@ -156,19 +155,10 @@ class Client:
         ValidationError naming ``$[i].field``, and nothing is registered). Raises
         BulkPartiallyApplied, listing the jobs that were registered, if Redis fails after
         the first batch."""
-        chunk = list(specs)
-        try:
-            ops.validate_specs(chunk)
-        except msgspec.ValidationError as exc:
-            raise plans.as_validation_error(exc) from None
         out: list[JobCreated] = []
-        for i in range(0, len(chunk), batch):
-            try:
-                out += self._run(ops.create_jobs(self.deployment, chunk[i : i + batch], True))
-            except Exception as exc:
-                if not out:
-                    raise
-                raise BulkPartiallyApplied(out, exc) from exc
+        for chunk in plans.validated_batches(specs, batch):
+            with plans.bulk_progress(out):
+                out += self._run(plans.add_validated(self, chunk).op)
         return out
 
     # the operations (sdk/plans.py), blocking
