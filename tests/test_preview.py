@@ -10,8 +10,8 @@ import trio
 from shardsched import Client
 from shardsched.core.instants import to_ms
 from shardsched.core.models import CronSchedule, IntervalSchedule, SchedulePreviewRequest
+from shardsched.core.preview import preview
 from shardsched.core.schedule import next_fire_ms
-from shardsched.ops.preview import preview
 
 
 def berlin(expression: str, after: str, count: int) -> dict:

@@ -60,7 +60,7 @@ def parse_cron(expression: str) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=256)
-def _zone(name: str) -> zoneinfo.ZoneInfo:
+def zone_info(name: str) -> zoneinfo.ZoneInfo:
     return zoneinfo.ZoneInfo(name)
 
 
@@ -97,7 +97,7 @@ def cron_next_ms(expression: str, timezone: str, after_ms: int) -> int:
     fields = parse_cron(expression)
     expr = " ".join(fields)
     hour_wildcard = fields[1].startswith("*")
-    zone = _zone(timezone)
+    zone = zone_info(timezone)
     after = from_ms(after_ms)
     local = after.astimezone(zone)
     wall = local.replace(tzinfo=None, fold=0)

@@ -1,81 +1,11 @@
-"""Schedule preview: the next fire times of a schedule, in UTC and on its own wall clock,
-with every firing a DST change moves or suppresses called out (the rule of
-:mod:`shardsched.core.schedule`, applied by the same code that schedules)."""
+"""The schedule preview operation: :func:`shardsched.core.preview.preview` from now on the
+Redis server's clock (the one clock)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-from itertools import islice
-
-from croniter import croniter
-
-from shardsched.core.instants import from_ms, to_ms
-from shardsched.core.models import CronSchedule, IntervalSchedule, Schedule, SchedulePreviewRequest
-from shardsched.core.schedule import _zone, classify, first_fire_ms, parse_cron
-from shardsched.core.ticks import walk
-from shardsched.core.validation import checked, validate_schedule
-from shardsched.core.views import FireTime, SchedulePreview, SuppressedTime
+from shardsched.core.models import SchedulePreviewRequest
+from shardsched.core.preview import preview
 from shardsched.store.calls import Call, Op, server_ms
-
-
-def _dst_notes(
-    schedule: CronSchedule, after: datetime, until: datetime
-) -> tuple[dict[datetime, str], list[SuppressedTime]]:
-    """DST notes of the fire instants in (after, until], and the suppressed wall times."""
-    fields = parse_cron(schedule.expression)
-    zone = _zone(schedule.timezone)
-    wildcard = fields[1].startswith("*")
-    notes: dict[datetime, str] = {}
-    suppressed: list[SuppressedTime] = []
-    start = after.astimezone(zone).replace(tzinfo=None) - timedelta(hours=3)
-    try:
-        end = until.astimezone(zone).replace(tzinfo=None) + timedelta(hours=3)
-    except OverflowError:
-        end = datetime.max
-    it = croniter(" ".join(fields), start)
-    while True:
-        try:
-            wall = it.get_next(datetime)
-        except (ValueError, OverflowError):  # past year 9999
-            break
-        if wall > end:
-            break
-        fires, reason = classify(wall, zone, wildcard)
-        for instant, note in fires:
-            if note and after < instant <= until:
-                notes[instant] = note
-        if reason:
-            nominal = wall.replace(tzinfo=zone, fold=1 if reason == "dst_repeat_skipped" else 0)
-            if after < nominal.astimezone(UTC) <= until:
-                suppressed.append(SuppressedTime(wall_time=wall.isoformat(), reason=reason))
-    return notes, suppressed
-
-
-def _first_after(schedule: Schedule, after_ms: int) -> int | None:
-    """The schedule's first nominal tick strictly after ``after_ms`` (a past ``once`` fires
-    at once, so it is its own first)."""
-    if isinstance(schedule, IntervalSchedule) and schedule.start_at is not None:
-        start, every = to_ms(schedule.start_at), round(schedule.every_s * 1000)
-        return start if start > after_ms else start + ((after_ms - start) // every + 1) * every
-    return first_fire_ms(schedule, after_ms)
-
-
-def preview(request: SchedulePreviewRequest, now_ms: int) -> SchedulePreview:
-    """The next ``request.count`` fire times after ``request.after`` (default: now)."""
-    schedule: Schedule = checked(request).schedule
-    validate_schedule(schedule)
-    after_ms = now_ms if request.after is None else to_ms(request.after)
-    times = list(islice(walk(schedule, _first_after(schedule, after_ms)), request.count))
-    zone = _zone(schedule.timezone) if isinstance(schedule, CronSchedule) else UTC
-    notes: dict[datetime, str] = {}
-    suppressed: list[SuppressedTime] = []
-    if isinstance(schedule, CronSchedule) and times:
-        notes, suppressed = _dst_notes(schedule, from_ms(after_ms), from_ms(times[-1]))
-    fire_times = [
-        FireTime(at=from_ms(t), local=from_ms(t).astimezone(zone), dst=notes.get(from_ms(t)))
-        for t in times
-    ]
-    return SchedulePreview(fire_times=fire_times, suppressed=suppressed)
 
 
 def preview_schedule(request: SchedulePreviewRequest) -> Op:
