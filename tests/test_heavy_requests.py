@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import trio
 
+from conftest import wait_until
 from nodes import view
 from shardsched.ops.cluster import ClusterView
 from shardsched.shard.manager import ShardManager
@@ -61,7 +62,10 @@ async def test_five_heavy_requests_at_once_leave_the_leases_alone(
         "tasks": tasks,
     }
 
-    await trio.sleep(1.5)  # leases settled
+    async def settled() -> bool:  # every shard owned by the node, its leases renewed
+        return all(sh.owner == node.node_id for sh in (await view(redis, dep)).shards)
+
+    await wait_until(settled, timeout=15)
     before = counters(await view(redis, dep))
     refused_before = node.refused_writes
     answers: dict[str, int] = {}
