@@ -50,24 +50,33 @@ class WorkerList(msgspec.Struct):
 
 
 _worker_info_decoder = msgspec.json.Decoder(WorkerInfo)
+_info_decoder = msgspec.json.Decoder(NodeInfo)
+
+
+def _live(members_key: str, info_key: str) -> Op:
+    """A registry's live members (registration not lapsed by the server's clock): the
+    server's clock, and (member id, expiry ms, raw info JSON) for each."""
+    now, members, infos = yield [
+        Call(("TIME",)),
+        Call(("ZRANGE", members_key, 0, -1, "WITHSCORES")),
+        Call(("HGETALL", info_key)),
+    ]
+    now_ms = server_ms(now)
+    info_of = {infos[i].decode(): infos[i + 1] for i in range(0, len(infos), 2)}
+    live = []
+    for i in range(0, len(members), 2):
+        member, expiry = members[i].decode(), int(float(members[i + 1]))
+        if expiry >= now_ms:
+            live.append((member, expiry, info_of.get(member, b"{}")))
+    return now_ms, live
 
 
 def list_workers(dep: Deployment) -> Op:
     """Live workers (registration not lapsed by the server's clock) and their slots."""
-    g = dep.globals
-    now, members, infos = yield [
-        Call(("TIME",)),
-        Call(("ZRANGE", g.workers, 0, -1, "WITHSCORES")),
-        Call(("HGETALL", g.worker_info)),
-    ]
-    now_ms = server_ms(now)
-    info_of = {infos[i].decode(): infos[i + 1] for i in range(0, len(infos), 2)}
+    _now_ms, live = yield from _live(dep.globals.workers, dep.globals.worker_info)
     views = []
-    for i in range(0, len(members), 2):
-        worker_id, expiry = members[i].decode(), int(float(members[i + 1]))
-        if expiry < now_ms:
-            continue
-        info = _worker_info_decoder.decode(info_of.get(worker_id, b"{}"))
+    for worker_id, expiry, raw in live:
+        info = _worker_info_decoder.decode(raw)
         views.append(
             WorkerView(
                 worker_id=worker_id,
@@ -90,26 +99,11 @@ class ClusterView(msgspec.Struct):
     shards: list[ShardView]
 
 
-_info_decoder = msgspec.json.Decoder(NodeInfo)
-
-
 def cluster_view(dep: Deployment) -> Op:
-    g = dep.globals
-    now, nodes, infos = yield [
-        Call(("TIME",)),
-        Call(("ZRANGE", g.nodes, 0, -1, "WITHSCORES")),
-        Call(("HGETALL", g.node_info)),
-    ]
-    now_ms = server_ms(now)
-    info_of = {
-        infos[i].decode(): _info_decoder.decode(infos[i + 1]) for i in range(0, len(infos), 2)
-    }
+    now_ms, live = yield from _live(dep.globals.nodes, dep.globals.node_info)
     node_views = []
-    for i in range(0, len(nodes), 2):
-        node_id, expiry = nodes[i].decode(), int(float(nodes[i + 1]))
-        if expiry < now_ms:
-            continue
-        info = info_of.get(node_id, NodeInfo())
+    for node_id, expiry, raw in live:
+        info = _info_decoder.decode(raw)
         node_views.append(
             NodeView(
                 node_id=node_id,
