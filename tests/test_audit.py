@@ -35,7 +35,7 @@ async def test_audit_counts_and_exit_codes(node, redis, redis_server, dep) -> No
 
     await wait_until(enough_runs)
     await ops.drive_async(ops.patch_job(dep, job_id, ops_patch_paused()), redis)
-    await trio.sleep(1.2)
+    await trio.sleep(1.2)  # past the audit's settle margin (1 s): every tick so far is judged
 
     code, report = await trio.to_thread.run_sync(audit_cli, redis_server.url, dep.namespace)
     assert code == 0, report

@@ -157,7 +157,11 @@ async def test_every_node_down_past_the_grace_counts_missed_ticks(redis, dep, re
     async with trio.open_nursery() as nursery:
         first = ShardManager(redis, dep, node_id="first", renew_every_s=0.3, lease_ttl_s=1)
         await nursery.start(first.run)
-        await trio.sleep(1.2)
+
+        async def fired_once() -> bool:
+            return first.metrics.trigger_lag.count >= 1
+
+        await wait_until(fired_once, timeout=10)
         assert first.metrics.trigger_lag.count >= 1
         assert (
             total(first.metrics.render()[0].decode(), "shardsched_jobs_missed_schedule_total") == 0
