@@ -186,8 +186,7 @@ def set_dag_status(dep: Deployment, dag_id: str, status: JobStatus) -> Op:
             )
         ]
         code = check(reply)[0]
-        if code == jobs_lua.JobReply.DELETED:
-            raise DagDeleted(dag_id)
+        jobs_lua.raise_refusal(code, dag_id, dag=True)
         if code == jobs_lua.JobReply.OK:
             return (yield from get_dag(dep, dag_id))
     raise ShardschedError(f"DAG {dag_id!r} is being changed concurrently; try again")
@@ -198,8 +197,7 @@ def delete_dag(dep: Deployment, dag_id: str) -> Op:
     yield from get_dag(dep, dag_id)
     sk = dep.keys_for(dag_id)
     (reply,) = yield [jobs_lua.delete_job(sk, dep.globals, dag_id)]
-    if check(reply)[0] == jobs_lua.JobReply.DELETED:
-        raise DagDeleted(dag_id)
+    jobs_lua.raise_refusal(check(reply)[0], dag_id, dag=True)
     return (yield from get_dag(dep, dag_id))
 
 
@@ -210,10 +208,7 @@ def trigger_dag(dep: Deployment, dag_id: str) -> Op:
     sk = dep.keys_for(dag_id)
     (reply,) = yield [lua.trigger_dag(sk, dep.globals, dag_id)]
     reply = check(reply)
-    if reply[0] == lua.DagTrigger.NO_SUCH_DAG:
-        raise DagNotFound(dag_id)
-    if reply[0] == lua.DagTrigger.DELETED:
-        raise DagDeleted(dag_id)
+    jobs_lua.raise_refusal(reply[0], dag_id, dag=True)  # DagTrigger's refusals are JobReply's
     return DagTriggered(
         dag_run_id=reply[1].decode(),
         scheduled_for=from_ms(int(reply[2])),

@@ -10,7 +10,6 @@ import msgspec
 from shardsched.core.errors import (
     DagTaskJob,
     JobDeleted,
-    JobNotFound,
     ValidationError,
 )
 from shardsched.core.instants import from_ms, to_ms
@@ -104,10 +103,7 @@ def backfill(dep: Deployment, job_id: str, request: BackfillRequest) -> Op:
     ticks = _ticks_in(job.schedule, anchor, lo, hi)
     (reply,) = yield [lua.backfill(sk, dep.globals, job_id, request.max_concurrent, ticks)]
     reply = check(reply)
-    if reply[0] == lua.JobReply.DELETED:
-        raise JobDeleted(job_id)
-    if reply[0] != lua.JobReply.OK:
-        raise JobNotFound(job_id)
+    lua.raise_refusal(reply[0], job_id)
     return BackfillResult(
         job_id=job_id, ticks=len(ticks), queued=reply[1], already=reply[2], started=reply[3]
     )

@@ -322,10 +322,7 @@ def patch_job(dep: Deployment, job_id: str, patch: JobPatch) -> Op:
             )
         ]
         code = check(reply)[0]
-        if code == lua.JobReply.NO_SUCH_JOB:
-            raise JobNotFound(job_id)
-        if code == lua.JobReply.DELETED:
-            raise JobDeleted(job_id)
+        lua.raise_refusal(code, job_id)
         if code == lua.JobReply.OK:
             return (yield from read_job(dep, job_id))
     raise ShardschedError(f"job {job_id!r} is being changed concurrently; try again")
@@ -358,11 +355,7 @@ def delete_job(dep: Deployment, job_id: str) -> Op:
         raise DagTaskJob(job_id, job.dag_id)
     sk = dep.keys_for(job_id)
     (reply,) = yield [lua.delete_job(sk, dep.globals, job_id)]
-    code = check(reply)[0]
-    if code == lua.JobReply.NO_SUCH_JOB:
-        raise JobNotFound(job_id)
-    if code == lua.JobReply.DELETED:
-        raise JobDeleted(job_id)
+    lua.raise_refusal(check(reply)[0], job_id)
     return (yield from read_job(dep, job_id))
 
 
@@ -376,8 +369,5 @@ def trigger(dep: Deployment, job_id: str) -> Op:
         raise JobNotFound(job_id)
     (reply,) = yield [lua.trigger(sk, dep.globals, job_id)]
     reply = check(reply)
-    if reply[0] == lua.JobReply.NO_SUCH_JOB:
-        raise JobNotFound(job_id)
-    if reply[0] == lua.JobReply.DELETED:
-        raise JobDeleted(job_id)
+    lua.raise_refusal(reply[0], job_id)
     return Triggered(run_id=reply[1].decode(), scheduled_for=from_ms(int(reply[2])))

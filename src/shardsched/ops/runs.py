@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shardsched.core.errors import (
-    AlreadyRetried,
-    ConflictError,
     RunNotFound,
 )
 from shardsched.core.views import (
@@ -52,15 +50,5 @@ def retry_run(dep: Deployment, rid: str) -> Op:
     sk = dep.keys_for(rid)
     (reply,) = yield [runs_lua.retry_run(sk, dep.globals, rid)]
     reply = check(reply)
-    if reply[0] == runs_lua.Retried.NO_SUCH_RUN:
-        raise RunNotFound(rid)
-    if reply[0] == runs_lua.Retried.NOT_DEAD_LETTERED:
-        raise ConflictError(f"run {rid!r} is not dead-lettered")
-    if reply[0] == runs_lua.Retried.DAG_SETTLED:
-        raise ConflictError(
-            f"run {rid!r} is a DAG task's: its DAG run settled on this failure; "
-            "trigger the DAG again instead"
-        )
-    if reply[0] == runs_lua.Retried.ALREADY_RETRIED:
-        raise AlreadyRetried(rid, reply[1].decode())
+    runs_lua.raise_retry_refusal(reply[0], rid, reply[1].decode() if len(reply) > 1 else None)
     return (yield from get_run(dep, reply[1].decode()))

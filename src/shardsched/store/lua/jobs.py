@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from shardsched.core.errors import DagDeleted, DagNotFound, JobDeleted, JobNotFound
 from shardsched.store.calls import Call
 from shardsched.store.keys import GlobalKeys, ShardKeys
 from shardsched.store.lua import signature
@@ -19,6 +20,15 @@ class JobReply(enum.IntEnum):
     NO_SUCH_JOB = -1
     DELETED = -2
     VERSION_MOVED = -3  #: update_job: the job changed since the caller read it
+
+
+def raise_refusal(code: int, job_id: str, *, dag: bool = False) -> None:
+    """Raise the project's exception for a refusal (NO_SUCH_JOB, DELETED) of a job's (or,
+    with ``dag``, a DAG's) script; any other code returns."""
+    if code == JobReply.NO_SUCH_JOB:
+        raise DagNotFound(job_id) if dag else JobNotFound(job_id)
+    if code == JobReply.DELETED:
+        raise DagDeleted(job_id) if dag else JobDeleted(job_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ import enum
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
+from shardsched.core.errors import AlreadyRetried, ConflictError, RunNotFound
 from shardsched.store.calls import Call
 from shardsched.store.keys import CONSUMER_GROUP, GlobalKeys, ShardKeys
 from shardsched.store.lua import signature
@@ -244,6 +245,21 @@ class Retried(enum.IntEnum):
     NO_SUCH_RUN = -1
     NOT_DEAD_LETTERED = -2
     DAG_SETTLED = -3  #: a DAG task's run whose DAG run settled on this failure
+
+
+def raise_retry_refusal(code: int, run_id: str, next_run_id: str | None) -> None:
+    """Raise the project's exception for a refused retry; RETRIED returns."""
+    if code == Retried.NO_SUCH_RUN:
+        raise RunNotFound(run_id)
+    if code == Retried.NOT_DEAD_LETTERED:
+        raise ConflictError(f"run {run_id!r} is not dead-lettered")
+    if code == Retried.DAG_SETTLED:
+        raise ConflictError(
+            f"run {run_id!r} is a DAG task's: its DAG run settled on this failure; "
+            "trigger the DAG again instead"
+        )
+    if code == Retried.ALREADY_RETRIED:
+        raise AlreadyRetried(run_id, next_run_id or "")
 
 
 RETRY_RUN = signature(
