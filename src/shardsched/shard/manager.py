@@ -206,6 +206,7 @@ class ShardManager:
         async for msg in self.redis.subscribe(self.dep.globals.wake_channel):
             if msg is None:
                 self.wake()  # (re)subscribed: anything may have changed meanwhile
+                self._reclaim_soon(-math.inf)  # and a claim's deadline may have been missed
                 if not started:
                     task_status.started()
                     started = True
