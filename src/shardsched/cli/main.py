@@ -92,6 +92,14 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
         help="serve Prometheus metrics at http://HOST:PORT/metrics",
     )
     worker.add_argument(
+        "--pass-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="pass the worker's environment variable NAME on to jobs (repeatable); jobs "
+        "otherwise see only PATH, HOME, LANG, LC_ALL, TZ and their SHARDSCHED_* run variables",
+    )
+    worker.add_argument(
         "--drain-grace",
         type=float,
         default=10.0,
@@ -242,7 +250,14 @@ def main(argv: list[str] | None = None) -> None:
 
         async def worker(task_status: trio.TaskStatus[Any]) -> None:
             redis, dep = await service.open_redis(args.redis, args.namespace, None)
-            w = Worker(redis, dep, args.worker_id, args.concurrency, drain_grace_s=args.drain_grace)
+            w = Worker(
+                redis,
+                dep,
+                args.worker_id,
+                args.concurrency,
+                drain_grace_s=args.drain_grace,
+                pass_env=args.pass_env,
+            )
             holder.append(w)
             if args.metrics is None:
                 await w.run(task_status=task_status)

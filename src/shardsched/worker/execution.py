@@ -4,6 +4,9 @@ outcome, never an exception of the worker."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
+
 import trio
 
 from shardsched.core.instants import from_ms
@@ -14,6 +17,15 @@ from shardsched.worker.runner import Outcome, run_command
 
 #: How often in-process handlers are checked against their timeout.
 WATCHDOG_TICK_S = 0.1
+#: What a command inherits of the worker's environment, besides what the operator passes
+#: with ``--pass-env``: never the worker's Redis URL, credentials or cloud keys.
+INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ")
+
+
+def inherited_env(pass_env: Iterable[str] = ()) -> dict[str, str]:
+    """The allowlisted part of this process's environment a command starts with."""
+    names = (*INHERITED_ENV, *pass_env)
+    return {name: os.environ[name] for name in names if name in os.environ}
 
 
 def run_env(claimed: Claimed) -> dict[str, str]:
@@ -38,10 +50,14 @@ def _context(claimed: Claimed) -> handlers.HandlerContext:
 
 
 class Executor:
-    """Runs claimed runs; owns the handler deadlines its watchdog enforces."""
+    """Runs claimed runs; owns the handler deadlines its watchdog enforces.
 
-    def __init__(self) -> None:
+    A command's environment is an allowlist (:data:`INHERITED_ENV`, the names in
+    ``pass_env``) plus its run's ``SHARDSCHED_*`` variables."""
+
+    def __init__(self, pass_env: Iterable[str] = ()) -> None:
         self._deadlines: dict[trio.CancelScope, float] = {}
+        self._inherited = inherited_env(pass_env)
 
     @staticmethod
     def is_inline(claimed: Claimed) -> bool:
@@ -68,7 +84,8 @@ class Executor:
         except LookupError as exc:
             return Outcome(None, str(exc), b"")
         if fn is None:
-            return await run_command(spec.command, spec.timeout_s, run_env(claimed))
+            env = {**self._inherited, **run_env(claimed)}
+            return await run_command(spec.command, spec.timeout_s, env)
         # A deadline per cancel scope costs trio a heap operation each way, a large share
         # of an instant handler; the watchdog enforces timeouts to within its tick.
         try:

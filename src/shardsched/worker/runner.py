@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import trio
 
-from shardsched.runtime.lifeline import child_env, lifeline
+from shardsched.runtime.lifeline import lifeline
 
 OUTPUT_LIMIT = 64 * 1024
 KILL_GRACE_S = 2.0
@@ -99,7 +99,8 @@ async def run_command(
     """Run ``command`` to completion or timeout; never raises for the job's own failures."""
     buf = bytearray()
     try:
-        pid, out_fd = _spawn(command, child_env(env))
+        # exactly ``env``, plus the lifeline's marker so a stray descendant dies with us
+        pid, out_fd = _spawn(command, {**env, **lifeline().env})
     except OSError as exc:
         return Outcome(None, f"spawn failed: {exc}", b"")
     pgid = pid  # setsid: the child leads its own group

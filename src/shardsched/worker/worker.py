@@ -16,6 +16,7 @@ import logging
 import os
 import socket
 from collections import defaultdict
+from collections.abc import Sequence
 
 import msgspec
 import trio
@@ -52,6 +53,7 @@ class Worker:
         drain_grace_s: float = 10.0,
         heartbeat_every_s: float = 2.0,
         metrics: Metrics | None = None,
+        pass_env: Sequence[str] = (),
     ) -> None:
         self.redis = redis
         self.dep = dep
@@ -68,7 +70,7 @@ class Worker:
         self.metrics = metrics or Metrics()
         self.holdings = Holdings()
         self.metrics.running.set_function(lambda: len(self.holdings.running))
-        self.executor = Executor()
+        self.executor = Executor(pass_env)
         self.overruns = OverrunTracker(self.holdings, self.metrics)
         self.renewer = LeaseRenewer(redis, dep, self.worker_id, self.holdings, self.metrics)
         self.completer = Completer(
