@@ -28,22 +28,23 @@ def tour_blocks(language: str) -> list[str]:
 def services(own_redis_server: RedisServer, tmp_path: Path) -> Iterator[str]:
     """A node (default namespace and shard count, HTTP API) and a worker."""
     port = free_port()
-    log = (tmp_path / "services.log").open("wb")
-    procs = [
-        subprocess.Popen(
-            shardsched_cmd(*args, "--redis", own_redis_server.url),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=child_env(),
-        )
-        for args in (("node", "--http", f"127.0.0.1:{port}"), ("worker",))
-    ]
-    yield f"127.0.0.1:{port}"
-    for proc in procs:
-        proc.terminate()
-    for proc in procs:
-        proc.wait(timeout=10)
-    log.close()
+    with (tmp_path / "services.log").open("wb") as log:
+        procs = [
+            subprocess.Popen(
+                shardsched_cmd(*args, "--redis", own_redis_server.url),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=child_env(),
+            )
+            for args in (("node", "--http", f"127.0.0.1:{port}"), ("worker",))
+        ]
+        try:
+            yield f"127.0.0.1:{port}"
+        finally:
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.wait(timeout=10)
 
 
 def run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
