@@ -22,7 +22,9 @@ import pytest
 import trio
 
 from shardsched import ops
+from shardsched.core.access import Scope, TokenRequest
 from shardsched.dev import free_port, redis_server_args
+from shardsched.ops import tokens
 from shardsched.router.app import create_app
 from shardsched.service import serve_http
 from shardsched.shard.manager import ShardManager
@@ -137,8 +139,16 @@ async def http(
     nursery: trio.Nursery, redis: Redis, dep: ops.Deployment
 ) -> AsyncIterator[httpx.AsyncClient]:
     binds = await nursery.start(serve_http, create_app(redis, dep), "127.0.0.1:0")
-    async with httpx.AsyncClient(base_url=binds[0], timeout=10) as client:
+    headers = {"authorization": f"Bearer {await admin_token(redis, dep)}"}
+    async with httpx.AsyncClient(base_url=binds[0], timeout=10, headers=headers) as client:
         yield client
+
+
+async def admin_token(redis: Redis, dep: ops.Deployment, name: str = "test-admin") -> str:
+    """A token with every scope (admin and worker), made straight in Redis."""
+    request = TokenRequest(name=name, scopes=[Scope.ADMIN, Scope.WORKER])
+    created = await ops.drive_async(tokens.create_token(dep, request, "tests"), redis)
+    return str(created.token)
 
 
 async def keyspace(redis: Redis, namespace: str) -> dict[bytes, bytes]:

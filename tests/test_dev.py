@@ -71,6 +71,13 @@ def running_dev(
         proc.stdout.close()
 
 
+def dev_http(tmp_path: Path, port: int) -> httpx.Client:
+    """A client of the dev API with the admin token dev wrote into its data dir."""
+    token = (tmp_path / "data" / "token").read_text().strip()
+    headers = {"authorization": f"Bearer {token}"}
+    return httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10, headers=headers)
+
+
 def run_once_job(http: httpx.Client, command: str, timeout: float = 20) -> dict:
     """Register a job due at once through the API and wait for its run to succeed."""
     body = {"name": "dev-job", "schedule": {"type": "once", "at": "2020-01-01T00:00:00Z"}}
@@ -90,7 +97,7 @@ def run_once_job(http: httpx.Client, command: str, timeout: float = 20) -> dict:
 def test_kill_9_of_dev_takes_redis_and_workers_along(tmp_path: Path) -> None:
     port = free_port()
     with running_dev(tmp_path, port) as (proc, _):
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+        with dev_http(tmp_path, port) as http:
             run_once_job(http, "true")
         tree = descendants(proc.pid)
         assert len(tree) >= 2, "expected the embedded redis-server and a worker"
@@ -107,7 +114,7 @@ def test_dev_left_running_serves_and_runs_a_job_after_60s(tmp_path: Path) -> Non
     """The bug this guards: redis-server and the worker were killed 10 s after start."""
     port = free_port()
     with running_dev(tmp_path, port) as (proc, _):
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+        with dev_http(tmp_path, port) as http:
             time.sleep(65)  # the point of the test: time passes with dev idle
             assert proc.poll() is None
             assert http.get("/readyz").status_code == 200
@@ -126,8 +133,7 @@ def test_dev_runs_a_job_and_stops_everything_on_sigterm(tmp_path: Path, cluster:
     with running_dev(tmp_path, port, *extra) as (proc, line):
         assert "ready" in line and f"http://127.0.0.1:{port}/api/v1" in line, line
         assert ("redis+cluster://" in line) == bool(cluster), line
-        base = f"http://127.0.0.1:{port}"
-        with httpx.Client(base_url=base, timeout=10) as http:
+        with dev_http(tmp_path, port) as http:
             run = run_once_job(http, "echo dev says hi")
             out = http.get(f"/api/v1/runs/{run['run_id']}/output").json()["output"]
             assert out == "dev says hi\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import trio
 
-from conftest import keyspace, wait_until
+from conftest import admin_token, keyspace, wait_until
 from shardsched import ops
 from shardsched.ops import audit
 
@@ -81,8 +81,14 @@ async def test_a_trigger_body_is_decoded_like_every_other(node, worker, http, re
     bad = await http.post(f"/api/v1/jobs/{job_id}/trigger", json={"params": {"x": 1}})
     assert bad.status_code == 422, bad.text
     assert bad.json()["error"]["details"]["field"] == "$.params"
-    garbage = await http.post(f"/api/v1/jobs/{job_id}/trigger", content=b"{nope")
+    garbage = await http.post(
+        f"/api/v1/jobs/{job_id}/trigger",
+        content=b"{nope",
+        headers={"content-type": "application/json"},
+    )
     assert garbage.status_code == 400
+    untyped = await http.post(f"/api/v1/jobs/{job_id}/trigger", content=b"{}")
+    assert untyped.status_code == 415, untyped.text
     assert await keyspace(redis, dep.namespace) == before
     assert (await http.post(f"/api/v1/jobs/{job_id}/trigger", json={})).status_code == 201
     assert (await http.post(f"/api/v1/jobs/{job_id}/trigger")).status_code == 201
@@ -324,7 +330,8 @@ async def test_a_full_redis_is_503_with_retry_after_and_nothing_changes(
         dep = await ops.drive_async(ops.open_deployment("oom", 4), redis)
         async with trio.open_nursery() as nursery:
             binds = await nursery.start(serve_http, create_app(redis, dep), "127.0.0.1:0")
-            async with httpx.AsyncClient(base_url=binds[0], timeout=10) as http:
+            headers = {"authorization": f"Bearer {await admin_token(redis, dep)}"}
+            async with httpx.AsyncClient(base_url=binds[0], timeout=10, headers=headers) as http:
                 body = {
                     "name": "j",
                     "command": "true",

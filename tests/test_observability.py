@@ -15,7 +15,7 @@ import trio
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import child_env, shardsched_cmd, wait_until
+from conftest import admin_token, child_env, shardsched_cmd, wait_until
 from shardsched import IntervalSchedule, JobSpec, ops
 from shardsched.core.models import DagSpec, OnceSchedule, TaskSpec
 from shardsched.dev import free_port
@@ -264,7 +264,8 @@ async def test_an_unclaimed_dag_task_past_its_sla_counts_stalled(node, redis, de
         )
 
     assert await wait_until(stalled, timeout=10) == 1
-    async with httpx.AsyncClient() as client:
+    headers = {"authorization": f"Bearer {await admin_token(redis, dep)}"}
+    async with httpx.AsyncClient(headers=headers) as client:
         body = (await client.get(binds[0] + "/api/v1/status")).json()
     assert body["shards"][dep.keys_for(dag_id).shard]["dag_stalled"] == 1
     assert body["ready"] == 1, "the task still waits on the stream"

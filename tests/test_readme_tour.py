@@ -67,6 +67,20 @@ async def test_readme_tour(services: str, own_redis_server: RedisServer, tmp_pat
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         "SHARDSCHED_API": f"http://{services}",
     }
+    # what dev does on its first start: an admin token in .shardsched/token
+    made = await trio.to_thread.run_sync(
+        run,
+        [
+            *shardsched_cmd("tokens", "create", "tour", "--scope", "admin"),
+            "--redis",
+            own_redis_server.url,
+        ],
+        tmp_path,
+        env,
+    )
+    assert made.returncode == 0, made.stderr
+    (tmp_path / ".shardsched").mkdir()
+    (tmp_path / ".shardsched" / "token").write_text(made.stdout)
     script = "set -euo pipefail\n" + "\n".join(shell).replace("localhost:8080", services)
     out = await trio.to_thread.run_sync(run, ["bash", "-c", script], tmp_path, env)
     assert out.returncode == 0, out.stdout + out.stderr

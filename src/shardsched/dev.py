@@ -23,8 +23,11 @@ from typing import Any
 
 import trio
 
-from shardsched import service
+from shardsched import ops, service
+from shardsched.core.access import Scope, TokenRequest
 from shardsched.core.errors import ConfigError
+from shardsched.ops import tokens
+from shardsched.router.guards import AccessPolicy
 from shardsched.runtime.lifeline import child_env, lifeline
 from shardsched.store.redis import Redis, RedisConnectionError
 
@@ -151,6 +154,31 @@ async def spawn(args: Sequence[str], **kwargs: Any) -> trio.Process:
     return proc
 
 
+TOKEN_FILE = "token"
+
+
+async def ensure_admin_token(redis: Redis, dep: ops.Deployment, data_dir: Path) -> Path:
+    """The data dir's admin token: made on first start (or when the one on file no longer
+    works), written 0600. Only the file holds the secret; Redis keeps its hash."""
+    path = data_dir / TOKEN_FILE
+    if path.exists():
+        known = await ops.drive_async(tokens.authenticate(dep, path.read_text().strip()), redis)
+        if known is not None:
+            return path
+    await ops.drive_async(tokens.forget_token(dep, DEV_TOKEN_NAME), redis)
+    request = TokenRequest(name=DEV_TOKEN_NAME, scopes=[Scope.ADMIN])
+    created = await ops.drive_async(tokens.create_token(dep, request, "shardsched dev"), redis)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(created.token + "\n")
+    os.chmod(path, 0o600)  # an older file keeps its mode through O_TRUNC
+    return path
+
+
+DEV_TOKEN_NAME = "dev-admin"
+
+
 async def run_dev(
     *,
     http: str,
@@ -161,8 +189,10 @@ async def run_dev(
     concurrency: int,
     namespace: str,
     cluster: int = 0,
+    policy: AccessPolicy | None = None,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
+    policy = policy or service.access_policy(http)
     children: list[trio.Process] = []
     redis_proc: trio.Process | None = None
     cluster_procs: list[trio.Process] = []
@@ -186,6 +216,14 @@ async def run_dev(
                 ) from None
         redis, dep = await service.open_redis(redis_url, namespace, shards)
         await service.check_redis_config(redis, allow_eviction=False)
+        token_hint = ""
+        if policy.auth:
+            token_file = await ensure_admin_token(redis, dep, data_dir)
+            token_hint = (
+                f"admin token in {token_file} (mode 0600): the CLI reads it from there when "
+                "run in this directory, or set SHARDSCHED_TOKEN; curl needs "
+                f'-H "Authorization: Bearer $(cat {token_file})"\n'
+            )
         for i in range(workers):
             children.append(
                 await spawn(
@@ -209,11 +247,18 @@ async def run_dev(
         async with trio.open_nursery() as nursery:
             binds = await nursery.start(
                 lambda task_status: service.run_node(
-                    redis, dep, http=http, node_id="dev-node", task_status=task_status
+                    redis,
+                    dep,
+                    http=http,
+                    node_id="dev-node",
+                    policy=policy,
+                    task_status=task_status,
                 )
             )
             api = binds[0] if binds else f"http://{http}"
-            task_status.started(f"shardsched dev ready: API {api}/api/v1  (redis {redis_url})")
+            task_status.started(
+                f"{token_hint}shardsched dev ready: API {api}/api/v1  (redis {redis_url})"
+            )
     finally:
         for child in children:
             await stop_process(child)
@@ -235,6 +280,13 @@ def main(args: argparse.Namespace) -> None:
             concurrency=args.concurrency,
             namespace=args.namespace,
             cluster=args.cluster,
+            policy=service.access_policy(
+                args.http,
+                insecure_no_auth=args.insecure_no_auth,
+                allow_hosts=args.allow_host,
+                allow_origins=args.allow_origin,
+                metrics_auth=args.metrics_auth,
+            ),
             task_status=task_status,
         ),
         lambda line: line,

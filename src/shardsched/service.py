@@ -11,7 +11,7 @@ import logging
 import re
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -22,6 +22,7 @@ from shardsched import ops
 from shardsched.core.errors import ConfigError, RedisUnavailable
 from shardsched.core.pacing import Backoff
 from shardsched.router.app import create_app
+from shardsched.router.guards import AccessPolicy
 from shardsched.runtime.metrics import Metrics
 from shardsched.shard.manager import ShardManager
 from shardsched.store.redis import Redis, RedisError, connect
@@ -221,14 +222,17 @@ async def run_node(
     node_id: str | None,
     lease_ttl_s: float = 5.0,
     renew_every_s: float = 1.5,
+    policy: AccessPolicy | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
+    if http:
+        policy = policy or access_policy(http)  # refuses a bad --http before any lease
     manager = ShardManager(redis, dep, node_id, lease_ttl_s, renew_every_s, http=http)
     async with trio.open_nursery() as nursery:
         await nursery.start(manager.run, name="shard-manager")
         binds: list[str] = []
         if http:
-            app = create_app(redis, dep, manager.metrics)
+            app = create_app(redis, dep, manager.metrics, policy)
             binds = await nursery.start(serve_http, app, http)
         task_status.started(binds)
 
@@ -238,9 +242,31 @@ async def run_router(
     dep: ops.Deployment,
     *,
     http: str,
+    policy: AccessPolicy | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    await serve_http(create_app(redis, dep), http, task_status=task_status)
+    app = create_app(redis, dep, policy=policy or access_policy(http))
+    await serve_http(app, http, task_status=task_status)
+
+
+def access_policy(
+    bind: str,
+    *,
+    insecure_no_auth: bool = False,
+    allow_hosts: Sequence[str] = (),
+    allow_origins: Sequence[str] = (),
+    metrics_auth: bool = False,
+) -> AccessPolicy:
+    """The access policy of an API bound to ``bind`` (HOST:PORT); a ConfigError for
+    ``--insecure-no-auth`` off loopback."""
+    host, _port = _split_bind(bind)
+    return AccessPolicy.for_bind(
+        host,
+        insecure_no_auth=insecure_no_auth,
+        allowed_hosts=tuple(allow_hosts),
+        allowed_origins=tuple(allow_origins),
+        metrics_auth=metrics_auth,
+    )
 
 
 def metrics_app(metrics: Metrics) -> Any:

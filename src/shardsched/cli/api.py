@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
-from shardsched.cli.http import DEFAULT_API, CliError, request
+from shardsched.cli.http import DEFAULT_API, CliError, endpoint, request
 from shardsched.cli.render import (
     more_hint,
     page_query,
@@ -29,13 +28,20 @@ from shardsched.cli.render import (
 )
 
 
-def _common() -> argparse.ArgumentParser:
+def common_flags() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--api",
-        default=os.environ.get("SHARDSCHED_API", DEFAULT_API),
+        default=None,
         metavar="URL",
-        help="the HTTP API (default %(default)s, or SHARDSCHED_API)",
+        help=f"the HTTP API (default SHARDSCHED_API, the config file's api, or {DEFAULT_API})",
+    )
+    common.add_argument(
+        "--token-file",
+        default=None,
+        metavar="PATH",
+        help="a file holding the API token (default SHARDSCHED_TOKEN, SHARDSCHED_TOKEN_FILE, "
+        "the config file's token_file, or .shardsched/token)",
     )
     common.add_argument("--json", action="store_true", help="print the API's JSON answer")
     return common
@@ -217,7 +223,7 @@ def _dags(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    common = _common()
+    common = common_flags()
 
     def page(p: argparse.ArgumentParser, limit: int) -> None:
         p.add_argument("--limit", type=int, default=limit)
@@ -293,6 +299,7 @@ COMMANDS = {"jobs": _jobs, "runs": _runs, "dead-letter": _dead_letter, "dags": _
 
 def main(args: argparse.Namespace) -> int:
     try:
+        args.api = endpoint(args.api, args.token_file)
         out, show = COMMANDS[args.command](args)
     except CliError as exc:
         print(f"shardsched: {exc}", file=sys.stderr)

@@ -1,30 +1,95 @@
-"""The CLI's HTTP client: one request to ``--api`` with the standard library, its error
-answer turned into a one-line :class:`CliError`."""
+"""The CLI's HTTP client: one request to the API with the standard library, its error
+answer turned into a one-line :class:`CliError`.
+
+Where the API is and which token to send, first found wins:
+
+- the API: ``--api``, ``SHARDSCHED_API``, ``api`` in the config file, http://127.0.0.1:8080;
+- the token: ``SHARDSCHED_TOKEN``, the file ``--token-file`` or ``SHARDSCHED_TOKEN_FILE``
+  names, ``token_file`` in the config file, then ``.shardsched/token`` (what
+  ``shardsched dev`` writes into its data dir) in the current directory.
+
+The config file is ``$SHARDSCHED_CONFIG``, or ``$XDG_CONFIG_HOME/shardsched/config.toml``
+(``~/.config/shardsched/config.toml``). A token is never a flag: argv is public to
+every user of the machine (``ps``).
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 DEFAULT_API = "http://127.0.0.1:8080"
+DEV_TOKEN = Path(".shardsched") / "token"
 
 
 class CliError(Exception):
     """A one-line message for stderr."""
 
 
-def request(api: str, method: str, path: str, body: Any = None) -> Any:
+class Endpoint(NamedTuple):
+    """An API and the token to send it (None: send none)."""
+
+    url: str
+    token: str | None = None
+
+
+def config_path() -> Path:
+    if explicit := os.environ.get("SHARDSCHED_CONFIG"):
+        return Path(explicit)
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "shardsched" / "config.toml"
+
+
+def _config() -> dict[str, Any]:
+    path = config_path()
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise CliError(f"cannot read the config file {path}: {exc}") from None
+
+
+def _read_token(path: Path) -> str:
+    try:
+        token = path.expanduser().read_text().strip()
+    except OSError as exc:
+        raise CliError(f"cannot read the token file {path}: {exc.strerror}") from None
+    if not token:
+        raise CliError(f"the token file {path} is empty")
+    return token
+
+
+def endpoint(api: str | None, token_file: str | None) -> Endpoint:
+    """Where to send requests and with which token (see the module's docstring)."""
+    config = _config()
+    url = api or os.environ.get("SHARDSCHED_API") or config.get("api") or DEFAULT_API
+    if token := os.environ.get("SHARDSCHED_TOKEN", "").strip():
+        return Endpoint(str(url), token)
+    named = token_file or os.environ.get("SHARDSCHED_TOKEN_FILE") or config.get("token_file")
+    if named:
+        return Endpoint(str(url), _read_token(Path(str(named))))
+    if DEV_TOKEN.is_file():
+        return Endpoint(str(url), _read_token(DEV_TOKEN))
+    return Endpoint(str(url))
+
+
+def request(api: Endpoint, method: str, path: str, body: Any = None) -> Any:
     """One API call; raises CliError with the API's error message (or why it failed)."""
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(
-        api.rstrip("/") + path,
-        data=data,
-        method=method,
-        headers={"content-type": "application/json"} if data is not None else {},
-    )
+    headers = {"content-type": "application/json"} if data is not None else {}
+    if api.token is not None:
+        headers["authorization"] = f"Bearer {api.token}"
+    req = urllib.request.Request(api.url.rstrip("/") + path, data=data, method=method)
+    for name, value in headers.items():
+        req.add_header(name, value)
     try:
         with urllib.request.urlopen(req, timeout=30) as reply:
             return json.loads(reply.read())
@@ -35,7 +100,10 @@ def request(api: str, method: str, path: str, body: Any = None) -> Any:
             raise CliError(f"{method} {path}: HTTP {exc.code}") from None
         field = (error.get("details") or {}).get("field")
         where = f" (at {field})" if field else ""
-        raise CliError(f"{error['code']}: {error['message']}{where}") from None
+        hint = ""
+        if exc.code == 401:
+            hint = " (set SHARDSCHED_TOKEN, or --token-file; see shardsched tokens --help)"
+        raise CliError(f"{error['code']}: {error['message']}{where}{hint}") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise CliError(f"cannot reach the API at {api}: {reason}") from None
+        raise CliError(f"cannot reach the API at {api.url}: {reason}") from None

@@ -3,37 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from shardsched.store.keys import DEFAULT_NAMESPACE
+from shardsched.cli.flags import http_flags, redis_flags
 
 if TYPE_CHECKING:
     import trio
-
-
-def _redis_flag(p: argparse.ArgumentParser, required: bool = True) -> None:
-    env = os.environ.get("SHARDSCHED_REDIS_URL")
-    p.add_argument(
-        "--redis",
-        default=env,
-        required=required and env is None,
-        metavar="URL",
-        help="redis://[user:password@]host:port[/db] (or SHARDSCHED_REDIS_URL)",
-    )
-    p.add_argument(
-        "--namespace",
-        default=os.environ.get("SHARDSCHED_NAMESPACE", DEFAULT_NAMESPACE),
-        help="key prefix of this deployment in Redis (default %(default)s)",
-    )
-    p.add_argument("--log-level", default="WARNING", help="DEBUG, INFO, WARNING, ERROR")
-    p.add_argument(
-        "--log-format",
-        choices=["json", "text"],
-        default="json",
-        help="one JSON object per line (default), or text",
-    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,8 +25,9 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
 
     dev = sub.add_parser("dev", help="everything in one process tree on an embedded redis-server")
     dev.add_argument("--http", default="127.0.0.1:8080", metavar="HOST:PORT")
+    http_flags(dev)
     dev.add_argument("--data-dir", default=".shardsched")
-    _redis_flag(dev, required=False)
+    redis_flags(dev, required=False)
     dev.add_argument("--shards", type=int, default=None)
     dev.add_argument("--workers", type=int, default=1)
     dev.add_argument("--concurrency", type=int, default=16)
@@ -63,10 +40,11 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     )
 
     node = sub.add_parser("node", help="shard actors (and the HTTP API unless --no-http)")
-    _redis_flag(node)
+    redis_flags(node)
     group = node.add_mutually_exclusive_group()
     group.add_argument("--http", default=None, metavar="HOST:PORT")
     group.add_argument("--no-http", action="store_true")
+    http_flags(node)
     node.add_argument("--node-id", default=None)
     node.add_argument("--shards", type=int, default=None)
     node.add_argument("--lease-ttl", type=float, default=5.0, help="seconds (default 5)")
@@ -74,7 +52,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     node.add_argument("--allow-eviction", action="store_true")
 
     worker = sub.add_parser("worker", help="claim and execute runs")
-    _redis_flag(worker)
+    redis_flags(worker)
     worker.add_argument("--concurrency", type=int, default=16)
     worker.add_argument("--worker-id", default=None)
     worker.add_argument(
@@ -107,12 +85,13 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     )
 
     router = sub.add_parser("router", help="the stateless HTTP API")
-    _redis_flag(router)
+    redis_flags(router)
     router.add_argument("--http", required=True, metavar="HOST:PORT")
+    http_flags(router)
     audit = sub.add_parser(
         "audit", help="account for every tick and every fired run; exit 1 on loss or strands"
     )
-    _redis_flag(audit)
+    redis_flags(audit)
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
     audit.add_argument(
         "--settle",
@@ -135,8 +114,11 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     from shardsched.cli import api as api_cli
 
     api_cli.add_parsers(sub)
+    from shardsched.cli import tokens as tokens_cli
+
+    tokens_cli.add_parser(sub)
     status = sub.add_parser("status", help="one screen: shards, nodes, workers, queues, alarms")
-    _redis_flag(status)
+    redis_flags(status)
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     bench = sub.add_parser("bench", help="benchmarks (each starts what it needs)")
     if with_bench:  # their modules pull in redis-py and friends: only when asked for
@@ -158,6 +140,19 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
+def policy_of(args: argparse.Namespace, bind: str) -> Any:
+    """The AccessPolicy the HTTP flags ask for."""
+    from shardsched.service import access_policy
+
+    return access_policy(
+        bind,
+        insecure_no_auth=args.insecure_no_auth,
+        allow_hosts=args.allow_host,
+        allow_origins=args.allow_origin,
+        metrics_auth=args.metrics_auth,
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     with_bench = not argv or argv[0] in ("bench", "-h", "--help")
@@ -176,6 +171,10 @@ def main(argv: list[str] | None = None) -> None:
             check_url(args.redis)
         except ValueError as exc:
             sys.exit(f"shardsched: --redis: {exc}")
+    if args.command == "tokens":
+        from shardsched.cli import tokens as tokens_cli
+
+        sys.exit(tokens_cli.main(args))
     if args.command in ("jobs", "runs", "dead-letter", "dags"):
         from shardsched.cli import api as api_cli
 
@@ -223,6 +222,7 @@ def main(argv: list[str] | None = None) -> None:
         http = None if args.no_http else args.http
 
         async def node(task_status: trio.TaskStatus[Any]) -> None:
+            policy = None if http is None else policy_of(args, http)  # before any wait
             redis, dep = await service.open_redis(args.redis, args.namespace, args.shards)
             await service.check_redis_config(redis, args.allow_eviction)
             await service.run_node(
@@ -232,6 +232,7 @@ def main(argv: list[str] | None = None) -> None:
                 node_id=args.node_id,
                 lease_ttl_s=args.lease_ttl,
                 renew_every_s=args.renew_every,
+                policy=policy,
                 task_status=task_status,
             )
 
@@ -287,8 +288,11 @@ def main(argv: list[str] | None = None) -> None:
     elif args.command == "router":
 
         async def router(task_status: trio.TaskStatus[Any]) -> None:
+            policy = policy_of(args, args.http)  # a bad flag is refused before any wait
             redis, dep = await service.open_redis(args.redis, args.namespace, None)
-            await service.run_router(redis, dep, http=args.http, task_status=task_status)
+            await service.run_router(
+                redis, dep, http=args.http, policy=policy, task_status=task_status
+            )
 
         service.run_until_signal(router, lambda binds: f"router ready {' '.join(binds)}")
 

@@ -153,3 +153,7 @@ class DagTaskJob(ConflictError):
         super().__init__(f"job {job_id!r} is a task of DAG {dag_id!r}: change it through the DAG")
         self.job_id = job_id
         self.dag_id = dag_id
+
+
+class Forbidden(ShardschedError):
+    """Raised when the caller's token does not cover what it asked for."""

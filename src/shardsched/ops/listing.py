@@ -16,6 +16,7 @@ from shardsched.core.errors import DagNotFound, JobNotFound
 from shardsched.core.models import JobStatus, RunState
 from shardsched.core.views import Dag, DagList, DagRunList, Job, JobList, RunList
 from shardsched.ops import dags as dag_ops
+from shardsched.ops.access import owner_id, spec_name
 from shardsched.ops.jobs import job_calls, plain_job
 from shardsched.ops.pagination import Cursor, zpage
 from shardsched.store import keys as k
@@ -63,15 +64,18 @@ def _scan(
 
 
 def _status_and_name(
-    status: JobStatus | None, name_prefix: str | None
+    status: JobStatus | None, name_prefix: str | None, within: tuple[str, ...] = ()
 ) -> Callable[[Any], bool] | None:
-    """The filter of a job or DAG list (both have ``status`` and ``name``); None: keep all."""
-    if status is None and not name_prefix:
+    """The filter of a job or DAG list (both have ``status`` and ``name``); None: keep all.
+    ``within``: the name prefixes of a team's token, which sees nothing else."""
+    if status is None and not name_prefix and not within:
         return None
 
     def keep(item: Job | Dag) -> bool:
-        return (status is None or item.status == status) and (
-            not name_prefix or item.name.startswith(name_prefix)
+        return (
+            (status is None or item.status == status)
+            and (not name_prefix or item.name.startswith(name_prefix))
+            and (not within or item.name.startswith(within))
         )
 
     return keep
@@ -105,9 +109,10 @@ def jobs_page(
     cursor: Cursor | None = None,
     status: JobStatus | None = None,
     name_prefix: str | None = None,
+    within: tuple[str, ...] = (),
 ) -> Op:
     """Jobs, newest first, optionally of one status and with a name prefix."""
-    keep = _status_and_name(status, name_prefix)
+    keep = _status_and_name(status, name_prefix, within)
     keys = [dep.shard(s).jobs for s in range(dep.n_shards)]
     jobs, nxt = yield from _scan(keys, cursor, limit, lambda e: _read_jobs(dep, e), keep)
     return JobList(jobs=jobs, next_cursor=_encode(nxt))
@@ -155,10 +160,31 @@ def runs_page(
     return RunList(runs=runs, next_cursor=_encode(nxt))
 
 
-def dead_letter_page(dep: Deployment, limit: int = 100, cursor: Cursor | None = None) -> Op:
-    """Dead-lettered runs of every shard, most recently dead-lettered first."""
+def _read_team_runs(dep: Deployment, entries: Entries, within: tuple[str, ...]) -> Op:
+    """The runs of ``entries``, None for those whose job's name is outside ``within``."""
+    runs = yield from _read_run_entries(dep, entries)
+    owners = [owner_id(member.decode()) for _, member in entries]
+    specs = yield [Call(("HGET", dep.keys_for(o).job(o), "spec")) for o in owners]
+    names = [spec_name(check(raw)) for raw in specs]
+    return [
+        run if name is not None and name.startswith(within) else None
+        for run, name in zip(runs, names, strict=True)
+    ]
+
+
+def dead_letter_page(
+    dep: Deployment, limit: int = 100, cursor: Cursor | None = None, within: tuple[str, ...] = ()
+) -> Op:
+    """Dead-lettered runs of every shard, most recently dead-lettered first; with
+    ``within``, only those of jobs named with one of those prefixes (a team's)."""
     keys = [dep.shard(s).dead_letter for s in range(dep.n_shards)]
-    runs, nxt = yield from _scan(keys, cursor, limit, lambda e: _read_run_entries(dep, e), None)
+
+    def read(entries: Entries) -> Op:
+        if within:
+            return (yield from _read_team_runs(dep, entries, within))
+        return (yield from _read_run_entries(dep, entries))
+
+    runs, nxt = yield from _scan(keys, cursor, limit, read, None)
     return RunList(runs=[r for r in runs if r is not None], next_cursor=_encode(nxt))
 
 
@@ -179,9 +205,10 @@ def dags_page(
     cursor: Cursor | None = None,
     status: JobStatus | None = None,
     name_prefix: str | None = None,
+    within: tuple[str, ...] = (),
 ) -> Op:
     """DAGs, newest first, optionally of one status and with a name prefix."""
-    keep = _status_and_name(status, name_prefix)
+    keep = _status_and_name(status, name_prefix, within)
     keys = [dep.shard(s).dags for s in range(dep.n_shards)]
     dags, nxt = yield from _scan(keys, cursor, limit, lambda e: _read_dags(dep, e), keep)
     return DagList(dags=dags, next_cursor=_encode(nxt))

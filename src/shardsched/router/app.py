@@ -19,10 +19,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from shardsched import ops
+from shardsched.core.access import Scope, TokenRequest
 from shardsched.core.errors import (
     AlreadyRetried,
     ConflictError,
+    DagNotFound,
+    DagRunNotFound,
+    Forbidden,
+    JobNotFound,
     NotFoundError,
+    RunNotFound,
     ValidationError,
 )
 from shardsched.core.models import (
@@ -35,12 +41,13 @@ from shardsched.core.models import (
     SchedulePreviewRequest,
 )
 from shardsched.core.views import JobCreated
-from shardsched.ops import audit, listing, protocol
+from shardsched.ops import access, audit, listing, protocol, tokens
 from shardsched.ops import dags as dag_ops
 from shardsched.ops.cluster import ClusterView, cluster_view, list_workers
 from shardsched.ops.preview import preview_schedule
 from shardsched.ops.status import status_view
 from shardsched.router import http
+from shardsched.router.guards import AccessPolicy, Gate, unbound, who
 from shardsched.router.openapi import openapi_document
 from shardsched.router.routes import OPERATIONS
 from shardsched.router.schemas import (
@@ -70,6 +77,7 @@ _heartbeat_decoder = msgspec.json.Decoder(protocol.HeartbeatRequest)
 _claim_decoder = msgspec.json.Decoder(protocol.ClaimRequest)
 _renew_decoder = msgspec.json.Decoder(protocol.RenewRequest)
 _complete_decoder = msgspec.json.Decoder(protocol.CompleteRequest)
+_token_decoder = msgspec.json.Decoder(TokenRequest)
 _AT_PATH = re.compile(r" - at `(\$[^`]*)`$")
 _NAMED_FIELD = re.compile(r"Object (?:missing required|contains unknown) field `([^`]+)`")
 
@@ -96,41 +104,64 @@ class Api:
             raise http.ApiError(409, "already_retried", str(exc), details) from None
         except ConflictError as exc:
             raise http.ApiError(409, "conflict", str(exc)) from None
+        except Forbidden as exc:
+            raise http.ApiError(403, "forbidden", str(exc)) from None
+
+    async def _visible(self, request: Request, any_id: str, missing: NotFoundError) -> None:
+        """404 (as for an unknown id) unless the caller's team owns ``any_id``."""
+        await self._run(access.require_visible(self.dep, who(request), any_id, missing))
+
+    async def _job(self, request: Request) -> str:
+        job_id: str = request.path_params["job_id"]
+        await self._visible(request, job_id, JobNotFound(job_id))
+        return job_id
+
+    async def _dag(self, request: Request) -> str:
+        dag_id: str = request.path_params["dag_id"]
+        await self._visible(request, dag_id, DagNotFound(dag_id))
+        return dag_id
+
+    async def _run_id(self, request: Request) -> str:
+        rid: str = request.path_params["run_id"]
+        await self._visible(request, rid, RunNotFound(rid))
+        return rid
 
     async def create_job(self, request: Request) -> Response:
         spec = await http.decode(request, _spec_decoder)
+        access.require_name(who(request), spec.name)
         created: JobCreated = await self._run(ops.create_job(self.dep, spec))
         return http.json_response(created, 201)
 
     async def get_job(self, request: Request) -> Response:
-        return http.json_response(
-            await self._run(ops.get_job(self.dep, request.path_params["job_id"]))
-        )
+        return http.json_response(await self._run(ops.get_job(self.dep, await self._job(request))))
 
     async def patch_job(self, request: Request) -> Response:
         patch = await http.decode(request, _patch_decoder)
-        job_id = request.path_params["job_id"]
+        job_id = await self._job(request)
+        if patch.name is not None:
+            access.require_name(who(request), patch.name)
         return http.json_response(await self._run(ops.patch_job(self.dep, job_id, patch)))
 
     async def delete_job(self, request: Request) -> Response:
-        job_id = request.path_params["job_id"]
+        job_id = await self._job(request)
         return http.json_response(await self._run(ops.delete_job(self.dep, job_id)))
 
     async def trigger(self, request: Request) -> Response:
-        job_id = request.path_params["job_id"]
+        job_id = await self._job(request)
         await http.no_body(request)
         return http.json_response(await self._run(ops.trigger(self.dep, job_id)), 201)
 
     async def list_jobs(self, request: Request) -> Response:
         q: JobQuery = http.query(request, JobQuery)
+        within = who(request).prefixes
         op = listing.jobs_page(
-            self.dep, q.limit, *http.cursor(q), opt(q.status), opt(q.name_prefix)
+            self.dep, q.limit, *http.cursor(q), opt(q.status), opt(q.name_prefix), within
         )
         return http.json_response(await self._run(op))
 
     async def list_runs(self, request: Request) -> Response:
         q: RunQuery = http.query(request, RunQuery)
-        job_id = request.path_params["job_id"]
+        job_id = await self._job(request)
         op = listing.runs_page(
             self.dep,
             job_id,
@@ -144,65 +175,67 @@ class Api:
 
     async def backfill(self, request: Request) -> Response:
         body = await http.decode(request, _backfill_decoder)
-        job_id = request.path_params["job_id"]
+        job_id = await self._job(request)
         return http.json_response(await self._run(ops.backfill(self.dep, job_id, body)), 202)
 
     async def job_versions(self, request: Request) -> Response:
-        job_id = request.path_params["job_id"]
+        job_id = await self._job(request)
         return http.json_response(await self._run(ops.job_versions(self.dep, job_id)))
 
     async def get_run(self, request: Request) -> Response:
         return http.json_response(
-            await self._run(ops.get_run(self.dep, request.path_params["run_id"]))
+            await self._run(ops.get_run(self.dep, await self._run_id(request)))
         )
 
     async def get_output(self, request: Request) -> Response:
-        rid = request.path_params["run_id"]
+        rid = await self._run_id(request)
         return http.json_response(await self._run(ops.get_output(self.dep, rid)))
 
     async def job_ticks(self, request: Request) -> Response:
         """Every nominal tick of the job in [from, to] and what became of it."""
         q: TicksQuery = http.query(request, TicksQuery)
-        job_id = request.path_params["job_id"]
+        job_id = await self._job(request)
         op = audit.job_ticks(self.dep, job_id, http.ms(q.from_), http.ms(q.to), q.limit)
         return http.json_response(await self._run(op))
 
     async def create_dag(self, request: Request) -> Response:
         spec = await http.decode(request, _dag_decoder)
+        access.require_name(who(request), spec.name)
         return http.json_response(await self._run(dag_ops.create_dag(self.dep, spec)), 201)
 
     async def list_dags(self, request: Request) -> Response:
         q: DagQuery = http.query(request, DagQuery)
+        within = who(request).prefixes
         op = listing.dags_page(
-            self.dep, q.limit, *http.cursor(q), opt(q.status), opt(q.name_prefix)
+            self.dep, q.limit, *http.cursor(q), opt(q.status), opt(q.name_prefix), within
         )
         return http.json_response(await self._run(op))
 
     async def get_dag(self, request: Request) -> Response:
-        dag_id = request.path_params["dag_id"]
+        dag_id = await self._dag(request)
         return http.json_response(await self._run(dag_ops.get_dag(self.dep, dag_id)))
 
     async def patch_dag(self, request: Request) -> Response:
         patch = await http.decode(request, _dag_patch_decoder)
         if patch.status == JobStatus.DELETED:
             raise http.validation("use DELETE to delete a DAG", "$.status")
-        dag_id = request.path_params["dag_id"]
+        dag_id = await self._dag(request)
         return http.json_response(
             await self._run(dag_ops.set_dag_status(self.dep, dag_id, patch.status))
         )
 
     async def delete_dag(self, request: Request) -> Response:
-        dag_id = request.path_params["dag_id"]
+        dag_id = await self._dag(request)
         return http.json_response(await self._run(dag_ops.delete_dag(self.dep, dag_id)))
 
     async def trigger_dag(self, request: Request) -> Response:
-        dag_id = request.path_params["dag_id"]
+        dag_id = await self._dag(request)
         await http.no_body(request)
         return http.json_response(await self._run(dag_ops.trigger_dag(self.dep, dag_id)), 201)
 
     async def list_dag_runs(self, request: Request) -> Response:
         q: DagRunQuery = http.query(request, DagRunQuery)
-        dag_id = request.path_params["dag_id"]
+        dag_id = await self._dag(request)
         op = listing.dag_runs_page(
             self.dep, dag_id, q.limit, *http.cursor(q), http.ms(q.since), http.ms(q.until)
         )
@@ -210,6 +243,7 @@ class Api:
 
     async def get_dag_run(self, request: Request) -> Response:
         drid = request.path_params["dag_run_id"]
+        await self._visible(request, drid, DagRunNotFound(drid))
         return http.json_response(await self._run(dag_ops.get_dag_run(self.dep, drid)))
 
     async def preview(self, request: Request) -> Response:
@@ -217,20 +251,22 @@ class Api:
         return http.json_response(await self._run(preview_schedule(body)))
 
     async def cluster(self, request: Request) -> Response:
+        unbound(request)
         return http.json_response(await self._run(cluster_view(self.dep)))
 
     async def dead_letter(self, request: Request) -> Response:
         q: DeadLetterQuery = http.query(request, DeadLetterQuery)
-        return http.json_response(
-            await self._run(listing.dead_letter_page(self.dep, q.limit, *http.cursor(q)))
-        )
+        within = who(request).prefixes
+        op = listing.dead_letter_page(self.dep, q.limit, *http.cursor(q), within)
+        return http.json_response(await self._run(op))
 
     async def retry_run(self, request: Request) -> Response:
-        rid = request.path_params["run_id"]
+        rid = await self._run_id(request)
         await http.no_body(request)
         return http.json_response(await self._run(ops.retry_run(self.dep, rid)), 201)
 
     async def workers(self, request: Request) -> Response:
+        unbound(request)
         return http.json_response(await self._run(list_workers(self.dep)))
 
     async def worker_heartbeat(self, request: Request) -> Response:
@@ -270,6 +306,7 @@ class Api:
         return http.json_response(body, 200 if not unowned else 503)
 
     async def status(self, request: Request) -> Response:
+        unbound(request)
         return http.json_response(await self._run(status_view(self.dep)))
 
     async def prometheus(self, request: Request) -> Response:
@@ -284,15 +321,51 @@ class Api:
     async def openapi(self, request: Request) -> Response:
         return http.json_response(openapi_document())
 
+    async def create_token(self, request: Request) -> Response:
+        unbound(request)
+        body = await http.decode(request, _token_decoder)
+        op = tokens.create_token(self.dep, body, who(request).name)
+        return http.json_response(await self._run(op), 201)
 
-def create_app(redis: Redis, dep: ops.Deployment, metrics: Metrics | None = None) -> Starlette:
-    """The API of a node (whose metrics it exports) or of a router (metrics of its own)."""
+    async def list_tokens(self, request: Request) -> Response:
+        unbound(request)
+        return http.json_response(await self._run(tokens.list_tokens(self.dep)))
+
+    async def revoke_token(self, request: Request) -> Response:
+        unbound(request)
+        name = request.path_params["name"]
+        return http.json_response(await self._run(tokens.revoke_token(self.dep, name)))
+
+
+def create_app(
+    redis: Redis,
+    dep: ops.Deployment,
+    metrics: Metrics | None = None,
+    policy: AccessPolicy | None = None,
+) -> Starlette:
+    """The API of a node (whose metrics it exports) or of a router (metrics of its own).
+    ``policy``: who may call it (default: a token on every route but health and metrics,
+    loopback Host names only)."""
     api = Api(redis, dep, metrics or Metrics())
+    policy = policy or AccessPolicy()
+    gate = Gate(policy, redis, dep)
+
+    def gated(handler: Callable[[Request], Any], needed: Scope | None) -> Callable[..., Any]:
+        async def endpoint(request: Request) -> Response:
+            request.state.principal = await gate.principal(request, needed)
+            response: Response = await handler(request)
+            return response
+
+        return endpoint
+
     by_path: dict[str, dict[str, Callable[[Request], Any]]] = {}
     for op in OPERATIONS:
-        by_path.setdefault(op.path, {})[op.method] = getattr(api, op.handler)
+        needed = op.needed()
+        if op.handler == "prometheus" and policy.metrics_auth:
+            needed = Scope.READ
+        by_path.setdefault(op.path, {})[op.method] = gated(getattr(api, op.handler), needed)
     routes = [http.route(path, **handlers) for path, handlers in by_path.items()]
-    routes.append(http.route("/openapi.json", get=api.openapi))  # the document itself
+    routes.append(http.route("/openapi.json", get=gated(api.openapi, None)))
 
     async def not_found(request: Request, exc: Exception) -> Response:
         code = getattr(exc, "status_code", 404)

@@ -19,7 +19,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from shardsched import ops
-from shardsched.core.errors import RedisUnavailable, ValidationError
+from shardsched.core.errors import Forbidden, RedisUnavailable, ValidationError
 from shardsched.core.instants import to_ms
 from shardsched.ops.pagination import Cursor, parse_cursor
 from shardsched.router.schemas import opt
@@ -51,6 +51,8 @@ def error_response(err: ApiError) -> Response:
     response = json_response(body, err.status)
     if err.status == 503:
         response.headers["Retry-After"] = str(RETRY_AFTER_S)
+    elif err.status == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="shardsched"'
     return response
 
 
@@ -77,7 +79,9 @@ async def decode(request: Request, decoder: msgspec.json.Decoder[Any]) -> Any:
 
 
 async def read_body(request: Request) -> bytes:
-    """The body, refused with a 413 as soon as it passes MAX_BODY."""
+    """The body, refused with a 413 as soon as it passes MAX_BODY, and with a 415 unless
+    it is ``application/json``: a browser's cross-site "simple" request (a form,
+    ``text/plain``) cannot be JSON, so no page a user visits can post a job."""
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > MAX_BODY:
         raise ApiError(413, "body_too_large", f"request body over {MAX_BODY} bytes")
@@ -87,6 +91,13 @@ async def read_body(request: Request) -> bytes:
             body += chunk
             if len(body) > MAX_BODY:
                 raise ApiError(413, "body_too_large", f"request body over {MAX_BODY} bytes")
+    kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if body and kind != "application/json":
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            f"a request body must be application/json, not {kind or 'untyped'}",
+        )
     return body
 
 
@@ -165,6 +176,8 @@ def guard(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
             return await handler(request)
         except ApiError as err:
             return error_response(err)
+        except Forbidden as exc:
+            return error_response(ApiError(403, "forbidden", str(exc)))
         except (RedisConnectionError, RedisUnavailable) as exc:
             # Nothing was changed (or it will be replayed by the caller): come back later.
             return error_response(ApiError(503, "redis_unavailable", str(exc)))

@@ -19,9 +19,12 @@ from shardsched.router.schemas import ErrorBody
 
 _ERROR_TEXT = {
     400: "The body is not valid JSON",
+    401: "Missing, unknown or revoked bearer token",
+    403: "The token's scopes do not cover this; or a Host or Origin that is not allowed",
     404: "No such resource",
     409: "Conflicts with the current state (deleted, not dead-lettered, a DAG's task…)",
     413: "The body is over 1 MiB",
+    415: "A body that is not application/json",
     422: "Invalid input; details.field names it as a $.path",
     503: "Redis is unavailable, or (readyz) not every shard is owned",
 }
@@ -70,7 +73,12 @@ def openapi_document() -> dict[str, Any]:
                 }
             },
         }
-        for status in sorted({*op.errors, 503}):
+        needed = op.needed()
+        item["security"] = [] if needed is None else [{"bearer": []}]
+        if needed is not None:
+            item["description"] = f"Needs a token with the `{needed}` scope."
+        auth_errors = {403} if needed is None else {401, 403}
+        for status in sorted({*op.errors, *auth_errors, 503}):
             item["responses"][str(status)] = {
                 "description": _ERROR_TEXT[status],
                 **_json(ref_of[ErrorBody] if op.path != "/readyz" else ref_of[op.answer]),
@@ -103,5 +111,8 @@ def openapi_document() -> dict[str, Any]:
             "description": "A distributed cron and DAG scheduler: the HTTP API (DESIGN §4).",
         },
         "paths": paths,
-        "components": {"schemas": components},
+        "components": {
+            "schemas": components,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
     }

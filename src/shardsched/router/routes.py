@@ -5,9 +5,8 @@ routes from it and :mod:`.openapi` the OpenAPI document, so the two cannot drift
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from shardsched.core import views as v
+from shardsched.core.access import Scope, TokenCreated, TokenList, TokenRequest
 from shardsched.core.models import (
     BackfillRequest,
     DagPatch,
@@ -21,25 +20,9 @@ from shardsched.ops.audit import TickList
 from shardsched.ops.cluster import ClusterView, WorkerList
 from shardsched.ops.status import Status
 from shardsched.router import schemas as q
+from shardsched.router.operation import BODY_ERRORS, Operation
 from shardsched.router.schemas import Health, Readiness
 
-
-@dataclass(frozen=True)
-class Operation:
-    method: str
-    path: str
-    summary: str
-    answer: type | None
-    status: int = 200
-    body: type | None = None
-    query: type | None = None
-    errors: tuple[int, ...] = ()
-    tags: tuple[str, ...] = field(default=())
-    #: the :class:`~shardsched.router.app.Api` method that answers it
-    handler: str = ""
-
-
-BODY_ERRORS = (400, 413, 422)
 OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "post",
@@ -187,6 +170,7 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=BODY_ERRORS,
         tags=("schedules",),
         handler="preview",
+        scope=Scope.READ,  # computes, changes nothing
     ),
     Operation(
         "post",
@@ -347,9 +331,16 @@ OPERATIONS: tuple[Operation, ...] = (
         None,
         tags=("operations",),
         handler="prometheus",
+        scope=None,  # or read, with --metrics-auth
     ),
     Operation(
-        "get", "/healthz", "The process is up", Health, tags=("operations",), handler="healthz"
+        "get",
+        "/healthz",
+        "The process is up",
+        Health,
+        tags=("operations",),
+        handler="healthz",
+        scope=None,
     ),
     Operation(
         "get",
@@ -358,5 +349,37 @@ OPERATIONS: tuple[Operation, ...] = (
         Readiness,
         tags=("operations",),
         handler="readyz",
+        scope=None,
+    ),
+    Operation(
+        "post",
+        "/api/v1/tokens",
+        "Create an API token (its secret is shown once)",
+        TokenCreated,
+        201,
+        TokenRequest,
+        errors=(*BODY_ERRORS, 409),
+        tags=("tokens",),
+        handler="create_token",
+        scope=Scope.ADMIN,
+    ),
+    Operation(
+        "get",
+        "/api/v1/tokens",
+        "API tokens (names, scopes, teams; never a secret)",
+        TokenList,
+        tags=("tokens",),
+        handler="list_tokens",
+        scope=Scope.ADMIN,
+    ),
+    Operation(
+        "delete",
+        "/api/v1/tokens/{name}",
+        "Revoke a token: refused on its next request",
+        None,
+        errors=(404,),
+        tags=("tokens",),
+        handler="revoke_token",
+        scope=Scope.ADMIN,
     ),
 )

@@ -215,6 +215,11 @@ class GlobalKeys:
         return f"{self.namespace}:{{g}}:workerinfo"
 
     @property
+    def tokens(self) -> str:
+        """HASH h:<sha256 of a token> -> JSON record, n:<token name> -> sha256."""
+        return f"{self.namespace}:{{g}}:tokens"
+
+    @property
     def wake_channel(self) -> str:
         """Pub/sub channel: a shard's timer changed (payload: shard number)."""
         return f"{self.namespace}:wake"

@@ -1,6 +1,7 @@
 """A small reference client of the internal worker protocol (stdlib only).
 
-For workers that cannot reach Redis: heartbeat, claim, renew and complete over HTTP.
+For workers that cannot reach Redis: heartbeat, claim, renew and complete over HTTP,
+with a token of the ``worker`` scope.
 Every method raises :class:`ProtocolError` with the server's error body on a 4xx/5xx.
 """
 
@@ -24,16 +25,21 @@ class ProtocolError(ShardschedError):
 
 
 class HttpWorkerClient:
-    def __init__(self, base_url: str, worker_id: str, timeout: float = 10.0) -> None:
+    def __init__(
+        self, base_url: str, worker_id: str, token: str | None = None, timeout: float = 10.0
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.worker_id = worker_id
         self.timeout = timeout
+        self.headers = {"content-type": "application/json"}
+        if token is not None:
+            self.headers["authorization"] = f"Bearer {token}"
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         request = urllib.request.Request(
             self.base_url + path,
             data=json.dumps(body).encode(),
-            headers={"content-type": "application/json"},
+            headers=self.headers,
             method="POST",
         )
         try:

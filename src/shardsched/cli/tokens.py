@@ -1,0 +1,130 @@
+"""``shardsched tokens create|list|revoke``: API tokens, through the API (with an admin
+token) or, to make the first one, straight in Redis with ``--redis``.
+
+A new token's secret is printed once, on stdout, and is never shown again: Redis keeps
+only its hash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from shardsched.cli.api import common_flags
+from shardsched.cli.flags import redis_flags
+from shardsched.cli.http import CliError, endpoint, request
+from shardsched.cli.render import quoted, table
+from shardsched.core.access import Scope
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    common = common_flags()
+    direct = argparse.ArgumentParser(add_help=False)
+    redis_flags(direct, required=False)
+    tokens = sub.add_parser(
+        "tokens",
+        help="API tokens: create (shown once), list, revoke",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    tsub = tokens.add_subparsers(dest="tokens_command", required=True)
+    create = tsub.add_parser("create", parents=[common, direct], help="a new token")
+    create.add_argument("name", help="unique: letters, digits, . _ - @")
+    create.add_argument(
+        "--scope",
+        dest="scopes",
+        action="append",
+        required=True,
+        choices=[s.value for s in Scope],
+        help="read, write (covers read), admin (covers write), worker (/internal only); repeatable",
+    )
+    create.add_argument(
+        "--prefix",
+        dest="prefixes",
+        action="append",
+        default=[],
+        metavar="NAME_PREFIX",
+        help="bind the token to a team: it sees and changes only jobs and DAGs whose name "
+        "starts with one of these (repeatable)",
+    )
+    tsub.add_parser("list", parents=[common, direct], help="names, scopes, teams")
+    revoke = tsub.add_parser("revoke", parents=[common, direct], help="refused from now on")
+    revoke.add_argument("name")
+
+
+def _through_api(args: argparse.Namespace) -> Any:
+    api = endpoint(args.api, args.token_file)
+    cmd = args.tokens_command
+    if cmd == "create":
+        body = {"name": args.name, "scopes": args.scopes, "prefixes": args.prefixes}
+        return request(api, "POST", "/api/v1/tokens", body)
+    if cmd == "list":
+        return request(api, "GET", "/api/v1/tokens")
+    return request(api, "DELETE", f"/api/v1/tokens/{quoted(args.name)}")
+
+
+def _in_redis(args: argparse.Namespace) -> Any:
+    import msgspec
+    import trio
+
+    from shardsched import ops, service
+    from shardsched.core.access import TokenRequest
+    from shardsched.core.errors import ShardschedError
+    from shardsched.ops import tokens
+    from shardsched.store.redis import RedisError
+
+    async def run() -> Any:
+        redis, dep = await service.open_redis(args.redis, args.namespace, None, 1, wait=False)
+        try:
+            cmd = args.tokens_command
+            if cmd == "create":
+                body = TokenRequest(name=args.name, scopes=args.scopes, prefixes=args.prefixes)
+                op = tokens.create_token(dep, body, "shardsched tokens (redis)")
+            elif cmd == "list":
+                op = tokens.list_tokens(dep)
+            else:
+                op = tokens.revoke_token(dep, args.name)
+            return await ops.drive_async(op, redis)
+        finally:
+            await redis.aclose()
+
+    try:
+        return msgspec.to_builtins(trio.run(run))
+    except (ShardschedError, RedisError, msgspec.ValidationError) as exc:
+        raise CliError(str(exc)) from None
+
+
+def _show(args: argparse.Namespace, out: Any) -> str:
+    cmd = args.tokens_command
+    if cmd == "create":
+        team = f", team {', '.join(out['prefixes'])}" if out["prefixes"] else ""
+        print(
+            f"token {out['name']!r} ({', '.join(out['scopes'])}{team}); shown once:",
+            file=sys.stderr,
+        )
+        return str(out["token"])
+    if cmd == "revoke":
+        return f"revoked {out['revoked']}"
+    rows = [
+        [
+            t["name"],
+            ",".join(t["scopes"]),
+            ",".join(t["prefixes"]) or "-",
+            t["created_at"],
+            t["created_by"],
+        ]
+        for t in out["tokens"]
+    ]
+    return table(["NAME", "SCOPES", "TEAM", "CREATED", "BY"], rows)
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        out = _in_redis(args) if args.redis else _through_api(args)
+    except CliError as exc:
+        print(f"shardsched: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(out, indent=2) if args.json else _show(args, out))
+    return 0

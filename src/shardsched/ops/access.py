@@ -1,0 +1,65 @@
+"""Which jobs and DAGs a team's token may see: the owner's name of any id, checked.
+
+A token bound to name prefixes sees a job, a DAG, their runs and DAG runs only when the
+owning job's or DAG's name starts with one of them. Anything else answers exactly as an
+id that does not exist (404, not 403), so a team cannot even learn another's ids.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from shardsched.core.access import Principal
+from shardsched.core.errors import Forbidden, NotFoundError
+from shardsched.store import keys as k
+from shardsched.store.calls import Call, Op, check
+from shardsched.store.deployment import Deployment
+
+
+class _Named(msgspec.Struct):
+    name: str
+
+
+_named = msgspec.json.Decoder(_Named)
+
+
+def owner_id(any_id: str) -> str:
+    """The job or DAG whose name governs an id: a run's job, a task's (or DAG run's) DAG."""
+    job = k.job_of_run(any_id)
+    head, dot, _task = job.partition(".")
+    return head if dot and k.is_dag_id(head) else job
+
+
+def spec_name(spec: bytes | None) -> str | None:
+    """The ``name`` of a stored job or DAG spec (None: no such job or DAG)."""
+    if spec is None:
+        return None
+    try:
+        return _named.decode(spec).name
+    except msgspec.DecodeError:
+        return None
+
+
+def owner_name(dep: Deployment, any_id: str) -> Op:
+    """The name of the job or DAG an id belongs to; None when it does not exist."""
+    owner = owner_id(any_id)
+    (raw,) = yield [Call(("HGET", dep.keys_for(owner).job(owner), "spec"))]
+    return spec_name(check(raw))
+
+
+def require_visible(dep: Deployment, who: Principal, any_id: str, missing: NotFoundError) -> Op:
+    """Raise ``missing`` (the very 404 of an unknown id) unless ``who`` sees ``any_id``.
+    Free for an unbound token: no round trip."""
+    if not who.bound:
+        return
+    name = yield from owner_name(dep, any_id)
+    if name is None or not who.sees(name):
+        raise missing
+
+
+def require_name(who: Principal, name: str) -> None:
+    """A create or rename by a team's token must stay within its prefixes (403: the name
+    is the caller's own, so saying no leaks nothing)."""
+    if not who.sees(name):
+        allowed = ", ".join(repr(p) for p in who.prefixes)
+        raise Forbidden(f"token {who.name!r} may only name jobs and DAGs {allowed}…")
