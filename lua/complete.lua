@@ -1,8 +1,8 @@
 #!lua
 --[[
   A worker reports the outcomes of a batch of runs of one shard. Each is applied only if
-  the caller still holds the run: the stream entry is pending on this worker and the
-  run's delivery token matches. A stale completion is refused and counted on the run
+  the caller still holds the run: the stream entry is pending on this worker, it is the
+  entry the run was claimed from, and the run's delivery token matches. A stale completion is refused and counted on the run
   (its 'sx' field: a superseded execution), never applied.
 
   A failed attempt with a retry time inserts the next attempt (a new run record,
@@ -58,15 +58,15 @@ local released = false
 for i = 7, #ARGV, 9 do
   local eid, rid, token, state = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local run_key = base .. 'run:' .. rid
-  local run = rcall('HMGET', run_key, 'st', 'w', 'dt', 'd', 'bf')
+  local run = rcall('HMGET', run_key, 'st', 'w', 'dt', 'd', 'bf', 'e')
   local code
   if not run[1] then
     code = -1
-  elseif run[1] == state and run[2] == worker and run[3] == token then
+  elseif run[1] == state and run[2] == worker and run[3] == token and run[6] == eid then
     code = 0
   else
     local pending = rcall('XPENDING', ready_key, group, eid, eid, 1)
-    if run[1] == 'running' and run[2] == worker and run[3] == token
+    if run[1] == 'running' and run[2] == worker and run[3] == token and run[6] == eid
         and #pending == 1 and pending[1][2] == worker then
       rcall('HSET', run_key, 'st', state, 'f', now, 'x', ARGV[i + 4], 'r', ARGV[i + 5],
         'xs', ARGV[i + 7])

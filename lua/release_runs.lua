@@ -24,9 +24,9 @@ local released = 0
 for i = 6, #ARGV, 3 do
   local eid, rid, token = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local run_key = base .. 'run:' .. rid
-  local run = rcall('HMGET', run_key, 'st', 'w', 'dt')
+  local run = rcall('HMGET', run_key, 'st', 'w', 'dt', 'e')
   local pending = rcall('XPENDING', ready_key, group, eid, eid, 1)
-  if run[1] == 'running' and run[2] == worker and run[3] == token
+  if run[1] == 'running' and run[2] == worker and run[3] == token and run[4] == eid
       and pending[1] and pending[1][2] == worker then
     rcall('XACK', ready_key, group, eid)
     rcall('XDEL', ready_key, eid)

@@ -1,8 +1,8 @@
 #!lua flags=allow-oom
 --[[
   A worker extends the leases of its in-flight runs of one shard, in one call. Applied
-  only where the caller still holds the run (stream entry pending on it, delivery token
-  matching); the pending entry's idle time is reset, so the owner's reclaim scan passes it.
+  only where the caller still holds the run (stream entry pending on it and the one the
+  run was claimed from, delivery token matching); the pending entry's idle time is reset, so the owner's reclaim scan passes it.
 
   KEYS[1] ready   STREAM of fired runs
   ARGV[1] consumer group
@@ -33,11 +33,11 @@ end
 for i = 4, #ARGV, 3 do
   local eid, rid, token = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local run_key = base .. 'run:' .. rid
-  local run = rcall('HMGET', run_key, 'st', 'w', 'dt')
+  local run = rcall('HMGET', run_key, 'st', 'w', 'dt', 'e')
   if run[1] == 'cancelled' then
     out[#out + 1] = -3
     out[#out + 1] = 0
-  elseif run[1] == 'running' and run[2] == worker and run[3] == token
+  elseif run[1] == 'running' and run[2] == worker and run[3] == token and run[4] == eid
       and pending_owner(eid) == worker then
     rcall('XCLAIM', ready_key, group, worker, 0, eid, 'JUSTID')  -- resets its idle time
     local job = string.match(rid, '^([^:]+):')

@@ -20,8 +20,9 @@ async def test_http_worker_claims_renews_and_completes(node, http, redis, dep) -
     }
     job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
     base = str(http.base_url)
-    a = HttpWorkerClient(base, "remote-a")
-    b = HttpWorkerClient(base, "remote-b")
+    token = http.headers["authorization"].removeprefix("Bearer ")
+    a = HttpWorkerClient(base, "remote-a", token)
+    b = HttpWorkerClient(base, "remote-b", token)
 
     await trio.to_thread.run_sync(a.heartbeat, 4, 4)
     listed = await ops.drive_async(list_workers(dep), redis)
@@ -51,3 +52,47 @@ async def test_http_worker_claims_renews_and_completes(node, http, redis, dep) -
     assert out == "remote\n"
     bad = await http.post("/internal/runs/claim", json={"worker_id": "", "max_runs": 0})
     assert bad.status_code == 422
+
+
+async def test_a_completion_must_name_the_entry_its_run_was_claimed_from(
+    node, http, redis, dep
+) -> None:
+    """Worker a holds two runs; a completion of one that names the other's stream entry
+    (or renews with it) is refused and applies nothing: acking the wrong entry would let
+    the other run be reclaimed and run twice."""
+    once = {"type": "once", "at": "2020-01-01T00:00:00Z"}
+    for name in ("one", "two"):
+        body = {"name": name, "schedule": once, "command": "true", "lease_s": 30}
+        assert (await http.post("/api/v1/jobs", json=body)).status_code == 201
+    token = http.headers["authorization"].removeprefix("Bearer ")
+    a = HttpWorkerClient(str(http.base_url), "a", token)
+    held: list[dict] = []
+
+    async def both() -> bool:
+        held.extend(await trio.to_thread.run_sync(a.claim, 2))
+        return len(held) == 2
+
+    await wait_until(both)
+    first, second = held
+    forged = {**first, "entry_id": second["entry_id"]}
+    for call in (lambda: a.complete(forged, True, 0), lambda: a.renew(forged)):
+        with pytest.raises(ProtocolError) as refused:
+            await trio.to_thread.run_sync(call)
+        assert refused.value.status == 409
+    for run in held:
+        got = (await http.get(f"/api/v1/runs/{run['run_id']}")).json()
+        assert got["state"] == "running", got
+    sk = dep.keys_for(second["run_id"])
+    pending = await redis.execute("XPENDING", sk.ready, "workers", "-", "+", 10)
+    assert second["entry_id"].encode() in [p[0] for p in pending]
+    for run in held:  # the true entries still work
+        assert (await trio.to_thread.run_sync(lambda r=run: a.complete(r, True, 0)))[
+            "state"
+        ] == "succeeded"
+
+
+async def test_a_worker_id_in_the_path_is_validated(http) -> None:
+    for bad in ("a:b", "has space", "x" * 201):
+        reply = await http.post(f"/internal/workers/{bad}/heartbeat", json={})
+        assert reply.status_code == 422, (bad, reply.text)
+        assert reply.json()["error"]["details"]["field"] == "$.worker_id"

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from shardsched.core.errors import ConflictError, RunNotFound
+from shardsched.core.errors import ConflictError, RunNotFound, ValidationError
 from shardsched.core.instants import from_ms
 from shardsched.core.models import ExecSpec, RetryPolicy
 from shardsched.core.retry import verdict
@@ -91,7 +91,16 @@ class CompleteResponse(msgspec.Struct):
     state: str
 
 
+def check_worker_id(worker_id: str) -> None:
+    """A worker id from a URL path, validated like one in a body (a 422 names it)."""
+    try:
+        msgspec.convert(worker_id, WorkerId)
+    except msgspec.ValidationError as exc:
+        raise ValidationError(f"worker id: {exc}", "$.worker_id") from None
+
+
 def heartbeat(dep: Deployment, worker_id: str, req: HeartbeatRequest) -> Op:
+    check_worker_id(worker_id)
     g = dep.globals
     info = msgspec.json.encode(WorkerInfo(capacity=req.capacity, capacity_free=req.capacity_free))
     (reply,) = yield [leases.heartbeat(g.workers, g.worker_info, worker_id, 30_000, info)]
