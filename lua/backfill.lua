@@ -13,9 +13,11 @@
   ARGV[3] max concurrent backfill runs of the job
   ARGV[4] ready channel
   ARGV[5] shard number
-  ARGV[6..] ticks (ms)
+  ARGV[6] who asks (the change log, chg:<job>, gets a 'backfill')
+  ARGV[7] the window asked for, for the log
+  ARGV[8..] ticks (ms)
 
-  Keys built from the shard key base (each in KEYS' hash slot): bfq:<id>, job:<id>,
+  Keys built from the shard key base (each in KEYS' hash slot): bfq:<id>, chg:<id>, job:<id>,
     run:<id>, runs:<id>.
 
   Returns {1, queued, already, released}: ticks newly queued, ticks that had a run or were
@@ -23,6 +25,7 @@
 ]]
 local rcall = redis.call
 -- @include clock
+-- @include changes
 -- @include live
 local job_key, ready_key = KEYS[1], KEYS[2]
 local base, job = ARGV[1], ARGV[2]
@@ -36,7 +39,7 @@ end
 local now = server_now_ms()
 local queue_key = base .. 'bfq:' .. job
 local queued, already = 0, 0
-for i = 6, #ARGV do
+for i = 8, #ARGV do
   local tick = ARGV[i]
   if rcall('EXISTS', base .. 'run:' .. job .. ':' .. tick .. ':1') == 1
       or rcall('ZSCORE', queue_key, tick) then
@@ -47,6 +50,8 @@ for i = 6, #ARGV do
   end
 end
 rcall('HSET', job_key, 'bfm', ARGV[3])
+log_change(base .. 'chg:' .. job, 'backfill', ARGV[6], '',
+  ARGV[7] .. ': ' .. queued .. ' ticks queued, ' .. already .. ' had runs')
 local released = backfill_release(base, ready_key, job, now)
 if released > 0 then
   rcall('PUBLISH', ARGV[4], ARGV[5])

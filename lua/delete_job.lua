@@ -8,14 +8,17 @@
   KEYS[2] timer   ZSET job_id -> next fire (ms)
   KEYS[3] segs    LIST the job's schedule segments
   KEYS[4] versions HASH the job's earlier definitions (lib/versions.lua)
+  KEYS[5] changes  STREAM the job's change log (lib/changes.lua)
   ARGV[1] job id
   ARGV[2] wake channel
   ARGV[3] shard number
+  ARGV[4] who deletes it (the last version's 'by')
 
   Returns {1, now_ms}; {-1} no such job; {-2} already deleted.
 ]]
 local rcall = redis.call
 -- @include clock
+-- @include changes
 -- @include live
 local job_key, timer_key, segs_key, versions_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
@@ -32,9 +35,10 @@ if status == 'active' then
   rcall('RPUSH', segs_key, 'c|' .. (rcall('ZSCORE', timer_key, ARGV[1]) or '') .. '|' .. now)
 end
 keep_version(job_key, versions_key)
-rcall('HSET', job_key, 'status', 'deleted', 'updated', now)
+rcall('HSET', job_key, 'status', 'deleted', 'updated', now, 'by', ARGV[4])
 rcall('HDEL', job_key, 'pr', 'pu', 'pa')
-rcall('HINCRBY', job_key, 'version', 1)
+local version = rcall('HINCRBY', job_key, 'version', 1)
+log_change(KEYS[5], 'delete', ARGV[4], version, '')
 rcall('ZREM', timer_key, ARGV[1])
 rcall('PUBLISH', ARGV[2], ARGV[3])
 return {1, now}

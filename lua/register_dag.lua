@@ -19,7 +19,8 @@
   ARGV[10] catch-up code: a all | l latest | n none
   ARGV[11] task names, csv, dependencies first
   ARGV[12] root task names, csv
-  ARGV[13..] items of 6 per task: name, dependencies csv, downstream csv, trigger rule
+  ARGV[13] who registers it (the 'by' of version 1)
+  ARGV[14..] items of 6 per task: name, dependencies csv, downstream csv, trigger rule
           code (s | d | o | n), task spec JSON, lease (ms)
 
   Returns {now_ms, 1}; {now_ms, -1} when the DAG id is taken (nothing written).
@@ -35,8 +36,9 @@ if rcall('EXISTS', dag_key) == 1 then
 end
 rcall('HSET', dag_key, 'kind', 'dag', 'spec', ARGV[5], 'timing', ARGV[6], 'status', 'active',
   'created', now, 'updated', now, 'version', 1, 'first', ARGV[7], 'mar', ARGV[8],
-  'nact', 0, 'sla', ARGV[9], 'cu', ARGV[10], 'tasks', ARGV[11], 'roots', ARGV[12])
-for i = 13, #ARGV, 6 do
+  'nact', 0, 'sla', ARGV[9], 'cu', ARGV[10], 'tasks', ARGV[11], 'roots', ARGV[12],
+  'by', ARGV[13])
+for i = 14, #ARGV, 6 do
   local name = ARGV[i]
   rcall('HSET', dag_key, 'd:' .. name, ARGV[i + 1], 'w:' .. name, ARGV[i + 2],
     'g:' .. name, ARGV[i + 3])

@@ -11,7 +11,9 @@
           is only written when the job changes (update_job), a key saved per job.
   ARGV[2] wake channel (published once if any job has a first fire)
   ARGV[3] shard number
-  ARGV[4..] items of 6: job id, spec JSON, timing JSON, first fire (ms, or '' when the
+  ARGV[4] who registers them: the 'by' of version 1 (the change log's 'create' is read
+          from it, so a job never changed costs no log key)
+  ARGV[5..] items of 6: job id, spec JSON, timing JSON, first fire (ms, or '' when the
           job never fires), lease (ms), auto-pause after N failures ('' never)
 
   Returns {now_ms, code1, code2, ...}: 1 registered, -1 the job id is taken (that job
@@ -24,14 +26,16 @@ local base = ARGV[1]
 local now = server_now_ms()
 local out = {now}
 local wake = false
-for i = 4, #ARGV, 6 do
+local actor = ARGV[4]
+for i = 5, #ARGV, 6 do
   local job, spec, timing, first, lease = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local job_key = base .. 'job:' .. job
   if rcall('EXISTS', job_key) == 1 then
     out[#out + 1] = -1
   else
     rcall('HSET', job_key, 'spec', spec, 'timing', timing, 'status', 'active',
-      'created', now, 'updated', now, 'version', 1, 'lease', lease, 'first', first)
+      'created', now, 'updated', now, 'version', 1, 'lease', lease, 'first', first,
+      'by', actor)
     if ARGV[i + 5] ~= '' then
       rcall('HSET', job_key, 'apa', ARGV[i + 5])  -- the policy, as a field (lib/autopause)
     end

@@ -10,6 +10,7 @@
   ARGV[2] run id
   ARGV[3] ready channel
   ARGV[4] shard number
+  ARGV[5] who retries it (the job's change log, chg:<job>, gets a 'retry')
 
   Returns {1, new_run_id}; {2, new_run_id} it was retried already (nothing written: a
   double click must not run the job twice); {-1} no such run; {-2} the run is not
@@ -18,6 +19,7 @@
 ]]
 local rcall = redis.call
 -- @include clock
+-- @include changes
 local ready_key, dead_key = KEYS[1], KEYS[2]
 local base, rid = ARGV[1], ARGV[2]
 local run_key = base .. 'run:' .. rid
@@ -48,5 +50,6 @@ rcall('ZADD', runs_key, rcall('ZSCORE', runs_key, rid) or 0, next_rid)
 rcall('XADD', ready_key, '*', 'r', next_rid)
 rcall('ZREM', dead_key, rid)
 rcall('HSET', run_key, 'nx', next_rid)
+log_change(base .. 'chg:' .. job, 'retry', ARGV[5], '', rid .. ' -> ' .. next_rid)
 rcall('PUBLISH', ARGV[3], ARGV[4])
 return {1, next_rid}

@@ -10,6 +10,7 @@
   ARGV[2] dag id
   ARGV[3] ready channel
   ARGV[4] shard number
+  ARGV[5] who triggers it (the DAG's change log, chg:<dag>, gets a 'trigger')
 
   Keys built from the shard key base (each in KEYS' hash slot): dagq:<id>, dagrun:<id>,
     dagwait, job:<id>, run:<id>, runs:<id>, skips:<id>.
@@ -19,6 +20,7 @@
 ]]
 local rcall = redis.call
 -- @include clock
+-- @include changes
 local dag_key, ready_key = KEYS[1], KEYS[2]
 local base, dag = ARGV[1], ARGV[2]
 
@@ -35,6 +37,7 @@ end
 local now = server_now_ms()
 local n = rcall('HINCRBY', dag_key, 'triggers', 1)
 local code, drid, released = dag_open(base, ready_key, dag, 't' .. n, now, now, true)
+log_change(base .. 'chg:' .. dag, 'trigger', ARGV[5], '', drid)
 if released > 0 then
   rcall('PUBLISH', ARGV[3], ARGV[4])
 end

@@ -13,6 +13,7 @@
   KEYS[3] segs    LIST the job's schedule segments
   KEYS[4] versions HASH the job's earlier definitions (lib/versions.lua)
   KEYS[5] resumes  ZSET job_id -> paused_until (ms): the shard's paused jobs to resume
+  KEYS[6] changes  STREAM the job's change log (lib/changes.lua)
   ARGV[1] job id
   ARGV[2] version the caller read
   ARGV[3] spec JSON
@@ -26,11 +27,15 @@
   ARGV[11] pause reason ('' none; kept only while paused)
   ARGV[12] paused until (ms; '' none): the owner resumes the job then (KEYS[5])
   ARGV[13] auto-pause after N failures ('' never): stored as the field lib/autopause reads
+  ARGV[14] who makes the change (the new version's 'by')
+  ARGV[15] the change, for the log: update | pause | resume
+  ARGV[16] its detail ('' none), for the log
 
   Returns {1, version, now_ms}; {-1} no such job; {-2} deleted; {-3} version moved on.
 ]]
 local rcall = redis.call
 -- @include clock
+-- @include changes
 local job_key, timer_key, segs_key, versions_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
 -- @include segments
@@ -55,7 +60,8 @@ end
 keep_version(job_key, versions_key)
 local version = rcall('HINCRBY', job_key, 'version', 1)
 rcall('HSET', job_key, 'spec', ARGV[3], 'timing', ARGV[4], 'status', ARGV[5],
-  'updated', now, 'lease', ARGV[7])
+  'updated', now, 'lease', ARGV[7], 'by', ARGV[14])
+log_change(KEYS[6], ARGV[15], ARGV[14], version, ARGV[16])
 if ARGV[13] ~= '' then
   rcall('HSET', job_key, 'apa', ARGV[13])
 else

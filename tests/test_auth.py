@@ -174,6 +174,8 @@ async def test_a_team_sees_and_touches_only_its_own(base, redis, dep, node, work
             ("POST", f"/api/v1/jobs/{job_id}/trigger", None),
             ("GET", f"/api/v1/jobs/{job_id}/runs", None),
             ("GET", f"/api/v1/jobs/{job_id}/versions", None),
+            ("GET", f"/api/v1/jobs/{job_id}/changes", None),
+            ("GET", f"/api/v1/dags/{dag_id}/changes", None),
             ("GET", f"/api/v1/jobs/{job_id}/ticks", None),
             (
                 "POST",

@@ -7,6 +7,7 @@ import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import msgspec
 import pytest
 import trio
@@ -66,14 +67,19 @@ async def test_sdk_dags(node, worker, redis_server, redis, dep) -> None:
         client.close()
 
 
-async def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+async def cli(
+    http: httpx.AsyncClient, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The CLI as a user runs it, with the test API's token in SHARDSCHED_TOKEN."""
+    token = http.headers["authorization"].removeprefix("Bearer ")
+
     def run() -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             shardsched_cmd(*args),
             input=stdin,
             capture_output=True,
             text=True,
-            env=child_env(),
+            env={**child_env(), "SHARDSCHED_TOKEN": token},
             timeout=30,
         )
 
@@ -92,28 +98,28 @@ async def test_cli_dags(node, worker, http, tmp_path: Path) -> None:
     }
     path = tmp_path / "dag.json"
     path.write_text(json.dumps(body))
-    out = await cli("dags", "add", str(path), *api, "--json")
+    out = await cli(http, "dags", "add", str(path), *api, "--json")
     assert out.returncode == 0, out.stderr
     dag_id = json.loads(out.stdout)["dag_id"]
-    out = await cli("dags", "add", "-", *api, stdin=json.dumps(body))
+    out = await cli(http, "dags", "add", "-", *api, stdin=json.dumps(body))
     assert out.returncode == 0 and out.stdout.startswith("DAG_ID"), out
-    out = await cli("dags", "list", *api)
+    out = await cli(http, "dags", "list", *api)
     assert out.returncode == 0 and dag_id in out.stdout and "cli-etl" in out.stdout
-    out = await cli("dags", "get", dag_id, *api)
+    out = await cli(http, "dags", "get", dag_id, *api)
     assert out.returncode == 0 and f"{dag_id}.load" in out.stdout and "extract" in out.stdout
-    out = await cli("dags", "trigger", dag_id, *api, "--json")
+    out = await cli(http, "dags", "trigger", dag_id, *api, "--json")
     drid = json.loads(out.stdout)["dag_run_id"]
 
     async def done() -> str | None:
-        shown = await cli("dags", "run", drid, *api)
+        shown = await cli(http, "dags", "run", drid, *api)
         return shown.stdout if shown.stdout.split("\n")[1].split()[1] == "succeeded" else None
 
     shown = await wait_until(done, timeout=20, every=0.2)
     assert "extract" in shown and "load" in shown
-    out = await cli("dags", "runs", dag_id, *api)
+    out = await cli(http, "dags", "runs", dag_id, *api)
     assert drid in out.stdout and "load:succeeded" in out.stdout
     for verb, status in (("pause", "paused"), ("resume", "active"), ("delete", "deleted")):
-        out = await cli("dags", verb, dag_id, *api)
+        out = await cli(http, "dags", verb, dag_id, *api)
         assert out.returncode == 0 and out.stdout.split() == [dag_id, status], out
 
     body["tasks"][1]["depends_on"] = ["ghost"]
@@ -124,11 +130,11 @@ async def test_cli_dags(node, worker, http, tmp_path: Path) -> None:
         (("dags", "get", "dag_000000000000"), None, "not_found: DAG 'dag_000000000000'"),
         (("dags", "trigger", dag_id), None, "conflict:"),
     ]:
-        out = await cli(*args, *api, stdin=stdin)
+        out = await cli(http, *args, *api, stdin=stdin)
         assert out.returncode == 1 and out.stdout == "", (args, out)
         lines = out.stderr.strip().splitlines()
         assert len(lines) == 1 and needle in lines[0], (args, out.stderr)
-    out = await cli("dags", "list", "--api", "http://127.0.0.1:9")
+    out = await cli(http, "dags", "list", "--api", "http://127.0.0.1:9")
     assert out.returncode == 1 and "cannot reach the API" in out.stderr
 
 
@@ -140,26 +146,27 @@ async def test_cli_jobs_runs_dead_letter(node, worker, http, tmp_path: Path) -> 
         "command": "echo out; exit 2",
         "retry_policy": {"max_attempts": 2, "base_s": 0.1, "max_s": 0.1, "jitter": False},
     }
-    out = await cli("jobs", "add", "-", *api, "--json", stdin=json.dumps(body))
+    out = await cli(http, "jobs", "add", "-", *api, "--json", stdin=json.dumps(body))
     assert out.returncode == 0, out.stderr
     job_id = json.loads(out.stdout)["job_id"]
-    listed = json.loads((await cli("jobs", "list", *api, "--json", "--limit", "1")).stdout)
+    listed = json.loads((await cli(http, "jobs", "list", *api, "--json", "--limit", "1")).stdout)
     assert [j["job_id"] for j in listed["jobs"]] == [job_id]
-    run_id = (await cli("jobs", "trigger", job_id, *api)).stdout.strip()
+    run_id = (await cli(http, "jobs", "trigger", job_id, *api)).stdout.strip()
     assert run_id.startswith(f"{job_id}:t1:")
 
     async def dead() -> str | None:
-        shown = await cli("dead-letter", *api)
+        shown = await cli(http, "dead-letter", *api)
         return shown.stdout if job_id in shown.stdout else None
 
     shown = await wait_until(dead, timeout=20, every=0.3)
     assert "dead_letter" in shown and f"{job_id}:t1:2" in shown
-    assert (await cli("runs", "output", f"{job_id}:t1:2", *api)).stdout == "out\n"
-    runs = json.loads((await cli("runs", "list", job_id, *api, "--json")).stdout)["runs"]
+    assert (await cli(http, "runs", "output", f"{job_id}:t1:2", *api)).stdout == "out\n"
+    runs = json.loads((await cli(http, "runs", "list", job_id, *api, "--json")).stdout)["runs"]
     assert [r["state"] for r in runs] == ["dead_letter", "failed"]
-    out = await cli("runs", "retry", f"{job_id}:t1:2", *api)
+    out = await cli(http, "runs", "retry", f"{job_id}:t1:2", *api)
     assert out.returncode == 0 and f"{job_id}:t1:3" in out.stdout
     out = await cli(
+        http,
         "jobs",
         "backfill",
         job_id,
@@ -177,9 +184,9 @@ async def test_cli_jobs_runs_dead_letter(node, worker, http, tmp_path: Path) -> 
         (("jobs", "pause", job_id, "--until", "soon"), "(at $.paused_until)"),
         (("runs", "retry", run_id), "already_retried:"),
     ]:
-        out = await cli(*args, *api)
+        out = await cli(http, *args, *api)
         assert out.returncode == 1 and out.stdout == "", (args, out)
         lines = out.stderr.strip().splitlines()
         assert len(lines) == 1 and needle in lines[0], (args, out.stderr)
-    out = await cli("jobs", "list", "--status", "sleepy", *api)
+    out = await cli(http, "jobs", "list", "--status", "sleepy", *api)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1

@@ -147,9 +147,13 @@ async def stop_process(proc: trio.Process, grace: float = 5.0) -> None:
         lifeline().release(proc.pid, group=False)
 
 
-async def spawn(args: Sequence[str], **kwargs: Any) -> trio.Process:
+async def spawn(
+    args: Sequence[str], env: dict[str, str] | None = None, **kwargs: Any
+) -> trio.Process:
     """Start a child that lives until we stop it or this process dies (see lifeline)."""
-    proc: trio.Process = await trio.lowlevel.open_process(list(args), env=child_env(), **kwargs)
+    proc: trio.Process = await trio.lowlevel.open_process(
+        list(args), env={**child_env(), **(env or {})}, **kwargs
+    )
     lifeline().hold(proc.pid, group=False)
     return proc
 
@@ -190,6 +194,7 @@ async def run_dev(
     namespace: str,
     cluster: int = 0,
     policy: AccessPolicy | None = None,
+    tls: service.TlsFiles | None = None,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     policy = policy or service.access_policy(http)
@@ -232,8 +237,6 @@ async def run_dev(
                         "-m",
                         "shardsched",
                         "worker",
-                        "--redis",
-                        redis_url,
                         "--namespace",
                         namespace,
                         "--concurrency",
@@ -241,6 +244,7 @@ async def run_dev(
                         "--worker-id",
                         f"dev-worker-{i + 1}",
                     ],
+                    env={"SHARDSCHED_REDIS_URL": redis_url},  # not argv: ps shows argv
                     stdout=subprocess.DEVNULL,
                 )
             )
@@ -252,6 +256,7 @@ async def run_dev(
                     http=http,
                     node_id="dev-node",
                     policy=policy,
+                    tls=tls,
                     task_status=task_status,
                 )
             )
@@ -287,6 +292,7 @@ def main(args: argparse.Namespace) -> None:
                 allow_origins=args.allow_origin,
                 metrics_auth=args.metrics_auth,
             ),
+            tls=None if args.certfile is None else service.TlsFiles(args.certfile, args.keyfile),
             task_status=task_status,
         ),
         lambda line: line,

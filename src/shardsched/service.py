@@ -10,8 +10,10 @@ from __future__ import annotations
 import logging
 import re
 import signal
+import ssl
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -25,7 +27,7 @@ from shardsched.router.app import create_app
 from shardsched.router.guards import AccessPolicy
 from shardsched.runtime.metrics import Metrics
 from shardsched.shard.manager import ShardManager
-from shardsched.store.redis import Redis, RedisError, connect
+from shardsched.store.redis import Redis, RedisError, ReplyError, connect
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +60,19 @@ def _safe(url: str) -> str:
 
 
 async def check_redis_config(redis: Redis, allow_eviction: bool) -> None:
-    """Refuse an eviction policy: any of them can drop leases or ledger entries (DESIGN §2)."""
-    _, policy = await redis.execute("CONFIG", "GET", "maxmemory-policy")
+    """Refuse an eviction policy: any of them can drop leases or ledger entries (DESIGN §2).
+    A Redis user without CONFIG (the node's ACL role has none) cannot look: say so, and go
+    on; the operator who made the user answers for the policy."""
+    try:
+        _, policy = await redis.execute("CONFIG", "GET", "maxmemory-policy")
+    except ReplyError as exc:
+        if not str(exc).startswith("NOPERM"):
+            raise
+        log.warning(
+            "cannot check Redis maxmemory-policy (this user may not run CONFIG): it must be "
+            "noeviction, or a full Redis may evict leases and ledger entries"
+        )
+        return
     if policy != b"noeviction":
         msg = f"Redis maxmemory-policy is {policy.decode()!r}; shardsched needs 'noeviction'"
         if not allow_eviction:
@@ -117,7 +130,7 @@ class _SlotStream:
     connection task outlives the socket by up to the keep-alive timeout, and a closed
     connection must not count against the cap."""
 
-    def __init__(self, stream: trio.SocketStream, slots: trio.Semaphore) -> None:
+    def __init__(self, stream: trio.abc.Stream, slots: trio.Semaphore) -> None:
         self._stream = stream
         self._slots: trio.Semaphore | None = slots
 
@@ -144,6 +157,14 @@ class _SlotStream:
         return getattr(self._stream, name)
 
 
+@dataclass(frozen=True)
+class TlsFiles:
+    """The API's HTTPS certificate (chain) and key, PEM files."""
+
+    certfile: str
+    keyfile: str
+
+
 def _split_bind(bind: str) -> tuple[str, int]:
     host, _, port = bind.rpartition(":")
     if not host or not port.isdigit():
@@ -159,9 +180,11 @@ async def serve_http(
     keep_alive_s: float = KEEP_ALIVE_S,
     max_in_flight: int = MAX_IN_FLIGHT,
     max_connections: int = MAX_CONNECTIONS,
+    tls: TlsFiles | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve ``app`` over HTTP/1.1 and h2c with hypercorn's connection handler, behind our
+    """Serve ``app`` over HTTP/1.1 and h2c (or, with ``tls``, HTTPS with h2 by ALPN) with
+    hypercorn's connection handler, behind our
     own accept loop: hypercorn's ``serve`` has no connection cap, so each accepted
     connection takes a slot and one over ``max_connections`` is closed at once. Ready with
     the bound URLs; cancellation closes every connection."""
@@ -177,15 +200,22 @@ async def serve_http(
     config.loglevel = "WARNING"
     config.read_timeout = read_timeout_s
     config.keep_alive_timeout = keep_alive_s
+    context = None
+    if tls is not None:
+        config.certfile, config.keyfile = tls.certfile, tls.keyfile
+        try:
+            context = config.create_ssl_context()
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"--certfile/--keyfile: {exc}") from None
     wrapped = wrap_app(InFlightLimit(app, max_in_flight), config.wsgi_max_body_size, "asgi")
-    context = WorkerContext(None)
+    worker_context = WorkerContext(None)
     host, port = _split_bind(bind)
     listeners = await trio.open_tcp_listeners(port, host=host, backlog=BACKLOG)
     binds = []
     for listener in listeners:
         name = listener.socket.getsockname()
         shown = f"[{name[0]}]" if ":" in name[0] else name[0]
-        binds.append(f"http://{shown}:{name[1]}")
+        binds.append(f"{'https' if context else 'http'}://{shown}:{name[1]}")
     slots = trio.Semaphore(max_connections)
     refused = 0
 
@@ -199,11 +229,14 @@ async def serve_http(
                 log.warning("HTTP connection cap of %d reached: closing new ones", max_connections)
             await stream.aclose()
             return
-        held = _SlotStream(stream, slots)
+        held = _SlotStream(
+            stream if context is None else trio.SSLStream(stream, context, server_side=True),
+            slots,
+        )
         try:
             # hypercorn types its stream as trio.SocketStream; it only uses the Stream API,
             # which _SlotStream forwards.
-            await TCPServer(wrapped, config, context, ConnectionState({}), held)  # type: ignore[arg-type]
+            await TCPServer(wrapped, config, worker_context, ConnectionState({}), held)  # type: ignore[arg-type]
         finally:
             held.release()
 
@@ -223,6 +256,7 @@ async def run_node(
     lease_ttl_s: float = 5.0,
     renew_every_s: float = 1.5,
     policy: AccessPolicy | None = None,
+    tls: TlsFiles | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     if http:
@@ -233,7 +267,7 @@ async def run_node(
         binds: list[str] = []
         if http:
             app = create_app(redis, dep, manager.metrics, policy)
-            binds = await nursery.start(serve_http, app, http)
+            binds = await nursery.start(partial(serve_http, app, http, tls=tls))
         task_status.started(binds)
 
 
@@ -243,10 +277,11 @@ async def run_router(
     *,
     http: str,
     policy: AccessPolicy | None = None,
+    tls: TlsFiles | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     app = create_app(redis, dep, policy=policy or access_policy(http))
-    await serve_http(app, http, task_status=task_status)
+    await serve_http(app, http, tls=tls, task_status=task_status)
 
 
 def access_policy(

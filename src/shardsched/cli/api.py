@@ -111,16 +111,19 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     if cmd == "resume":
         out = request(api, "PATCH", path, {"status": "active"})
         return out, lambda o: f"{o['job_id']}  {o['status']}"
+    if cmd == "changes":
+        return request(api, "GET", path + "/changes" + page_query(_page(args))), changes_table
     if cmd == "versions":
         out = request(api, "GET", path + "/versions")
         return out, lambda o: table(
-            ["VERSION", "STATUS", "VALID_FROM", "VALID_UNTIL", "SCHEDULE", "COMMAND"],
+            ["VERSION", "STATUS", "VALID_FROM", "VALID_UNTIL", "BY", "SCHEDULE", "COMMAND"],
             [
                 [
                     v["version"],
                     v["status"],
                     v["valid_from"],
                     v["valid_until"],
+                    v.get("changed_by"),
                     schedule_text(v["spec"]["schedule"]) if v["spec"].get("schedule") else None,
                     v["spec"]["command"],
                 ]
@@ -167,6 +170,15 @@ def _dead_letter(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
 # --- dags -------------------------------------------------------------------------------
 
 
+def _page(args: argparse.Namespace) -> dict[str, Any]:
+    return {"limit": args.limit, "cursor": args.cursor}
+
+
+def changes_table(o: Any) -> str:
+    rows = [[c["at"], c["action"], c["by"], c["version"], c["detail"]] for c in o["changes"]]
+    return table(["AT", "ACTION", "BY", "VERSION", "DETAIL"], rows) + more_hint(o)
+
+
 def _dags(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     api, cmd = args.api, args.dags_command
     if cmd == "add":
@@ -211,6 +223,9 @@ def _dags(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
         )
     if cmd == "run":
         return request(api, "GET", f"/api/v1/dag-runs/{quoted(args.dag_run_id)}"), show_dag_run
+    if cmd == "changes":
+        path = f"/api/v1/dags/{quoted(args.dag_id)}/changes" + page_query(_page(args))
+        return request(api, "GET", path), changes_table
     if cmd == "trigger":
         out = request(api, "POST", f"/api/v1/dags/{quoted(args.dag_id)}/trigger")
         return out, lambda o: f"{o['dag_run_id']}  {o['state']}"
@@ -245,6 +260,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         ("versions", "the job's definitions over time"),
     ]:
         jsub.add_parser(name, parents=[common], help=text).add_argument("job_id")
+    jchanges = jsub.add_parser(
+        "changes", parents=[common], help="who changed, paused, triggered it, and when"
+    )
+    jchanges.add_argument("job_id")
+    page(jchanges, 50)
     pause = jsub.add_parser("pause", parents=[common], help="pause (optionally until a time)")
     pause.add_argument("job_id")
     pause.add_argument("--reason", default=None)
@@ -290,6 +310,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     dag_runs = dsub.add_parser("runs", parents=[common], help="a DAG's runs, newest first")
     dag_runs.add_argument("dag_id")
     dag_runs.add_argument("--limit", type=int, default=20)
+    dchanges = dsub.add_parser(
+        "changes", parents=[common], help="who changed, paused, triggered it, and when"
+    )
+    dchanges.add_argument("dag_id")
+    page(dchanges, 50)
     run = dsub.add_parser("run", parents=[common], help="one DAG run: every task, attempts")
     run.add_argument("dag_run_id")
 

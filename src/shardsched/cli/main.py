@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from shardsched.cli.flags import http_flags, redis_flags
+from shardsched.cli.flags import http_flags, redis_flags, tls_files
 
 if TYPE_CHECKING:
     import trio
@@ -77,6 +78,20 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
         help="pass the worker's environment variable NAME on to jobs (repeatable); jobs "
         "otherwise see only PATH, HOME, LANG, LC_ALL, TZ and their SHARDSCHED_* run variables",
     )
+    worker.add_argument("--run-as", default=None, metavar="USER", help="run jobs as USER")
+    worker.add_argument("--limit-memory", default=None, metavar="SIZE", help="per job, e.g. 1G")
+    worker.add_argument("--limit-cpu", type=int, default=None, metavar="S", help="CPU s per job")
+    worker.add_argument("--limit-nofile", type=int, default=None, metavar="N", help="open files")
+    worker.add_argument(
+        "--handlers-only", action="store_true", help="run in-process handlers, no commands"
+    )
+    worker.add_argument(
+        "--allow-command",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="run only commands that fully match one of these (repeatable)",
+    )
     worker.add_argument(
         "--drain-grace",
         type=float,
@@ -117,12 +132,16 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     from shardsched.cli import tokens as tokens_cli
 
     tokens_cli.add_parser(sub)
+    from shardsched.cli import acl as acl_cli
+
+    acl_cli.add_parser(sub)
     status = sub.add_parser("status", help="one screen: shards, nodes, workers, queues, alarms")
     redis_flags(status)
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     bench = sub.add_parser("bench", help="benchmarks (each starts what it needs)")
     if with_bench:  # their modules pull in redis-py and friends: only when asked for
         from shardsched.bench import (
+            auth,
             burst,
             commands,
             faults,
@@ -135,7 +154,8 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
         )
 
         bench_sub = bench.add_subparsers(dest="bench_command", required=True)
-        for module in (burst, commands, faults, steady, register, footprint, scale, plan, takeover):
+        modules = (auth, burst, commands, faults, steady, register, footprint, scale, plan)
+        for module in (*modules, takeover):
             module.add_parser(bench_sub)
     return parser
 
@@ -164,13 +184,23 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit("shardsched: --concurrency must be >= 1 and --workers >= 0")
     if getattr(args, "shards", None) is not None and not 1 <= args.shards <= 16384:
         sys.exit("shardsched: --shards must be in 1..16384")
+    if hasattr(args, "certfile"):
+        tls_files(args)  # both or neither
     if getattr(args, "redis", None) is not None:
+        from shardsched.cli.flags import redis_url_with_password
         from shardsched.store.redis import check_url
+
+        from_argv = args.redis != os.environ.get("SHARDSCHED_REDIS_URL")
+        args.redis = redis_url_with_password(args.redis, args.redis_password_file, from_argv)
 
         try:
             check_url(args.redis)
         except ValueError as exc:
             sys.exit(f"shardsched: --redis: {exc}")
+    if args.command == "acl":
+        from shardsched.cli import acl as acl_cli
+
+        sys.exit(acl_cli.main(args))
     if args.command == "tokens":
         from shardsched.cli import tokens as tokens_cli
 
@@ -233,6 +263,7 @@ def main(argv: list[str] | None = None) -> None:
                 lease_ttl_s=args.lease_ttl,
                 renew_every_s=args.renew_every,
                 policy=policy,
+                tls=tls_files(args),
                 task_status=task_status,
             )
 
@@ -249,6 +280,17 @@ def main(argv: list[str] | None = None) -> None:
                 sys.exit(f"shardsched: --import {module}: {exc!r}")
         holder: list[Worker] = []
 
+        from shardsched.core.errors import ConfigError
+        from shardsched.worker.sandbox import CommandPolicy, Sandbox
+
+        try:  # refused at start-up, not at a job's run
+            sandbox = Sandbox.make(
+                args.run_as, args.limit_memory, args.limit_cpu, args.limit_nofile
+            )
+            policy = CommandPolicy.of(args.handlers_only, args.allow_command)
+        except ConfigError as exc:
+            sys.exit(f"shardsched: {exc}")
+
         async def worker(task_status: trio.TaskStatus[Any]) -> None:
             redis, dep = await service.open_redis(args.redis, args.namespace, None)
             w = Worker(
@@ -258,6 +300,8 @@ def main(argv: list[str] | None = None) -> None:
                 args.concurrency,
                 drain_grace_s=args.drain_grace,
                 pass_env=args.pass_env,
+                sandbox=sandbox,
+                policy=policy,
             )
             holder.append(w)
             if args.metrics is None:
@@ -291,7 +335,12 @@ def main(argv: list[str] | None = None) -> None:
             policy = policy_of(args, args.http)  # a bad flag is refused before any wait
             redis, dep = await service.open_redis(args.redis, args.namespace, None)
             await service.run_router(
-                redis, dep, http=args.http, policy=policy, task_status=task_status
+                redis,
+                dep,
+                http=args.http,
+                policy=policy,
+                tls=tls_files(args),
+                task_status=task_status,
             )
 
         service.run_until_signal(router, lambda binds: f"router ready {' '.join(binds)}")

@@ -20,6 +20,11 @@ from typing import Annotated
 
 import msgspec
 
+#: Who a change is recorded as when no token stands behind it: an SDK client that names no
+#: actor, and the scheduler itself (auto-resume).
+SDK_ACTOR = "sdk"
+SYSTEM_ACTOR = "scheduler"
+
 #: Tokens carry this prefix, so a leaked one is recognisable (and greppable) as ours.
 TOKEN_PREFIX = "sst_"
 

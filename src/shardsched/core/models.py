@@ -33,6 +33,16 @@ GraceSeconds = Annotated[float, msgspec.Meta(ge=0, le=366 * 86400)]
 MaxCatchup = Annotated[int, msgspec.Meta(ge=1, le=100_000)]
 DEFAULT_MAX_CATCHUP = 1000
 AwareDatetime = Annotated[datetime, msgspec.Meta(tz=True)]
+#: A job's own environment variables: a shell name, not one of the worker's SHARDSCHED_*
+#: run variables (which always win); a value up to 4 KiB; up to 100 of them. Not secret:
+#: they are stored and shown with the job.
+EnvName = Annotated[
+    str,
+    msgspec.Meta(min_length=1, max_length=128, pattern=r"^(?!SHARDSCHED_)[A-Za-z_][A-Za-z0-9_]*$"),
+]
+EnvMap = Annotated[
+    dict[EnvName, Annotated[str, msgspec.Meta(max_length=4096)]], msgspec.Meta(max_length=100)
+]
 
 
 class CronSchedule(msgspec.Struct, tag="cron", tag_field="type", forbid_unknown_fields=True):
@@ -157,6 +167,8 @@ class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     #: Opt-in: pause the job (reason recorded) after this many consecutive runs failed for
     #: good (dead-lettered, or failed with no attempt left).
     auto_pause_after: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
+    #: Environment variables of the job's command, on top of the worker's allowlist.
+    env: EnvMap = msgspec.field(default_factory=dict)
 
 
 #: A DAG task's name is part of its job id ``<dag_id>.<task>``: no dots, no colons.
@@ -179,6 +191,7 @@ class TaskSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     depends_on: list[TaskName] = msgspec.field(default_factory=list)
     trigger_rule: TriggerRule = TriggerRule.ALL_SUCCESS
     lease_s: LeaseSeconds = 30.0
+    env: EnvMap = msgspec.field(default_factory=dict)
 
 
 class DagSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -215,6 +228,7 @@ class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     overlap: Overlap | None = None
     lease_s: Annotated[float, msgspec.Meta(ge=1, le=3600)] | None = None
     auto_pause_after: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
+    env: EnvMap | None = None  #: replaces the whole map ({} clears it)
     status: JobStatus | None = None
     #: With status "paused" (or on a paused job): why, shown on the job.
     pause_reason: Annotated[str, msgspec.Meta(max_length=500)] | None = None
@@ -276,6 +290,7 @@ class ExecSpec(msgspec.Struct):
     timeout_s: float = 3600.0
     lease_s: float = 30.0
     retry_policy: RetryPolicy = msgspec.field(default_factory=RetryPolicy)
+    env: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 def timing_of(spec: JobSpec) -> Timing:

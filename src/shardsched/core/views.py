@@ -53,6 +53,7 @@ class Job(msgspec.Struct, kw_only=True):
     paused_at: datetime | None = None
     paused_until: datetime | None = None
     max_catchup: int = DEFAULT_MAX_CATCHUP
+    env: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class Dag(msgspec.Struct, kw_only=True):
@@ -135,11 +136,28 @@ class JobVersion(msgspec.Struct, kw_only=True):
     spec: JobSpec
     valid_from: datetime
     valid_until: datetime | None = None
+    changed_by: str | None = None  #: who made this version (None: not recorded)
 
 
 class JobVersions(msgspec.Struct):
     job_id: str
     versions: list[JobVersion]  #: oldest first
+
+
+class Change(msgspec.Struct, kw_only=True):
+    """One entry of a job's or DAG's change log: who did what, when."""
+
+    at: datetime
+    action: str  #: create, update, pause, resume, delete, trigger, backfill, retry, add_task
+    by: str | None  #: a token's name, an SDK client's actor, or "scheduler"
+    version: int | None = None  #: the version it made (None: it made none, e.g. a trigger)
+    detail: str | None = None  #: the run it started, the window, the pause reason…
+
+
+class ChangeList(msgspec.Struct):
+    id: str
+    changes: list[Change]  #: newest first
+    next_cursor: str | None = None
 
 
 class BackfillResult(msgspec.Struct):

@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from shardsched.core.access import SDK_ACTOR
 from shardsched.core.dag import validate_dag
 from shardsched.core.errors import (
     DagDeleted,
@@ -75,7 +76,7 @@ def _task_items(spec: DagSpec) -> tuple[str, str, list[Any]]:
     return ",".join(topo.order), ",".join(topo.roots), items
 
 
-def create_dag(dep: Deployment, spec: DagSpec) -> Op:
+def create_dag(dep: Deployment, spec: DagSpec, actor: str = SDK_ACTOR) -> Op:
     """Register a DAG (validated first: nothing is written for an invalid one)."""
     order, roots, items = _task_items(spec)
     (now,) = yield [Call(("TIME",))]
@@ -96,6 +97,7 @@ def create_dag(dep: Deployment, spec: DagSpec) -> Op:
             order=order,
             roots=roots,
             task_items=items,
+            actor=actor,
         )
     ]
     if check(reply)[1] != 1:  # a 48-bit random id collided: vanishingly rare
@@ -152,7 +154,7 @@ def get_dag(dep: Deployment, dag_id: str) -> Op:
     return dag_from(dep, dag_id, replies)
 
 
-def set_dag_status(dep: Deployment, dag_id: str, status: JobStatus) -> Op:
+def set_dag_status(dep: Deployment, dag_id: str, status: JobStatus, actor: str = SDK_ACTOR) -> Op:
     """Pause (the timer entry goes; open DAG runs finish) or resume (the next tick from now,
     under the DAG's catch-up policy); returns the Dag."""
     for _attempt in range(16):
@@ -183,6 +185,8 @@ def set_dag_status(dep: Deployment, dag_id: str, status: JobStatus) -> Op:
                 next_fire=next_fire,
                 lease_ms=0,
                 roll=True,
+                actor=actor,
+                change="pause" if status == JobStatus.PAUSED else "resume",
             )
         ]
         code = check(reply)[0]
@@ -192,21 +196,21 @@ def set_dag_status(dep: Deployment, dag_id: str, status: JobStatus) -> Op:
     raise ShardschedError(f"DAG {dag_id!r} is being changed concurrently; try again")
 
 
-def delete_dag(dep: Deployment, dag_id: str) -> Op:
+def delete_dag(dep: Deployment, dag_id: str, actor: str = SDK_ACTOR) -> Op:
     """Delete a DAG: no more ticks; open DAG runs finish; definition and history stay."""
     yield from get_dag(dep, dag_id)
     sk = dep.keys_for(dag_id)
-    (reply,) = yield [jobs_lua.delete_job(sk, dep.globals, dag_id)]
+    (reply,) = yield [jobs_lua.delete_job(sk, dep.globals, dag_id, actor)]
     jobs_lua.raise_refusal(check(reply)[0], dag_id, dag=True)
     return (yield from get_dag(dep, dag_id))
 
 
-def trigger_dag(dep: Deployment, dag_id: str) -> Op:
+def trigger_dag(dep: Deployment, dag_id: str, actor: str = SDK_ACTOR) -> Op:
     """Open a DAG run now; returns DagTriggered (started, or queued under max_active_runs)."""
     if not k.is_dag_id(dag_id):
         raise DagNotFound(dag_id)
     sk = dep.keys_for(dag_id)
-    (reply,) = yield [lua.trigger_dag(sk, dep.globals, dag_id)]
+    (reply,) = yield [lua.trigger_dag(sk, dep.globals, dag_id, actor)]
     reply = check(reply)
     jobs_lua.raise_refusal(reply[0], dag_id, dag=True)  # DagTrigger's refusals are JobReply's
     return DagTriggered(
@@ -313,7 +317,7 @@ def fill_states(dep: Deployment, runs: list[DagRun], with_attempts: bool) -> Op:
             task.attempts = attempts
 
 
-def join_dag(dep: Deployment, spec: JobSpec) -> Op:
+def join_dag(dep: Deployment, spec: JobSpec, actor: str = SDK_ACTOR) -> Op:
     """A job registered with depends_on joins its dependencies' DAG as a new task."""
     dag_ids = set()
     deps: list[str] = []
@@ -339,6 +343,7 @@ def join_dag(dep: Deployment, spec: JobSpec) -> Op:
         depends_on=list(dict.fromkeys(deps)),
         trigger_rule=spec.trigger_rule,
         lease_s=spec.lease_s,
+        env=spec.env,
     )
     sk = dep.keys_for(dag_id)
     job_id = k.task_job_id(dag_id, spec.name)
@@ -372,6 +377,7 @@ def join_dag(dep: Deployment, spec: JobSpec) -> Op:
                 task_json=_encoder.encode(task),
                 lease_ms=round(task.lease_s * 1000),
                 dag_json=_encoder.encode(new_spec),
+                actor=actor,
             )
         ]
         code = check(reply)[0]

@@ -7,6 +7,7 @@ from itertools import islice
 
 import msgspec
 
+from shardsched.core.access import SDK_ACTOR
 from shardsched.core.errors import (
     DagTaskJob,
     JobDeleted,
@@ -35,6 +36,17 @@ from shardsched.store.lua import jobs as lua
 _spec_decoder = msgspec.json.Decoder(JobSpec)
 
 
+def parse_version(kept: bytes) -> tuple[bytes, int, bytes | None, bytes]:
+    """A vers:<job> entry: (status, from ms, by, spec JSON). Entries from before 'by' was
+    recorded read "status|from|spec", and a spec is JSON (it opens with a brace)."""
+    status, _, rest = kept.partition(b"|")
+    since, _, rest = rest.partition(b"|")
+    by: bytes | None = None
+    if not rest.startswith(b"{"):
+        by, _, rest = rest.partition(b"|")
+    return status, int(since), by or None, rest
+
+
 def job_versions(dep: Deployment, job_id: str) -> Op:
     """Every definition the job has had, oldest first (the current one last)."""
     job = yield from read_job(dep, job_id)
@@ -43,16 +55,12 @@ def job_versions(dep: Deployment, job_id: str) -> Op:
     sk = dep.keys_for(job_id)
     kept, current = yield [
         Call(("HGETALL", sk.versions(job_id))),
-        Call(("HMGET", sk.job(job_id), "spec", "updated")),
+        Call(("HMGET", sk.job(job_id), "spec", "updated", "by")),
     ]
     kept = check(kept)
-    records = []
-    for i in range(0, len(kept), 2):
-        status, _, rest = kept[i + 1].partition(b"|")
-        since, _, spec = rest.partition(b"|")
-        records.append((int(kept[i]), status, int(since), spec))
-    spec_raw, updated = check(current)
-    records.append((job.version, job.status.value.encode(), int(updated), spec_raw))
+    records = [(int(kept[i]), *parse_version(kept[i + 1])) for i in range(0, len(kept), 2)]
+    spec_raw, updated, by = check(current)
+    records.append((job.version, job.status.value.encode(), int(updated), by, spec_raw))
     records.sort()
     return JobVersions(
         job_id=job_id,
@@ -63,8 +71,9 @@ def job_versions(dep: Deployment, job_id: str) -> Op:
                 spec=_spec_decoder.decode(spec),
                 valid_from=from_ms(since),
                 valid_until=from_ms(records[n + 1][2]) if n + 1 < len(records) else None,
+                changed_by=by.decode() if by else None,
             )
-            for n, (version, status, since, spec) in enumerate(records)
+            for n, (version, status, since, by, spec) in enumerate(records)
         ],
     )
 
@@ -83,7 +92,7 @@ def _ticks_in(schedule: Schedule, anchor_ms: int, lo: int, hi: int) -> list[int]
     return ticks
 
 
-def backfill(dep: Deployment, job_id: str, request: BackfillRequest) -> Op:
+def backfill(dep: Deployment, job_id: str, request: BackfillRequest, actor: str = SDK_ACTOR) -> Op:
     """Run every nominal tick of [start, end] that has no run yet, paced by max_concurrent
     (returns BackfillResult). The runs are the scheduler's own run ids, so a tick that ran
     is left alone and a backfill twice is a no-op."""
@@ -101,7 +110,9 @@ def backfill(dep: Deployment, job_id: str, request: BackfillRequest) -> Op:
     if isinstance(job.schedule, OnceSchedule):
         anchor = to_ms(job.schedule.at)
     ticks = _ticks_in(job.schedule, anchor, lo, hi)
-    (reply,) = yield [lua.backfill(sk, dep.globals, job_id, request.max_concurrent, ticks)]
+    window = f"{request.start.isoformat()}..{request.end.isoformat()}"
+    call = lua.backfill(sk, dep.globals, job_id, request.max_concurrent, ticks, actor, window)
+    (reply,) = yield [call]
     reply = check(reply)
     lua.raise_refusal(reply[0], job_id)
     return BackfillResult(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from shardsched.core.access import SDK_ACTOR, SYSTEM_ACTOR
 from shardsched.core.errors import (
     DagTaskJob,
     JobDeleted,
@@ -74,7 +75,9 @@ def validate_specs(specs: Sequence[JobSpec]) -> None:
             ) from None
 
 
-def create_jobs(dep: Deployment, specs: Sequence[JobSpec], validated: bool = False) -> Op:
+def create_jobs(
+    dep: Deployment, specs: Sequence[JobSpec], validated: bool = False, actor: str = SDK_ACTOR
+) -> Op:
     """Register jobs (validated first: an invalid one writes nothing); returns JobCreated list.
 
     One script call per shard, all in one round trip. A job with depends_on joins its
@@ -87,9 +90,9 @@ def create_jobs(dep: Deployment, specs: Sequence[JobSpec], validated: bool = Fal
         created = []
         for spec in specs:
             if spec.depends_on:
-                created.append((yield from join_dag(dep, spec)))
+                created.append((yield from join_dag(dep, spec, actor)))
             else:
-                created += yield from create_jobs(dep, [spec])
+                created += yield from create_jobs(dep, [spec], actor=actor)
         return created
     (now,) = yield [Call(("TIME",))]
     now_ms = server_ms(now)
@@ -127,7 +130,9 @@ def create_jobs(dep: Deployment, specs: Sequence[JobSpec], validated: bool = Fal
             )
         )
     shards = list(by_shard)
-    replies = yield [lua.register_job(dep.shard(s), dep.globals, by_shard[s]) for s in shards]
+    replies = yield [
+        lua.register_job(dep.shard(s), dep.globals, by_shard[s], actor) for s in shards
+    ]
     registered: dict[str, bool] = {}
     for s, reply in zip(shards, replies, strict=True):
         for new, ok in zip(by_shard[s], lua.decode_registered(check(reply)), strict=True):
@@ -142,8 +147,8 @@ def create_jobs(dep: Deployment, specs: Sequence[JobSpec], validated: bool = Fal
     return created
 
 
-def create_job(dep: Deployment, spec: JobSpec) -> Op:
-    (created,) = yield from create_jobs(dep, [spec])
+def create_job(dep: Deployment, spec: JobSpec, actor: str = SDK_ACTOR) -> Op:
+    (created,) = yield from create_jobs(dep, [spec], actor=actor)
     return created
 
 
@@ -180,6 +185,7 @@ def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Jo
         pause_reason=opt_text(reason),
         paused_at=opt_ms(paused_at),
         paused_until=opt_ms(until),
+        env=spec.env,
     )
 
 
@@ -226,6 +232,7 @@ def _read_task_job(dep: Deployment, job_id: str, fields: list[bytes]) -> Op:
         shard=sk.shard,
         dag_id=dag_id,
         trigger_rule=task.trigger_rule,
+        env=task.env,
     )
 
 
@@ -247,10 +254,11 @@ def _spec_of(job: Job) -> JobSpec:
         lease_s=job.lease_s,
         auto_pause_after=job.auto_pause_after,
         max_catchup=job.max_catchup,
+        env=job.env,
     )
 
 
-def patch_job(dep: Deployment, job_id: str, patch: JobPatch) -> Op:
+def patch_job(dep: Deployment, job_id: str, patch: JobPatch, actor: str = SDK_ACTOR) -> Op:
     """Change a job's definition or status; returns the updated Job.
 
     A new schedule, or a resume, re-scores the timer from the server's clock now; pause
@@ -319,6 +327,9 @@ def patch_job(dep: Deployment, job_id: str, patch: JobPatch) -> Op:
                 pause_reason=reason or "",
                 paused_until_ms=None if until is None else to_ms(until),
                 auto_pause_after=spec.auto_pause_after,
+                actor=actor,
+                change=_change_of(job.status, status),
+                detail=reason or "",
             )
         ]
         code = check(reply)[0]
@@ -326,6 +337,13 @@ def patch_job(dep: Deployment, job_id: str, patch: JobPatch) -> Op:
         if code == lua.JobReply.OK:
             return (yield from read_job(dep, job_id))
     raise ShardschedError(f"job {job_id!r} is being changed concurrently; try again")
+
+
+def _change_of(was: JobStatus, now: JobStatus) -> str:
+    """The change log's name for a PATCH: pause, resume, or update."""
+    if now != was:
+        return "pause" if now == JobStatus.PAUSED else "resume"
+    return "update"
 
 
 def resume_if_due(dep: Deployment, job_id: str, until_ms: int) -> Op:
@@ -342,24 +360,24 @@ def resume_if_due(dep: Deployment, job_id: str, until_ms: int) -> Op:
     if to_ms(job.paused_until) != until_ms:
         return False
     try:
-        yield from patch_job(dep, job_id, JobPatch(status=JobStatus.ACTIVE))
+        yield from patch_job(dep, job_id, JobPatch(status=JobStatus.ACTIVE), SYSTEM_ACTOR)
     except (JobDeleted, JobNotFound):
         return False
     return True
 
 
-def delete_job(dep: Deployment, job_id: str) -> Op:
+def delete_job(dep: Deployment, job_id: str, actor: str = SDK_ACTOR) -> Op:
     """Delete a job, keeping its definition and runs readable; returns the deleted Job."""
     job = yield from read_job(dep, job_id)
     if job.dag_id is not None:
         raise DagTaskJob(job_id, job.dag_id)
     sk = dep.keys_for(job_id)
-    (reply,) = yield [lua.delete_job(sk, dep.globals, job_id)]
+    (reply,) = yield [lua.delete_job(sk, dep.globals, job_id, actor)]
     lua.raise_refusal(check(reply)[0], job_id)
     return (yield from read_job(dep, job_id))
 
 
-def trigger(dep: Deployment, job_id: str) -> Op:
+def trigger(dep: Deployment, job_id: str, actor: str = SDK_ACTOR) -> Op:
     """Create a run of the job now, whatever its schedule; returns Triggered."""
     sk = dep.keys_for(job_id)
     (dag,) = yield [Call(("HGET", sk.job(job_id), "dag"))]
@@ -367,7 +385,7 @@ def trigger(dep: Deployment, job_id: str) -> Op:
         raise DagTaskJob(job_id, dag.decode())
     if k.is_dag_id(job_id):
         raise JobNotFound(job_id)
-    (reply,) = yield [lua.trigger(sk, dep.globals, job_id)]
+    (reply,) = yield [lua.trigger(sk, dep.globals, job_id, actor)]
     reply = check(reply)
     lua.raise_refusal(reply[0], job_id)
     return Triggered(run_id=reply[1].decode(), scheduled_for=from_ms(int(reply[2])))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from shardsched.core.access import SDK_ACTOR
 from shardsched.core.errors import (
     RunNotFound,
 )
@@ -45,10 +46,10 @@ def get_output(dep: Deployment, rid: str) -> Op:
     )
 
 
-def retry_run(dep: Deployment, rid: str) -> Op:
+def retry_run(dep: Deployment, rid: str, actor: str = SDK_ACTOR) -> Op:
     """Send a dead-lettered run back as a new attempt; returns the new Run."""
     sk = dep.keys_for(rid)
-    (reply,) = yield [runs_lua.retry_run(sk, dep.globals, rid)]
+    (reply,) = yield [runs_lua.retry_run(sk, dep.globals, rid, actor)]
     reply = check(reply)
     runs_lua.raise_retry_refusal(reply[0], rid, reply[1].decode() if len(reply) > 1 else None)
     return (yield from get_run(dep, reply[1].decode()))

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 MAX_BODY = 1024 * 1024
 _encoder = msgspec.json.Encoder()
 _AT_PATH = re.compile(r" - at `(\$[^`]*)`$")
+_AT_KEY = re.compile(r" - at `key` in `(\$[^`]*)`$")  #: a map's key (an env name)
 _NAMED_FIELD = re.compile(r"Object (?:missing required|contains unknown) field `([^`]+)`")
 
 
@@ -67,10 +68,14 @@ def validation(message: str, field: str | None = None) -> ApiError:
         )
     if field is None:
         field = "$"
-        if m := _AT_PATH.search(message):
+        if m := _AT_KEY.search(message):
+            field, message = m.group(1), message[: m.start()] + " (a key)"
+        elif m := _AT_PATH.search(message):
             field, message = m.group(1), message[: m.start()]
         if m := _NAMED_FIELD.match(message):
             field = f"{field}.{m.group(1)}"
+    if "(?!SHARDSCHED_)" in message:  # models.EnvName's pattern: say it plainly
+        message = "an env name is a shell name (letters, digits, _), and not SHARDSCHED_*"
     return ApiError(422, "validation_error", message, {"field": field})
 
 

@@ -6,7 +6,7 @@ routes from it and :mod:`.openapi` the OpenAPI document, so the two cannot drift
 from __future__ import annotations
 
 from shardsched.core import views as v
-from shardsched.core.access import Scope, TokenCreated, TokenList, TokenRequest
+from shardsched.core.access import Scope
 from shardsched.core.models import (
     BackfillRequest,
     DagPatch,
@@ -15,13 +15,10 @@ from shardsched.core.models import (
     JobSpec,
     SchedulePreviewRequest,
 )
-from shardsched.ops import protocol
 from shardsched.ops.audit import TickList
-from shardsched.ops.cluster import ClusterView, WorkerList
-from shardsched.ops.status import Status
 from shardsched.router import schemas as q
+from shardsched.router.admin_routes import ADMIN_OPERATIONS
 from shardsched.router.operation import BODY_ERRORS, Operation
-from shardsched.router.schemas import Health, Readiness
 
 OPERATIONS: tuple[Operation, ...] = (
     Operation(
@@ -101,6 +98,16 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(404, 409),
         tags=("jobs",),
         handler="job_versions",
+    ),
+    Operation(
+        "get",
+        "/api/v1/jobs/{job_id}/changes",
+        "Who changed, paused, deleted, triggered or backfilled the job, and when",
+        v.ChangeList,
+        query=q.ChangeQuery,
+        errors=(404, 422),
+        tags=("jobs",),
+        handler="job_changes",
     ),
     Operation(
         "post",
@@ -253,6 +260,16 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "get",
+        "/api/v1/dags/{dag_id}/changes",
+        "Who changed, paused, deleted or triggered the DAG, and when",
+        v.ChangeList,
+        query=q.ChangeQuery,
+        errors=(404, 422),
+        tags=("dags",),
+        handler="dag_changes",
+    ),
+    Operation(
+        "get",
         "/api/v1/dag-runs/{dag_run_id}",
         "A DAG run: every task, every attempt",
         v.DagRun,
@@ -260,126 +277,5 @@ OPERATIONS: tuple[Operation, ...] = (
         tags=("dags",),
         handler="get_dag_run",
     ),
-    Operation(
-        "get",
-        "/api/v1/cluster",
-        "Nodes and shard owners",
-        ClusterView,
-        tags=("operations",),
-        handler="cluster",
-    ),
-    Operation(
-        "get",
-        "/api/v1/workers",
-        "Live workers and their free slots",
-        WorkerList,
-        tags=("operations",),
-        handler="workers",
-    ),
-    Operation(
-        "post",
-        "/internal/workers/{worker_id}/heartbeat",
-        "Worker heartbeat",
-        protocol.HeartbeatResponse,
-        body=protocol.HeartbeatRequest,
-        errors=BODY_ERRORS,
-        tags=("worker protocol",),
-        handler="worker_heartbeat",
-    ),
-    Operation(
-        "post",
-        "/internal/runs/claim",
-        "Claim runs",
-        protocol.ClaimResponse,
-        body=protocol.ClaimRequest,
-        errors=BODY_ERRORS,
-        tags=("worker protocol",),
-        handler="worker_claim",
-    ),
-    Operation(
-        "post",
-        "/internal/runs/{run_id}/lease/renew",
-        "Renew a run's lease",
-        protocol.RenewResponse,
-        body=protocol.RenewRequest,
-        errors=(*BODY_ERRORS, 404, 409),
-        tags=("worker protocol",),
-        handler="worker_renew",
-    ),
-    Operation(
-        "post",
-        "/internal/runs/{run_id}/complete",
-        "Report a run's outcome",
-        protocol.CompleteResponse,
-        body=protocol.CompleteRequest,
-        errors=(*BODY_ERRORS, 404, 409),
-        tags=("worker protocol",),
-        handler="worker_complete",
-    ),
-    Operation(
-        "get",
-        "/api/v1/status",
-        "One screen of the deployment's health",
-        Status,
-        tags=("operations",),
-        handler="status",
-    ),
-    Operation(
-        "get",
-        "/metrics",
-        "Prometheus metrics (text exposition format)",
-        None,
-        tags=("operations",),
-        handler="prometheus",
-        scope=None,  # or read, with --metrics-auth
-    ),
-    Operation(
-        "get",
-        "/healthz",
-        "The process is up",
-        Health,
-        tags=("operations",),
-        handler="healthz",
-        scope=None,
-    ),
-    Operation(
-        "get",
-        "/readyz",
-        "Every shard is owned by a live node (503 otherwise)",
-        Readiness,
-        tags=("operations",),
-        handler="readyz",
-        scope=None,
-    ),
-    Operation(
-        "post",
-        "/api/v1/tokens",
-        "Create an API token (its secret is shown once)",
-        TokenCreated,
-        201,
-        TokenRequest,
-        errors=(*BODY_ERRORS, 409),
-        tags=("tokens",),
-        handler="create_token",
-        scope=Scope.ADMIN,
-    ),
-    Operation(
-        "get",
-        "/api/v1/tokens",
-        "API tokens (names, scopes, teams; never a secret)",
-        TokenList,
-        tags=("tokens",),
-        handler="list_tokens",
-        scope=Scope.ADMIN,
-    ),
-    Operation(
-        "delete",
-        "/api/v1/tokens/{name}",
-        "Revoke a token: refused on its next request",
-        None,
-        errors=(404,),
-        tags=("tokens",),
-        handler="revoke_token",
-        scope=Scope.ADMIN,
-    ),
+    *ADMIN_OPERATIONS,
 )

@@ -49,6 +49,13 @@ class DeadLetterQuery(msgspec.Struct, forbid_unknown_fields=True):
     cursor: CursorText | UnsetType = UNSET
 
 
+class ChangeQuery(msgspec.Struct, forbid_unknown_fields=True):
+    """A page of a change log, newest first."""
+
+    limit: PageSize = 50
+    cursor: CursorText | UnsetType = UNSET
+
+
 class DagQuery(msgspec.Struct, forbid_unknown_fields=True):
     limit: PageSize = 100
     cursor: CursorText | UnsetType = UNSET

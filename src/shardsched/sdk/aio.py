@@ -10,6 +10,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import msgspec
 
 from shardsched import ops
+from shardsched.core.access import SDK_ACTOR
 from shardsched.core.models import JobSpec
 from shardsched.core.views import JobCreated
 from shardsched.sdk import plans
@@ -40,12 +41,16 @@ class AsyncClient:
             job = await client.get_job(job_id)
     """
 
-    def __init__(self, redis: Any, deployment: ops.Deployment) -> None:
+    def __init__(self, redis: Any, deployment: ops.Deployment, actor: str = SDK_ACTOR) -> None:
         self._redis = redis
         self.deployment = deployment
+        self.actor = actor
 
     @classmethod
-    async def open(cls, redis_url: str, namespace: str = DEFAULT_NAMESPACE) -> AsyncClient:
+    async def open(
+        cls, redis_url: str, namespace: str = DEFAULT_NAMESPACE, actor: str = SDK_ACTOR
+    ) -> AsyncClient:
+        """``actor``: who the job versions and change logs record as making its changes."""
         from shardsched.store.redis import connect
 
         redis = connect(redis_url, size=4)
@@ -54,7 +59,7 @@ class AsyncClient:
         except BaseException:
             await redis.aclose()
             raise
-        return cls(redis, deployment)
+        return cls(redis, deployment, actor)
 
     async def _run(self, op: ops.Op) -> Any:
         try:
@@ -80,6 +85,8 @@ class AsyncClient:
     delete_job = awaitable(plans.delete_job)
     trigger = awaitable(plans.trigger)
     job_versions = awaitable(plans.job_versions)
+    job_changes = awaitable(plans.job_changes)
+    dag_changes = awaitable(plans.dag_changes)
     backfill = awaitable(plans.backfill)
     next_fire_times = awaitable(plans.next_fire_times)
     get_run = awaitable(plans.get_run)

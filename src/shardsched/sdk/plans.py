@@ -28,6 +28,7 @@ from shardsched.core.models import (
 )
 from shardsched.core.views import (
     BackfillResult,
+    ChangeList,
     Dag,
     DagCreated,
     DagList,
@@ -44,8 +45,8 @@ from shardsched.core.views import (
     SchedulePreview,
     Triggered,
 )
+from shardsched.ops import changes, listing
 from shardsched.ops import dags as dag_ops
-from shardsched.ops import listing
 from shardsched.ops.pagination import parse_cursor
 from shardsched.ops.preview import preview_schedule
 from shardsched.store.deployment import Deployment
@@ -54,9 +55,11 @@ T = TypeVar("T")
 
 
 class Handle(Protocol):
-    """What a plan needs of a client: the deployment it talks to."""
+    """What a plan needs of a client: the deployment it talks to, and who it records as
+    the author of its changes."""
 
     deployment: Deployment
+    actor: str
 
 
 class Plan(Generic[T]):
@@ -116,11 +119,11 @@ def bulk_progress(created: list[JobCreated]) -> Iterator[None]:
 
 def add_validated(c: Handle, specs: Sequence[JobSpec]) -> Plan[list[JobCreated]]:
     """One batch of a bulk registration (validated by :func:`validated_batches`)."""
-    return Plan(ops.create_jobs(c.deployment, specs, True))
+    return Plan(ops.create_jobs(c.deployment, specs, True, c.actor))
 
 
 def add_job(c: Handle, spec: JobSpec) -> Plan[JobCreated]:
-    return Plan(ops.create_job(c.deployment, spec))
+    return Plan(ops.create_job(c.deployment, spec, c.actor))
 
 
 def get_job(c: Handle, job_id: str) -> Plan[Job]:
@@ -140,7 +143,7 @@ def list_jobs(
 
 
 def update_job(c: Handle, job_id: str, patch: JobPatch) -> Plan[Job]:
-    return Plan(ops.patch_job(c.deployment, job_id, patch))
+    return Plan(ops.patch_job(c.deployment, job_id, patch, c.actor))
 
 
 def pause(
@@ -156,15 +159,28 @@ def resume(c: Handle, job_id: str) -> Plan[Job]:
 
 
 def delete_job(c: Handle, job_id: str) -> Plan[Job]:
-    return Plan(ops.delete_job(c.deployment, job_id))
+    return Plan(ops.delete_job(c.deployment, job_id, c.actor))
 
 
 def trigger(c: Handle, job_id: str) -> Plan[Triggered]:
-    return Plan(ops.trigger(c.deployment, job_id))
+    return Plan(ops.trigger(c.deployment, job_id, c.actor))
 
 
 def job_versions(c: Handle, job_id: str) -> Plan[JobVersions]:
     return Plan(ops.job_versions(c.deployment, job_id))
+
+
+def job_changes(
+    c: Handle, job_id: str, limit: int = 50, cursor: str | None = None
+) -> Plan[ChangeList]:
+    """Who changed the job, how and when, newest first (``next_cursor`` for more)."""
+    return Plan(changes.job_changes(c.deployment, job_id, limit, cursor))
+
+
+def dag_changes(
+    c: Handle, dag_id: str, limit: int = 50, cursor: str | None = None
+) -> Plan[ChangeList]:
+    return Plan(changes.dag_changes(c.deployment, dag_id, limit, cursor))
 
 
 def backfill(
@@ -172,7 +188,7 @@ def backfill(
 ) -> Plan[BackfillResult]:
     """Run every nominal tick of [start, end] that has no run yet."""
     request = BackfillRequest(start=start, end=end, max_concurrent=max_concurrent)
-    return Plan(ops.backfill(c.deployment, job_id, request))
+    return Plan(ops.backfill(c.deployment, job_id, request, c.actor))
 
 
 def next_fire_times(
@@ -216,7 +232,7 @@ def list_dead_letter(c: Handle, limit: int = 100, cursor: str | None = None) -> 
 
 def retry_run(c: Handle, run_id: str) -> Plan[Run]:
     """Send a dead-lettered run back as a new attempt."""
-    return Plan(ops.retry_run(c.deployment, run_id))
+    return Plan(ops.retry_run(c.deployment, run_id, c.actor))
 
 
 # DAGs ------------------------------------------------------------
@@ -225,7 +241,7 @@ def retry_run(c: Handle, run_id: str) -> Plan[Run]:
 def add_dag(c: Handle, spec: DagSpec) -> Plan[DagCreated]:
     """Register a DAG; a bad one (unknown dependency, duplicate task, the cycle named)
     raises ValidationError and writes nothing."""
-    return Plan(dag_ops.create_dag(c.deployment, spec))
+    return Plan(dag_ops.create_dag(c.deployment, spec, c.actor))
 
 
 def get_dag(c: Handle, dag_id: str) -> Plan[Dag]:
@@ -244,19 +260,19 @@ def list_dags(
 
 
 def pause_dag(c: Handle, dag_id: str) -> Plan[Dag]:
-    return Plan(dag_ops.set_dag_status(c.deployment, dag_id, JobStatus.PAUSED))
+    return Plan(dag_ops.set_dag_status(c.deployment, dag_id, JobStatus.PAUSED, c.actor))
 
 
 def resume_dag(c: Handle, dag_id: str) -> Plan[Dag]:
-    return Plan(dag_ops.set_dag_status(c.deployment, dag_id, JobStatus.ACTIVE))
+    return Plan(dag_ops.set_dag_status(c.deployment, dag_id, JobStatus.ACTIVE, c.actor))
 
 
 def delete_dag(c: Handle, dag_id: str) -> Plan[Dag]:
-    return Plan(dag_ops.delete_dag(c.deployment, dag_id))
+    return Plan(dag_ops.delete_dag(c.deployment, dag_id, c.actor))
 
 
 def trigger_dag(c: Handle, dag_id: str) -> Plan[DagTriggered]:
-    return Plan(dag_ops.trigger_dag(c.deployment, dag_id))
+    return Plan(dag_ops.trigger_dag(c.deployment, dag_id, c.actor))
 
 
 def list_dag_runs(

@@ -11,6 +11,7 @@ import msgspec
 import redis as redis_py
 
 from shardsched import ops
+from shardsched.core.access import SDK_ACTOR
 from shardsched.core.models import JobSpec
 from shardsched.core.views import JobCreated
 from shardsched.sdk import plans
@@ -41,7 +42,11 @@ class Client:
     for a Redis Cluster (redis-py's RedisCluster finds the nodes and owns the slot map;
     each batch goes to every node its slots live on, one pipeline per node)."""
 
-    def __init__(self, redis_url: str, namespace: str = DEFAULT_NAMESPACE) -> None:
+    def __init__(
+        self, redis_url: str, namespace: str = DEFAULT_NAMESPACE, actor: str = SDK_ACTOR
+    ) -> None:
+        """``actor``: who the job versions and change logs record as making its changes."""
+        self.actor = actor
         self._cluster: redis_py.RedisCluster | None = None
         if redis_url.startswith("redis+cluster://"):
             from shardsched.store.redis.cluster import parse_cluster_url
@@ -171,6 +176,8 @@ class Client:
     delete_job = blocking(plans.delete_job)
     trigger = blocking(plans.trigger)
     job_versions = blocking(plans.job_versions)
+    job_changes = blocking(plans.job_changes)
+    dag_changes = blocking(plans.dag_changes)
     backfill = blocking(plans.backfill)
     next_fire_times = blocking(plans.next_fire_times)
     get_run = blocking(plans.get_run)

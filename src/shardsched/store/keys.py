@@ -180,6 +180,10 @@ class ShardKeys:
         """ZSET tick -> tick: a job's backfill ticks waiting for a slot (lua/backfill.lua)."""
         return self.base + "bfq:" + job_id
 
+    def changes(self, any_id: str) -> str:
+        """STREAM who changed a job or DAG, how and when (lua/lib/changes.lua)."""
+        return self.base + "chg:" + any_id
+
     def output(self, rid: str) -> str:
         """STRING the last 64 KiB a run printed."""
         return self.base + "out:" + rid

@@ -14,6 +14,7 @@ from shardsched.store.keys import dag_run_of, job_of_run
 from shardsched.worker import handlers
 from shardsched.worker.holdings import Claimed
 from shardsched.worker.runner import Outcome, run_command
+from shardsched.worker.sandbox import CommandPolicy, Sandbox
 
 #: How often in-process handlers are checked against their timeout.
 WATCHDOG_TICK_S = 0.1
@@ -53,11 +54,21 @@ class Executor:
     """Runs claimed runs; owns the handler deadlines its watchdog enforces.
 
     A command's environment is an allowlist (:data:`INHERITED_ENV`, the names in
-    ``pass_env``) plus its run's ``SHARDSCHED_*`` variables."""
+    ``pass_env``), the sandbox's user variables, the job's own ``env`` map, then its run's
+    ``SHARDSCHED_*`` variables (which nothing overrides). The ``policy`` says which
+    commands run at all, the ``sandbox`` as whom and within which limits."""
 
-    def __init__(self, pass_env: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        pass_env: Iterable[str] = (),
+        sandbox: Sandbox | None = None,
+        policy: CommandPolicy | None = None,
+    ) -> None:
         self._deadlines: dict[trio.CancelScope, float] = {}
         self._inherited = inherited_env(pass_env)
+        self._sandbox = sandbox or Sandbox()
+        self._base_env = {**self._inherited, **self._sandbox.env}
+        self._policy = policy or CommandPolicy()
 
     @staticmethod
     def is_inline(claimed: Claimed) -> bool:
@@ -84,8 +95,10 @@ class Executor:
         except LookupError as exc:
             return Outcome(None, str(exc), b"")
         if fn is None:
-            env = {**self._inherited, **run_env(claimed)}
-            return await run_command(spec.command, spec.timeout_s, env)
+            if refused := self._policy.refusal(spec.command):
+                return Outcome(None, refused, b"")
+            env = {**self._base_env, **spec.env, **run_env(claimed)}
+            return await run_command(spec.command, spec.timeout_s, env, prefix=self._sandbox.prefix)
         # A deadline per cancel scope costs trio a heap operation each way, a large share
         # of an instant handler; the watchdog enforces timeouts to within its tick.
         try:

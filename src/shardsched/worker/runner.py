@@ -62,7 +62,7 @@ async def _wait_exit(pid: int) -> int:
     return os.waitpid(pid, 0)[1]
 
 
-def _spawn(command: str, env: dict[str, str]) -> tuple[int, int]:
+def _spawn(command: str, env: dict[str, str], prefix: tuple[str, ...] = ()) -> tuple[int, int]:
     """Start ``/bin/sh -c command`` in a new session, output to a pipe; (pid, pipe's read fd).
 
     ``posix_spawn`` (vfork underneath) on the calling thread: no thread hand-off and no copy
@@ -70,9 +70,10 @@ def _spawn(command: str, env: dict[str, str]) -> tuple[int, int]:
     """
     read, write = os.pipe()
     try:
+        argv = [*prefix, "/bin/sh", "-c", command]  # prefix: the sandbox's prlimit/setpriv
         pid = os.posix_spawn(
-            "/bin/sh",
-            ["/bin/sh", "-c", command],
+            argv[0],
+            argv,
             env,
             file_actions=[
                 (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
@@ -95,12 +96,13 @@ async def run_command(
     env: dict[str, str],
     limit: int = OUTPUT_LIMIT,
     kill_grace_s: float = KILL_GRACE_S,
+    prefix: tuple[str, ...] = (),
 ) -> Outcome:
     """Run ``command`` to completion or timeout; never raises for the job's own failures."""
     buf = bytearray()
     try:
         # exactly ``env``, plus the lifeline's marker so a stray descendant dies with us
-        pid, out_fd = _spawn(command, {**env, **lifeline().env})
+        pid, out_fd = _spawn(command, {**env, **lifeline().env}, prefix)
     except OSError as exc:
         return Outcome(None, f"spawn failed: {exc}", b"")
     pgid = pid  # setsid: the child leads its own group

@@ -34,6 +34,7 @@ from shardsched.worker.execution import Executor
 from shardsched.worker.holdings import Claimed, Finished, Holdings
 from shardsched.worker.leases import LeaseRenewer
 from shardsched.worker.overruns import OverrunTracker
+from shardsched.worker.sandbox import CommandPolicy, Sandbox
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,8 @@ class Worker:
         heartbeat_every_s: float = 2.0,
         metrics: Metrics | None = None,
         pass_env: Sequence[str] = (),
+        sandbox: Sandbox | None = None,
+        policy: CommandPolicy | None = None,
     ) -> None:
         self.redis = redis
         self.dep = dep
@@ -70,7 +73,7 @@ class Worker:
         self.metrics = metrics or Metrics()
         self.holdings = Holdings()
         self.metrics.running.set_function(lambda: len(self.holdings.running))
-        self.executor = Executor(pass_env)
+        self.executor = Executor(pass_env, sandbox, policy)
         self.overruns = OverrunTracker(self.holdings, self.metrics)
         self.renewer = LeaseRenewer(redis, dep, self.worker_id, self.holdings, self.metrics)
         self.completer = Completer(

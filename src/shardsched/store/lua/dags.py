@@ -26,6 +26,7 @@ REGISTER_DAG = signature(
         "catch-up",
         "task names",
         "roots",
+        "actor",
     ),
     item=("name", "dependencies", "downstream", "trigger rule", "task spec", "lease"),
 )
@@ -45,6 +46,7 @@ def register_dag(
     order: str,
     roots: str,
     task_items: Sequence[Any],
+    actor: str,
 ) -> Call:
     """Register a DAG and its tasks; reply {now_ms, 1 | -1 (the id is taken)}."""
     return REGISTER_DAG.call(
@@ -62,6 +64,7 @@ def register_dag(
             catchup_code,
             order,
             roots,
+            actor,
         ),
         task_items,
     )
@@ -78,7 +81,7 @@ class AddTask(enum.IntEnum):
 
 ADD_DAG_TASK = signature(
     "add_dag_task",
-    keys=("dag", "task"),
+    keys=("dag", "task", "versions", "changes"),
     argv=(
         "version",
         "task",
@@ -88,6 +91,7 @@ ADD_DAG_TASK = signature(
         "lease",
         "dag spec",
         "dag id",
+        "actor",
     ),
 )
 
@@ -104,11 +108,12 @@ def add_dag_task(
     task_json: bytes,
     lease_ms: int,
     dag_json: bytes,
+    actor: str,
 ) -> Call:
     """Add a task to a DAG if it is still at ``version``; reply {AddTask, ...}."""
     return ADD_DAG_TASK.call(
-        (sk.job(dag_id), sk.job(task_job_id)),
-        (version, task, dependencies, rule_code, task_json, lease_ms, dag_json, dag_id),
+        (sk.job(dag_id), sk.job(task_job_id), sk.versions(dag_id), sk.changes(dag_id)),
+        (version, task, dependencies, rule_code, task_json, lease_ms, dag_json, dag_id, actor),
     )
 
 
@@ -120,14 +125,16 @@ class DagTrigger(enum.IntEnum):
 
 
 TRIGGER_DAG = signature(
-    "trigger_dag", keys=("dag", "ready"), argv=("base", "dag id", "ready channel", "shard")
+    "trigger_dag",
+    keys=("dag", "ready"),
+    argv=("base", "dag id", "ready channel", "shard", "actor"),
 )
 
 
-def trigger_dag(sk: ShardKeys, g: GlobalKeys, dag_id: str) -> Call:
+def trigger_dag(sk: ShardKeys, g: GlobalKeys, dag_id: str, actor: str) -> Call:
     """A manual DAG run now; reply {DagTrigger, dag_run_id, now_ms}."""
     return TRIGGER_DAG.call(
-        (sk.job(dag_id), sk.ready), (sk.base, dag_id, g.ready_channel, sk.shard)
+        (sk.job(dag_id), sk.ready), (sk.base, dag_id, g.ready_channel, sk.shard, actor)
     )
 
 

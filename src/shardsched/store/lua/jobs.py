@@ -46,12 +46,12 @@ class NewJob:
 REGISTER_JOB = signature(
     "register_job",
     keys=("timer", "jobs"),
-    argv=("base", "wake channel", "shard"),
+    argv=("base", "wake channel", "shard", "actor"),
     item=("job id", "spec", "timing", "first fire", "lease", "auto pause after"),
 )
 
 
-def register_job(sk: ShardKeys, g: GlobalKeys, jobs: Iterable[NewJob]) -> Call:
+def register_job(sk: ShardKeys, g: GlobalKeys, jobs: Iterable[NewJob], actor: str) -> Call:
     """Register jobs of one shard; decode with :func:`decode_registered`."""
     items: list[Any] = []
     for j in jobs:
@@ -63,7 +63,7 @@ def register_job(sk: ShardKeys, g: GlobalKeys, jobs: Iterable[NewJob]) -> Call:
             j.lease_ms,
             "" if j.auto_pause_after is None else j.auto_pause_after,
         )
-    return REGISTER_JOB.call((sk.timer, sk.jobs), (sk.base, g.wake_channel, sk.shard), items)
+    return REGISTER_JOB.call((sk.timer, sk.jobs), (sk.base, g.wake_channel, sk.shard, actor), items)
 
 
 def decode_registered(reply: Sequence[Any]) -> list[bool]:
@@ -73,7 +73,7 @@ def decode_registered(reply: Sequence[Any]) -> list[bool]:
 
 UPDATE_JOB = signature(
     "update_job",
-    keys=("job", "timer", "segs", "versions", "resumes"),
+    keys=("job", "timer", "segs", "versions", "resumes", "changes"),
     argv=(
         "job id",
         "version",
@@ -88,6 +88,9 @@ UPDATE_JOB = signature(
         "pause reason",
         "paused until",
         "auto pause after",
+        "actor",
+        "change",
+        "detail",
     ),
 )
 
@@ -107,11 +110,16 @@ def update_job(
     pause_reason: str = "",
     paused_until_ms: int | None = None,
     auto_pause_after: int | None = None,
+    actor: str,
+    change: str,
+    detail: str = "",
 ) -> Call:
     """Change a job (or a DAG: same hash and timer) if it is still at ``version``.
-    ``next_fire``: ms, "" to remove the timer entry, "=" to keep it. Reply {JobReply, ...}."""
+    ``next_fire``: ms, "" to remove the timer entry, "=" to keep it. ``actor`` did it,
+    ``change`` (update, pause, resume) goes into the change log. Reply {JobReply, ...}."""
+    keys = (sk.job(job_id), sk.timer, sk.segments(job_id), sk.versions(job_id), sk.resumes)
     return UPDATE_JOB.call(
-        (sk.job(job_id), sk.timer, sk.segments(job_id), sk.versions(job_id), sk.resumes),
+        (*keys, sk.changes(job_id)),
         (
             job_id,
             version,
@@ -126,50 +134,61 @@ def update_job(
             pause_reason,
             "" if paused_until_ms is None else paused_until_ms,
             "" if auto_pause_after is None else auto_pause_after,
+            actor,
+            change,
+            detail,
         ),
     )
 
 
 DELETE_JOB = signature(
     "delete_job",
-    keys=("job", "timer", "segs", "versions"),
-    argv=("job id", "wake channel", "shard"),
+    keys=("job", "timer", "segs", "versions", "changes"),
+    argv=("job id", "wake channel", "shard", "actor"),
 )
 
 
-def delete_job(sk: ShardKeys, g: GlobalKeys, job_id: str) -> Call:
+def delete_job(sk: ShardKeys, g: GlobalKeys, job_id: str, actor: str) -> Call:
     """Delete a job or a DAG, keeping its history; reply {JobReply, now_ms}."""
-    return DELETE_JOB.call(
-        (sk.job(job_id), sk.timer, sk.segments(job_id), sk.versions(job_id)),
-        (job_id, g.wake_channel, sk.shard),
-    )
+    keys = (sk.job(job_id), sk.timer, sk.segments(job_id), sk.versions(job_id))
+    return DELETE_JOB.call((*keys, sk.changes(job_id)), (job_id, g.wake_channel, sk.shard, actor))
 
 
 TRIGGER = signature(
-    "trigger", keys=("job", "ready"), argv=("base", "job id", "ready channel", "shard")
+    "trigger",
+    keys=("job", "ready"),
+    argv=("base", "job id", "ready channel", "shard", "actor"),
 )
 
 
-def trigger(sk: ShardKeys, g: GlobalKeys, job_id: str) -> Call:
+def trigger(sk: ShardKeys, g: GlobalKeys, job_id: str, actor: str) -> Call:
     """A manual run now; reply {JobReply, run_id, now_ms}."""
-    return TRIGGER.call((sk.job(job_id), sk.ready), (sk.base, job_id, g.ready_channel, sk.shard))
+    return TRIGGER.call(
+        (sk.job(job_id), sk.ready), (sk.base, job_id, g.ready_channel, sk.shard, actor)
+    )
 
 
 BACKFILL = signature(
     "backfill",
     keys=("job", "ready"),
-    argv=("base", "job id", "max concurrent", "ready channel", "shard"),
+    argv=("base", "job id", "max concurrent", "ready channel", "shard", "actor", "window"),
     item=("*",),
 )
 
 
 def backfill(
-    sk: ShardKeys, g: GlobalKeys, job_id: str, max_concurrent: int, ticks: Sequence[int]
+    sk: ShardKeys,
+    g: GlobalKeys,
+    job_id: str,
+    max_concurrent: int,
+    ticks: Sequence[int],
+    actor: str,
+    window: str,
 ) -> Call:
     """Queue ticks to run as backfill; reply {JobReply, queued, already, released}."""
     return BACKFILL.call(
         (sk.job(job_id), sk.ready),
-        (sk.base, job_id, max_concurrent, g.ready_channel, sk.shard),
+        (sk.base, job_id, max_concurrent, g.ready_channel, sk.shard, actor, window),
         ticks,
     )
 

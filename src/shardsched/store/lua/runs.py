@@ -265,10 +265,12 @@ def raise_retry_refusal(code: int, run_id: str, next_run_id: str | None) -> None
 RETRY_RUN = signature(
     "retry_run",
     keys=("ready", "deadletter"),
-    argv=("base", "run id", "ready channel", "shard"),
+    argv=("base", "run id", "ready channel", "shard", "actor"),
 )
 
 
-def retry_run(sk: ShardKeys, g: GlobalKeys, run_id: str) -> Call:
+def retry_run(sk: ShardKeys, g: GlobalKeys, run_id: str, actor: str) -> Call:
     """A dead-lettered run as a new attempt; reply {code, new run id}."""
-    return RETRY_RUN.call((sk.ready, sk.dead_letter), (sk.base, run_id, g.ready_channel, sk.shard))
+    return RETRY_RUN.call(
+        (sk.ready, sk.dead_letter), (sk.base, run_id, g.ready_channel, sk.shard, actor)
+    )

@@ -13,6 +13,7 @@ from shardsched.store.redis.connection import (
     RedisURL,
     ReplyError,
 )
+from shardsched.store.redis.tls import client_context
 
 
 def connect(url: str, **options: Any) -> Any:
@@ -28,7 +29,9 @@ def check_url(url: str) -> None:
     if url.startswith("redis+cluster://"):
         parse_cluster_url(url)
     else:
-        RedisURL.parse(url)
+        parsed = RedisURL.parse(url)
+        if parsed.tls is not None:
+            client_context(parsed.tls)  # the CA, certificate and key files load
 
 
 __all__ = [

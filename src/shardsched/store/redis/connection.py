@@ -2,7 +2,8 @@
 
 redis-py has no trio client, so the node, router and worker speak RESP through this module
 (DESIGN §7): ``hiredis.pack_command`` encodes, ``hiredis.Reader`` parses, calls are
-pipelined, AUTH and SELECT come from the URL, and a lost server is reconnected with
+pipelined, AUTH, SELECT and TLS (``rediss://``, :mod:`.tls`) come from the URL, and a lost
+server is reconnected with
 backoff. A connection whose call was cancelled or failed half-way is closed, never
 reused, so no caller ever reads another caller's reply.
 """
@@ -19,6 +20,7 @@ import hiredis
 import trio
 
 from shardsched.core.errors import RedisUnavailable, ShardschedError, is_transient_reply
+from shardsched.store.redis.tls import TlsOptions, client_context, parse_options
 from shardsched.store.scripts import SCRIPTS
 
 Command = Sequence[str | bytes | int | float]
@@ -81,20 +83,27 @@ class RedisURL:
     username: str | None = None
     password: str | None = None
     db: int = 0
+    tls: TlsOptions | None = None  #: None: plain TCP
 
     @classmethod
     def parse(cls, url: str) -> RedisURL:
-        """Parse ``redis://[user[:password]@]host[:port][/db]``; raises ValueError."""
+        """Parse ``redis[s]://[user[:password]@]host[:port][/db][?tls options]``; raises
+        ValueError."""
         parts = urlsplit(url)
-        if parts.scheme != "redis":
+        if parts.scheme not in ("redis", "rediss"):
             raise ValueError(f"unsupported Redis URL scheme {parts.scheme!r} in {url!r}")
+        if parts.query and parts.scheme != "rediss":
+            raise ValueError(f"URL options are TLS options: they want rediss://, in {url!r}")
         db_text = parts.path.lstrip("/")
+        if db_text and not db_text.isdigit():
+            raise ValueError(f"the db of a Redis URL is a number, not {db_text!r}")
         return cls(
             host=parts.hostname or "127.0.0.1",
             port=parts.port or 6379,
             username=unquote(parts.username) if parts.username else None,
             password=unquote(parts.password) if parts.password else None,
             db=int(db_text) if db_text else 0,
+            tls=parse_options(parts.query) if parts.scheme == "rediss" else None,
         )
 
 
@@ -120,7 +129,7 @@ def _raise_errors(replies: list[Any]) -> list[Any]:
 class Connection:
     """One RESP connection, used by one task at a time (the pool sees to that)."""
 
-    def __init__(self, stream: trio.SocketStream) -> None:
+    def __init__(self, stream: trio.abc.Stream) -> None:
         self._stream = stream
         self._reader = hiredis.Reader()
         self.broken = False
@@ -131,7 +140,22 @@ class Connection:
         to); raises RedisError."""
         try:
             with trio.fail_after(timeout):
-                stream = await trio.open_tcp_stream(url.host, url.port)
+                stream: trio.abc.Stream = await trio.open_tcp_stream(url.host, url.port)
+                if url.tls is not None:
+                    try:
+                        context = client_context(url.tls)
+                    except ValueError as exc:
+                        await stream.aclose()
+                        raise RedisRefusedError(str(exc)) from None
+                    tls = trio.SSLStream(stream, context, server_hostname=url.host)
+                    try:
+                        await tls.do_handshake()
+                    except trio.BrokenResourceError as exc:
+                        await stream.aclose()
+                        raise RedisRefusedError(
+                            f"TLS handshake with {url.host}:{url.port} failed: {exc.__cause__}"
+                        ) from exc
+                    stream = tls
                 conn = cls(stream)
                 hello: list[Command] = []
                 if url.password is not None:
@@ -160,10 +184,15 @@ class Connection:
         except RedisConnectionError as exc:
             if isinstance(exc, RedisConnectError):
                 raise
-            # lost during the handshake: a TLS port spoken to in plain text looks like this
+            # lost during the handshake: a TLS port spoken to in plain text looks like this,
+            # and so does a TLS server that wants a client certificate we did not send
+            hint = (
+                "if the server wants a client certificate, give ssl_certfile and ssl_keyfile"
+                if url.tls is not None
+                else "if the server speaks TLS, it needs a rediss:// URL"
+            )
             raise RedisConnectError(
-                f"connection to {url.host}:{url.port} lost during the handshake ({exc});"
-                " if the server speaks TLS, it needs a rediss:// URL"
+                f"connection to {url.host}:{url.port} lost during the handshake ({exc}); {hint}"
             ) from exc
         except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
             raise RedisConnectError(f"cannot connect to {url.host}:{url.port}: {exc}") from exc
@@ -188,7 +217,7 @@ class Connection:
             data = await self._stream.receive_some(65536)
             if not data:
                 raise RedisConnectionError("server closed the connection")
-            self._reader.feed(data)
+            self._reader.feed(bytes(data))  # an SSLStream may hand a bytearray
             reply = self._reader.gets()
         return reply
 

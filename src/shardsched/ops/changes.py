@@ -1,0 +1,81 @@
+"""A job's or DAG's change log: who created, changed, paused, resumed, deleted,
+triggered, backfilled or retried it, and when, newest first.
+
+The entries are written by the scripts that make the changes (lua/lib/changes.lua), in
+the same atomic step. The creation is not an entry: it is read from the record itself
+(its creation time, and who made version 1), so a job never changed costs no log key.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from shardsched.core.errors import DagNotFound, JobNotFound, ValidationError
+from shardsched.core.instants import from_ms
+from shardsched.core.views import Change, ChangeList
+from shardsched.ops.history import parse_version
+from shardsched.store.calls import Call, Op, check
+from shardsched.store.deployment import Deployment
+from shardsched.store.keys import is_dag_id
+
+_ENTRY_ID = re.compile(r"^[0-9]{1,20}-[0-9]{1,20}$")
+
+
+def _text(value: bytes | None) -> str | None:
+    return value.decode() if value else None
+
+
+def _change(entry_id: bytes, fields: list[bytes]) -> Change:
+    f = dict(zip(fields[::2], fields[1::2], strict=True))
+    version = f.get(b"v")
+    return Change(
+        at=from_ms(int(entry_id.split(b"-")[0])),
+        action=f[b"a"].decode(),
+        by=_text(f.get(b"by")),
+        version=int(version) if version else None,
+        detail=_text(f.get(b"x")),
+    )
+
+
+def changes(
+    dep: Deployment, any_id: str, missing: Exception, limit: int = 50, cursor: str | None = None
+) -> Op:
+    """The change log of a job or DAG (``missing`` is raised when there is none)."""
+    if cursor is not None and not _ENTRY_ID.match(cursor):
+        raise ValidationError("not a cursor of this list", "$.cursor")
+    sk = dep.keys_for(any_id)
+    end = "+" if cursor is None else "(" + cursor
+    record, entries, first = yield [
+        Call(("HMGET", sk.job(any_id), "created", "version", "by")),
+        Call(("XREVRANGE", sk.changes(any_id), end, "-", "COUNT", limit + 1)),
+        Call(("HGET", sk.versions(any_id), "1")),
+    ]
+    created, version, by = check(record)
+    if created is None:
+        raise missing
+    rows: list[Any] = check(entries)
+    out = [_change(eid, fields) for eid, fields in rows[:limit]]
+    if len(rows) > limit:
+        return ChangeList(id=any_id, changes=out, next_cursor=rows[limit - 1][0].decode())
+    kept = check(first)
+    creator = parse_version(kept)[2] if kept is not None else (by if version == b"1" else None)
+    if len(out) < limit:
+        out.append(Change(at=from_ms(int(created)), action="create", by=_text(creator), version=1))
+        return ChangeList(id=any_id, changes=out)
+    # the page is full and the log is done: the creation opens the next page
+    return ChangeList(id=any_id, changes=out, next_cursor="0-1")
+
+
+def job_changes(dep: Deployment, job_id: str, limit: int = 50, cursor: str | None = None) -> Op:
+    missing = JobNotFound(job_id)
+    if is_dag_id(job_id):
+        raise missing
+    return (yield from changes(dep, job_id, missing, limit, cursor))
+
+
+def dag_changes(dep: Deployment, dag_id: str, limit: int = 50, cursor: str | None = None) -> Op:
+    missing = DagNotFound(dag_id)
+    if not is_dag_id(dag_id):
+        raise missing
+    return (yield from changes(dep, dag_id, missing, limit, cursor))

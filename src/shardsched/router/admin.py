@@ -1,0 +1,104 @@
+"""The API's operations side: health, readiness, status, metrics, the cluster view, API
+tokens, and the internal worker protocol."""
+
+from __future__ import annotations
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from shardsched.core.access import TokenRequest
+from shardsched.ops import protocol, tokens
+from shardsched.ops.cluster import ClusterView, cluster_view, list_workers
+from shardsched.ops.status import status_view
+from shardsched.router import http
+from shardsched.router.base import ApiBase
+from shardsched.router.guards import unbound, who
+from shardsched.router.openapi import openapi_document
+from shardsched.router.schemas import Health, Readiness
+from shardsched.runtime.metrics import refresh_cluster
+
+_heartbeat_decoder = msgspec.json.Decoder(protocol.HeartbeatRequest)
+_claim_decoder = msgspec.json.Decoder(protocol.ClaimRequest)
+_renew_decoder = msgspec.json.Decoder(protocol.RenewRequest)
+_complete_decoder = msgspec.json.Decoder(protocol.CompleteRequest)
+_token_decoder = msgspec.json.Decoder(TokenRequest)
+
+
+class AdminHandlers(ApiBase):
+    """Handlers of the operations, token and worker-protocol routes."""
+
+    async def cluster(self, request: Request) -> Response:
+        unbound(request)
+        return http.json_response(await self._run(cluster_view(self.dep)))
+
+    async def workers(self, request: Request) -> Response:
+        unbound(request)
+        return http.json_response(await self._run(list_workers(self.dep)))
+
+    async def worker_heartbeat(self, request: Request) -> Response:
+        worker_id = request.path_params["worker_id"]
+        body = await http.decode(request, _heartbeat_decoder)
+        return http.json_response(await self._run(protocol.heartbeat(self.dep, worker_id, body)))
+
+    async def worker_claim(self, request: Request) -> Response:
+        body = await http.decode(request, _claim_decoder)
+        return http.json_response(await self._run(protocol.claim(self.dep, body)))
+
+    async def worker_renew(self, request: Request) -> Response:
+        body = await http.decode(request, _renew_decoder)
+        rid = request.path_params["run_id"]
+        return http.json_response(await self._run(protocol.renew(self.dep, rid, body)))
+
+    async def worker_complete(self, request: Request) -> Response:
+        body = await http.decode(request, _complete_decoder)
+        rid = request.path_params["run_id"]
+        return http.json_response(await self._run(protocol.complete(self.dep, rid, body)))
+
+    async def healthz(self, request: Request) -> Response:
+        return http.json_response(Health(status="ok"))
+
+    async def readyz(self, request: Request) -> Response:
+        """Ready when every shard is owned by a live node; says which and by whom."""
+        view: ClusterView = await self._run(cluster_view(self.dep))
+        live = {n.node_id for n in view.nodes}
+        unowned = [s.shard for s in view.shards if s.owner not in live]
+        body = Readiness(
+            ready=not unowned,
+            shards=len(view.shards),
+            owned=len(view.shards) - len(unowned),
+            unowned=unowned,
+            owners={str(s.shard): s.owner for s in view.shards if s.owner in live},
+        )
+        return http.json_response(body, 200 if not unowned else 503)
+
+    async def status(self, request: Request) -> Response:
+        unbound(request)
+        return http.json_response(await self._run(status_view(self.dep)))
+
+    async def prometheus(self, request: Request) -> Response:
+        """This process's series, and the cluster's state read from Redis now."""
+        try:
+            refresh_cluster(self.metrics, await self._run(status_view(self.dep)))
+        except http.ApiError:
+            pass  # Redis unreachable: still export what this process counted
+        body, content_type = self.metrics.render()
+        return Response(body, media_type=content_type)
+
+    async def openapi(self, request: Request) -> Response:
+        return http.json_response(openapi_document())
+
+    async def create_token(self, request: Request) -> Response:
+        unbound(request)
+        body = await http.decode(request, _token_decoder)
+        op = tokens.create_token(self.dep, body, who(request).name)
+        return http.json_response(await self._run(op), 201)
+
+    async def list_tokens(self, request: Request) -> Response:
+        unbound(request)
+        return http.json_response(await self._run(tokens.list_tokens(self.dep)))
+
+    async def revoke_token(self, request: Request) -> Response:
+        unbound(request)
+        name = request.path_params["name"]
+        return http.json_response(await self._run(tokens.revoke_token(self.dep, name)))

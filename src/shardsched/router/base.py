@@ -1,0 +1,71 @@
+"""What every handler of the API shares: the Redis pool, the deployment, running an
+operation (its errors mapped to the API's statuses once), and the team check on an id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from starlette.requests import Request
+
+from shardsched import ops
+from shardsched.core.errors import (
+    AlreadyRetried,
+    ConflictError,
+    DagNotFound,
+    Forbidden,
+    JobNotFound,
+    NotFoundError,
+    RunNotFound,
+    ValidationError,
+)
+from shardsched.ops import access
+from shardsched.router import http
+from shardsched.router.guards import who
+from shardsched.runtime.metrics import Metrics
+from shardsched.store.redis import Redis
+
+
+class ApiBase:
+    """Bound to one Redis pool and one deployment."""
+
+    def __init__(self, redis: Redis, dep: ops.Deployment, metrics: Metrics) -> None:
+        self.redis = redis
+        self.dep = dep
+        self.metrics = metrics
+
+    async def _run(self, op: ops.Op) -> Any:
+        try:
+            return await http.drive_off_loop(op, self.redis)
+        except ValidationError as exc:  # ours first: it is a msgspec.ValidationError too
+            raise http.validation(exc.message, exc.field) from None
+        except msgspec.ValidationError as exc:
+            raise http.validation(str(exc)) from None
+        except NotFoundError as exc:
+            raise http.ApiError(404, "not_found", str(exc)) from None
+        except AlreadyRetried as exc:
+            details = {"run_id": exc.run_id, "next_run_id": exc.next_run_id}
+            raise http.ApiError(409, "already_retried", str(exc), details) from None
+        except ConflictError as exc:
+            raise http.ApiError(409, "conflict", str(exc)) from None
+        except Forbidden as exc:
+            raise http.ApiError(403, "forbidden", str(exc)) from None
+
+    async def _visible(self, request: Request, any_id: str, missing: NotFoundError) -> None:
+        """404 (as for an unknown id) unless the caller's team owns ``any_id``."""
+        await self._run(access.require_visible(self.dep, who(request), any_id, missing))
+
+    async def _job(self, request: Request) -> str:
+        job_id: str = request.path_params["job_id"]
+        await self._visible(request, job_id, JobNotFound(job_id))
+        return job_id
+
+    async def _dag(self, request: Request) -> str:
+        dag_id: str = request.path_params["dag_id"]
+        await self._visible(request, dag_id, DagNotFound(dag_id))
+        return dag_id
+
+    async def _run_id(self, request: Request) -> str:
+        rid: str = request.path_params["run_id"]
+        await self._visible(request, rid, RunNotFound(rid))
+        return rid

@@ -1,0 +1,61 @@
+"""Redis ACL roles: the commands and key patterns each kind of process needs, no more.
+
+Three roles, for ``ACL SETUSER <user> <rules…>`` (``shardsched acl`` prints them):
+
+- ``node``: shard owners and the HTTP API (fire, reclaim, register, change jobs);
+- ``worker``: claims, renews and completes runs, heartbeats;
+- ``reader``: the SDK or a report reading jobs and runs, ``shardsched status`` and
+  ``shardsched audit``: reads only.
+
+Every role is limited to the deployment's keys (``~<ns>:*``) and channels (``&<ns>:*``)
+and has none of FLUSHALL, FLUSHDB, CONFIG, KEYS, DEBUG, SHUTDOWN, MONITOR or ACL. Redis
+checks a user's permissions on every command a Lua script runs as well, so a script
+cannot step outside them either. What ACLs cannot tell apart is *which* script a user
+runs: a worker's user may call any of our scripts (or load its own), within its
+commands and keys. The boundary is the deployment, not the operation.
+"""
+
+from __future__ import annotations
+
+#: Commands every role sends: the connection handshake, the server clock, loading and
+#: running our scripts (EVAL: the fallback after a SCRIPT FLUSH).
+_BASE = ("ping", "time", "select", "script|load", "script|exists", "evalsha", "eval")
+#: Reads, by Python and inside scripts.
+_READS = (
+    "exists", "get", "pttl", "hget", "hmget", "hgetall", "hlen", "hexists",
+    "zrange", "zscore", "zcard", "zcount", "lrange",
+    "xrange", "xrevrange", "xlen", "xpending", "xinfo|groups", "xinfo|stream",
+)  # fmt: skip
+#: Writes, inside scripts, plus the pub/sub the owners and workers wait on.
+_WRITES = (
+    "set", "del", "incr", "pexpire",
+    "hset", "hsetnx", "hdel", "hincrby",
+    "zadd", "zrem", "zpopmin", "rpush",
+    "xadd", "xack", "xdel", "xclaim", "xreadgroup", "xgroup|create",
+    "publish", "subscribe", "unsubscribe",
+)  # fmt: skip
+#: A Redis Cluster's slot map (the cluster client asks for it).
+_CLUSTER = ("cluster|slots", "cluster|shards", "cluster|info")
+
+ROLES: dict[str, tuple[str, ...]] = {
+    "node": (*_BASE, *_READS, *_WRITES, *_CLUSTER),
+    "worker": (*_BASE, *_READS, *_WRITES, *_CLUSTER),
+    "reader": (*_BASE, *_READS, *_CLUSTER),
+}
+#: What no role may run, said explicitly (after the allow list, so it wins).
+DENIED = ("flushall", "flushdb", "config", "keys", "debug", "shutdown", "monitor", "acl")
+
+
+def acl_rules(role: str, namespace: str) -> list[str]:
+    """The ``ACL SETUSER`` rules of ``role`` for the deployment ``namespace`` (without
+    ``on`` and a password, which the operator adds)."""
+    commands = ROLES[role]
+    return [
+        "resetkeys",
+        f"~{namespace}:*",
+        "resetchannels",
+        f"&{namespace}:*",
+        "-@all",
+        *(f"+{c}" for c in commands),
+        *(f"-{c}" for c in DENIED),
+    ]

@@ -1,0 +1,141 @@
+"""Every process under its Redis ACL role (``shardsched acl``) on a real Redis: a node and
+a worker run jobs, the SDK and the audit read as ``reader``, and what a role must not do
+is refused, from Python and from inside a Lua script."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+
+import pytest
+import redis as redis_py
+import trio
+
+from conftest import RedisServer, child_env, shardsched_cmd, wait_until
+from shardsched import Client, IntervalSchedule, JobSpec, OnceSchedule, ops
+from shardsched.core.instants import from_ms
+from shardsched.ops import listing
+from shardsched.service import check_redis_config
+from shardsched.shard.manager import ShardManager
+from shardsched.store.redis import Redis, ReplyError
+from shardsched.worker.worker import Worker
+
+NS = "acl"
+#: How Redis refuses a command to a user: from a client, and from inside a script.
+DENIED = r"NOPERM|can.t run this command|can.t access at least one of the keys"
+
+
+@pytest.fixture
+def users(own_redis_server: RedisServer) -> dict[str, str]:
+    """One ACL user per role, made from ``shardsched acl``'s own output; their URLs."""
+    out = subprocess.run(
+        shardsched_cmd("acl", "--namespace", NS),
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        check=True,
+    )
+    admin = redis_py.Redis(port=own_redis_server.port)
+    for line in out.stdout.splitlines():
+        words = line.split()
+        assert words[:2] == ["ACL", "SETUSER"]
+        words = [w.replace(">CHANGE-ME", f">pw-{words[2]}") for w in words]
+        admin.execute_command(*words)
+    admin.close()
+    port = own_redis_server.port
+    return {role: f"redis://{NS}-{role}:pw-{NS}-{role}@127.0.0.1:{port}/0" for role in
+            ("node", "worker", "reader")}  # fmt: skip
+
+
+async def test_each_process_works_under_its_role(users, caplog) -> None:
+    node_redis = Redis(users["node"], size=8)
+    worker_redis = Redis(users["worker"], size=8)
+    try:
+        dep = await ops.drive_async(ops.open_deployment(NS, 4), node_redis)
+        with caplog.at_level(logging.WARNING):
+            await check_redis_config(node_redis, allow_eviction=False)  # CONFIG: NOPERM
+        assert "cannot check Redis maxmemory-policy" in caplog.text
+        async with trio.open_nursery() as nursery:
+            await nursery.start(ShardManager(node_redis, dep, node_id="n", renew_every_s=0.5).run)
+            await nursery.start(Worker(worker_redis, dep, "w", concurrency=4).run)
+            once = OnceSchedule(at=from_ms(0))
+            specs = [JobSpec(name=f"j{i}", schedule=once, command="echo ok") for i in range(5)]
+            specs.append(
+                JobSpec(name="tick", schedule=IntervalSchedule(every_s=0.5), command="true")
+            )
+            created = await ops.drive_async(ops.create_jobs(dep, specs), node_redis)
+
+            async def all_ran() -> bool:
+                for c in created:
+                    runs = (
+                        await ops.drive_async(listing.runs_page(dep, c.job_id, 5), node_redis)
+                    ).runs
+                    if not any(r.state == "succeeded" for r in runs):
+                        return False
+                return True
+
+            await wait_until(all_ran, timeout=20)
+
+            # the reader: the SDK reads, the audit and status run, and a write is refused
+            def read() -> None:
+                with Client(users["reader"], namespace=NS) as sdk:
+                    assert sdk.get_job(created[0].job_id).name == "j0"
+                    assert sdk.list_runs(created[0].job_id).runs[0].state == "succeeded"
+                    with pytest.raises(Exception, match=DENIED):
+                        sdk.add_job(specs[0])
+
+            await trio.to_thread.run_sync(read)
+            for command in (("audit", "--settle", "1"), ("status",)):
+                out = await trio.to_thread.run_sync(
+                    lambda c=command: subprocess.run(
+                        shardsched_cmd(*c, "--namespace", NS),
+                        capture_output=True,
+                        text=True,
+                        env={**child_env(), "SHARDSCHED_REDIS_URL": users["reader"]},
+                        timeout=120,
+                    )
+                )
+                assert out.returncode == 0, (command, out.stdout, out.stderr)
+                assert "NOPERM" not in out.stderr
+            nursery.cancel_scope.cancel()
+        names = [
+            j.name for j in (await ops.drive_async(listing.jobs_page(dep, 100), node_redis)).jobs
+        ]
+        assert len(names) == 6  # the reader's add_job wrote nothing
+    finally:
+        await node_redis.aclose()
+        await worker_redis.aclose()
+
+
+@pytest.mark.parametrize("role", ["node", "worker", "reader"])
+async def test_what_a_role_must_not_do_is_refused(users, own_redis_server, role: str) -> None:
+    admin = redis_py.Redis(port=own_redis_server.port, decode_responses=True)
+    for command in ("flushall", "flushdb", "config get x", "keys *", "debug sleep 0", "acl list"):
+        verdict = admin.execute_command("ACL", "DRYRUN", f"{NS}-{role}", *command.split())
+        assert "no permissions" in verdict, (role, command, verdict)
+    admin.close()
+    redis = Redis(users[role], size=2)
+    try:
+        refused = [
+            ("FLUSHALL",),
+            ("FLUSHDB",),
+            ("CONFIG", "GET", "maxmemory-policy"),
+            ("CONFIG", "SET", "maxmemory-policy", "allkeys-lru"),
+            ("KEYS", "*"),
+            ("ACL", "LIST"),
+            ("SHUTDOWN", "NOSAVE"),
+            ("GET", "other:key"),  # outside the deployment's keys
+            ("EVAL", "return redis.call('FLUSHALL')", "0"),  # nor from inside a script
+            ("EVAL", "return redis.call('GET', 'other:key')", "0"),
+        ]
+        if role == "reader":
+            refused += [
+                ("SET", f"{NS}:x", "1"),
+                ("EVAL", f"return redis.call('SET', '{NS}:x', 1)", "0"),
+            ]
+        for command in refused:
+            with pytest.raises(ReplyError, match=DENIED):
+                await redis.execute(*command)
+        assert await redis.execute("PING") == b"PONG"
+    finally:
+        await redis.aclose()

@@ -1,0 +1,166 @@
+"""Who did what: every change through the API records the token's name and the time, in
+the job's versions and in its append-only change log (API, SDK and CLI)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import httpx
+import trio
+
+from conftest import child_env, keyspace, shardsched_cmd, wait_until
+from shardsched import ops
+from shardsched.core.access import Scope, TokenRequest
+from shardsched.ops import tokens
+from shardsched.sdk import AsyncClient
+
+EVERY_HOUR = {"type": "interval", "every_s": 3600}
+
+
+async def token(redis, dep, name: str, scope: Scope) -> str:
+    request = TokenRequest(name=name, scopes=[scope])
+    return str((await ops.drive_async(tokens.create_token(dep, request, "test"), redis)).token)
+
+
+def as_(http: httpx.AsyncClient, secret: str) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        base_url=http.base_url, headers={"authorization": f"Bearer {secret}"}, timeout=10
+    )
+
+
+async def test_every_change_records_who_and_when(node, worker, http, redis, dep) -> None:
+    alice = as_(http, await token(redis, dep, "alice", Scope.WRITE))
+    bob = as_(http, await token(redis, dep, "bob", Scope.ADMIN))
+    async with alice, bob:
+        body = {"name": "j", "command": "true", "schedule": EVERY_HOUR}
+        job_id = (await alice.post("/api/v1/jobs", json=body)).json()["job_id"]
+        path = f"/api/v1/jobs/{job_id}"
+        assert (await bob.patch(path, json={"command": "echo 2"})).status_code == 200
+        paused = await alice.patch(path, json={"status": "paused", "pause_reason": "db moves"})
+        assert paused.status_code == 200
+        assert (await bob.patch(path, json={"status": "active"})).status_code == 200
+        run_id = (await alice.post(path + "/trigger")).json()["run_id"]
+        window = {"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T02:00:00Z"}
+        assert (await bob.post(path + "/backfill", json=window)).status_code == 202
+        assert (await alice.delete(path)).status_code == 200
+        before = await keyspace(redis, dep.namespace)
+        assert (await alice.post(path + "/trigger")).status_code == 409  # refused: no entry
+        assert await keyspace(redis, dep.namespace) == before
+
+        log = (await bob.get(path + "/changes")).json()
+        got = [(c["action"], c["by"], c["version"], c["detail"]) for c in log["changes"]]
+        assert got == [
+            ("delete", "alice", 5, None),
+            ("backfill", "bob", None, got[1][3]),
+            ("trigger", "alice", None, run_id),
+            ("resume", "bob", 4, None),
+            ("pause", "alice", 3, "db moves"),
+            ("update", "bob", 2, None),
+            ("create", "alice", 1, None),
+        ]
+        assert re.fullmatch(
+            r"2026-01-01T00:00:00\+00:00\.\.\S+: \d+ ticks queued, 0 had runs", got[1][3]
+        )
+        ats = [c["at"] for c in log["changes"]]
+        assert ats == sorted(ats, reverse=True) and log["next_cursor"] is None
+
+        versions = (await bob.get(path + "/versions")).json()["versions"]
+        assert [(v["version"], v["changed_by"]) for v in versions] == [
+            (1, "alice"),
+            (2, "bob"),
+            (3, "alice"),
+            (4, "bob"),
+            (5, "alice"),
+        ]
+
+        pages, cursor = [], None  # the same log, two at a time
+        while True:
+            query = {"limit": 2} | ({"cursor": cursor} if cursor else {})
+            page = (await bob.get(path + "/changes", params=query)).json()
+            pages += [c["action"] for c in page["changes"]]
+            if not (cursor := page["next_cursor"]):
+                break
+        assert pages == [g[0] for g in got]
+        bad = await bob.get(path + "/changes", params={"cursor": "nope"})
+        assert bad.status_code == 422
+        assert (await bob.get("/api/v1/jobs/job_000000000000/changes")).status_code == 404
+
+        out = await trio.to_thread.run_sync(
+            lambda: subprocess.run(
+                shardsched_cmd("jobs", "changes", job_id, "--api", str(http.base_url)),
+                capture_output=True,
+                text=True,
+                env={**child_env(), "SHARDSCHED_TOKEN": bob.headers["authorization"][7:]},
+                timeout=60,
+            )
+        )
+        assert out.returncode == 0, out.stderr
+        assert "delete" in out.stdout and "alice" in out.stdout and "db moves" in out.stdout
+
+
+async def test_dag_changes_and_retries_are_logged(node, worker, http, redis, dep) -> None:
+    carol = as_(http, await token(redis, dep, "carol", Scope.WRITE))
+    async with carol:
+        dag = {"name": "d", "schedule": EVERY_HOUR, "tasks": [{"name": "t", "command": "true"}]}
+        dag_id = (await carol.post("/api/v1/dags", json=dag)).json()["dag_id"]
+        path = f"/api/v1/dags/{dag_id}"
+        dag_run = (await carol.post(path + "/trigger")).json()["dag_run_id"]
+        await carol.patch(path, json={"status": "paused"})
+        await carol.patch(path, json={"status": "active"})
+        await carol.delete(path)
+        log = (await carol.get(path + "/changes")).json()["changes"]
+        assert [(c["action"], c["by"], c["detail"]) for c in log] == [
+            ("delete", "carol", None),
+            ("resume", "carol", None),
+            ("pause", "carol", None),
+            ("trigger", "carol", dag_run),
+            ("create", "carol", None),
+        ]
+
+        once = {"type": "once", "at": "2020-01-01T00:00:00Z"}
+        retry = {"max_attempts": 2, "base_s": 0, "jitter": False}
+        body = {"name": "f", "command": "false", "schedule": once, "retry_policy": retry}
+        job_id = (await carol.post("/api/v1/jobs", json=body)).json()["job_id"]
+
+        async def dead() -> list:
+            return (await carol.get("/api/v1/dead-letter")).json()["runs"]
+
+        (run,) = await wait_until(dead, timeout=15)
+        again = await carol.post(f"/api/v1/runs/{run['run_id']}/retry")
+        assert again.status_code == 201
+        log = (await carol.get(f"/api/v1/jobs/{job_id}/changes")).json()["changes"]
+        assert log[0]["action"] == "retry" and log[0]["by"] == "carol"
+        assert log[0]["detail"] == f"{run['run_id']} -> {again.json()['run_id']}"
+
+
+async def test_the_sdk_records_its_actor_and_the_scheduler_its_own(
+    node, redis_server, redis, dep
+) -> None:
+    client = await AsyncClient.open(redis_server.url, dep.namespace, actor="ci-bot")
+    try:
+        from shardsched import IntervalSchedule, JobPatch, JobSpec
+        from shardsched.core.models import JobStatus
+
+        spec = JobSpec(name="s", schedule=IntervalSchedule(every_s=3600), command="true")
+        job_id = (await client.add_job(spec)).job_id
+        soon = (await redis.time_ms()) + 300
+        from shardsched.core.instants import from_ms
+
+        patch = JobPatch(status=JobStatus.PAUSED, paused_until=from_ms(soon))
+        await client.update_job(job_id, patch)
+
+        async def resumed() -> bool:
+            return (await client.get_job(job_id)).status == JobStatus.ACTIVE
+
+        await wait_until(resumed, timeout=10)
+        versions = (await client.job_versions(job_id)).versions
+        assert [v.changed_by for v in versions] == ["ci-bot", "ci-bot", "scheduler"]
+        log = (await client.job_changes(job_id)).changes
+        assert [(c.action, c.by) for c in log] == [
+            ("resume", "scheduler"),
+            ("pause", "ci-bot"),
+            ("create", "ci-bot"),
+        ]
+    finally:
+        await client.aclose()

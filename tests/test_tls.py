@@ -1,0 +1,228 @@
+"""TLS everywhere it travels, on real processes: a redis-server that speaks only TLS and
+checks client certificates, a CA made here, the trio client, the SDK, a CLI process, and
+the API over HTTPS. And credentials that never go through argv."""
+
+from __future__ import annotations
+
+import ssl
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import trio
+
+from conftest import RedisServer, child_env, shardsched_cmd, wait_until
+from shardsched import Client, JobSpec, OnceSchedule, ops
+from shardsched.core.instants import from_ms
+from shardsched.dev import free_port, redis_server_args
+from shardsched.ops import listing
+from shardsched.router.app import create_app
+from shardsched.service import TlsFiles, serve_http
+from shardsched.shard.manager import ShardManager
+from shardsched.store.redis import Redis, RedisConnectionError
+from shardsched.worker.worker import Worker
+
+
+@dataclass
+class Pki:
+    ca: Path
+    rogue_ca: Path
+    server_cert: Path
+    server_key: Path
+    client_cert: Path
+    client_key: Path
+
+
+def openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_ca(name: str, d: Path) -> None:
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key",
+            "-out", f"{name}.crt", "-days", "2", "-subj", f"/CN={name}", cwd=d)  # fmt: skip
+
+
+def make_cert(name: str, san: str, d: Path) -> None:
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out",
+            f"{name}.csr", "-subj", f"/CN={name}", cwd=d)  # fmt: skip
+    (d / f"{name}.ext").write_text(f"subjectAltName={san}\n")
+    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", "-extfile",
+            f"{name}.ext", cwd=d)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    d = tmp_path_factory.mktemp("pki")
+    make_ca("ca", d)
+    make_ca("rogue", d)
+    make_cert("server", "DNS:localhost", d)  # the name only: 127.0.0.1 must not verify
+    make_cert("client", "DNS:client", d)
+    return Pki(
+        d / "ca.crt",
+        d / "rogue.crt",
+        d / "server.crt",
+        d / "server.key",
+        d / "client.crt",
+        d / "client.key",
+    )
+
+
+@pytest.fixture(scope="module")
+def tls_port(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """A redis-server with TLS only (no plain port) that requires a client certificate."""
+    data = tmp_path_factory.mktemp("tls-redis")
+    port = free_port()
+    args = redis_server_args(0, data)
+    args += ["--tls-port", str(port), "--tls-cert-file", str(pki.server_cert)]
+    args += ["--tls-key-file", str(pki.server_key), "--tls-ca-cert-file", str(pki.ca)]
+    args += ["--tls-auth-clients", "yes"]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL)
+    ping = ["redis-cli", "--tls", "--cacert", str(pki.ca), "--cert", str(pki.client_cert)]
+    ping += ["--key", str(pki.client_key), "-h", "localhost", "-p", str(port), "PING"]
+    deadline = time.monotonic() + 10
+    while subprocess.run(ping, capture_output=True, text=True).stdout.strip() != "PONG":
+        assert time.monotonic() < deadline, "TLS redis-server did not start"
+        time.sleep(0.05)
+    yield port
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def tls_url(port: int, pki: Pki, host: str = "localhost", ca: Path | None = None) -> str:
+    return (
+        f"rediss://{host}:{port}/0?ssl_ca_certs={ca or pki.ca}"
+        f"&ssl_certfile={pki.client_cert}&ssl_keyfile={pki.client_key}"
+    )
+
+
+async def test_node_and_worker_run_a_job_over_mutual_tls(tls_port: int, pki: Pki) -> None:
+    redis = Redis(tls_url(tls_port, pki), size=8)
+    try:
+        assert await redis.execute("PING") == b"PONG"
+        dep = await ops.drive_async(ops.open_deployment("tls", 4), redis)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(ShardManager(redis, dep, node_id="n", renew_every_s=0.5).run)
+            await nursery.start(Worker(redis, dep, "w", concurrency=2).run)
+            spec = JobSpec(name="t", schedule=OnceSchedule(at=from_ms(0)), command="echo over tls")
+            job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+
+            async def output() -> str | None:
+                runs = (await ops.drive_async(listing.runs_page(dep, job_id, 5), redis)).runs
+                if runs and runs[0].state == "succeeded":
+                    return (
+                        await ops.drive_async(ops.get_output(dep, runs[0].run_id), redis)
+                    ).output
+                return None
+
+            assert await wait_until(output, timeout=20) == "over tls\n"
+            nursery.cancel_scope.cancel()
+    finally:
+        await redis.aclose()
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["wrong host name", "untrusted CA", "no client certificate", "plain text"],
+)
+async def test_tls_verifies_the_server_and_is_verified(tls_port: int, pki: Pki, case: str) -> None:
+    url = {
+        "wrong host name": tls_url(tls_port, pki, host="127.0.0.1"),
+        "untrusted CA": tls_url(tls_port, pki, ca=pki.rogue_ca),
+        "no client certificate": f"rediss://localhost:{tls_port}/0?ssl_ca_certs={pki.ca}",
+        "plain text": f"redis://localhost:{tls_port}/0",
+    }[case]
+    want = {
+        "wrong host name": "mismatch",
+        "untrusted CA": "certificate verify failed",
+        "no client certificate": "client certificate",
+        "plain text": "rediss://",
+    }[case]
+    redis = Redis(url, retry_for=0.2, log_failures=False)
+    try:
+        with pytest.raises(RedisConnectionError) as refused:
+            await redis.execute("PING")
+        assert want in str(refused.value), str(refused.value)
+    finally:
+        await redis.aclose()
+
+
+def test_the_sdk_speaks_tls(tls_port: int, pki: Pki) -> None:
+    with Client(tls_url(tls_port, pki), namespace="tls-sdk") as client:
+        spec = JobSpec(name="s", schedule=OnceSchedule(at=from_ms(4102444800000)), command="true")
+        job_id = client.add_job(spec).job_id
+        assert client.get_job(job_id).name == "s"
+
+
+def test_a_cli_process_over_tls(tls_port: int, pki: Pki) -> None:
+    out = subprocess.run(
+        shardsched_cmd("status", "--json"),
+        capture_output=True,
+        text=True,
+        env={**child_env(), "SHARDSCHED_REDIS_URL": tls_url(tls_port, pki)},
+        timeout=60,
+    )
+    assert out.returncode in (0, 1) and '"shards"' in out.stdout, out.stderr
+    bad = subprocess.run(
+        shardsched_cmd("status", "--redis", f"rediss://localhost:{tls_port}/0?ssl_ca_certs=/nope"),
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=60,
+    )
+    assert bad.returncode != 0 and "TLS files" in bad.stderr, bad.stderr
+
+
+async def test_the_api_over_https(nursery, redis, dep, pki: Pki) -> None:
+    tls = TlsFiles(str(pki.server_cert), str(pki.server_key))
+    binds = await nursery.start(
+        lambda task_status: serve_http(
+            create_app(redis, dep), "127.0.0.1:0", tls=tls, task_status=task_status
+        )
+    )
+    assert binds[0].startswith("https://")
+    port = binds[0].rsplit(":", 1)[1]
+    async with httpx.AsyncClient(verify=ssl.create_default_context(cafile=pki.ca)) as client:
+        reply = await client.get(f"https://localhost:{port}/healthz")
+        assert reply.status_code == 200
+        assert (await client.get(f"https://localhost:{port}/api/v1/jobs")).status_code == 401
+    async with httpx.AsyncClient() as plain:
+        with pytest.raises(httpx.HTTPError):
+            await plain.get(f"http://localhost:{port}/healthz")
+
+
+def test_the_redis_password_comes_from_the_environment_or_a_file(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    try:
+        subprocess.run(
+            ["redis-cli", "-p", str(server.port), "CONFIG", "SET", "requirepass", "s3cret"],
+            check=True,
+            capture_output=True,
+        )
+        url = f"redis://127.0.0.1:{server.port}/0"
+
+        def status(*extra: str, **env: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                shardsched_cmd("status", "--json", *extra),
+                capture_output=True,
+                text=True,
+                env={**child_env(), **env},
+                timeout=60,
+            )
+
+        refused = status("--redis", url)
+        assert refused.returncode != 0 and "password" in refused.stderr.lower()
+        by_env = status("--redis", url, SHARDSCHED_REDIS_PASSWORD="s3cret")
+        assert by_env.returncode in (0, 1) and '"shards"' in by_env.stdout, by_env.stderr
+        (tmp_path / "pw").write_text("s3cret\n")
+        by_file = status("--redis", url, "--redis-password-file", str(tmp_path / "pw"))
+        assert by_file.returncode in (0, 1) and '"shards"' in by_file.stdout, by_file.stderr
+        in_argv = status("--redis", f"redis://:s3cret@127.0.0.1:{server.port}/0")
+        assert "where ps shows it" in in_argv.stderr
+    finally:
+        server.stop()
