@@ -306,3 +306,46 @@ async def test_no_auth_only_on_loopback(nursery, redis, dep) -> None:
         timeout=60,
     )
     assert out.returncode == 2 and "non-loopback" in out.stderr, out.stderr
+
+
+def _cli(args: list[str], cwd, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in child_env().items() if not k.startswith("SHARDSCHED_")}
+    return subprocess.run(
+        shardsched_cmd(*args),
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**clean, "HOME": str(cwd), **env},
+        timeout=60,
+    )
+
+
+async def test_the_cli_finds_its_token(base, redis, dep, tmp_path) -> None:
+    """SHARDSCHED_TOKEN, a token file, the config file (api and token_file), then
+    .shardsched/token in the current directory; none: a one-line 401 and exit 1."""
+    secret = await token(redis, dep, "cli", Scope.READ)
+    listing = ["jobs", "list", "--json"]
+
+    def run(args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+        return _cli(args, tmp_path, **env)
+
+    none = await trio.to_thread.run_sync(lambda: run([*listing, "--api", base]))
+    assert none.returncode == 1 and "unauthorized" in none.stderr
+    assert len(none.stderr.strip().splitlines()) == 1
+    by_env = await trio.to_thread.run_sync(
+        lambda: run([*listing, "--api", base], SHARDSCHED_TOKEN=secret)
+    )
+    assert by_env.returncode == 0, by_env.stderr
+    (tmp_path / "tok").write_text(secret + "\n")
+    by_file = await trio.to_thread.run_sync(
+        lambda: run([*listing, "--api", base, "--token-file", str(tmp_path / "tok")])
+    )
+    assert by_file.returncode == 0, by_file.stderr
+    config = tmp_path / "conf.toml"
+    config.write_text(f'api = "{base}"\ntoken_file = "{tmp_path / "tok"}"\n')
+    by_config = await trio.to_thread.run_sync(lambda: run(listing, SHARDSCHED_CONFIG=str(config)))
+    assert by_config.returncode == 0, by_config.stderr
+    (tmp_path / ".shardsched").mkdir()
+    (tmp_path / ".shardsched" / "token").write_text(secret)
+    by_dev_dir = await trio.to_thread.run_sync(lambda: run([*listing, "--api", base]))
+    assert by_dev_dir.returncode == 0, by_dev_dir.stderr
