@@ -22,9 +22,11 @@
 
   Returns {1, queued, already, released}: ticks newly queued, ticks that had a run or were
   queued already, runs started now; {-1} no such job; {-2} the job is deleted.
+  Each change of a run's state it makes appends to events (lib/events.lua).
 ]]
 local rcall = redis.call
 -- @include clock
+-- @include events
 -- @include changes
 -- @include live
 local job_key, ready_key = KEYS[1], KEYS[2]

@@ -21,9 +21,11 @@
   The run records the job version it runs with ('v'). Entries whose run is gone or no
   longer scheduled are acknowledged and dropped. A DAG
   task's run leaves the shard's stall watch (dagwait) when claimed.
+  Each change of a run's state it makes appends to events (lib/events.lua).
 ]]
 local rcall = redis.call
 -- @include clock
+-- @include events
 local ready_key, reclaim_at_key = KEYS[1], KEYS[2]
 local base, group, worker = ARGV[1], ARGV[2], ARGV[3]
 
@@ -46,6 +48,7 @@ end
 local now = server_now_ms()
 local now_n = tonumber(now)
 local earliest = nil
+local events = {}
 for _, entry in ipairs(reply[1][2]) do
   local eid, rid = entry[1], entry[2][2]
   local run_key = base .. 'run:' .. rid
@@ -67,6 +70,7 @@ for _, entry in ipairs(reply[1][2]) do
     if run[4] then
       rcall('ZREM', base .. 'dagwait', rid)
     end
+    add_event(events, rid, 'scheduled', 'running', worker, '')
     out[#out + 1] = eid
     out[#out + 1] = rid
     out[#out + 1] = job_fields[1] or ''
@@ -77,6 +81,7 @@ for _, entry in ipairs(reply[1][2]) do
     out[#out + 1] = now
   end
 end
+flush_events(base, events)
 if earliest then
   local at = tonumber(rcall('GET', reclaim_at_key) or '')
   if not at or earliest < at then

@@ -30,7 +30,7 @@
           unknown), next attempt due (ms; '' for none)
 
   Keys built from the shard key base (each in KEYS' hash slot): bfq:<id>, dagq:<id>,
-    dagrun:<id>, dagwait, job:<id>, out:<id>, run:<id>, runs:<id>, segs:<id>, skips:<id>,
+    dagrun:<id>, dagwait, events, job:<id>, out:<id>, run:<id>, runs:<id>, segs:<id>, skips:<id>,
     timer, vers:<id>.
 
   Returns {now_ms, code1, code2, ...}, a code per item: 1 applied; 0 this very completion
@@ -39,6 +39,7 @@
 ]]
 local rcall = redis.call
 -- @include clock
+-- @include events
 local ready_key, retries_key, dead_key = KEYS[1], KEYS[2], KEYS[3]
 local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
 
@@ -55,6 +56,7 @@ local acked = {}
 local retried = false
 local paused = false
 local released = false
+local events = {}
 for i = 7, #ARGV, 9 do
   local eid, rid, token, state = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local run_key = base .. 'run:' .. rid
@@ -70,6 +72,7 @@ for i = 7, #ARGV, 9 do
         and #pending == 1 and pending[1][2] == worker then
       rcall('HSET', run_key, 'st', state, 'f', now, 'x', ARGV[i + 4], 'r', ARGV[i + 5],
         'xs', ARGV[i + 7])
+      add_event(events, rid, 'running', state, worker, ARGV[i + 5])
       if ARGV[i + 6] ~= '' then
         rcall('SET', base .. 'out:' .. rid, ARGV[i + 6])
       end
@@ -112,6 +115,7 @@ for i = 7, #ARGV, 9 do
           rcall('ZADD', base .. 'runs:' .. job, rcall('ZSCORE', base .. 'runs:' .. job, rid) or 0,
             next_rid)
           rcall('ZADD', retries_key, ARGV[i + 8], next_rid)
+          add_event(events, next_rid, '', 'retrying', '', '')
           retried = true
           rcall('HSET', run_key, 'nx', next_rid)
         end
@@ -125,6 +129,7 @@ for i = 7, #ARGV, 9 do
   end
   out[#out + 1] = code
 end
+flush_events(base, events)
 if retried or paused then
   rcall('PUBLISH', ARGV[4], ARGV[5])
 end

@@ -36,12 +36,14 @@
              due);
     then the due jobs (score <= now_ms + look-ahead) with their timing JSON.
   Keys built from the shard key base (each in KEYS' hash slot): dagq:<id>, dagrun:<id>,
-    dagwait, job:<id>, run:<id>, runs:<id>, skips:<id>.
+    dagwait, events, job:<id>, run:<id>, runs:<id>, skips:<id>. Every run made, skipped,
+    cancelled or promoted from retrying is an event (lib/events.lua).
 
   Returns {-1, current_epoch} when the caller's epoch is stale (only the counter written).
 ]]
 local rcall = redis.call
 -- @include clock
+-- @include events
 local timer_key, ready_key, epoch_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local retries_key = KEYS[5]
 local base = ARGV[2]
@@ -59,6 +61,7 @@ local now = server_now_ms()
 
 local fired = 0
 local applied = 0
+local events = {}
 local ACTIVE = {scheduled = true, claimed = true, running = true, retrying = true}
 local now_n = tonumber(now)
 for i = 8, #ARGV, 6 do
@@ -72,13 +75,15 @@ for i = 8, #ARGV, 6 do
       local job_key = base .. 'job:' .. job
       local active = rcall('HGET', job_key, 'act')
       local active_key = active and (base .. 'run:' .. active)
-      if active and ACTIVE[rcall('HGET', active_key, 'st') or ''] then
+      local active_state = active and rcall('HGET', active_key, 'st')
+      if active and ACTIVE[active_state or ''] then
         if overlap == 'f' then
           record_skip(base, job, fire, fire, 1, 'overlap', now)
           fire = ''
         else
           rcall('HSET', active_key, 'st', 'cancelled', 'f', now,
             'r', 'replaced by the tick of ' .. fire)
+          add_event(events, active, active_state, 'cancelled', '', 'replaced')
         end
       end
       if fire ~= '' then
@@ -98,6 +103,7 @@ for i = 8, #ARGV, 6 do
         rcall('HSET', run_key, 'st', 'scheduled', 'c', now)
         rcall('ZADD', base .. 'runs:' .. job, fire, rid)
         rcall('XADD', ready_key, '*', 'r', rid)
+        add_event(events, rid, '', 'scheduled', '', '')
         fired = fired + 1
       end
     end
@@ -120,10 +126,12 @@ for _, rid in ipairs(retry_due) do
   if rcall('HGET', run_key, 'st') == 'retrying' then
     rcall('HSET', run_key, 'st', 'scheduled')
     rcall('XADD', ready_key, '*', 'r', rid)
+    add_event(events, rid, 'retrying', 'scheduled', '', '')
     retried = retried + 1
   end
   rcall('ZREM', retries_key, rid)
 end
+flush_events(base, events)
 if fired > 0 then
   rcall('HINCRBY', stats_key, 'fired', fired)
 end

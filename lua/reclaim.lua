@@ -29,9 +29,11 @@
 
   Returns {1, reclaimed, poisoned, reclaim_at ('' when nothing was ever claimed), now_ms},
   or {-1} when the caller's epoch is stale.
+  Each change of a run's state it makes appends to events (lib/events.lua).
 ]]
 local rcall = redis.call
 -- @include clock
+-- @include events
 local ready_key, epoch_key, stats_key, reclaim_at_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local group, base = ARGV[2], ARGV[3]
 
@@ -54,11 +56,12 @@ if pending.err then
 end
 local reclaimed, poisoned, released = 0, 0, 0
 local earliest = nil
+local events = {}
 for _, entry in ipairs(pending) do
   local eid = entry[1]
   local body = rcall('XRANGE', ready_key, eid, eid)
   local rid = body[1] and body[1][2][2]
-  local run = rid and rcall('HMGET', base .. 'run:' .. rid, 'st', 'l', 'rc', 'd', 'bf') or {}
+  local run = rid and rcall('HMGET', base .. 'run:' .. rid, 'st', 'l', 'rc', 'd', 'bf', 'w') or {}
   if run[1] ~= 'running' then
     -- completed meanwhile, cancelled, or an orphan entry: nothing holds it any more
     if run[1] == nil or run[1] ~= 'scheduled' then
@@ -78,6 +81,7 @@ for _, entry in ipairs(pending) do
     if lapses >= tonumber(ARGV[5]) then
       rcall('HSET', run_key, 'st', 'failed', 'rc', lapses, 'f', now,
         'r', 'lease lapsed ' .. lapses .. ' times in a row (poison run)')
+      add_event(events, rid, 'running', 'failed', run[6], 'poison')
       poisoned = poisoned + 1
       if run[4] then
         released = released + dag_settle(base, ready_key, run[4], dag_task_of(rid), 'f', now)
@@ -88,10 +92,12 @@ for _, entry in ipairs(pending) do
     else
       rcall('HSET', run_key, 'st', 'scheduled', 'rc', lapses, 'w', '', 'l', '')
       rcall('XADD', ready_key, '*', 'r', rid)
+      add_event(events, rid, 'running', 'scheduled', run[6], 'reclaimed')
       reclaimed = reclaimed + 1
     end
   end
 end
+flush_events(base, events)
 if reclaimed > 0 then
   rcall('HINCRBY', stats_key, 'lease_reclaims', reclaimed)
 end

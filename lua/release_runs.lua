@@ -16,8 +16,10 @@
 
   allow-oom: runs while Redis is full (it adds no more than a few bytes), so leases and
   registrations hold and no owner or worker loses its work to a full Redis.
+  Each change of a run's state it makes appends to events (lib/events.lua).
 ]]
 local rcall = redis.call
+-- @include events
 local ready_key = KEYS[1]
 local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
 local released = 0
@@ -32,6 +34,7 @@ for i = 6, #ARGV, 3 do
     rcall('XDEL', ready_key, eid)
     rcall('HSET', run_key, 'st', 'scheduled', 'w', '', 'l', '')
     rcall('XADD', ready_key, '*', 'r', rid)
+    emit_event(base, rid, 'running', 'scheduled', worker, 'released')
     released = released + 1
   end
 end

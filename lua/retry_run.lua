@@ -16,9 +16,11 @@
   double click must not run the job twice); {-1} no such run; {-2} the run is not
   dead-lettered; {-3} the run is a DAG task's: its DAG run has settled on its failure
   (re-run the DAG instead).
+  Each change of a run's state it makes appends to events (lib/events.lua).
 ]]
 local rcall = redis.call
 -- @include clock
+-- @include events
 -- @include changes
 local ready_key, dead_key = KEYS[1], KEYS[2]
 local base, rid = ARGV[1], ARGV[2]
@@ -51,5 +53,6 @@ rcall('XADD', ready_key, '*', 'r', next_rid)
 rcall('ZREM', dead_key, rid)
 rcall('HSET', run_key, 'nx', next_rid)
 log_change(base .. 'chg:' .. job, 'retry', ARGV[5], '', rid .. ' -> ' .. next_rid)
+emit_event(base, next_rid, '', 'scheduled', '', 'retry of ' .. rid)
 rcall('PUBLISH', ARGV[3], ARGV[4])
 return {1, next_rid}

@@ -13,9 +13,11 @@
   Returns {1, run_id, now_ms}; {-1} when the job does not exist; {-2} when it is deleted.
   Run ids are <job>:t<n>:1 with n the job's trigger count, so two triggers in the same
   millisecond are two runs.
+  Each change of a run's state it makes appends to events (lib/events.lua).
 ]]
 local rcall = redis.call
 -- @include clock
+-- @include events
 -- @include changes
 -- @include live
 local job_key, ready_key = KEYS[1], KEYS[2]
@@ -31,5 +33,6 @@ rcall('HSET', base .. 'run:' .. rid, 's', now, 'st', 'scheduled', 'c', now)
 rcall('ZADD', base .. 'runs:' .. job, now, rid)
 rcall('XADD', ready_key, '*', 'r', rid)
 log_change(base .. 'chg:' .. job, 'trigger', ARGV[5], '', rid)
+emit_event(base, rid, '', 'scheduled', '', 'manual')
 rcall('PUBLISH', ARGV[3], ARGV[4])
 return {1, rid, now}

@@ -17,9 +17,11 @@
 
   Returns {code, dag_run_id, now_ms} with code 1 started or 2 queued; {-1} no such DAG;
   {-2} the DAG is deleted. DAG run ids are <dag>:t<n> with n the DAG's trigger count.
+  Each change of a run's state it makes appends to events (lib/events.lua).
 ]]
 local rcall = redis.call
 -- @include clock
+-- @include events
 -- @include changes
 local dag_key, ready_key = KEYS[1], KEYS[2]
 local base, dag = ARGV[1], ARGV[2]

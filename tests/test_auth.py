@@ -157,6 +157,11 @@ async def test_a_team_sees_and_touches_only_its_own(base, redis, dep, node, work
         with trio.fail_after(15):  # a-once fails twice: dead letter
             while not (await ta.get("/api/v1/dead-letter")).json()["runs"]:
                 await trio.sleep(0.05)
+            # and everything else has settled, so the keyspace stands still
+            while (await ta.get(f"/api/v1/runs/{run_id}")).json()["state"] != "failed":
+                await trio.sleep(0.05)
+            while (await ta.get(f"/api/v1/dag-runs/{dag_run}")).json()["state"] != "succeeded":
+                await trio.sleep(0.05)
 
         # creating or renaming outside its prefixes: 403 (the name is the caller's own)
         bad = await tb.post(

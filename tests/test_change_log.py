@@ -9,10 +9,11 @@ import subprocess
 import httpx
 import trio
 
-from conftest import child_env, keyspace, shardsched_cmd, wait_until
+from conftest import child_env, shardsched_cmd, wait_until
 from shardsched import ops
 from shardsched.core.access import Scope, TokenRequest
-from shardsched.ops import tokens
+from shardsched.core.models import IntervalSchedule, JobPatch, JobSpec
+from shardsched.ops import changes, tokens
 from shardsched.sdk import AsyncClient
 
 EVERY_HOUR = {"type": "interval", "every_s": 3600}
@@ -44,9 +45,13 @@ async def test_every_change_records_who_and_when(node, worker, http, redis, dep)
         window = {"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T02:00:00Z"}
         assert (await bob.post(path + "/backfill", json=window)).status_code == 202
         assert (await alice.delete(path)).status_code == 200
-        before = await keyspace(redis, dep.namespace)
-        assert (await alice.post(path + "/trigger")).status_code == 409  # refused: no entry
-        assert await keyspace(redis, dep.namespace) == before
+        # refused: no entry and no run (its backfill runs may still be finishing, which
+        # changes the job's own counters meanwhile: look at what a trigger writes)
+        sk = dep.keys_for(job_id)
+        probe = [("XLEN", sk.changes(job_id)), ("HGET", sk.job(job_id), "triggers")]
+        before = await redis.pipeline(probe)
+        assert (await alice.post(path + "/trigger")).status_code == 409
+        assert await redis.pipeline(probe) == before
 
         log = (await bob.get(path + "/changes")).json()
         got = [(c["action"], c["by"], c["version"], c["detail"]) for c in log["changes"]]
@@ -164,3 +169,16 @@ async def test_the_sdk_records_its_actor_and_the_scheduler_its_own(
         ]
     finally:
         await client.aclose()
+
+
+async def test_version_history_is_bounded_and_the_change_log_is_whole(redis, dep) -> None:
+    spec = JobSpec(name="busy", schedule=IntervalSchedule(every_s=3600), command="echo 0")
+    job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+    for n in range(1, 106):
+        patch = JobPatch(command=f"echo {n}")
+        await ops.drive_async(ops.patch_job(dep, job_id, patch, "patcher"), redis)
+    versions = (await ops.drive_async(ops.job_versions(dep, job_id), redis)).versions
+    assert [v.version for v in versions] == list(range(6, 107))  # 100 earlier + the current
+    assert versions[-1].spec.command == "echo 105" and versions[0].spec.command == "echo 5"
+    log = await ops.drive_async(changes.job_changes(dep, job_id, limit=1000), redis)
+    assert len(log.changes) == 106 and log.changes[-1].action == "create"

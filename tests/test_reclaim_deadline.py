@@ -9,7 +9,7 @@ from conftest import drive_list, wait_until
 from shardsched import ops
 from shardsched.core.instants import from_ms
 from shardsched.core.models import JobSpec, OnceSchedule
-from shardsched.ops import listing
+from shardsched.ops import events, listing
 from shardsched.shard.manager import ShardManager
 from shardsched.store.calls import call_script
 from shardsched.store.lua import runs as runs_lua
@@ -46,3 +46,11 @@ async def test_reclaim_waits_for_the_earliest_lease_deadline(
         assert 0 <= late_ms < 500, f"reclaimed {late_ms} ms after the lease lapsed"
         # the rounds that did it: one for the deadline claim.lua announced, not one a second
         assert node.reclaim_rounds - rounds <= 3
+        # and the event stream says so: claimed by the ghost, taken back from it
+        page = await ops.drive_async(events.events_page(dep, job_id=job_id), redis)
+        changes = [(e.old, e.new, e.worker, e.detail) for e in page.events]
+        assert changes == [
+            (None, "scheduled", None, None),
+            ("scheduled", "running", "ghost", None),
+            ("running", "scheduled", "ghost", "reclaimed"),
+        ]

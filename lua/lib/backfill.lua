@@ -1,7 +1,7 @@
 -- Backfill pacing: a job's backfill ticks wait in bfq:<job> (ZSET tick -> tick) and at most
 -- 'bfm' of its backfill runs are active at once ('bfa' counts them, in the job hash). A
 -- backfill run ('bf' on its record) that ends its tick frees a place for the next.
--- Callers define rcall.
+-- Callers define rcall and include events.
 local function backfill_release(base, ready, job, now)
   local job_key = base .. 'job:' .. job
   local info = rcall('HMGET', job_key, 'bfm', 'bfa')
@@ -18,6 +18,7 @@ local function backfill_release(base, ready, job, now)
       rcall('HSET', run_key, 'st', 'scheduled', 'c', now, 'bf', '1')
       rcall('ZADD', base .. 'runs:' .. job, head[1], rid)
       rcall('XADD', ready, '*', 'r', rid)
+      emit_event(base, rid, '', 'scheduled', '', 'backfill')
       active = rcall('HINCRBY', job_key, 'bfa', 1)
       released = released + 1
     end

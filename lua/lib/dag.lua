@@ -1,7 +1,8 @@
 -- DAG bookkeeping, shared by fire, trigger_dag, complete and reclaim. A whole DAG lives in
 -- one shard (DESIGN §1), so opening a DAG run, releasing a task and settling a finished one
 -- are each part of one atomic script: a downstream task is released exactly once, decided
--- on the primary, never by polling.
+-- on the primary, never by polling. Every change of a task run or a DAG run is an event
+-- (lib/events.lua, which callers include first).
 --
 -- The DAG's hash is job:<dag> (it has a timer entry like a job): 'tasks' (names, csv, in
 -- order), 'roots', 'mar' (max active runs), 'nact' (active runs), 'cu' (catch-up a|l|n),
@@ -40,6 +41,7 @@ local function dag_release(base, ready, dag, drid, tick, s, task, now, sla)
     rcall('ZADD', base .. 'runs:' .. dag .. '.' .. task, s, rid)
     rcall('XADD', ready, '*', 'r', rid)
     rcall('ZADD', base .. 'dagwait', tonumber(now) + tonumber(sla), rid)
+    emit_event(base, rid, '', 'scheduled', '', '')
     released = 1
   end
   rcall('HSET', base .. 'dagrun:' .. drid, 't:' .. task, 'q', 'r:' .. task, rid, 'a:' .. task, now)
@@ -56,6 +58,7 @@ local function dag_skip(base, dag, drid, tick, s, task, now, reason)
       rcall('HSET', run_key, 's', s)
     end
     rcall('ZADD', base .. 'runs:' .. dag .. '.' .. task, s, rid)
+    emit_event(base, rid, '', 'skipped', '', reason)
   end
   local code = reason == 'upstream_failed' and 'u' or 'k'
   rcall('HSET', base .. 'dagrun:' .. drid, 't:' .. task, code, 'r:' .. task, rid)
@@ -69,6 +72,7 @@ local function dag_start(base, ready, dag, drid, now)
   local s = rcall('HGET', run_key, 's')
   local tick = string.match(drid, ':([^:]+)$')
   rcall('HSET', run_key, 'st', 'running', 'b', now)
+  emit_event(base, drid, 'queued', 'running', '', '')
   for _, root in ipairs(dag_split(info[1])) do
     released = released + dag_release(base, ready, dag, drid, tick, s, root, now, info[2])
   end
@@ -101,6 +105,7 @@ local function dag_finish(base, ready, dag, drid, now)
   local run_key = base .. 'dagrun:' .. drid
   local failed = tonumber(rcall('HGET', run_key, 'nf') or '0') > 0
   rcall('HSET', run_key, 'st', failed and 'failed' or 'succeeded', 'f', now)
+  emit_event(base, drid, 'running', failed and 'failed' or 'succeeded', '', '')
   rcall('HINCRBY', base .. 'job:' .. dag, 'nact', -1)
   return dag_promote(base, ready, dag, now)
 end
@@ -129,6 +134,7 @@ local function dag_open(base, ready, dag, tick, s, now, manual)
         local queued_key = base .. 'dagrun:' .. queued
         if rcall('HGET', queued_key, 'm') ~= '1' then
           rcall('HSET', queued_key, 'st', 'skipped', 'f', now, 'rs', 'superseded by ' .. drid)
+          emit_event(base, queued, 'queued', 'skipped', '', 'superseded')
           rcall('ZREM', queue_key, queued)
         end
       end
@@ -146,6 +152,7 @@ local function dag_open(base, ready, dag, tick, s, now, manual)
   end
   rcall('HSET', run_key, unpack(fields))
   rcall('ZADD', base .. 'runs:' .. dag, s, drid)
+  emit_event(base, drid, '', 'queued', '', manual and 'manual' or '')
   if full then
     rcall('ZADD', base .. 'dagq:' .. dag, s, drid)
     return 2, drid, 0

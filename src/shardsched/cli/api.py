@@ -170,6 +170,48 @@ def _dead_letter(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
 # --- dags -------------------------------------------------------------------------------
 
 
+def _event_rows(events: list[dict]) -> list[list[Any]]:
+    return [
+        [e["at"], e["run_id"], f"{e['old'] or '-'} -> {e['new']}", e["worker"], e["detail"]]
+        for e in events
+    ]
+
+
+EVENT_HEADER = ["AT", "RUN_ID", "CHANGE", "WORKER", "DETAIL"]
+
+
+def _events(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
+    """``events tail``: the events so far (from --since or the oldest kept), then with
+    --follow every new one as it comes (polled), until Ctrl-C."""
+    query = {
+        "limit": args.limit,
+        "job_id": args.job,
+        "run_id": args.run,
+        "state": args.state,
+        "since": args.since,
+    }
+    out = request(args.api, "GET", "/api/v1/events" + page_query(query))
+    if not args.follow:
+        return out, lambda o: table(EVENT_HEADER, _event_rows(o["events"])) + more_hint(o)
+    import time
+
+    print(table(EVENT_HEADER, _event_rows(out["events"])) if not args.json else "", flush=True)
+    cursor = out["next_cursor"]
+    try:
+        while True:
+            query = {**query, "since": None, "after": cursor} if cursor else query
+            page = request(args.api, "GET", "/api/v1/events" + page_query(query))
+            for e in page["events"]:
+                row = _event_rows([e])[0]
+                print(json.dumps(e) if args.json else "  ".join(str(c or "-") for c in row))
+            sys.stdout.flush()
+            cursor = page["next_cursor"] or cursor
+            if not page["events"]:
+                time.sleep(0.5)
+    except KeyboardInterrupt:
+        return None, lambda o: ""
+
+
 def _page(args: argparse.Namespace) -> dict[str, Any]:
     return {"limit": args.limit, "cursor": args.cursor}
 
@@ -290,6 +332,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     ]:
         rsub.add_parser(name, parents=[common], help=text).add_argument("run_id")
 
+    events = sub.add_parser("events", help="the stream of run state changes")
+    esub = events.add_subparsers(dest="events_command", required=True)
+    tail = esub.add_parser("tail", parents=[common], help="state changes, oldest first")
+    tail.add_argument("--job", default=None, metavar="JOB_ID", help="a job's (or a DAG's)")
+    tail.add_argument("--run", default=None, metavar="RUN_ID")
+    tail.add_argument("--state", default=None, help="only changes to this state")
+    tail.add_argument("--since", default=None, metavar="RFC3339")
+    tail.add_argument("--limit", type=int, default=100)
+    tail.add_argument("-f", "--follow", action="store_true", help="keep printing new ones")
     dead = sub.add_parser("dead-letter", parents=[common], help="dead-lettered runs")
     page(dead, 100)
 
@@ -319,7 +370,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     run.add_argument("dag_run_id")
 
 
-COMMANDS = {"jobs": _jobs, "runs": _runs, "dead-letter": _dead_letter, "dags": _dags}
+COMMANDS = {
+    "jobs": _jobs,
+    "runs": _runs,
+    "dead-letter": _dead_letter,
+    "dags": _dags,
+    "events": _events,
+}
 
 
 def main(args: argparse.Namespace) -> int:
@@ -329,5 +386,6 @@ def main(args: argparse.Namespace) -> int:
     except CliError as exc:
         print(f"shardsched: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps(out, indent=2) if args.json else show(out))
+    if out is not None:  # None: a --follow that printed as it went
+        print(json.dumps(out, indent=2) if args.json else show(out))
     return 0

@@ -191,7 +191,8 @@ def main(argv: list[str] | None = None) -> None:
         from shardsched.store.redis import check_url
 
         from_argv = args.redis != os.environ.get("SHARDSCHED_REDIS_URL")
-        args.redis = redis_url_with_password(args.redis, args.redis_password_file, from_argv)
+        password_file = getattr(args, "redis_password_file", None)  # bench has none
+        args.redis = redis_url_with_password(args.redis, password_file, from_argv)
 
         try:
             check_url(args.redis)
@@ -205,7 +206,7 @@ def main(argv: list[str] | None = None) -> None:
         from shardsched.cli import tokens as tokens_cli
 
         sys.exit(tokens_cli.main(args))
-    if args.command in ("jobs", "runs", "dead-letter", "dags"):
+    if args.command in ("jobs", "runs", "dead-letter", "dags", "events"):
         from shardsched.cli import api as api_cli
 
         sys.exit(api_cli.main(args))

@@ -160,6 +160,26 @@ class ChangeList(msgspec.Struct):
     next_cursor: str | None = None
 
 
+class Event(msgspec.Struct, kw_only=True):
+    """One state change of a run (or of a DAG run), from its shard's event stream."""
+
+    at: datetime  #: the server's time of the change
+    run_id: str  #: a run, or a DAG run (``<dag_id>:<tick>``) for the DAG run's own change
+    job_id: str
+    dag_run_id: str | None = None  #: the DAG run of a DAG task's run
+    attempt: int | None = None
+    old: str | None = None  #: None: the run was just made
+    new: str  #: scheduled, running, succeeded, failed, retrying, dead_letter, skipped, …
+    worker: str | None = None
+    detail: str | None = None  #: reclaimed, released, replaced, a skip's reason and count…
+    cursor: str  #: pass as ``after`` to continue after this event
+
+
+class EventList(msgspec.Struct):
+    events: list[Event]  #: oldest first
+    next_cursor: str | None = None  #: where to continue (also when caught up: poll it)
+
+
 class BackfillResult(msgspec.Struct):
     job_id: str
     ticks: int  #: nominal ticks in the window

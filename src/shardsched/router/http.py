@@ -39,6 +39,10 @@ class ApiError(Exception):
         self.status, self.code, self.message, self.details = status, code, message, details
 
 
+def encode(body: Any) -> bytes:
+    return _encoder.encode(body)
+
+
 def json_response(body: Any, status: int = 200) -> Response:
     return Response(_encoder.encode(body), status_code=status, media_type="application/json")
 

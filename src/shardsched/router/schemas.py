@@ -44,6 +44,21 @@ class RunQuery(msgspec.Struct, forbid_unknown_fields=True):
     until: AwareDatetime | UnsetType = UNSET
 
 
+IdText = Annotated[str, msgspec.Meta(min_length=1, max_length=400)]
+
+
+class EventQuery(msgspec.Struct, forbid_unknown_fields=True):
+    """GET /api/v1/events (and /events/stream): oldest first after ``after`` (a cursor) or
+    from ``since``; by job (a DAG's id: its tasks and DAG runs too), run, new state."""
+
+    limit: PageSize = 100
+    after: Annotated[str, msgspec.Meta(max_length=80)] | UnsetType = UNSET
+    since: AwareDatetime | UnsetType = UNSET
+    job_id: IdText | UnsetType = UNSET
+    run_id: IdText | UnsetType = UNSET
+    state: Annotated[str, msgspec.Meta(max_length=20, pattern="^[a-z_]+$")] | UnsetType = UNSET
+
+
 class DeadLetterQuery(msgspec.Struct, forbid_unknown_fields=True):
     limit: PageSize = 100
     cursor: CursorText | UnsetType = UNSET

@@ -180,6 +180,11 @@ class ShardKeys:
         """ZSET tick -> tick: a job's backfill ticks waiting for a slot (lua/backfill.lua)."""
         return self.base + "bfq:" + job_id
 
+    @property
+    def events(self) -> str:
+        """STREAM (capped) every state change of a run of the shard (lua/lib/events.lua)."""
+        return self.base + "events"
+
     def changes(self, any_id: str) -> str:
         """STREAM who changed a job or DAG, how and when (lua/lib/changes.lua)."""
         return self.base + "chg:" + any_id
