@@ -107,6 +107,24 @@ def test_plan(tmp_path: Path) -> None:
     bench("plan", "--json", str(data))
     result = json.loads(data.read_text())
     assert result["workers"] > 0 and result["nodes"] >= 3 and result["redis_masters"] >= 1
+    bench("plan", "--hot-days", "2", "--cold-days", "30", "--json", str(data))
+    hot_cold = json.loads(data.read_text())
+    assert hot_cold["redis_memory_gib"] < result["redis_memory_gib"] / 10  # 2 days, not 30
+    assert hot_cold["archive_gib_kept"] == round(hot_cold["archive_gib_per_day"] * 30, 1) > 0
+
+
+def test_archive(tmp_path: Path) -> None:
+    data = tmp_path / "archive.json"
+    bench("archive", "--runs", "2000", "--jobs", "20", "--json", str(data))
+    result = json.loads(data.read_text())
+    assert result["bytes_per_run"] > 0 and result["read_one_job_runs"] > 0
+
+
+def test_auth(tmp_path: Path) -> None:
+    data = tmp_path / "auth.json"
+    bench("auth", "--requests", "20", "--rounds", "1", "--json", str(data))
+    result = json.loads(data.read_text())
+    assert result["requests_per_mode"] == 20 and result["ms"]["auth"]["p50"] > 0
 
 
 def test_takeover(tmp_path: Path) -> None:

@@ -31,7 +31,8 @@ class Workload:
     slots_per_worker: int = 5
     registered_jobs: int = 500_000
     runs_per_day: float | None = None  # default: triggers_per_min x 1440
-    retention_days: float = 30.0
+    retention_days: float = 30.0  #: kept hot, in Redis
+    cold_days: float = 0.0  #: kept in the archive (Parquet) after that
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class Measured:
     bytes_per_job: float
     bytes_per_run: float
     redis_usable_gib: float = 25.0  #: memory one Redis server (or master) may use
+    archive_bytes_per_run: float = 29.1  #: Parquet, one-line outputs (bench archive)
 
 
 def mean_duration(w: Workload) -> float:
@@ -74,6 +76,7 @@ def plan(w: Workload, m: Measured, headroom: float = 1.5) -> dict:
     run_bytes = runs_retained * m.bytes_per_run
     total_gib = (job_bytes + run_bytes) * headroom / 2**30
     redis_for_memory = math.ceil(total_gib / m.redis_usable_gib)
+    archive_gib_per_day = runs_per_day * m.archive_bytes_per_run / 2**30
     return {
         "workload": asdict(w) | {"runs_per_day": runs_per_day},
         "measured": asdict(m),
@@ -93,6 +96,8 @@ def plan(w: Workload, m: Measured, headroom: float = 1.5) -> dict:
         "redis_masters_for_memory": redis_for_memory,
         "redis_masters_for_throughput": redis_for_ledger,
         "redis_masters": max(redis_for_memory, redis_for_ledger),
+        "archive_gib_per_day": round(archive_gib_per_day, 2),
+        "archive_gib_kept": round(archive_gib_per_day * w.cold_days, 1),
     }
 
 
@@ -107,7 +112,8 @@ def format_plan(p: dict) -> str:
             "durations p50/p90/p99 "
             f"{w['duration_p50_s']}/{w['duration_p90_s']}/{w['duration_p99_s']} s, "
             f"{w['slots_per_worker']} slots/worker, {w['registered_jobs']:,} jobs, "
-            f"{w['runs_per_day']:,.0f} runs/day kept {w['retention_days']} days",
+            f"{w['runs_per_day']:,.0f} runs/day kept {w['retention_days']} days hot, "
+            f"{w['cold_days']} days cold",
             "measured (this box): "
             f"node {m['node_fires_per_s']:,.0f} fires/s in a burst, Redis floor "
             f"{m['redis_fires_per_s']:,.0f} fires/s, ledger end to end "
@@ -128,6 +134,9 @@ def format_plan(p: dict) -> str:
             f"redis masters  {p['redis_masters']:>12,}   memory needs "
             f"{p['redis_masters_for_memory']} at {m['redis_usable_gib']} GiB each, throughput "
             f"needs {p['redis_masters_for_throughput']}",
+            f"archive        {p['archive_gib_per_day']:>10,} GiB/day  at "
+            f"{m['archive_bytes_per_run']} B/run (Parquet, bench archive; more with longer "
+            f"outputs), {p['archive_gib_kept']:,} GiB for {w['cold_days']} days cold",
         ]
     )
 
@@ -140,6 +149,7 @@ def measured_from(args: argparse.Namespace) -> Measured:
         "bytes_per_job": args.bytes_per_job,
         "bytes_per_run": args.bytes_per_run,
         "redis_usable_gib": args.redis_usable_gib,
+        "archive_bytes_per_run": args.archive_bytes_per_run,
     }
     if args.burst_json:
         b = json.loads(Path(args.burst_json).read_text())
@@ -167,6 +177,7 @@ def run(args: argparse.Namespace) -> dict:
         registered_jobs=args.jobs,
         runs_per_day=args.runs_per_day,
         retention_days=args.retention_days,
+        cold_days=args.cold_days,
     )
     result = plan(w, measured_from(args), args.headroom)
     print(format_plan(result))
@@ -187,7 +198,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--slots-per-worker", type=int, default=5)
     p.add_argument("--jobs", type=int, default=500_000, help="registered jobs")
     p.add_argument("--runs-per-day", type=float, default=None)
-    p.add_argument("--retention-days", type=float, default=30.0)
+    p.add_argument(
+        "--retention-days", "--hot-days", dest="retention_days", type=float, default=30.0
+    )
+    p.add_argument("--cold-days", type=float, default=0.0, help="kept in the archive")
+    p.add_argument("--archive-bytes-per-run", type=float, default=29.1)
     p.add_argument("--headroom", type=float, default=1.5)
     # Measured on this box (bench/RESULTS.md); --burst-json / --footprint-json override.
     p.add_argument("--node-fires-per-s", type=float, default=44_000)

@@ -141,6 +141,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="benchmarks (each starts what it needs)")
     if with_bench:  # their modules pull in redis-py and friends: only when asked for
         from shardsched.bench import (
+            archive,
             auth,
             burst,
             commands,
@@ -155,7 +156,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
 
         bench_sub = bench.add_subparsers(dest="bench_command", required=True)
         modules = (auth, burst, commands, faults, steady, register, footprint, scale, plan)
-        for module in (*modules, takeover):
+        for module in (*modules, takeover, archive):
             module.add_parser(bench_sub)
     return parser
 
