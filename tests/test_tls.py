@@ -18,12 +18,12 @@ import trio
 from conftest import RedisServer, child_env, shardsched_cmd, wait_until
 from shardsched import Client, JobSpec, OnceSchedule, ops
 from shardsched.core.instants import from_ms
-from shardsched.dev import free_port, redis_server_args
+from shardsched.dev import free_cluster_port, free_port, redis_server_args
 from shardsched.ops import listing
 from shardsched.router.app import create_app
 from shardsched.service import TlsFiles, serve_http
 from shardsched.shard.manager import ShardManager
-from shardsched.store.redis import Redis, RedisConnectionError
+from shardsched.store.redis import Redis, RedisConnectionError, connect
 from shardsched.worker.worker import Worker
 
 
@@ -35,6 +35,8 @@ class Pki:
     server_key: Path
     client_cert: Path
     client_key: Path
+    node_cert: Path  #: names localhost and 127.0.0.1: cluster nodes are reported by IP
+    node_key: Path
 
 
 def openssl(*args: str, cwd: Path) -> None:
@@ -62,6 +64,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     make_ca("rogue", d)
     make_cert("server", "DNS:localhost", d)  # the name only: 127.0.0.1 must not verify
     make_cert("client", "DNS:client", d)
+    make_cert("node", "DNS:localhost,IP:127.0.0.1", d)
     return Pki(
         d / "ca.crt",
         d / "rogue.crt",
@@ -69,6 +72,8 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
         d / "server.key",
         d / "client.crt",
         d / "client.key",
+        d / "node.crt",
+        d / "node.key",
     )
 
 
@@ -226,3 +231,86 @@ def test_the_redis_password_comes_from_the_environment_or_a_file(tmp_path: Path)
         assert "where ps shows it" in in_argv.stderr
     finally:
         server.stop()
+
+
+def redis_cli_tls(pki: Pki) -> list[str]:
+    return ["redis-cli", "--tls", "--cacert", str(pki.ca), "--cert", str(pki.client_cert),
+            "--key", str(pki.client_key)]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tls_cluster(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[int]]:
+    """Three Redis Cluster masters that speak TLS only, to clients and on the cluster bus."""
+    ports = [free_cluster_port() for _ in range(3)]
+    procs = []
+    for port in ports:
+        d = tmp_path_factory.mktemp(f"tls-node-{port}")
+        args = redis_server_args(0, d)
+        args += ["--cluster-enabled", "yes", "--cluster-config-file", str(d / "nodes.conf")]
+        args += ["--cluster-node-timeout", "1000", "--tls-port", str(port), "--tls-cluster", "yes"]
+        args += ["--tls-cert-file", str(pki.node_cert), "--tls-key-file", str(pki.node_key)]
+        args += ["--tls-ca-cert-file", str(pki.ca), "--tls-auth-clients", "optional"]
+        procs.append(subprocess.Popen(args, stdout=subprocess.DEVNULL))
+    try:
+        deadline = time.monotonic() + 10
+        for port in ports:
+            ping = [*redis_cli_tls(pki), "-h", "127.0.0.1", "-p", str(port), "PING"]
+            while subprocess.run(ping, capture_output=True, text=True).stdout.strip() != "PONG":
+                assert time.monotonic() < deadline, "TLS cluster node did not start"
+                time.sleep(0.05)
+        create = [*redis_cli_tls(pki), "--cluster", "create"]
+        create += [f"127.0.0.1:{p}" for p in ports] + ["--cluster-yes"]
+        subprocess.run(create, check=True, capture_output=True, timeout=60)
+        for port in ports:
+            info = [*redis_cli_tls(pki), "-h", "127.0.0.1", "-p", str(port), "CLUSTER", "INFO"]
+            while (
+                "cluster_state:ok"
+                not in subprocess.run(info, capture_output=True, text=True).stdout
+            ):
+                assert time.monotonic() < deadline + 30, "TLS cluster did not form"
+                time.sleep(0.1)
+        yield ports
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=10)
+
+
+def cluster_url(ports: list[int], pki: Pki) -> str:
+    hosts = ",".join(f"127.0.0.1:{p}" for p in ports)
+    return (
+        f"rediss+cluster://{hosts}?ssl_ca_certs={pki.ca}"
+        f"&ssl_certfile={pki.client_cert}&ssl_keyfile={pki.client_key}"
+    )
+
+
+async def test_a_redis_cluster_over_tls(tls_cluster: list[int], pki: Pki) -> None:
+    """A node and a worker on a TLS-only cluster run jobs on every master; the SDK too."""
+    redis = connect(cluster_url(tls_cluster, pki), size=8)
+    try:
+        dep = await ops.drive_async(ops.open_deployment("tlsc", 16), redis)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(ShardManager(redis, dep, node_id="n", renew_every_s=0.5).run)
+            await nursery.start(Worker(redis, dep, "w", concurrency=4).run)
+            once = OnceSchedule(at=from_ms(0))
+            specs = [JobSpec(name=f"c{i}", schedule=once, command="true") for i in range(12)]
+            created = await ops.drive_async(ops.create_jobs(dep, specs), redis)
+
+            async def all_ran() -> bool:
+                for c in created:
+                    page = await ops.drive_async(listing.runs_page(dep, c.job_id, 5), redis)
+                    if not any(r.state == "succeeded" for r in page.runs):
+                        return False
+                return True
+
+            await wait_until(all_ran, timeout=30)
+            nursery.cancel_scope.cancel()
+    finally:
+        await redis.aclose()
+
+    def sdk() -> None:
+        with Client(cluster_url(tls_cluster, pki), namespace="tlsc") as client:
+            assert client.get_job(created[0].job_id).name == "c0"
+
+    await trio.to_thread.run_sync(sdk)

@@ -38,9 +38,10 @@ def blocking(
 class Client:
     """A synchronous handle on one shardsched deployment (redis-py + hiredis).
 
-    ``redis_url`` is ``redis://…`` for one server, or ``redis+cluster://host:port[,…]``
-    for a Redis Cluster (redis-py's RedisCluster finds the nodes and owns the slot map;
-    each batch goes to every node its slots live on, one pipeline per node)."""
+    ``redis_url`` is ``redis://…`` (``rediss://`` for TLS) for one server, or
+    ``redis+cluster://host:port[,…]`` (``rediss+cluster://``) for a Redis Cluster
+    (redis-py's RedisCluster finds the nodes and owns the slot map; each batch goes to
+    every node its slots live on, one pipeline per node)."""
 
     def __init__(
         self, redis_url: str, namespace: str = DEFAULT_NAMESPACE, actor: str = SDK_ACTOR
@@ -48,15 +49,25 @@ class Client:
         """``actor``: who the job versions and change logs record as making its changes."""
         self.actor = actor
         self._cluster: redis_py.RedisCluster | None = None
-        if redis_url.startswith("redis+cluster://"):
+        if redis_url.startswith(("redis+cluster://", "rediss+cluster://")):
             from shardsched.store.redis.cluster import parse_cluster_url
 
             seeds = parse_cluster_url(redis_url)
+            tls = seeds[0].tls
+            ssl: dict[str, Any] = {}
+            if tls is not None:  # the same options the trio client reads (store/redis/tls)
+                ssl = {
+                    "ssl": True,
+                    "ssl_ca_certs": tls.ca_file,
+                    "ssl_certfile": tls.cert_file,
+                    "ssl_keyfile": tls.key_file,
+                }
             self._cluster = redis_py.RedisCluster(
                 startup_nodes=[redis_py.cluster.ClusterNode(u.host, u.port) for u in seeds],
                 username=seeds[0].username,
                 password=seeds[0].password,
                 protocol=2,
+                **ssl,
             )
             self._redis = None
         else:

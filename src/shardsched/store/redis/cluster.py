@@ -38,16 +38,33 @@ _KEYLESS = {"TIME", "PUBLISH", "SUBSCRIBE", "CONFIG", "SCRIPT", "INFO", "CLUSTER
 _SETTLE_FOR_S = 10.0
 
 
+CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")
+
+
+def node_url(url: str, host: str, port: int) -> str:
+    """The URL of one node of the cluster ``url`` names: its scheme (TLS or not), its
+    credentials and its TLS options, at ``host:port``."""
+    scheme, _, rest = url.partition("://")
+    rest, _, query = rest.partition("?")
+    auth, at, _hosts = rest.rpartition("@")
+    plain = "rediss" if scheme == "rediss+cluster" else "redis"
+    return f"{plain}://{auth}{at}{host}:{port}/0" + (f"?{query}" if query else "")
+
+
 def parse_cluster_url(url: str) -> list[RedisURL]:
-    """``redis+cluster://[user:password@]host:port[,host:port…]`` → the seed nodes."""
+    """``redis[s]+cluster://[user:password@]host:port[,host:port…][?tls options]`` → the
+    seed nodes (``rediss+cluster`` speaks TLS to every node, with the options of
+    :mod:`.tls`)."""
     scheme, sep, rest = url.partition("://")
-    if scheme != "redis+cluster" or not sep:
+    if scheme not in ("redis+cluster", "rediss+cluster") or not sep:
         raise ValueError(f"not a redis+cluster:// URL: {url!r}")
-    auth, at, hosts = rest.rpartition("@")
-    hosts = hosts.split("/", 1)[0]
-    seeds = [
-        RedisURL.parse(f"redis://{auth}{at}{hostport}") for hostport in hosts.split(",") if hostport
-    ]
+    rest = rest.partition("?")[0]
+    hosts = rest.rpartition("@")[2].split("/", 1)[0]
+    seeds = []
+    for hostport in hosts.split(","):
+        if hostport:
+            host, _, port = hostport.rpartition(":")
+            seeds.append(RedisURL.parse(node_url(url, host, int(port or 6379))))
     if not seeds:
         raise ValueError(f"no seed node in {url!r}")
     return seeds
@@ -76,6 +93,7 @@ class ClusterRedis(Commands):
     ) -> None:
         self.seeds = parse_cluster_url(url)
         self.url = self.seeds[0]
+        self._cluster_url = url
         self._size, self._timeout, self._retry_for = size, connect_timeout, retry_for
         self._pools: dict[tuple[str, int], Redis] = {}
         self._slots: list[tuple[str, int] | None] = [None] * SLOTS
@@ -86,15 +104,8 @@ class ClusterRedis(Commands):
     def _pool(self, addr: tuple[str, int]) -> Redis:
         pool = self._pools.get(addr)
         if pool is None:
-            seed = self.seeds[0]
-            auth = ""
-            if seed.password is not None:
-                from urllib.parse import quote
-
-                user = quote(seed.username, safe="") if seed.username else ""
-                auth = f"{user}:{quote(seed.password, safe='')}@"
             pool = self._pools[addr] = Redis(
-                f"redis://{auth}{addr[0]}:{addr[1]}",
+                node_url(self._cluster_url, addr[0], addr[1]),
                 size=self._size,
                 connect_timeout=self._timeout,
                 retry_for=min(self._retry_for, 2.0),
@@ -137,7 +148,7 @@ class ClusterRedis(Commands):
         """CLUSTER SLOTS from one node on a connection of its own, given little time: a dead
         node must not hold up finding the living."""
         seed = self.seeds[0]
-        url = RedisURL(addr[0], addr[1], seed.username, seed.password)
+        url = RedisURL(addr[0], addr[1], seed.username, seed.password, tls=seed.tls)
         conn = await Connection.open(url, min(self._timeout, 0.5), scripts=False)
         try:
             return _raise_errors(await conn.execute_many([("CLUSTER", "SLOTS")]))[0]
