@@ -236,3 +236,14 @@ async def test_events_tail_on_the_command_line(node, worker, http) -> None:
         )
     )
     assert once.returncode == 0 and once.stdout.count(run_id) == 3, once.stdout + once.stderr
+
+    def tail(*extra: str) -> str:
+        args = ["events", "tail", "--job", job_id, "--api", str(http.base_url), *extra]
+        out = subprocess.run(shardsched_cmd(*args), capture_output=True, text=True, env=env)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    first = await trio.to_thread.run_sync(tail, "--limit", "1")
+    after = first.rsplit("(more: --after ", 1)[1].rstrip(")\n")
+    rest = await trio.to_thread.run_sync(tail, "--after", after)
+    assert first.count(run_id) == 1 and rest.count(run_id) == 2 and "(more:" not in rest

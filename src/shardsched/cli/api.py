@@ -189,10 +189,18 @@ def _events(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
         "run_id": args.run,
         "state": args.state,
         "since": args.since,
+        "after": args.after,
     }
     out = request(args.api, "GET", "/api/v1/events" + page_query(query))
     if not args.follow:
-        return out, lambda o: table(EVENT_HEADER, _event_rows(o["events"])) + more_hint(o)
+
+        def show(o: Any) -> str:
+            more = ""
+            if len(o["events"]) == args.limit and o.get("next_cursor"):
+                more = f"\n(more: --after {o['next_cursor']})"
+            return table(EVENT_HEADER, _event_rows(o["events"])) + more
+
+        return out, show
     import time
 
     print(table(EVENT_HEADER, _event_rows(out["events"])) if not args.json else "", flush=True)
@@ -339,6 +347,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     tail.add_argument("--run", default=None, metavar="RUN_ID")
     tail.add_argument("--state", default=None, help="only changes to this state")
     tail.add_argument("--since", default=None, metavar="RFC3339")
+    tail.add_argument("--after", default=None, metavar="CURSOR", help="after this event")
     tail.add_argument("--limit", type=int, default=100)
     tail.add_argument("-f", "--follow", action="store_true", help="keep printing new ones")
     dead = sub.add_parser("dead-letter", parents=[common], help="dead-lettered runs")
