@@ -159,6 +159,7 @@ async def spawn(
 
 
 TOKEN_FILE = "token"
+DEV_TOKEN_NAME = "dev-admin"
 
 
 async def ensure_admin_token(redis: Redis, dep: ops.Deployment, data_dir: Path) -> Path:
@@ -178,9 +179,6 @@ async def ensure_admin_token(redis: Redis, dep: ops.Deployment, data_dir: Path) 
         out.write(created.token + "\n")
     os.chmod(path, 0o600)  # an older file keeps its mode through O_TRUNC
     return path
-
-
-DEV_TOKEN_NAME = "dev-admin"
 
 
 async def run_dev(

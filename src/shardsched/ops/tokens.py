@@ -71,8 +71,7 @@ def list_tokens(dep: Deployment) -> Op:
 
 
 def revoke_token(dep: Deployment, name: str) -> Op:
-    (reply,) = yield [tokens_lua.revoke_token(dep.globals, name)]
-    if not check(reply):
+    if not (yield from forget_token(dep, name)):
         raise NotFoundError(f"token {name!r} not found")
     return {"revoked": name}
 

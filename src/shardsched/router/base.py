@@ -13,7 +13,6 @@ from shardsched.core.errors import (
     AlreadyRetried,
     ConflictError,
     DagNotFound,
-    Forbidden,
     JobNotFound,
     NotFoundError,
     RunNotFound,
@@ -48,8 +47,6 @@ class ApiBase:
             raise http.ApiError(409, "already_retried", str(exc), details) from None
         except ConflictError as exc:
             raise http.ApiError(409, "conflict", str(exc)) from None
-        except Forbidden as exc:
-            raise http.ApiError(403, "forbidden", str(exc)) from None
 
     async def _visible(self, request: Request, any_id: str, missing: NotFoundError) -> None:
         """404 (as for an unknown id) unless the caller's team owns ``any_id``."""
