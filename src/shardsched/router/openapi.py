@@ -18,7 +18,7 @@ from shardsched.router.routes import OPERATIONS
 from shardsched.router.schemas import ErrorBody
 
 _ERROR_TEXT = {
-    400: "The body is not valid JSON",
+    400: "The body is not valid JSON, or the HTTP request itself is malformed",
     401: "Missing, unknown or revoked bearer token",
     403: "The token's scopes do not cover this; or a Host or Origin that is not allowed",
     404: "No such resource",
@@ -77,7 +77,9 @@ def openapi_document() -> dict[str, Any]:
         item["security"] = [] if needed is None else [{"bearer": []}]
         if needed is not None:
             item["description"] = f"Needs a token with the `{needed}` scope."
-        auth_errors = {403} if needed is None else {401, 403}
+        # 400: the HTTP layer refuses a malformed request (a bad Content-Length, say)
+        # before any route sees it, so every operation can answer it
+        auth_errors = {400, 403} if needed is None else {400, 401, 403}
         for status in sorted({*op.errors, *auth_errors, 503}):
             item["responses"][str(status)] = {
                 "description": _ERROR_TEXT[status],
