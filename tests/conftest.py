@@ -227,3 +227,27 @@ def start_api_node(
             proc.kill()
             raise RuntimeError(f"node did not serve: {log_path.read_text()[-2000:]}")
         time.sleep(0.1)
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """moto's S3 server on a loopback port, a bucket, and the environment pointing at it;
+    yields an archive URL in the bucket."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": endpoint,
+    }.items():
+        monkeypatch.setenv(name, value)
+    import boto3
+
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="runs")
+    yield "s3://runs/shardsched"
+    server.stop()

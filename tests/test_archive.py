@@ -5,17 +5,17 @@ reads the files as they are with the README's one-line query."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
+import msgspec
 import pytest
 
 from shardsched.core.models import RunState
 from shardsched.core.views import Run
-from shardsched.dev import free_port
-from shardsched.store.archive import SCHEMA, Archive
+from shardsched.store.archive import SCHEMA, Archive, ArchivedRecord
 
 T0 = datetime(2026, 11, 30, 23, 59, 59, 500000, tzinfo=UTC)
 
@@ -62,13 +62,24 @@ def exercise(archive: Archive) -> None:
     assert [a.run.run_id for a in got] == [r.run_id for r, _ in reversed(runs[:4])]
     by_id = {a.run.run_id: a for a in got}
     for r, output in runs[:3]:
-        assert by_id[r.run_id].run == r and by_id[r.run_id].output == output
+        assert by_id[r.run_id].run == msgspec.structs.replace(r, archived=True)
+        assert by_id[r.run_id].output == output
     newest = by_id[runs[3][0].run_id]
     assert newest.run.state == RunState.DEAD_LETTER and newest.output == b"again"
     assert newest.archived_at == first + timedelta(minutes=1)
     assert archive.run(7, runs[4][0].run_id).run.dag_run_id == "dag_x:1"
     assert archive.run(7, "job_a:1:1") is None
     assert archive.runs_of(8, "job_a") == []  # another shard's partition
+    # skip records and DAG runs: their fields as they were, the newest copy of each
+    skip = ArchivedRecord("skip", "job_a", "1:2:2:overlap", T0, {"decided": "5"})
+    dag_run = ArchivedRecord("dag_run", "dag_x", "dag_x:1", T0, {"st": "failed", "t:a": "f"})
+    archive.write_records(7, [skip, dag_run], first)
+    changed = dag_run._replace(fields={"st": "succeeded"})
+    archive.write_records(7, [changed], first + timedelta(seconds=1))
+    assert archive.records(7, "skip", ["job_a"]) == [skip]
+    assert archive.records(7, "dag_run", ["dag_x"]) == [changed]
+    assert archive.records(7, "dag_run", ["dag_x"], record_id="dag_x:2") == []
+    assert archive.records(7, "skip", ["job_b"]) == []
 
 
 def test_a_local_archive(tmp_path: Path) -> None:
@@ -79,35 +90,20 @@ def test_a_local_archive(tmp_path: Path) -> None:
     assert not list(root.rglob(".*.tmp")), "no half-written file is left behind"
     # the README's query: DuckDB reads the files as they are, partitions as columns
     query = (
-        f"SELECT job_id, count(DISTINCT run_id) FROM read_parquet('{root}/**/*.parquet', "
+        f"SELECT job_id, count(DISTINCT run_id) FROM read_parquet('{root}/runs/**/*.parquet', "
         "hive_partitioning = true) WHERE shard = 7 GROUP BY job_id ORDER BY job_id"
     )
     assert duckdb.sql(query).fetchall() == [("job_a", 4), ("job_b", 1)]
-    schema = duckdb.sql(f"DESCRIBE SELECT * FROM read_parquet('{root}/**/*.parquet')")
+    schema = duckdb.sql(f"DESCRIBE SELECT * FROM read_parquet('{root}/runs/**/*.parquet')")
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    (one_liner,) = re.findall(r'^duckdb -c "(.+)"$', readme, re.MULTILINE)
+    counts = duckdb.sql(one_liner.replace(".shardsched/archive", str(root))).fetchall()
+    assert sorted(counts) == [
+        ("job_a", "dead_letter", 1),
+        ("job_a", "succeeded", 3),
+        ("job_b", "succeeded", 1),
+    ]
     assert [row[0] for row in schema.fetchall()][: len(SCHEMA)] == SCHEMA.names
-
-
-@pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """moto's S3 server on a loopback port, a bucket, and the environment pointing at it."""
-    from moto.server import ThreadedMotoServer
-
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": endpoint,
-    }.items():
-        monkeypatch.setenv(name, value)
-    import boto3
-
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="runs")
-    yield "s3://runs/shardsched"
-    server.stop()
 
 
 def test_an_s3_archive(s3: str) -> None:

@@ -88,6 +88,29 @@ def test_steady(tmp_path: Path) -> None:
     assert result["fired"] >= 100 and result["audit"] == {"missing": 0, "duplicated": 0}
 
 
+def test_soak(tmp_path: Path) -> None:
+    data, png = tmp_path / "soak.json", tmp_path / "soak.png"
+    args = ("--rate", "50", "--duration", "12", "--retention-s", "2", "--retention-every", "1")
+    more = ("--sample-every", "1", "--backlog", "2000", "--lead", "2")
+    bench("soak", *args, *more, "--json", str(data), "--plot", str(png))
+    result = json.loads(data.read_text())
+    assert result["audit"]["missing"] == 0 and result["audit"]["dup"] == 0
+    assert result["samples"][-1]["archived_rows"] >= 2000 and png.stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_soak_memory_plateaus_while_the_archive_grows(tmp_path: Path) -> None:
+    """The soak as CI runs it: two minutes at a quarter of the seed's rate with a 20 s
+    retention. Redis memory levels off; the archive takes the runs at the rate they fire."""
+    data = tmp_path / "soak.json"
+    args = ("--rate", "200", "--duration", "120", "--retention-s", "20")
+    bench("soak", *args, "--retention-every", "5", "--json", str(data), timeout=400)
+    result = json.loads(data.read_text())
+    assert result["plateau"], result["used_memory_growth_last_stretch_bytes_per_s"]
+    assert result["archive_rows_per_s_last_stretch"] > 150
+    assert result["audit"]["missing"] == 0 and result["audit"]["dup"] == 0
+
+
 def test_register_and_footprint(tmp_path: Path) -> None:
     out = bench("register", "--jobs", "2000", "--repeat", "1")
     assert "jobs/s" in out.stdout

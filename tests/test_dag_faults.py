@@ -10,8 +10,8 @@ import trio
 from conftest import drive_list, wait_until
 from nodes import Nodes, run_audit, view, wait_owned_by
 from shardsched.core.models import DagSpec, IntervalSchedule, JobStatus, TaskSpec
+from shardsched.ops import dag_runs, listing
 from shardsched.ops import dags as dag_ops
-from shardsched.ops import listing
 from shardsched.store.calls import drive_async as drive
 
 pytestmark = pytest.mark.processes
@@ -65,7 +65,7 @@ async def test_kill_9_the_owner_mid_dag_run(redis, redis_server, dep, worker, tm
         assert len(runs) >= 5 and all(r.state == "succeeded" for r in runs), runs
         executions = 0
         for r in runs:
-            full = await drive(dag_ops.get_dag_run(dep, r.dag_run_id), redis)
+            full = await drive(dag_runs.get_dag_run(dep, r.dag_run_id), redis)
             for t in full.tasks:
                 assert len(t.attempts) == 1, (r.dag_run_id, t)
                 rid = t.attempts[0].run_id

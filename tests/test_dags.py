@@ -13,8 +13,8 @@ import trio
 
 from conftest import drive_list, keyspace, wait_until
 from shardsched.core.models import DagSpec, OnceSchedule, TaskSpec
+from shardsched.ops import dag_runs, listing
 from shardsched.ops import dags as dag_ops
-from shardsched.ops import listing
 from shardsched.store.calls import call_script
 from shardsched.store.calls import drive_async as drive
 from shardsched.store.lua import runs as runs_lua
@@ -210,7 +210,7 @@ async def test_diamond_releases_its_join_once_when_both_branches_finish_together
         assert d[1] == f"{dag_id}.d:{drid.split(':')[1]}:1".encode()
         assert await call_script(redis, runs_lua.claim(sk, dep.globals, "w2", 10)) == []
         await complete("w1", d)
-        run = await drive(dag_ops.get_dag_run(dep, drid), redis)
+        run = await drive(dag_runs.get_dag_run(dep, drid), redis)
         assert run.state == "succeeded"
         assert [len(t.attempts) for t in run.tasks] == [1, 1, 1, 1]
     runs_of_d = await redis.execute("ZCARD", sk.runs_of(f"{dag_id}.d"))
@@ -249,7 +249,7 @@ async def test_diamonds_through_two_workers(node, redis, dep, nursery) -> None:
         assert await redis.execute("ZCARD", sk.runs_of(f"{dag_id}.{name}")) == 200
     by = set()
     for drid in drids:
-        run = await drive(dag_ops.get_dag_run(dep, drid), redis)
+        run = await drive(dag_runs.get_dag_run(dep, drid), redis)
         tasks = {t.task: t for t in run.tasks}
         assert [len(t.attempts) for t in run.tasks] == [1, 1, 1, 1]
         by.add((tasks["b"].attempts[0].claimed_by, tasks["c"].attempts[0].claimed_by))

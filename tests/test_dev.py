@@ -146,3 +146,23 @@ def test_dev_runs_a_job_and_stops_everything_on_sigterm(tmp_path: Path, cluster:
         assert proc.wait(timeout=20) == 0
         survivors = [pid for pid in tree if alive(pid)]
         assert survivors == [], f"left behind: {survivors}"
+
+
+def test_dev_archives_old_runs_into_its_data_dir(tmp_path: Path) -> None:
+    """The default archive is <data-dir>/archive: a finished run past --retention-s leaves
+    Redis for it, and still reads back (archived) through the API."""
+    port = free_port()
+    flags = ("--retention-s", "1", "--retention-every", "0.2")
+    with running_dev(tmp_path, port, *flags), dev_http(tmp_path, port) as http:
+        run = run_once_job(http, "echo kept cold")
+        deadline = time.monotonic() + 20
+        got: dict = {}
+        while time.monotonic() < deadline:
+            got = http.get(f"/api/v1/runs/{run['run_id']}").json()
+            if got.get("archived"):
+                break
+            time.sleep(0.2)
+        assert got["archived"] is True and got["state"] == "succeeded", got
+        out = http.get(f"/api/v1/runs/{run['run_id']}/output").json()
+        assert out["output"] == "kept cold\n"
+    assert list((tmp_path / "data" / "archive" / "runs").rglob("*.parquet"))

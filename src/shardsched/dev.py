@@ -27,6 +27,7 @@ from shardsched import ops, service
 from shardsched.core.access import Scope, TokenRequest
 from shardsched.core.errors import ConfigError
 from shardsched.ops import tokens
+from shardsched.ops.retention import RetentionDefaults
 from shardsched.router.guards import AccessPolicy
 from shardsched.runtime.lifeline import child_env, lifeline
 from shardsched.store.redis import Redis, RedisConnectionError
@@ -193,6 +194,8 @@ async def run_dev(
     cluster: int = 0,
     policy: AccessPolicy | None = None,
     tls: service.TlsFiles | None = None,
+    archive: str | None = None,
+    retention: RetentionDefaults | None = None,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     policy = policy or service.access_policy(http)
@@ -217,7 +220,7 @@ async def run_dev(
                 raise ConfigError(
                     f"embedded redis-server did not start (see {data_dir / 'redis.log'}): {exc}"
                 ) from None
-        redis, dep = await service.open_redis(redis_url, namespace, shards)
+        redis, dep = await service.open_redis(redis_url, namespace, shards, archive=archive)
         await service.check_redis_config(redis, allow_eviction=False)
         token_hint = ""
         if policy.auth:
@@ -255,6 +258,8 @@ async def run_dev(
                     node_id="dev-node",
                     policy=policy,
                     tls=tls,
+                    retention=retention,
+                    archive=archive,
                     task_status=task_status,
                 )
             )
@@ -271,7 +276,12 @@ async def run_dev(
             await stop_process(proc, grace=10.0)
 
 
-def main(args: argparse.Namespace) -> None:
+def main(
+    args: argparse.Namespace,
+    archive: str | None = None,
+    retention: RetentionDefaults | None = None,
+) -> None:
+    """``shardsched dev``: ``archive`` and ``retention`` come from the CLI's flags."""
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     service.run_until_signal(
         lambda task_status: run_dev(
@@ -291,6 +301,8 @@ def main(args: argparse.Namespace) -> None:
                 metrics_auth=args.metrics_auth,
             ),
             tls=None if args.certfile is None else service.TlsFiles(args.certfile, args.keyfile),
+            archive=archive,
+            retention=retention,
             task_status=task_status,
         ),
         lambda line: line,

@@ -23,17 +23,25 @@ from hypercorn.config import Config
 from shardsched import ops
 from shardsched.core.errors import ConfigError, RedisUnavailable
 from shardsched.core.pacing import Backoff
+from shardsched.ops.retention import RetentionDefaults
 from shardsched.router.app import create_app
 from shardsched.router.guards import AccessPolicy
 from shardsched.runtime.metrics import Metrics
 from shardsched.shard.manager import ShardManager
+from shardsched.shard.retention import Retainer
+from shardsched.store.archive import open_archive
 from shardsched.store.redis import Redis, RedisError, ReplyError, connect
 
 log = logging.getLogger(__name__)
 
 
 async def open_redis(
-    url: str, namespace: str, shards: int | None, size: int = 8, wait: bool = True
+    url: str,
+    namespace: str,
+    shards: int | None,
+    size: int = 8,
+    wait: bool = True,
+    archive: str | None = None,
 ) -> tuple[Redis, ops.Deployment]:
     """Connect and read (or set up) the deployment. Until Redis can be used, say why as an
     error, with what to do, and try again (capped backoff), unless ``wait`` is False: a
@@ -43,7 +51,7 @@ async def open_redis(
     backoff = Backoff(first=1.0, cap=10.0)
     while True:
         try:
-            dep = await ops.drive_async(ops.open_deployment(namespace, shards), redis)
+            dep = await ops.drive_async(ops.open_deployment(namespace, shards, archive), redis)
             return redis, dep
         except (RedisError, RedisUnavailable) as exc:
             if not wait:
@@ -257,13 +265,22 @@ async def run_node(
     renew_every_s: float = 1.5,
     policy: AccessPolicy | None = None,
     tls: TlsFiles | None = None,
+    retention: RetentionDefaults | None = None,
+    archive: str | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
+    """The shard manager, the HTTP API unless ``http`` is None, and, with ``retention``
+    and ``archive``, the task moving old history to the archive."""
     if http:
         policy = policy or access_policy(http)  # refuses a bad --http before any lease
     manager = ShardManager(redis, dep, node_id, lease_ttl_s, renew_every_s, http=http)
     async with trio.open_nursery() as nursery:
         await nursery.start(manager.run, name="shard-manager")
+        if retention is not None and archive:
+            retainer = Retainer(
+                redis, dep, open_archive(archive), retention, manager.leases, manager.metrics
+            )
+            await nursery.start(retainer.run, name="retention")
         binds: list[str] = []
         if http:
             app = create_app(redis, dep, manager.metrics, policy)

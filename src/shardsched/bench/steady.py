@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from datetime import timedelta
+from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import redis as redis_py
@@ -24,23 +25,25 @@ from shardsched.ops import audit
 from shardsched.sdk import Client
 
 
+def spread_jobs(prefix: str, rate: int, start: datetime) -> Iterator[JobSpec]:
+    """``rate`` noop jobs every second from ``start``, their phases spread evenly over the
+    second: ``rate`` triggers a second without a burst."""
+    for i in range(rate):
+        at = start + timedelta(seconds=i / rate)
+        yield JobSpec(
+            name=f"{prefix}-{i}",
+            schedule=IntervalSchedule(every_s=1.0, start_at=at),
+            command="handler:noop",
+        )
+
+
 def run(args: argparse.Namespace) -> dict:
     with bench_redis(args.redis, args.fsync) as url, Procs() as procs:
         r = redis_py.Redis.from_url(url)
         ns = f"steady{int(time.time() * 1000) % 10**9}"
         client = Client(url, ns)
         start = from_ms(server_ms(r) + round(args.lead * 1000))
-        specs = (
-            JobSpec(
-                name=f"steady-{i}",
-                schedule=IntervalSchedule(
-                    every_s=1.0, start_at=start + timedelta(seconds=i / args.rate)
-                ),
-                command="handler:noop",
-            )
-            for i in range(args.rate)
-        )
-        client.add_jobs(specs, batch=2000)
+        client.add_jobs(spread_jobs("steady", args.rate, start), batch=2000)
         common = ("--redis", url, "--namespace", ns)
         start_ready(procs, "node", "node", *common, "--node-id", "steady-node", "--no-http")
         for i in range(args.workers):

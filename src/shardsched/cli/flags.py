@@ -109,3 +109,56 @@ def redis_url_with_password(url: str, password_file: str | None, from_argv: bool
     host = parts.netloc.rpartition("@")[2]
     netloc = f"{user}:{quote(password, safe='')}@{host}"
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+#: Finished runs stay hot this long by default (a job's ``retention`` overrides it).
+DEFAULT_RETENTION_S = 7 * 86400
+
+
+def retention_flags(p: argparse.ArgumentParser, dev: bool = False) -> None:
+    """``--archive`` and ``--retention-s`` of ``node`` and ``dev``."""
+    where = "default <data-dir>/archive" if dev else "without it, history stays in Redis"
+    p.add_argument(
+        "--archive",
+        default=None,
+        metavar="URL",
+        help=f"cold archive of finished runs: file:///path or s3://bucket/prefix ({where})",
+    )
+    p.add_argument(
+        "--retention-s",
+        type=int,
+        default=DEFAULT_RETENTION_S,
+        metavar="S",
+        help="finished runs move to the archive this long after they end "
+        f"(default {DEFAULT_RETENTION_S}, 7 days; 0 keeps them in Redis)",
+    )
+    p.add_argument(
+        "--retention-every",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds between the owner's retention passes (default 30)",
+    )
+
+
+def archive_url(text: str) -> str:
+    """A URL for ``--archive``: a plain path becomes an absolute ``file://`` URL."""
+    if "://" in text:
+        return text
+    return "file://" + str(Path(text).expanduser().resolve())
+
+
+def retention_of(args: argparse.Namespace, default_archive: Path | None = None) -> Any:
+    """(archive URL or None, RetentionDefaults or None) from the flags; retention needs an
+    archive (a run is archived before it leaves Redis) and a positive window."""
+    from shardsched.ops.retention import RetentionDefaults
+
+    if args.retention_s < 0:
+        sys.exit("shardsched: --retention-s must be 0 (keep) or a number of seconds")
+    text = args.archive or (str(default_archive) if default_archive else None)
+    url = archive_url(text) if text else None
+    if url is None or args.retention_s == 0:
+        return url, None
+    if not 0.1 <= args.retention_every <= 86400:
+        sys.exit("shardsched: --retention-every is seconds, from 0.1 to 86400")
+    return url, RetentionDefaults(max_age_s=args.retention_s, every_s=args.retention_every)

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from shardsched.cli.flags import http_flags, redis_flags, tls_files
+from shardsched.cli.flags import http_flags, redis_flags, retention_flags, retention_of, tls_files
 
 if TYPE_CHECKING:
     import trio
@@ -39,6 +39,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
         metavar="N",
         help="start a local Redis Cluster of N masters instead of one redis-server",
     )
+    retention_flags(dev, dev=True)
 
     node = sub.add_parser("node", help="shard actors (and the HTTP API unless --no-http)")
     redis_flags(node)
@@ -51,6 +52,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     node.add_argument("--lease-ttl", type=float, default=5.0, help="seconds (default 5)")
     node.add_argument("--renew-every", type=float, default=1.5, help="seconds (default 1.5)")
     node.add_argument("--allow-eviction", action="store_true")
+    retention_flags(node)
 
     worker = sub.add_parser("worker", help="claim and execute runs")
     redis_flags(worker)
@@ -150,12 +152,13 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
             plan,
             register,
             scale,
+            soak,
             steady,
             takeover,
         )
 
         bench_sub = bench.add_subparsers(dest="bench_command", required=True)
-        modules = (auth, burst, commands, faults, steady, register, footprint, scale, plan)
+        modules = (auth, burst, commands, faults, steady, soak, register, footprint, scale, plan)
         for module in (*modules, takeover, archive):
             module.add_parser(bench_sub)
     return parser
@@ -246,16 +249,21 @@ def main(argv: list[str] | None = None) -> None:
 
         sys.exit(run_audit(args))
     if args.command == "dev":
+        from pathlib import Path
+
         from shardsched import dev
 
-        dev.main(args)
+        dev.main(args, *retention_of(args, Path(args.data_dir) / "archive"))
         return
     if args.command == "node":
         http = None if args.no_http else args.http
 
         async def node(task_status: trio.TaskStatus[Any]) -> None:
             policy = None if http is None else policy_of(args, http)  # before any wait
-            redis, dep = await service.open_redis(args.redis, args.namespace, args.shards)
+            archive, retention = retention_of(args)
+            redis, dep = await service.open_redis(
+                args.redis, args.namespace, args.shards, archive=archive
+            )
             await service.check_redis_config(redis, args.allow_eviction)
             await service.run_node(
                 redis,
@@ -266,6 +274,8 @@ def main(argv: list[str] | None = None) -> None:
                 renew_every_s=args.renew_every,
                 policy=policy,
                 tls=tls_files(args),
+                retention=retention,
+                archive=archive,
                 task_status=task_status,
             )
 

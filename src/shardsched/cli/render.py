@@ -52,12 +52,13 @@ def more_hint(out: dict) -> str:
 
 
 def runs_table(runs: list[dict]) -> str:
+    """Runs, one a row; a run read from the cold archive has its state marked ``(archived)``."""
     return table(
         ["RUN_ID", "STATE", "ATTEMPT", "SCHEDULED_FOR", "STARTED", "FINISHED", "EXIT", "REASON"],
         [
             [
                 r["run_id"],
-                r["state"],
+                r["state"] + (" (archived)" if r.get("archived") else ""),
                 r["attempt"],
                 r["scheduled_for"],
                 r["started_at"],

@@ -145,6 +145,16 @@ class Timing(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     max_catchup: int = DEFAULT_MAX_CATCHUP
 
 
+class Retention(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """How long a job's (or DAG's) finished runs stay hot in Redis before the owner moves
+    them to the cold archive: older than ``max_age_s`` (since they finished), or beyond the
+    newest ``max_runs``. Unset fields take the deployment's default (``--retention-s``;
+    no count limit). Runs not yet finished and unhandled dead letters always stay."""
+
+    max_age_s: Annotated[int, msgspec.Meta(ge=1, le=10 * 366 * 86400)] | None = None
+    max_runs: Annotated[int, msgspec.Meta(ge=1, le=10_000_000)] | None = None
+
+
 class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     """What a user registers: the body of ``POST /api/v1/jobs``."""
 
@@ -169,6 +179,8 @@ class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     auto_pause_after: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
     #: Environment variables of the job's command, on top of the worker's allowlist.
     env: EnvMap = msgspec.field(default_factory=dict)
+    #: How long its finished runs stay hot (unset: the deployment's default).
+    retention: Retention | None = None
 
 
 #: A DAG task's name is part of its job id ``<dag_id>.<task>``: no dots, no colons.
@@ -211,6 +223,8 @@ class DagSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     misfire_grace_s: GraceSeconds = 60.0
     max_catchup: MaxCatchup = DEFAULT_MAX_CATCHUP
     stall_sla_s: Annotated[float, msgspec.Meta(ge=0.1, le=7 * 86400)] = 300.0
+    #: How long its tasks' finished runs stay hot (unset: the deployment's default).
+    retention: Retention | None = None
 
 
 class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -229,6 +243,7 @@ class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     lease_s: Annotated[float, msgspec.Meta(ge=1, le=3600)] | None = None
     auto_pause_after: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
     env: EnvMap | None = None  #: replaces the whole map ({} clears it)
+    retention: Retention | None = None  #: replaces the whole policy ({} for the defaults)
     status: JobStatus | None = None
     #: With status "paused" (or on a paused job): why, shown on the job.
     pause_reason: Annotated[str, msgspec.Meta(max_length=500)] | None = None

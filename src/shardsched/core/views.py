@@ -17,6 +17,7 @@ from shardsched.core.models import (
     JobSpec,
     JobStatus,
     Overlap,
+    Retention,
     RetryPolicy,
     RunState,
     Schedule,
@@ -54,6 +55,7 @@ class Job(msgspec.Struct, kw_only=True):
     paused_until: datetime | None = None
     max_catchup: int = DEFAULT_MAX_CATCHUP
     env: dict[str, str] = msgspec.field(default_factory=dict)
+    retention: Retention | None = None
 
 
 class Dag(msgspec.Struct, kw_only=True):
@@ -78,6 +80,7 @@ class Dag(msgspec.Struct, kw_only=True):
     version: int
     shard: int
     max_catchup: int = DEFAULT_MAX_CATCHUP
+    retention: Retention | None = None
 
 
 class DagCreated(msgspec.Struct):
@@ -115,6 +118,8 @@ class DagRun(msgspec.Struct, kw_only=True):
     finished_at: datetime | None = None
     reason: str | None = None
     tasks: list[DagTaskRun] = msgspec.field(default_factory=list)
+    #: Read from the cold archive (it left Redis under the DAG's retention).
+    archived: bool = False
 
 
 class DagRunList(msgspec.Struct):
@@ -212,6 +217,8 @@ class Run(msgspec.Struct, kw_only=True):
     exit_code: int | None = None
     reason: str | None = None
     job_version: int | None = None  #: the job's version it ran with (set when claimed)
+    #: Read from the cold archive (it left Redis under the job's retention).
+    archived: bool = False
 
 
 class RunList(msgspec.Struct):

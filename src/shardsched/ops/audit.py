@@ -134,7 +134,9 @@ def audit(
     job_ids = [raw.decode() for ids in id_lists for raw in ids]
     n_jobs = len(job_ids)
     for i in range(0, n_jobs, chunk):
+        archived: dict[str, tuple[str, str | None]] = {}
         for history in (yield from load_histories(dep, job_ids[i : i + chunk])):
+            archived.update(history.archived)
             if history.quarantined:
                 totals.quarantined.append(history.job_id)
             try:
@@ -143,7 +145,7 @@ def audit(
                 totals.unplannable.append(history.job_id)
         fired, totals.fired_rids = totals.fired_rids, []
         for rid, execution in (
-            yield from executions(dep, fired, now_ms, round(stranded_after_s * 1000))
+            yield from executions(dep, fired, now_ms, round(stranded_after_s * 1000), archived)
         ).items():
             totals.executions[execution] += 1
             if execution == Execution.STRANDED and len(totals.stranded) < 100:

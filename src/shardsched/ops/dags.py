@@ -19,7 +19,6 @@ from shardsched.core.dag import validate_dag
 from shardsched.core.errors import (
     DagDeleted,
     DagNotFound,
-    DagRunNotFound,
     ShardschedError,
     ValidationError,
 )
@@ -31,18 +30,17 @@ from shardsched.core.models import (
     JobSpec,
     JobStatus,
     TaskSpec,
-    TaskState,
     Timing,
     TriggerRule,
 )
 from shardsched.core.schedule import first_fire_ms
-from shardsched.core.views import Dag, DagCreated, DagRun, DagTaskRun, DagTriggered, JobCreated
+from shardsched.core.views import Dag, DagCreated, DagTriggered, JobCreated
 from shardsched.store import keys as k
 from shardsched.store.calls import Call, Op, check, server_ms
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import dags as lua
 from shardsched.store.lua import jobs as jobs_lua
-from shardsched.store.records import DAG_FIELDS, RUN_FIELDS, opt_ms, opt_text, run_from_fields
+from shardsched.store.records import DAG_FIELDS
 
 RULE_CODE = {
     TriggerRule.ALL_SUCCESS: "s",
@@ -144,6 +142,7 @@ def dag_from(dep: Deployment, dag_id: str, replies: Sequence[Any]) -> Dag:
         version=int(version),
         shard=dep.keys_for(dag_id).shard,
         max_catchup=spec.max_catchup,
+        retention=spec.retention,
     )
 
 
@@ -218,103 +217,6 @@ def trigger_dag(dep: Deployment, dag_id: str, actor: str = SDK_ACTOR) -> Op:
         scheduled_for=from_ms(int(reply[2])),
         state=DagRunState.RUNNING if reply[0] == lua.DagTrigger.STARTED else DagRunState.QUEUED,
     )
-
-
-_TASK_CODE = {
-    b"w": TaskState.WAITING,
-    b"s": TaskState.SUCCEEDED,
-    b"k": TaskState.SKIPPED,
-    b"u": TaskState.SKIPPED,
-}
-
-
-def dag_run_from(drid: str, raw: list[bytes], tasks: list[str]) -> DagRun:
-    fields = {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)}
-    dag_id = drid.split(":", 1)[0]
-    task_runs = []
-    for task in tasks:
-        code = fields.get(b"t:" + task.encode())
-        if code is None:  # added to the DAG after this run opened
-            continue
-        task_runs.append(
-            DagTaskRun(
-                task=task,
-                job_id=k.task_job_id(dag_id, task),
-                state=_TASK_CODE.get(code, TaskState.SCHEDULED),
-                run_id=opt_text(fields.get(b"r:" + task.encode())),
-                released_at=opt_ms(fields.get(b"a:" + task.encode())),
-            )
-        )
-    return DagRun(
-        dag_run_id=drid,
-        dag_id=dag_id,
-        scheduled_for=from_ms(int(fields[b"s"])),
-        state=DagRunState(fields[b"st"].decode()),
-        manual=fields.get(b"m") == b"1",
-        created_at=from_ms(int(fields[b"c"])),
-        started_at=opt_ms(fields.get(b"b")),
-        finished_at=opt_ms(fields.get(b"f")),
-        reason=opt_text(fields.get(b"rs")),
-        tasks=task_runs,
-    )
-
-
-def task_order(dep: Deployment, dag_id: str) -> Op:
-    (tasks,) = yield [Call(("HGET", dep.keys_for(dag_id).job(dag_id), "tasks"))]
-    tasks = check(tasks)
-    if tasks is None:
-        raise DagNotFound(dag_id)
-    return tasks.decode().split(",")
-
-
-def get_dag_run(dep: Deployment, drid: str) -> Op:
-    """One DAG run with every task's state and every attempt of each."""
-    dag_id = drid.split(":", 1)[0]
-    if not k.is_dag_id(dag_id):
-        raise DagRunNotFound(drid)
-    sk = dep.keys_for(dag_id)
-    (raw,) = yield [Call(("HGETALL", sk.dag_run(drid)))]
-    if not check(raw):
-        raise DagRunNotFound(drid)
-    tasks = yield from task_order(dep, dag_id)
-    run = dag_run_from(drid, raw, tasks)
-    yield from fill_states(dep, [run], with_attempts=True)
-    return run
-
-
-def fill_states(dep: Deployment, runs: list[DagRun], with_attempts: bool) -> Op:
-    """Each released task's state is its latest run's (and, if asked, every attempt)."""
-    wanted: list[tuple[DagTaskRun, list[str]]] = []
-    for run in runs:
-        for task in run.tasks:
-            if task.run_id is None:
-                continue
-            stem, _, attempt = task.run_id.rpartition(":")
-            first = 1 if with_attempts else int(attempt)
-            wanted.append((task, [f"{stem}:{n}" for n in range(first, int(attempt) + 1)]))
-    calls = [
-        Call(("HMGET", dep.keys_for(rid).run(rid), *RUN_FIELDS, "stl"))
-        for _, rids in wanted
-        for rid in rids
-    ]
-    if not calls:
-        return
-    replies = iter((yield calls))
-    for task, rids in wanted:
-        attempts = []
-        stalled = None
-        for rid in rids:
-            fields = check(next(replies))
-            if fields[0] is not None:
-                attempts.append(run_from_fields(rid, fields[:-1]))
-                stalled = fields[-1] or stalled
-        if attempts:
-            latest = attempts[-1]
-            task.state = TaskState(latest.state)
-            task.reason = latest.reason
-        task.stalled_at = opt_ms(stalled)
-        if with_attempts:
-            task.attempts = attempts
 
 
 def join_dag(dep: Deployment, spec: JobSpec, actor: str = SDK_ACTOR) -> Op:

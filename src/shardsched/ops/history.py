@@ -28,6 +28,7 @@ from shardsched.core.views import (
     JobVersion,
     JobVersions,
 )
+from shardsched.ops.cold import archive_url, cold_history
 from shardsched.ops.jobs import read_job
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
@@ -110,11 +111,19 @@ def backfill(dep: Deployment, job_id: str, request: BackfillRequest, actor: str 
     if isinstance(job.schedule, OnceSchedule):
         anchor = to_ms(job.schedule.at)
     ticks = _ticks_in(job.schedule, anchor, lo, hi)
+    # a tick whose run left Redis for the archive ran: it is not run again
+    url = yield from archive_url(dep)
+    archived = {tick for _, tick, _, _ in cold_history(dep, url, [job_id]).firsts.get(job_id, ())}
+    owed = [tick for tick in ticks if tick not in archived]
     window = f"{request.start.isoformat()}..{request.end.isoformat()}"
-    call = lua.backfill(sk, dep.globals, job_id, request.max_concurrent, ticks, actor, window)
+    call = lua.backfill(sk, dep.globals, job_id, request.max_concurrent, owed, actor, window)
     (reply,) = yield [call]
     reply = check(reply)
     lua.raise_refusal(reply[0], job_id)
     return BackfillResult(
-        job_id=job_id, ticks=len(ticks), queued=reply[1], already=reply[2], started=reply[3]
+        job_id=job_id,
+        ticks=len(ticks),
+        queued=reply[1],
+        already=reply[2] + len(ticks) - len(owed),
+        started=reply[3],
     )

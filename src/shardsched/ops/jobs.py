@@ -186,6 +186,7 @@ def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Jo
         paused_at=opt_ms(paused_at),
         paused_until=opt_ms(until),
         env=spec.env,
+        retention=spec.retention,
     )
 
 
@@ -255,6 +256,7 @@ def _spec_of(job: Job) -> JobSpec:
         auto_pause_after=job.auto_pause_after,
         max_catchup=job.max_catchup,
         env=job.env,
+        retention=job.retention,
     )
 
 

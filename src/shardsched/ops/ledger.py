@@ -11,7 +11,7 @@ import enum
 import heapq
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import islice
 
@@ -22,6 +22,7 @@ from shardsched.core.errors import JobNotFound
 from shardsched.core.instants import from_ms
 from shardsched.core.models import IntervalSchedule, Timing
 from shardsched.core.ticks import ticks_in
+from shardsched.ops.cold import archive_url, cold_history
 from shardsched.store import keys as k
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
@@ -74,7 +75,13 @@ def execution_of(fields: list[bytes | None], now_ms: int, stranded_after_ms: int
     return Execution.STRANDED  # a fired tick whose record is gone: not running anywhere
 
 
-def executions(dep: Deployment, rids: list[str], now_ms: int, stranded_after_ms: int) -> Op:
+def executions(
+    dep: Deployment,
+    rids: list[str],
+    now_ms: int,
+    stranded_after_ms: int,
+    archived: dict[str, tuple[str, str | None]] | None = None,
+) -> Op:
     """Classify the fired runs ``rids`` by their last attempt; returns {rid: Execution}.
     Follows each run's next attempt (``nx``) in one round trip per attempt level."""
     out: dict[str, Execution] = {}
@@ -91,9 +98,15 @@ def executions(dep: Deployment, rids: list[str], now_ms: int, stranded_after_ms:
             for _, at in items
         ]
         following: dict[str, str] = {}
-        for (first, _at), fields in zip(items, replies, strict=True):
+        for (first, at), fields in zip(items, replies, strict=True):
             fields = check(fields)
-            if fields[4] is not None and fields[0] in (b"failed", b"dead_letter"):
+            if fields[0] is None and archived and at in archived:  # left for the archive
+                state, nx = archived[at]
+                if nx is not None and state in ("failed", "dead_letter"):
+                    following[first] = nx
+                else:
+                    out[first] = Execution.TERMINAL  # only finished runs are archived
+            elif fields[4] is not None and fields[0] in (b"failed", b"dead_letter"):
                 following[first] = fields[4].decode()  # sent back as a new attempt
             else:
                 out[first] = execution_of(fields[:4], now_ms, stranded_after_ms)
@@ -135,6 +148,8 @@ class JobHistory:
     runs: dict[int, list[tuple[str, int, bool]]]
     skips: list[tuple[Skip, int]]  #: (record, decided at)
     quarantined: bool = False  #: paused by its owner because it could not be planned
+    #: its runs in the cold archive: run id -> (state, the attempt that followed)
+    archived: dict[str, tuple[str, str | None]] = field(default_factory=dict)
 
 
 def load_histories(dep: Deployment, job_ids: list[str]) -> Op:
@@ -170,24 +185,31 @@ def load_histories(dep: Deployment, job_ids: list[str]) -> Op:
         for rid, _ in scheduled
     ]
     created = iter((yield created_calls) if created_calls else [])
+    cold = cold_history(dep, (yield from archive_url(dep)), job_ids)
     histories = []
     for n, (job_id, scheduled) in enumerate(zip(job_ids, scheduled_of, strict=True)):
         (first, timing, reason), segs, _runs, skips, score = replies[5 * n : 5 * n + 5]
         if not segs and first:  # never changed: its one segment is in the job hash
             segs = [b"o|" + first + b"|" + timing]
         by_tick: dict[int, list[tuple[str, int, bool]]] = defaultdict(list)
+        hot = set()
         for rid, tick in scheduled:
             c, backfill = next(created)
             if c is not None:
                 by_tick[tick].append((rid, int(c), backfill is not None))
+                hot.add(rid)
+        for rid, tick, c, backfill in cold.firsts.get(job_id, ()):
+            if rid not in hot:  # archived, and gone from Redis (or hot would win)
+                by_tick[tick].append((rid, c, backfill))
         histories.append(
             JobHistory(
                 job_id=job_id,
                 segments=_segments(segs),
                 timer=None if score is None else int(float(score)),
                 runs=dict(by_tick),
-                skips=[_skip(raw) for raw in skips],
+                skips=[_skip(raw) for raw in dict.fromkeys([*skips, *cold.skips.get(job_id, ())])],
                 quarantined=bool(reason and reason.startswith(b"quarantined:")),
+                archived=cold.states.get(job_id, {}),
             )
         )
     return histories

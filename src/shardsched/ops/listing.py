@@ -15,8 +15,10 @@ from typing import Any
 from shardsched.core.errors import DagNotFound, JobNotFound
 from shardsched.core.models import JobStatus, RunState
 from shardsched.core.views import Dag, DagList, DagRunList, Job, JobList, RunList
+from shardsched.ops import dag_runs
 from shardsched.ops import dags as dag_ops
 from shardsched.ops.access import owner_id, spec_name
+from shardsched.ops.cold import archive_url, cold_dag_runs, cold_page, merge_page
 from shardsched.ops.jobs import job_calls, plain_job
 from shardsched.ops.pagination import Cursor, zpage
 from shardsched.store import keys as k
@@ -147,17 +149,52 @@ def runs_page(
     (exists,) = yield [Call(("EXISTS", sk.job(job_id)))]
     if not check(exists) or k.is_dag_id(job_id):
         raise JobNotFound(job_id)
+    lo = float("-inf") if since_ms is None else since_ms
+    hi = float("inf") if until_ms is None else until_ms
     keep = None if state is None else (lambda run: run.state == state)
-    runs, nxt = yield from _scan(
+    url = yield from archive_url(dep)
+    if not url:
+        runs, nxt = yield from _scan(
+            [sk.runs_of(job_id)], cursor, limit, lambda e: _read_run_entries(dep, e), keep, lo, hi
+        )
+        return RunList(runs=runs, next_cursor=_encode(nxt))
+    # hot and cold: the hot page with its index entries, merged with the archive's page
+    pairs, hot_more = yield from _scan(
         [sk.runs_of(job_id)],
         cursor,
         limit,
-        lambda e: _read_run_entries(dep, e),
-        keep,
-        float("-inf") if since_ms is None else since_ms,
-        float("inf") if until_ms is None else until_ms,
+        lambda e: _read_run_pairs(dep, e),
+        None if keep is None else (lambda pair: keep(pair[1])),
+        lo,
+        hi,
     )
-    return RunList(runs=runs, next_cursor=_encode(nxt))
+    cold = [
+        (Cursor(*a.key), a.run)
+        for a in cold_page(dep, url, job_id, cursor, lo, hi, state, limit + 1)
+    ]
+    merged, nxt = merge_page(pairs, hot_more, cold, limit)
+    return RunList(runs=merged, next_cursor=_encode(nxt))
+
+
+def _aligned(read: Callable[[Entries], Op]) -> Callable[[Entries], Op]:
+    """A reader of (entry, item) pairs that may leave some out, made one-per-entry
+    (None where an item is gone), as :func:`_scan` wants it."""
+
+    def aligned(entries: Entries) -> Op:
+        pairs = yield from read(entries)
+        by_member = {pair[0].member: pair for pair in pairs}
+        return [by_member.get(member) for _, member in entries]
+
+    return aligned
+
+
+def _read_run_pairs(dep: Deployment, entries: Entries) -> Op:
+    """(index entry, run) of each entry, None for a run gone meanwhile."""
+    runs = yield from _read_run_entries(dep, entries)
+    return [
+        None if run is None else (Cursor(*entry), run)
+        for entry, run in zip(entries, runs, strict=True)
+    ]
 
 
 def _read_team_runs(dep: Deployment, entries: Entries, within: tuple[str, ...]) -> Op:
@@ -225,26 +262,29 @@ def dag_runs_page(
     """A DAG's runs, newest first, each task with its state (attempts: GET the DAG run)."""
     if not k.is_dag_id(dag_id):
         raise DagNotFound(dag_id)
-    tasks = yield from dag_ops.task_order(dep, dag_id)
+    tasks = yield from dag_runs.task_order(dep, dag_id)
     sk = dep.keys_for(dag_id)
 
     def read(entries: Entries) -> Op:
         drids = [member.decode() for _, member in entries]
         raws = yield [Call(("HGETALL", sk.dag_run(drid))) for drid in drids]
-        runs = [
-            dag_ops.dag_run_from(drid, check(raw), tasks)
-            for drid, raw in zip(drids, raws, strict=True)
+        return [
+            (Cursor(*entry), dag_runs.dag_run_from(drid, check(raw), tasks))
+            for entry, drid, raw in zip(entries, drids, raws, strict=True)
+            if check(raw)
         ]
-        yield from dag_ops.fill_states(dep, runs, with_attempts=False)
-        return runs
 
-    runs, nxt = yield from _scan(
-        [sk.runs_of(dag_id)],
-        cursor,
-        limit,
-        read,
-        None,
-        float("-inf") if since_ms is None else since_ms,
-        float("inf") if until_ms is None else until_ms,
+    lo = float("-inf") if since_ms is None else since_ms
+    hi = float("inf") if until_ms is None else until_ms
+    pairs, hot_more = yield from _scan(
+        [sk.runs_of(dag_id)], cursor, limit, _aligned(read), None, lo, hi
     )
+    cold = []
+    url = yield from archive_url(dep)
+    for key, record in cold_dag_runs(dep, url, dag_id, cursor, lo, hi, limit + 1):
+        run = dag_runs.dag_run_from(record.record_id, dag_runs.record_fields(record), tasks)
+        run.archived = True
+        cold.append((key, run))
+    runs, nxt = merge_page(pairs, hot_more, cold, limit)
+    yield from dag_runs.fill_states(dep, runs, with_attempts=False)
     return DagRunList(dag_runs=runs, next_cursor=_encode(nxt))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from shardsched.core.access import SDK_ACTOR
 from shardsched.core.errors import (
     RunNotFound,
@@ -11,6 +9,7 @@ from shardsched.core.errors import (
 from shardsched.core.views import (
     RunOutput,
 )
+from shardsched.ops.cold import archive_url, cold_run
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import runs as runs_lua
@@ -20,25 +19,32 @@ from shardsched.store.records import (
     run_from_fields,
 )
 
-if TYPE_CHECKING:
-    pass
-
 
 def get_run(dep: Deployment, rid: str) -> Op:
+    """A run, from Redis or else from the cold archive (``archived: true``)."""
     sk = dep.keys_for(rid)
     (fields,) = yield [Call(("HMGET", sk.run(rid), *RUN_FIELDS))]
     fields = check(fields)
     if fields[0] is None:
-        raise RunNotFound(rid)
+        archived = cold_run(dep, (yield from archive_url(dep)), rid)
+        if archived is None:
+            raise RunNotFound(rid)
+        return archived.run
     return run_from_fields(rid, fields)
 
 
 def get_output(dep: Deployment, rid: str) -> Op:
+    """The last 64 KiB a run printed, from Redis or else from the cold archive."""
     sk = dep.keys_for(rid)
     exists, out = yield [Call(("EXISTS", sk.run(rid))), Call(("GET", sk.output(rid)))]
-    if not check(exists):
-        raise RunNotFound(rid)
-    data: bytes = check(out) or b""
+    data: bytes
+    if check(exists):
+        data = check(out) or b""
+    else:
+        archived = cold_run(dep, (yield from archive_url(dep)), rid)
+        if archived is None:
+            raise RunNotFound(rid)
+        data = archived.output
     return RunOutput(
         run_id=rid,
         output=data.decode("utf-8", "replace"),

@@ -31,7 +31,7 @@ from shardsched.core.models import (
     SchedulePreviewRequest,
 )
 from shardsched.core.views import EventList, JobCreated
-from shardsched.ops import access, audit, changes, events, listing
+from shardsched.ops import access, audit, changes, dag_runs, events, listing
 from shardsched.ops import dags as dag_ops
 from shardsched.ops.preview import preview_schedule
 from shardsched.router import http
@@ -212,7 +212,7 @@ class Api(AdminHandlers):
     async def get_dag_run(self, request: Request) -> Response:
         drid = request.path_params["dag_run_id"]
         await self._visible(request, drid, DagRunNotFound(drid))
-        return http.json_response(await self._run(dag_ops.get_dag_run(self.dep, drid)))
+        return http.json_response(await self._run(dag_runs.get_dag_run(self.dep, drid)))
 
     async def preview(self, request: Request) -> Response:
         body = await http.decode(request, _preview_decoder)

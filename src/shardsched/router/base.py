@@ -22,6 +22,7 @@ from shardsched.ops import access
 from shardsched.router import http
 from shardsched.router.guards import who
 from shardsched.runtime.metrics import Metrics
+from shardsched.store.calls import drive_off_loop
 from shardsched.store.redis import Redis
 
 
@@ -35,7 +36,7 @@ class ApiBase:
 
     async def _run(self, op: ops.Op) -> Any:
         try:
-            return await http.drive_off_loop(op, self.redis)
+            return await drive_off_loop(op, self.redis)
         except ValidationError as exc:  # ours first: it is a msgspec.ValidationError too
             raise http.validation(exc.message, exc.field) from None
         except msgspec.ValidationError as exc:

@@ -12,18 +12,16 @@ from contextlib import aclosing
 from typing import Any
 
 import msgspec
-import trio
 from msgspec import UNSET
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from shardsched import ops
 from shardsched.core.errors import Forbidden, RedisUnavailable, ValidationError
 from shardsched.core.instants import to_ms
 from shardsched.ops.pagination import Cursor, parse_cursor
 from shardsched.router.schemas import opt
-from shardsched.store.redis import Redis, RedisConnectionError
+from shardsched.store.redis import RedisConnectionError
 
 log = logging.getLogger(__name__)
 MAX_BODY = 1024 * 1024
@@ -155,28 +153,6 @@ def cursor(query: Any) -> tuple[Cursor | None]:
 
 def ms(when: Any) -> int | None:
     return None if when is None or when is UNSET else to_ms(when)
-
-
-def _advance(op: ops.Op, replies: list[Any] | None) -> tuple[bool, Any]:
-    """One step of an operation: (False, its next calls) or (True, its result)."""
-    try:
-        return False, (next(op) if replies is None else op.send(replies))
-    except StopIteration as stop:
-        return True, stop.value
-
-
-async def drive_off_loop(op: ops.Op, redis: Redis) -> Any:
-    """:func:`ops.drive_async`, with each of the operation's pure steps in a worker thread.
-
-    The API shares its trio loop with the node's shard actors: a heavy step (enumerating
-    ticks, a 10,000-tick backfill, validating a dense DAG, a long preview) run on the loop
-    would hold up lease renewals and firing for as long as it takes. In a thread it only
-    shares the GIL, which the loop gets back every switch interval (5 ms)."""
-    done, value = await trio.to_thread.run_sync(_advance, op, None)
-    while not done:
-        replies = await ops.redis_calls(redis, value)
-        done, value = await trio.to_thread.run_sync(_advance, op, replies)
-    return value
 
 
 def guard(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:

@@ -168,6 +168,11 @@ class Metrics:
         self.poisoned = Counter(
             f"{ns}_poison_runs", "Runs failed after their lease lapsed too often", registry=r
         )
+        self.archived = Counter(
+            f"{ns}_runs_archived",
+            "Finished runs moved from Redis to the cold archive by retention",
+            registry=r,
+        )
         self.dag_stalled = Counter(
             f"{ns}_dag_stalled",
             "DAG task runs released and not claimed within their DAG's stall SLA",

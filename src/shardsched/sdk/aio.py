@@ -14,6 +14,7 @@ from shardsched.core.access import SDK_ACTOR
 from shardsched.core.models import JobSpec
 from shardsched.core.views import JobCreated
 from shardsched.sdk import plans
+from shardsched.store.calls import drive_off_loop
 from shardsched.store.keys import DEFAULT_NAMESPACE
 
 P = ParamSpec("P")
@@ -63,7 +64,7 @@ class AsyncClient:
 
     async def _run(self, op: ops.Op) -> Any:
         try:
-            return await ops.drive_async(op, self._redis)
+            return await drive_off_loop(op, self._redis)
         except msgspec.ValidationError as exc:
             raise plans.as_validation_error(exc) from None
 

@@ -45,7 +45,7 @@ from shardsched.core.views import (
     SchedulePreview,
     Triggered,
 )
-from shardsched.ops import changes, listing
+from shardsched.ops import changes, dag_runs, listing
 from shardsched.ops import dags as dag_ops
 from shardsched.ops.pagination import parse_cursor
 from shardsched.ops.preview import preview_schedule
@@ -282,4 +282,4 @@ def list_dag_runs(
 
 
 def get_dag_run(c: Handle, dag_run_id: str) -> Plan[DagRun]:
-    return Plan(dag_ops.get_dag_run(c.deployment, dag_run_id))
+    return Plan(dag_runs.get_dag_run(c.deployment, dag_run_id))

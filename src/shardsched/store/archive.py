@@ -8,11 +8,14 @@ never shown twice.
 
 Layout (hive partitioning, so DuckDB, pandas and pyarrow read it as it is)::
 
-    <root>/day=2026-12-01/shard=7/part-<archived ms>-<random>.parquet
+    <root>/runs/day=2026-12-01/shard=7/part-<archived ms>-<random>.parquet
+    <root>/records/day=2026-12-01/shard=7/part-<archived ms>-<random>.parquet
 
 ``day`` is the UTC day of the run's ``scheduled_for``; ``shard`` is its shard. One file
-per (day, shard) per archiving batch. The columns are :data:`SCHEMA`, version
+per (day, shard) per archiving batch. The columns of ``runs`` are :data:`SCHEMA`, version
 :data:`SCHEMA_VERSION` (the ``schema_version`` column), changed only by adding columns.
+``records`` holds the other history that leaves Redis: skip records (``kind`` "skip") and
+DAG runs ("dag_run"), each as its JSON fields (:data:`RECORDS_SCHEMA`).
 A reader reads only the partitions a query names (a job's runs: its shard; a window:
 those days) and filters rows in pyarrow's dataset scanner, never loading the whole
 archive.
@@ -24,10 +27,12 @@ come from the environment (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, and
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
@@ -61,17 +66,60 @@ SCHEMA = pa.schema(
         ("job_version", pa.int64()),
         ("output", pa.binary()),
         ("archived_at", _TS),
+        ("backfill", pa.bool_()),  #: fired by a backfill (the audit's late-but-owed ticks)
+        ("next_run_id", pa.string()),  #: the attempt that followed it, if any
     ]
 )
-_PARTITIONING = ds.partitioning(
-    pa.schema([("day", pa.string()), ("shard", pa.int32())]), flavor="hive"
+#: Skip records and DAG runs that left Redis: the record's own fields, as JSON.
+RECORDS_SCHEMA = pa.schema(
+    [
+        ("schema_version", pa.int16()),
+        ("kind", pa.string()),  #: "skip" | "dag_run"
+        ("owner_id", pa.string()),  #: the job (skip) or DAG (DAG run) it belongs to
+        ("record_id", pa.string()),  #: the skip record itself, or the DAG run id
+        ("at", _TS),  #: its first skipped tick, or the DAG run's scheduled_for
+        ("fields", pa.string()),  #: a JSON object: the record's fields
+        ("archived_at", _TS),
+    ]
 )
+_PARTITION_SCHEMA = pa.schema([("day", pa.string()), ("shard", pa.int32())])
+_PARTITIONING = ds.partitioning(_PARTITION_SCHEMA, flavor="hive")
+#: What a reader sees: a column missing from an older file reads as null.
+_DATASET_SCHEMA = pa.unify_schemas([SCHEMA, _PARTITION_SCHEMA])
+_RECORDS_DATASET_SCHEMA = pa.unify_schemas([RECORDS_SCHEMA, _PARTITION_SCHEMA])
 
 
 class ArchivedRun(NamedTuple):
     run: Run
     output: bytes
     archived_at: datetime
+    backfill: bool = False
+    next_run_id: str | None = None
+
+    @property
+    def key(self) -> tuple[float, bytes]:
+        """Its place in a job's runs index (score, member), as hot runs are paged."""
+        return float(round(self.run.scheduled_for.timestamp() * 1000)), self.run.run_id.encode()
+
+
+class ArchivedRecord(NamedTuple):
+    """A skip record or a DAG run in the archive (see :data:`RECORDS_SCHEMA`)."""
+
+    kind: str
+    owner_id: str
+    record_id: str
+    at: datetime
+    fields: dict[str, str]
+
+
+class ToArchive(NamedTuple):
+    """A finished run on its way out of Redis: the record, its output and the two facts
+    the API does not show but the audit needs."""
+
+    run: Run
+    output: bytes
+    backfill: bool = False
+    next_run_id: str | None = None
 
 
 def _filesystem(url: str) -> tuple[pafs.FileSystem, str]:
@@ -94,6 +142,18 @@ def _day(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%d")
 
 
+def _window(lo_ms: float | None, hi_ms: float | None, column: str = "scheduled_for") -> Any:
+    """Rows with ``column`` in [lo, hi] (ms), with the day partitions outside it pruned."""
+    expression = ds.scalar(True)
+    if lo_ms is not None and lo_ms != float("-inf"):
+        lo = datetime.fromtimestamp(lo_ms / 1000, UTC)
+        expression &= (ds.field("day") >= _day(lo)) & (ds.field(column) >= lo)
+    if hi_ms is not None and hi_ms != float("inf"):
+        hi = datetime.fromtimestamp(hi_ms / 1000, UTC)
+        expression &= (ds.field("day") <= _day(hi)) & (ds.field(column) <= hi)
+    return expression
+
+
 class Archive:
     """One archive location: write batches of finished runs, read runs back."""
 
@@ -102,20 +162,36 @@ class Archive:
         self.fs, self.root = _filesystem(url)
 
     def write(
-        self, shard: int, runs: Sequence[tuple[Run, bytes]], archived_at: datetime
+        self, shard: int, runs: Sequence[ToArchive | tuple[Run, bytes]], archived_at: datetime
     ) -> list[str]:
         """Archive ``runs`` (with their outputs) of one shard; the files written. A file
         appears whole or not at all: local files are renamed into place, S3 objects are
         put in one request."""
-        by_day: dict[str, list[tuple[Run, bytes]]] = {}
-        for run, output in runs:
-            by_day.setdefault(_day(run.scheduled_for), []).append((run, output))
+        by_day: dict[str, list[ToArchive]] = {}
+        for row in runs:
+            item = row if isinstance(row, ToArchive) else ToArchive(*row)
+            by_day.setdefault(_day(item.run.scheduled_for), []).append(item)
+        tables = {day: _table(rows, archived_at) for day, rows in by_day.items()}
+        return self._put("runs", shard, tables, archived_at)
+
+    def write_records(
+        self, shard: int, records: Sequence[ArchivedRecord], archived_at: datetime
+    ) -> list[str]:
+        """Archive skip records or DAG runs of one shard; the files written."""
+        by_day: dict[str, list[ArchivedRecord]] = {}
+        for record in records:
+            by_day.setdefault(_day(record.at), []).append(record)
+        tables = {day: _records_table(rows, archived_at) for day, rows in by_day.items()}
+        return self._put("records", shard, tables, archived_at)
+
+    def _put(
+        self, kind: str, shard: int, tables: dict[str, pa.Table], archived_at: datetime
+    ) -> list[str]:
         stamp = int(archived_at.timestamp() * 1000)
         written = []
-        for day, rows in sorted(by_day.items()):
-            directory = f"{self.root}/day={day}/shard={shard}"
+        for day, table in sorted(tables.items()):
+            directory = f"{self.root}/{kind}/day={day}/shard={shard}"
             name = f"part-{stamp}-{secrets.token_hex(4)}.parquet"
-            table = _table(rows, archived_at)
             self.fs.create_dir(directory, recursive=True)
             if isinstance(self.fs, pafs.LocalFileSystem):
                 temp = f"{directory}/.{name}.tmp"
@@ -126,17 +202,19 @@ class Archive:
             written.append(f"{directory}/{name}")
         return written
 
-    def _dataset(self) -> ds.Dataset | None:
+    def _dataset(self, kind: str = "runs") -> ds.Dataset | None:
+        root = f"{self.root}/{kind}"
         try:
-            info = self.fs.get_file_info(self.root)
+            info = self.fs.get_file_info(root)
         except OSError:
             return None
         if info.type == pafs.FileType.NotFound:
             return None
         return ds.dataset(
-            self.root,
+            root,
             filesystem=self.fs,
             format="parquet",
+            schema=_DATASET_SCHEMA if kind == "runs" else _RECORDS_DATASET_SCHEMA,
             partitioning=_PARTITIONING,
             exclude_invalid_files=True,
             ignore_prefixes=["."],
@@ -153,17 +231,90 @@ class Archive:
         )
         return _dedupe(table)
 
-    def runs_of(self, shard: int, job_id: str) -> list[ArchivedRun]:
-        return self.read(shard, ds.field("job_id") == job_id)
+    def runs_of(
+        self, shard: int, job_id: str, lo_ms: float | None = None, hi_ms: float | None = None
+    ) -> list[ArchivedRun]:
+        """A job's archived runs scheduled in [lo, hi], newest first; only the days of the
+        window are read."""
+        return self.read(shard, (ds.field("job_id") == job_id) & _window(lo_ms, hi_ms))
+
+    def jobs_runs(
+        self, shard: int, job_ids: Sequence[str], columns: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        """``columns`` of the archived runs of many jobs of one shard (one row per run
+        id: the newest copy), for the audit: no outputs are read."""
+        dataset = self._dataset()
+        if dataset is None or not job_ids:
+            return []
+        wanted = list(dict.fromkeys(["run_id", "archived_at", *columns]))
+        expression = (ds.field("shard") == shard) & ds.field("job_id").isin(list(job_ids))
+        table = dataset.to_table(columns=wanted, filter=expression)
+        newest: dict[str, dict[str, Any]] = {}
+        for row in table.sort_by([("archived_at", "ascending")]).to_pylist():
+            newest[row["run_id"]] = row
+        return list(newest.values())
+
+    def runs_by_id(self, shard: int, run_ids: Sequence[str]) -> list[ArchivedRun]:
+        return self.read(shard, ds.field("run_id").isin(list(run_ids)))
 
     def run(self, shard: int, run_id: str) -> ArchivedRun | None:
         found = self.read(shard, ds.field("run_id") == run_id)
         return found[0] if found else None
 
+    def records(
+        self,
+        shard: int,
+        kind: str,
+        owner_ids: Sequence[str],
+        record_id: str | None = None,
+        lo_ms: float | None = None,
+        hi_ms: float | None = None,
+    ) -> list[ArchivedRecord]:
+        """The archived records of a kind of these owners (one per record id, the newest
+        copy; optionally one record, or those ``at`` in [lo, hi]), newest ``at`` first."""
+        dataset = self._dataset("records")
+        if dataset is None or not owner_ids:
+            return []
+        expression = (
+            (ds.field("shard") == shard)
+            & (ds.field("kind") == kind)
+            & ds.field("owner_id").isin(list(owner_ids))
+            & _window(lo_ms, hi_ms, "at")
+        )
+        if record_id is not None:
+            expression &= ds.field("record_id") == record_id
+        table = dataset.to_table(columns=RECORDS_SCHEMA.names, filter=expression)
+        newest: dict[str, dict[str, Any]] = {}
+        for row in table.sort_by([("archived_at", "ascending")]).to_pylist():
+            newest[row["record_id"]] = row
+        out = [
+            ArchivedRecord(
+                row["kind"],
+                row["owner_id"],
+                row["record_id"],
+                row["at"],
+                json.loads(row["fields"]),
+            )
+            for row in newest.values()
+        ]
+        out.sort(key=lambda r: (r.at, r.record_id), reverse=True)
+        return out
 
-def _table(rows: Iterable[tuple[Run, bytes]], archived_at: datetime) -> pa.Table:
+
+def open_archive(url: str) -> Archive:
+    """The archive at ``url``, shared by everything in the process that reads or writes it
+    (one per URL and S3 endpoint)."""
+    return _open_archive(url, os.environ.get("AWS_ENDPOINT_URL"))
+
+
+@lru_cache(maxsize=8)
+def _open_archive(url: str, _endpoint: str | None) -> Archive:
+    return Archive(url)
+
+
+def _table(rows: Iterable[ToArchive], archived_at: datetime) -> pa.Table:
     rows = list(rows)
-    runs = [r for r, _ in rows]
+    runs = [item.run for item in rows]
     columns: dict[str, list[Any]] = {
         "schema_version": [SCHEMA_VERSION] * len(runs),
         "run_id": [r.run_id for r in runs],
@@ -179,10 +330,25 @@ def _table(rows: Iterable[tuple[Run, bytes]], archived_at: datetime) -> pa.Table
         "exit_code": [r.exit_code for r in runs],
         "reason": [r.reason for r in runs],
         "job_version": [r.job_version for r in runs],
-        "output": [o for _, o in rows],
+        "output": [item.output for item in rows],
         "archived_at": [archived_at] * len(runs),
+        "backfill": [item.backfill for item in rows],
+        "next_run_id": [item.next_run_id for item in rows],
     }
     return pa.table(columns, schema=SCHEMA)
+
+
+def _records_table(rows: Sequence[ArchivedRecord], archived_at: datetime) -> pa.Table:
+    columns: dict[str, list[Any]] = {
+        "schema_version": [SCHEMA_VERSION] * len(rows),
+        "kind": [r.kind for r in rows],
+        "owner_id": [r.owner_id for r in rows],
+        "record_id": [r.record_id for r in rows],
+        "at": [r.at for r in rows],
+        "fields": [json.dumps(r.fields, separators=(",", ":")) for r in rows],
+        "archived_at": [archived_at] * len(rows),
+    }
+    return pa.table(columns, schema=RECORDS_SCHEMA)
 
 
 def _dedupe(table: pa.Table) -> list[ArchivedRun]:
@@ -206,9 +372,12 @@ def _dedupe(table: pa.Table) -> list[ArchivedRun]:
                 exit_code=row["exit_code"],
                 reason=row["reason"],
                 job_version=row["job_version"],
+                archived=True,
             ),
             row["output"] or b"",
             row["archived_at"],
+            bool(row["backfill"]),
+            row["next_run_id"],
         )
         for row in newest.values()
     ]

@@ -13,6 +13,8 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import trio
+
 from shardsched.core.errors import RedisUnavailable, ShardschedError, is_transient_reply
 
 if TYPE_CHECKING:
@@ -74,3 +76,26 @@ async def redis_calls(redis: Redis, calls: Sequence[Call]) -> list[Any]:
     if all(c.script is not None for c in calls):
         return await redis.scripts([(c.script or "", c.keys, c.args) for c in calls])
     return [(await redis_calls(redis, [c]))[0] for c in calls]
+
+
+def _advance(op: Op, replies: list[Any] | None) -> tuple[bool, Any]:
+    """One step of an operation: (False, its next calls) or (True, its result)."""
+    try:
+        return False, (next(op) if replies is None else op.send(replies))
+    except StopIteration as stop:
+        return True, stop.value
+
+
+async def drive_off_loop(op: Op, redis: Redis) -> Any:
+    """:func:`drive_async`, with each of the operation's pure steps in a worker thread.
+
+    The API shares its trio loop with the node's shard actors: a heavy step (enumerating
+    ticks, a 10,000-tick backfill, validating a dense DAG, a long preview, a read of the
+    cold archive) run on the loop would hold up lease renewals and firing for as long as
+    it takes. In a thread it only shares the GIL, which the loop gets back every switch
+    interval (5 ms). The async SDK drives its operations so too."""
+    done, value = await trio.to_thread.run_sync(_advance, op, None)
+    while not done:
+        replies = await redis_calls(redis, value)
+        done, value = await trio.to_thread.run_sync(_advance, op, replies)
+    return value

@@ -27,15 +27,20 @@ class Deployment:
         return k.GlobalKeys(self.namespace)
 
 
-def open_deployment(namespace: str, n_shards: int | None) -> Op:
-    """Read the deployment's shard count, fixing it at first start.
+def open_deployment(namespace: str, n_shards: int | None, archive: str | None = None) -> Op:
+    """Read the deployment's shard count, fixing it at first start, and its archive.
 
     ``n_shards=None`` accepts whatever is stored (or the default for a new deployment);
     otherwise a mismatch raises ConfigError: a node started with another N refuses to run.
+    A node started with ``archive`` records it (meta ``archive``), so every reader
+    (router, SDK, CLI) finds archived runs where the owners put them.
     """
     meta = k.GlobalKeys(namespace).meta
     want = n_shards or k.DEFAULT_SHARDS
-    replies = yield [Call(("HSETNX", meta, "shards", want)), Call(("HGET", meta, "shards"))]
+    calls = [Call(("HSETNX", meta, "shards", want)), Call(("HGET", meta, "shards"))]
+    if archive:
+        calls.append(Call(("HSET", meta, "archive", archive)))
+    replies = yield calls
     stored = int(check(replies[1]))
     if n_shards is not None and stored != n_shards:
         raise ConfigError(

@@ -47,6 +47,6 @@ def signature(
 
 def all_signatures() -> dict[str, Signature]:
     """Every script's signature (imports every wrapper module)."""
-    from shardsched.store.lua import dags, firing, jobs, leases, runs, tokens  # noqa: F401
+    from shardsched.store.lua import dags, firing, jobs, leases, retention, runs, tokens  # noqa: F401
 
     return dict(SIGNATURES)

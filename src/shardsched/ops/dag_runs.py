@@ -1,0 +1,128 @@
+"""A DAG's runs read back: one DAG run with its tasks' states and attempts, from Redis or
+from the cold archive (a DAG run that left under its DAG's retention)."""
+
+from __future__ import annotations
+
+from shardsched.core.errors import DagNotFound, DagRunNotFound
+from shardsched.core.instants import from_ms
+from shardsched.core.models import DagRunState, TaskState
+from shardsched.core.views import DagRun, DagTaskRun
+from shardsched.ops.cold import archive_url, cold_dag_runs, cold_runs
+from shardsched.store import keys as k
+from shardsched.store.archive import ArchivedRecord
+from shardsched.store.calls import Call, Op, check
+from shardsched.store.deployment import Deployment
+from shardsched.store.records import RUN_FIELDS, opt_ms, opt_text, run_from_fields
+
+_TASK_CODE = {
+    b"w": TaskState.WAITING,
+    b"s": TaskState.SUCCEEDED,
+    b"k": TaskState.SKIPPED,
+    b"u": TaskState.SKIPPED,
+}
+
+
+def dag_run_from(drid: str, raw: list[bytes], tasks: list[str]) -> DagRun:
+    fields = {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)}
+    dag_id = drid.split(":", 1)[0]
+    task_runs = []
+    for task in tasks:
+        code = fields.get(b"t:" + task.encode())
+        if code is None:  # added to the DAG after this run opened
+            continue
+        task_runs.append(
+            DagTaskRun(
+                task=task,
+                job_id=k.task_job_id(dag_id, task),
+                state=_TASK_CODE.get(code, TaskState.SCHEDULED),
+                run_id=opt_text(fields.get(b"r:" + task.encode())),
+                released_at=opt_ms(fields.get(b"a:" + task.encode())),
+            )
+        )
+    return DagRun(
+        dag_run_id=drid,
+        dag_id=dag_id,
+        scheduled_for=from_ms(int(fields[b"s"])),
+        state=DagRunState(fields[b"st"].decode()),
+        manual=fields.get(b"m") == b"1",
+        created_at=from_ms(int(fields[b"c"])),
+        started_at=opt_ms(fields.get(b"b")),
+        finished_at=opt_ms(fields.get(b"f")),
+        reason=opt_text(fields.get(b"rs")),
+        tasks=task_runs,
+    )
+
+
+def task_order(dep: Deployment, dag_id: str) -> Op:
+    (tasks,) = yield [Call(("HGET", dep.keys_for(dag_id).job(dag_id), "tasks"))]
+    tasks = check(tasks)
+    if tasks is None:
+        raise DagNotFound(dag_id)
+    return tasks.decode().split(",")
+
+
+def get_dag_run(dep: Deployment, drid: str) -> Op:
+    """One DAG run with every task's state and every attempt of each."""
+    dag_id = drid.split(":", 1)[0]
+    if not k.is_dag_id(dag_id):
+        raise DagRunNotFound(drid)
+    sk = dep.keys_for(dag_id)
+    (raw,) = yield [Call(("HGETALL", sk.dag_run(drid)))]
+    archived = False
+    if not check(raw):
+        cold = cold_dag_runs(dep, (yield from archive_url(dep)), dag_id, drid=drid)
+        if not cold:
+            raise DagRunNotFound(drid)
+        raw, archived = record_fields(cold[0][1]), True
+    tasks = yield from task_order(dep, dag_id)
+    run = dag_run_from(drid, raw, tasks)
+    run.archived = archived
+    yield from fill_states(dep, [run], with_attempts=True)
+    return run
+
+
+def record_fields(record: ArchivedRecord) -> list[bytes]:
+    """An archived DAG run's fields as HGETALL answers them."""
+    return [part.encode() for item in record.fields.items() for part in item]
+
+
+def fill_states(dep: Deployment, runs: list[DagRun], with_attempts: bool) -> Op:
+    """Each released task's state is its latest run's (and, if asked, every attempt)."""
+    wanted: list[tuple[DagTaskRun, list[str]]] = []
+    for run in runs:
+        for task in run.tasks:
+            if task.run_id is None:
+                continue
+            stem, _, attempt = task.run_id.rpartition(":")
+            first = 1 if with_attempts else int(attempt)
+            wanted.append((task, [f"{stem}:{n}" for n in range(first, int(attempt) + 1)]))
+    calls = [
+        Call(("HMGET", dep.keys_for(rid).run(rid), *RUN_FIELDS, "stl"))
+        for _, rids in wanted
+        for rid in rids
+    ]
+    if not calls:
+        return
+    replies = list((yield calls))
+    gone = [rid for (_, rids) in wanted for rid in rids]
+    gone = [rid for rid, fields in zip(gone, replies, strict=True) if check(fields)[0] is None]
+    url = (yield from archive_url(dep)) if gone else None
+    archived = cold_runs(dep, url, gone)  # task runs that left for the archive
+    replies_of = iter(replies)
+    for task, rids in wanted:
+        attempts = []
+        stalled = None
+        for rid in rids:
+            fields = check(next(replies_of))
+            if fields[0] is not None:
+                attempts.append(run_from_fields(rid, fields[:-1]))
+                stalled = fields[-1] or stalled
+            elif rid in archived:
+                attempts.append(archived[rid])
+        if attempts:
+            latest = attempts[-1]
+            task.state = TaskState(latest.state)
+            task.reason = latest.reason
+        task.stalled_at = opt_ms(stalled)
+        if with_attempts:
+            task.attempts = attempts
