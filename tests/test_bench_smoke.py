@@ -96,6 +96,7 @@ def test_soak(tmp_path: Path) -> None:
     result = json.loads(data.read_text())
     assert result["audit"]["missing"] == 0 and result["audit"]["dup"] == 0
     assert result["samples"][-1]["archived_rows"] >= 2000 and png.stat().st_size > 0
+    assert result["samples"][-1]["backlog_left"] == 0 and result["backlog_cleaned_after_s"] >= 0
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ from shardsched.core.pacing import Backoff
 from shardsched.ops.retention import RetentionDefaults, Slice, retention_slice
 from shardsched.runtime.metrics import Metrics
 from shardsched.store.archive import Archive
-from shardsched.store.calls import call_script, drive_async
+from shardsched.store.calls import call_script, drive_off_loop
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import retention as lua
 from shardsched.store.redis import Redis, RedisError
@@ -78,7 +78,9 @@ class Retainer:
         for shard, epoch in sorted(self.leases.items()):
             start = 0
             while True:
-                found: Slice = await drive_async(
+                # its pure steps (decoding a thousand records) in a worker thread: the
+                # loop that fires keeps the GIL's switch interval, not the whole slice
+                found: Slice = await drive_off_loop(
                     retention_slice(self.dep, shard, start, self.defaults), self.redis
                 )
                 if found.expiring and not await self._move(shard, epoch, found):
