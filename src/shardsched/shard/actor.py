@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import trio
 
@@ -37,6 +37,20 @@ LOOKAHEAD_MS = 300
 
 #: Longest sleep without a look at the timer: a safety net for a lost wake message only.
 MAX_IDLE_S = 30.0
+
+
+#: Due entries whose ticks are this close (ms) fire in one call.
+SAME_TICK_MS = 2
+
+
+class _Planned(NamedTuple):
+    """One due job, planned: its fire script item, and what the metrics need of it."""
+
+    item: tuple[Any, ...]  #: job, old score, tick to fire, new score, skip, overlap
+    due: int  #: its timer score: the fire script applies it from then on
+    fire: int | None  #: the tick it fires, if any
+    late: int  #: ticks found past their time plus the misfire grace
+    raw: Any  #: the timing JSON it was planned from
 
 
 class LeaseLost(Exception):
@@ -67,6 +81,8 @@ class ShardActor:
         self.metrics = metrics or Metrics()
         self._fires: list[int] = []  #: ticks the planned batch fires (for the lag histogram)
         self._missed: dict[str, int] = {}  #: job -> ticks found past time + misfire grace
+        #: (job, score, timing) -> its plan, for due jobs planned but not yet fired
+        self._kept: dict[tuple[Any, int, Any], _Planned] = {}
         #: (job, planned timer score, reason) of jobs the last planning could not plan
         self._quarantine: list[tuple[Any, int, str]] = []
 
@@ -74,18 +90,22 @@ class ShardActor:
         """Look at the timer again now (a job of this shard was added or changed)."""
         self._woken.set()
 
-    def _plan(self, due: Sequence[Any], now_ms: int) -> list[Any]:
-        """The fire script's items for a due batch: pure computation, no I/O. Notes the
-        ticks it fires and the ticks found missed (time plus grace passed) for the metrics."""
-        items: list[Any] = []
+    def _plan(self, due: Sequence[Any], now_ms: int) -> list[_Planned]:
+        """The fire script's items for a due batch, each with its tick: pure computation,
+        no I/O. A job planned in the last batch and still due as it was (same score, same
+        timing) keeps that plan."""
+        planned: list[_Planned] = []
         memo = self.memo
-        fires = self._fires = []
-        missed = self._missed = {}
+        kept = self._kept
         for i in range(0, len(due), 3):
             job, score, raw = due[i], due[i + 1], due[i + 2]
             old = int(float(score))
+            again = kept.get((job, old, raw))
+            if again is not None:
+                planned.append(again)
+                continue
             if not raw:  # the job hash vanished under its timer entry: drop the entry
-                items += (job, old, "", "", "", "a")
+                planned.append(_Planned((job, old, "", "", "", "a"), old, None, 0, raw))
                 continue
             overlap = "a"
             grace_ms = 60_000
@@ -100,13 +120,10 @@ class ShardActor:
                 continue
             cutoff, late = now_ms - grace_ms, 0
             if decision.fire is not None:
-                fires.append(decision.fire)
                 late += decision.fire < cutoff
             if decision.skip is not None and decision.skip.first < cutoff:
                 late += decision.skip.count
-            if late:
-                missed[job.decode() if isinstance(job, bytes) else job] = late
-            items += (
+            item = (
                 job,
                 old,
                 "" if decision.fire is None else decision.fire,
@@ -114,7 +131,30 @@ class ShardActor:
                 "" if decision.skip is None else decision.skip.encode(),
                 overlap,
             )
-        return items
+            planned.append(_Planned(item, old, decision.fire, late, raw))
+        return planned
+
+    def _take(self, planned: list[_Planned]) -> tuple[list[Any], int]:
+        """The items to fire as the earliest planned tick falls due: those due with it (a
+        boundary's whole burst shares one tick). The later ones are kept planned: the fire
+        script reports them due again, and they fire on their own ticks, not all at the
+        last one. Returns (items, the tick to fire them at)."""
+        first = min(p.due for p in planned)
+        now_items: list[Any] = []
+        fires = self._fires = []
+        missed = self._missed = {}
+        self._kept = {}
+        for p in planned:
+            job = p.item[0]
+            if p.due > first + SAME_TICK_MS:
+                self._kept[(job, p.due, p.raw)] = p
+                continue
+            now_items += p.item
+            if p.fire is not None:
+                fires.append(p.fire)
+            if p.late:
+                missed[job.decode() if isinstance(job, bytes) else job] = p.late
+        return now_items, first
 
     async def _apply_quarantines(self) -> None:
         """Pause the jobs the planning could not plan, with the reason (fenced, idempotent:
@@ -203,15 +243,20 @@ class ShardActor:
                 self._observe(now_ms, fired.fired, trio.current_time() - started)
             due = fired.due
             if due:
-                items = self._plan(due, now_ms)
+                planned = self._plan(due, now_ms)
                 if self._quarantine:
                     await self._apply_quarantines()
-                # Planned up to LOOKAHEAD_MS before their tick: fire as the last one falls due.
-                ahead = max(int(float(due[i])) for i in range(1, len(due), 3)) - now_ms
+                if not planned:  # all quarantined: look again
+                    items = []
+                    continue
+                # Planned up to LOOKAHEAD_MS before their tick: fire each as it falls due.
+                items, first = self._take(planned)
+                ahead = first - now_ms
                 if ahead > 0:
                     await trio.sleep(ahead / 1000)
                 continue
             items = []
+            self._kept = {}
             # Wake a little early: the due batch comes back planned, and fires on the tick.
             wait = (next_ms - now_ms - LOOKAHEAD_MS) / 1000 if next_ms else MAX_IDLE_S
             with trio.move_on_after(min(max(wait, 0.0), MAX_IDLE_S)):
