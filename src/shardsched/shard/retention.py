@@ -29,6 +29,9 @@ from shardsched.store.redis import Redis, RedisError
 
 log = logging.getLogger(__name__)
 
+#: After each slice the task rests this many times as long as the slice took.
+DUTY_REST = 1.0
+
 
 class Retainer:
     """Keeps the held shards' hot history within its retention (one per node)."""
@@ -78,6 +81,7 @@ class Retainer:
         for shard, epoch in sorted(self.leases.items()):
             start = 0
             while True:
+                began = trio.current_time()
                 # its pure steps (decoding a thousand records) in a worker thread: the
                 # loop that fires keeps the GIL's switch interval, not the whole slice
                 found: Slice = await drive_off_loop(
@@ -86,7 +90,10 @@ class Retainer:
                 if found.expiring and not await self._move(shard, epoch, found):
                     break  # the shard moved to another owner
                 backlog |= found.more
-                await trio.sleep(self.pause_s)  # a slice at a time: firing goes first
+                # a slice at a time, resting as long as it took (DUTY_REST): clean-up takes
+                # at most half the node's time, spread out; firing always has the rest
+                took = trio.current_time() - began
+                await trio.sleep(max(self.pause_s, DUTY_REST * took))
                 start = found.next_index
                 if start == 0:
                     await self._trim_events(shard, epoch, found.now_ms)
