@@ -96,7 +96,9 @@ def test_a_local_archive(tmp_path: Path) -> None:
     assert duckdb.sql(query).fetchall() == [("job_a", 4), ("job_b", 1)]
     schema = duckdb.sql(f"DESCRIBE SELECT * FROM read_parquet('{root}/runs/**/*.parquet')")
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    (one_liner,) = re.findall(r'^duckdb -c "(.+)"$', readme, re.MULTILINE)
+    runner = re.escape('.venv/bin/python -c "import duckdb, sys; duckdb.sql(sys.argv[1]).show()"')
+    pattern = "^" + runner + ' "(.+)"$'
+    (one_liner,) = re.findall(pattern, readme, re.MULTILINE)
     counts = duckdb.sql(one_liner.replace(".shardsched/archive", str(root))).fetchall()
     assert sorted(counts) == [
         ("job_a", "dead_letter", 1),
