@@ -90,8 +90,8 @@ def test_steady(tmp_path: Path) -> None:
 
 def test_soak(tmp_path: Path) -> None:
     data, png = tmp_path / "soak.json", tmp_path / "soak.png"
-    args = ("--rate", "50", "--duration", "12", "--retention-s", "2", "--retention-every", "1")
-    more = ("--sample-every", "1", "--backlog", "2000", "--lead", "2")
+    args = ("--rate", "50", "--duration", "8", "--retention-s", "2", "--retention-every", "1")
+    more = ("--sample-every", "1", "--backlog", "2000", "--lead", "1")
     bench("soak", *args, *more, "--json", str(data), "--plot", str(png))
     result = json.loads(data.read_text())
     assert result["audit"]["missing"] == 0 and result["audit"]["dup"] == 0
