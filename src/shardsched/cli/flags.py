@@ -34,7 +34,13 @@ def redis_flags(p: argparse.ArgumentParser, required: bool = True) -> None:
         default=os.environ.get("SHARDSCHED_NAMESPACE", DEFAULT_NAMESPACE),
         help="key prefix of this deployment in Redis (default %(default)s)",
     )
-    p.add_argument("--log-level", default="WARNING", help="DEBUG, INFO, WARNING, ERROR")
+    p.add_argument(
+        "--log-level",
+        default="WARNING",
+        type=str.upper,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="default WARNING",
+    )
     p.add_argument(
         "--log-format",
         choices=["json", "text"],

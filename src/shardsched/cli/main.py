@@ -21,7 +21,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
+    from shardsched._version import __version__
+
     parser = _Parser(prog="shardsched", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"shardsched {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     dev = sub.add_parser("dev", help="everything in one process tree on an embedded redis-server")
@@ -178,6 +181,17 @@ def policy_of(args: argparse.Namespace, bind: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """The command line; output cut short by its reader (``| head``) ends it quietly."""
+    try:
+        _main(argv)
+    except BrokenPipeError:
+        # the reader went away: no traceback, and no second error flushing stdout at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(141)  # 128 + SIGPIPE, as a shell reports a command killed by it
+
+
+def _main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     with_bench = not argv or argv[0] in ("bench", "-h", "--help")
     args = build_parser(with_bench).parse_args(argv)
