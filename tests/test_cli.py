@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 
 from conftest import child_env, keyspace, shardsched_cmd
 from shardsched.store.scripts import SCRIPTS
@@ -21,6 +23,10 @@ def test_bad_flags_exit_non_zero_with_a_message() -> None:
         (("worker", "--redis", "redis://127.0.0.1:1", "--concurrency", "0"), "--concurrency"),
         (("router",), "--http"),
         (("status", "--redis", "redis://127.0.0.1:1", "--log-level", "LOUD"), "--log-level"),
+        (
+            ("--api", "http://127.0.0.1:1", "node", "--redis", "redis://127.0.0.1:1"),
+            "--api does not",
+        ),
     ]:
         out = run(*args)
         assert out.returncode != 0, args
@@ -112,6 +118,65 @@ async def test_output_cut_short_by_its_reader_ends_quietly(
             code, err = await trio.to_thread.run_sync(piped)
             assert "Traceback" not in err and "BrokenPipe" not in err, err
             assert code == 141, (code, err)
+        # the leaf's flags before the command work as well as after it
+        env = {**child_env(), "SHARDSCHED_TOKEN": token}
+        before = shardsched_cmd("--json", "--api", api, "jobs", "list", "--limit", "3")
+        listed = await trio.run_process(before, capture_stdout=True, env=env)
+        assert len(json.loads(listed.stdout)["jobs"]) == 3
     finally:
         node.terminate()
         node.wait(timeout=10)
+
+
+def test_help_imports_no_bench_module() -> None:
+    """``shardsched --help`` starts at once: the bench modules (redis-py, pyarrow, …) load
+    only for ``shardsched bench``."""
+    probe = (
+        "import sys\n"
+        "from shardsched.cli.main import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('shardsched.bench', 'pyarrow'))))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=child_env(), timeout=20
+    )
+    assert out.returncode == 0 and out.stdout.strip().endswith("[]"), out.stdout + out.stderr
+    assert "bench" in out.stdout  # still listed
+
+
+def test_durations_and_empty_lists_read_as_people_write_them() -> None:
+    from shardsched.cli.render import duration_text, schedule_text, table
+
+    cases = {0.5: "0.5s", 45: "45s", 60: "1m", 1200: "20m", 5400: "1h30m", 86400: "1d"}
+    assert {s: duration_text(s) for s in cases} == cases
+    assert schedule_text({"type": "interval", "every_s": 86400}) == "every 1d"
+    assert table(["JOB_ID", "NAME"], []) == "JOB_ID  NAME\n(none)"
+
+
+async def test_status_folds_shards_that_read_the_same(node, redis, dep) -> None:
+    """64 identical shard rows were one screen of noise: consecutive shards that read the
+    same are one row (``0-7``); a shard that differs stands alone."""
+    from conftest import wait_until
+    from shardsched import ops
+    from shardsched.cli.status import render
+    from shardsched.ops.status import status_view
+
+    async def owned() -> bool:
+        st = await ops.drive_async(status_view(dep), redis)
+        return not st.unowned and len({s.epoch for s in st.shards}) == 1
+
+    await wait_until(owned, timeout=10)
+    last = dep.n_shards - 1
+
+    def shard_column(text: str) -> list[str]:
+        lines = text.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("SHARD"))
+        return [line.split()[0] for line in lines[start + 1 :]]
+
+    assert shard_column(render(await ops.drive_async(status_view(dep), redis))) == [f"0-{last}"]
+    await redis.execute("ZADD", dep.shard(2).dead_letter, 1, "job_x:1:1")  # as complete.lua
+    folded = shard_column(render(await ops.drive_async(status_view(dep), redis)))
+    assert folded == ["0-1", "2", f"3-{last}"]

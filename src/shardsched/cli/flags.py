@@ -168,3 +168,30 @@ def retention_of(args: argparse.Namespace, default_archive: Path | None = None) 
     if not 0.1 <= args.retention_every <= 86400:
         sys.exit("shardsched: --retention-every is seconds, from 0.1 to 86400")
     return url, RetentionDefaults(max_age_s=args.retention_s, every_s=args.retention_every)
+
+
+#: Flags a leaf command takes that may also come before the command
+#: (``shardsched --json jobs list`` as well as ``shardsched jobs list --json``).
+GLOBAL_FLAGS = ("json", "api", "token_file")
+
+
+def global_flags(p: argparse.ArgumentParser) -> None:
+    """The leaf commands' ``--json``, ``--api`` and ``--token-file``, accepted before the
+    command too (``top_*`` until :func:`apply_global_flags` hands them to the leaf)."""
+    p.add_argument("--json", dest="top_json", action="store_true", help="print JSON")
+    p.add_argument("--api", dest="top_api", default=None, metavar="URL", help="the HTTP API")
+    p.add_argument("--token-file", dest="top_token_file", default=None, metavar="PATH")
+
+
+def apply_global_flags(args: argparse.Namespace) -> str | None:
+    """Give the leaf command the flags given before it; an error message for one it does
+    not take."""
+    for name in GLOBAL_FLAGS:
+        value = getattr(args, "top_" + name, None)
+        if not value:
+            continue
+        if not hasattr(args, name):
+            return f"--{name.replace('_', '-')} does not apply to {args.command}"
+        if not getattr(args, name):
+            setattr(args, name, value)
+    return None

@@ -7,7 +7,15 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from shardsched.cli.flags import http_flags, redis_flags, retention_flags, retention_of, tls_files
+from shardsched.cli.flags import (
+    apply_global_flags,
+    global_flags,
+    http_flags,
+    redis_flags,
+    retention_flags,
+    retention_of,
+    tls_files,
+)
 
 if TYPE_CHECKING:
     import trio
@@ -25,6 +33,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
 
     parser = _Parser(prog="shardsched", description=__doc__)
     parser.add_argument("--version", action="version", version=f"shardsched {__version__}")
+    global_flags(parser)
     sub = parser.add_subparsers(dest="command", required=True)
 
     dev = sub.add_parser("dev", help="everything in one process tree on an embedded redis-server")
@@ -193,8 +202,12 @@ def main(argv: list[str] | None = None) -> None:
 
 def _main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    with_bench = not argv or argv[0] in ("bench", "-h", "--help")
+    # the bench modules pull in redis-py, pyarrow and friends: only for ``bench`` itself,
+    # so ``shardsched --help`` and every other command start at once
+    with_bench = bool(argv) and argv[0] == "bench"
     args = build_parser(with_bench).parse_args(argv)
+    if (misplaced := apply_global_flags(args)) is not None:
+        sys.exit(f"shardsched: {misplaced}")
     from shardsched.runtime import logs
 
     logs.configure(str(getattr(args, "log_level", "WARNING")), getattr(args, "log_format", "text"))

@@ -22,7 +22,10 @@ def printable(text: str) -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Plain aligned columns; '-' for a missing value; control characters escaped."""
+    """Plain aligned columns; '-' for a missing value; control characters escaped; an
+    empty list says so under its header."""
+    if not rows:
+        return "  ".join(headers) + "\n(none)"
     cells = [[("-" if v is None else printable(str(v))) for v in row] for row in rows]
     widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
@@ -34,11 +37,23 @@ def quoted(value: str) -> str:
     return urllib.parse.quote(value, safe="")
 
 
+def duration_text(seconds: float) -> str:
+    """A duration as people write it: 45s, 20m, 1h30m, 1d, 2d12h, 0.5s."""
+    if seconds < 60 and seconds != int(seconds):
+        return f"{seconds:g}s"
+    rest, parts = int(seconds), []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if rest >= size:
+            parts.append(f"{rest // size}{unit}")
+            rest %= size
+    return "".join(parts) or "0s"
+
+
 def schedule_text(s: dict) -> str:
     if s["type"] == "cron":
         return f"cron {s['expression']} {s.get('timezone', 'UTC')}"
     if s["type"] == "interval":
-        return f"every {s['every_s']:g}s"
+        return f"every {duration_text(s['every_s'])}"
     return f"once {s['at']}"
 
 

@@ -66,21 +66,41 @@ def render(st: Status) -> str:
                 "RECLAIMS",
                 "STALLED",
             ],
-            [
-                [
-                    s.shard,
-                    (s.owner or "-") + ("" if s.live else " (down)"),
-                    s.epoch,
-                    s.ready,
-                    s.pending,
-                    s.overdue,
-                    s.dead_letter,
-                    s.missed,
-                    s.lease_reclaims,
-                    s.dag_stalled,
-                ]
-                for s in st.shards
-            ],
+            [[label, *row] for label, row in _shard_rows(st)],
         ),
     ]
     return "\n".join(lines)
+
+
+def _shard_rows(st: Status) -> list[tuple[str, list[object]]]:
+    """One row per run of consecutive shards that read the same (``0-63`` on a quiet
+    deployment with one node), so a shard that differs stands out."""
+    rows: list[tuple[str, list[object]]] = []
+    first = last = -1
+    previous: list[object] | None = None
+    for s in st.shards:
+        row: list[object] = [
+            (s.owner or "-") + ("" if s.live else " (down)"),
+            s.epoch,
+            s.ready,
+            s.pending,
+            s.overdue,
+            s.dead_letter,
+            s.missed,
+            s.lease_reclaims,
+            s.dag_stalled,
+        ]
+        if row == previous and s.shard == last + 1:
+            last = s.shard
+            continue
+        if previous is not None:
+            rows.append((_span(first, last), previous))
+        first = last = s.shard
+        previous = row
+    if previous is not None:
+        rows.append((_span(first, last), previous))
+    return rows
+
+
+def _span(first: int, last: int) -> str:
+    return str(first) if first == last else f"{first}-{last}"
