@@ -88,6 +88,7 @@ def test_steady(tmp_path: Path) -> None:
     assert result["fired"] >= 100 and result["audit"] == {"missing": 0, "duplicated": 0}
 
 
+@pytest.mark.slow  # 15 s: the default suite stays under 8 minutes
 def test_soak(tmp_path: Path) -> None:
     data, png = tmp_path / "soak.json", tmp_path / "soak.png"
     args = ("--rate", "50", "--duration", "8", "--retention-s", "2", "--retention-every", "1")
