@@ -195,15 +195,15 @@ def _events(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     if not args.follow:
 
         def show(o: Any) -> str:
-            more = ""
-            if len(o["events"]) == args.limit and o.get("next_cursor"):
-                more = f"\n(more: --after {o['next_cursor']})"
+            full = len(o["events"]) == args.limit and o.get("next_cursor")
+            more = f"\n(more: --after {o['next_cursor']})" if full else ""
             return table(EVENT_HEADER, _event_rows(o["events"])) + more
 
         return out, show
     import time
 
-    print(table(EVENT_HEADER, _event_rows(out["events"])) if not args.json else "", flush=True)
+    rows = _event_rows(out["events"])  # a live tail with nothing yet: just the header
+    print(table(EVENT_HEADER, rows, empty=None) if not args.json else "", flush=True)
     cursor = out["next_cursor"]
     try:
         while True:

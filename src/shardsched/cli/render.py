@@ -21,11 +21,13 @@ def printable(text: str) -> str:
     return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def table(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], empty: str | None = "(none)"
+) -> str:
     """Plain aligned columns; '-' for a missing value; control characters escaped; an
-    empty list says so under its header."""
+    empty list says so under its header (``empty``; None: the header alone)."""
     if not rows:
-        return "  ".join(headers) + "\n(none)"
+        return "  ".join(headers) + ("" if empty is None else "\n" + empty)
     cells = [[("-" if v is None else printable(str(v))) for v in row] for row in rows]
     widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
