@@ -56,6 +56,26 @@ class AlreadyRetried(ConflictError):
         self.next_run_id = next_run_id
 
 
+class IdTaken(ConflictError):
+    """Raised when a job or DAG is registered under an id that already exists."""
+
+    def __init__(self, any_id: str) -> None:
+        super().__init__(f"id {any_id!r} is taken")
+        self.id = any_id
+
+
+class PreconditionFailed(ConflictError):
+    """Raised when a change names the version it expects (``If-Match``) and the job or
+    DAG is at another one (``current``; None when it does not exist): nothing changed."""
+
+    def __init__(self, any_id: str, expected: int, current: int | None) -> None:
+        now = "does not exist" if current is None else f"is at version {current}"
+        super().__init__(f"{any_id!r} {now}, not {expected}: read it again and retry")
+        self.id = any_id
+        self.expected = expected
+        self.current = current
+
+
 class JobDeleted(ConflictError):
     """Raised when changing or triggering a job that was deleted."""
 

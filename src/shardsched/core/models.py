@@ -181,12 +181,22 @@ class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     env: EnvMap = msgspec.field(default_factory=dict)
     #: How long its finished runs stay hot (unset: the deployment's default).
     retention: Retention | None = None
+    #: The id to register it under (unset: a random ``job_…``); unique in the namespace.
+    #: Not stored in the definition: it is the job's ``job_id``.
+    id: JobId | None = None
 
 
 #: A DAG task's name is part of its job id ``<dag_id>.<task>``: no dots, no colons.
 TASK_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 TaskName = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=TASK_NAME.pattern)]
 LeaseSeconds = Annotated[float, msgspec.Meta(ge=1, le=3600)]
+#: A job id its user chose: letters, digits, '_' and '-' ('.' and ':' separate a task's
+#: and a run's parts of an id), not starting with ``dag_``, which marks a DAG's ids.
+JOB_ID = re.compile(r"^(?!dag_)[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
+#: A DAG id its user chose: ``dag_`` and then letters, digits, '_' and '-'.
+DAG_ID = re.compile(r"^dag_[A-Za-z0-9_-]{1,96}$")
+JobId = Annotated[str, msgspec.Meta(pattern=JOB_ID.pattern)]
+DagId = Annotated[str, msgspec.Meta(pattern=DAG_ID.pattern)]
 
 
 class TaskSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -225,6 +235,8 @@ class DagSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     stall_sla_s: Annotated[float, msgspec.Meta(ge=0.1, le=7 * 86400)] = 300.0
     #: How long its tasks' finished runs stay hot (unset: the deployment's default).
     retention: Retention | None = None
+    #: The id to register it under (unset: a random ``dag_…``); unique in the namespace.
+    id: DagId | None = None
 
 
 class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):

@@ -48,6 +48,10 @@ def validate_spec(spec: JobSpec) -> JobSpec:
     """Validate a spec, its declared constraints and beyond; returns it for chaining."""
     checked(spec)
     if spec.depends_on:
+        if spec.id is not None:
+            raise msgspec.ValidationError(
+                "a DAG task's id is <dag_id>.<name>, not chosen - at `$.id`"
+            )
         if spec.schedule is not None:
             raise msgspec.ValidationError(
                 "a job with depends_on runs on its DAG's ticks and takes no schedule"

@@ -7,14 +7,12 @@ and the worker protocol are the submodules of the same name.
 """
 
 from shardsched.ops.history import backfill, job_versions
+from shardsched.ops.job_actions import delete_job, resume_if_due, trigger
 from shardsched.ops.jobs import (
     create_job,
     create_jobs,
-    delete_job,
     get_job,
     patch_job,
-    resume_if_due,
-    trigger,
     validate_specs,
 )
 from shardsched.ops.runs import get_output, get_run, retry_run

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
-from shardsched.core.access import SDK_ACTOR, SYSTEM_ACTOR
+from shardsched.core.access import SDK_ACTOR
 from shardsched.core.errors import (
     DagTaskJob,
+    IdTaken,
     JobDeleted,
     JobNotFound,
+    PreconditionFailed,
     ShardschedError,
     ValidationError,
 )
@@ -36,7 +38,6 @@ from shardsched.core.validation import checked, validate_spec
 from shardsched.core.views import (
     Job,
     JobCreated,
-    Triggered,
 )
 from shardsched.ops.dags import join_dag
 from shardsched.store import keys as k
@@ -49,10 +50,6 @@ from shardsched.store.records import (
     opt_text,
 )
 
-if TYPE_CHECKING:
-    pass
-
-
 _spec_encoder = msgspec.json.Encoder()
 _spec_decoder = msgspec.json.Decoder(JobSpec)
 _task_decoder = msgspec.json.Decoder(TaskSpec)
@@ -62,7 +59,12 @@ _timing_decoder = msgspec.json.Decoder(Timing)
 def validate_specs(specs: Sequence[JobSpec]) -> None:
     """Validate every spec; a bad one raises ValidationError with its field as
     ``$[i].field`` when there are several."""
+    ids: set[str] = set()
     for i, spec in enumerate(specs):
+        if spec.id is not None:
+            if spec.id in ids:
+                raise ValidationError(f"id {spec.id!r} is given twice", f"$[{i}].id")
+            ids.add(spec.id)
         try:
             validate_spec(spec)
         except msgspec.ValidationError as exc:
@@ -102,7 +104,9 @@ def create_jobs(
     by_shard: dict[int, list[lua.NewJob]] = {}
     plan = []
     for spec in specs:
-        job_id = k.new_job_id()
+        job_id = spec.id or k.new_job_id()
+        if spec.id is not None:  # the id is the job's key, not part of its definition
+            spec = msgspec.structs.replace(spec, id=None)
         timing_key = (
             id(spec.schedule),
             spec.catchup,
@@ -139,8 +143,8 @@ def create_jobs(
             registered[new.job_id] = ok
     created = []
     for job_id, first in plan:
-        if not registered[job_id]:  # a 48-bit random id collided: vanishingly rare
-            raise ShardschedError(f"job id {job_id} already exists")
+        if not registered[job_id]:  # chosen, or a 48-bit random id collided
+            raise IdTaken(job_id)
         created.append(
             JobCreated(job_id=job_id, next_run_at=None if first is None else from_ms(first))
         )
@@ -241,7 +245,8 @@ def get_job(dep: Deployment, job_id: str) -> Op:
     return (yield from read_job(dep, job_id))
 
 
-def _spec_of(job: Job) -> JobSpec:
+def spec_of(job: Job) -> JobSpec:
+    """The definition a job was registered (or last changed) with."""
     return JobSpec(
         name=job.name,
         schedule=job.schedule,
@@ -260,25 +265,28 @@ def _spec_of(job: Job) -> JobSpec:
     )
 
 
-def patch_job(dep: Deployment, job_id: str, patch: JobPatch, actor: str = SDK_ACTOR) -> Op:
+def patch_job(
+    dep: Deployment,
+    job_id: str,
+    patch: JobPatch,
+    actor: str = SDK_ACTOR,
+    if_match: int | None = None,
+) -> Op:
     """Change a job's definition or status; returns the updated Job.
 
     A new schedule, or a resume, re-scores the timer from the server's clock now; pause
-    removes the timer entry. Concurrent patches are serialised by the job's version.
+    removes the timer entry. Concurrent patches are serialised by the job's version;
+    ``if_match``: refuse (PreconditionFailed) unless the job is at that version.
     """
     checked(patch)
     if patch.status == JobStatus.DELETED:
         raise msgspec.ValidationError("use DELETE to delete a job - at `$.status`")
     for _attempt in range(16):
-        job = yield from read_job(dep, job_id)
-        if job.dag_id is not None:
-            raise DagTaskJob(job_id, job.dag_id)
-        if job.status == JobStatus.DELETED:
-            raise JobDeleted(job_id)
+        job = yield from changeable_job(dep, job_id, if_match)
         not_spec = ("status", "pause_reason", "paused_until")
         changes = {f: getattr(patch, f) for f in patch.__struct_fields__ if f not in not_spec}
         changes = {f: v for f, v in changes.items() if v is not None}
-        spec = msgspec.structs.replace(_spec_of(job), **changes)
+        spec = msgspec.structs.replace(spec_of(job), **changes)
         validate_spec(spec)
         status = patch.status or job.status
         reason: str | None = None
@@ -291,54 +299,86 @@ def patch_job(dep: Deployment, job_id: str, patch: JobPatch, actor: str = SDK_AC
             for name in ("pause_reason", "paused_until"):
                 if getattr(patch, name) is not None:
                     raise ValidationError(f"{name} only goes with status paused", f"$.{name}")
-        if (
-            status == job.status
-            and _spec_encoder.encode(spec) == _spec_encoder.encode(_spec_of(job))
-            and (
-                status != JobStatus.PAUSED
-                or (reason, until) == (job.pause_reason, job.paused_until)
-            )
-        ):
-            return job  # nothing changes (a repeated pause or resume): no new version
-        (now,) = yield [Call(("TIME",))]
-        now_ms = server_ms(now)
-        timing = _spec_encoder.encode(timing_of(spec))
-        roll = status != job.status or timing != _spec_encoder.encode(timing_of(_spec_of(job)))
-        next_fire: int | str
-        if status == JobStatus.PAUSED:
-            next_fire = ""
-        elif "schedule" in changes or job.status == JobStatus.PAUSED:
-            assert spec.schedule is not None  # validated: a job of its own has one
-            first = first_fire_ms(spec.schedule, now_ms)
-            next_fire = "" if first is None else first
-        else:
-            next_fire = "="
-        sk = dep.keys_for(job_id)
-        (reply,) = yield [
-            lua.update_job(
-                sk,
-                dep.globals,
-                job_id,
-                version=job.version,
-                spec_json=_spec_encoder.encode(spec),
-                timing_json=timing,
-                status=status.value,
-                next_fire=next_fire,
-                lease_ms=round(spec.lease_s * 1000),
-                roll=roll,
-                pause_reason=reason or "",
-                paused_until_ms=None if until is None else to_ms(until),
-                auto_pause_after=spec.auto_pause_after,
-                actor=actor,
-                change=_change_of(job.status, status),
-                detail=reason or "",
-            )
-        ]
-        code = check(reply)[0]
-        lua.raise_refusal(code, job_id)
-        if code == lua.JobReply.OK:
-            return (yield from read_job(dep, job_id))
+        written = yield from write_spec(
+            dep, job, spec, status, reason, until, "schedule" in changes, actor
+        )
+        if written is not None:
+            return written
+        # the version moved meanwhile: read it again (with if_match that read refuses)
     raise ShardschedError(f"job {job_id!r} is being changed concurrently; try again")
+
+
+def changeable_job(dep: Deployment, job_id: str, if_match: int | None) -> Op:
+    """The job, if it may be changed: not a DAG's task, not deleted, at ``if_match``."""
+    job = yield from read_job(dep, job_id)
+    if job.dag_id is not None:
+        raise DagTaskJob(job_id, job.dag_id)
+    if job.status == JobStatus.DELETED:
+        raise JobDeleted(job_id)
+    if if_match is not None and job.version != if_match:
+        raise PreconditionFailed(job_id, if_match, job.version)
+    return job
+
+
+def write_spec(
+    dep: Deployment,
+    job: Job,
+    spec: JobSpec,
+    status: JobStatus,
+    reason: str | None,
+    until: datetime | None,
+    replan: bool,
+    actor: str,
+) -> Op:
+    """Write a validated definition and status over ``job`` as its next version, unless
+    nothing differs (then ``job`` itself); None when the job's version moved meanwhile.
+
+    ``replan``: the schedule was given anew, so the next fire is computed from now."""
+    spec = _spec_decoder.decode(_spec_encoder.encode(spec))  # as stored: 60 reads 60.0
+    if (
+        status == job.status
+        and _spec_encoder.encode(spec) == _spec_encoder.encode(spec_of(job))
+        and (status != JobStatus.PAUSED or (reason, until) == (job.pause_reason, job.paused_until))
+    ):
+        return job  # nothing changes (a repeated pause or resume): no new version
+    (now,) = yield [Call(("TIME",))]
+    now_ms = server_ms(now)
+    timing = _spec_encoder.encode(timing_of(spec))
+    roll = status != job.status or timing != _spec_encoder.encode(timing_of(spec_of(job)))
+    next_fire: int | str
+    if status == JobStatus.PAUSED:
+        next_fire = ""
+    elif replan or job.status == JobStatus.PAUSED:
+        assert spec.schedule is not None  # validated: a job of its own has one
+        first = first_fire_ms(spec.schedule, now_ms)
+        next_fire = "" if first is None else first
+    else:
+        next_fire = "="
+    (reply,) = yield [
+        lua.update_job(
+            dep.keys_for(job.job_id),
+            dep.globals,
+            job.job_id,
+            version=job.version,
+            spec_json=_spec_encoder.encode(spec),
+            timing_json=timing,
+            status=status.value,
+            next_fire=next_fire,
+            lease_ms=round(spec.lease_s * 1000),
+            roll=roll,
+            pause_reason=reason or "",
+            paused_until_ms=None if until is None else to_ms(until),
+            auto_pause_after=spec.auto_pause_after,
+            actor=actor,
+            change=_change_of(job.status, status),
+            detail=reason or "",
+        )
+    ]
+    code = check(reply)[0]
+    lua.raise_refusal(code, job.job_id)
+    if code != lua.JobReply.OK:
+        return None
+    return (yield from read_job(dep, job.job_id))
 
 
 def _change_of(was: JobStatus, now: JobStatus) -> str:
@@ -346,48 +386,3 @@ def _change_of(was: JobStatus, now: JobStatus) -> str:
     if now != was:
         return "pause" if now == JobStatus.PAUSED else "resume"
     return "update"
-
-
-def resume_if_due(dep: Deployment, job_id: str, until_ms: int) -> Op:
-    """The shard owner's auto-resume: resume the job if it is still paused until
-    ``until_ms`` (a later pause or resume by hand wins); returns whether it resumed."""
-    sk = dep.keys_for(job_id)
-    try:
-        job = yield from read_job(dep, job_id)
-    except JobNotFound:
-        job = None
-    if job is None or job.status != JobStatus.PAUSED or job.paused_until is None:
-        yield [Call(("ZREM", sk.resumes, job_id))]
-        return False
-    if to_ms(job.paused_until) != until_ms:
-        return False
-    try:
-        yield from patch_job(dep, job_id, JobPatch(status=JobStatus.ACTIVE), SYSTEM_ACTOR)
-    except (JobDeleted, JobNotFound):
-        return False
-    return True
-
-
-def delete_job(dep: Deployment, job_id: str, actor: str = SDK_ACTOR) -> Op:
-    """Delete a job, keeping its definition and runs readable; returns the deleted Job."""
-    job = yield from read_job(dep, job_id)
-    if job.dag_id is not None:
-        raise DagTaskJob(job_id, job.dag_id)
-    sk = dep.keys_for(job_id)
-    (reply,) = yield [lua.delete_job(sk, dep.globals, job_id, actor)]
-    lua.raise_refusal(check(reply)[0], job_id)
-    return (yield from read_job(dep, job_id))
-
-
-def trigger(dep: Deployment, job_id: str, actor: str = SDK_ACTOR) -> Op:
-    """Create a run of the job now, whatever its schedule; returns Triggered."""
-    sk = dep.keys_for(job_id)
-    (dag,) = yield [Call(("HGET", sk.job(job_id), "dag"))]
-    if check(dag) is not None:
-        raise DagTaskJob(job_id, dag.decode())
-    if k.is_dag_id(job_id):
-        raise JobNotFound(job_id)
-    (reply,) = yield [lua.trigger(sk, dep.globals, job_id, actor)]
-    reply = check(reply)
-    lua.raise_refusal(reply[0], job_id)
-    return Triggered(run_id=reply[1].decode(), scheduled_for=from_ms(int(reply[2])))

@@ -30,8 +30,8 @@ from shardsched.core.models import (
     JobStatus,
     SchedulePreviewRequest,
 )
-from shardsched.core.views import EventList, JobCreated
-from shardsched.ops import access, audit, changes, dag_runs, events, listing
+from shardsched.core.views import EventList, Job, JobCreated
+from shardsched.ops import access, audit, changes, dag_runs, declare, events, listing
 from shardsched.ops import dags as dag_ops
 from shardsched.ops.preview import preview_schedule
 from shardsched.router import http
@@ -73,16 +73,30 @@ class Api(AdminHandlers):
         return http.json_response(created, 201)
 
     async def get_job(self, request: Request) -> Response:
-        return http.json_response(await self._run(ops.get_job(self.dep, await self._job(request))))
+        job: Job = await self._run(ops.get_job(self.dep, await self._job(request)))
+        return http.etag(http.json_response(job), job.version)
+
+    async def put_job(self, request: Request) -> Response:
+        """Create the job under the path's id or replace its definition (201, 200); the
+        answer says which in ``Shardsched-Outcome``."""
+        spec = await http.decode(request, _spec_decoder)
+        job_id: str = request.path_params["job_id"]
+        access.require_name(who(request), spec.name)
+        await self._not_others(request, job_id)
+        op = declare.put_job(self.dep, job_id, spec, http.if_match(request), who(request).name)
+        job, outcome = await self._run(op)
+        response = http.json_response(job, 201 if outcome == declare.Outcome.CREATED else 200)
+        response.headers["shardsched-outcome"] = outcome.value
+        return http.etag(response, job.version)
 
     async def patch_job(self, request: Request) -> Response:
         patch = await http.decode(request, _patch_decoder)
         job_id = await self._job(request)
         if patch.name is not None:
             access.require_name(who(request), patch.name)
-        return http.json_response(
-            await self._run(ops.patch_job(self.dep, job_id, patch, who(request).name))
-        )
+        op = ops.patch_job(self.dep, job_id, patch, who(request).name, http.if_match(request))
+        job: Job = await self._run(op)
+        return http.etag(http.json_response(job), job.version)
 
     async def delete_job(self, request: Request) -> Response:
         job_id = await self._job(request)

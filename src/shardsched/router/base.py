@@ -13,8 +13,10 @@ from shardsched.core.errors import (
     AlreadyRetried,
     ConflictError,
     DagNotFound,
+    IdTaken,
     JobNotFound,
     NotFoundError,
+    PreconditionFailed,
     RunNotFound,
     ValidationError,
 )
@@ -43,6 +45,11 @@ class ApiBase:
             raise http.validation(str(exc)) from None
         except NotFoundError as exc:
             raise http.ApiError(404, "not_found", str(exc)) from None
+        except PreconditionFailed as exc:
+            details = {"id": exc.id, "expected": exc.expected, "current": exc.current}
+            raise http.ApiError(412, "precondition_failed", str(exc), details) from None
+        except IdTaken as exc:
+            raise http.ApiError(409, "id_taken", str(exc), {"id": exc.id}) from None
         except AlreadyRetried as exc:
             details = {"run_id": exc.run_id, "next_run_id": exc.next_run_id}
             raise http.ApiError(409, "already_retried", str(exc), details) from None
@@ -52,6 +59,13 @@ class ApiBase:
     async def _visible(self, request: Request, any_id: str, missing: NotFoundError) -> None:
         """404 (as for an unknown id) unless the caller's team owns ``any_id``."""
         await self._run(access.require_visible(self.dep, who(request), any_id, missing))
+
+    async def _not_others(self, request: Request, any_id: str) -> None:
+        """A put by a team's token: the id is free or the team's own (409 otherwise)."""
+        if who(request).bound:
+            name = await self._run(access.owner_name(self.dep, any_id))
+            if name is not None and not who(request).sees(name):
+                raise http.ApiError(409, "id_taken", f"id {any_id!r} is taken", {"id": any_id})
 
     async def _job(self, request: Request) -> str:
         job_id: str = request.path_params["job_id"]

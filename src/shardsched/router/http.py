@@ -151,6 +151,28 @@ def cursor(query: Any) -> tuple[Cursor | None]:
         raise validation(exc.message, exc.field) from None
 
 
+def if_match(request: Request) -> int | None:
+    """The version an ``If-Match`` header expects (``"3"``, ``W/"3"`` or ``3``), if any."""
+    raw = request.headers.get("if-match")
+    if raw is None:
+        return None
+    text = raw.strip().removeprefix("W/").strip('"')
+    if not text.isdigit():
+        raise ApiError(
+            422,
+            "validation_error",
+            f"If-Match takes the version to expect, as GET gives it in ETag (not {raw!r})",
+            {"field": "If-Match"},
+        )
+    return int(text)
+
+
+def etag(response: Response, version: int) -> Response:
+    """The version as the response's ``ETag``, what ``If-Match`` sends back."""
+    response.headers["etag"] = f'"{version}"'
+    return response
+
+
 def ms(when: Any) -> int | None:
     return None if when is None or when is UNSET else to_ms(when)
 

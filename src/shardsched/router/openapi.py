@@ -23,6 +23,7 @@ _ERROR_TEXT = {
     403: "The token's scopes do not cover this; or a Host or Origin that is not allowed",
     404: "No such resource",
     409: "Conflicts with the current state (deleted, not dead-lettered, a DAG's task…)",
+    412: "If-Match names another version than the current one: nothing changed",
     413: "The body is over 1 MiB",
     415: "A body that is not application/json",
     422: "Invalid input; details.field names it as a $.path",

@@ -78,6 +78,7 @@ class AsyncClient:
 
     # the operations (sdk/plans.py), awaitable
     add_job = awaitable(plans.add_job)
+    put_job = awaitable(plans.put_job)
     get_job = awaitable(plans.get_job)
     list_jobs = awaitable(plans.list_jobs)
     update_job = awaitable(plans.update_job)

@@ -45,7 +45,7 @@ from shardsched.core.views import (
     SchedulePreview,
     Triggered,
 )
-from shardsched.ops import changes, dag_runs, listing
+from shardsched.ops import changes, dag_runs, declare, listing
 from shardsched.ops import dags as dag_ops
 from shardsched.ops.pagination import parse_cursor
 from shardsched.ops.preview import preview_schedule
@@ -124,6 +124,15 @@ def add_validated(c: Handle, specs: Sequence[JobSpec]) -> Plan[list[JobCreated]]
 
 def add_job(c: Handle, spec: JobSpec) -> Plan[JobCreated]:
     return Plan(ops.create_job(c.deployment, spec, c.actor))
+
+
+def put_job(
+    c: Handle, job_id: str, spec: JobSpec, if_match: int | None = None
+) -> Plan[tuple[Job, declare.Outcome]]:
+    """Create the job ``job_id``, or replace its definition as a new version (unchanged:
+    nothing written); ``if_match``: only if it is at that version (else
+    PreconditionFailed). Returns the job and what was done."""
+    return Plan(declare.put_job(c.deployment, job_id, spec, if_match, c.actor))
 
 
 def get_job(c: Handle, job_id: str) -> Plan[Job]:

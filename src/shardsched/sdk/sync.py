@@ -179,6 +179,7 @@ class Client:
 
     # the operations (sdk/plans.py), blocking
     add_job = blocking(plans.add_job)
+    put_job = blocking(plans.put_job)
     get_job = blocking(plans.get_job)
     list_jobs = blocking(plans.list_jobs)
     update_job = blocking(plans.update_job)

@@ -1,0 +1,63 @@
+"""What is done to a job besides changing its definition: delete it, trigger it now, and
+the shard owner's auto-resume of a pause with an end.
+
+Written as :mod:`shardsched.store.calls` generators, like :mod:`.jobs`.
+"""
+
+from __future__ import annotations
+
+from shardsched.core.access import SDK_ACTOR, SYSTEM_ACTOR
+from shardsched.core.errors import DagTaskJob, JobDeleted, JobNotFound
+from shardsched.core.instants import from_ms, to_ms
+from shardsched.core.models import JobPatch, JobStatus
+from shardsched.core.views import Triggered
+from shardsched.ops.jobs import patch_job, read_job
+from shardsched.store import keys as k
+from shardsched.store.calls import Call, Op, check
+from shardsched.store.deployment import Deployment
+from shardsched.store.lua import jobs as lua
+
+
+def resume_if_due(dep: Deployment, job_id: str, until_ms: int) -> Op:
+    """The shard owner's auto-resume: resume the job if it is still paused until
+    ``until_ms`` (a later pause or resume by hand wins); returns whether it resumed."""
+    sk = dep.keys_for(job_id)
+    try:
+        job = yield from read_job(dep, job_id)
+    except JobNotFound:
+        job = None
+    if job is None or job.status != JobStatus.PAUSED or job.paused_until is None:
+        yield [Call(("ZREM", sk.resumes, job_id))]
+        return False
+    if to_ms(job.paused_until) != until_ms:
+        return False
+    try:
+        yield from patch_job(dep, job_id, JobPatch(status=JobStatus.ACTIVE), SYSTEM_ACTOR)
+    except (JobDeleted, JobNotFound):
+        return False
+    return True
+
+
+def delete_job(dep: Deployment, job_id: str, actor: str = SDK_ACTOR) -> Op:
+    """Delete a job, keeping its definition and runs readable; returns the deleted Job."""
+    job = yield from read_job(dep, job_id)
+    if job.dag_id is not None:
+        raise DagTaskJob(job_id, job.dag_id)
+    sk = dep.keys_for(job_id)
+    (reply,) = yield [lua.delete_job(sk, dep.globals, job_id, actor)]
+    lua.raise_refusal(check(reply)[0], job_id)
+    return (yield from read_job(dep, job_id))
+
+
+def trigger(dep: Deployment, job_id: str, actor: str = SDK_ACTOR) -> Op:
+    """Create a run of the job now, whatever its schedule; returns Triggered."""
+    sk = dep.keys_for(job_id)
+    (dag,) = yield [Call(("HGET", sk.job(job_id), "dag"))]
+    if check(dag) is not None:
+        raise DagTaskJob(job_id, dag.decode())
+    if k.is_dag_id(job_id):
+        raise JobNotFound(job_id)
+    (reply,) = yield [lua.trigger(sk, dep.globals, job_id, actor)]
+    reply = check(reply)
+    lua.raise_refusal(reply[0], job_id)
+    return Triggered(run_id=reply[1].decode(), scheduled_for=from_ms(int(reply[2])))
