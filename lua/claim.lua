@@ -8,7 +8,8 @@
                       the earliest lease given here, and then published on the wake
                       channel as "r<shard>:<ms>", so the owner's reclaim waits for the
                       earliest lease deadline instead of polling
-  ARGV[1] shard key base; run:<id> and job:<id> keys are built from it (same hash slot)
+  ARGV[1] shard key base; run:<id>, job:<id>, dagrun:<id> and dagv:<dag>:<tv> keys are
+          built from it (same hash slot)
   ARGV[2] consumer group
   ARGV[3] worker id (the consumer)
   ARGV[4] how many runs at most
@@ -18,7 +19,8 @@
   Returns a flat list, 8 fields per claimed run:
     entry id, run id, job spec JSON, scheduled_for (ms), attempt, delivery token,
     lease deadline (ms), now (ms).
-  The run records the job version it runs with ('v'). Entries whose run is gone or no
+  The run records the job version it runs with ('v'). A DAG task's run whose DAG run
+  opened on an earlier version of the DAG takes that version's spec (dagv:<dag>:<tv>). Entries whose run is gone or no
   longer scheduled are acknowledged and dropped. A DAG
   task's run leaves the shard's stall watch (dagwait) when claimed.
   Each change of a run's state it makes appends to events (lib/events.lua).
@@ -60,6 +62,18 @@ for _, entry in ipairs(reply[1][2]) do
     -- run ids are <job>:<tick>:<attempt>; a manual run's tick is in its 's' field
     local job, tick, attempt = string.match(rid, '^([^:]+):([^:]+):(%d+)$')
     local job_fields = rcall('HMGET', base .. 'job:' .. job, 'spec', 'lease', 'version')
+    if run[4] then
+      -- a DAG run on an earlier version of its DAG runs that version's command (lib/dag)
+      local dag, task = string.match(job, '^([^.]+)%.(.+)$')
+      local tv = rcall('HGET', base .. 'dagrun:' .. run[4], 'tv')
+      if tv and tv ~= (rcall('HGET', base .. 'job:' .. dag, 'tv') or '1') then
+        local kept = rcall('HMGET', base .. 'dagv:' .. dag .. ':' .. tv, 's:' .. task,
+          'l:' .. task)
+        if kept[1] then
+          job_fields[1], job_fields[2] = kept[1], kept[2]
+        end
+      end
+    end
     local lease = now_n + tonumber(job_fields[2] or '30000')
     if not earliest or lease < earliest then
       earliest = lease

@@ -19,7 +19,8 @@
   KEYS[3] deadletter  ZSET run_id -> when it was dead-lettered
   ARGV[1] consumer group
   ARGV[2] worker id
-  ARGV[3] shard key base; run:<id> and out:<id> keys are built from it (same hash slot)
+  ARGV[3] shard key base; run:<id> and out:<id> keys (and lib/dag's dagv:<dag>:<tv>)
+          are built from it (same hash slot)
   ARGV[4] wake channel (published when a retry was inserted: the owner sleeps until its
           timer or retry set is due, and a new retry may be due sooner)
   ARGV[5] shard number

@@ -15,8 +15,8 @@
   KEYS[4] stats   HASH shard counters: fired (runs created), refused_fire (stale calls)
   KEYS[5] retries ZSET run_id -> when a retry attempt is due: due ones are delivered too
   ARGV[1] epoch the caller holds
-  ARGV[2] shard key base ("<ns>:{<shard>}:"); run:<id>, runs:<job>, skips:<job> and
-          job:<id> keys are built from it and share KEYS' hash slot
+  ARGV[2] shard key base ("<ns>:{<shard>}:"); run:<id>, runs:<job>, skips:<job>, dagv:<dag>:<tv>
+          and job:<id> keys are built from it and share KEYS' hash slot
   ARGV[3] how many due entries to report back at most
   ARGV[4] ready channel (published once when anything fired)
   ARGV[5] shard number

@@ -18,7 +18,8 @@
   KEYS[4] reclaim_at  STRING when to look next (ms)
   ARGV[1] epoch the caller holds
   ARGV[2] consumer group
-  ARGV[3] shard key base; run:<id> keys are built from it (same hash slot)
+  ARGV[3] shard key base; run:<id> keys (and lib/dag's dagv:<dag>:<tv>) are built from
+          it (same hash slot)
   ARGV[4] how many pending entries to look at, at most
   ARGV[5] poison limit (lapses in a row before the run is failed)
   ARGV[6] ready channel

@@ -6,7 +6,7 @@
 
   KEYS[1] dag     HASH the DAG (job:<dag>)
   KEYS[2] ready   STREAM of fired runs
-  ARGV[1] shard key base
+  ARGV[1] shard key base (lib/dag builds its keys from it, dagv:<dag>:<tv> too)
   ARGV[2] dag id
   ARGV[3] ready channel
   ARGV[4] shard number

@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from conftest import keyspace
+from conftest import keyspace, wait_until
 from shardsched.core.access import Scope, TokenRequest
 from shardsched.core.errors import PreconditionFailed, ValidationError
 from shardsched.core.models import IntervalSchedule, JobSpec
@@ -152,3 +152,61 @@ async def test_a_team_puts_only_its_own_names_and_ids(node, http, redis, dep) ->
     assert outside.status_code == 403
     mine = await http.put("/api/v1/jobs/a-mine", json={**JOB, "name": "a-job"}, headers=team)
     assert mine.status_code == 201
+
+
+def dag_body(*tasks: dict, **fields) -> dict:
+    return {"name": "etl", "schedule": FAR, "tasks": list(tasks), **fields}
+
+
+FAR = {"type": "once", "at": "2099-01-01T00:00:00Z"}  # fires only when triggered
+
+
+async def test_a_dag_changes_as_a_new_version_and_open_runs_finish_on_theirs(
+    node, worker, http, redis, namespace, tmp_path
+) -> None:
+    log, gate = tmp_path / "log", tmp_path / "gate"
+    wait = f"while [ ! -f {gate} ]; do sleep 0.05; done; echo a1 >> {log}"
+    v1 = dag_body(
+        {"name": "a", "command": wait},
+        {"name": "b", "command": f"echo b1 >> {log}", "depends_on": ["a"]},
+    )
+    created = await http.put("/api/v1/dags/dag_etl", json=v1)
+    assert created.status_code == 201 and created.json()["dag_id"] == "dag_etl"
+    assert (await http.put("/api/v1/dags/dag_etl", json=v1)).headers[
+        "shardsched-outcome"
+    ] == "unchanged"
+    first = (await http.post("/api/v1/dags/dag_etl/trigger")).json()["dag_run_id"]
+    queued = (await http.post("/api/v1/dags/dag_etl/trigger")).json()["dag_run_id"]
+
+    async def a_running() -> bool:
+        run = (await http.get(f"/api/v1/dag-runs/{first}")).json()
+        return run["tasks"][0]["state"] == "running"
+
+    await wait_until(a_running)
+    # v2: b removed, c added after a, a's command changed
+    v2 = dag_body(
+        {"name": "a", "command": f"echo a2 >> {log}"},
+        {"name": "c", "command": f"echo c2 >> {log}", "depends_on": ["a"]},
+    )
+    stale = await http.put("/api/v1/dags/dag_etl", json=v2, headers={"if-match": '"7"'})
+    assert stale.status_code == 412
+    changed = await http.put("/api/v1/dags/dag_etl", json=v2, headers={"if-match": '"1"'})
+    assert changed.status_code == 200, changed.text
+    assert changed.json()["version"] == 2
+    assert [t["name"] for t in changed.json()["tasks"]] == ["a", "c"]
+    kept = [key for key in await keyspace(redis, namespace) if b"dagv:dag_etl:" in key]
+    assert len(kept) == 1  # the first version, held by the two runs opened on it
+    later = (await http.post("/api/v1/dags/dag_etl/trigger")).json()["dag_run_id"]
+    gate.touch()
+
+    async def settled(drid: str) -> dict | None:
+        run = (await http.get(f"/api/v1/dag-runs/{drid}")).json()
+        return run if run["state"] in ("succeeded", "failed") else None
+
+    runs = [await wait_until(lambda d=d: settled(d), 30) for d in (first, queued, later)]
+    assert [r["state"] for r in runs] == ["succeeded"] * 3
+    assert [[t["task"] for t in r["tasks"]] for r in runs] == [["a", "b"], ["a", "b"], ["a", "c"]]
+    assert sorted(log.read_text().split()) == ["a1", "a1", "a2", "b1", "b1", "c2"]
+    assert not [key for key in await keyspace(redis, namespace) if b"dagv:" in key]
+    removed = (await http.get("/api/v1/jobs/dag_etl.b/runs")).json()["runs"]
+    assert len(removed) == 2  # the retired task's runs stay readable

@@ -14,6 +14,13 @@
 -- upstream_failed, which counts as a failure downstream, recursively | k skipped otherwise),
 -- 'r:<t>' (its latest run id), 'a:<t>' (released at). Its id is listed in runs:<dag>.
 -- Task runs are <dag>.<task>:<tick>:<attempt> with 'd' = the DAG run id.
+-- Versions (update_dag.lua): the DAG's 'tv' is its topology's version and 'ntv' how many
+-- DAG runs opened on it are still open; a DAG run records the 'tv' it opened on and keeps
+-- it to the end. When a change replaces a topology that open runs still use, it is kept
+-- as dagv:<dag>:<tv> (the same 'roots', 'tasks', 'd:', 'w:', 'g:' fields, plus 's:<t>'
+-- and 'l:<t>', each task's spec JSON and lease, and 'open', its runs still open); the
+-- last of them to end deletes it. So an open run finishes on the tasks, wiring and
+-- commands it started with.
 -- Callers define rcall (and include lib/skips). Functions that can put task runs on the
 -- ready stream return how many they put (the caller publishes the ready channel then).
 
@@ -25,6 +32,39 @@ local function dag_split(csv)
     end
   end
   return out
+end
+
+-- Where the topology of a DAG run is read: the DAG's hash while the run is on its current
+-- version (or on none: opened before versions were kept), else the kept version's hash.
+local function dag_topo(base, dag, drid)
+  local dag_key = base .. 'job:' .. dag
+  local tv = rcall('HGET', base .. 'dagrun:' .. drid, 'tv')
+  if tv and tv ~= (rcall('HGET', dag_key, 'tv') or '1') then
+    local kept = base .. 'dagv:' .. dag .. ':' .. tv
+    if rcall('EXISTS', kept) == 1 then
+      return kept
+    end
+  end
+  return dag_key
+end
+
+-- A DAG run ended (finished, or superseded while queued): it no longer holds its version.
+local function dag_release_version(base, dag, drid)
+  local dag_key = base .. 'job:' .. dag
+  local tv = rcall('HGET', base .. 'dagrun:' .. drid, 'tv')
+  if not tv then
+    return
+  end
+  if tv == (rcall('HGET', dag_key, 'tv') or '1') then
+    if tonumber(rcall('HGET', dag_key, 'ntv') or '0') > 0 then
+      rcall('HINCRBY', dag_key, 'ntv', -1)
+    end
+  else
+    local kept = base .. 'dagv:' .. dag .. ':' .. tv
+    if rcall('EXISTS', kept) == 1 and rcall('HINCRBY', kept, 'open', -1) <= 0 then
+      rcall('DEL', kept)
+    end
+  end
 end
 
 -- A task's first run in a DAG run: created, put on the ready stream, watched for stalls.
@@ -68,7 +108,7 @@ end
 local function dag_start(base, ready, dag, drid, now)
   local released = 0
   local run_key = base .. 'dagrun:' .. drid
-  local info = rcall('HMGET', base .. 'job:' .. dag, 'roots', 'sla')
+  local info = rcall('HMGET', dag_topo(base, dag, drid), 'roots', 'sla')
   local s = rcall('HGET', run_key, 's')
   local tick = string.match(drid, ':([^:]+)$')
   rcall('HSET', run_key, 'st', 'running', 'b', now)
@@ -105,6 +145,7 @@ local function dag_finish(base, ready, dag, drid, now)
   local run_key = base .. 'dagrun:' .. drid
   local failed = tonumber(rcall('HGET', run_key, 'nf') or '0') > 0
   rcall('HSET', run_key, 'st', failed and 'failed' or 'succeeded', 'f', now)
+  dag_release_version(base, dag, drid)
   emit_event(base, drid, 'running', failed and 'failed' or 'succeeded', '', '')
   rcall('HINCRBY', base .. 'job:' .. dag, 'nact', -1)
   return dag_promote(base, ready, dag, now)
@@ -121,7 +162,7 @@ local function dag_open(base, ready, dag, tick, s, now, manual)
     return 0, drid, 0
   end
   local dag_key = base .. 'job:' .. dag
-  local info = rcall('HMGET', dag_key, 'tasks', 'mar', 'nact', 'cu')
+  local info = rcall('HMGET', dag_key, 'tasks', 'mar', 'nact', 'cu', 'tv')
   local full = tonumber(info[3] or '0') >= tonumber(info[2] or '1')
   if full and not manual then
     if info[4] == 'n' then
@@ -134,6 +175,7 @@ local function dag_open(base, ready, dag, tick, s, now, manual)
         local queued_key = base .. 'dagrun:' .. queued
         if rcall('HGET', queued_key, 'm') ~= '1' then
           rcall('HSET', queued_key, 'st', 'skipped', 'f', now, 'rs', 'superseded by ' .. drid)
+          dag_release_version(base, dag, queued)
           emit_event(base, queued, 'queued', 'skipped', '', 'superseded')
           rcall('ZREM', queue_key, queued)
         end
@@ -141,7 +183,8 @@ local function dag_open(base, ready, dag, tick, s, now, manual)
     end
   end
   local tasks = dag_split(info[1])
-  local fields = {'st', 'queued', 's', s, 'c', now, 'n', #tasks, 'nf', 0}
+  local fields = {'st', 'queued', 's', s, 'c', now, 'n', #tasks, 'nf', 0, 'tv', info[5] or '1'}
+  rcall('HINCRBY', dag_key, 'ntv', 1)
   if manual then
     fields[#fields + 1] = 'm'
     fields[#fields + 1] = '1'
@@ -203,7 +246,7 @@ local function dag_settle(base, ready, drid, task, outcome, now)
   end
   local released = 0
   local dag, tick = string.match(drid, '^([^:]+):([^:]+)$')
-  local dag_key = base .. 'job:' .. dag
+  local dag_key = dag_topo(base, dag, drid)
   rcall('HSET', run_key, 't:' .. task, outcome)
   if outcome == 'f' then
     rcall('HINCRBY', run_key, 'nf', 1)

@@ -26,7 +26,9 @@ def dag_run_from(drid: str, raw: list[bytes], tasks: list[str]) -> DagRun:
     fields = {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)}
     dag_id = drid.split(":", 1)[0]
     task_runs = []
-    for task in tasks:
+    # the DAG's tasks in order, then any this run has that a later version removed
+    ours = [key[2:].decode() for key in fields if key.startswith(b"t:")]
+    for task in [*tasks, *sorted(set(ours) - set(tasks))]:
         code = fields.get(b"t:" + task.encode())
         if code is None:  # added to the DAG after this run opened
             continue

@@ -19,6 +19,7 @@ from shardsched.core.dag import validate_dag
 from shardsched.core.errors import (
     DagDeleted,
     DagNotFound,
+    IdTaken,
     ShardschedError,
     ValidationError,
 )
@@ -59,7 +60,7 @@ def dag_timing(spec: DagSpec) -> Timing:
     return Timing(spec.schedule, spec.catchup, spec.misfire_grace_s, max_catchup=spec.max_catchup)
 
 
-def _task_items(spec: DagSpec) -> tuple[str, str, list[Any]]:
+def task_items(spec: DagSpec) -> tuple[str, str, list[Any]]:
     topo = validate_dag(spec)
     items: list[Any] = []
     for task in spec.tasks:
@@ -76,10 +77,11 @@ def _task_items(spec: DagSpec) -> tuple[str, str, list[Any]]:
 
 def create_dag(dep: Deployment, spec: DagSpec, actor: str = SDK_ACTOR) -> Op:
     """Register a DAG (validated first: nothing is written for an invalid one)."""
-    order, roots, items = _task_items(spec)
+    order, roots, items = task_items(spec)
     (now,) = yield [Call(("TIME",))]
     first = first_fire_ms(spec.schedule, server_ms(now))
-    dag_id = k.new_dag_id()
+    dag_id = spec.id or k.new_dag_id()
+    spec = msgspec.structs.replace(spec, id=None)  # the id is the key, not the definition
     sk = dep.keys_for(dag_id)
     (reply,) = yield [
         lua.register_dag(
@@ -98,8 +100,8 @@ def create_dag(dep: Deployment, spec: DagSpec, actor: str = SDK_ACTOR) -> Op:
             actor=actor,
         )
     ]
-    if check(reply)[1] != 1:  # a 48-bit random id collided: vanishingly rare
-        raise ShardschedError(f"DAG id {dag_id} already exists")
+    if check(reply)[1] != 1:  # chosen, or a 48-bit random id collided
+        raise IdTaken(dag_id)
     return DagCreated(
         dag_id=dag_id,
         next_run_at=None if first is None else from_ms(first),

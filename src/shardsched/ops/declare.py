@@ -12,17 +12,24 @@ import msgspec
 
 from shardsched.core.access import SDK_ACTOR
 from shardsched.core.errors import (
+    DagDeleted,
+    DagNotFound,
     IdTaken,
     JobNotFound,
     PreconditionFailed,
     ShardschedError,
     ValidationError,
 )
-from shardsched.core.models import JOB_ID, JobSpec
+from shardsched.core.models import DAG_ID, JOB_ID, DagSpec, JobSpec, JobStatus
+from shardsched.core.schedule import first_fire_ms
 from shardsched.core.validation import validate_spec
+from shardsched.ops import dags
 from shardsched.ops.jobs import changeable_job, create_jobs, read_job, write_spec
-from shardsched.store.calls import Op
+from shardsched.store.calls import Call, Op, check, server_ms
 from shardsched.store.deployment import Deployment
+from shardsched.store.lua import dags as dags_lua
+
+_dag_decoder = msgspec.json.Decoder(DagSpec)
 
 
 class Outcome(enum.StrEnum):
@@ -84,3 +91,77 @@ def put_job(
             return written, Outcome.UNCHANGED if same else Outcome.UPDATED
         # the version moved meanwhile: read it again (with if_match that read refuses)
     raise ShardschedError(f"job {job_id!r} is being changed concurrently; try again")
+
+
+def put_dag(
+    dep: Deployment,
+    dag_id: str,
+    spec: DagSpec,
+    if_match: int | None = None,
+    actor: str = SDK_ACTOR,
+) -> Op:
+    """Create the DAG ``dag_id`` with ``spec``, or replace its definition (tasks added,
+    removed, re-wired, their commands, its schedule and limits) as a new version; returns
+    ``(Dag, Outcome)``. DAG runs already open finish on the version they opened on; a
+    paused DAG stays paused."""
+    if not DAG_ID.match(dag_id):
+        raise ValidationError(
+            "a DAG id is 'dag_' and then letters, digits, '_' and '-' (at most 100)", "$.id"
+        )
+    check_body_id(dag_id, spec.id)
+    spec = _dag_decoder.decode(msgspec.json.encode(msgspec.structs.replace(spec, id=None)))
+    order, roots, items = dags.task_items(spec)  # validates: nothing written if bad
+    wanted = msgspec.json.encode(spec)
+    for _attempt in range(16):
+        try:
+            dag = yield from dags.get_dag(dep, dag_id)
+        except DagNotFound:
+            if if_match is not None:
+                raise PreconditionFailed(dag_id, if_match, None) from None
+            try:
+                yield from dags.create_dag(dep, msgspec.structs.replace(spec, id=dag_id), actor)
+            except IdTaken:
+                continue
+            return (yield from dags.get_dag(dep, dag_id)), Outcome.CREATED
+        if dag.status == JobStatus.DELETED:
+            raise DagDeleted(dag_id)
+        if if_match is not None and dag.version != if_match:
+            raise PreconditionFailed(dag_id, if_match, dag.version)
+        sk = dep.keys_for(dag_id)
+        (raw, now) = yield [Call(("HGET", sk.job(dag_id), "spec")), Call(("TIME",))]
+        old = _dag_decoder.decode(check(raw))
+        if msgspec.json.encode(old) == wanted:
+            return dag, Outcome.UNCHANGED
+        timing = msgspec.json.encode(dags.dag_timing(spec))
+        next_fire: int | str = "="
+        if msgspec.json.encode(old.schedule) != msgspec.json.encode(spec.schedule):
+            first = first_fire_ms(spec.schedule, server_ms(now))
+            next_fire = "" if first is None else first
+        if dag.status == JobStatus.PAUSED:
+            next_fire = ""
+        (reply,) = yield [
+            dags_lua.update_dag(
+                sk,
+                dep.globals,
+                dag_id,
+                version=dag.version,
+                spec_json=wanted,
+                timing_json=timing,
+                next_fire=next_fire,
+                roll=timing != msgspec.json.encode(dags.dag_timing(old)),
+                max_active_runs=spec.max_active_runs,
+                stall_sla_ms=round(spec.stall_sla_s * 1000),
+                catchup_code=dags.CATCHUP_CODE[spec.catchup],
+                order=order,
+                roots=roots,
+                task_items=items,
+                actor=actor,
+            )
+        ]
+        code = check(reply)[0]
+        if code == -2:
+            raise DagDeleted(dag_id)
+        if code == 1:
+            return (yield from dags.get_dag(dep, dag_id)), Outcome.UPDATED
+        # -1 gone meanwhile, -3 its version moved: read it again
+    raise ShardschedError(f"DAG {dag_id!r} is being changed concurrently; try again")

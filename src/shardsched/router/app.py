@@ -30,7 +30,7 @@ from shardsched.core.models import (
     JobStatus,
     SchedulePreviewRequest,
 )
-from shardsched.core.views import EventList, Job, JobCreated
+from shardsched.core.views import Dag, EventList, Job, JobCreated
 from shardsched.ops import access, audit, changes, dag_runs, declare, events, listing
 from shardsched.ops import dags as dag_ops
 from shardsched.ops.preview import preview_schedule
@@ -188,8 +188,20 @@ class Api(AdminHandlers):
         return http.json_response(await self._run(op))
 
     async def get_dag(self, request: Request) -> Response:
-        dag_id = await self._dag(request)
-        return http.json_response(await self._run(dag_ops.get_dag(self.dep, dag_id)))
+        dag: Dag = await self._run(dag_ops.get_dag(self.dep, await self._dag(request)))
+        return http.etag(http.json_response(dag), dag.version)
+
+    async def put_dag(self, request: Request) -> Response:
+        """Create the DAG under the path's id or replace its definition (201, 200)."""
+        spec = await http.decode(request, _dag_decoder)
+        dag_id: str = request.path_params["dag_id"]
+        access.require_name(who(request), spec.name)
+        await self._not_others(request, dag_id)
+        op = declare.put_dag(self.dep, dag_id, spec, http.if_match(request), who(request).name)
+        dag, outcome = await self._run(op)
+        response = http.json_response(dag, 201 if outcome == declare.Outcome.CREATED else 200)
+        response.headers["shardsched-outcome"] = outcome.value
+        return http.etag(response, dag.version)
 
     async def patch_dag(self, request: Request) -> Response:
         patch = await http.decode(request, _dag_patch_decoder)

@@ -240,6 +240,16 @@ OPERATIONS: tuple[Operation, ...] = (
         handler="get_dag",
     ),
     Operation(
+        "put",
+        "/api/v1/dags/{dag_id}",
+        "Create the DAG under this id, or replace its definition as a new version",
+        v.Dag,
+        body=DagSpec,
+        errors=(*BODY_ERRORS, 409, 412),
+        tags=("dags",),
+        handler="put_dag",
+    ),
+    Operation(
         "patch",
         "/api/v1/dags/{dag_id}",
         "Pause or resume a DAG",

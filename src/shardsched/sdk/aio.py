@@ -97,6 +97,7 @@ class AsyncClient:
     list_dead_letter = awaitable(plans.list_dead_letter)
     retry_run = awaitable(plans.retry_run)
     add_dag = awaitable(plans.add_dag)
+    put_dag = awaitable(plans.put_dag)
     get_dag = awaitable(plans.get_dag)
     list_dags = awaitable(plans.list_dags)
     pause_dag = awaitable(plans.pause_dag)

@@ -253,6 +253,14 @@ def add_dag(c: Handle, spec: DagSpec) -> Plan[DagCreated]:
     return Plan(dag_ops.create_dag(c.deployment, spec, c.actor))
 
 
+def put_dag(
+    c: Handle, dag_id: str, spec: DagSpec, if_match: int | None = None
+) -> Plan[tuple[Dag, declare.Outcome]]:
+    """Create the DAG ``dag_id``, or replace its definition as a new version (DAG runs
+    already open finish on theirs). Returns the DAG and what was done."""
+    return Plan(declare.put_dag(c.deployment, dag_id, spec, if_match, c.actor))
+
+
 def get_dag(c: Handle, dag_id: str) -> Plan[Dag]:
     return Plan(dag_ops.get_dag(c.deployment, dag_id))
 

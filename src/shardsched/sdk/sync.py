@@ -198,6 +198,7 @@ class Client:
     list_dead_letter = blocking(plans.list_dead_letter)
     retry_run = blocking(plans.retry_run)
     add_dag = blocking(plans.add_dag)
+    put_dag = blocking(plans.put_dag)
     get_dag = blocking(plans.get_dag)
     list_dags = blocking(plans.list_dags)
     pause_dag = blocking(plans.pause_dag)

@@ -116,6 +116,12 @@ class ShardKeys:
         like a job); its runs index ``runs:<dag_id>`` lists its DAG run ids."""
         return self.base + "dagrun:" + dag_run_id
 
+    def dag_version(self, dag_id: str, topology_version: int) -> str:
+        """HASH an earlier topology of a DAG that open DAG runs still use: its 'roots',
+        'tasks', per task 'd:', 'w:', 'g:', 's:' (spec JSON), 'l:' (lease) and 'open' (see
+        lua/lib/dag.lua); deleted by the last of those runs to end."""
+        return self.base + "dagv:" + f"{dag_id}:{topology_version}"
+
     def dag_queue(self, dag_id: str) -> str:
         """ZSET dag_run_id → order: DAG runs waiting for a slot under max_active_runs."""
         return self.base + "dagq:" + dag_id

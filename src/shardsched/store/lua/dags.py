@@ -1,4 +1,4 @@
-"""Wrappers of the DAG scripts: register, add a task, trigger, report stalls."""
+"""Wrappers of the DAG scripts: register, replace, add a task, trigger, report stalls."""
 
 from __future__ import annotations
 
@@ -65,6 +65,74 @@ def register_dag(
             order,
             roots,
             actor,
+        ),
+        task_items,
+    )
+
+
+UPDATE_DAG = signature(
+    "update_dag",
+    keys=("dag", "timer", "segs", "versions", "changes"),
+    argv=(
+        "base",
+        "dag id",
+        "version",
+        "spec",
+        "timing",
+        "next fire",
+        "roll",
+        "max active runs",
+        "stall sla",
+        "catch-up",
+        "task names",
+        "roots",
+        "actor",
+        "wake channel",
+        "shard",
+    ),
+    item=("name", "dependencies", "downstream", "trigger rule", "task spec", "lease"),
+)
+
+
+def update_dag(
+    sk: ShardKeys,
+    g: GlobalKeys,
+    dag_id: str,
+    *,
+    version: int,
+    spec_json: bytes,
+    timing_json: bytes,
+    next_fire: int | str,
+    roll: bool,
+    max_active_runs: int,
+    stall_sla_ms: int,
+    catchup_code: str,
+    order: str,
+    roots: str,
+    task_items: Sequence[Any],
+    actor: str,
+) -> Call:
+    """Replace a DAG's definition as version+1 (open DAG runs keep theirs); reply
+    {1, version, now_ms} | {-1} | {-2} deleted | {-3} version moved on. ``next_fire``:
+    ms, '' none, '=' keep."""
+    return UPDATE_DAG.call(
+        (sk.job(dag_id), sk.timer, sk.segments(dag_id), sk.versions(dag_id), sk.changes(dag_id)),
+        (
+            sk.base,
+            dag_id,
+            version,
+            spec_json,
+            timing_json,
+            next_fire,
+            "1" if roll else "0",
+            max_active_runs,
+            stall_sla_ms,
+            catchup_code,
+            order,
+            roots,
+            actor,
+            g.wake_channel,
+            sk.shard,
         ),
         task_items,
     )
