@@ -68,7 +68,7 @@ async def test_sdk_dags(node, worker, redis_server, redis, dep) -> None:
 
 
 async def cli(
-    http: httpx.AsyncClient, *args: str, stdin: str | None = None
+    http: httpx.AsyncClient, *args: str, stdin: str | None = None, env: dict | None = None
 ) -> subprocess.CompletedProcess[str]:
     """The CLI as a user runs it, with the test API's token in SHARDSCHED_TOKEN."""
     token = http.headers["authorization"].removeprefix("Bearer ")
@@ -79,7 +79,7 @@ async def cli(
             input=stdin,
             capture_output=True,
             text=True,
-            env={**child_env(), "SHARDSCHED_TOKEN": token},
+            env={**child_env(), "SHARDSCHED_TOKEN": token, **(env or {})},
             timeout=30,
         )
 

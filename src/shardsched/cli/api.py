@@ -14,15 +14,16 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from shardsched.cli.http import DEFAULT_API, CliError, endpoint, request
+from shardsched.cli import create, dag_commands, declare
+from shardsched.cli.http import DEFAULT_API, CliError, endpoint, read_body, request
 from shardsched.cli.render import (
+    changes_table,
     more_hint,
+    page_args,
     page_query,
     quoted,
     runs_table,
     schedule_text,
-    show_dag,
-    show_dag_run,
     show_job,
     table,
 )
@@ -47,24 +48,17 @@ def common_flags() -> argparse.ArgumentParser:
     return common
 
 
-def _read_body(source: str) -> Any:
-    try:
-        text = sys.stdin.read() if source == "-" else open(source, encoding="utf-8").read()  # noqa: SIM115
-    except OSError as exc:
-        raise CliError(f"cannot read {source}: {exc.strerror}") from None
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise CliError(f"{source} is not JSON: {exc}") from None
-
-
 # --- jobs, runs, dead letter -------------------------------------------------------------
 
 
 def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     api, cmd = args.api, args.jobs_command
+    if cmd == "create":
+        return create.run_create(args)
+    if cmd == "edit":
+        return declare.run_edit(args, "job")
     if cmd == "add":
-        out = request(api, "POST", "/api/v1/jobs", _read_body(args.file))
+        out = request(api, "POST", "/api/v1/jobs", read_body(args.file))
         return out, lambda o: f"{o['job_id']}  next run {o['next_run_at'] or '-'}"
     if cmd == "list":
         query = {
@@ -112,7 +106,7 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
         out = request(api, "PATCH", path, {"status": "active"})
         return out, lambda o: f"{o['job_id']}  {o['status']}"
     if cmd == "changes":
-        return request(api, "GET", path + "/changes" + page_query(_page(args))), changes_table
+        return request(api, "GET", path + "/changes" + page_query(page_args(args))), changes_table
     if cmd == "versions":
         out = request(api, "GET", path + "/versions")
         return out, lambda o: table(
@@ -220,73 +214,6 @@ def _events(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
         return None, lambda o: ""
 
 
-def _page(args: argparse.Namespace) -> dict[str, Any]:
-    return {"limit": args.limit, "cursor": args.cursor}
-
-
-def changes_table(o: Any) -> str:
-    rows = [[c["at"], c["action"], c["by"], c["version"], c["detail"]] for c in o["changes"]]
-    return table(["AT", "ACTION", "BY", "VERSION", "DETAIL"], rows) + more_hint(o)
-
-
-def _dags(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
-    api, cmd = args.api, args.dags_command
-    if cmd == "add":
-        out = request(api, "POST", "/api/v1/dags", _read_body(args.file))
-        return out, lambda o: table(
-            ["DAG_ID", "NEXT_RUN", "TASK_JOB_IDS"],
-            [[o["dag_id"], o["next_run_at"], " ".join(o["task_job_ids"].values())]],
-        )
-    if cmd == "list":
-        out = request(api, "GET", f"/api/v1/dags?limit={args.limit}")
-        return out, lambda o: table(
-            ["DAG_ID", "NAME", "STATUS", "TASKS", "ACTIVE", "QUEUED", "NEXT_RUN"],
-            [
-                [
-                    d["dag_id"],
-                    d["name"],
-                    d["status"],
-                    len(d["tasks"]),
-                    d["active_runs"],
-                    d["queued_runs"],
-                    d["next_run_at"],
-                ]
-                for d in o["dags"]
-            ],
-        )
-    if cmd == "get":
-        return request(api, "GET", f"/api/v1/dags/{quoted(args.dag_id)}"), show_dag
-    if cmd == "runs":
-        out = request(api, "GET", f"/api/v1/dags/{quoted(args.dag_id)}/runs?limit={args.limit}")
-        return out, lambda o: table(
-            ["DAG_RUN_ID", "STATE", "SCHEDULED_FOR", "FINISHED", "TASKS"],
-            [
-                [
-                    r["dag_run_id"],
-                    r["state"],
-                    r["scheduled_for"],
-                    r["finished_at"],
-                    " ".join(f"{t['task']}:{t['state']}" for t in r["tasks"]),
-                ]
-                for r in o["dag_runs"]
-            ],
-        )
-    if cmd == "run":
-        return request(api, "GET", f"/api/v1/dag-runs/{quoted(args.dag_run_id)}"), show_dag_run
-    if cmd == "changes":
-        path = f"/api/v1/dags/{quoted(args.dag_id)}/changes" + page_query(_page(args))
-        return request(api, "GET", path), changes_table
-    if cmd == "trigger":
-        out = request(api, "POST", f"/api/v1/dags/{quoted(args.dag_id)}/trigger")
-        return out, lambda o: f"{o['dag_run_id']}  {o['state']}"
-    path = f"/api/v1/dags/{quoted(args.dag_id)}"
-    if cmd == "delete":
-        out = request(api, "DELETE", path)
-    else:
-        out = request(api, "PATCH", path, {"status": "paused" if cmd == "pause" else "active"})
-    return out, lambda o: f"{o['dag_id']}  {o['status']}"
-
-
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     common = common_flags()
 
@@ -296,6 +223,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     jobs = sub.add_parser("jobs", help="register, inspect, pause/resume/delete, trigger jobs")
     jsub = jobs.add_subparsers(dest="jobs_command", required=True)
+    create.add_create_parser(jsub, common)
     add = jsub.add_parser("add", parents=[common], help="register a job from a JSON file")
     add.add_argument("file", help="the job as JSON (POST /api/v1/jobs body); - for stdin")
     lst = jsub.add_parser("list", parents=[common], help="jobs, newest first")
@@ -308,6 +236,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         ("delete", "delete, keeping history"),
         ("trigger", "run now; prints the run id"),
         ("versions", "the job's definitions over time"),
+        ("edit", "change it in $EDITOR (YAML), applied as a new version with If-Match"),
     ]:
         jsub.add_parser(name, parents=[common], help=text).add_argument("job_id")
     jchanges = jsub.add_parser(
@@ -352,39 +281,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     tail.add_argument("-f", "--follow", action="store_true", help="keep printing new ones")
     dead = sub.add_parser("dead-letter", parents=[common], help="dead-lettered runs")
     page(dead, 100)
-
-    dags = sub.add_parser("dags", help="register, inspect, trigger, pause/resume/delete DAGs")
-    dsub = dags.add_subparsers(dest="dags_command", required=True)
-    add = dsub.add_parser("add", parents=[common], help="register a DAG from a JSON file")
-    add.add_argument("file", help="the DAG as JSON (POST /api/v1/dags body); - for stdin")
-    lst = dsub.add_parser("list", parents=[common], help="every DAG, newest first")
-    lst.add_argument("--limit", type=int, default=100)
-    for name, text in [
-        ("get", "a DAG and its tasks"),
-        ("trigger", "open a DAG run now"),
-        ("pause", "stop ticking (open DAG runs finish)"),
-        ("resume", "tick again from now"),
-        ("delete", "delete, keeping history"),
-    ]:
-        dsub.add_parser(name, parents=[common], help=text).add_argument("dag_id")
-    dag_runs = dsub.add_parser("runs", parents=[common], help="a DAG's runs, newest first")
-    dag_runs.add_argument("dag_id")
-    dag_runs.add_argument("--limit", type=int, default=20)
-    dchanges = dsub.add_parser(
-        "changes", parents=[common], help="who changed, paused, triggered it, and when"
-    )
-    dchanges.add_argument("dag_id")
-    page(dchanges, 50)
-    run = dsub.add_parser("run", parents=[common], help="one DAG run: every task, attempts")
-    run.add_argument("dag_run_id")
+    dag_commands.add_parser(sub, common, page)
+    declare.add_apply_parser(sub, common)
 
 
 COMMANDS = {
     "jobs": _jobs,
     "runs": _runs,
     "dead-letter": _dead_letter,
-    "dags": _dags,
+    "dags": dag_commands.run,
     "events": _events,
+    "apply": declare.run_apply,
 }
 
 

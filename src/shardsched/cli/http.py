@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
+from email.message import Message
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -83,8 +85,20 @@ def endpoint(api: str | None, token_file: str | None) -> Endpoint:
 
 def request(api: Endpoint, method: str, path: str, body: Any = None) -> Any:
     """One API call; raises CliError with the API's error message (or why it failed)."""
+    return exchange(api, method, path, body)[0]
+
+
+def exchange(
+    api: Endpoint,
+    method: str,
+    path: str,
+    body: Any = None,
+    extra: dict[str, str] | None = None,
+) -> tuple[Any, Message]:
+    """One API call with ``extra`` request headers; its JSON answer and its headers."""
     data = None if body is None else json.dumps(body).encode()
     headers = {"content-type": "application/json"} if data is not None else {}
+    headers.update(extra or {})
     if api.token is not None:
         headers["authorization"] = f"Bearer {api.token}"
     req = urllib.request.Request(api.url.rstrip("/") + path, data=data, method=method)
@@ -92,7 +106,7 @@ def request(api: Endpoint, method: str, path: str, body: Any = None) -> Any:
         req.add_header(name, value)
     try:
         with urllib.request.urlopen(req, timeout=30) as reply:
-            return json.loads(reply.read())
+            return json.loads(reply.read()), reply.headers
     except urllib.error.HTTPError as exc:
         try:
             error = json.loads(exc.read())["error"]
@@ -107,3 +121,15 @@ def request(api: Endpoint, method: str, path: str, body: Any = None) -> Any:
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise CliError(f"cannot reach the API at {api.url}: {reason}") from None
+
+
+def read_body(source: str) -> Any:
+    """A request body from a JSON file, or stdin for ``-``."""
+    try:
+        text = sys.stdin.read() if source == "-" else open(source, encoding="utf-8").read()  # noqa: SIM115
+    except OSError as exc:
+        raise CliError(f"cannot read {source}: {exc.strerror}") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise CliError(f"{source} is not JSON: {exc}") from None

@@ -237,7 +237,7 @@ def _main(argv: list[str] | None = None) -> None:
         from shardsched.cli import tokens as tokens_cli
 
         sys.exit(tokens_cli.main(args))
-    if args.command in ("jobs", "runs", "dead-letter", "dags", "events"):
+    if args.command in ("jobs", "runs", "dead-letter", "dags", "events", "apply"):
         from shardsched.cli import api as api_cli
 
         sys.exit(api_cli.main(args))

@@ -10,6 +10,7 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
+from shardsched.core.durations import duration_text
 from shardsched.core.models import UNPRINTABLE
 
 _UNPRINTABLE = re.compile(f"[{UNPRINTABLE}]")  #: what a Name may not hold (models)
@@ -37,18 +38,6 @@ def table(
 
 def quoted(value: str) -> str:
     return urllib.parse.quote(value, safe="")
-
-
-def duration_text(seconds: float) -> str:
-    """A duration as people write it: 45s, 20m, 1h30m, 1d, 2d12h, 0.5s."""
-    if seconds < 60 and seconds != int(seconds):
-        return f"{seconds:g}s"
-    rest, parts = int(seconds), []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        if rest >= size:
-            parts.append(f"{rest // size}{unit}")
-            rest %= size
-    return "".join(parts) or "0s"
 
 
 def schedule_text(s: dict) -> str:
@@ -164,3 +153,13 @@ def show_dag_run(run: dict) -> str:
         ],
     )
     return f"{head}\n\n{tasks}"
+
+
+def page_args(args: Any) -> dict[str, Any]:
+    """A page's query from a command's --limit and --cursor."""
+    return {"limit": args.limit, "cursor": args.cursor}
+
+
+def changes_table(o: Any) -> str:
+    rows = [[c["at"], c["action"], c["by"], c["version"], c["detail"]] for c in o["changes"]]
+    return table(["AT", "ACTION", "BY", "VERSION", "DETAIL"], rows) + more_hint(o)

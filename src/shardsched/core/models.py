@@ -40,6 +40,15 @@ EnvName = Annotated[
     str,
     msgspec.Meta(min_length=1, max_length=128, pattern=r"^(?!SHARDSCHED_)[A-Za-z_][A-Za-z0-9_]*$"),
 ]
+#: Labels: what an operator tags a job or DAG with (a team, a service, the apply set that
+#: manages it: ``shardsched apply --prune`` removes only its own set's).
+LabelKey = Annotated[
+    str, msgspec.Meta(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
+]
+LabelMap = Annotated[
+    dict[LabelKey, Annotated[str, msgspec.Meta(max_length=200, pattern=_PRINTABLE)]],
+    msgspec.Meta(max_length=32),
+]
 EnvMap = Annotated[
     dict[EnvName, Annotated[str, msgspec.Meta(max_length=4096)]], msgspec.Meta(max_length=100)
 ]
@@ -181,6 +190,7 @@ class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     env: EnvMap = msgspec.field(default_factory=dict)
     #: How long its finished runs stay hot (unset: the deployment's default).
     retention: Retention | None = None
+    labels: LabelMap = msgspec.field(default_factory=dict)
     #: The id to register it under (unset: a random ``job_…``); unique in the namespace.
     #: Not stored in the definition: it is the job's ``job_id``.
     id: JobId | None = None
@@ -235,6 +245,7 @@ class DagSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     stall_sla_s: Annotated[float, msgspec.Meta(ge=0.1, le=7 * 86400)] = 300.0
     #: How long its tasks' finished runs stay hot (unset: the deployment's default).
     retention: Retention | None = None
+    labels: LabelMap = msgspec.field(default_factory=dict)
     #: The id to register it under (unset: a random ``dag_…``); unique in the namespace.
     id: DagId | None = None
 
@@ -256,6 +267,7 @@ class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     auto_pause_after: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
     env: EnvMap | None = None  #: replaces the whole map ({} clears it)
     retention: Retention | None = None  #: replaces the whole policy ({} for the defaults)
+    labels: LabelMap | None = None  #: replaces the whole map ({} clears it)
     status: JobStatus | None = None
     #: With status "paused" (or on a paused job): why, shown on the job.
     pause_reason: Annotated[str, msgspec.Meta(max_length=500)] | None = None

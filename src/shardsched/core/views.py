@@ -56,6 +56,7 @@ class Job(msgspec.Struct, kw_only=True):
     max_catchup: int = DEFAULT_MAX_CATCHUP
     env: dict[str, str] = msgspec.field(default_factory=dict)
     retention: Retention | None = None
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class Dag(msgspec.Struct, kw_only=True):
@@ -81,6 +82,7 @@ class Dag(msgspec.Struct, kw_only=True):
     shard: int
     max_catchup: int = DEFAULT_MAX_CATCHUP
     retention: Retention | None = None
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class DagCreated(msgspec.Struct):

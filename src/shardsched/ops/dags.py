@@ -145,6 +145,7 @@ def dag_from(dep: Deployment, dag_id: str, replies: Sequence[Any]) -> Dag:
         shard=dep.keys_for(dag_id).shard,
         max_catchup=spec.max_catchup,
         retention=spec.retention,
+        labels=spec.labels,
     )
 
 

@@ -191,6 +191,7 @@ def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Jo
         paused_until=opt_ms(until),
         env=spec.env,
         retention=spec.retention,
+        labels=spec.labels,
     )
 
 
@@ -262,6 +263,7 @@ def spec_of(job: Job) -> JobSpec:
         max_catchup=job.max_catchup,
         env=job.env,
         retention=job.retention,
+        labels=job.labels,
     )
 
 

@@ -1,0 +1,93 @@
+"""``shardsched jobs create NAME --cron … | --every … | --at …``: a job from flags, the
+common fields as people type them (``--timeout 20m``, ``--every 1h30m``), so the usual
+job needs no JSON file. Anything more goes in a file for ``jobs add`` or ``apply``."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from shardsched.cli.http import CliError, request
+from shardsched.core.durations import parse_duration
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _pair(text: str) -> tuple[str, str]:
+    key, eq, value = text.partition("=")
+    if not eq or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
+
+
+def body_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The POST /api/v1/jobs body the flags describe."""
+    given = [f for f in ("cron", "every", "at") if getattr(args, f) is not None]
+    if len(given) != 1:
+        raise CliError("give exactly one schedule: --cron EXPR, --every DURATION or --at TIME")
+    schedule: dict[str, Any]
+    if args.cron is not None:
+        schedule = {"type": "cron", "expression": args.cron, "timezone": args.tz or "UTC"}
+    elif args.tz is not None:
+        raise CliError("--tz goes with --cron (an --every or --at schedule has no wall clock)")
+    elif args.every is not None:
+        schedule = {"type": "interval", "every_s": args.every}
+    else:
+        schedule = {"type": "once", "at": args.at}
+    body: dict[str, Any] = {"name": args.name, "command": args.shell_command, "schedule": schedule}
+    if args.id is not None:
+        body["id"] = args.id
+    if args.timeout is not None:
+        body["timeout_s"] = args.timeout
+    if args.retries is not None:
+        policy: dict[str, Any] = {"max_attempts": args.retries + 1}
+        if args.backoff is not None:
+            policy["base_s"] = args.backoff
+            policy["max_s"] = max(args.backoff, 3600.0)
+        body["retry_policy"] = policy
+    elif args.backoff is not None:
+        raise CliError("--backoff goes with --retries")
+    for flag in ("catchup", "overlap"):
+        if getattr(args, flag) is not None:
+            body[flag] = getattr(args, flag)
+    if args.env:
+        body["env"] = dict(args.env)
+    if args.label:
+        body["labels"] = dict(args.label)
+    return body
+
+
+def run_create(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
+    out = request(args.api, "POST", "/api/v1/jobs", body_of(args))
+    return out, lambda o: f"{o['job_id']}  next run {o['next_run_at'] or '-'}"
+
+
+def add_create_parser(jsub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = jsub.add_parser(
+        "create",
+        parents=[common],
+        help="register a job from flags: jobs create NAME --cron '0 3 * * *' --command CMD",
+    )
+    p.add_argument("name", help="the job's name")
+    p.add_argument(  # dest: ``command`` is the top-level command's name
+        "--command", dest="shell_command", metavar="CMD", required=True, help="what it runs (sh -c)"
+    )
+    when = p.add_argument_group("schedule (exactly one)")
+    when.add_argument("--cron", metavar="EXPR", help="a 5-field cron expression")
+    when.add_argument("--tz", metavar="ZONE", help="the cron's time zone (default UTC)")
+    when.add_argument("--every", type=_duration, metavar="DURATION", help="e.g. 90s, 20m, 1h30m")
+    when.add_argument("--at", metavar="RFC3339", help="once, at this time")
+    p.add_argument("--id", help="its id (default: a random job_…)")
+    p.add_argument("--timeout", type=_duration, metavar="DURATION", help="default 1h")
+    p.add_argument("--retries", type=int, metavar="N", help="attempts after the first fails")
+    p.add_argument("--backoff", type=_duration, metavar="DURATION", help="first retry delay")
+    p.add_argument("--catchup", choices=["all", "latest", "none"])
+    p.add_argument("--overlap", choices=["allow", "forbid", "replace"])
+    p.add_argument("--env", type=_pair, action="append", metavar="KEY=VALUE")
+    p.add_argument("--label", type=_pair, action="append", metavar="KEY=VALUE")

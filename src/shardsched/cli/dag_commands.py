@@ -1,0 +1,112 @@
+"""``shardsched dags …``: DAGs from the command line, over the HTTP API (see
+:mod:`.api` for the flags every command shares)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from shardsched.cli import declare
+from shardsched.cli.http import read_body, request
+from shardsched.cli.render import (
+    changes_table,
+    page_args,
+    page_query,
+    quoted,
+    show_dag,
+    show_dag_run,
+    table,
+)
+
+
+def run(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
+    api, cmd = args.api, args.dags_command
+    if cmd == "edit":
+        return declare.run_edit(args, "dag")
+    if cmd == "add":
+        out = request(api, "POST", "/api/v1/dags", read_body(args.file))
+        return out, lambda o: table(
+            ["DAG_ID", "NEXT_RUN", "TASK_JOB_IDS"],
+            [[o["dag_id"], o["next_run_at"], " ".join(o["task_job_ids"].values())]],
+        )
+    if cmd == "list":
+        out = request(api, "GET", f"/api/v1/dags?limit={args.limit}")
+        return out, lambda o: table(
+            ["DAG_ID", "NAME", "STATUS", "TASKS", "ACTIVE", "QUEUED", "NEXT_RUN"],
+            [
+                [
+                    d["dag_id"],
+                    d["name"],
+                    d["status"],
+                    len(d["tasks"]),
+                    d["active_runs"],
+                    d["queued_runs"],
+                    d["next_run_at"],
+                ]
+                for d in o["dags"]
+            ],
+        )
+    if cmd == "get":
+        return request(api, "GET", f"/api/v1/dags/{quoted(args.dag_id)}"), show_dag
+    if cmd == "runs":
+        out = request(api, "GET", f"/api/v1/dags/{quoted(args.dag_id)}/runs?limit={args.limit}")
+        return out, lambda o: table(
+            ["DAG_RUN_ID", "STATE", "SCHEDULED_FOR", "FINISHED", "TASKS"],
+            [
+                [
+                    r["dag_run_id"],
+                    r["state"],
+                    r["scheduled_for"],
+                    r["finished_at"],
+                    " ".join(f"{t['task']}:{t['state']}" for t in r["tasks"]),
+                ]
+                for r in o["dag_runs"]
+            ],
+        )
+    if cmd == "run":
+        return request(api, "GET", f"/api/v1/dag-runs/{quoted(args.dag_run_id)}"), show_dag_run
+    if cmd == "changes":
+        path = f"/api/v1/dags/{quoted(args.dag_id)}/changes" + page_query(page_args(args))
+        return request(api, "GET", path), changes_table
+    if cmd == "trigger":
+        out = request(api, "POST", f"/api/v1/dags/{quoted(args.dag_id)}/trigger")
+        return out, lambda o: f"{o['dag_run_id']}  {o['state']}"
+    path = f"/api/v1/dags/{quoted(args.dag_id)}"
+    if cmd == "delete":
+        out = request(api, "DELETE", path)
+    else:
+        out = request(api, "PATCH", path, {"status": "paused" if cmd == "pause" else "active"})
+    return out, lambda o: f"{o['dag_id']}  {o['status']}"
+
+
+def add_parser(
+    sub: argparse._SubParsersAction,
+    common: argparse.ArgumentParser,
+    page: Callable[[argparse.ArgumentParser, int], None],
+) -> None:
+    dags = sub.add_parser("dags", help="register, inspect, trigger, pause/resume/delete DAGs")
+    dsub = dags.add_subparsers(dest="dags_command", required=True)
+    add = dsub.add_parser("add", parents=[common], help="register a DAG from a JSON file")
+    add.add_argument("file", help="the DAG as JSON (POST /api/v1/dags body); - for stdin")
+    lst = dsub.add_parser("list", parents=[common], help="every DAG, newest first")
+    lst.add_argument("--limit", type=int, default=100)
+    for name, text in [
+        ("get", "a DAG and its tasks"),
+        ("trigger", "open a DAG run now"),
+        ("pause", "stop ticking (open DAG runs finish)"),
+        ("resume", "tick again from now"),
+        ("delete", "delete, keeping history"),
+        ("edit", "change it in $EDITOR (YAML), applied as a new version with If-Match"),
+    ]:
+        dsub.add_parser(name, parents=[common], help=text).add_argument("dag_id")
+    dag_runs = dsub.add_parser("runs", parents=[common], help="a DAG's runs, newest first")
+    dag_runs.add_argument("dag_id")
+    dag_runs.add_argument("--limit", type=int, default=20)
+    dchanges = dsub.add_parser(
+        "changes", parents=[common], help="who changed, paused, triggered it, and when"
+    )
+    dchanges.add_argument("dag_id")
+    page(dchanges, 50)
+    run = dsub.add_parser("run", parents=[common], help="one DAG run: every task, attempts")
+    run.add_argument("dag_run_id")

@@ -1,0 +1,401 @@
+"""Jobs and DAGs as files: ``shardsched apply -f FILE_OR_DIR`` makes the deployment match
+what the files declare, and ``jobs edit`` / ``dags edit`` change one in ``$EDITOR``.
+
+A file is YAML (several documents, ``---`` between them) or JSON (an object or a list).
+Each object is a job or a DAG as the API takes it, plus ``kind`` (``job`` or ``dag``) and
+``id``. ``apply`` puts each one (``PUT /api/v1/jobs/{id}``): created, updated as a new
+version, or unchanged. It labels what it puts with its apply set (``apply-set: <name>``,
+``--set``), so ``--prune`` deletes exactly the jobs and DAGs of that set that the files no
+longer declare, and nothing registered any other way. ``--dry-run`` writes nothing: it
+shows each change as a diff, with the next fire times of what would change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import msgspec
+
+from shardsched.cli.http import CliError, Endpoint, exchange, request
+from shardsched.cli.render import quoted, table
+from shardsched.core.dag import validate_dag
+from shardsched.core.models import DagSpec, JobSpec
+from shardsched.core.validation import validate_spec
+
+#: The label ``apply`` puts on what it manages; ``--prune`` looks only at its own set's.
+APPLY_SET = "apply-set"
+KINDS: dict[str, tuple[type[Any], str]] = {"job": (JobSpec, "jobs"), "dag": (DagSpec, "dags")}
+
+
+class Declared(NamedTuple):
+    """One object of the files: its kind, id, the body to PUT, and where it was written."""
+
+    kind: str
+    id: str
+    body: dict[str, Any]
+    source: str
+
+
+class Change(NamedTuple):
+    kind: str
+    id: str
+    action: str  #: create | update | unchanged | delete
+    diff: list[str]
+    body: dict[str, Any] | None
+
+
+def _yaml() -> Any:
+    import yaml
+
+    return yaml
+
+
+def _files(path: Path) -> list[Path]:
+    if path.is_dir():
+        found = [p for p in sorted(path.rglob("*")) if p.suffix in (".yaml", ".yml", ".json")]
+        if not found:
+            raise CliError(f"{path}: no .yaml, .yml or .json files in it")
+        return found
+    if not path.exists():
+        raise CliError(f"{path}: no such file or directory")
+    return [path]
+
+
+def _documents(path: Path) -> Iterator[tuple[str, Any]]:
+    try:
+        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"cannot read {path}: {exc}") from None
+    if path.suffix == ".json":
+        try:
+            docs: Iterable[Any] = [json.loads(text)]
+        except ValueError as exc:
+            raise CliError(f"{path} is not JSON: {exc}") from None
+    else:
+        yaml = _yaml()
+        try:
+            docs = list(yaml.safe_load_all(text))
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise CliError(f"{path} is not YAML{where}: {problem}") from None
+    n = 0
+    for doc in docs:
+        for item in doc if isinstance(doc, list) else [doc]:
+            if item is None:
+                continue
+            n += 1
+            yield f"{path}#{n}", item
+
+
+def load(paths: Iterable[str], apply_set: str | None) -> list[Declared]:
+    """Every object of the files, checked: a kind, an id, a valid body (validated here as
+    the API would, so a bad file stops before anything is written)."""
+    out: list[Declared] = []
+    seen: dict[tuple[str, str], str] = {}
+    for given in paths:
+        for path in [Path("-")] if given == "-" else _files(Path(given)):
+            for source, item in _documents(path):
+                if not isinstance(item, dict):
+                    raise CliError(f"{source}: an object (a mapping) is expected")
+                body = dict(item)
+                kind, any_id = body.pop("kind", None), body.pop("id", None)
+                if kind not in KINDS:
+                    raise CliError(f"{source}: kind must be job or dag, not {kind!r}")
+                if not isinstance(any_id, str) or not any_id:
+                    raise CliError(f"{source}: every object needs an id")
+                if (kind, any_id) in seen:
+                    raise CliError(
+                        f"{source}: {kind} {any_id} is declared in {seen[kind, any_id]} too"
+                    )
+                seen[kind, any_id] = source
+                if apply_set is not None:
+                    body["labels"] = {**(body.get("labels") or {}), APPLY_SET: apply_set}
+                normalised(kind, body, source)
+                out.append(Declared(kind, any_id, body, source))
+    return out
+
+
+def normalised(kind: str, body: dict[str, Any], source: str) -> dict[str, Any]:
+    """The definition as the API stores it: validated, defaults omitted."""
+    spec_type = KINDS[kind][0]
+    try:
+        spec = msgspec.convert(body, spec_type)
+        if kind == "job":
+            validate_spec(spec)
+        else:
+            validate_dag(spec)
+    except msgspec.ValidationError as exc:
+        raise CliError(f"{source}: {exc}") from None
+    plain: dict[str, Any] = msgspec.to_builtins(msgspec.json.decode(msgspec.json.encode(spec)))
+    return plain
+
+
+def current(api: Endpoint, kind: str, any_id: str) -> tuple[dict[str, Any] | None, dict | None]:
+    """The definition (as ``normalised`` gives it) and the whole view of what is there now;
+    (None, None) when nothing is."""
+    try:
+        view = request(api, "GET", f"/api/v1/{KINDS[kind][1]}/{quoted(any_id)}")
+    except CliError as exc:
+        if str(exc).startswith("not_found"):
+            return None, None
+        raise
+    if view.get("status") == "deleted":
+        return None, view
+    fields = KINDS[kind][0].__struct_fields__
+    spec = {f: view[f] for f in fields if f in view and f != "id" and view[f] is not None}
+    if kind == "job":
+        spec.pop("trigger_rule", None)
+    return normalised(kind, spec, f"{kind} {any_id}"), view
+
+
+def _yaml_lines(body: dict[str, Any] | None) -> list[str]:
+    if body is None:
+        return []
+    text: str = _yaml().safe_dump(body, sort_keys=True, allow_unicode=True)
+    return text.splitlines()
+
+
+def plan(api: Endpoint, declared: list[Declared], prune: str | None) -> list[Change]:
+    """What applying would do, object by object (and, with ``prune``, what it deletes)."""
+    changes = []
+    for d in declared:
+        now, view = current(api, d.kind, d.id)
+        if now is None and view is not None:
+            raise CliError(
+                f"{d.source}: {d.kind} {d.id} was deleted; its id stays with its history"
+            )
+        want = normalised(d.kind, d.body, d.source)
+        action = "create" if now is None else "unchanged" if now == want else "update"
+        diff = list(
+            difflib.unified_diff(
+                _yaml_lines(now),
+                _yaml_lines(want),
+                f"{d.kind} {d.id} (now)",
+                "(declared)",
+                lineterm="",
+            )
+        )
+        changes.append(Change(d.kind, d.id, action, diff, d.body))
+    if prune is not None:
+        declared_ids = {(d.kind, d.id) for d in declared}
+        for kind, any_id in _applied(api, prune):
+            if (kind, any_id) not in declared_ids:
+                changes.append(Change(kind, any_id, "delete", [], None))
+    return changes
+
+
+def _applied(api: Endpoint, apply_set: str) -> Iterator[tuple[str, str]]:
+    """The live jobs and DAGs labelled with this apply set, every page."""
+    for kind, (_, plural) in KINDS.items():
+        cursor = None
+        while True:
+            query = "?limit=500" + (f"&cursor={quoted(cursor)}" if cursor else "")
+            page = request(api, "GET", f"/api/v1/{plural}{query}")
+            for item in page[plural]:
+                if (
+                    item["status"] != "deleted"
+                    and (item.get("labels") or {}).get(APPLY_SET) == apply_set
+                ):
+                    yield kind, item[f"{kind}_id"]
+            cursor = page.get("next_cursor")
+            if not cursor:
+                break
+
+
+def next_fires(api: Endpoint, body: dict[str, Any] | None, count: int = 3) -> str:
+    if not body or "schedule" not in body:
+        return ""
+    out = request(
+        api, "POST", "/api/v1/schedules/preview", {"schedule": body["schedule"], "count": count}
+    )
+    return ", ".join(f["local"] for f in out["fire_times"])
+
+
+def apply_changes(
+    api: Endpoint, changes: list[Change], report: Callable[[Change, str, Any], None]
+) -> None:
+    """Put or delete each change, in order; ``report(change, outcome, version)`` each."""
+    for c in _progress(changes):
+        path = f"/api/v1/{KINDS[c.kind][1]}/{quoted(c.id)}"
+        if c.action == "delete":
+            view = request(api, "DELETE", path)
+            report(c, "deleted", view.get("version"))
+        elif c.action != "unchanged":
+            view, headers = exchange(api, "PUT", path, c.body)
+            report(c, headers.get("shardsched-outcome", c.action), view.get("version"))
+        else:
+            report(c, "unchanged", None)
+
+
+def _progress(items: list[Change]) -> Iterable[Change]:
+    """A progress bar on a terminal, for a long list (rich, if it is installed)."""
+    if len(items) < 20 or not sys.stderr.isatty():
+        return items
+    try:
+        from rich.progress import track
+    except ImportError:
+        return items
+    return track(items, description="applying", console=None, transient=True)
+
+
+def run_apply(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
+    if args.no_label and args.prune:
+        raise CliError("--prune finds what to delete by its label: it cannot go with --no-label")
+    apply_set = None if args.no_label else args.set
+    declared = load(args.file, apply_set)
+    prune = args.set if args.prune else None
+    changes = plan(args.api, declared, prune)
+    if args.dry_run:
+        rows = [
+            {
+                "kind": c.kind,
+                "id": c.id,
+                "action": c.action,
+                "diff": c.diff,
+                "next_fires": next_fires(args.api, c.body) if c.action != "unchanged" else "",
+            }
+            for c in changes
+        ]
+
+        def show_plan(o: Any) -> str:
+            lines = []
+            for r in o:
+                lines.append(f"{r['action']:9} {r['kind']} {r['id']}")
+                lines += (
+                    [f"    {line}" for line in r["diff"][2:]] if r["action"] == "update" else []
+                )
+                if r["next_fires"]:
+                    lines.append(f"    next: {r['next_fires']}")
+            counts = _counts(r["action"] for r in o)
+            return "\n".join([*lines, f"(dry run: nothing written) {counts}"])
+
+        return rows, show_plan
+    done: list[dict[str, Any]] = []
+    try:
+        apply_changes(
+            args.api,
+            changes,
+            lambda c, outcome, version: done.append(
+                {"kind": c.kind, "id": c.id, "outcome": outcome, "version": version}
+            ),
+        )
+    except CliError as exc:
+        raise CliError(
+            f"{exc} (after {_counts(d['outcome'] for d in done) or 'nothing'})"
+        ) from None
+    return (
+        done,
+        lambda o: (
+            table(
+                ["KIND", "ID", "OUTCOME", "VERSION"],
+                [[d["kind"], d["id"], d["outcome"], d["version"]] for d in o],
+            )
+            + f"\n{_counts(d['outcome'] for d in o)}"
+        ),
+    )
+
+
+def _counts(outcomes: Iterable[str]) -> str:
+    tally: dict[str, int] = {}
+    for outcome in outcomes:
+        tally[outcome] = tally.get(outcome, 0) + 1
+    return ", ".join(f"{n} {what}" for what, n in tally.items())
+
+
+def run_edit(args: argparse.Namespace, kind: str) -> tuple[Any, Callable[[Any], str]]:
+    """Open the definition in $VISUAL or $EDITOR, then put it back with If-Match: the
+    version read, so an edit made meanwhile by someone else is not overwritten."""
+    any_id = args.job_id if kind == "job" else args.dag_id
+    path = f"/api/v1/{KINDS[kind][1]}/{quoted(any_id)}"
+    now, view = current(args.api, kind, any_id)
+    if now is None:
+        raise CliError(f"{kind} {any_id} is {'deleted' if view else 'not found'}")
+    assert view is not None
+    version = view["version"]
+    head = (
+        f"# {kind} {any_id}, version {version}. Save and quit to apply it as a new version;\n"
+        "# leave it unchanged, or empty, to change nothing.\n"
+    )
+    text = head + "".join(line + "\n" for line in _yaml_lines(now))
+    edited = _edit(text)
+    body = _yaml().safe_load(edited) if edited.strip() else None
+    if body is None or edited == text:
+        return {"id": any_id, "outcome": "unchanged", "version": version}, _edited
+    if not isinstance(body, dict):
+        raise CliError("the edited definition is not a mapping: nothing changed")
+    normalised(kind, body, "the edited definition")
+    try:
+        out, headers = exchange(args.api, "PUT", path, body, {"if-match": f'"{version}"'})
+    except CliError as exc:
+        if str(exc).startswith("precondition_failed"):
+            raise CliError(f"{kind} {any_id} changed while you edited it: {exc}") from None
+        raise
+    outcome = headers.get("shardsched-outcome", "updated")
+    return {"id": any_id, "outcome": outcome, "version": out["version"]}, _edited
+
+
+def _edited(o: Any) -> str:
+    return f"{o['id']}  {o['outcome']}  version {o['version']}"
+
+
+def _edit(text: str) -> str:
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False, encoding="utf-8") as f:
+        f.write(text)
+    try:
+        try:
+            code = subprocess.call([*shlex.split(editor), f.name])
+        except OSError as exc:
+            raise CliError(f"cannot start the editor {editor!r}: {exc.strerror}") from None
+        if code != 0:
+            raise CliError(f"the editor {editor!r} exited with status {code}: nothing changed")
+        return Path(f.name).read_text(encoding="utf-8")
+    finally:
+        os.unlink(f.name)
+
+
+def add_apply_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "apply",
+        parents=[common],
+        help="make jobs and DAGs match YAML or JSON files (create, update, --prune)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "-f",
+        "--file",
+        action="append",
+        required=True,
+        metavar="FILE_OR_DIR",
+        help="a file, a directory of .yaml/.yml/.json files, or - for stdin (repeatable)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="show the changes, write nothing")
+    p.add_argument(
+        "--prune",
+        action="store_true",
+        help="delete this set's jobs and DAGs the files no longer declare",
+    )
+    p.add_argument(
+        "--set",
+        default="default",
+        metavar="NAME",
+        help="the apply set (label apply-set; default: default)",
+    )
+    p.add_argument(
+        "--no-label",
+        action="store_true",
+        help="do not label what is applied (then --prune cannot see it)",
+    )

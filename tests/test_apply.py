@@ -1,0 +1,221 @@
+"""`shardsched apply -f`, `jobs create` and `jobs edit` as a user runs them (issue #17):
+files of many objects upserted, a dry run that writes nothing, prune of the apply set
+only, bad files refused before any write, an edit guarded by If-Match."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from conftest import keyspace
+from test_surfaces import cli
+
+
+async def written(redis, namespace) -> dict:
+    """The keyspace but the node's own heartbeat (which changes on its own)."""
+    return {k: v for k, v in (await keyspace(redis, namespace)).items() if b"{g}:node" not in k}
+
+
+JOBS_YAML = """\
+kind: job
+id: nightly-report
+name: nightly report
+command: echo report
+schedule: {type: cron, expression: "0 3 * * *", timezone: Europe/Berlin}
+---
+kind: job
+id: heartbeat
+name: heartbeat
+command: "true"
+schedule: {type: interval, every_s: 60}
+"""
+ONE = "kind: job\nid: y\nname: y\ncommand: 'true'\nschedule: {type: interval, every_s: 60}\n"
+DAG_JSON = {
+    "kind": "dag",
+    "id": "dag_etl",
+    "name": "etl",
+    "schedule": {"type": "cron", "expression": "30 2 * * *"},
+    "tasks": [
+        {"name": "extract", "command": "true"},
+        {"name": "load", "command": "true", "depends_on": ["extract"]},
+    ],
+}
+
+
+async def test_apply_creates_updates_prunes_its_own_set_and_dry_runs(
+    node, http, redis, namespace, tmp_path: Path
+) -> None:
+    api = ("--api", str(http.base_url))
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "jobs.yaml").write_text(JOBS_YAML)
+    (conf / "etl.json").write_text(json.dumps(DAG_JSON))
+    # a job registered another way is never pruned
+    other = await http.post(
+        "/api/v1/jobs",
+        json={
+            "name": "by hand",
+            "command": "true",
+            "schedule": {"type": "interval", "every_s": 60},
+        },
+    )
+    out = await cli(http, "apply", "-f", str(conf), *api)
+    assert out.returncode == 0, out.stderr
+    assert "2 created" not in out.stdout and "3 created" in out.stdout, out.stdout
+    job = (await http.get("/api/v1/jobs/nightly-report")).json()
+    assert job["labels"] == {"apply-set": "default"}
+    assert job["schedule"]["timezone"] == "Europe/Berlin"
+    assert (await http.get("/api/v1/dags/dag_etl")).json()["version"] == 1
+
+    again = await cli(http, "apply", "-f", str(conf), *api, "--json")
+    assert [d["outcome"] for d in json.loads(again.stdout)] == ["unchanged"] * 3
+
+    # a change, a removal: first as a dry run, which writes nothing
+    (conf / "jobs.yaml").write_text(JOBS_YAML.split("---")[0].replace("echo report", "echo v2"))
+    before = await written(redis, namespace)
+    dry = await cli(http, "apply", "-f", str(conf), "--prune", "--dry-run", *api)
+    assert dry.returncode == 0, dry.stderr
+    assert "update    job nightly-report" in dry.stdout
+    assert "-command: echo report" in dry.stdout and "+command: echo v2" in dry.stdout
+    assert "next: " in dry.stdout and "T03:00:00+01:00" in dry.stdout  # Berlin's wall clock
+    assert "delete    job heartbeat" in dry.stdout
+    assert other.json()["job_id"] not in dry.stdout
+    assert "(dry run: nothing written)" in dry.stdout
+    assert await written(redis, namespace) == before
+
+    done = await cli(http, "apply", "-f", str(conf), "--prune", *api, "--json")
+    outcomes = {d["id"]: d["outcome"] for d in json.loads(done.stdout)}
+    assert outcomes == {"nightly-report": "updated", "dag_etl": "unchanged", "heartbeat": "deleted"}
+    assert (await http.get("/api/v1/jobs/heartbeat")).json()["status"] == "deleted"
+    assert (await http.get(f"/api/v1/jobs/{other.json()['job_id']}")).json()["status"] == "active"
+    assert (await http.get("/api/v1/jobs/nightly-report")).json()["version"] == 2
+
+
+async def test_apply_refuses_a_bad_file_before_writing_anything(
+    node, http, redis, namespace, tmp_path: Path
+) -> None:
+    api = ("--api", str(http.base_url))
+    good = JOBS_YAML.split("---")[1]
+    before = await written(redis, namespace)
+    for text, needle in [
+        (
+            good
+            + "---\n"
+            + ONE.replace("{type: interval, every_s: 60}", "{type: cron, expression: x}"),
+            "5 fields",
+        ),
+        (good + "---\nkind: cronjob\nid: x\n", "kind must be job or dag"),
+        (good + "---\nkind: job\nname: x\n", "needs an id"),
+        (good + "---\n" + good, "declared in"),
+        (
+            good + "---\n" + ONE + "bogus: 1\n",
+            "bogus",
+        ),
+        ("kind: job\n  id: [", "is not YAML"),
+    ]:
+        path = tmp_path / "bad.yaml"
+        path.write_text(text)
+        out = await cli(http, "apply", "-f", str(path), *api)
+        assert out.returncode == 1, (text, out)
+        assert needle in out.stderr and out.stderr.count("\n") == 1, (needle, out.stderr)
+    out = await cli(http, "apply", "-f", str(tmp_path / "nothing-here"), *api)
+    assert out.returncode == 1 and "no such file" in out.stderr
+    assert await written(redis, namespace) == before
+
+
+async def test_jobs_create_from_flags(node, http) -> None:
+    api = ("--api", str(http.base_url))
+    out = await cli(
+        http,
+        "jobs",
+        "create",
+        "backup",
+        "--cron",
+        "0 3 * * *",
+        "--tz",
+        "Europe/Berlin",
+        "--command",
+        "pg_dump db",
+        "--timeout",
+        "20m",
+        "--retries",
+        "3",
+        "--id",
+        "db-backup",
+        "--env",
+        "PGHOST=db",
+        "--label",
+        "team=data",
+        *api,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("db-backup  next run ")
+    job = (await http.get("/api/v1/jobs/db-backup")).json()
+    assert job["timeout_s"] == 1200 and job["retry_policy"]["max_attempts"] == 4
+    assert job["schedule"] == {
+        "type": "cron",
+        "expression": "0 3 * * *",
+        "timezone": "Europe/Berlin",
+    }
+    assert job["env"] == {"PGHOST": "db"} and job["labels"] == {"team": "data"}
+    out = await cli(
+        http, "jobs", "create", "tick", "--every", "1h30m", "--command", "true", *api, "--json"
+    )
+    created = json.loads(out.stdout)["job_id"]
+    assert (await http.get(f"/api/v1/jobs/{created}")).json()["schedule"]["every_s"] == 5400
+    for args, needle in [
+        (("--command", "true"), "exactly one schedule"),
+        (("--command", "true", "--every", "1m", "--at", "2030-01-01T00:00:00Z"), "exactly one"),
+        (("--command", "true", "--every", "soon"), "is not a duration"),
+        (("--command", "true", "--every", "1m", "--tz", "UTC"), "--tz goes with --cron"),
+        (("--command", "true", "--cron", "61 * * * *"), "61"),
+        (("--command", "true", "--every", "1m", "--id", "db-backup"), "id_taken"),
+    ]:
+        out = await cli(http, "jobs", "create", "bad", *args, *api)
+        assert out.returncode != 0 and needle in out.stderr, (args, out.stderr)
+
+
+async def test_jobs_edit_applies_with_if_match(node, http, tmp_path: Path) -> None:
+    api = ("--api", str(http.base_url))
+    await http.put(
+        "/api/v1/jobs/edited",
+        json={"name": "e", "command": "echo one", "schedule": {"type": "interval", "every_s": 60}},
+    )
+    editor = tmp_path / "editor.py"
+    editor.write_text(
+        "import sys, pathlib\n"
+        "p = pathlib.Path(sys.argv[1])\n"
+        "p.write_text(p.read_text().replace('echo one', 'echo two'))\n"
+    )
+    env_editor = f"{sys.executable} {editor}"
+    out = await cli(http, "jobs", "edit", "edited", *api, env={"EDITOR": env_editor})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["edited", "updated", "version", "2"]
+    assert (await http.get("/api/v1/jobs/edited")).json()["command"] == "echo two"
+    # an editor that changes nothing changes nothing
+    out = await cli(http, "jobs", "edit", "edited", *api, env={"EDITOR": "true"})
+    assert out.stdout.split() == ["edited", "unchanged", "version", "2"]
+    # someone else changes it while the editor is open: refused, nothing overwritten
+    racing = tmp_path / "racing.py"
+    racing.write_text(
+        "import sys, pathlib, httpx, os\n"
+        f"httpx.patch('{str(http.base_url).rstrip('/')}/api/v1/jobs/edited',"
+        " json={'command': 'echo theirs'},"
+        " headers={'authorization': 'Bearer ' + os.environ['SHARDSCHED_TOKEN']})\n"
+        "p = pathlib.Path(sys.argv[1])\n"
+        "p.write_text(p.read_text().replace('echo two', 'echo mine'))\n"
+    )
+    out = await cli(
+        http, "jobs", "edit", "edited", *api, env={"EDITOR": f"{sys.executable} {racing}"}
+    )
+    assert out.returncode == 1 and "changed while you edited it" in out.stderr, out
+    assert (await http.get("/api/v1/jobs/edited")).json()["command"] == "echo theirs"
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "import sys, pathlib\np = pathlib.Path(sys.argv[1])\n"
+        "p.write_text(p.read_text().replace('every_s: 60', 'every_s: -1'))\n"
+    )
+    out = await cli(http, "jobs", "edit", "edited", *api, env={"EDITOR": f"{sys.executable} {bad}"})
+    assert out.returncode == 1 and "every_s" in out.stderr
+    assert (await http.get("/api/v1/jobs/edited")).json()["version"] == 3
