@@ -31,7 +31,7 @@
           unknown), next attempt due (ms; '' for none)
 
   Keys built from the shard key base (each in KEYS' hash slot): bfq:<id>, dagq:<id>,
-    dagrun:<id>, dagwait, events, job:<id>, out:<id>, run:<id>, runs:<id>, segs:<id>, skips:<id>,
+    dagrun:<id>, dagwait, events, failures (runs ended failed or dead_letter), job:<id>, out:<id>, run:<id>, runs:<id>, segs:<id>, skips:<id>,
     timer, vers:<id>.
 
   Returns {now_ms, code1, code2, ...}, a code per item: 1 applied; 0 this very completion
@@ -80,6 +80,9 @@ for i = 7, #ARGV, 9 do
       local drid = run[4]
       if state == 'dead_letter' then
         rcall('ZADD', dead_key, now, rid)
+      end
+      if state ~= 'succeeded' then
+        rcall('ZADD', base .. 'failures', now, rid)  -- the failure inbox, every job's
       end
       if state == 'succeeded' or ARGV[i + 8] == '' then  -- the run's tick ends here
         if drid then

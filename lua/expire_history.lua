@@ -9,7 +9,8 @@
   DAG run must still be settled with the same finish time. Anything else stays hot; its
   archived copy is then shadowed by the hot record on read, so nothing shows twice.
 
-  Removing a run deletes its record and output and takes it out of its job's runs index;
+  Removing a run deletes its record and output and takes it out of its job's runs index
+  and the failure inbox;
   a DAG run, its hash and its entry in the DAG's runs index; a skip record, its entry.
 
   KEYS[1] epoch       STRING the shard's fencing token
@@ -17,8 +18,8 @@
   KEYS[3] stats       HASH shard counters ('expired': items removed so far)
   KEYS[4] events      STREAM the shard's run transitions
   ARGV[1] epoch the caller holds
-  ARGV[2] shard key base; run:<id>, out:<id>, runs:<id>, dagrun:<id> and skips:<id> keys
-          are built from it (same hash slot)
+  ARGV[2] shard key base; run:<id>, out:<id>, runs:<id>, dagrun:<id>, skips:<id> and
+          failures (the failure inbox) keys are built from it (same hash slot)
   ARGV[3] events older than this (ms) are trimmed ('' none)
   ARGV[4..] items of 3: kind (r a run | d a DAG run | s a skip record), id (the run or
           DAG run id; a skip record's job id), check (a run's or DAG run's finish time in
@@ -52,6 +53,7 @@ local function expire_run(rid, finished)
   end
   rcall('DEL', run_key, base .. 'out:' .. rid)
   rcall('ZREM', base .. 'runs:' .. string.match(rid, '^(.+):[^:]+:%d+$'), rid)
+  rcall('ZREM', base .. 'failures', rid)
   return 1
 end
 

@@ -18,8 +18,8 @@
   KEYS[4] reclaim_at  STRING when to look next (ms)
   ARGV[1] epoch the caller holds
   ARGV[2] consumer group
-  ARGV[3] shard key base; run:<id> keys (and lib/dag's dagv:<dag>:<tv>) are built from
-          it (same hash slot)
+  ARGV[3] shard key base; run:<id> and failures keys (and lib/dag's dagv:<dag>:<tv>)
+          are built from it (same hash slot)
   ARGV[4] how many pending entries to look at, at most
   ARGV[5] poison limit (lapses in a row before the run is failed)
   ARGV[6] ready channel
@@ -83,6 +83,7 @@ for _, entry in ipairs(pending) do
       rcall('HSET', run_key, 'st', 'failed', 'rc', lapses, 'f', now,
         'r', 'lease lapsed ' .. lapses .. ' times in a row (poison run)')
       add_event(events, rid, 'running', 'failed', run[6], 'poison')
+      rcall('ZADD', base .. 'failures', now, rid)  -- the failure inbox
       poisoned = poisoned + 1
       if run[4] then
         released = released + dag_settle(base, ready_key, run[4], dag_task_of(rid), 'f', now)

@@ -14,9 +14,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from shardsched.cli import create, dag_commands, declare
+from shardsched.cli import create, dag_commands, declare, edit
 from shardsched.cli.http import DEFAULT_API, CliError, endpoint, read_body, request
 from shardsched.cli.render import (
+    ago,
     changes_table,
     more_hint,
     page_args,
@@ -56,7 +57,7 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     if cmd == "create":
         return create.run_create(args)
     if cmd == "edit":
-        return declare.run_edit(args, "job")
+        return edit.run_edit(args, "job")
     if cmd == "add":
         out = request(api, "POST", "/api/v1/jobs", read_body(args.file))
         return out, lambda o: f"{o['job_id']}  next run {o['next_run_at'] or '-'}"
@@ -146,6 +147,17 @@ def _runs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
             "until": args.until,
         }
         out = request(api, "GET", f"/api/v1/jobs/{quoted(args.job_id)}/runs" + page_query(query))
+        return out, lambda o: runs_table(o["runs"]) + more_hint(o)
+    if cmd == "failed":
+        query = {
+            "limit": args.limit,
+            "cursor": args.cursor,
+            "state": args.state,
+            "since": ago(args.since),
+            "until": ago(args.until),
+            "name_prefix": args.name_prefix,
+        }
+        out = request(api, "GET", "/api/v1/runs" + page_query(query))
         return out, lambda o: runs_table(o["runs"]) + more_hint(o)
     path = f"/api/v1/runs/{quoted(args.run_id)}"
     if cmd == "get":
@@ -262,6 +274,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     rlist.add_argument("--state", default=None)
     rlist.add_argument("--since", default=None, metavar="RFC3339")
     rlist.add_argument("--until", default=None, metavar="RFC3339")
+    failed = rsub.add_parser(
+        "failed", parents=[common], help="failed and dead-lettered runs of every job, latest first"
+    )
+    page(failed, 50)
+    failed.add_argument("--since", default=None, metavar="WHEN", help="RFC 3339, or 1h (ago)")
+    failed.add_argument("--until", default=None, metavar="WHEN", help="RFC 3339, or 10m (ago)")
+    failed.add_argument("--state", choices=["failed", "dead_letter"], default=None)
+    failed.add_argument("--name-prefix", default=None, help="of jobs (or DAGs) named so")
     for name, text in [
         ("get", "a run"),
         ("output", "what a run printed (last 64 KiB)"),

@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from shardsched.cli import declare
+from shardsched.cli import edit
 from shardsched.cli.http import read_body, request
 from shardsched.cli.render import (
     changes_table,
@@ -23,7 +23,7 @@ from shardsched.cli.render import (
 def run(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     api, cmd = args.api, args.dags_command
     if cmd == "edit":
-        return declare.run_edit(args, "dag")
+        return edit.run_edit(args, "dag")
     if cmd == "add":
         out = request(api, "POST", "/api/v1/dags", read_body(args.file))
         return out, lambda o: table(

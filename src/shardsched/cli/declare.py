@@ -1,5 +1,6 @@
 """Jobs and DAGs as files: ``shardsched apply -f FILE_OR_DIR`` makes the deployment match
-what the files declare, and ``jobs edit`` / ``dags edit`` change one in ``$EDITOR``.
+what the files declare (``jobs edit`` / ``dags edit``, in :mod:`.edit`, change one in
+``$EDITOR``).
 
 A file is YAML (several documents, ``---`` between them) or JSON (an object or a list).
 Each object is a job or a DAG as the API takes it, plus ``kind`` (``job`` or ``dag``) and
@@ -15,11 +16,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import os
-import shlex
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -54,7 +51,7 @@ class Change(NamedTuple):
     body: dict[str, Any] | None
 
 
-def _yaml() -> Any:
+def yaml_module() -> Any:
     import yaml
 
     return yaml
@@ -82,7 +79,7 @@ def _documents(path: Path) -> Iterator[tuple[str, Any]]:
         except ValueError as exc:
             raise CliError(f"{path} is not JSON: {exc}") from None
     else:
-        yaml = _yaml()
+        yaml = yaml_module()
         try:
             docs = list(yaml.safe_load_all(text))
         except yaml.YAMLError as exc:
@@ -160,10 +157,10 @@ def current(api: Endpoint, kind: str, any_id: str) -> tuple[dict[str, Any] | Non
     return normalised(kind, spec, f"{kind} {any_id}"), view
 
 
-def _yaml_lines(body: dict[str, Any] | None) -> list[str]:
+def yaml_lines(body: dict[str, Any] | None) -> list[str]:
     if body is None:
         return []
-    text: str = _yaml().safe_dump(body, sort_keys=True, allow_unicode=True)
+    text: str = yaml_module().safe_dump(body, sort_keys=True, allow_unicode=True)
     return text.splitlines()
 
 
@@ -180,8 +177,8 @@ def plan(api: Endpoint, declared: list[Declared], prune: str | None) -> list[Cha
         action = "create" if now is None else "unchanged" if now == want else "update"
         diff = list(
             difflib.unified_diff(
-                _yaml_lines(now),
-                _yaml_lines(want),
+                yaml_lines(now),
+                yaml_lines(want),
                 f"{d.kind} {d.id} (now)",
                 "(declared)",
                 lineterm="",
@@ -312,58 +309,6 @@ def _counts(outcomes: Iterable[str]) -> str:
     for outcome in outcomes:
         tally[outcome] = tally.get(outcome, 0) + 1
     return ", ".join(f"{n} {what}" for what, n in tally.items())
-
-
-def run_edit(args: argparse.Namespace, kind: str) -> tuple[Any, Callable[[Any], str]]:
-    """Open the definition in $VISUAL or $EDITOR, then put it back with If-Match: the
-    version read, so an edit made meanwhile by someone else is not overwritten."""
-    any_id = args.job_id if kind == "job" else args.dag_id
-    path = f"/api/v1/{KINDS[kind][1]}/{quoted(any_id)}"
-    now, view = current(args.api, kind, any_id)
-    if now is None:
-        raise CliError(f"{kind} {any_id} is {'deleted' if view else 'not found'}")
-    assert view is not None
-    version = view["version"]
-    head = (
-        f"# {kind} {any_id}, version {version}. Save and quit to apply it as a new version;\n"
-        "# leave it unchanged, or empty, to change nothing.\n"
-    )
-    text = head + "".join(line + "\n" for line in _yaml_lines(now))
-    edited = _edit(text)
-    body = _yaml().safe_load(edited) if edited.strip() else None
-    if body is None or edited == text:
-        return {"id": any_id, "outcome": "unchanged", "version": version}, _edited
-    if not isinstance(body, dict):
-        raise CliError("the edited definition is not a mapping: nothing changed")
-    normalised(kind, body, "the edited definition")
-    try:
-        out, headers = exchange(args.api, "PUT", path, body, {"if-match": f'"{version}"'})
-    except CliError as exc:
-        if str(exc).startswith("precondition_failed"):
-            raise CliError(f"{kind} {any_id} changed while you edited it: {exc}") from None
-        raise
-    outcome = headers.get("shardsched-outcome", "updated")
-    return {"id": any_id, "outcome": outcome, "version": out["version"]}, _edited
-
-
-def _edited(o: Any) -> str:
-    return f"{o['id']}  {o['outcome']}  version {o['version']}"
-
-
-def _edit(text: str) -> str:
-    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False, encoding="utf-8") as f:
-        f.write(text)
-    try:
-        try:
-            code = subprocess.call([*shlex.split(editor), f.name])
-        except OSError as exc:
-            raise CliError(f"cannot start the editor {editor!r}: {exc.strerror}") from None
-        if code != 0:
-            raise CliError(f"the editor {editor!r} exited with status {code}: nothing changed")
-        return Path(f.name).read_text(encoding="utf-8")
-    finally:
-        os.unlink(f.name)
 
 
 def add_apply_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

@@ -8,9 +8,10 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from shardsched.core.durations import duration_text
+from shardsched.core.durations import duration_text, parse_duration
 from shardsched.core.models import UNPRINTABLE
 
 _UNPRINTABLE = re.compile(f"[{UNPRINTABLE}]")  #: what a Name may not hold (models)
@@ -55,6 +56,17 @@ def page_query(query: dict[str, Any]) -> str:
 
 def more_hint(out: dict) -> str:
     return f"\n(more: --cursor {out['next_cursor']})" if out.get("next_cursor") else ""
+
+
+def ago(text: str | None) -> str | None:
+    """A time flag: RFC 3339 as given, or a duration (``1h``) meaning that long ago."""
+    if text is None:
+        return None
+    try:
+        seconds = parse_duration(text)
+    except ValueError:
+        return text  # an instant, or nonsense the API names
+    return (datetime.now(UTC) - timedelta(seconds=seconds)).isoformat()
 
 
 def runs_table(runs: list[dict]) -> str:

@@ -19,7 +19,8 @@ def render(st: Status) -> str:
         f"queue: {st.ready} ready, {st.pending} running · trigger lag p99 (1 min) {lag}"
         + f" over {st.fired_1m} runs",
         f"missed schedules {st.missed} · overrunning {st.overrunning}"
-        + f" · dead letters {st.dead_letter} · quarantined jobs {st.quarantined}"
+        + f" · failed runs (1 h) {st.failed_1h} · dead letters {st.dead_letter}"
+        + f" · quarantined jobs {st.quarantined}"
         + f" · stranded runs {st.stranded}",
         "",
         table(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from shardsched.core.errors import DagNotFound, JobNotFound
+from shardsched.core.errors import DagNotFound, JobNotFound, ValidationError
 from shardsched.core.models import JobStatus, RunState
 from shardsched.core.views import Dag, DagList, DagRunList, Job, JobList, RunList
 from shardsched.ops import dag_runs
@@ -200,9 +200,7 @@ def _read_run_pairs(dep: Deployment, entries: Entries) -> Op:
 def _read_team_runs(dep: Deployment, entries: Entries, within: tuple[str, ...]) -> Op:
     """The runs of ``entries``, None for those whose job's name is outside ``within``."""
     runs = yield from _read_run_entries(dep, entries)
-    owners = [owner_id(member.decode()) for _, member in entries]
-    specs = yield [Call(("HGET", dep.keys_for(o).job(o), "spec")) for o in owners]
-    names = [spec_name(check(raw)) for raw in specs]
+    names = yield from _names(dep, entries)
     return [
         run if name is not None and name.startswith(within) else None
         for run, name in zip(runs, names, strict=True)
@@ -223,6 +221,60 @@ def dead_letter_page(
 
     runs, nxt = yield from _scan(keys, cursor, limit, read, None)
     return RunList(runs=[r for r in runs if r is not None], next_cursor=_encode(nxt))
+
+
+#: What the failure inbox lists: runs that ended failed (retried or not) or dead-lettered.
+FAILURE_STATES = frozenset({RunState.FAILED, RunState.DEAD_LETTER})
+
+
+def failures_page(
+    dep: Deployment,
+    limit: int = 50,
+    cursor: Cursor | None = None,
+    states: frozenset[RunState] = FAILURE_STATES,
+    since_ms: int | None = None,
+    until_ms: int | None = None,
+    name_prefix: str | None = None,
+    within: tuple[str, ...] = (),
+) -> Op:
+    """The failure inbox: failed and dead-lettered runs of every job, the most recently
+    ended first, ended within [since, until]; only ``states``, of jobs (or DAGs) named
+    with ``name_prefix``, and of a team's (``within``). Runs still in Redis: those that
+    left under retention are in the archive (a job's runs list reads it)."""
+    if not states or not states <= FAILURE_STATES:
+        raise ValidationError(
+            "across all jobs, runs are listed by state failed and dead_letter"
+            " (every state of one job: /api/v1/jobs/{id}/runs)",
+            "$.state",
+        )
+    keys = [dep.shard(s).failures for s in range(dep.n_shards)]
+    lo = float("-inf") if since_ms is None else since_ms
+    hi = float("inf") if until_ms is None else until_ms
+    prefixes = within or (() if name_prefix is None else (name_prefix,))
+
+    def read(entries: Entries) -> Op:
+        if not prefixes:
+            return (yield from _read_run_entries(dep, entries))
+        runs = yield from _read_team_runs(dep, entries, prefixes)
+        if within and name_prefix:  # the team's, and of those the prefix's
+            names = yield from _names(dep, entries)
+            runs = [
+                r if n and n.startswith(name_prefix) else None
+                for r, n in zip(runs, names, strict=True)
+            ]
+        return runs
+
+    def keep(run: Any) -> bool:
+        return bool(run.state in states)
+
+    runs, nxt = yield from _scan(keys, cursor, limit, read, keep, lo, hi)
+    return RunList(runs=runs, next_cursor=_encode(nxt))
+
+
+def _names(dep: Deployment, entries: Entries) -> Op:
+    owners = [owner_id(member.decode()) for _, member in entries]
+    specs = yield [Call(("HGET", dep.keys_for(o).job(o), "spec")) for o in owners]
+    return [spec_name(check(raw)) for raw in specs]
 
 
 # --- DAGs --------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ class ShardStatus(msgspec.Struct):
     quarantined: int = 0  #: jobs paused by the owner because they could not be planned
     #: fired runs no worker took for STRANDED_AFTER_MS (counted up to STRANDED_COUNT_CAP)
     stranded: int = 0
+    failed_1h: int = 0  #: runs that ended failed or dead_letter in the last hour
 
 
 class Status(msgspec.Struct):
@@ -59,10 +60,12 @@ class Status(msgspec.Struct):
     unowned: list[int]
     quarantined: int = 0
     stranded: int = 0  #: fired runs waiting for a worker for more than 5 min
+    failed_1h: int = 0  #: runs that ended failed or dead_letter in the last hour
 
 
 def queue_depths(dep: Deployment, now_ms: int, stranded_after_ms: int = STRANDED_AFTER_MS) -> Op:
-    """Per shard: (ready, pending, overdue, dead-lettered, stats hash fields)."""
+    """Per shard: (ready, pending, overdue, dead-lettered, stats hash fields, stranded,
+    failed in the last hour)."""
     calls = []
     for s in range(dep.n_shards):
         sk = dep.shard(s)
@@ -72,6 +75,7 @@ def queue_depths(dep: Deployment, now_ms: int, stranded_after_ms: int = STRANDED
             Call(("ZCOUNT", sk.timer, "-inf", now_ms - OVERDUE_MS)),
             Call(("ZCARD", sk.dead_letter)),
             Call(("HMGET", sk.stats, "missed", "lease_reclaims", "dag_stalled", "quarantined")),
+            Call(("ZCOUNT", sk.failures, now_ms - 3_600_000, "+inf")),
         ]
     replies = yield calls
     groups = yield [Call(("XINFO", "GROUPS", dep.shard(s).ready)) for s in range(dep.n_shards)]
@@ -94,13 +98,13 @@ def queue_depths(dep: Deployment, now_ms: int, stranded_after_ms: int = STRANDED
     stranded = yield stranded_calls
     out = []
     for s in range(dep.n_shards):
-        length, pending, overdue, dead, stats = replies[5 * s : 5 * s + 5]
+        length, pending, overdue, dead, stats, failed = replies[6 * s : 6 * s + 6]
         # no consumer group yet (nothing ever claimed): an error reply, nothing pending
         n_pending = 0 if isinstance(pending, Exception) else int(pending[0])
         n_ready = max(int(length) - n_pending, 0)
         counters = tuple(int(v or 0) for v in check(stats))
         n_stranded = 0 if isinstance(stranded[s], Exception) else len(stranded[s])
-        out.append((n_ready, n_pending, int(overdue), int(dead), counters, n_stranded))
+        out.append((n_ready, n_pending, int(overdue), int(dead), counters, n_stranded, int(failed)))
     return out
 
 
@@ -137,6 +141,7 @@ def status_view(dep: Deployment, stranded_after_ms: int = STRANDED_AFTER_MS) -> 
             dag_stalled=stalled,
             quarantined=quarantined,
             stranded=n_stranded,
+            failed_1h=failed,
         )
         for s, (
             ready,
@@ -145,6 +150,7 @@ def status_view(dep: Deployment, stranded_after_ms: int = STRANDED_AFTER_MS) -> 
             dead,
             (missed, reclaims, stalled, quarantined),
             n_stranded,
+            failed,
         ) in zip(view.shards, depths, strict=True)
     ]
     lags = [n.lag_p99_1m for n in view.nodes if n.lag_p99_1m is not None]
@@ -165,4 +171,5 @@ def status_view(dep: Deployment, stranded_after_ms: int = STRANDED_AFTER_MS) -> 
         unowned=[s.shard for s in shards if not s.live],
         quarantined=sum(s.quarantined for s in shards),
         stranded=sum(s.stranded for s in shards),
+        failed_1h=sum(s.failed_1h for s in shards),
     )

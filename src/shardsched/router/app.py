@@ -28,6 +28,7 @@ from shardsched.core.models import (
     JobPatch,
     JobSpec,
     JobStatus,
+    RunState,
     SchedulePreviewRequest,
 )
 from shardsched.core.views import Dag, EventList, Job, JobCreated
@@ -44,6 +45,7 @@ from shardsched.router.schemas import (
     DagRunQuery,
     DeadLetterQuery,
     EventQuery,
+    FailureQuery,
     JobQuery,
     RunQuery,
     TicksQuery,
@@ -307,6 +309,24 @@ class Api(AdminHandlers):
         q: DeadLetterQuery = http.query(request, DeadLetterQuery)
         within = who(request).prefixes
         op = listing.dead_letter_page(self.dep, q.limit, *http.cursor(q), within)
+        return http.json_response(await self._run(op))
+
+    async def list_failures(self, request: Request) -> Response:
+        q: FailureQuery = http.query(request, FailureQuery)
+        try:
+            states = frozenset(RunState(s) for s in q.state.split(","))
+        except ValueError:
+            raise http.validation(f"no such run state in {q.state!r}", "$.state") from None
+        op = listing.failures_page(
+            self.dep,
+            q.limit,
+            *http.cursor(q),
+            states,
+            http.ms(q.since),
+            http.ms(q.until),
+            opt(q.name_prefix),
+            who(request).prefixes,
+        )
         return http.json_response(await self._run(op))
 
     async def retry_run(self, request: Request) -> Response:

@@ -142,6 +142,16 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "get",
+        "/api/v1/runs",
+        "The failure inbox: failed and dead-lettered runs of every job, latest first",
+        v.RunList,
+        query=q.FailureQuery,
+        errors=(422,),
+        tags=("runs",),
+        handler="list_failures",
+    ),
+    Operation(
+        "get",
         "/api/v1/runs/{run_id}",
         "A run",
         v.Run,

@@ -59,6 +59,18 @@ class EventQuery(msgspec.Struct, forbid_unknown_fields=True):
     state: Annotated[str, msgspec.Meta(max_length=20, pattern="^[a-z_]+$")] | UnsetType = UNSET
 
 
+class FailureQuery(msgspec.Struct, forbid_unknown_fields=True):
+    """GET /api/v1/runs: failed and dead-lettered runs of every job, most recently ended
+    first; ``state`` is either or both, comma-separated; since/until bound the end."""
+
+    limit: PageSize = 50
+    cursor: CursorText | UnsetType = UNSET
+    state: Annotated[str, msgspec.Meta(pattern=r"^[a-z_]+(,[a-z_]+)*$")] = "failed,dead_letter"
+    since: AwareDatetime | UnsetType = UNSET
+    until: AwareDatetime | UnsetType = UNSET
+    name_prefix: Prefix | UnsetType = UNSET
+
+
 class DeadLetterQuery(msgspec.Struct, forbid_unknown_fields=True):
     limit: PageSize = 100
     cursor: CursorText | UnsetType = UNSET

@@ -95,6 +95,7 @@ class AsyncClient:
     list_runs = awaitable(plans.list_runs)
     get_output = awaitable(plans.get_output)
     list_dead_letter = awaitable(plans.list_dead_letter)
+    list_failures = awaitable(plans.list_failures)
     retry_run = awaitable(plans.retry_run)
     add_dag = awaitable(plans.add_dag)
     put_dag = awaitable(plans.put_dag)

@@ -239,6 +239,28 @@ def list_dead_letter(c: Handle, limit: int = 100, cursor: str | None = None) -> 
     return Plan(listing.dead_letter_page(c.deployment, limit, parse_cursor(cursor)))
 
 
+def list_failures(
+    c: Handle,
+    limit: int = 50,
+    cursor: str | None = None,
+    states: Iterable[RunState] = listing.FAILURE_STATES,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    name_prefix: str | None = None,
+) -> Plan[RunList]:
+    """The failure inbox: failed and dead-lettered runs of every job, latest first."""
+    op = listing.failures_page(
+        c.deployment,
+        limit,
+        parse_cursor(cursor),
+        frozenset(states),
+        _ms(since),
+        _ms(until),
+        name_prefix,
+    )
+    return Plan(op)
+
+
 def retry_run(c: Handle, run_id: str) -> Plan[Run]:
     """Send a dead-lettered run back as a new attempt."""
     return Plan(ops.retry_run(c.deployment, run_id, c.actor))

@@ -196,6 +196,7 @@ class Client:
     list_runs = blocking(plans.list_runs)
     get_output = blocking(plans.get_output)
     list_dead_letter = blocking(plans.list_dead_letter)
+    list_failures = blocking(plans.list_failures)
     retry_run = blocking(plans.retry_run)
     add_dag = blocking(plans.add_dag)
     put_dag = blocking(plans.put_dag)

@@ -101,6 +101,12 @@ class ShardKeys:
         return self.base + "deadletter"
 
     @property
+    def failures(self) -> str:
+        """ZSET run_id -> when it ended (ms): runs that ended failed or dead_letter, the
+        failure inbox (``GET /api/v1/runs?state=failed``); left with the run's history."""
+        return self.base + "failures"
+
+    @property
     def dags(self) -> str:
         """ZSET dag_id → creation (ms): every DAG of the shard, deleted ones included."""
         return self.base + "dags"

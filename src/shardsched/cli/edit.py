@@ -1,0 +1,70 @@
+"""``shardsched jobs edit ID`` / ``dags edit ID``: the definition in ``$VISUAL`` or
+``$EDITOR`` as YAML, put back as a new version with ``If-Match`` (the version read), so
+an edit never overwrites a change someone made meanwhile."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from shardsched.cli.declare import KINDS, current, normalised, yaml_lines, yaml_module
+from shardsched.cli.http import CliError, exchange
+from shardsched.cli.render import quoted
+
+
+def run_edit(args: argparse.Namespace, kind: str) -> tuple[Any, Callable[[Any], str]]:
+    """Open the definition in $VISUAL or $EDITOR, then put it back with If-Match: the
+    version read, so an edit made meanwhile by someone else is not overwritten."""
+    any_id = args.job_id if kind == "job" else args.dag_id
+    path = f"/api/v1/{KINDS[kind][1]}/{quoted(any_id)}"
+    now, view = current(args.api, kind, any_id)
+    if now is None:
+        raise CliError(f"{kind} {any_id} is {'deleted' if view else 'not found'}")
+    assert view is not None
+    version = view["version"]
+    head = (
+        f"# {kind} {any_id}, version {version}. Save and quit to apply it as a new version;\n"
+        "# leave it unchanged, or empty, to change nothing.\n"
+    )
+    text = head + "".join(line + "\n" for line in yaml_lines(now))
+    edited = _edit(text)
+    body = yaml_module().safe_load(edited) if edited.strip() else None
+    if body is None or edited == text:
+        return {"id": any_id, "outcome": "unchanged", "version": version}, _edited
+    if not isinstance(body, dict):
+        raise CliError("the edited definition is not a mapping: nothing changed")
+    normalised(kind, body, "the edited definition")
+    try:
+        out, headers = exchange(args.api, "PUT", path, body, {"if-match": f'"{version}"'})
+    except CliError as exc:
+        if str(exc).startswith("precondition_failed"):
+            raise CliError(f"{kind} {any_id} changed while you edited it: {exc}") from None
+        raise
+    outcome = headers.get("shardsched-outcome", "updated")
+    return {"id": any_id, "outcome": outcome, "version": out["version"]}, _edited
+
+
+def _edited(o: Any) -> str:
+    return f"{o['id']}  {o['outcome']}  version {o['version']}"
+
+
+def _edit(text: str) -> str:
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False, encoding="utf-8") as f:
+        f.write(text)
+    try:
+        try:
+            code = subprocess.call([*shlex.split(editor), f.name])
+        except OSError as exc:
+            raise CliError(f"cannot start the editor {editor!r}: {exc.strerror}") from None
+        if code != 0:
+            raise CliError(f"the editor {editor!r} exited with status {code}: nothing changed")
+        return Path(f.name).read_text(encoding="utf-8")
+    finally:
+        os.unlink(f.name)
