@@ -25,10 +25,11 @@
           timer or retry set is due, and a new retry may be due sooner)
   ARGV[5] shard number
   ARGV[6] ready channel (published when a DAG task was released)
-  ARGV[7..] items of 9: entry id, run id, delivery token, terminal state (succeeded |
+  ARGV[7..] items of 10: entry id, run id, delivery token, terminal state (succeeded |
           failed | dead_letter), exit code ('' when the process did not exit on its own),
           reason (''), output ('' keeps none), execution start (server-clock ms, ''
-          unknown), next attempt due (ms; '' for none)
+          unknown), next attempt due (ms; '' for none), bytes printed in all (the output
+          is their tail; kept as the run's 'ol' with the output; '' unknown)
 
   Keys built from the shard key base (each in KEYS' hash slot): bfq:<id>, dagq:<id>,
     dagrun:<id>, dagwait, events, failures (runs ended failed or dead_letter), job:<id>, out:<id>, run:<id>, runs:<id>, segs:<id>, skips:<id>,
@@ -58,7 +59,7 @@ local retried = false
 local paused = false
 local released = false
 local events = {}
-for i = 7, #ARGV, 9 do
+for i = 7, #ARGV, 10 do
   local eid, rid, token, state = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local run_key = base .. 'run:' .. rid
   local run = rcall('HMGET', run_key, 'st', 'w', 'dt', 'd', 'bf', 'e')
@@ -76,6 +77,9 @@ for i = 7, #ARGV, 9 do
       add_event(events, rid, 'running', state, worker, ARGV[i + 5])
       if ARGV[i + 6] ~= '' then
         rcall('SET', base .. 'out:' .. rid, ARGV[i + 6])
+        if ARGV[i + 9] ~= '' then
+          rcall('HSET', run_key, 'ol', ARGV[i + 9])
+        end
       end
       local drid = run[4]
       if state == 'dead_letter' then

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from shardsched.cli import create, dag_commands, declare, edit
+from shardsched.cli import create, dag_commands, declare, edit, follow
 from shardsched.cli.http import DEFAULT_API, CliError, endpoint, read_body, request
 from shardsched.cli.render import (
     ago,
@@ -93,7 +93,14 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
         return request(api, "GET", path), show_job
     if cmd == "trigger":
         out = request(api, "POST", path + "/trigger")
-        return out, lambda o: o["run_id"]
+        if not (args.wait or args.follow):
+            return out, lambda o: o["run_id"]
+        print(f"triggered {out['run_id']}", file=sys.stderr)
+        if args.follow:
+            follow.follow_output(api, out["run_id"])
+        run = follow.wait_run(api, out["run_id"], args.timeout)
+        args.exit_status = follow.exit_status(run)
+        return run, lambda o: runs_table([o])
     if cmd == "delete":
         return request(api, "DELETE", path), lambda o: f"{o['job_id']}  {o['status']}"
     if cmd == "pause":
@@ -162,6 +169,13 @@ def _runs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     path = f"/api/v1/runs/{quoted(args.run_id)}"
     if cmd == "get":
         return request(api, "GET", path), lambda o: runs_table([o])
+    if cmd == "wait":
+        run = follow.wait_run(api, args.run_id, args.timeout)
+        args.exit_status = follow.exit_status(run)
+        return run, lambda o: runs_table([o])
+    if cmd == "output" and args.follow:
+        follow.follow_output(api, args.run_id)
+        return None, lambda o: ""
     if cmd == "output":
         return request(api, "GET", path + "/output"), lambda o: o["output"].rstrip("\n")
     return request(api, "POST", path + "/retry"), lambda o: runs_table([o])
@@ -246,11 +260,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         ("get", "a job"),
         ("resume", "resume a paused job (next fire from now)"),
         ("delete", "delete, keeping history"),
-        ("trigger", "run now; prints the run id"),
         ("versions", "the job's definitions over time"),
         ("edit", "change it in $EDITOR (YAML), applied as a new version with If-Match"),
     ]:
         jsub.add_parser(name, parents=[common], help=text).add_argument("job_id")
+    trigger = jsub.add_parser("trigger", parents=[common], help="run now; prints the run id")
+    trigger.add_argument("job_id")
+    trigger.add_argument("--wait", action="store_true", help="until it ends; its exit code")
+    trigger.add_argument("-f", "--follow", action="store_true", help="print its output, and wait")
+    timeout_flag(trigger)
     jchanges = jsub.add_parser(
         "changes", parents=[common], help="who changed, paused, triggered it, and when"
     )
@@ -284,10 +302,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     failed.add_argument("--name-prefix", default=None, help="of jobs (or DAGs) named so")
     for name, text in [
         ("get", "a run"),
-        ("output", "what a run printed (last 64 KiB)"),
         ("retry", "send a dead-lettered run back"),
     ]:
         rsub.add_parser(name, parents=[common], help=text).add_argument("run_id")
+    output = rsub.add_parser("output", parents=[common], help="what a run printed (last 64 KiB)")
+    output.add_argument("run_id")
+    output.add_argument("-f", "--follow", action="store_true", help="stream it until it ends")
+    wait = rsub.add_parser(
+        "wait", parents=[common], help="until it ends (through retries); exit with its exit code"
+    )
+    wait.add_argument("run_id")
+    timeout_flag(wait)
 
     events = sub.add_parser("events", help="the stream of run state changes")
     esub = events.add_subparsers(dest="events_command", required=True)
@@ -315,13 +340,26 @@ COMMANDS = {
 }
 
 
+def timeout_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--timeout",
+        type=create.duration_arg,
+        default=None,
+        metavar="DURATION",
+        help=f"give up after this long (exit {follow.TIMED_OUT}); default: wait for ever",
+    )
+
+
 def main(args: argparse.Namespace) -> int:
     try:
         args.api = endpoint(args.api, args.token_file)
         out, show = COMMANDS[args.command](args)
+    except follow.TimedOut as exc:
+        print(f"shardsched: {exc}", file=sys.stderr)
+        return follow.TIMED_OUT
     except CliError as exc:
         print(f"shardsched: {exc}", file=sys.stderr)
         return 1
     if out is not None:  # None: a --follow that printed as it went
         print(json.dumps(out, indent=2) if args.json else show(out))
-    return 0
+    return int(getattr(args, "exit_status", 0))

@@ -12,7 +12,8 @@ from shardsched.cli.http import CliError, request
 from shardsched.core.durations import parse_duration
 
 
-def _duration(text: str) -> float:
+def duration_arg(text: str) -> float:
+    """An argparse type: a duration as people write it (20m, 1h30m), in seconds."""
     try:
         return parse_duration(text)
     except ValueError as exc:
@@ -81,12 +82,12 @@ def add_create_parser(jsub: argparse._SubParsersAction, common: argparse.Argumen
     when = p.add_argument_group("schedule (exactly one)")
     when.add_argument("--cron", metavar="EXPR", help="a 5-field cron expression")
     when.add_argument("--tz", metavar="ZONE", help="the cron's time zone (default UTC)")
-    when.add_argument("--every", type=_duration, metavar="DURATION", help="e.g. 90s, 20m, 1h30m")
+    when.add_argument("--every", type=duration_arg, metavar="DURATION", help="e.g. 90s, 20m, 1h30m")
     when.add_argument("--at", metavar="RFC3339", help="once, at this time")
     p.add_argument("--id", help="its id (default: a random job_…)")
-    p.add_argument("--timeout", type=_duration, metavar="DURATION", help="default 1h")
+    p.add_argument("--timeout", type=duration_arg, metavar="DURATION", help="default 1h")
     p.add_argument("--retries", type=int, metavar="N", help="attempts after the first fails")
-    p.add_argument("--backoff", type=_duration, metavar="DURATION", help="first retry delay")
+    p.add_argument("--backoff", type=duration_arg, metavar="DURATION", help="first retry delay")
     p.add_argument("--catchup", choices=["all", "latest", "none"])
     p.add_argument("--overlap", choices=["allow", "forbid", "replace"])
     p.add_argument("--env", type=_pair, action="append", metavar="KEY=VALUE")

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import Any
 
-from shardsched.cli import edit
+from shardsched.cli import edit, follow
+from shardsched.cli.create import duration_arg
 from shardsched.cli.http import read_body, request
 from shardsched.cli.render import (
     changes_table,
@@ -71,7 +73,12 @@ def run(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
         return request(api, "GET", path), changes_table
     if cmd == "trigger":
         out = request(api, "POST", f"/api/v1/dags/{quoted(args.dag_id)}/trigger")
-        return out, lambda o: f"{o['dag_run_id']}  {o['state']}"
+        if not args.watch:
+            return out, lambda o: f"{o['dag_run_id']}  {o['state']}"
+        print(f"{out['dag_run_id']}  {out['state']}", file=sys.stderr)
+        run = follow.watch_dag_run(api, out["dag_run_id"], args.timeout)
+        args.exit_status = 0 if run["state"] == "succeeded" else 1
+        return run, lambda o: f"{o['dag_run_id']}  {o['state']}"
     path = f"/api/v1/dags/{quoted(args.dag_id)}"
     if cmd == "delete":
         out = request(api, "DELETE", path)
@@ -93,13 +100,18 @@ def add_parser(
     lst.add_argument("--limit", type=int, default=100)
     for name, text in [
         ("get", "a DAG and its tasks"),
-        ("trigger", "open a DAG run now"),
         ("pause", "stop ticking (open DAG runs finish)"),
         ("resume", "tick again from now"),
         ("delete", "delete, keeping history"),
         ("edit", "change it in $EDITOR (YAML), applied as a new version with If-Match"),
     ]:
         dsub.add_parser(name, parents=[common], help=text).add_argument("dag_id")
+    trigger = dsub.add_parser("trigger", parents=[common], help="open a DAG run now")
+    trigger.add_argument("dag_id")
+    trigger.add_argument("--watch", action="store_true", help="show each task as it changes")
+    trigger.add_argument(
+        "--timeout", type=duration_arg, default=None, metavar="DURATION", help="with --watch"
+    )
     dag_runs = dsub.add_parser("runs", parents=[common], help="a DAG's runs, newest first")
     dag_runs.add_argument("dag_id")
     dag_runs.add_argument("--limit", type=int, default=20)

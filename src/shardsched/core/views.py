@@ -212,7 +212,7 @@ class Run(msgspec.Struct, kw_only=True):
     state: RunState
     attempt: int
     claimed_by: str | None = None
-    lease_expires_at: datetime | None = None
+    lease_expires_at: datetime | None = None  #: while claimed or running only
     created_at: datetime
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -221,6 +221,8 @@ class Run(msgspec.Struct, kw_only=True):
     job_version: int | None = None  #: the job's version it ran with (set when claimed)
     #: Read from the cold archive (it left Redis under the job's retention).
     archived: bool = False
+    #: The next attempt, when this one failed and is retried (``<job>:<tick>:<n+1>``).
+    next_run_id: str | None = None
 
 
 class RunList(msgspec.Struct):
@@ -234,9 +236,14 @@ class JobList(msgspec.Struct):
 
 
 class RunOutput(msgspec.Struct):
+    """What a run printed: the last 64 KiB of it (``truncated`` when it printed more);
+    while it runs, what its worker wrote so far (every few seconds)."""
+
     run_id: str
     output: str
     truncated: bool
+    total_bytes: int = 0  #: bytes printed in all; ``output`` is their tail
+    state: str | None = None  #: the run's state when read
 
 
 class Triggered(msgspec.Struct):

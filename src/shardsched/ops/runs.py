@@ -36,19 +36,26 @@ def get_run(dep: Deployment, rid: str) -> Op:
 def get_output(dep: Deployment, rid: str) -> Op:
     """The last 64 KiB a run printed, from Redis or else from the cold archive."""
     sk = dep.keys_for(rid)
-    exists, out = yield [Call(("EXISTS", sk.run(rid))), Call(("GET", sk.output(rid)))]
+    fields, out = yield [
+        Call(("HMGET", sk.run(rid), "st", "ol")),
+        Call(("GET", sk.output(rid))),
+    ]
+    state, total = check(fields)
     data: bytes
-    if check(exists):
+    if state is not None:
         data = check(out) or b""
+        printed = max(int(total or 0), len(data))
     else:
         archived = cold_run(dep, (yield from archive_url(dep)), rid)
         if archived is None:
             raise RunNotFound(rid)
-        data = archived.output
+        data, state, printed = archived.output, archived.run.state.encode(), len(archived.output)
     return RunOutput(
         run_id=rid,
         output=data.decode("utf-8", "replace"),
-        truncated=len(data) >= OUTPUT_LIMIT,
+        truncated=printed > len(data) or len(data) >= OUTPUT_LIMIT,
+        total_bytes=printed,
+        state=state.decode(),
     )
 
 

@@ -9,18 +9,17 @@ error shape of DESIGN §4.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
-import trio
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from shardsched import ops
 from shardsched.core.access import Scope
-from shardsched.core.errors import DagRunNotFound, JobNotFound, RedisUnavailable
+from shardsched.core.errors import DagRunNotFound
 from shardsched.core.models import (
     BackfillRequest,
     DagPatch,
@@ -31,8 +30,8 @@ from shardsched.core.models import (
     RunState,
     SchedulePreviewRequest,
 )
-from shardsched.core.views import Dag, EventList, Job, JobCreated
-from shardsched.ops import access, audit, changes, dag_runs, declare, events, listing
+from shardsched.core.views import Dag, Job, JobCreated
+from shardsched.ops import access, audit, changes, dag_runs, declare, listing
 from shardsched.ops import dags as dag_ops
 from shardsched.ops.preview import preview_schedule
 from shardsched.router import http
@@ -44,19 +43,17 @@ from shardsched.router.schemas import (
     DagQuery,
     DagRunQuery,
     DeadLetterQuery,
-    EventQuery,
     FailureQuery,
     JobQuery,
     RunQuery,
     TicksQuery,
     opt,
 )
+from shardsched.router.streams import StreamHandlers
 from shardsched.runtime.metrics import Metrics
-from shardsched.store.redis import Redis, RedisConnectionError
+from shardsched.store.redis import Redis
 
 log = logging.getLogger(__name__)
-#: How often a Server-Sent Events stream looks for new events.
-EVENT_POLL_S = 0.25
 _spec_decoder = msgspec.json.Decoder(JobSpec)
 _patch_decoder = msgspec.json.Decoder(JobPatch)
 _dag_decoder = msgspec.json.Decoder(DagSpec)
@@ -65,7 +62,7 @@ _preview_decoder = msgspec.json.Decoder(SchedulePreviewRequest)
 _backfill_decoder = msgspec.json.Decoder(BackfillRequest)
 
 
-class Api(AdminHandlers):
+class Api(AdminHandlers, StreamHandlers):
     """The handlers of every route (jobs, runs and DAGs here; the rest in :mod:`.admin`)."""
 
     async def create_job(self, request: Request) -> Response:
@@ -245,65 +242,6 @@ class Api(AdminHandlers):
     async def preview(self, request: Request) -> Response:
         body = await http.decode(request, _preview_decoder)
         return http.json_response(await self._run(preview_schedule(body)))
-
-    async def _event_query(self, request: Request) -> EventQuery:
-        """The query, and for a team's token the one job or run it may watch."""
-        q: EventQuery = http.query(request, EventQuery)
-        job_id, run_id = opt(q.job_id), opt(q.run_id)
-        if who(request).bound:
-            if job_id is None and run_id is None:
-                raise http.ApiError(403, "forbidden", "a team's token reads events by job_id=")
-            for any_id in (i for i in (job_id, run_id) if i is not None):
-                await self._visible(request, any_id, JobNotFound(any_id))
-        return q
-
-    def _events_op(self, q: EventQuery, after: str | None, since_ms: int | None) -> ops.Op:
-        return events.events_page(
-            self.dep, q.limit, after, since_ms, opt(q.job_id), opt(q.run_id), opt(q.state)
-        )
-
-    async def events(self, request: Request) -> Response:
-        q = await self._event_query(request)
-        op = self._events_op(q, opt(q.after), http.ms(q.since))
-        return http.json_response(await self._run(op))
-
-    async def event_stream(self, request: Request) -> Response:
-        """Server-Sent Events: each event as ``id: <cursor>`` and its JSON, polled every
-        EVENT_POLL_S; a comment line every 15 s keeps proxies from closing an idle one."""
-        q = await self._event_query(request)
-        after = request.headers.get("last-event-id") or opt(q.after)
-        since = http.ms(q.since)
-        if after is None and since is None:
-            since = await self.redis.time_ms()  # live: from now on
-        page: EventList = await self._run(self._events_op(q, after, since))  # 422 up front
-
-        async def body() -> AsyncIterator[bytes]:
-            nonlocal page, after
-            idle = 0.0
-            while True:
-                for e in page.events:
-                    data = http.encode(e)
-                    yield (
-                        b"id: "
-                        + e.cursor.encode()
-                        + b"\nevent: transition\ndata: "
-                        + data
-                        + b"\n\n"
-                    )
-                after = page.next_cursor or after
-                if not page.events:
-                    idle += EVENT_POLL_S
-                    if idle >= 15:
-                        idle = 0.0
-                        yield b": keep-alive\n\n"
-                    await trio.sleep(EVENT_POLL_S)
-                try:
-                    page = await self._run(self._events_op(q, after, None if after else since))
-                except (http.ApiError, RedisConnectionError, RedisUnavailable):
-                    return  # the client reconnects with Last-Event-ID
-
-        headers = {"cache-control": "no-cache", "x-accel-buffering": "no"}
-        return StreamingResponse(body(), media_type="text/event-stream", headers=headers)
 
     async def dead_letter(self, request: Request) -> Response:
         q: DeadLetterQuery = http.query(request, DeadLetterQuery)

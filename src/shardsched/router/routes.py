@@ -169,6 +169,15 @@ OPERATIONS: tuple[Operation, ...] = (
         handler="get_output",
     ),
     Operation(
+        "get",
+        "/api/v1/runs/{run_id}/output/stream",
+        "A run's output as Server-Sent Events while it runs (output events), then its end",
+        None,
+        errors=(404,),
+        tags=("runs",),
+        handler="output_stream",
+    ),
+    Operation(
         "post",
         "/api/v1/runs/{run_id}/retry",
         "Send a dead-lettered run back",

@@ -373,6 +373,7 @@ def _dedupe(table: pa.Table) -> list[ArchivedRun]:
                 reason=row["reason"],
                 job_version=row["job_version"],
                 archived=True,
+                next_run_id=row["next_run_id"],
             ),
             row["output"] or b"",
             row["archived_at"],

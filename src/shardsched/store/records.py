@@ -17,7 +17,7 @@ from shardsched.core.views import Run
 #: A run record (``run:<id>`` hash), in the order :func:`run_from_fields` unpacks:
 #: state, created, scheduled_for (manual runs), worker, lease expiry, began, finished,
 #: exit code, reason, DAG run id, job version.
-RUN_FIELDS = ("st", "c", "s", "w", "l", "b", "f", "x", "r", "d", "v")
+RUN_FIELDS = ("st", "c", "s", "w", "l", "b", "f", "x", "r", "d", "v", "nx")
 #: A job hash, in the order the job readers unpack: spec JSON, status, created, updated,
 #: version, DAG id (a DAG's task), pause reason, paused at, paused until.
 JOB_FIELDS = ("spec", "status", "created", "updated", "version", "dag", "pr", "pa", "pu")
@@ -37,27 +37,33 @@ def opt_ms(value: bytes | None) -> datetime | None:
     return None if value is None or value == b"" else from_ms(int(value))
 
 
+#: The states in which a run's lease means something.
+_LEASED = frozenset({RunState.CLAIMED, RunState.RUNNING})
+
+
 def run_from_fields(rid: str, fields: list[bytes | None]) -> Run:
     """A run from its record (:data:`RUN_FIELDS`); job, tick and attempt come from its id
     ``<job>:<tick>:<n>`` (a manual run's tick ``t<n>`` is stored in the record's ``s``)."""
-    st, c, s, w, lease, b, f, x, r, d, v = fields
+    st, c, s, w, lease, b, f, x, r, d, v, nx = fields
     job_id, tick, attempt = rid.rsplit(":", 2)
     assert st is not None and c is not None
+    state = RunState(st.decode())
     return Run(
         run_id=rid,
         job_id=job_id,
         dag_run_id=opt_text(d),
         scheduled_for=from_ms(int(s or tick)),
-        state=RunState(st.decode()),
+        state=state,
         attempt=int(attempt),
         claimed_by=opt_text(w),
-        lease_expires_at=opt_ms(lease),
+        lease_expires_at=opt_ms(lease) if state in _LEASED else None,
         created_at=from_ms(int(c)),
         started_at=opt_ms(b),
         finished_at=opt_ms(f),
         exit_code=None if not x else int(x),
         reason=opt_text(r),
         job_version=int(v) if v else None,
+        next_run_id=opt_text(nx),
     )
 
 

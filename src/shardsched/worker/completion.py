@@ -90,7 +90,14 @@ class Completer:
         # the server's clock, carried forward from the claim
         state, retry_at = verdict(o.succeeded, c.attempt, policy, c.server_ms())
         return lua.Completion(
-            c.delivery, state, o.exit_code, o.reason or "", o.output, f.started_ms, retry_at
+            c.delivery,
+            state,
+            o.exit_code,
+            o.reason or "",
+            o.output,
+            f.started_ms,
+            retry_at,
+            o.total,
         )
 
     async def complete(self, batch: list[Finished]) -> list[Finished]:

@@ -13,7 +13,7 @@ from shardsched.core.instants import from_ms
 from shardsched.store.keys import dag_run_of, job_of_run
 from shardsched.worker import handlers
 from shardsched.worker.holdings import Claimed
-from shardsched.worker.runner import Outcome, run_command
+from shardsched.worker.runner import LiveOutput, Outcome, run_command
 from shardsched.worker.sandbox import CommandPolicy, Sandbox
 
 #: How often in-process handlers are checked against their timeout.
@@ -86,7 +86,8 @@ class Executor:
             return Outcome(None, f"handler error: {exc!r}"[:500], b"")
         return Outcome(0, None, b"")
 
-    async def run(self, claimed: Claimed) -> Outcome:
+    async def run(self, claimed: Claimed, live: LiveOutput | None = None) -> Outcome:
+        """Run it; a command's output collects in ``live`` as it runs."""
         spec = claimed.spec
         if spec is None:
             return Outcome(None, "job definition missing", b"")
@@ -98,7 +99,9 @@ class Executor:
             if refused := self._policy.refusal(spec.command):
                 return Outcome(None, refused, b"")
             env = {**self._base_env, **spec.env, **run_env(claimed)}
-            return await run_command(spec.command, spec.timeout_s, env, prefix=self._sandbox.prefix)
+            return await run_command(
+                spec.command, spec.timeout_s, env, prefix=self._sandbox.prefix, live=live
+            )
         # A deadline per cancel scope costs trio a heap operation each way, a large share
         # of an instant handler; the watchdog enforces timeouts to within its tick.
         try:

@@ -12,7 +12,7 @@ import trio
 
 from shardsched.core.models import ExecSpec
 from shardsched.store.lua.runs import ClaimedEntry, Delivery
-from shardsched.worker.runner import Outcome
+from shardsched.worker.runner import LiveOutput, Outcome
 
 _spec_decoder = msgspec.json.Decoder(ExecSpec)
 
@@ -75,6 +75,8 @@ class Holdings:
 
     def __init__(self) -> None:
         self.running: dict[tuple[str, int], tuple[Claimed, trio.CancelScope]] = {}
+        #: the output of each running command so far (worker/live_output.py flushes it)
+        self.live: dict[tuple[str, int], LiveOutput] = {}
         #: every delivery held, from its claim until its completion is applied or refused:
         #: a take-up after a reconnect must not start any of them again
         self.held: set[tuple[str, int]] = set()

@@ -29,10 +29,20 @@ class Outcome:
     exit_code: int | None  #: None when the process did not exit on its own
     reason: str | None  #: "timeout", "signal SIGKILL", "spawn failed: …"; None on exit
     output: bytes
+    total: int | None = None  #: bytes printed in all (``output`` is their tail); None: len
 
     @property
     def succeeded(self) -> bool:
         return self.exit_code == 0
+
+
+@dataclass(slots=True)
+class LiveOutput:
+    """A running command's output so far: its tail (at most twice the limit) and how many
+    bytes it printed in all. The worker's output flusher reads it while the job runs."""
+
+    buf: bytearray
+    total: int = 0
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -42,9 +52,11 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-async def _drain(stream: trio.abc.ReceiveStream, buf: bytearray, limit: int) -> None:
+async def _drain(stream: trio.abc.ReceiveStream, live: LiveOutput, limit: int) -> None:
+    buf = live.buf
     while data := await stream.receive_some(65536):
         buf += data
+        live.total += len(data)
         if len(buf) > 2 * limit:
             del buf[:-limit]
 
@@ -97,9 +109,12 @@ async def run_command(
     limit: int = OUTPUT_LIMIT,
     kill_grace_s: float = KILL_GRACE_S,
     prefix: tuple[str, ...] = (),
+    live: LiveOutput | None = None,
 ) -> Outcome:
-    """Run ``command`` to completion or timeout; never raises for the job's own failures."""
-    buf = bytearray()
+    """Run ``command`` to completion or timeout; never raises for the job's own failures.
+    ``live``: where its output collects while it runs (for the output flusher)."""
+    live = live or LiveOutput(bytearray())
+    buf = live.buf
     try:
         # exactly ``env``, plus the lifeline's marker so a stray descendant dies with us
         pid, out_fd = _spawn(command, {**env, **lifeline().env}, prefix)
@@ -113,7 +128,7 @@ async def run_command(
     stream = trio.lowlevel.FdStream(out_fd)
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_drain, stream, buf, limit)
+            nursery.start_soon(_drain, stream, live, limit)
             with trio.move_on_after(timeout_s):
                 status = await _wait_exit(pid)
             if status is None:
@@ -136,14 +151,14 @@ async def run_command(
                 status = await _wait_exit(pid)
         guard.release(pgid, group=True)
         await stream.aclose()
-    output = bytes(buf[-limit:])
+    output, total = bytes(buf[-limit:]), live.total
     if timed_out:
-        return Outcome(None, "timeout", output)
+        return Outcome(None, "timeout", output, total)
     if status is None:
-        return Outcome(None, "not reaped", output)
+        return Outcome(None, "not reaped", output, total)
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
         name = signal.Signals(number).name if number in signal.valid_signals() else number
-        return Outcome(None, f"signal {name}", output)
+        return Outcome(None, f"signal {name}", output, total)
     code = os.waitstatus_to_exitcode(status)
-    return Outcome(code, None if code == 0 else f"exit {code}", output)
+    return Outcome(code, None if code == 0 else f"exit {code}", output, total)

@@ -33,7 +33,9 @@ from shardsched.worker.completion import Completer
 from shardsched.worker.execution import Executor
 from shardsched.worker.holdings import Claimed, Finished, Holdings
 from shardsched.worker.leases import LeaseRenewer
+from shardsched.worker.live_output import OutputFlusher
 from shardsched.worker.overruns import OverrunTracker
+from shardsched.worker.runner import LiveOutput
 from shardsched.worker.sandbox import CommandPolicy, Sandbox
 
 log = logging.getLogger(__name__)
@@ -76,6 +78,7 @@ class Worker:
         self.executor = Executor(pass_env, sandbox, policy)
         self.overruns = OverrunTracker(self.holdings, self.metrics)
         self.renewer = LeaseRenewer(redis, dep, self.worker_id, self.holdings, self.metrics)
+        self.flusher = OutputFlusher(redis, dep, self.worker_id, self.holdings, self.metrics)
         self.completer = Completer(
             redis, dep, self.worker_id, self.holdings, self.overruns, self.metrics
         )
@@ -169,10 +172,12 @@ class Worker:
         try:
             with trio.CancelScope() as scope:
                 h.running[key] = (claimed, scope)
+                live = h.live[key] = LiveOutput(bytearray())
                 self.renewer.started(claimed)
-                outcome = await self.executor.run(claimed)
+                outcome = await self.executor.run(claimed, live)
         finally:
             del h.running[key]
+            h.live.pop(key, None)
             self.free += 1
             self._poke()
         if key in h.lost:  # the lease went elsewhere: the process group was killed
@@ -263,6 +268,7 @@ class Worker:
             nursery.start_soon(self.completer.run, name="completer")
             nursery.start_soon(self.executor.watchdog, name="handler-watchdog")
             nursery.start_soon(self.renewer.run, name="lease-renewer")
+            nursery.start_soon(self.flusher.run, name="output-flusher")
             nursery.start_soon(self.overruns.run, name="overrun-watch")
             try:
                 await self._heartbeat_once()  # registered when ready, if Redis lets us

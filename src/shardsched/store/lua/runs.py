@@ -132,6 +132,33 @@ class Completion(NamedTuple):
     output: bytes
     started_ms: int | None  #: execution start on the server's clock (None: unknown)
     retry_at: int | str  #: the next attempt's due time (ms), "" for none
+    output_total: int | None = None  #: bytes printed in all (output is their tail)
+
+
+class OutputChunk(NamedTuple):
+    """What a running command printed since the last flush, for flush_output.lua."""
+
+    delivery: Delivery
+    total: int  #: bytes printed in all so far
+    append: bool  #: ``data`` follows what was written before; else it is the whole tail
+    data: bytes
+
+
+FLUSH_OUTPUT = signature(
+    "flush_output",
+    keys=("ready",),
+    argv=("group", "worker", "base"),
+    item=("entry id", "run id", "delivery token", "total", "mode", "bytes"),
+)
+
+
+def flush_output(sk: ShardKeys, worker_id: str, chunks: Iterable[OutputChunk]) -> Call:
+    """Write running commands' output so far; reply a code per chunk (1 | -2 not held)."""
+    items: list[Any] = []
+    for c in chunks:
+        d = c.delivery
+        items += (d.entry_id, d.run_id, d.token, c.total, "a" if c.append else "s", c.data)
+    return FLUSH_OUTPUT.call((sk.ready,), (CONSUMER_GROUP, worker_id, sk.base), items)
 
 
 COMPLETE = signature(
@@ -148,6 +175,7 @@ COMPLETE = signature(
         "output",
         "started",
         "retry at",
+        "output total",
     ),
 )
 
@@ -169,6 +197,7 @@ def complete(
             c.output,
             "" if c.started_ms is None else c.started_ms,
             c.retry_at,
+            "" if c.output_total is None else c.output_total,
         )
     return COMPLETE.call(
         (sk.ready, sk.retries, sk.dead_letter),

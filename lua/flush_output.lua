@@ -1,0 +1,42 @@
+#!lua
+--[[
+  A worker writes what its running commands of one shard printed so far, so a user can
+  follow a run's output while it runs (GET /api/v1/runs/{id}/output/stream). Written only
+  where the caller still holds the run: running on this worker under this delivery token,
+  its stream entry pending on it. The completion writes the whole output again at the end.
+
+  KEYS[1] ready   STREAM of fired runs (its pending entries are the leases)
+  ARGV[1] consumer group
+  ARGV[2] worker id
+  ARGV[3] shard key base; run:<id> ('ol': bytes printed in all so far) and out:<id> (the
+          output's last 64 KiB) keys are built from it (same hash slot)
+  ARGV[4..] items of 6: entry id, run id, delivery token, bytes printed in all, mode (a
+          append these bytes | s set them as the whole tail), the bytes
+
+  Returns {code1, code2, ...}: 1 written; -2 the caller no longer holds the run (nothing
+  written).
+]]
+local rcall = redis.call
+local ready_key = KEYS[1]
+local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
+local out = {}
+for i = 4, #ARGV, 6 do
+  local eid, rid, token = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local run_key = base .. 'run:' .. rid
+  local run = rcall('HMGET', run_key, 'st', 'w', 'dt', 'e')
+  local pending = rcall('XPENDING', ready_key, group, eid, eid, 1)
+  if run[1] == 'running' and run[2] == worker and run[3] == token and run[4] == eid
+      and #pending == 1 and pending[1][2] == worker then
+    local out_key = base .. 'out:' .. rid
+    if ARGV[i + 4] == 'a' then
+      rcall('APPEND', out_key, ARGV[i + 5])
+    else
+      rcall('SET', out_key, ARGV[i + 5])
+    end
+    rcall('HSET', run_key, 'ol', ARGV[i + 3])
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = -2
+  end
+end
+return out
