@@ -88,6 +88,10 @@ class AdminHandlers(ApiBase):
     async def openapi(self, request: Request) -> Response:
         return http.json_response(openapi_document())
 
+    async def internal_openapi(self, request: Request) -> Response:
+        """The worker protocol's routes, apart from the public API's."""
+        return http.json_response(openapi_document(internal=True))
+
     async def create_token(self, request: Request) -> Response:
         unbound(request)
         body = await http.decode(request, _token_decoder)

@@ -18,6 +18,7 @@ ADMIN_OPERATIONS: tuple[Operation, ...] = (
         ClusterView,
         tags=("operations",),
         handler="cluster",
+        operation_id="get_cluster",
     ),
     Operation(
         "get",
@@ -26,6 +27,7 @@ ADMIN_OPERATIONS: tuple[Operation, ...] = (
         WorkerList,
         tags=("operations",),
         handler="workers",
+        operation_id="list_workers",
     ),
     Operation(
         "post",
@@ -74,6 +76,7 @@ ADMIN_OPERATIONS: tuple[Operation, ...] = (
         Status,
         tags=("operations",),
         handler="status",
+        operation_id="get_status",
     ),
     Operation(
         "get",
@@ -82,6 +85,7 @@ ADMIN_OPERATIONS: tuple[Operation, ...] = (
         None,
         tags=("operations",),
         handler="prometheus",
+        operation_id="get_metrics",
         scope=None,  # or read, with --metrics-auth
     ),
     Operation(
@@ -91,6 +95,7 @@ ADMIN_OPERATIONS: tuple[Operation, ...] = (
         Health,
         tags=("operations",),
         handler="healthz",
+        operation_id="get_health",
         scope=None,
     ),
     Operation(
@@ -100,6 +105,7 @@ ADMIN_OPERATIONS: tuple[Operation, ...] = (
         Readiness,
         tags=("operations",),
         handler="readyz",
+        operation_id="get_readiness",
         scope=None,
     ),
     Operation(

@@ -34,7 +34,7 @@ from shardsched.core.views import Dag, Job, JobCreated
 from shardsched.ops import access, audit, changes, dag_runs, declare, listing
 from shardsched.ops import dags as dag_ops
 from shardsched.ops.preview import preview_schedule
-from shardsched.router import http
+from shardsched.router import docs, http
 from shardsched.router.admin import AdminHandlers
 from shardsched.router.guards import AccessPolicy, Gate, who
 from shardsched.router.routes import OPERATIONS
@@ -171,6 +171,13 @@ class Api(AdminHandlers, StreamHandlers):
         op = audit.job_ticks(self.dep, job_id, http.ms(q.from_), http.ms(q.to), q.limit)
         return http.json_response(await self._run(op))
 
+    async def dag_ticks(self, request: Request) -> Response:
+        """Every nominal tick of the DAG in [from, to] and what became of it."""
+        q: TicksQuery = http.query(request, TicksQuery)
+        dag_id = await self._dag(request)
+        op = audit.job_ticks(self.dep, dag_id, http.ms(q.from_), http.ms(q.to), q.limit)
+        return http.json_response(await self._run(op))
+
     async def create_dag(self, request: Request) -> Response:
         spec = await http.decode(request, _dag_decoder)
         access.require_name(who(request), spec.name)
@@ -304,6 +311,9 @@ def create_app(
         by_path.setdefault(op.path, {})[op.method] = gated(getattr(api, op.handler), needed)
     routes = [http.route(path, **handlers) for path, handlers in by_path.items()]
     routes.append(http.route("/openapi.json", get=gated(api.openapi, None)))
+    routes.append(http.route("/internal/openapi.json", get=gated(api.internal_openapi, None)))
+    routes.append(http.route("/docs", get=gated(docs.docs_page, None)))
+    routes.append(http.route("/docs/{name}", get=gated(docs.docs_asset, None)))
 
     async def not_found(request: Request, exc: Exception) -> Response:
         code = getattr(exc, "status_code", 404)

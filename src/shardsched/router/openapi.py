@@ -12,8 +12,10 @@ from functools import cache
 from typing import Any
 
 import msgspec
+import msgspec.inspect as mi
 
 from shardsched._version import __version__
+from shardsched.router.operation import Operation
 from shardsched.router.routes import OPERATIONS
 from shardsched.router.schemas import ErrorBody
 
@@ -47,32 +49,87 @@ def _not_null(prop: dict[str, Any]) -> dict[str, Any]:
     return prop
 
 
+def _date_times(info: Any, found: dict[str, set[str]], seen: set[type]) -> None:
+    """Struct name -> its fields that hold a datetime (alone, optional, or in a list)."""
+    if isinstance(info, mi.StructType):
+        if info.cls in seen:
+            return
+        seen.add(info.cls)
+        for f in info.fields:
+            if _is_date_time(f.type):
+                found.setdefault(info.cls.__name__, set()).add(f.encode_name)
+            _date_times(f.type, found, seen)
+    elif isinstance(info, mi.UnionType):
+        for t in info.types:
+            _date_times(t, found, seen)
+    elif isinstance(info, mi.ListType | mi.DictType):
+        _date_times(getattr(info, "item_type", None) or info.value_type, found, seen)
+
+
+def _is_date_time(t: Any) -> bool:
+    if isinstance(t, mi.DateTimeType):
+        return True
+    return isinstance(t, mi.UnionType) and any(isinstance(x, mi.DateTimeType) for x in t.types)
+
+
+def _mark_date_times(components: dict[str, Any], types: list[Any]) -> None:
+    """``format: date-time`` on every timestamp (msgspec leaves it out), so a generated
+    client parses them as datetimes."""
+    found: dict[str, set[str]] = {}
+    seen: set[type] = set()
+    for info in mi.multi_type_info(types):
+        _date_times(info, found, seen)
+    for name, fields in found.items():
+        props = components.get(name, {}).get("properties", {})
+        for field_name in fields:
+            prop = props.get(field_name)
+            if prop is None:
+                continue
+            for option in prop.get("anyOf", [prop]):
+                if option.get("type") == "string":
+                    option["format"] = "date-time"
+
+
+def operation_id(op: Operation) -> str:
+    """``getJob``, ``listRuns``: the handler's name in camelCase (or the row's own)."""
+    name = op.operation_id or op.handler
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _answers(op: Operation, ref_of: dict[Any, Any]) -> dict[str, Any]:
+    if op.answer is None:
+        media = "text/event-stream" if op.path.endswith("/stream") else "text/plain"
+        content = {"content": {media: {"schema": {"type": "string"}}}}
+    else:
+        content = _json(ref_of[op.answer])
+    answers = {str(op.status): {"description": op.summary, **content}}
+    if op.method == "put":  # create or replace
+        answers = {
+            "200": {"description": "Replaced (or unchanged: see Shardsched-Outcome)", **content},
+            "201": {"description": "Created", **content},
+        }
+    return answers
+
+
 @cache
-def openapi_document() -> dict[str, Any]:
-    """The whole document (computed once per process)."""
+def openapi_document(internal: bool = False) -> dict[str, Any]:
+    """The public document, or (``internal``) the worker protocol's routes alone
+    (computed once per process)."""
+    chosen = [op for op in OPERATIONS if op.path.startswith("/internal/") == internal]
     types: list[Any] = [ErrorBody]
-    for op in OPERATIONS:
+    for op in chosen:
         types += [t for t in (op.answer, op.body, op.query) if t is not None]
     refs, components = msgspec.json.schema_components(types, ref_template=_REF)
+    _mark_date_times(components, types)
     ref_of = dict(zip(types, refs, strict=True))
     paths: dict[str, dict[str, Any]] = {}
-    for op in OPERATIONS:
+    for op in chosen:
         item: dict[str, Any] = {
             "summary": op.summary,
-            "operationId": f"{op.method}_{op.path.strip('/').replace('/', '_')}".replace(
-                "{", ""
-            ).replace("}", ""),
+            "operationId": operation_id(op),
             "tags": list(op.tags),
-            "responses": {
-                str(op.status): {
-                    "description": op.summary,
-                    **(
-                        _json(ref_of[op.answer])
-                        if op.answer is not None
-                        else {"content": {"text/plain": {"schema": {"type": "string"}}}}
-                    ),
-                }
-            },
+            "responses": _answers(op, ref_of),
         }
         needed = op.needed()
         item["security"] = [] if needed is None else [{"bearer": []}]
@@ -104,14 +161,19 @@ def openapi_document() -> dict[str, Any]:
         if op.body is not None:
             item["requestBody"] = {"required": True, **_json(ref_of[op.body])}
         paths.setdefault(op.path, {})[op.method] = item
-    for query in {op.query for op in OPERATIONS if op.query is not None}:
+    for query in {op.query for op in chosen if op.query is not None}:
         components.pop(query.__name__, None)  # described as parameters, not a schema
     return {
         "openapi": "3.1.0",
         "info": {
-            "title": "shardsched",
+            "title": "shardsched" + (" worker protocol" if internal else ""),
             "version": __version__,
-            "description": "A distributed cron and DAG scheduler: the HTTP API (DESIGN §4).",
+            "description": (
+                "What a worker speaks over HTTP instead of Redis (claim, renew, complete)."
+                if internal
+                else "A distributed cron and DAG scheduler: the HTTP API. The worker"
+                " protocol's routes are described apart, at /internal/openapi.json."
+            ),
         },
         "paths": paths,
         "components": {

@@ -26,6 +26,8 @@ class Operation:
     handler: str = ""
     #: the scope a token needs; None: open to anyone (health, readiness, metrics)
     scope: Scope | Literal["derived"] | None = "derived"
+    #: the OpenAPI operationId's words (default: the handler's name), as snake_case
+    operation_id: str = ""
 
     def needed(self) -> Scope | None:
         """``/internal`` wants ``worker``; other GETs ``read``, other methods ``write``."""

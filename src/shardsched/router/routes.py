@@ -89,6 +89,7 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(404, 409, 422),
         tags=("jobs",),
         handler="trigger",
+        operation_id="trigger_job",
     ),
     Operation(
         "get",
@@ -108,6 +109,7 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(404, 409),
         tags=("jobs",),
         handler="job_versions",
+        operation_id="list_job_versions",
     ),
     Operation(
         "get",
@@ -118,6 +120,7 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(404, 422),
         tags=("jobs",),
         handler="job_changes",
+        operation_id="list_job_changes",
     ),
     Operation(
         "post",
@@ -129,6 +132,7 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(*BODY_ERRORS, 404, 409),
         tags=("jobs",),
         handler="backfill",
+        operation_id="backfill_job",
     ),
     Operation(
         "get",
@@ -139,6 +143,7 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(404, 422),
         tags=("jobs",),
         handler="job_ticks",
+        operation_id="list_job_ticks",
     ),
     Operation(
         "get",
@@ -167,6 +172,7 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(404,),
         tags=("runs",),
         handler="get_output",
+        operation_id="get_run_output",
     ),
     Operation(
         "get",
@@ -176,6 +182,7 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(404,),
         tags=("runs",),
         handler="output_stream",
+        operation_id="stream_output",
     ),
     Operation(
         "post",
@@ -196,6 +203,7 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(422,),
         tags=("runs",),
         handler="events",
+        operation_id="list_events",
     ),
     Operation(
         "get",
@@ -206,6 +214,7 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(422,),
         tags=("runs",),
         handler="event_stream",
+        operation_id="stream_events",
     ),
     Operation(
         "get",
@@ -216,6 +225,7 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(422,),
         tags=("runs",),
         handler="dead_letter",
+        operation_id="list_dead_letter",
     ),
     Operation(
         "post",
@@ -226,6 +236,7 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=BODY_ERRORS,
         tags=("schedules",),
         handler="preview",
+        operation_id="preview_schedule",
         scope=Scope.READ,  # computes, changes nothing
     ),
     Operation(
@@ -309,13 +320,14 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "get",
-        "/api/v1/dags/{job_id}/ticks",
+        "/api/v1/dags/{dag_id}/ticks",
         "Every nominal tick of a DAG",
         TickList,
         query=q.TicksQuery,
         errors=(404, 422),
         tags=("dags",),
-        handler="job_ticks",
+        handler="dag_ticks",
+        operation_id="list_dag_ticks",
     ),
     Operation(
         "get",
@@ -326,6 +338,7 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(404, 422),
         tags=("dags",),
         handler="dag_changes",
+        operation_id="list_dag_changes",
     ),
     Operation(
         "get",
