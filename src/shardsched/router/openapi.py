@@ -62,8 +62,10 @@ def _date_times(info: Any, found: dict[str, set[str]], seen: set[type]) -> None:
     elif isinstance(info, mi.UnionType):
         for t in info.types:
             _date_times(t, found, seen)
-    elif isinstance(info, mi.ListType | mi.DictType):
-        _date_times(getattr(info, "item_type", None) or info.value_type, found, seen)
+    elif isinstance(info, mi.ListType):
+        _date_times(info.item_type, found, seen)
+    elif isinstance(info, mi.DictType):
+        _date_times(info.value_type, found, seen)
 
 
 def _is_date_time(t: Any) -> bool:
