@@ -1,4 +1,4 @@
-"""The event stream of run transitions (DESIGN §3): written by the scripts that make the
+"""The event stream of run transitions: written by the scripts that make the
 changes, read across shards in order through the API (pages and Server-Sent Events)."""
 
 from __future__ import annotations

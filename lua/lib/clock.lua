@@ -1,4 +1,4 @@
--- The Redis server's clock, the one clock (DESIGN §1): milliseconds since the epoch, as
+-- The Redis server's clock, the one clock (ARCHITECTURE.md): milliseconds since the epoch, as
 -- the decimal string the scripts store and compare (tonumber where arithmetic needs it).
 -- Callers define rcall.
 local function server_now_ms()

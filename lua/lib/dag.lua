@@ -1,5 +1,5 @@
 -- DAG bookkeeping, shared by fire, trigger_dag, complete and reclaim. A whole DAG lives in
--- one shard (DESIGN §1), so opening a DAG run, releasing a task and settling a finished one
+-- one shard (ARCHITECTURE.md, Keys), so opening a DAG run, releasing a task and settling a finished one
 -- are each part of one atomic script: a downstream task is released exactly once, decided
 -- on the primary, never by polling. Every change of a task run or a DAG run is an event
 -- (lib/events.lua, which callers include first).

@@ -1,4 +1,4 @@
--- The shard's event stream (DESIGN §3): every state change of a run, appended by the very
+-- The shard's event stream (README, Events): every state change of a run, appended by the very
 -- script that makes it, to <base>events (STREAM, capped at about EVENTS_KEPT entries).
 -- An entry's fields are run ids (a DAG run's id for a DAG run's own change), each value
 -- "<old>><new>|<worker>|<detail>" (old '' for a run just made); the entry id is the

@@ -1,4 +1,4 @@
-"""The ``shardsched`` command line. Flags of DESIGN §4 are a contract: add, never rename."""
+"""The ``shardsched`` command line. Its flags are a contract scripts rely on: add, never rename."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Instants as integer milliseconds since the epoch, the unit of every stored time.
 
-Times in Redis and in the core are UTC milliseconds (the Redis server's clock, DESIGN §1);
+Times in Redis and in the core are UTC milliseconds (the Redis server's clock);
 datetimes appear only at the edges (API, SDK, CLI).
 """
 

@@ -127,7 +127,7 @@ class JobStatus(enum.StrEnum):
 
 
 class RunState(enum.StrEnum):
-    """The run state machine of DESIGN §3."""
+    """The run state machine: scheduled → claimed → running → succeeded | failed (→ retrying → the next attempt) | dead_letter; skipped, cancelled."""
 
     SCHEDULED = "scheduled"
     CLAIMED = "claimed"

@@ -16,7 +16,7 @@ The rule is Vixie cron's, which operators already know:
 
 Everything is in integer milliseconds since the epoch (the Redis server's clock), and a
 memo keyed by (schedule, previous fire) makes 25,000 jobs on the same expression cost one
-computation (DESIGN §1).
+computation.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The event stream of run transitions (DESIGN §3), read across shards in time order.
+"""The event stream of run transitions, read across shards in time order.
 
 Each shard's scripts append to its capped ``events`` stream (lua/lib/events.lua): one
 entry per script call, its fields the run ids that changed, each value

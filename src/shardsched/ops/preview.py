@@ -9,6 +9,6 @@ from shardsched.store.calls import Call, Op, server_ms
 
 
 def preview_schedule(request: SchedulePreviewRequest) -> Op:
-    """:func:`preview` from now on the Redis server's clock (the one clock, DESIGN §1)."""
+    """:func:`preview` from now on the Redis server's clock (the one clock)."""
     (now,) = yield [Call(("TIME",))]
     return preview(request, server_ms(now))

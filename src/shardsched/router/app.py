@@ -3,7 +3,7 @@
 Stateless: every request routes by id to its shard and runs the same operations (and Lua
 scripts) the SDK runs. Bodies are decoded by the msgspec Structs of
 :mod:`shardsched.core.models`; anything invalid is answered before a single write, with the
-error shape of DESIGN §4.
+one error shape (:class:`~shardsched.router.schemas.ErrorBody`).
 """
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ class ErrorDetail(msgspec.Struct):
 
 
 class ErrorBody(msgspec.Struct):
-    """Every error answer: ``{"error": {"code", "message", "details"}}`` (DESIGN §4)."""
+    """Every error answer: ``{"error": {"code", "message", "details"}}``."""
 
     error: ErrorDetail
 

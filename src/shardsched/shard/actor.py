@@ -1,7 +1,7 @@
 """The shard actor: one trio task per owned shard, firing its timer exactly once per tick.
 
 The actor holds no state that matters across a crash: the timer ZSET is the durable record
-of what should fire (DESIGN §1). Each loop is one call of ``lua/fire.lua``, which fires the
+of what should fire (ARCHITECTURE.md). Each loop is one call of ``lua/fire.lua``, which fires the
 batch computed from the previous answer and reports the next due batch, so a burst costs
 one round trip per batch. Between bursts it sleeps until the earliest timer entry is due
 on the Redis server's clock, or until woken because a job of the shard changed.

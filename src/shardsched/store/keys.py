@@ -1,4 +1,4 @@
-"""Every Redis key name, and the id → shard mapping (DESIGN §1).
+"""Every Redis key name, and the id → shard mapping.
 
 All keys of shard k carry the hash tag ``{k}`` so one Lua call touches one hash slot (Redis
 Cluster safe). Keys a script builds itself start with the shard's :attr:`ShardKeys.base`,

@@ -1,7 +1,7 @@
 """A small trio RESP client on hiredis: just what the service needs, nothing general.
 
 redis-py has no trio client, so the node, router and worker speak RESP through this module
-(DESIGN §7): ``hiredis.pack_command`` encodes, ``hiredis.Reader`` parses, calls are
+(ARCHITECTURE.md): ``hiredis.pack_command`` encodes, ``hiredis.Reader`` parses, calls are
 pipelined, AUTH, SELECT and TLS (``rediss://``, :mod:`.tls`) come from the URL, and a lost
 server is reconnected with
 backoff. A connection whose call was cancelled or failed half-way is closed, never
@@ -279,7 +279,7 @@ class Commands:
         return _raise_errors(await self.scripts([(name, keys, args)]))[0]
 
     async def time_ms(self) -> int:
-        """The Redis server's clock, in ms: the one clock of DESIGN §1."""
+        """The Redis server's clock, in ms: the one clock."""
         sec, usec = await self.execute("TIME")
         return int(sec) * 1000 + int(usec) // 1000
 
