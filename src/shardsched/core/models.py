@@ -127,7 +127,8 @@ class JobStatus(enum.StrEnum):
 
 
 class RunState(enum.StrEnum):
-    """The run state machine: scheduled → claimed → running → succeeded | failed (→ retrying → the next attempt) | dead_letter; skipped, cancelled."""
+    """A run's state: scheduled → claimed → running → succeeded | failed (retried as the
+    next attempt, which starts as retrying) | dead_letter; or skipped, or cancelled."""
 
     SCHEDULED = "scheduled"
     CLAIMED = "claimed"
