@@ -42,7 +42,7 @@ async def test_every_change_records_who_and_when(node, worker, http, redis, dep)
         assert paused.status_code == 200
         assert (await bob.patch(path, json={"status": "active"})).status_code == 200
         run_id = (await alice.post(path + "/trigger")).json()["run_id"]
-        window = {"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T02:00:00Z"}
+        window = {"since": "2026-01-01T00:00:00Z", "until": "2026-01-01T02:00:00Z"}
         assert (await bob.post(path + "/backfill", json=window)).status_code == 202
         assert (await alice.delete(path)).status_code == 200
         # refused: no entry and no run (its backfill runs may still be finishing, which

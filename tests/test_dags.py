@@ -404,11 +404,16 @@ async def test_pause_resume_delete_keep_history(node, worker, http) -> None:
     for method, path, body in [
         ("POST", f"/api/v1/dags/{dag_id}/trigger", None),
         ("PATCH", f"/api/v1/dags/{dag_id}", {"status": "active"}),
-        ("DELETE", f"/api/v1/dags/{dag_id}", None),
     ]:
         reply = await http.request(method, path, json=body)
         assert reply.status_code == 409, (method, path, reply.text)
+    # a second DELETE changes nothing and answers as the first (a retried request)
+    twice = await http.delete(f"/api/v1/dags/{dag_id}")
+    assert twice.status_code == 200 and twice.json() == deleted.json()
+    # lists leave deleted DAGs out unless asked
     listed = (await http.get("/api/v1/dags")).json()["dags"]
+    assert dag_id not in {d["dag_id"] for d in listed}
+    listed = (await http.get("/api/v1/dags", params={"include_deleted": "true"})).json()["dags"]
     assert dag_id in {d["dag_id"] for d in listed}
     for path in ("/api/v1/dags/dag_nope", "/api/v1/dag-runs/dag_nope:1", "/api/v1/dags/job_x"):
         reply = await http.get(path)

@@ -142,18 +142,19 @@ async def test_backfill_runs_each_missing_tick_once_paced(node, worker, http, re
     )
 
     window = {
-        "start": (start - timedelta(seconds=3)).isoformat(),  # 3 ticks before it existed
-        "end": from_ms(now - 1500).isoformat(),
+        "since": (start - timedelta(seconds=3)).isoformat(),  # 3 ticks before it existed
+        "until": from_ms(now - 1500).isoformat(),
         "max_concurrent": 2,
     }
     reply = await http.post(f"/api/v1/jobs/{job_id}/backfill", json=window)
     assert reply.status_code == 202, reply.text
+    assert "deprecation" not in reply.headers
     result = reply.json()
     assert result["ticks"] == 10 and result["queued"] == 10 and result["already"] == 0
     assert result["started"] == 2
 
     async def all_done() -> list | None:
-        params = {"limit": 100, "until": window["end"]}  # the window's, not later ticks'
+        params = {"limit": 100, "until": window["until"]}  # the window's, not later ticks'
         runs = (await http.get(f"/api/v1/jobs/{job_id}/runs", params=params)).json()
         done = [r for r in runs["runs"] if r["state"] == "succeeded"]
         return done if len(done) == 10 else None
@@ -167,7 +168,11 @@ async def test_backfill_runs_each_missing_tick_once_paced(node, worker, http, re
     spans = sorted((ms(r["started_at"]), ms(r["finished_at"])) for r in runs)
     for at, _ in spans:  # never more than max_concurrent at once
         assert sum(1 for b, f in spans if b <= at < f) <= 2
-    again = (await http.post(f"/api/v1/jobs/{job_id}/backfill", json=window)).json()
+    # the window's old names still work, for one version, and say they are deprecated
+    old = {"start": window["since"], "end": window["until"], "max_concurrent": 2}
+    again_reply = await http.post(f"/api/v1/jobs/{job_id}/backfill", json=old)
+    assert again_reply.headers["deprecation"] == "true"
+    again = again_reply.json()
     assert again == {**result, "queued": 0, "already": 10, "started": 0}
     ticks = (await http.get(f"/api/v1/jobs/{job_id}/ticks")).json()["ticks"]
     assert {t["outcome"] for t in ticks} <= {"fired", "skipped"}
@@ -175,10 +180,12 @@ async def test_backfill_runs_each_missing_tick_once_paced(node, worker, http, re
     assert not [t for t in report["ticks"] if t["outcome"] in ("missing", "duplicated")]
 
     for bad, field in [
-        ({**window, "end": window["start"], "start": window["end"]}, "$.end"),
+        ({**window, "until": window["since"], "since": window["until"]}, "$.until"),
         ({**window, "max_concurrent": 0}, "$.max_concurrent"),
-        ({**window, "start": "2026-01-01T00:00:00"}, "$.start"),
-        ({"start": "2000-01-01T00:00:00Z", "end": "2026-01-01T00:00:00Z"}, "$.end"),
+        ({**window, "since": "2026-01-01T00:00:00"}, "$.since"),
+        ({"since": "2000-01-01T00:00:00Z", "until": "2026-01-01T00:00:00Z"}, "$.until"),
+        ({**window, "start": window["since"]}, "$.start"),  # both names: which one?
+        ({"until": window["until"]}, "$.since"),
     ]:
         reply = await http.post(f"/api/v1/jobs/{job_id}/backfill", json=bad)
         assert reply.status_code == 422, (bad, reply.text)

@@ -105,3 +105,19 @@ async def test_bad_list_parameters_are_422_naming_the_parameter(http, redis, dep
         assert reply.json()["error"]["details"]["field"] == field, reply.json()
     assert (await http.get("/api/v1/jobs/job_nope/runs")).status_code == 404
     assert datetime.now(UTC)
+
+
+async def test_lists_leave_deleted_jobs_out_unless_asked(node, http) -> None:
+    body = {"name": "gone-soon", "command": "true", "schedule": {"type": "interval", "every_s": 60}}
+    job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
+    assert (await http.delete(f"/api/v1/jobs/{job_id}")).status_code == 200
+    again = await http.delete(f"/api/v1/jobs/{job_id}")
+    assert again.status_code == 200 and again.json()["status"] == "deleted"
+
+    async def ids(**params) -> set[str]:
+        page = (await http.get("/api/v1/jobs", params={"name_prefix": "gone-", **params})).json()
+        return {j["job_id"] for j in page["jobs"]}
+
+    assert await ids() == set()
+    assert await ids(include_deleted="true") == {job_id}
+    assert await ids(status="deleted") == {job_id}

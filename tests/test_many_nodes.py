@@ -231,8 +231,14 @@ async def test_ticks_api_explains_a_job_history(node, http, redis, dep) -> None:
     assert len(ticks) >= 3
     assert all(t["outcome"] == "fired" and t["run_id"] and t["lag_s"] < 1 for t in ticks)
     first = ticks[0]["tick"]
-    window = await http.get(f"/api/v1/jobs/{job_id}/ticks", params={"from": first, "to": first})
+    params = {"since": first, "until": first}
+    window = await http.get(f"/api/v1/jobs/{job_id}/ticks", params=params)
     assert [t["tick"] for t in window.json()["ticks"]] == [first]
-    bad = await http.get(f"/api/v1/jobs/{job_id}/ticks", params={"from": "yesterday"})
-    assert bad.status_code == 422 and bad.json()["error"]["details"]["field"] == "$.from"
+    assert "deprecation" not in window.headers
+    # the old names, for one more version, say so
+    old = await http.get(f"/api/v1/jobs/{job_id}/ticks", params={"from": first, "to": first})
+    assert old.json() == window.json() and old.headers["deprecation"] == "true"
+    assert "since/until" in old.headers["warning"]
+    bad = await http.get(f"/api/v1/jobs/{job_id}/ticks", params={"since": "yesterday"})
+    assert bad.status_code == 422 and bad.json()["error"]["details"]["field"] == "$.since"
     assert (await http.get("/api/v1/jobs/job_none/ticks")).status_code == 404

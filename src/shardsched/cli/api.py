@@ -67,6 +67,7 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
             "cursor": args.cursor,
             "status": args.status,
             "name_prefix": args.name_prefix,
+            "include_deleted": "true" if args.include_deleted else None,
         }
         out = request(api, "GET", "/api/v1/jobs" + page_query(query))
         return (
@@ -132,7 +133,7 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
                 for v in o["versions"]
             ],
         )
-    body = {"start": args.start, "end": args.end, "max_concurrent": args.max_concurrent}
+    body = {"since": args.since, "until": args.until, "max_concurrent": args.max_concurrent}
     out = request(api, "POST", path + "/backfill", body)
     return (
         out,
@@ -256,6 +257,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     page(lst, 50)
     lst.add_argument("--status", choices=["active", "paused", "deleted"])
     lst.add_argument("--name-prefix", default=None)
+    lst.add_argument("--include-deleted", action="store_true", help="deleted jobs too")
     for name, text in [
         ("get", "a job"),
         ("resume", "resume a paused job (next fire from now)"),
@@ -280,8 +282,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     pause.add_argument("--until", default=None, metavar="RFC3339", help="resume by itself then")
     backfill = jsub.add_parser("backfill", parents=[common], help="run a window's missing ticks")
     backfill.add_argument("job_id")
-    backfill.add_argument("--start", required=True, metavar="RFC3339")
-    backfill.add_argument("--end", required=True, metavar="RFC3339")
+    backfill.add_argument("--since", "--start", dest="since", required=True, metavar="RFC3339")
+    backfill.add_argument("--until", "--end", dest="until", required=True, metavar="RFC3339")
     backfill.add_argument("--max-concurrent", type=int, default=1)
 
     runs = sub.add_parser("runs", help="inspect runs, read their output, retry dead letters")
@@ -322,10 +324,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     tail.add_argument("--state", default=None, help="only changes to this state")
     tail.add_argument("--since", default=None, metavar="RFC3339")
     tail.add_argument("--after", default=None, metavar="CURSOR", help="after this event")
-    tail.add_argument("--limit", type=int, default=100)
+    tail.add_argument("--limit", type=int, default=50)
     tail.add_argument("-f", "--follow", action="store_true", help="keep printing new ones")
     dead = sub.add_parser("dead-letter", parents=[common], help="dead-lettered runs")
-    page(dead, 100)
+    page(dead, 50)
     dag_commands.add_parser(sub, common, page)
     declare.add_apply_parser(sub, common)
 

@@ -33,7 +33,8 @@ def run(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
             [[o["dag_id"], o["next_run_at"], " ".join(o["task_job_ids"].values())]],
         )
     if cmd == "list":
-        out = request(api, "GET", f"/api/v1/dags?limit={args.limit}")
+        deleted = "&include_deleted=true" if args.include_deleted else ""
+        out = request(api, "GET", f"/api/v1/dags?limit={args.limit}{deleted}")
         return out, lambda o: table(
             ["DAG_ID", "NAME", "STATUS", "TASKS", "ACTIVE", "QUEUED", "NEXT_RUN"],
             [
@@ -97,7 +98,8 @@ def add_parser(
     add = dsub.add_parser("add", parents=[common], help="register a DAG from a JSON file")
     add.add_argument("file", help="the DAG as JSON (POST /api/v1/dags body); - for stdin")
     lst = dsub.add_parser("list", parents=[common], help="every DAG, newest first")
-    lst.add_argument("--limit", type=int, default=100)
+    lst.add_argument("--limit", type=int, default=50)
+    lst.add_argument("--include-deleted", action="store_true", help="deleted DAGs too")
     for name, text in [
         ("get", "a DAG and its tasks"),
         ("pause", "stop ticking (open DAG runs finish)"),
@@ -114,7 +116,7 @@ def add_parser(
     )
     dag_runs = dsub.add_parser("runs", parents=[common], help="a DAG's runs, newest first")
     dag_runs.add_argument("dag_id")
-    dag_runs.add_argument("--limit", type=int, default=20)
+    dag_runs.add_argument("--limit", type=int, default=50)
     dchanges = dsub.add_parser(
         "changes", parents=[common], help="who changed, paused, triggered it, and when"
     )

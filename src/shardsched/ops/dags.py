@@ -199,8 +199,11 @@ def set_dag_status(dep: Deployment, dag_id: str, status: JobStatus, actor: str =
 
 
 def delete_dag(dep: Deployment, dag_id: str, actor: str = SDK_ACTOR) -> Op:
-    """Delete a DAG: no more ticks; open DAG runs finish; definition and history stay."""
-    yield from get_dag(dep, dag_id)
+    """Delete a DAG: no more ticks; open DAG runs finish; definition and history stay.
+    Deleting it again changes nothing and answers the same."""
+    dag = yield from get_dag(dep, dag_id)
+    if dag.status == JobStatus.DELETED:
+        return dag
     sk = dep.keys_for(dag_id)
     (reply,) = yield [jobs_lua.delete_job(sk, dep.globals, dag_id, actor)]
     jobs_lua.raise_refusal(check(reply)[0], dag_id, dag=True)

@@ -88,18 +88,19 @@ def _ticks_in(schedule: Schedule, anchor_ms: int, lo: int, hi: int) -> list[int]
     ticks = list(islice(ticks_in(schedule, anchor_ms, lo, hi), MAX_BACKFILL_TICKS + 1))
     if len(ticks) > MAX_BACKFILL_TICKS:
         raise ValidationError(
-            f"the window holds more than {MAX_BACKFILL_TICKS} ticks; split it", "$.end"
+            f"the window holds more than {MAX_BACKFILL_TICKS} ticks; split it", "$.until"
         )
     return ticks
 
 
 def backfill(dep: Deployment, job_id: str, request: BackfillRequest, actor: str = SDK_ACTOR) -> Op:
-    """Run every nominal tick of [start, end] that has no run yet, paced by max_concurrent
+    """Run every nominal tick of [since, until] that has no run yet, paced by max_concurrent
     (returns BackfillResult). The runs are the scheduler's own run ids, so a tick that ran
     is left alone and a backfill twice is a no-op."""
-    lo, hi = to_ms(checked(request).start), to_ms(request.end)
+    checked(request)
+    lo, hi = to_ms(request.first), to_ms(request.last)
     if hi < lo:
-        raise ValidationError("end is before start", "$.end")
+        raise ValidationError("until is before since", "$.until")
     job = yield from read_job(dep, job_id)
     if job.dag_id is not None:
         raise DagTaskJob(job_id, job.dag_id)
@@ -115,7 +116,7 @@ def backfill(dep: Deployment, job_id: str, request: BackfillRequest, actor: str 
     url = yield from archive_url(dep)
     archived = {tick for _, tick, _, _ in cold_history(dep, url, [job_id]).firsts.get(job_id, ())}
     owed = [tick for tick in ticks if tick not in archived]
-    window = f"{request.start.isoformat()}..{request.end.isoformat()}"
+    window = f"{request.first.isoformat()}..{request.last.isoformat()}"
     call = lua.backfill(sk, dep.globals, job_id, request.max_concurrent, owed, actor, window)
     (reply,) = yield [call]
     reply = check(reply)

@@ -39,10 +39,13 @@ def resume_if_due(dep: Deployment, job_id: str, until_ms: int) -> Op:
 
 
 def delete_job(dep: Deployment, job_id: str, actor: str = SDK_ACTOR) -> Op:
-    """Delete a job, keeping its definition and runs readable; returns the deleted Job."""
+    """Delete a job, keeping its definition and runs readable; returns the deleted Job.
+    Deleting it again changes nothing and answers the same (a retried DELETE is fine)."""
     job = yield from read_job(dep, job_id)
     if job.dag_id is not None:
         raise DagTaskJob(job_id, job.dag_id)
+    if job.status == JobStatus.DELETED:
+        return job
     sk = dep.keys_for(job_id)
     (reply,) = yield [lua.delete_job(sk, dep.globals, job_id, actor)]
     lua.raise_refusal(check(reply)[0], job_id)

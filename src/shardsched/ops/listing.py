@@ -66,16 +66,24 @@ def _scan(
 
 
 def _status_and_name(
-    status: JobStatus | None, name_prefix: str | None, within: tuple[str, ...] = ()
+    status: JobStatus | None,
+    name_prefix: str | None,
+    within: tuple[str, ...] = (),
+    include_deleted: bool = True,
 ) -> Callable[[Any], bool] | None:
     """The filter of a job or DAG list (both have ``status`` and ``name``); None: keep all.
-    ``within``: the name prefixes of a team's token, which sees nothing else."""
-    if status is None and not name_prefix and not within:
+    ``within``: the name prefixes of a team's token, which sees nothing else. Without a
+    status, deleted ones are left out unless ``include_deleted``."""
+    if status is None and not name_prefix and not within and include_deleted:
         return None
 
     def keep(item: Job | Dag) -> bool:
         return (
-            (status is None or item.status == status)
+            (
+                item.status == status
+                if status is not None
+                else include_deleted or item.status != JobStatus.DELETED
+            )
             and (not name_prefix or item.name.startswith(name_prefix))
             and (not within or item.name.startswith(within))
         )
@@ -112,9 +120,10 @@ def jobs_page(
     status: JobStatus | None = None,
     name_prefix: str | None = None,
     within: tuple[str, ...] = (),
+    include_deleted: bool = False,
 ) -> Op:
     """Jobs, newest first, optionally of one status and with a name prefix."""
-    keep = _status_and_name(status, name_prefix, within)
+    keep = _status_and_name(status, name_prefix, within, include_deleted)
     keys = [dep.shard(s).jobs for s in range(dep.n_shards)]
     jobs, nxt = yield from _scan(keys, cursor, limit, lambda e: _read_jobs(dep, e), keep)
     return JobList(jobs=jobs, next_cursor=_encode(nxt))
@@ -295,9 +304,10 @@ def dags_page(
     status: JobStatus | None = None,
     name_prefix: str | None = None,
     within: tuple[str, ...] = (),
+    include_deleted: bool = False,
 ) -> Op:
     """DAGs, newest first, optionally of one status and with a name prefix."""
-    keep = _status_and_name(status, name_prefix, within)
+    keep = _status_and_name(status, name_prefix, within, include_deleted)
     keys = [dep.shard(s).dags for s in range(dep.n_shards)]
     dags, nxt = yield from _scan(keys, cursor, limit, lambda e: _read_dags(dep, e), keep)
     return DagList(dags=dags, next_cursor=_encode(nxt))

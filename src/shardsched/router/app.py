@@ -114,7 +114,13 @@ class Api(AdminHandlers, StreamHandlers):
         q: JobQuery = http.query(request, JobQuery)
         within = who(request).prefixes
         op = listing.jobs_page(
-            self.dep, q.limit, *http.cursor(q), opt(q.status), opt(q.name_prefix), within
+            self.dep,
+            q.limit,
+            *http.cursor(q),
+            opt(q.status),
+            opt(q.name_prefix),
+            within,
+            q.include_deleted,
         )
         return http.json_response(await self._run(op))
 
@@ -135,8 +141,11 @@ class Api(AdminHandlers, StreamHandlers):
     async def backfill(self, request: Request) -> Response:
         body = await http.decode(request, _backfill_decoder)
         job_id = await self._job(request)
-        return http.json_response(
+        response = http.json_response(
             await self._run(ops.backfill(self.dep, job_id, body, who(request).name)), 202
+        )
+        return (
+            http.deprecated(response, "start/end are since/until") if body.deprecated else response
         )
 
     async def job_versions(self, request: Request) -> Response:
@@ -165,18 +174,19 @@ class Api(AdminHandlers, StreamHandlers):
         return http.json_response(await self._run(ops.get_output(self.dep, rid)))
 
     async def job_ticks(self, request: Request) -> Response:
-        """Every nominal tick of the job in [from, to] and what became of it."""
-        q: TicksQuery = http.query(request, TicksQuery)
-        job_id = await self._job(request)
-        op = audit.job_ticks(self.dep, job_id, http.ms(q.from_), http.ms(q.to), q.limit)
-        return http.json_response(await self._run(op))
+        """Every nominal tick of the job in [since, until] and what became of it."""
+        return await self._ticks(request, await self._job(request))
 
     async def dag_ticks(self, request: Request) -> Response:
-        """Every nominal tick of the DAG in [from, to] and what became of it."""
+        """Every nominal tick of the DAG in [since, until] and what became of it."""
+        return await self._ticks(request, await self._dag(request))
+
+    async def _ticks(self, request: Request, any_id: str) -> Response:
         q: TicksQuery = http.query(request, TicksQuery)
-        dag_id = await self._dag(request)
-        op = audit.job_ticks(self.dep, dag_id, http.ms(q.from_), http.ms(q.to), q.limit)
-        return http.json_response(await self._run(op))
+        since, until, old = q.window()
+        op = audit.job_ticks(self.dep, any_id, http.ms(since), http.ms(until), q.limit)
+        response = http.json_response(await self._run(op))
+        return http.deprecated(response, "from/to are since/until") if old else response
 
     async def create_dag(self, request: Request) -> Response:
         spec = await http.decode(request, _dag_decoder)
@@ -189,7 +199,13 @@ class Api(AdminHandlers, StreamHandlers):
         q: DagQuery = http.query(request, DagQuery)
         within = who(request).prefixes
         op = listing.dags_page(
-            self.dep, q.limit, *http.cursor(q), opt(q.status), opt(q.name_prefix), within
+            self.dep,
+            q.limit,
+            *http.cursor(q),
+            opt(q.status),
+            opt(q.name_prefix),
+            within,
+            q.include_deleted,
         )
         return http.json_response(await self._run(op))
 

@@ -173,6 +173,14 @@ def etag(response: Response, version: int) -> Response:
     return response
 
 
+def deprecated(response: Response, what: str) -> Response:
+    """Mark an answer to a request that used an old name: ``Deprecation: true`` and a
+    ``Warning`` saying what to use instead (the old names go in the next version)."""
+    response.headers["deprecation"] = "true"
+    response.headers["warning"] = f'299 shardsched "{what}"'
+    return response
+
+
 def ms(when: Any) -> int | None:
     return None if when is None or when is UNSET else to_ms(when)
 

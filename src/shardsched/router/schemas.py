@@ -18,8 +18,9 @@ from shardsched.core.models import AwareDatetime, JobStatus, RunState
 
 T = TypeVar("T")
 
-#: Largest page any list answers.
+#: Largest page any list answers, and the page every list answers unless told.
 MAX_PAGE = 1000
+DEFAULT_PAGE = 50
 PageSize = Annotated[int, msgspec.Meta(ge=1, le=MAX_PAGE)]
 CursorText = Annotated[str, msgspec.Meta(min_length=1, max_length=1024)]
 Prefix = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
@@ -28,16 +29,17 @@ Prefix = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 class JobQuery(msgspec.Struct, forbid_unknown_fields=True):
     """GET /api/v1/jobs: newest first."""
 
-    limit: PageSize = 50
+    limit: PageSize = DEFAULT_PAGE
     cursor: CursorText | UnsetType = UNSET
     status: JobStatus | UnsetType = UNSET
     name_prefix: Prefix | UnsetType = UNSET
+    include_deleted: bool = False  #: deleted jobs are left out unless asked for
 
 
 class RunQuery(msgspec.Struct, forbid_unknown_fields=True):
     """GET /api/v1/jobs/{id}/runs: newest first by scheduled_for; since/until bound it."""
 
-    limit: PageSize = 50
+    limit: PageSize = DEFAULT_PAGE
     cursor: CursorText | UnsetType = UNSET
     state: RunState | UnsetType = UNSET
     since: AwareDatetime | UnsetType = UNSET
@@ -51,7 +53,7 @@ class EventQuery(msgspec.Struct, forbid_unknown_fields=True):
     """GET /api/v1/events (and /events/stream): oldest first after ``after`` (a cursor) or
     from ``since``; by job (a DAG's id: its tasks and DAG runs too), run, new state."""
 
-    limit: PageSize = 100
+    limit: PageSize = DEFAULT_PAGE
     after: Annotated[str, msgspec.Meta(max_length=80)] | UnsetType = UNSET
     since: AwareDatetime | UnsetType = UNSET
     job_id: IdText | UnsetType = UNSET
@@ -63,7 +65,7 @@ class FailureQuery(msgspec.Struct, forbid_unknown_fields=True):
     """GET /api/v1/runs: failed and dead-lettered runs of every job, most recently ended
     first; ``state`` is either or both, comma-separated; since/until bound the end."""
 
-    limit: PageSize = 50
+    limit: PageSize = DEFAULT_PAGE
     cursor: CursorText | UnsetType = UNSET
     state: Annotated[str, msgspec.Meta(pattern=r"^[a-z_]+(,[a-z_]+)*$")] = "failed,dead_letter"
     since: AwareDatetime | UnsetType = UNSET
@@ -72,37 +74,48 @@ class FailureQuery(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class DeadLetterQuery(msgspec.Struct, forbid_unknown_fields=True):
-    limit: PageSize = 100
+    limit: PageSize = DEFAULT_PAGE
     cursor: CursorText | UnsetType = UNSET
 
 
 class ChangeQuery(msgspec.Struct, forbid_unknown_fields=True):
     """A page of a change log, newest first."""
 
-    limit: PageSize = 50
+    limit: PageSize = DEFAULT_PAGE
     cursor: CursorText | UnsetType = UNSET
 
 
 class DagQuery(msgspec.Struct, forbid_unknown_fields=True):
-    limit: PageSize = 100
+    limit: PageSize = DEFAULT_PAGE
     cursor: CursorText | UnsetType = UNSET
     status: JobStatus | UnsetType = UNSET
     name_prefix: Prefix | UnsetType = UNSET
+    include_deleted: bool = False  #: deleted DAGs are left out unless asked for
 
 
 class DagRunQuery(msgspec.Struct, forbid_unknown_fields=True):
-    limit: PageSize = 50
+    limit: PageSize = DEFAULT_PAGE
     cursor: CursorText | UnsetType = UNSET
     since: AwareDatetime | UnsetType = UNSET
     until: AwareDatetime | UnsetType = UNSET
 
 
 class TicksQuery(msgspec.Struct, forbid_unknown_fields=True, rename={"from_": "from"}):
-    """GET /api/v1/jobs/{id}/ticks: every nominal tick in [from, to] and its fate."""
+    """GET /api/v1/jobs/{id}/ticks: every nominal tick in [since, until] and its fate
+    (``from`` and ``to``: the old names, for one more version, with a Deprecation header)."""
 
+    since: AwareDatetime | UnsetType = UNSET
+    until: AwareDatetime | UnsetType = UNSET
+    limit: Annotated[int, msgspec.Meta(ge=1, le=10000)] = 1000
     from_: AwareDatetime | UnsetType = UNSET
     to: AwareDatetime | UnsetType = UNSET
-    limit: Annotated[int, msgspec.Meta(ge=1, le=10000)] = 1000
+
+    def window(self) -> tuple[AwareDatetime | UnsetType, AwareDatetime | UnsetType, bool]:
+        """(since, until, whether an old name was used)."""
+        old = not isinstance(self.from_, UnsetType) or not isinstance(self.to, UnsetType)
+        since = self.from_ if isinstance(self.since, UnsetType) else self.since
+        until = self.to if isinstance(self.until, UnsetType) else self.until
+        return since, until, old
 
 
 def opt(value: T | UnsetType) -> T | None:

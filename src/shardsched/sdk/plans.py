@@ -145,9 +145,13 @@ def list_jobs(
     cursor: str | None = None,
     status: JobStatus | None = None,
     name_prefix: str | None = None,
+    include_deleted: bool = False,
 ) -> Plan[JobList]:
-    """A page of jobs, newest first; pass ``next_cursor`` back for the next page."""
-    op = listing.jobs_page(c.deployment, limit, parse_cursor(cursor), status, name_prefix)
+    """A page of jobs, newest first; pass ``next_cursor`` back for the next page. Deleted
+    jobs only with ``include_deleted`` (or ``status=JobStatus.DELETED``)."""
+    op = listing.jobs_page(
+        c.deployment, limit, parse_cursor(cursor), status, name_prefix, (), include_deleted
+    )
     return Plan(op)
 
 
@@ -193,10 +197,10 @@ def dag_changes(
 
 
 def backfill(
-    c: Handle, job_id: str, start: datetime, end: datetime, max_concurrent: int = 1
+    c: Handle, job_id: str, since: datetime, until: datetime, max_concurrent: int = 1
 ) -> Plan[BackfillResult]:
-    """Run every nominal tick of [start, end] that has no run yet."""
-    request = BackfillRequest(start=start, end=end, max_concurrent=max_concurrent)
+    """Run every nominal tick of [since, until] that has no run yet."""
+    request = BackfillRequest(since=since, until=until, max_concurrent=max_concurrent)
     return Plan(ops.backfill(c.deployment, job_id, request, c.actor))
 
 
@@ -235,7 +239,7 @@ def get_output(c: Handle, run_id: str) -> Plan[RunOutput]:
     return Plan(ops.get_output(c.deployment, run_id))
 
 
-def list_dead_letter(c: Handle, limit: int = 100, cursor: str | None = None) -> Plan[RunList]:
+def list_dead_letter(c: Handle, limit: int = 50, cursor: str | None = None) -> Plan[RunList]:
     return Plan(listing.dead_letter_page(c.deployment, limit, parse_cursor(cursor)))
 
 
@@ -289,12 +293,15 @@ def get_dag(c: Handle, dag_id: str) -> Plan[Dag]:
 
 def list_dags(
     c: Handle,
-    limit: int = 100,
+    limit: int = 50,
     cursor: str | None = None,
     status: JobStatus | None = None,
     name_prefix: str | None = None,
+    include_deleted: bool = False,
 ) -> Plan[DagList]:
-    op = listing.dags_page(c.deployment, limit, parse_cursor(cursor), status, name_prefix)
+    op = listing.dags_page(
+        c.deployment, limit, parse_cursor(cursor), status, name_prefix, (), include_deleted
+    )
     return Plan(op)
 
 
