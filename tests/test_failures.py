@@ -4,6 +4,7 @@ history when retention removes it."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 from conftest import wait_until
@@ -81,3 +82,33 @@ async def test_failed_and_dead_lettered_runs_of_every_job_newest_first(
     await call_script(redis, lua.expire_history(sk, epoch, [lua.Expiring.run(rid, finished)]))
     assert rid not in {r["run_id"] for r in await inbox()}
     assert await redis.execute("ZSCORE", sk.failures, rid) is None
+
+
+async def test_status_and_audit_read_through_the_api_or_redis(
+    node, worker, http, redis_server, dep
+) -> None:
+    """The same flags wherever both make sense: --api (the default) or --redis."""
+    api = ("--api", str(http.base_url))
+    body = {"name": "s", "command": "true", "schedule": NOW}
+    job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
+
+    async def ran() -> bool:
+        runs = (await http.get(f"/api/v1/jobs/{job_id}/runs")).json()["runs"]
+        return bool(runs) and runs[0]["state"] == "succeeded"
+
+    await wait_until(ran, timeout=20)
+    direct = ("--redis", redis_server.url, "--namespace", dep.namespace)
+    via_api = await cli(http, "status", *api, "--json")
+    via_redis = await cli(http, "status", *direct, "--json")
+    assert via_api.returncode == via_redis.returncode, (via_api.stderr, via_redis.stderr)
+    a, b = json.loads(via_api.stdout), json.loads(via_redis.stdout)
+    assert a["shards"] == b["shards"] and a["failed_1h"] == b["failed_1h"]
+    report = await cli(http, "audit", *api, "--json", "--settle", "0")
+    direct_report = await cli(http, "audit", *direct, "--json", "--settle", "0")
+    assert report.returncode == direct_report.returncode == 0, report.stdout + report.stderr
+    ra, rb = json.loads(report.stdout), json.loads(direct_report.stdout)
+    assert ra["fired"] == rb["fired"] >= 1 and ra["missing"] == rb["missing"] == 0
+    text = await cli(http, "audit", *api)
+    assert "OK" in text.stdout
+    unreachable = await cli(http, "status", "--api", "http://127.0.0.1:1")
+    assert unreachable.returncode == 2 and "cannot reach the API" in unreachable.stderr

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from shardsched.cli import create, dag_commands, declare, edit, follow
-from shardsched.cli.http import DEFAULT_API, CliError, endpoint, read_body, request
+from shardsched.cli.flags import api_flags
+from shardsched.cli.http import CliError, endpoint, read_body, request
 from shardsched.cli.render import (
     ago,
     changes_table,
@@ -32,19 +33,7 @@ from shardsched.cli.render import (
 
 def common_flags() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--api",
-        default=None,
-        metavar="URL",
-        help=f"the HTTP API (default SHARDSCHED_API, the config file's api, or {DEFAULT_API})",
-    )
-    common.add_argument(
-        "--token-file",
-        default=None,
-        metavar="PATH",
-        help="a file holding the API token (default SHARDSCHED_TOKEN, SHARDSCHED_TOKEN_FILE, "
-        "the config file's token_file, or .shardsched/token)",
-    )
+    api_flags(common)
     common.add_argument("--json", action="store_true", help="print the API's JSON answer")
     return common
 

@@ -1,13 +1,17 @@
-"""``shardsched audit``: the audit report for operators (table) and scripts (--json)."""
+"""``shardsched audit``: the audit report for operators (table) and scripts (--json),
+read straight from Redis (``--redis``) or through the API (``--api``, the default)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 import msgspec
 import trio
 
 from shardsched import ops
+from shardsched.cli.http import CliError, endpoint, request
+from shardsched.cli.render import page_query
 from shardsched.ops import audit
 from shardsched.store.redis import RedisError, connect
 
@@ -58,10 +62,22 @@ def format_report(r: audit.AuditReport) -> str:
 
 
 def run_audit(args: argparse.Namespace) -> int:
+    """From Redis when --redis (or SHARDSCHED_REDIS_URL) is given, else through the API."""
     try:
-        report = trio.run(_report, args)
-    except RedisError as exc:
-        print(f"shardsched audit: {exc}")
+        if args.redis is None:
+            query = page_query(
+                {
+                    "settle_s": args.settle,
+                    "late_after_s": args.late_after,
+                    "stranded_after_s": args.stranded_after,
+                }
+            )
+            answer = request(endpoint(args.api, args.token_file), "GET", "/api/v1/audit" + query)
+            report = msgspec.convert(answer, audit.AuditReport)
+        else:
+            report = trio.run(_report, args)
+    except (RedisError, CliError) as exc:
+        print(f"shardsched audit: {exc}", file=sys.stderr)
         return 2
     if args.json:
         print(msgspec.json.encode(report).decode())

@@ -195,3 +195,21 @@ def apply_global_flags(args: argparse.Namespace) -> str | None:
         if not getattr(args, name):
             setattr(args, name, value)
     return None
+
+
+def api_flags(p: argparse.ArgumentParser) -> None:
+    """--api and --token-file: where the HTTP API is and which token to send."""
+    p.add_argument(
+        "--api",
+        default=None,
+        metavar="URL",
+        help="the HTTP API (default SHARDSCHED_API, the config file's api, or "
+        "http://127.0.0.1:8080)",
+    )
+    p.add_argument(
+        "--token-file",
+        default=None,
+        metavar="PATH",
+        help="a file holding the API token (default SHARDSCHED_TOKEN, SHARDSCHED_TOKEN_FILE, "
+        "the config file's token_file, or .shardsched/token)",
+    )

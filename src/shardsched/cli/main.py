@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from shardsched.cli.flags import (
+    api_flags,
     apply_global_flags,
     global_flags,
     http_flags,
@@ -120,7 +121,8 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     audit = sub.add_parser(
         "audit", help="account for every tick and every fired run; exit 1 on loss or strands"
     )
-    redis_flags(audit)
+    redis_flags(audit, required=False)
+    api_flags(audit)
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
     audit.add_argument(
         "--settle",
@@ -149,8 +151,12 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     from shardsched.cli import acl as acl_cli
 
     acl_cli.add_parser(sub)
-    status = sub.add_parser("status", help="one screen: shards, nodes, workers, queues, alarms")
-    redis_flags(status)
+    status = sub.add_parser(
+        "status",
+        help="one screen: shards, nodes, workers, queues, alarms (--redis, or else the API)",
+    )
+    redis_flags(status, required=False)
+    api_flags(status)
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     bench = sub.add_parser("bench", help="benchmarks (each starts what it needs)")
     if with_bench:  # their modules pull in redis-py and friends: only when asked for
@@ -247,30 +253,9 @@ def _main(argv: list[str] | None = None) -> None:
         args.bench(args)
         return
     if args.command == "status":
-        import msgspec
-        import trio
+        from shardsched.cli.status import run_status
 
-        from shardsched.cli.status import render
-        from shardsched.ops.status import Status, status_view
-
-        async def read_status() -> Status:
-            redis, dep = await service.open_redis(
-                args.redis, args.namespace, None, size=1, wait=False
-            )
-            try:
-                return await ops.drive_async(status_view(dep), redis)
-            finally:
-                await redis.aclose()
-
-        from shardsched import ops
-        from shardsched.store.redis import RedisConnectionError
-
-        try:
-            st = trio.run(read_status)
-        except RedisConnectionError as exc:
-            sys.exit(f"shardsched: {exc}")
-        print(msgspec.json.encode(st).decode() if args.json else render(st))
-        sys.exit(1 if st.unowned or st.missed or st.stranded else 0)
+        sys.exit(run_status(args))
     if args.command == "audit":
         from shardsched.cli.audit import run_audit
 

@@ -1,9 +1,52 @@
-"""``shardsched status``: the one screen an operator reads first, as plain text."""
+"""``shardsched status``: the one screen an operator reads first, as plain text; read
+straight from Redis (``--redis``) or through the API (``--api``, the default)."""
 
 from __future__ import annotations
 
+import argparse
+import sys
+
+import msgspec
+
+from shardsched.cli.http import CliError, endpoint, request
 from shardsched.cli.render import table
 from shardsched.ops.status import Status
+
+
+def read_status(args: argparse.Namespace) -> Status:
+    """From Redis when --redis (or SHARDSCHED_REDIS_URL) is given, else from the API."""
+    if args.redis is None:
+        answer = request(endpoint(args.api, args.token_file), "GET", "/api/v1/status")
+        return msgspec.convert(answer, Status)
+    import trio
+
+    from shardsched import ops
+    from shardsched.ops.status import status_view
+    from shardsched.service import open_redis
+
+    async def read() -> Status:
+        redis, dep = await open_redis(args.redis, args.namespace, None, size=1, wait=False)
+        try:
+            status: Status = await ops.drive_async(status_view(dep), redis)
+            return status
+        finally:
+            await redis.aclose()
+
+    return trio.run(read)
+
+
+def run_status(args: argparse.Namespace) -> int:
+    """Print it; exit 1 when something is off (a shard unowned, a schedule missed, runs
+    stranded), 2 when it could not be read."""
+    from shardsched.store.redis import RedisConnectionError
+
+    try:
+        st = read_status(args)
+    except (CliError, RedisConnectionError) as exc:
+        print(f"shardsched: {exc}", file=sys.stderr)
+        return 2
+    print(msgspec.json.encode(st).decode() if args.json else render(st))
+    return 1 if st.unowned or st.missed or st.stranded else 0
 
 
 def render(st: Status) -> str:

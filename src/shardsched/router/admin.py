@@ -8,14 +8,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from shardsched.core.access import TokenRequest
-from shardsched.ops import protocol, tokens
+from shardsched.ops import audit, protocol, tokens
 from shardsched.ops.cluster import ClusterView, cluster_view, list_workers
 from shardsched.ops.status import status_view
 from shardsched.router import http
 from shardsched.router.base import ApiBase
 from shardsched.router.guards import unbound, who
 from shardsched.router.openapi import openapi_document
-from shardsched.router.schemas import Health, Readiness
+from shardsched.router.schemas import AuditQuery, Health, Readiness
 from shardsched.runtime.metrics import refresh_cluster
 
 _heartbeat_decoder = msgspec.json.Decoder(protocol.HeartbeatRequest)
@@ -87,6 +87,14 @@ class AdminHandlers(ApiBase):
 
     async def openapi(self, request: Request) -> Response:
         return http.json_response(openapi_document())
+
+    async def audit(self, request: Request) -> Response:
+        """The audit over the whole deployment (the ledger and the timers; heavy on a big
+        one: it reads every job's history)."""
+        unbound(request)
+        q: AuditQuery = http.query(request, AuditQuery)
+        op = audit.audit(self.dep, q.settle_s, q.late_after_s, stranded_after_s=q.stranded_after_s)
+        return http.json_response(await self._run(op))
 
     async def internal_openapi(self, request: Request) -> Response:
         """The worker protocol's routes, apart from the public API's."""

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from shardsched.core.access import Scope, TokenCreated, TokenList, TokenRequest
 from shardsched.ops import protocol
+from shardsched.ops.audit import AuditReport
 from shardsched.ops.cluster import ClusterView, WorkerList
 from shardsched.ops.status import Status
 from shardsched.router.operation import BODY_ERRORS, Operation
-from shardsched.router.schemas import Health, Readiness
+from shardsched.router.schemas import AuditQuery, Health, Readiness
 
 ADMIN_OPERATIONS: tuple[Operation, ...] = (
     Operation(
@@ -68,6 +69,17 @@ ADMIN_OPERATIONS: tuple[Operation, ...] = (
         errors=(*BODY_ERRORS, 404, 409),
         tags=("worker protocol",),
         handler="worker_complete",
+    ),
+    Operation(
+        "get",
+        "/api/v1/audit",
+        "Account for every tick of every job: fired once, skipped, pending or missing",
+        AuditReport,
+        query=AuditQuery,
+        errors=(422,),
+        tags=("operations",),
+        handler="audit",
+        operation_id="run_audit",
     ),
     Operation(
         "get",

@@ -118,6 +118,15 @@ class TicksQuery(msgspec.Struct, forbid_unknown_fields=True, rename={"from_": "f
         return since, until, old
 
 
+class AuditQuery(msgspec.Struct, forbid_unknown_fields=True):
+    """GET /api/v1/audit: ticks due within the last ``settle_s`` are in flight, not owed;
+    a run later than ``late_after_s`` is late; one fired and idle ``stranded_after_s``."""
+
+    settle_s: Annotated[float, msgspec.Meta(ge=0, le=3600)] = 2.0
+    late_after_s: Annotated[float, msgspec.Meta(ge=0, le=86400)] = 1.0
+    stranded_after_s: Annotated[float, msgspec.Meta(ge=1, le=86400)] = 300.0
+
+
 def opt(value: T | UnsetType) -> T | None:
     """None for an absent (UNSET) parameter, else the value."""
     return None if isinstance(value, UnsetType) else value
