@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from shardsched.cli import create, dag_commands, declare, edit, follow
+from shardsched.cli import create, dag_commands, declare, edit, follow, style
 from shardsched.cli.flags import api_flags
 from shardsched.cli.http import CliError, endpoint, read_body, request
 from shardsched.cli.render import (
@@ -31,10 +31,29 @@ from shardsched.cli.render import (
 )
 
 
-def common_flags() -> argparse.ArgumentParser:
+def common_flags(with_tz: bool = True) -> argparse.ArgumentParser:
+    """The flags every API command takes (``with_tz``: --tz, the zone times are shown in)."""
     common = argparse.ArgumentParser(add_help=False)
     api_flags(common)
-    common.add_argument("--json", action="store_true", help="print the API's JSON answer")
+    common.add_argument("--json", action="store_true", help="print the API's JSON (-o json)")
+    common.add_argument(
+        "-o",
+        "--output",
+        choices=["table", "wide", "json", "yaml", "name"],
+        default=None,
+        help="table (default), wide (every column, full times), json or yaml (the API's "
+        "answer), name (ids only, one a line)",
+    )
+    if with_tz:
+        common.add_argument(
+            "--tz", default=None, metavar="ZONE", help="show times in this zone (default: local)"
+        )
+    common.add_argument(
+        "--color",
+        choices=["auto", "always", "never"],
+        default="auto",
+        help="colour states: auto (a terminal, unless NO_COLOR is set), always, never",
+    )
     return common
 
 
@@ -63,14 +82,14 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
             out,
             lambda o: (
                 table(
-                    ["JOB_ID", "NAME", "STATUS", "SCHEDULE", "NEXT_RUN"],
+                    ["JOB_ID", "NAME", "STATUS", "SCHEDULE", "NEXT"],
                     [
                         [
                             j["job_id"],
                             j["name"],
                             j["status"],
                             schedule_text(j["schedule"]),
-                            j["next_run_at"],
+                            style.when(j["next_run_at"]),
                         ]
                         for j in o["jobs"]
                     ],
@@ -239,7 +258,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     jobs = sub.add_parser("jobs", help="register, inspect, pause/resume/delete, trigger jobs")
     jsub = jobs.add_subparsers(dest="jobs_command", required=True)
-    create.add_create_parser(jsub, common)
+    create.add_create_parser(jsub, common_flags(with_tz=False))
     add = jsub.add_parser("add", parents=[common], help="register a job from a JSON file")
     add.add_argument("file", help="the job as JSON (POST /api/v1/jobs body); - for stdin")
     lst = jsub.add_parser("list", parents=[common], help="jobs, newest first")
@@ -342,6 +361,12 @@ def timeout_flag(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    output = "json" if args.json else (args.output or "table")
+    try:
+        style.configure(output, args.tz, args.color)
+    except ValueError as exc:
+        print(f"shardsched: {exc}", file=sys.stderr)
+        return 2
     try:
         args.api = endpoint(args.api, args.token_file)
         out, show = COMMANDS[args.command](args)
@@ -352,5 +377,33 @@ def main(args: argparse.Namespace) -> int:
         print(f"shardsched: {exc}", file=sys.stderr)
         return 1
     if out is not None:  # None: a --follow that printed as it went
-        print(json.dumps(out, indent=2) if args.json else show(out))
+        print(formatted(out, output, show))
     return int(getattr(args, "exit_status", 0))
+
+
+#: The id fields ``-o name`` prints, in the order they are looked for.
+_ID_FIELDS = ("dag_run_id", "run_id", "dag_id", "job_id", "id", "name")
+
+
+def formatted(out: Any, output: str, show: Callable[[Any], str]) -> str:
+    """The answer as the user asked: a table, JSON, YAML, or its ids."""
+    if output == "json":
+        return json.dumps(out, indent=2)
+    if output == "yaml":
+        return declare.yaml_module().safe_dump(out, sort_keys=False, allow_unicode=True).rstrip()
+    if output == "name":
+        return "\n".join(_ids(out))
+    return show(out)
+
+
+def _ids(out: Any) -> list[str]:
+    if isinstance(out, list):
+        return [i for item in out for i in _ids(item)]
+    if isinstance(out, dict):
+        for key in ("jobs", "runs", "dags", "dag_runs", "events", "changes", "versions"):
+            if isinstance(out.get(key), list):
+                return _ids(out[key])
+        for key in _ID_FIELDS:
+            if isinstance(out.get(key), str):
+                return [out[key]]
+    return []

@@ -72,7 +72,7 @@ def run_create(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
 def add_create_parser(jsub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = jsub.add_parser(
         "create",
-        parents=[common],
+        parents=[common],  # without --tz: here it is the cron's zone (times show in it too)
         help="register a job from flags: jobs create NAME --cron '0 3 * * *' --command CMD",
     )
     p.add_argument("name", help="the job's name")

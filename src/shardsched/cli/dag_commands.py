@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from shardsched.cli import edit, follow
+from shardsched.cli import edit, follow, style
 from shardsched.cli.create import duration_arg
 from shardsched.cli.http import read_body, request
 from shardsched.cli.render import (
@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
         out = request(api, "POST", "/api/v1/dags", read_body(args.file))
         return out, lambda o: table(
             ["DAG_ID", "NEXT_RUN", "TASK_JOB_IDS"],
-            [[o["dag_id"], o["next_run_at"], " ".join(o["task_job_ids"].values())]],
+            [[o["dag_id"], style.when(o["next_run_at"]), " ".join(o["task_job_ids"].values())]],
         )
     if cmd == "list":
         deleted = "&include_deleted=true" if args.include_deleted else ""
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
                     len(d["tasks"]),
                     d["active_runs"],
                     d["queued_runs"],
-                    d["next_run_at"],
+                    style.when(d["next_run_at"]),
                 ]
                 for d in o["dags"]
             ],
@@ -60,8 +60,8 @@ def run(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
                 [
                     r["dag_run_id"],
                     r["state"],
-                    r["scheduled_for"],
-                    r["finished_at"],
+                    style.when(r["scheduled_for"]),
+                    style.when(r["finished_at"]),
                     " ".join(f"{t['task']}:{t['state']}" for t in r["tasks"]),
                 ]
                 for r in o["dag_runs"]

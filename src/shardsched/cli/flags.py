@@ -172,7 +172,7 @@ def retention_of(args: argparse.Namespace, default_archive: Path | None = None) 
 
 #: Flags a leaf command takes that may also come before the command
 #: (``shardsched --json jobs list`` as well as ``shardsched jobs list --json``).
-GLOBAL_FLAGS = ("json", "api", "token_file")
+GLOBAL_FLAGS = ("json", "api", "token_file", "output", "tz")
 
 
 def global_flags(p: argparse.ArgumentParser) -> None:
@@ -181,6 +181,16 @@ def global_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", dest="top_json", action="store_true", help="print JSON")
     p.add_argument("--api", dest="top_api", default=None, metavar="URL", help="the HTTP API")
     p.add_argument("--token-file", dest="top_token_file", default=None, metavar="PATH")
+    p.add_argument(
+        "-o",
+        "--output",
+        dest="top_output",
+        default=None,
+        metavar="FORMAT",
+        choices=["table", "wide", "json", "yaml", "name"],
+        help="table, wide, json, yaml, name",
+    )
+    p.add_argument("--tz", dest="top_tz", default=None, metavar="ZONE", help="times in ZONE")
 
 
 def apply_global_flags(args: argparse.Namespace) -> str | None:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from shardsched.cli import style
 from shardsched.core.durations import duration_text, parse_duration
 from shardsched.core.models import UNPRINTABLE
 
@@ -23,17 +24,33 @@ def printable(text: str) -> str:
     return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
 
 
+#: Columns whose values are states, coloured on a terminal.
+_STATE_COLUMNS = frozenset({"STATE", "STATUS"})
+
+
 def table(
     headers: Sequence[str], rows: Sequence[Sequence[Any]], empty: str | None = "(none)"
 ) -> str:
     """Plain aligned columns; '-' for a missing value; control characters escaped; an
-    empty list says so under its header (``empty``; None: the header alone)."""
+    empty list says so under its header (``empty``; None: the header alone). States are
+    coloured on a terminal (:mod:`.style`)."""
     if not rows:
         return "  ".join(headers) + ("" if empty is None else "\n" + empty)
     cells = [[("-" if v is None else printable(str(v))) for v in row] for row in rows]
     widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    states = {i for i, h in enumerate(headers) if h in _STATE_COLUMNS}
+
+    def cell(i: int, text: str, width: int) -> str:
+        padded = text.ljust(width)
+        if i in states and style.current.colour:
+            return (style.painted(text) or text) + padded[len(text) :]
+        return padded
+
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    lines += [
+        "  ".join(cell(i, c, w) for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
+        for r in cells
+    ]
     return "\n".join(lines)
 
 
@@ -41,12 +58,16 @@ def quoted(value: str) -> str:
     return urllib.parse.quote(value, safe="")
 
 
-def schedule_text(s: dict) -> str:
+def schedule_text(s: dict, words: bool = False) -> str:
+    """``cron 0 3 * * * Europe/Berlin``, ``every 1h30m``, ``once <time>``; ``words``: the
+    cron expression described too ("At 03:00")."""
     if s["type"] == "cron":
-        return f"cron {s['expression']} {s.get('timezone', 'UTC')}"
+        text = f"cron {s['expression']} {s.get('timezone', 'UTC')}"
+        described = style.cron_words(s["expression"]) if words else None
+        return f"{text} ({described})" if described else text
     if s["type"] == "interval":
         return f"every {duration_text(s['every_s'])}"
-    return f"once {s['at']}"
+    return f"once {style.instant(s['at']) if words else s['at']}"
 
 
 def page_query(query: dict[str, Any]) -> str:
@@ -70,23 +91,33 @@ def ago(text: str | None) -> str | None:
 
 
 def runs_table(runs: list[dict]) -> str:
-    """Runs, one a row; a run read from the cold archive has its state marked ``(archived)``."""
-    return table(
-        ["RUN_ID", "STATE", "ATTEMPT", "SCHEDULED_FOR", "STARTED", "FINISHED", "EXIT", "REASON"],
-        [
-            [
-                r["run_id"],
-                r["state"] + (" (archived)" if r.get("archived") else ""),
-                r["attempt"],
-                r["scheduled_for"],
-                r["started_at"],
-                r["finished_at"],
-                r["exit_code"],
-                r["reason"],
-            ]
-            for r in runs
-        ],
-    )
+    """Runs, one a row: when, how long, how it ended (``-o wide``: the times in full); a
+    run read from the cold archive has its state marked ``(archived)``."""
+    if style.current.wide:
+        headers = ["RUN_ID", "STATE", "TRY", "SCHEDULED_FOR", "STARTED", "FINISHED", "TOOK"]
+    else:
+        headers = ["RUN_ID", "STATE", "TRY", "SCHEDULED", "TOOK"]
+    rows = []
+    for r in runs:
+        row = [
+            r["run_id"],
+            r["state"] + (" (archived)" if r.get("archived") else ""),
+            r["attempt"],
+            style.when(r["scheduled_for"]),
+        ]
+        if style.current.wide:
+            row += [style.when(r["started_at"]), style.when(r["finished_at"])]
+        row.append(style.took(r["started_at"], r["finished_at"]))
+        rows.append([*row, _ending(r)])
+    return table([*headers, "EXIT"], rows)
+
+
+def _ending(run: dict) -> str | None:
+    """The exit code, or why there is none (a timeout, a signal, a skip's reason)."""
+    code, reason = run.get("exit_code"), run.get("reason")
+    if code is not None and (not reason or reason == f"exit {code}"):
+        return str(code)
+    return reason if code is None else f"{code} ({reason})"
 
 
 def show_job(job: dict) -> str:
@@ -94,15 +125,21 @@ def show_job(job: dict) -> str:
         ["job_id", job["job_id"]],
         ["name", job["name"]],
         ["status", job["status"]],
-        ["schedule", schedule_text(job["schedule"])],
-        ["next_run_at", job["next_run_at"]],
+        ["schedule", schedule_text(job["schedule"], words=True)],
+        ["next_run_at", style.instant(job["next_run_at"])],
         ["command", job["command"]],
+        ["timeout", duration_text(job["timeout_s"])],
+        ["retries", job["retry_policy"]["max_attempts"] - 1],
         ["version", job["version"]],
+        ["updated_at", style.instant(job["updated_at"])],
         ["shard", job["shard"]],
     ]
     for key in ("dag_id", "pause_reason", "paused_until", "auto_pause_after"):
         if job.get(key) is not None:
-            rows.append([key, job[key]])
+            value = job[key]
+            rows.append([key, style.instant(value) if key == "paused_until" else value])
+    if job.get("labels"):
+        rows.append(["labels", " ".join(f"{k}={v}" for k, v in sorted(job["labels"].items()))])
     return table(["FIELD", "VALUE"], rows)
 
 
@@ -117,7 +154,7 @@ def show_dag(dag: dict) -> str:
                 dag["active_runs"],
                 dag["queued_runs"],
                 dag["stalled_tasks"],
-                dag["next_run_at"],
+                style.when(dag["next_run_at"]),
             ]
         ],
     )
@@ -144,9 +181,9 @@ def show_dag_run(run: dict) -> str:
             [
                 run["dag_run_id"],
                 run["state"],
-                run["scheduled_for"],
-                run["started_at"],
-                run["finished_at"],
+                style.when(run["scheduled_for"]),
+                style.when(run["started_at"]),
+                style.when(run["finished_at"]),
             ]
         ],
     )
@@ -173,5 +210,7 @@ def page_args(args: Any) -> dict[str, Any]:
 
 
 def changes_table(o: Any) -> str:
-    rows = [[c["at"], c["action"], c["by"], c["version"], c["detail"]] for c in o["changes"]]
+    rows = [
+        [style.when(c["at"]), c["action"], c["by"], c["version"], c["detail"]] for c in o["changes"]
+    ]
     return table(["AT", "ACTION", "BY", "VERSION", "DETAIL"], rows) + more_hint(o)
