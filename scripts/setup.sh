@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages: redis-server (the embedded server of `dev`, and the tests'), curl (the
-# README's tour, executed by the tests), faketime (a fault test).
+# README's tour, executed by the tests), faketime (a fault test), zsh and fish (the
+# completion test).
 missing=()
 if ! command -v redis-server >/dev/null 2>&1 && [[ ! -x /usr/bin/redis-server ]]; then
   missing+=(redis-server)
@@ -14,6 +15,9 @@ fi
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 # libfaketime: the fault campaign's "node clock 30 s ahead" (a slow test)
 compgen -G "/usr/lib/*/faketime/libfaketimeMT.so.1" >/dev/null || missing+=(faketime)
+# zsh and fish: the tests check `shardsched completion zsh|fish` in the shells themselves
+command -v zsh >/dev/null 2>&1 || missing+=(zsh)
+command -v fish >/dev/null 2>&1 || missing+=(fish)
 if (( ${#missing[@]} )); then
   echo "setup: installing Debian's ${missing[*]}" >&2
   sudo=""

@@ -180,3 +180,60 @@ async def test_status_folds_shards_that_read_the_same(node, redis, dep) -> None:
     await redis.execute("ZADD", dep.shard(2).dead_letter, 1, "job_x:1:1")  # as complete.lua
     folded = shard_column(render(await ops.drive_async(status_view(dep), redis)))
     assert folded == ["0-1", "2", f"3-{last}"]
+
+
+def test_shell_completion_for_bash_zsh_and_fish(tmp_path) -> None:
+    """Each script is what its shell accepts, and completes commands, subcommands and a
+    flag's choices (bash and fish asked as the shell asks them)."""
+    for shell in ("bash", "zsh", "fish"):
+        out = run("completion", shell)
+        assert out.returncode == 0, out.stderr
+        (tmp_path / shell).write_text(out.stdout)
+    bash = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f"source {tmp_path / 'bash'}; COMP_WORDS=(shardsched jobs tr); COMP_CWORD=2;"
+            " _shtab_shardsched; echo ${COMPREPLY[@]}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert bash.stdout.split() == ["trigger"]
+    assert subprocess.run(["zsh", "-n", str(tmp_path / "zsh")], check=False).returncode == 0
+    fish = subprocess.run(
+        [
+            "fish",
+            "-c",
+            f"source {tmp_path / 'fish'}; complete -C'shardsched jo';"
+            " complete -C'shardsched jobs list --status '",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    words = [line.split("\t")[0] for line in fish.stdout.splitlines()]
+    assert words == ["jobs", "active", "deleted", "paused"], fish.stdout
+
+
+def test_config_file_profiles(tmp_path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        'profile = "dev"\n[profiles.dev]\napi = "http://127.0.0.1:9"\n'
+        '[profiles.prod]\napi = "http://127.0.0.2:9"\n'
+    )
+    env = {**child_env(), "SHARDSCHED_CONFIG": str(config)}
+
+    def jobs(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            shardsched_cmd("jobs", "list", *args), capture_output=True, text=True, env=env
+        )
+
+    assert "127.0.0.1:9" in jobs().stderr  # the file's default profile
+    assert "127.0.0.2:9" in jobs("--profile", "prod").stderr
+    env["SHARDSCHED_PROFILE"] = "prod"
+    assert "127.0.0.2:9" in jobs().stderr
+    missing = jobs("--profile", "staging")
+    assert missing.returncode == 1 and "no profile 'staging'" in missing.stderr
+    assert "profiles: dev, prod" in missing.stderr

@@ -368,7 +368,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"shardsched: {exc}", file=sys.stderr)
         return 2
     try:
-        args.api = endpoint(args.api, args.token_file)
+        args.api = endpoint(args.api, args.token_file, getattr(args, "profile", None))
         out, show = COMMANDS[args.command](args)
     except follow.TimedOut as exc:
         print(f"shardsched: {exc}", file=sys.stderr)

@@ -72,7 +72,11 @@ def run_audit(args: argparse.Namespace) -> int:
                     "stranded_after_s": args.stranded_after,
                 }
             )
-            answer = request(endpoint(args.api, args.token_file), "GET", "/api/v1/audit" + query)
+            answer = request(
+                endpoint(args.api, args.token_file, getattr(args, "profile", None)),
+                "GET",
+                "/api/v1/audit" + query,
+            )
             report = msgspec.convert(answer, audit.AuditReport)
         else:
             report = trio.run(_report, args)

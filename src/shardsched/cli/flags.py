@@ -172,7 +172,7 @@ def retention_of(args: argparse.Namespace, default_archive: Path | None = None) 
 
 #: Flags a leaf command takes that may also come before the command
 #: (``shardsched --json jobs list`` as well as ``shardsched jobs list --json``).
-GLOBAL_FLAGS = ("json", "api", "token_file", "output", "tz")
+GLOBAL_FLAGS = ("json", "api", "token_file", "output", "tz", "profile")
 
 
 def global_flags(p: argparse.ArgumentParser) -> None:
@@ -191,6 +191,7 @@ def global_flags(p: argparse.ArgumentParser) -> None:
         help="table, wide, json, yaml, name",
     )
     p.add_argument("--tz", dest="top_tz", default=None, metavar="ZONE", help="times in ZONE")
+    p.add_argument("--profile", dest="top_profile", default=None, metavar="NAME")
 
 
 def apply_global_flags(args: argparse.Namespace) -> str | None:
@@ -222,4 +223,11 @@ def api_flags(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="a file holding the API token (default SHARDSCHED_TOKEN, SHARDSCHED_TOKEN_FILE, "
         "the config file's token_file, or .shardsched/token)",
+    )
+    p.add_argument(
+        "--profile",
+        default=None,
+        metavar="NAME",
+        help="a profile of the config file (~/.config/shardsched/config.toml; or "
+        "SHARDSCHED_PROFILE)",
     )

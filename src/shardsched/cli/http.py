@@ -10,7 +10,16 @@ Where the API is and which token to send, first found wins:
 
 The config file is ``$SHARDSCHED_CONFIG``, or ``$XDG_CONFIG_HOME/shardsched/config.toml``
 (``~/.config/shardsched/config.toml``). A token is never a flag: argv is public to
-every user of the machine (``ps``).
+every user of the machine (``ps``). Profiles name several deployments::
+
+    profile = "dev"            # the default one (else: the top-level settings)
+    [profiles.dev]
+    api = "http://127.0.0.1:8080"
+    [profiles.prod]
+    api = "https://sched.example.internal"
+    token_file = "~/.config/shardsched/prod.token"
+
+and ``--profile prod`` (or ``SHARDSCHED_PROFILE=prod``) picks one.
 """
 
 from __future__ import annotations
@@ -69,9 +78,22 @@ def _read_token(path: Path) -> str:
     return token
 
 
-def endpoint(api: str | None, token_file: str | None) -> Endpoint:
+def _profile(config: dict[str, Any], profile: str | None) -> dict[str, Any]:
+    """The settings of one profile (``[profiles.<name>]``) over the file's top level; the
+    profile is ``--profile``, ``SHARDSCHED_PROFILE`` or the file's ``profile``."""
+    name = profile or os.environ.get("SHARDSCHED_PROFILE") or config.get("profile")
+    if not name:
+        return config
+    profiles = config.get("profiles") or {}
+    if name not in profiles:
+        known = ", ".join(sorted(profiles)) or "none"
+        raise CliError(f"no profile {name!r} in {config_path()} (profiles: {known})")
+    return {**config, **profiles[name]}
+
+
+def endpoint(api: str | None, token_file: str | None, profile: str | None = None) -> Endpoint:
     """Where to send requests and with which token (see the module's docstring)."""
-    config = _config()
+    config = _profile(_config(), profile)
     url = api or os.environ.get("SHARDSCHED_API") or config.get("api") or DEFAULT_API
     if token := os.environ.get("SHARDSCHED_TOKEN", "").strip():
         return Endpoint(str(url), token)

@@ -151,6 +151,15 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     from shardsched.cli import acl as acl_cli
 
     acl_cli.add_parser(sub)
+    completion = sub.add_parser(
+        "completion",
+        help="a completion script for bash, zsh or fish (see its --help)",
+        description="Print a completion script. bash: shardsched completion bash >"
+        " ~/.local/share/bash-completion/completions/shardsched; zsh: shardsched completion"
+        ' zsh > "${fpath[1]}/_shardsched"; fish: shardsched completion fish >'
+        " ~/.config/fish/completions/shardsched.fish",
+    )
+    completion.add_argument("shell", choices=["bash", "zsh", "fish"])
     status = sub.add_parser(
         "status",
         help="one screen: shards, nodes, workers, queues, alarms (--redis, or else the API)",
@@ -235,6 +244,11 @@ def _main(argv: list[str] | None = None) -> None:
             check_url(args.redis)
         except ValueError as exc:
             sys.exit(f"shardsched: --redis: {exc}")
+    if args.command == "completion":
+        from shardsched.cli.completion import script
+
+        print(script(build_parser(with_bench=True), args.shell), end="")
+        return
     if args.command == "acl":
         from shardsched.cli import acl as acl_cli
 

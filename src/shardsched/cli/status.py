@@ -16,7 +16,11 @@ from shardsched.ops.status import Status
 def read_status(args: argparse.Namespace) -> Status:
     """From Redis when --redis (or SHARDSCHED_REDIS_URL) is given, else from the API."""
     if args.redis is None:
-        answer = request(endpoint(args.api, args.token_file), "GET", "/api/v1/status")
+        answer = request(
+            endpoint(args.api, args.token_file, getattr(args, "profile", None)),
+            "GET",
+            "/api/v1/status",
+        )
         return msgspec.convert(answer, Status)
     import trio
 

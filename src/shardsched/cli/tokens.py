@@ -55,7 +55,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _through_api(args: argparse.Namespace) -> Any:
-    api = endpoint(args.api, args.token_file)
+    api = endpoint(args.api, args.token_file, getattr(args, "profile", None))
     cmd = args.tokens_command
     if cmd == "create":
         body = {"name": args.name, "scopes": args.scopes, "prefixes": args.prefixes}
