@@ -160,6 +160,18 @@ async def spawn(
 
 
 TOKEN_FILE = "token"
+#: Where dev writes the URL of its Redis (a random port), for the SDK and the tools.
+REDIS_URL_FILE = "redis-url"
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` readable by this user only (0600): it may hold a password."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+
+
 DEV_TOKEN_NAME = "dev-admin"
 
 
@@ -222,6 +234,7 @@ async def run_dev(
                 ) from None
         redis, dep = await service.open_redis(redis_url, namespace, shards, archive=archive)
         await service.check_redis_config(redis, allow_eviction=False)
+        write_private(data_dir / REDIS_URL_FILE, redis_url + "\n")  # for the SDK: Client(...)
         token_hint = ""
         if policy.auth:
             token_file = await ensure_admin_token(redis, dep, data_dir)
