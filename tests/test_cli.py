@@ -130,7 +130,8 @@ async def test_output_cut_short_by_its_reader_ends_quietly(
 
 def test_help_imports_no_bench_module() -> None:
     """``shardsched --help`` starts at once: the bench modules (redis-py, pyarrow, …) load
-    only for ``shardsched bench``."""
+    only for ``shardsched bench``, croniter, trio, YAML and the HTTP stack only for the
+    commands that use them."""
     probe = (
         "import sys\n"
         "from shardsched.cli.main import main\n"
@@ -138,7 +139,8 @@ def test_help_imports_no_bench_module() -> None:
         "    main(['--help'])\n"
         "except SystemExit:\n"
         "    pass\n"
-        "print(sorted(m for m in sys.modules if m.startswith(('shardsched.bench', 'pyarrow'))))\n"
+        "heavy = ('shardsched.bench', 'pyarrow', 'croniter', 'trio', 'yaml', 'starlette')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, env=child_env(), timeout=20
@@ -157,8 +159,8 @@ def test_durations_and_empty_lists_read_as_people_write_them() -> None:
 
 
 async def test_status_folds_shards_that_read_the_same(node, redis, dep) -> None:
-    """64 identical shard rows were one screen of noise: consecutive shards that read the
-    same are one row (``0-7``); a shard that differs stands alone."""
+    """64 identical shard rows were one screen of noise: status lists only the shards that
+    are off; with --all, consecutive shards that read the same are one row (``0-7``)."""
     from conftest import wait_until
     from shardsched import ops
     from shardsched.cli.status import render
@@ -176,10 +178,14 @@ async def test_status_folds_shards_that_read_the_same(node, redis, dep) -> None:
         start = next(i for i, line in enumerate(lines) if line.startswith("SHARD"))
         return [line.split()[0] for line in lines[start + 1 :]]
 
-    assert shard_column(render(await ops.drive_async(status_view(dep), redis))) == [f"0-{last}"]
+    quiet = await ops.drive_async(status_view(dep), redis)
+    assert shard_column(render(quiet, everything=True)) == [f"0-{last}"]
+    assert not [x for x in render(quiet).splitlines() if x.startswith("SHARD ")]
+    assert "nothing overdue" in render(quiet)
     await redis.execute("ZADD", dep.shard(2).dead_letter, 1, "job_x:1:1")  # as complete.lua
-    folded = shard_column(render(await ops.drive_async(status_view(dep), redis)))
-    assert folded == ["0-1", "2", f"3-{last}"]
+    st = await ops.drive_async(status_view(dep), redis)
+    assert shard_column(render(st, everything=True)) == ["0-1", "2", f"3-{last}"]
+    assert shard_column(render(st)) == ["2"]  # only what is off
 
 
 def test_shell_completion_for_bash_zsh_and_fish(tmp_path) -> None:

@@ -25,9 +25,7 @@ import msgspec
 
 from shardsched.cli.http import CliError, Endpoint, exchange, request
 from shardsched.cli.render import quoted, table
-from shardsched.core.dag import validate_dag
 from shardsched.core.models import DagSpec, JobSpec
-from shardsched.core.validation import validate_spec
 
 #: The label ``apply`` puts on what it manages; ``--prune`` looks only at its own set's.
 APPLY_SET = "apply-set"
@@ -126,6 +124,9 @@ def load(paths: Iterable[str], apply_set: str | None) -> list[Declared]:
 
 def normalised(kind: str, body: dict[str, Any], source: str) -> dict[str, Any]:
     """The definition as the API stores it: validated, defaults omitted."""
+    from shardsched.core.dag import validate_dag
+    from shardsched.core.validation import validate_spec
+
     spec_type = KINDS[kind][0]
     try:
         spec = msgspec.convert(body, spec_type)

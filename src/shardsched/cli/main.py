@@ -167,6 +167,9 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     redis_flags(status, required=False)
     api_flags(status)
     status.add_argument("--json", action="store_true", help="print the status as JSON")
+    status.add_argument(
+        "--all", action="store_true", help="every shard and worker, not only those off"
+    )
     bench = sub.add_parser("bench", help="benchmarks (each starts what it needs)")
     if with_bench:  # their modules pull in redis-py and friends: only when asked for
         from shardsched.bench import (

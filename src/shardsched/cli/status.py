@@ -10,7 +10,7 @@ import msgspec
 
 from shardsched.cli.http import CliError, endpoint, request
 from shardsched.cli.render import table
-from shardsched.ops.status import Status
+from shardsched.ops.status import ShardStatus, Status
 
 
 def read_status(args: argparse.Namespace) -> Status:
@@ -49,12 +49,13 @@ def run_status(args: argparse.Namespace) -> int:
     except (CliError, RedisConnectionError) as exc:
         print(f"shardsched: {exc}", file=sys.stderr)
         return 2
-    print(msgspec.json.encode(st).decode() if args.json else render(st))
+    print(msgspec.json.encode(st).decode() if args.json else render(st, args.all))
     return 1 if st.unowned or st.missed or st.stranded else 0
 
 
-def render(st: Status) -> str:
-    """The one screen, plain text."""
+def render(st: Status, everything: bool = False) -> str:
+    """The one screen, plain text: the totals, the nodes, and only the workers and shards
+    that are off (``everything``: all of them)."""
     lag = "-" if st.trigger_lag_p99_1m is None else f"{st.trigger_lag_p99_1m * 1000:.0f} ms"
     owned = len(st.shards) - len(st.unowned)
     lines = [
@@ -84,49 +85,53 @@ def render(st: Status) -> str:
                 for n in st.nodes
             ],
         ),
-        "",
-        table(
-            ["WORKER", "SLOTS", "FREE", "RUNNING", "OVERRUNNING", "DONE", "DRAINING"],
-            [
-                [
-                    w.worker_id,
-                    w.capacity,
-                    w.capacity_free,
-                    w.running,
-                    w.overrunning,
-                    w.completed,
-                    "yes" if w.draining else "",
-                ]
-                for w in st.workers
-            ],
-        ),
-        "",
-        table(
-            [
-                "SHARD",
-                "OWNER",
-                "EPOCH",
-                "READY",
-                "RUNNING",
-                "OVERDUE",
-                "DEAD",
-                "MISSED",
-                "RECLAIMS",
-                "STALLED",
-            ],
-            [[label, *row] for label, row in _shard_rows(st)],
-        ),
     ]
+    workers = [w for w in st.workers if everything or w.draining or w.overrunning]
+    if workers:
+        lines += [
+            "",
+            table(
+                ["WORKER", "SLOTS", "FREE", "RUNNING", "OVERRUNNING", "DONE", "DRAINING"],
+                [
+                    [
+                        w.worker_id,
+                        w.capacity,
+                        w.capacity_free,
+                        w.running,
+                        w.overrunning,
+                        w.completed,
+                        "yes" if w.draining else "",
+                    ]
+                    for w in workers
+                ],
+            ),
+        ]
+    rows = _shard_rows(st, everything)
+    if rows:
+        headers = ["SHARD", "OWNER", "EPOCH", "READY", "RUNNING", "OVERDUE", "DEAD", "MISSED"]
+        lines += ["", table([*headers, "RECLAIMS", "STALLED"], [[a, *r] for a, r in rows])]
+    else:
+        lines += ["", f"every shard owned by a live node, nothing overdue ({_HINT})"]
     return "\n".join(lines)
 
 
-def _shard_rows(st: Status) -> list[tuple[str, list[object]]]:
-    """One row per run of consecutive shards that read the same (``0-63`` on a quiet
-    deployment with one node), so a shard that differs stands out."""
+_HINT = "status --all lists every shard and worker"
+
+
+def _off(s: ShardStatus) -> bool:
+    """Something to look at now: no live owner, timers overdue, dead letters, stalls."""
+    return not s.live or bool(s.overdue or s.dead_letter or s.dag_stalled or s.stranded)
+
+
+def _shard_rows(st: Status, everything: bool = False) -> list[tuple[str, list[object]]]:
+    """The shards that are off (``everything``: all), one row per run of consecutive
+    shards that read the same (``0-63`` on a quiet deployment with one node)."""
     rows: list[tuple[str, list[object]]] = []
     first = last = -1
     previous: list[object] | None = None
     for s in st.shards:
+        if not (everything or _off(s)):
+            continue
         row: list[object] = [
             (s.owner or "-") + ("" if s.live else " (down)"),
             s.epoch,
