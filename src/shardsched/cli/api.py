@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from shardsched.cli import create, dag_commands, declare, edit, follow, style
+from shardsched.cli import create, dag_commands, declare, edit, follow, progress, style
 from shardsched.cli.flags import api_flags
 from shardsched.cli.http import CliError, endpoint, read_body, request
 from shardsched.cli.render import (
@@ -67,7 +67,15 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     if cmd == "edit":
         return edit.run_edit(args, "job")
     if cmd == "add":
-        out = request(api, "POST", "/api/v1/jobs", read_body(args.file))
+        given = read_body(args.file)
+        if isinstance(given, list):  # many: one request each, a bar on a terminal
+            made = [
+                request(api, "POST", "/api/v1/jobs", b) for b in progress.track(given, "adding")
+            ]
+            return made, lambda o: "\n".join(
+                f"{c['job_id']}  next run {c['next_run_at']}" for c in o
+            )
+        out = request(api, "POST", "/api/v1/jobs", given)
         return out, lambda o: f"{o['job_id']}  next run {o['next_run_at'] or '-'}"
     if cmd == "list":
         query = {
@@ -143,6 +151,8 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
         )
     body = {"since": args.since, "until": args.until, "max_concurrent": args.max_concurrent}
     out = request(api, "POST", path + "/backfill", body)
+    if args.wait:
+        follow.wait_window(api, args.job_id, args.since, args.until, out["ticks"], args.timeout)
     return (
         out,
         lambda o: (
@@ -260,7 +270,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     jsub = jobs.add_subparsers(dest="jobs_command", required=True)
     create.add_create_parser(jsub, common_flags(with_tz=False))
     add = jsub.add_parser("add", parents=[common], help="register a job from a JSON file")
-    add.add_argument("file", help="the job as JSON (POST /api/v1/jobs body); - for stdin")
+    add.add_argument(
+        "file", help="the job as JSON (POST /api/v1/jobs body), or a list of them; - for stdin"
+    )
     lst = jsub.add_parser("list", parents=[common], help="jobs, newest first")
     page(lst, 50)
     lst.add_argument("--status", choices=["active", "paused", "deleted"])
@@ -293,6 +305,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     backfill.add_argument("--since", "--start", dest="since", required=True, metavar="RFC3339")
     backfill.add_argument("--until", "--end", dest="until", required=True, metavar="RFC3339")
     backfill.add_argument("--max-concurrent", type=int, default=1)
+    backfill.add_argument("--wait", action="store_true", help="until every tick has run")
+    timeout_flag(backfill)
 
     runs = sub.add_parser("runs", help="inspect runs, read their output, retry dead letters")
     rsub = runs.add_subparsers(dest="runs_command", required=True)

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from shardsched.cli import progress
 from shardsched.cli.http import CliError, Endpoint, exchange, request
 from shardsched.cli.render import quoted, table
 from shardsched.core.models import DagSpec, JobSpec
@@ -225,7 +226,7 @@ def apply_changes(
     api: Endpoint, changes: list[Change], report: Callable[[Change, str, Any], None]
 ) -> None:
     """Put or delete each change, in order; ``report(change, outcome, version)`` each."""
-    for c in _progress(changes):
+    for c in progress.track(changes, "applying"):
         path = f"/api/v1/{KINDS[c.kind][1]}/{quoted(c.id)}"
         if c.action == "delete":
             view = request(api, "DELETE", path)
@@ -235,17 +236,6 @@ def apply_changes(
             report(c, headers.get("shardsched-outcome", c.action), view.get("version"))
         else:
             report(c, "unchanged", None)
-
-
-def _progress(items: list[Change]) -> Iterable[Change]:
-    """A progress bar on a terminal, for a long list (rich, if it is installed)."""
-    if len(items) < 20 or not sys.stderr.isatty():
-        return items
-    try:
-        from rich.progress import track
-    except ImportError:
-        return items
-    return track(items, description="applying", console=None, transient=True)
 
 
 def run_apply(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:

@@ -17,8 +17,9 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
+from shardsched.cli import progress
 from shardsched.cli.http import CliError, Endpoint, request
-from shardsched.cli.render import quoted
+from shardsched.cli.render import page_query, quoted
 
 POLL_S = 0.5
 TERMINAL = {"succeeded", "failed", "dead_letter", "skipped", "cancelled"}
@@ -123,3 +124,30 @@ def watch_dag_run(api: Endpoint, drid: str, timeout_s: float | None) -> dict[str
         if deadline is not None and time.monotonic() >= deadline:
             raise TimedOut(f"DAG run {drid} is still {run['state']} after {timeout_s:g} s")
         time.sleep(POLL_S)
+
+
+def wait_window(
+    api: Endpoint, job_id: str, since: str, until: str, ticks: int, timeout_s: float | None
+) -> None:
+    """Until every tick of the window has a run that ended for good (a bar meanwhile)."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    with progress.bar("backfilling") as shown:
+        while True:
+            done, cursor = 0, None
+            while True:
+                query = page_query(
+                    {"since": since, "until": until, "limit": 1000, "cursor": cursor}
+                )
+                page = request(api, "GET", f"/api/v1/jobs/{quoted(job_id)}/runs{query}")
+                done += sum(
+                    1 for r in page["runs"] if r["state"] in TERMINAL and not r.get("next_run_id")
+                )
+                cursor = page.get("next_cursor")
+                if not cursor:
+                    break
+            shown.update(done, ticks)
+            if done >= ticks:
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimedOut(f"{done} of {ticks} ticks have run after {timeout_s:g} s")
+            time.sleep(POLL_S)
