@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+import yaml
+
 from conftest import wait_until
 from shardsched.core.access import Scope, TokenRequest
 from shardsched.ops import tokens
@@ -110,5 +112,11 @@ async def test_status_and_audit_read_through_the_api_or_redis(
     assert ra["fired"] == rb["fired"] >= 1 and ra["missing"] == rb["missing"] == 0
     text = await cli(http, "audit", *api)
     assert "OK" in text.stdout
+    as_yaml = await cli(http, "audit", *api, "-o", "yaml", "--settle", "0")
+    assert yaml.safe_load(as_yaml.stdout)["fired"] == ra["fired"]
+    status_yaml = yaml.safe_load((await cli(http, "status", *api, "-o", "yaml")).stdout)
+    assert len(status_yaml["shards"]) == dep.n_shards
+    wide = await cli(http, "status", *api, "-o", "wide")
+    assert wide.stdout.count("\nSHARD ") == 1  # every shard, folded
     unreachable = await cli(http, "status", "--api", "http://127.0.0.1:1")
     assert unreachable.returncode == 2 and "cannot reach the API" in unreachable.stderr

@@ -11,7 +11,7 @@ import trio
 
 from shardsched import ops
 from shardsched.cli.http import CliError, endpoint, request
-from shardsched.cli.render import page_query
+from shardsched.cli.render import as_text, page_query
 from shardsched.ops import audit
 from shardsched.store.redis import RedisError, connect
 
@@ -83,8 +83,9 @@ def run_audit(args: argparse.Namespace) -> int:
     except (RedisError, CliError) as exc:
         print(f"shardsched audit: {exc}", file=sys.stderr)
         return 2
-    if args.json:
-        print(msgspec.json.encode(report).decode())
+    output = "json" if args.json else (args.output or "table")
+    if output in ("json", "yaml"):
+        print(as_text(msgspec.to_builtins(report), output))
     else:
         print(format_report(report))
     return 0 if report.ok else 1

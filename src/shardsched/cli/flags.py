@@ -231,3 +231,14 @@ def api_flags(p: argparse.ArgumentParser) -> None:
         help="a profile of the config file (~/.config/shardsched/config.toml; or "
         "SHARDSCHED_PROFILE)",
     )
+
+
+def output_flag(p: argparse.ArgumentParser) -> None:
+    """-o: a table (wide: all of it), or the answer as JSON or YAML."""
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=["table", "wide", "json", "yaml"],
+        default=None,
+        help="table (default), wide (everything), json or yaml",
+    )

@@ -12,6 +12,7 @@ from shardsched.cli.flags import (
     apply_global_flags,
     global_flags,
     http_flags,
+    output_flag,
     redis_flags,
     retention_flags,
     retention_of,
@@ -124,6 +125,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     redis_flags(audit, required=False)
     api_flags(audit)
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
+    output_flag(audit)
     audit.add_argument(
         "--settle",
         type=float,
@@ -167,6 +169,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     redis_flags(status, required=False)
     api_flags(status)
     status.add_argument("--json", action="store_true", help="print the status as JSON")
+    output_flag(status)
     status.add_argument(
         "--all", action="store_true", help="every shard and worker, not only those off"
     )

@@ -214,3 +214,14 @@ def changes_table(o: Any) -> str:
         [style.when(c["at"]), c["action"], c["by"], c["version"], c["detail"]] for c in o["changes"]
     ]
     return table(["AT", "ACTION", "BY", "VERSION", "DETAIL"], rows) + more_hint(o)
+
+
+def as_text(data: Any, output: str) -> str:
+    """Builtins as JSON (one line, as the API answers) or YAML."""
+    if output == "yaml":
+        import yaml
+
+        return str(yaml.safe_dump(data, sort_keys=False, allow_unicode=True)).rstrip()
+    import json
+
+    return json.dumps(data, separators=(",", ":"))

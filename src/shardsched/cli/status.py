@@ -9,7 +9,7 @@ import sys
 import msgspec
 
 from shardsched.cli.http import CliError, endpoint, request
-from shardsched.cli.render import table
+from shardsched.cli.render import as_text, table
 from shardsched.ops.status import ShardStatus, Status
 
 
@@ -49,7 +49,11 @@ def run_status(args: argparse.Namespace) -> int:
     except (CliError, RedisConnectionError) as exc:
         print(f"shardsched: {exc}", file=sys.stderr)
         return 2
-    print(msgspec.json.encode(st).decode() if args.json else render(st, args.all))
+    output = "json" if args.json else (args.output or "table")
+    if output in ("json", "yaml"):
+        print(as_text(msgspec.to_builtins(st), output))
+    else:
+        print(render(st, args.all or output == "wide"))
     return 1 if st.unowned or st.missed or st.stranded else 0
 
 

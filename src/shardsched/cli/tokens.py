@@ -8,11 +8,10 @@ only its hash.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
-from shardsched.cli.api import common_flags
+from shardsched.cli.api import common_flags, formatted
 from shardsched.cli.flags import redis_flags
 from shardsched.cli.http import CliError, endpoint, request
 from shardsched.cli.render import quoted, table
@@ -126,5 +125,6 @@ def main(args: argparse.Namespace) -> int:
     except CliError as exc:
         print(f"shardsched: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps(out, indent=2) if args.json else _show(args, out))
+    output = "json" if args.json else (args.output or "table")
+    print(formatted(out, output, lambda o: _show(args, o)))
     return 0
