@@ -56,8 +56,17 @@ def test_burst(tmp_path: Path) -> None:
         "redis_floor_s",
         "redis_floor_fires_per_s",
         "trigger_overhead_ratio",
+        "started_over_stream_floor",
     ):
         assert result[key] > 0, key
+    # the stream floor on the same Redis, CPU per run by process kind and by script
+    assert result["stream_floor"]["all_started_s"] > 0
+    assert result["cpu_us_per_run"]["total"] == pytest.approx(
+        sum(result["cpu_us_per_run"][k] for k in ("node", "workers", "redis")), abs=0.5
+    )
+    assert result["cpu_us_per_run"]["workers"] > 0 and result["cpu_us_per_run"]["redis"] > 0
+    for script in ("fire", "claim", "complete"):
+        assert result["scripts"][script]["redis_cpu_us_per_run"] > 0, script
     assert png.stat().st_size > 10_000
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import redis as redis_py
 
+from shardsched.bench import floor
 from shardsched.bench.harness import Procs, bench_redis, percentiles
 from shardsched.core.instants import from_ms
 from shardsched.core.models import CronSchedule, JobSpec, OnceSchedule
@@ -140,41 +141,6 @@ def read_runs(r: redis_py.Redis, client: Client, boundary: int) -> list[list[Any
     return rows
 
 
-def measure_floor(r: redis_py.Redis, client: Client, n: int, batch: int = 500) -> float:
-    """The batched fire script alone: n fires, back to back, one client, on fresh keys."""
-    from shardsched.store.deployment import Deployment
-    from shardsched.store.scripts import SCRIPTS
-
-    dep = Deployment(client.deployment.namespace + "-floor", client.deployment.n_shards)
-    tick = server_ms(r) - 1000
-    per_shard: dict[int, list[str]] = {}
-    for i in range(n):
-        job = f"floor{i}"
-        per_shard.setdefault(dep.keys_for(job).shard, []).append(job)
-    pipe = r.pipeline(transaction=False)
-    for shard, jobs in per_shard.items():
-        sk = dep.shard(shard)
-        pipe.set(sk.epoch, 1)
-        pipe.zadd(sk.timer, {job: tick for job in jobs})
-    pipe.execute()
-    sha = SCRIPTS["fire"].sha
-    calls = []
-    for shard, jobs in per_shard.items():
-        sk = dep.shard(shard)
-        for i in range(0, len(jobs), batch):
-            items: list[Any] = []
-            for job in jobs[i : i + batch]:
-                items += (job, tick, tick, tick + 60_000, "", "a")
-            keys = (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries)
-            calls.append(
-                (keys, (1, sk.base, batch, dep.globals.ready_channel, shard, 0, 0, *items))
-            )
-    start = time.perf_counter()
-    for keys, args in calls:
-        r.evalsha(sha, len(keys), *keys, *args)
-    return time.perf_counter() - start
-
-
 def plot(path: str, rows: list[list[Any]], boundary: int, result: dict) -> None:
     import matplotlib
 
@@ -236,11 +202,23 @@ def run(args: argparse.Namespace) -> dict:
             start_ready(procs, f"worker{i}", *worker_args, profile=args.profile)
         if server_ms(r) > boundary - 500:
             raise RuntimeError("set-up took past the boundary; raise the lead time")
+        # CPU of the burst phase: from a second before the boundary until all complete
+        while server_ms(r) < boundary - 1000:
+            time.sleep(0.005)
+        cpu0 = {name: floor.cpu_seconds(p.pid) for name, p in procs.procs.items()}
+        redis_cpu0 = floor.redis_cpu(r)
         wait_done(r, client, args.jobs, boundary, args.timeout)
+        cpu = {name: floor.cpu_seconds(p.pid) - cpu0[name] for name, p in procs.procs.items()}
+        redis_cpu = floor.redis_cpu(r) - redis_cpu0
         procs.stop_all(signal.SIGINT if args.profile else signal.SIGTERM)  # py-spy saves on SIGINT
         rows = read_runs(r, client, boundary)
         report = client._run(audit.audit(client.deployment, settle_s=0.0, late_after_s=1.0))
-        floor_s = None if args.no_floor else measure_floor(r, client, args.jobs)
+        floor_s = None if args.no_floor else floor.fire_floor(r, client.deployment, args.jobs)
+        stream = None
+        scripts = None
+        if not args.no_floor:
+            stream = floor.stream_floor(r, url, args.jobs, args.shards, args.workers)
+            scripts = floor.script_costs(r, ns, args.shards, args.jobs)
         info = r.info("server") if not isinstance(r, redis_py.RedisCluster) else {}
         client.close()
         r.close()
@@ -289,6 +267,14 @@ def run(args: argparse.Namespace) -> dict:
             round(all_triggered / floor_s, 3) if floor_s and all_triggered else None
         ),
         "machine": {"cores": _cores(), "redis_version": info.get("redis_version")},
+        "stream_floor": stream,
+        "started_over_stream_floor": (
+            round(result_started / stream["all_started_s"], 2)
+            if stream and (result_started := since_boundary(3))
+            else None
+        ),
+        "cpu_us_per_run": floor.per_run(cpu, redis_cpu, args.jobs),
+        "scripts": scripts,
     }
     print(format_result(result))
     if args.json:
@@ -327,6 +313,7 @@ def format_result(r: dict) -> str:
             f"  redis floor {r['redis_floor_s']} s ({r['redis_floor_fires_per_s']} fires/s); "
             f"overhead ratio {r['trigger_overhead_ratio']}",
             f"  audit: {r['audit']}; registration {r['register_jobs_per_s']} jobs/s",
+            *floor.report_lines(r),
         ]
     )
 

@@ -181,6 +181,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
             burst,
             commands,
             faults,
+            floor,
             footprint,
             plan,
             register,
@@ -192,7 +193,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
 
         bench_sub = bench.add_subparsers(dest="bench_command", required=True)
         modules = (auth, burst, commands, faults, steady, soak, register, footprint, scale, plan)
-        for module in (*modules, takeover, archive):
+        for module in (*modules, takeover, archive, floor):
             module.add_parser(bench_sub)
     return parser
 
