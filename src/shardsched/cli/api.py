@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from shardsched.cli import create, dag_commands, declare, edit, follow, progress, style
+from shardsched.cli import create, dag_commands, declare, edit, follow, progress, render, style
 from shardsched.cli.flags import api_flags
 from shardsched.cli.http import CliError, endpoint, read_body, request
 from shardsched.cli.render import (
@@ -290,7 +290,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     trigger.add_argument("job_id")
     trigger.add_argument("--wait", action="store_true", help="until it ends; its exit code")
     trigger.add_argument("-f", "--follow", action="store_true", help="print its output, and wait")
-    timeout_flag(trigger)
+    follow.timeout_flag(trigger)
     jchanges = jsub.add_parser(
         "changes", parents=[common], help="who changed, paused, triggered it, and when"
     )
@@ -306,7 +306,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     backfill.add_argument("--until", "--end", dest="until", required=True, metavar="RFC3339")
     backfill.add_argument("--max-concurrent", type=int, default=1)
     backfill.add_argument("--wait", action="store_true", help="until every tick has run")
-    timeout_flag(backfill)
+    follow.timeout_flag(backfill)
 
     runs = sub.add_parser("runs", help="inspect runs, read their output, retry dead letters")
     rsub = runs.add_subparsers(dest="runs_command", required=True)
@@ -336,7 +336,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "wait", parents=[common], help="until it ends (through retries); exit with its exit code"
     )
     wait.add_argument("run_id")
-    timeout_flag(wait)
+    follow.timeout_flag(wait)
 
     events = sub.add_parser("events", help="the stream of run state changes")
     esub = events.add_subparsers(dest="events_command", required=True)
@@ -364,16 +364,6 @@ COMMANDS = {
 }
 
 
-def timeout_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--timeout",
-        type=create.duration_arg,
-        default=None,
-        metavar="DURATION",
-        help=f"give up after this long (exit {follow.TIMED_OUT}); default: wait for ever",
-    )
-
-
 def main(args: argparse.Namespace) -> int:
     output = "json" if args.json else (args.output or "table")
     try:
@@ -391,33 +381,5 @@ def main(args: argparse.Namespace) -> int:
         print(f"shardsched: {exc}", file=sys.stderr)
         return 1
     if out is not None:  # None: a --follow that printed as it went
-        print(formatted(out, output, show))
+        print(render.formatted(out, output, show))
     return int(getattr(args, "exit_status", 0))
-
-
-#: The id fields ``-o name`` prints, in the order they are looked for.
-_ID_FIELDS = ("dag_run_id", "run_id", "dag_id", "job_id", "id", "name")
-
-
-def formatted(out: Any, output: str, show: Callable[[Any], str]) -> str:
-    """The answer as the user asked: a table, JSON, YAML, or its ids."""
-    if output == "json":
-        return json.dumps(out, indent=2)
-    if output == "yaml":
-        return declare.yaml_module().safe_dump(out, sort_keys=False, allow_unicode=True).rstrip()
-    if output == "name":
-        return "\n".join(_ids(out))
-    return show(out)
-
-
-def _ids(out: Any) -> list[str]:
-    if isinstance(out, list):
-        return [i for item in out for i in _ids(item)]
-    if isinstance(out, dict):
-        for key in ("jobs", "runs", "dags", "dag_runs", "events", "changes", "versions"):
-            if isinstance(out.get(key), list):
-                return _ids(out[key])
-        for key in _ID_FIELDS:
-            if isinstance(out.get(key), str):
-                return [out[key]]
-    return []

@@ -9,6 +9,7 @@ decides anything but how long to keep waiting).
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from shardsched.cli import progress
+from shardsched.cli.create import duration_arg
 from shardsched.cli.http import CliError, Endpoint, request
 from shardsched.cli.render import page_query, quoted
 
@@ -151,3 +153,13 @@ def wait_window(
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimedOut(f"{done} of {ticks} ticks have run after {timeout_s:g} s")
             time.sleep(POLL_S)
+
+
+def timeout_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--timeout",
+        type=duration_arg,
+        default=None,
+        metavar="DURATION",
+        help=f"give up after this long (exit {TIMED_OUT}); default: wait for ever",
+    )

@@ -3,11 +3,12 @@ with anything unprintable escaped."""
 
 from __future__ import annotations
 
+import json
 import re
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -225,3 +226,31 @@ def as_text(data: Any, output: str) -> str:
     import json
 
     return json.dumps(data, separators=(",", ":"))
+
+
+#: The id fields ``-o name`` prints, in the order they are looked for.
+_ID_FIELDS = ("dag_run_id", "run_id", "dag_id", "job_id", "id", "name")
+
+
+def formatted(out: Any, output: str, show: Callable[[Any], str]) -> str:
+    """The answer as the user asked: a table, JSON, YAML, or its ids."""
+    if output == "json":
+        return json.dumps(out, indent=2)
+    if output == "yaml":
+        return as_text(out, "yaml")
+    if output == "name":
+        return "\n".join(_ids(out))
+    return show(out)
+
+
+def _ids(out: Any) -> list[str]:
+    if isinstance(out, list):
+        return [i for item in out for i in _ids(item)]
+    if isinstance(out, dict):
+        for key in ("jobs", "runs", "dags", "dag_runs", "events", "changes", "versions"):
+            if isinstance(out.get(key), list):
+                return _ids(out[key])
+        for key in _ID_FIELDS:
+            if isinstance(out.get(key), str):
+                return [out[key]]
+    return []

@@ -11,10 +11,10 @@ import argparse
 import sys
 from typing import Any
 
-from shardsched.cli.api import common_flags, formatted
+from shardsched.cli.api import common_flags
 from shardsched.cli.flags import redis_flags
 from shardsched.cli.http import CliError, endpoint, request
-from shardsched.cli.render import quoted, table
+from shardsched.cli.render import formatted, quoted, table
 from shardsched.core.access import Scope
 
 
