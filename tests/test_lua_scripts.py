@@ -19,9 +19,11 @@ async def register(redis: Redis, dep: ops.Deployment, every_s: float = 60) -> st
     return created.job_id
 
 
-async def acquire(redis: Redis, dep: ops.Deployment, shard: int, node: str) -> list:
+async def acquire(
+    redis: Redis, dep: ops.Deployment, shard: int, node: str, live: str = "a,b,old,new"
+) -> list:
     sk = dep.shard(shard)
-    return await redis.script("acquire_lease", (sk.owner, sk.epoch), (node, 5000))
+    return await redis.script("acquire_lease", (sk.owner, sk.epoch), (node, 5000, live))
 
 
 async def fire(redis: Redis, dep: ops.Deployment, shard: int, epoch: int, *triples) -> list:
@@ -61,6 +63,18 @@ async def test_leases_fence_by_epoch(redis, dep) -> None:
     assert await redis.script("release_lease", (sk.owner, sk.epoch), ("b", 2)) == 0
     assert await redis.script("release_lease", (sk.owner, sk.epoch), ("a", 2)) == 1
     assert await acquire(redis, dep, 0, "b") == [3]
+
+
+async def test_a_lease_of_a_node_gone_from_the_registry_is_taken_at_once(redis, dep) -> None:
+    """The holder is not among the live nodes the caller read: taken before its TTL, at a
+    new epoch (which fences whatever the old holder still sends)."""
+    assert await acquire(redis, dep, 1, "a") == [1]
+    refused = await acquire(redis, dep, 1, "b", live="a,b")
+    assert refused[0] == -1 and refused[2] > 4000  # a is live: its lease stands
+    assert await acquire(redis, dep, 1, "b", live="b") == [2]  # a is gone: taken now
+    sk = dep.shard(1)
+    assert await redis.execute("GET", sk.owner) == b"b"
+    assert await redis.script("renew_lease", (sk.owner, sk.epoch, sk.stats), ("a", 1, 5000)) == -1
 
 
 async def test_fire_refuses_a_stale_epoch_and_writes_nothing(redis, dep) -> None:

@@ -263,7 +263,7 @@ async def run_node(
     http: str | None,
     node_id: str | None,
     lease_ttl_s: float = 5.0,
-    renew_every_s: float = 1.5,
+    renew_every_s: float = 2.0,
     policy: AccessPolicy | None = None,
     tls: TlsFiles | None = None,
     retention: RetentionDefaults | None = None,

@@ -20,6 +20,7 @@ import redis as redis_py
 from shardsched import IntervalSchedule, JobSpec
 from shardsched.bench.harness import Procs, bench_redis, median
 from shardsched.sdk import Client
+from shardsched.shard.manager import HEARTBEAT_EVERY_S
 
 
 def _owners(r: redis_py.Redis, client: Client) -> dict[int, str | None]:
@@ -98,16 +99,25 @@ def run(args: argparse.Namespace) -> dict:
             _wait_balanced(r, client, set(names))
         client.close()
         r.close()
+    # lease traffic: each node renews its shards' leases every renew_every_s (one call a
+    # shard) and heartbeats every HEARTBEAT_EVERY_S (one call)
+    shards = dep.n_shards
+    nodes = len(names)
+    lease_calls = shards / args.renew_every + nodes / HEARTBEAT_EVERY_S
     result = {
         "lease_ttl_s": args.lease_ttl,
         "renew_every_s": args.renew_every,
+        "heartbeat_every_s": HEARTBEAT_EVERY_S,
         "jobs": args.jobs,
         "rounds_s": rounds,
         "median_s": median(rounds),
+        "lease_calls_per_s": round(lease_calls, 1),
     }
     print(
         f"kill -9 -> firing elsewhere: median {result['median_s']} s over {len(rounds)} rounds "
-        f"(lease TTL {args.lease_ttl} s, renewal every {args.renew_every} s)"
+        f"(lease TTL {args.lease_ttl} s, renewal every {args.renew_every} s, heartbeat every"
+        f" {HEARTBEAT_EVERY_S} s; lease calls {result['lease_calls_per_s']}/s for {shards}"
+        f" shards and {nodes} nodes)"
     )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
@@ -120,6 +130,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--jobs", type=int, default=640)
     p.add_argument("--lease-ttl", type=float, default=5.0)
-    p.add_argument("--renew-every", type=float, default=1.5)
+    p.add_argument("--renew-every", type=float, default=2.0)
     p.add_argument("--json", default=None, metavar="FILE")
     p.set_defaults(bench=run)

@@ -64,7 +64,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     node.add_argument("--node-id", default=None)
     node.add_argument("--shards", type=int, default=None)
     node.add_argument("--lease-ttl", type=float, default=5.0, help="seconds (default 5)")
-    node.add_argument("--renew-every", type=float, default=1.5, help="seconds (default 1.5)")
+    node.add_argument("--renew-every", type=float, default=2.0, help="seconds (default 2)")
     node.add_argument("--allow-eviction", action="store_true")
     retention_flags(node)
 

@@ -1,10 +1,12 @@
 """The shard manager of a node process: membership, leases, one actor per owned shard.
 
-Each round (every ``renew_every_s``) it heartbeats into the node registry, learns the live
-nodes, computes the shards it should own (:mod:`shardsched.core.assignment`), renews the
-leases it holds, hands over the ones it should no longer own (actor stopped first, lease
-released after, so the next owner starts at once rather than after a TTL), and acquires
-the ones it should own whose lease is free or lapsed.
+Each round (every ``heartbeat_every_s``) it heartbeats into the node registry, learns the
+live nodes, computes the shards it should own (:mod:`shardsched.core.assignment`), renews
+the leases it holds (every ``renew_every_s``), hands over the ones it should no longer own
+(actor stopped first, lease released after, so the next owner starts at once rather than
+after a TTL), and acquires
+the ones it should own whose lease is free, lapsed, or held by a node gone from the
+registry (killed: taken over within a registration TTL, not a lease TTL).
 
 Ownership is a Redis lease plus a fencing epoch (``lua/acquire_lease.lua``). An actor is
 cancelled the moment its renewal fails; every script it calls is fenced by the epoch
@@ -26,12 +28,11 @@ from shardsched.core.assignment import target_shards
 from shardsched.core.errors import ShardschedError
 from shardsched.core.pacing import Backoff
 from shardsched.core.schedule import NextFireMemo
-from shardsched.ops import resume_if_due
 from shardsched.runtime.metrics import Metrics
 from shardsched.shard.actor import LeaseLost, ShardActor
-from shardsched.store.calls import call_script, drive_async, redis_calls
+from shardsched.shard.maintenance import MAINTENANCE_EVERY_S, Maintainer
+from shardsched.store.calls import call_script, redis_calls
 from shardsched.store.deployment import Deployment
-from shardsched.store.lua import dags as dags_lua
 from shardsched.store.lua import leases
 from shardsched.store.lua import runs as runs_lua
 from shardsched.store.records import NodeInfo
@@ -39,8 +40,6 @@ from shardsched.store.redis import Redis, RedisError
 
 log = logging.getLogger(__name__)
 
-#: How often the owner reports stalled DAG tasks and resumes jobs paused until now.
-MAINTENANCE_EVERY_S = 1.0
 #: The longest the owner goes without a reclaim round (the earliest lease deadline it
 #: knows of, lua/claim.lua tells it of earlier ones, usually comes first).
 RECLAIM_MAX_WAIT_S = 10.0
@@ -48,6 +47,12 @@ RECLAIM_MAX_WAIT_S = 10.0
 RECLAIM_MIN_WAIT_S = 0.01
 #: Lapses in a row after which a run is failed as poison, not delivered again.
 POISON_LAPSES = 3
+#: How often a node heartbeats into the registry (and looks at who else is alive); its
+#: registration lasts three of these. A node gone from the registry loses its shards at
+#: once (acquire_lease.lua takes a lease whose holder is not live), so a kill -9 is
+#: taken over in about this registration time, not the lease TTL. Lease renewals, one
+#: call per shard, keep their own slower pace (renew_every_s).
+HEARTBEAT_EVERY_S = 0.5
 
 
 def default_node_id() -> str:
@@ -68,16 +73,19 @@ class ShardManager:
         dep: Deployment,
         node_id: str | None = None,
         lease_ttl_s: float = 5.0,
-        renew_every_s: float = 1.5,
+        renew_every_s: float = 2.0,
         batch: int = 500,
         http: str | None = None,
         metrics: Metrics | None = None,
+        heartbeat_every_s: float = HEARTBEAT_EVERY_S,
     ) -> None:
         self.redis = redis
         self.dep = dep
         self.node_id = node_id or default_node_id()
         self.lease_ttl_ms = round(lease_ttl_s * 1000)
         self.renew_every_s = renew_every_s
+        self.heartbeat_every_s = min(heartbeat_every_s, renew_every_s)
+        self.registration_ttl_ms = round(3 * self.heartbeat_every_s * 1000)
         self.batch = batch
         self.http = http
         self.memo = NextFireMemo()
@@ -88,14 +96,21 @@ class ShardManager:
         self.refused_writes = 0
         self.reclaimed = 0
         self.reclaim_rounds = 0
-        self.dag_stalled = 0
-        self.auto_resumed = 0
+        self.maintainer = Maintainer(redis, dep, self.metrics, lambda: list(self.leases.items()))
         self._started_ms = 0
         #: trio's clock when the next reclaim round is due, and the server's clock less
         #: trio's (ms), to read claim.lua's deadlines (server clock) on trio's
         self._reclaim_at = -math.inf
         self._reclaim_sooner = trio.Event()
         self._server_ahead_ms: float | None = None
+
+    @property
+    def dag_stalled(self) -> int:
+        return self.maintainer.dag_stalled
+
+    @property
+    def auto_resumed(self) -> int:
+        return self.maintainer.auto_resumed
 
     async def _heartbeat(self) -> frozenset[int]:
         g = self.dep.globals
@@ -109,7 +124,7 @@ class ShardManager:
                 window.total(),
             )
         )
-        call = leases.heartbeat(g.nodes, g.node_info, self.node_id, self.lease_ttl_ms, info)
+        call = leases.heartbeat(g.nodes, g.node_info, self.node_id, self.registration_ttl_ms, info)
         now_ms, self.live_nodes = leases.decode_heartbeat(await call_script(self.redis, call))
         if not self._started_ms:
             self._started_ms = now_ms
@@ -117,7 +132,10 @@ class ShardManager:
 
     async def _acquire(self, nursery: trio.Nursery, shards: list[int]) -> None:
         calls = [
-            leases.acquire_lease(self.dep.shard(s), self.node_id, self.lease_ttl_ms) for s in shards
+            leases.acquire_lease(
+                self.dep.shard(s), self.node_id, self.lease_ttl_ms, self.live_nodes
+            )
+            for s in shards
         ]
         for shard, reply in zip(shards, await redis_calls(self.redis, calls), strict=True):
             if isinstance(reply, Exception):
@@ -279,75 +297,10 @@ class ShardManager:
                     extra={"shard": shard, "epoch": self.leases.get(shard)},
                 )
 
-    async def _maintenance_loop(self) -> None:
-        """Every second: report DAG tasks released but not claimed within their SLA, and
-        resume the jobs paused until now, in every owned shard."""
-        backoff = Backoff(first=MAINTENANCE_EVERY_S, cap=10.0)
-        while True:
-            await trio.sleep(MAINTENANCE_EVERY_S)
-            try:
-                await self._maintenance_round()
-                backoff.reset()
-            except (RedisError, ShardschedError) as exc:
-                pause = backoff.next()
-                self.metrics.redis_error(log, "maintenance round", exc, pause)
-                await trio.sleep(pause)
-
-    async def _maintenance_round(self) -> None:
-        held = list(self.leases.items())
-        if not held:
-            return
-        calls = [dags_lua.dag_stalled(self.dep.shard(shard), epoch, 1000) for shard, epoch in held]
-        replies = await redis_calls(self.redis, calls)
-        for (shard, _), stalled in zip(held, replies, strict=True):
-            if isinstance(stalled, Exception):
-                log.error("stall check on shard %d failed: %s", shard, stalled)
-            elif stalled[0] == runs_lua.Fenced.OK and stalled[1]:
-                self.dag_stalled += stalled[1]
-                for dag_id in stalled[2:]:
-                    self.metrics.dag_stalled.labels(self.metrics.dag_label(dag_id.decode())).inc()
-                log.warning(
-                    "shard %d: %d DAG task runs released and unclaimed past their SLA",
-                    shard,
-                    stalled[1],
-                    extra={"shard": shard, "epoch": self.leases.get(shard)},
-                )
-        await self._auto_resume([shard for shard, _ in held])
-
-    async def _auto_resume(self, shards: list[int]) -> None:
-        """Resume the owned shards' jobs paused until now or earlier (server clock)."""
-        now_ms = await self.redis.time_ms()
-        due = await self.redis.pipeline(
-            [
-                (
-                    "ZRANGE",
-                    self.dep.shard(s).resumes,
-                    "-inf",
-                    now_ms,
-                    "BYSCORE",
-                    "LIMIT",
-                    0,
-                    100,
-                    "WITHSCORES",
-                )
-                for s in shards
-            ]
-        )
-        for reply in due:
-            for i in range(0, len(reply), 2):
-                job_id, until = reply[i].decode(), int(float(reply[i + 1]))
-                try:
-                    resumed = await drive_async(resume_if_due(self.dep, job_id, until), self.redis)
-                except ShardschedError as exc:  # one job's trouble must not stop the node
-                    log.error("auto-resume of %s failed: %s", job_id, exc)
-                    continue
-                if resumed:
-                    self.auto_resumed += 1
-                    log.info("job %s resumed: paused until %d", job_id, until)
-
-    async def _round(self, nursery: trio.Nursery) -> None:
+    async def _round(self, nursery: trio.Nursery, renew: bool = True) -> None:
         target = await self._heartbeat()
-        await self._renew()
+        if renew:
+            await self._renew()
         leaving = [s for s in self.leases if s not in target]
         if leaving:
             await self._hand_over(leaving)
@@ -364,13 +317,17 @@ class ShardManager:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self._listen_wakes, name="wake-listener")
                 nursery.start_soon(self._reclaim_loop, name="reclaimer")
-                nursery.start_soon(self._maintenance_loop, name="maintenance")
+                nursery.start_soon(self.maintainer.run, name="maintenance")
                 started = False
                 backoff = Backoff(first=self.renew_every_s / 4, cap=self.renew_every_s)
+                renew_at = -math.inf
                 while True:
-                    pause = self.renew_every_s
+                    pause = self.heartbeat_every_s
                     try:
-                        await self._round(nursery)
+                        renew = trio.current_time() >= renew_at
+                        await self._round(nursery, renew)
+                        if renew:
+                            renew_at = trio.current_time() + self.renew_every_s - pause / 2
                         backoff.reset()
                     except RedisError as exc:
                         pause = backoff.next()

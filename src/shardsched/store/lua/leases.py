@@ -13,12 +13,15 @@ from shardsched.store.lua import signature
 #: The code of a lease script refusing: another node holds the lease, or a newer epoch.
 LEASE_LOST = -1
 
-ACQUIRE_LEASE = signature("acquire_lease", keys=("owner", "epoch"), argv=("node", "ttl"))
+ACQUIRE_LEASE = signature(
+    "acquire_lease", keys=("owner", "epoch"), argv=("node", "ttl", "live nodes")
+)
 
 
-def acquire_lease(sk: ShardKeys, node_id: str, ttl_ms: int) -> Call:
-    """Take a shard's lease; decode with :func:`decode_acquired`."""
-    return ACQUIRE_LEASE.call((sk.owner, sk.epoch), (node_id, ttl_ms))
+def acquire_lease(sk: ShardKeys, node_id: str, ttl_ms: int, live_nodes: Sequence[str] = ()) -> Call:
+    """Take a shard's lease: free, lapsed, or held by a node not in ``live_nodes`` (the
+    registry as the caller just read it); decode with :func:`decode_acquired`."""
+    return ACQUIRE_LEASE.call((sk.owner, sk.epoch), (node_id, ttl_ms, ",".join(live_nodes)))
 
 
 def decode_acquired(reply: Sequence[Any]) -> int | None:

@@ -1,0 +1,109 @@
+"""An owner's once-a-second chores, beside firing: report DAG tasks released but not
+claimed within their SLA (``lua/dag_stalled.lua``, fenced), and resume the jobs paused
+until now, in every shard the node holds."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import trio
+
+from shardsched.core.errors import ShardschedError
+from shardsched.core.pacing import Backoff
+from shardsched.ops import resume_if_due
+from shardsched.runtime.metrics import Metrics
+from shardsched.store.calls import drive_async, redis_calls
+from shardsched.store.deployment import Deployment
+from shardsched.store.lua import dags as dags_lua
+from shardsched.store.lua import runs as runs_lua
+from shardsched.store.redis import Redis, RedisError
+
+log = logging.getLogger(__name__)
+
+#: How often the owner reports stalled DAG tasks and resumes jobs paused until now.
+MAINTENANCE_EVERY_S = 1.0
+
+
+class Maintainer:
+    """One task per node; ``held`` answers the (shard, epoch) of every lease held now."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        dep: Deployment,
+        metrics: Metrics,
+        held: Callable[[], list[tuple[int, int]]],
+    ) -> None:
+        self.redis = redis
+        self.dep = dep
+        self.metrics = metrics
+        self.held = held
+        self.dag_stalled = 0
+        self.auto_resumed = 0
+
+    async def run(self) -> None:
+        """Every second: report DAG tasks released but not claimed within their SLA, and
+        resume the jobs paused until now, in every owned shard."""
+        backoff = Backoff(first=MAINTENANCE_EVERY_S, cap=10.0)
+        while True:
+            await trio.sleep(MAINTENANCE_EVERY_S)
+            try:
+                await self._maintenance_round()
+                backoff.reset()
+            except (RedisError, ShardschedError) as exc:
+                pause = backoff.next()
+                self.metrics.redis_error(log, "maintenance round", exc, pause)
+                await trio.sleep(pause)
+
+    async def _maintenance_round(self) -> None:
+        held = self.held()
+        if not held:
+            return
+        calls = [dags_lua.dag_stalled(self.dep.shard(shard), epoch, 1000) for shard, epoch in held]
+        replies = await redis_calls(self.redis, calls)
+        for (shard, _), stalled in zip(held, replies, strict=True):
+            if isinstance(stalled, Exception):
+                log.error("stall check on shard %d failed: %s", shard, stalled)
+            elif stalled[0] == runs_lua.Fenced.OK and stalled[1]:
+                self.dag_stalled += stalled[1]
+                for dag_id in stalled[2:]:
+                    self.metrics.dag_stalled.labels(self.metrics.dag_label(dag_id.decode())).inc()
+                log.warning(
+                    "shard %d: %d DAG task runs released and unclaimed past their SLA",
+                    shard,
+                    stalled[1],
+                    extra={"shard": shard, "epoch": dict(self.held()).get(shard)},
+                )
+        await self._auto_resume([shard for shard, _ in held])
+
+    async def _auto_resume(self, shards: list[int]) -> None:
+        """Resume the owned shards' jobs paused until now or earlier (server clock)."""
+        now_ms = await self.redis.time_ms()
+        due = await self.redis.pipeline(
+            [
+                (
+                    "ZRANGE",
+                    self.dep.shard(s).resumes,
+                    "-inf",
+                    now_ms,
+                    "BYSCORE",
+                    "LIMIT",
+                    0,
+                    100,
+                    "WITHSCORES",
+                )
+                for s in shards
+            ]
+        )
+        for reply in due:
+            for i in range(0, len(reply), 2):
+                job_id, until = reply[i].decode(), int(float(reply[i + 1]))
+                try:
+                    resumed = await drive_async(resume_if_due(self.dep, job_id, until), self.redis)
+                except ShardschedError as exc:  # one job's trouble must not stop the node
+                    log.error("auto-resume of %s failed: %s", job_id, exc)
+                    continue
+                if resumed:
+                    self.auto_resumed += 1
+                    log.info("job %s resumed: paused until %d", job_id, until)
