@@ -172,6 +172,12 @@ def plot(path: str, rows: list[list[Any]], boundary: int, result: dict) -> None:
     fig.savefig(path, dpi=110)
 
 
+def phase(text: str) -> None:
+    """Where a long benchmark is (stderr: the report on stdout stays as it was). A line,
+    not a bar: a bar redrawn during the burst would take CPU from what it measures."""
+    print(f"burst: {text}…", file=sys.stderr, flush=True)
+
+
 def run(args: argparse.Namespace) -> dict:
     command = "handler:noop" if args.job_command == "noop" else args.job_command
     with bench_redis(args.redis, args.fsync) as url, Procs() as procs:
@@ -185,7 +191,9 @@ def run(args: argparse.Namespace) -> dict:
             while (server_ms(r) // 1000) % 60 > 60 - lead - 5:
                 time.sleep(0.5)
         boundary = plan_boundary(r, args.mode, lead)
+        phase(f"registering {args.jobs} jobs due at {from_ms(boundary).isoformat()}")
         register_rate = register(client, args.jobs, args.mode, boundary, command)
+        phase(f"starting {args.nodes} node(s) and {args.workers} worker(s)")
         common = ("--redis", url, "--namespace", ns)
         for i in range(args.nodes):
             node_args = ("node", *common, "--node-id", f"bench-node-{i}", "--no-http")
@@ -205,18 +213,21 @@ def run(args: argparse.Namespace) -> dict:
         # CPU of the burst phase: from a second before the boundary until all complete
         while server_ms(r) < boundary - 1000:
             time.sleep(0.005)
+        phase("the burst")
         cpu0 = {name: floor.cpu_seconds(p.pid) for name, p in procs.procs.items()}
         redis_cpu0 = floor.redis_cpu(r)
         wait_done(r, client, args.jobs, boundary, args.timeout)
         cpu = {name: floor.cpu_seconds(p.pid) - cpu0[name] for name, p in procs.procs.items()}
         redis_cpu = floor.redis_cpu(r) - redis_cpu0
         procs.stop_all(signal.SIGINT if args.profile else signal.SIGTERM)  # py-spy saves on SIGINT
+        phase(f"reading {args.jobs} runs and auditing")
         rows = read_runs(r, client, boundary)
         report = client._run(audit.audit(client.deployment, settle_s=0.0, late_after_s=1.0))
         floor_s = None if args.no_floor else floor.fire_floor(r, client.deployment, args.jobs)
         stream = None
         scripts = None
         if not args.no_floor:
+            phase("measuring the floors on the same Redis")
             stream = floor.stream_floor(r, url, args.jobs, args.shards, args.workers)
             scripts = floor.script_costs(r, ns, args.shards, args.jobs)
         info = r.info("server") if not isinstance(r, redis_py.RedisCluster) else {}
