@@ -178,3 +178,15 @@ def test_takeover(tmp_path: Path) -> None:
     )
     result = json.loads(data.read_text())
     assert 0 < result["median_s"] < 5
+
+
+@pytest.mark.slow
+def test_dag(tmp_path: Path) -> None:
+    data = tmp_path / "dag.json"
+    bench("dag", "--dags", "40", "--shards", "8", "--fsync", "off", "--json", str(data))
+    result = json.loads(data.read_text())
+    assert result["task_runs"] == result["succeeded"] == 400
+    assert result["released_twice"] == result["never_released"] == 0
+    assert result["audit"] == {"missing": 0, "duplicated": 0}
+    assert result["releases_per_s"] > 0 and result["release_latency_s"]["max"] == 0
+    assert result["cpu_us_per_task_run"]["total"] > 0

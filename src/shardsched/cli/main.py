@@ -180,6 +180,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
             auth,
             burst,
             commands,
+            dag,
             faults,
             floor,
             footprint,
@@ -193,7 +194,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
 
         bench_sub = bench.add_subparsers(dest="bench_command", required=True)
         modules = (auth, burst, commands, faults, steady, soak, register, footprint, scale, plan)
-        for module in (*modules, takeover, archive, floor):
+        for module in (*modules, takeover, archive, floor, dag):
             module.add_parser(bench_sub)
     return parser
 
