@@ -190,3 +190,18 @@ def test_dag(tmp_path: Path) -> None:
     assert result["audit"] == {"missing": 0, "duplicated": 0}
     assert result["releases_per_s"] > 0 and result["release_latency_s"]["max"] == 0
     assert result["cpu_us_per_task_run"]["total"] > 0
+
+
+@pytest.mark.slow
+def test_fleet(tmp_path: Path) -> None:
+    data = tmp_path / "fleet.json"
+    bench(
+        "fleet", "--fleets", "4,20", "--processes", "2", "--rate", "50", "--duration", "3",
+        "--idle", "2", "--settle", "1", "--shards", "8", "--json", str(data),
+    )  # fmt: skip
+    result = json.loads(data.read_text())
+    assert [f["workers"] for f in result["fleets"]] == [4, 20]
+    for fleet in result["fleets"]:
+        assert fleet["firings_per_s"] > 0 and fleet["redis_cpu_idle_s_per_s"] > 0
+        assert fleet["claim_latency_s"]["p99"] is not None
+        assert fleet["runs_per_worker"]["max"] >= fleet["runs_per_worker"]["mean"] > 0

@@ -190,11 +190,12 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
             soak,
             steady,
             takeover,
+            workers,
         )
 
         bench_sub = bench.add_subparsers(dest="bench_command", required=True)
         modules = (auth, burst, commands, faults, steady, soak, register, footprint, scale, plan)
-        for module in (*modules, takeover, archive, floor, dag):
+        for module in (*modules, takeover, archive, floor, dag, workers):
             module.add_parser(bench_sub)
     return parser
 
