@@ -206,7 +206,9 @@ def delete_dag(dep: Deployment, dag_id: str, actor: str = SDK_ACTOR) -> Op:
         return dag
     sk = dep.keys_for(dag_id)
     (reply,) = yield [jobs_lua.delete_job(sk, dep.globals, dag_id, actor)]
-    jobs_lua.raise_refusal(check(reply)[0], dag_id, dag=True)
+    code = check(reply)[0]
+    if code != jobs_lua.JobReply.DELETED:  # deleted meanwhile by another DELETE: the same
+        jobs_lua.raise_refusal(code, dag_id, dag=True)
     return (yield from get_dag(dep, dag_id))
 
 
