@@ -70,6 +70,8 @@ async def test_apply_creates_updates_prunes_its_own_set_and_dry_runs(
 
     again = await cli(http, "apply", "-f", str(conf), *api, "--json")
     assert [d["outcome"] for d in json.loads(again.stdout)] == ["unchanged"] * 3
+    dry_same = await cli(http, "apply", "-f", str(conf), "--dry-run", *api)
+    assert dry_same.stdout.count("unchanged ") == 3 and "3 unchanged" in dry_same.stdout
 
     # a change, a removal: first as a dry run, which writes nothing
     (conf / "jobs.yaml").write_text(JOBS_YAML.split("---")[0].replace("echo report", "echo v2"))
@@ -78,7 +80,7 @@ async def test_apply_creates_updates_prunes_its_own_set_and_dry_runs(
     assert dry.returncode == 0, dry.stderr
     assert "update    job nightly-report" in dry.stdout
     assert "-command: echo report" in dry.stdout and "+command: echo v2" in dry.stdout
-    assert "next: " in dry.stdout and "T03:00:00+01:00" in dry.stdout  # Berlin's wall clock
+    assert "next: " in dry.stdout and " 03:00 UTC+01:00" in dry.stdout  # Berlin's wall clock
     assert "delete    job heartbeat" in dry.stdout
     assert other.json()["job_id"] not in dry.stdout
     assert "(dry run: nothing written)" in dry.stdout

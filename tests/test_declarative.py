@@ -29,6 +29,9 @@ async def test_put_creates_replaces_and_leaves_an_unchanged_job_alone(node, http
 
     again = await http.put("/api/v1/jobs/nightly-report", json=JOB)
     assert again.status_code == 200 and again.headers["shardsched-outcome"] == "unchanged"
+    spelled = {**JOB, "timeout_s": 3600, "retry_policy": {"max_attempts": 1}, "env": {}}
+    same = await http.put("/api/v1/jobs/nightly-report", json=spelled)  # defaults spelled out
+    assert same.headers["shardsched-outcome"] == "unchanged" and same.json()["version"] == 1
     assert again.json()["version"] == 1 and again.json()["next_run_at"] == next_run
 
     changed = await http.put("/api/v1/jobs/nightly-report", json={**JOB, "command": "echo v2"})

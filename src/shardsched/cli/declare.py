@@ -23,10 +23,10 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from shardsched.cli import progress
+from shardsched.cli import progress, style
 from shardsched.cli.http import CliError, Endpoint, exchange, request
 from shardsched.cli.render import quoted, table
-from shardsched.core.models import DagSpec, JobSpec
+from shardsched.core.models import DagSpec, JobSpec, plain
 
 #: The label ``apply`` puts on what it manages; ``--prune`` looks only at its own set's.
 APPLY_SET = "apply-set"
@@ -137,8 +137,9 @@ def normalised(kind: str, body: dict[str, Any], source: str) -> dict[str, Any]:
             validate_dag(spec)
     except msgspec.ValidationError as exc:
         raise CliError(f"{source}: {exc}") from None
-    plain: dict[str, Any] = msgspec.to_builtins(msgspec.json.decode(msgspec.json.encode(spec)))
-    return plain
+    out = plain(msgspec.json.decode(msgspec.json.encode(spec), type=spec_type))
+    assert isinstance(out, dict)
+    return out
 
 
 def current(api: Endpoint, kind: str, any_id: str) -> tuple[dict[str, Any] | None, dict | None]:
@@ -219,7 +220,16 @@ def next_fires(api: Endpoint, body: dict[str, Any] | None, count: int = 3) -> st
     out = request(
         api, "POST", "/api/v1/schedules/preview", {"schedule": body["schedule"], "count": count}
     )
-    return ", ".join(f["local"] for f in out["fire_times"])
+    return ", ".join(_wall(f["local"]) for f in out["fire_times"])
+
+
+def _wall(text: str) -> str:
+    """A fire time on its schedule's wall clock, as people read it: 2026-12-02 03:00 CET."""
+    at = style.parse(text)
+    if at is None:
+        return text
+    zone = at.tzname() or ""
+    return at.strftime("%Y-%m-%d %H:%M:%S").removesuffix(":00") + (f" {zone}" if zone else "")
 
 
 def apply_changes(

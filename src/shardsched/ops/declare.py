@@ -20,7 +20,7 @@ from shardsched.core.errors import (
     ShardschedError,
     ValidationError,
 )
-from shardsched.core.models import DAG_ID, JOB_ID, DagSpec, JobSpec, JobStatus
+from shardsched.core.models import DAG_ID, JOB_ID, DagSpec, JobSpec, JobStatus, same_definition
 from shardsched.core.schedule import first_fire_ms
 from shardsched.core.validation import validate_spec
 from shardsched.ops import dags
@@ -130,7 +130,7 @@ def put_dag(
         sk = dep.keys_for(dag_id)
         (raw, now) = yield [Call(("HGET", sk.job(dag_id), "spec")), Call(("TIME",))]
         old = _dag_decoder.decode(check(raw))
-        if msgspec.json.encode(old) == wanted:
+        if same_definition(old, spec):
             return dag, Outcome.UNCHANGED
         timing = msgspec.json.encode(dags.dag_timing(spec))
         next_fire: int | str = "="

@@ -31,6 +31,7 @@ from shardsched.core.models import (
     Overlap,
     TaskSpec,
     Timing,
+    same_definition,
     timing_of,
 )
 from shardsched.core.schedule import first_fire_ms
@@ -339,7 +340,7 @@ def write_spec(
     spec = _spec_decoder.decode(_spec_encoder.encode(spec))  # as stored: 60 reads 60.0
     if (
         status == job.status
-        and _spec_encoder.encode(spec) == _spec_encoder.encode(spec_of(job))
+        and same_definition(spec, spec_of(job))
         and (status != JobStatus.PAUSED or (reason, until) == (job.pause_reason, job.paused_until))
     ):
         return job  # nothing changes (a repeated pause or resume): no new version
