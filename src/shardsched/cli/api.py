@@ -140,8 +140,8 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
                 [
                     v["version"],
                     v["status"],
-                    v["valid_from"],
-                    v["valid_until"],
+                    style.when(v["valid_from"]),
+                    style.when(v["valid_until"]),
                     v.get("changed_by"),
                     schedule_text(v["spec"]["schedule"]) if v["spec"].get("schedule") else None,
                     v["spec"]["command"],
@@ -211,7 +211,13 @@ def _dead_letter(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
 
 def _event_rows(events: list[dict]) -> list[list[Any]]:
     return [
-        [e["at"], e["run_id"], f"{e['old'] or '-'} -> {e['new']}", e["worker"], e["detail"]]
+        [
+            style.clock(e["at"]),
+            e["run_id"],
+            f"{e['old'] or '-'} -> {e['new']}",
+            e["worker"],
+            e["detail"],
+        ]
         for e in events
     ]
 

@@ -26,7 +26,8 @@ import msgspec
 from shardsched.cli import progress, style
 from shardsched.cli.http import CliError, Endpoint, exchange, request
 from shardsched.cli.render import quoted, table
-from shardsched.core.models import DagSpec, JobSpec, plain
+from shardsched.core.models import DagSpec, JobSpec
+from shardsched.core.sameness import plain
 
 #: The label ``apply`` puts on what it manages; ``--prune`` looks only at its own set's.
 APPLY_SET = "apply-set"

@@ -118,6 +118,16 @@ def when(text: str | None) -> str | None:
     return there.strftime("%H:%M" if same_day else "%Y-%m-%d %H:%M")
 
 
+def clock(text: str | None) -> str | None:
+    """A time to the millisecond on the wall clock, for a log of events (wide: the date)."""
+    at = parse(text)
+    if at is None:
+        return text
+    there = local(at)
+    shown = there.strftime("%Y-%m-%d %H:%M:%S" if current.wide else "%H:%M:%S")
+    return f"{shown}.{there.microsecond // 1000:03d}"
+
+
 def instant(text: str | None) -> str | None:
     """A time for a detail view: the wall clock, its zone, and how far from now."""
     at = parse(text)

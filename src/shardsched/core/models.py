@@ -17,7 +17,6 @@ from datetime import datetime
 from typing import Annotated, TypeVar
 
 import msgspec
-import msgspec.inspect
 
 _T = TypeVar("_T")
 #: No control characters (C0, DEL, C1) and no invisible format characters (zero-width,
@@ -369,37 +368,3 @@ class ExecSpec(msgspec.Struct):
 def timing_of(spec: JobSpec) -> Timing:
     assert spec.schedule is not None, "a job of its own has a schedule (validate_spec)"
     return Timing(spec.schedule, spec.catchup, spec.misfire_grace_s, spec.overlap, spec.max_catchup)
-
-
-def plain(value: object) -> object:
-    """A Struct as builtins with every field equal to its default left out, recursively:
-    two definitions that mean the same compare equal however they were spelled
-    (``"timeout_s": 3600`` given or not). msgspec's ``omit_defaults`` cannot say this: it
-    leaves out a default only when it is the very default object."""
-    if isinstance(value, msgspec.Struct):
-        out = {}
-        for field in msgspec.structs.fields(value):
-            item = getattr(value, field.name)
-            if field.default is not msgspec.NODEFAULT:
-                default: object = field.default
-            elif field.default_factory is not msgspec.NODEFAULT:
-                default = field.default_factory()
-            else:
-                default = msgspec.NODEFAULT
-            if default is not msgspec.NODEFAULT and item == default:
-                continue
-            out[field.encode_name] = plain(item)
-        info = msgspec.inspect.type_info(type(value))
-        if isinstance(info, msgspec.inspect.StructType) and info.tag_field is not None:
-            out = {info.tag_field: info.tag, **out}
-        return out
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    return msgspec.to_builtins(value)
-
-
-def same_definition(a: msgspec.Struct, b: msgspec.Struct) -> bool:
-    """Whether two definitions mean the same (see :func:`plain`)."""
-    return plain(a) == plain(b)

@@ -20,7 +20,8 @@ from shardsched.core.errors import (
     ShardschedError,
     ValidationError,
 )
-from shardsched.core.models import DAG_ID, JOB_ID, DagSpec, JobSpec, JobStatus, same_definition
+from shardsched.core.models import DAG_ID, JOB_ID, DagSpec, JobSpec, JobStatus
+from shardsched.core.sameness import same_definition
 from shardsched.core.schedule import first_fire_ms
 from shardsched.core.validation import validate_spec
 from shardsched.ops import dags

@@ -31,9 +31,9 @@ from shardsched.core.models import (
     Overlap,
     TaskSpec,
     Timing,
-    same_definition,
     timing_of,
 )
+from shardsched.core.sameness import same_definition
 from shardsched.core.schedule import first_fire_ms
 from shardsched.core.validation import checked, validate_spec
 from shardsched.core.views import (
