@@ -131,6 +131,7 @@ def test_register_and_footprint(tmp_path: Path) -> None:
     assert 100 < result["bytes_per_job"] < 5000 and result["bytes_per_completed_run"] > 0
 
 
+@pytest.mark.slow
 def test_scale() -> None:
     out = bench("scale", "--jobs", "200", "--nodes", "1,2", "--workers", "1", "--lead", "3")
     assert out.stdout.count("| 1 | 1 |") == 1 and out.stdout.count("| 2 | 1 |") == 1

@@ -106,6 +106,7 @@ async def test_sigstopped_owner_is_fenced_after_takeover(redis, namespace, nodes
     assert report.fired > 300 * 8
 
 
+@pytest.mark.slow
 async def test_full_outage_catch_up_follows_each_policy(redis, namespace, nodes_for) -> None:
     dep = await deployment(redis, namespace, 8)
     nodes = nodes_for(dep)

@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 import subprocess
+import sys
 import uuid
 import zoneinfo
 from collections.abc import Iterator
@@ -104,7 +105,7 @@ job = st.fixed_dictionaries(
 )
 
 SETTINGS = settings(
-    max_examples=int(os.environ.get("SHARDSCHED_PROPERTY_EXAMPLES", "100")),
+    max_examples=int(os.environ.get("SHARDSCHED_PROPERTY_EXAMPLES", "50")),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -144,3 +145,27 @@ def test_previewing_any_schedule_is_2xx_or_4xx_with_increasing_times(
     if reply.status_code == 200:
         times = [datetime.fromisoformat(t["at"]) for t in reply.json()["fire_times"]]
         assert all(a < b for a, b in itertools.pairwise(times)), (body, times)
+
+
+@pytest.mark.slow
+def test_the_properties_at_300_examples() -> None:
+    """The same properties at 300 examples each (the default suite runs 50)."""
+    env = {**os.environ, "SHARDSCHED_PROPERTY_EXAMPLES": "300", "PYTHONUNBUFFERED": "1"}
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            "not slow",
+            __file__,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-2000:]
