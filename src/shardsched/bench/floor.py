@@ -131,23 +131,33 @@ def consume(url: str, prefix: str, shards: int, consumer: str) -> None:
             pipe.execute()
 
 
-def script_costs(r: redis_py.Redis, namespace: str, shards: int, n: int) -> dict[str, Any]:
-    """fire, claim and complete each over n fresh runs on their own: wall seconds and
-    Redis CPU per run, per script (one client, batches of 500, back to back)."""
-    dep = Deployment(namespace + "-scripts", shards)
+def _seed(
+    r: redis_py.Redis, dep: Deployment, n: int, prefix: str, with_jobs: bool = False
+) -> tuple[int, dict[int, list[str]]]:
+    """n timer entries due a second ago on fresh keys, each shard's epoch 1 (and, with
+    ``with_jobs``, a job hash for each, which claim reads): the due tick and the jobs by
+    shard."""
     tick = int(r.time()[0]) * 1000 - 1000
     per_shard: dict[int, list[str]] = {}
     for i in range(n):
-        job = f"s{i}"
+        job = f"{prefix}{i}"
         per_shard.setdefault(dep.keys_for(job).shard, []).append(job)
     pipe = r.pipeline(transaction=False)
     for shard, jobs in per_shard.items():
         sk = dep.shard(shard)
         pipe.set(sk.epoch, 1)
         pipe.zadd(sk.timer, {job: tick for job in jobs})
-        for job in jobs:
+        for job in jobs if with_jobs else ():
             pipe.hset(sk.job(job), mapping={"spec": '{"command":"true"}', "lease": 30000})
     pipe.execute()
+    return tick, per_shard
+
+
+def script_costs(r: redis_py.Redis, namespace: str, shards: int, n: int) -> dict[str, Any]:
+    """fire, claim and complete each over n fresh runs on their own: wall seconds and
+    Redis CPU per run, per script (one client, batches of 500, back to back)."""
+    dep = Deployment(namespace + "-scripts", shards)
+    tick, per_shard = _seed(r, dep, n, "s", with_jobs=True)
     costs: dict[str, Any] = {}
 
     def measured(name: str, calls: list[Call]) -> list[Any]:
@@ -208,17 +218,7 @@ def script_costs(r: redis_py.Redis, namespace: str, shards: int, n: int) -> dict
 def fire_floor(r: redis_py.Redis, deployment: Deployment, n: int, batch: int = BATCH) -> float:
     """The batched fire script alone: n fires, back to back, one client, on fresh keys."""
     dep = Deployment(deployment.namespace + "-floor", deployment.n_shards)
-    tick = int(r.time()[0]) * 1000 - 1000
-    per_shard: dict[int, list[str]] = {}
-    for i in range(n):
-        job = f"floor{i}"
-        per_shard.setdefault(dep.keys_for(job).shard, []).append(job)
-    pipe = r.pipeline(transaction=False)
-    for shard, jobs in per_shard.items():
-        sk = dep.shard(shard)
-        pipe.set(sk.epoch, 1)
-        pipe.zadd(sk.timer, {job: tick for job in jobs})
-    pipe.execute()
+    tick, per_shard = _seed(r, dep, n, "floor")
     sha = SCRIPTS["fire"].sha
     calls = []
     for shard, jobs in per_shard.items():

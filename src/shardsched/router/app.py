@@ -83,10 +83,7 @@ class Api(AdminHandlers, StreamHandlers):
         access.require_name(who(request), spec.name)
         await self._not_others(request, job_id)
         op = declare.put_job(self.dep, job_id, spec, http.if_match(request), who(request).name)
-        job, outcome = await self._run(op)
-        response = http.json_response(job, 201 if outcome == declare.Outcome.CREATED else 200)
-        response.headers["shardsched-outcome"] = outcome.value
-        return http.etag(response, job.version)
+        return _put_answer(*(await self._run(op)))
 
     async def patch_job(self, request: Request) -> Response:
         patch = await http.decode(request, _patch_decoder)
@@ -220,10 +217,7 @@ class Api(AdminHandlers, StreamHandlers):
         access.require_name(who(request), spec.name)
         await self._not_others(request, dag_id)
         op = declare.put_dag(self.dep, dag_id, spec, http.if_match(request), who(request).name)
-        dag, outcome = await self._run(op)
-        response = http.json_response(dag, 201 if outcome == declare.Outcome.CREATED else 200)
-        response.headers["shardsched-outcome"] = outcome.value
-        return http.etag(response, dag.version)
+        return _put_answer(*(await self._run(op)))
 
     async def patch_dag(self, request: Request) -> Response:
         patch = await http.decode(request, _dag_patch_decoder)
@@ -296,6 +290,13 @@ class Api(AdminHandlers, StreamHandlers):
         return http.json_response(
             await self._run(ops.retry_run(self.dep, rid, who(request).name)), 201
         )
+
+
+def _put_answer(obj: Job | Dag, outcome: declare.Outcome) -> Response:
+    """A PUT's answer: 201 when it created, else 200; what it did, and the version."""
+    response = http.json_response(obj, 201 if outcome == declare.Outcome.CREATED else 200)
+    response.headers["shardsched-outcome"] = outcome.value
+    return http.etag(response, obj.version)
 
 
 def create_app(
