@@ -92,7 +92,7 @@ async def test_kill_9_a_master_while_jobs_fire(cluster: LocalCluster, redis, dep
     tick duplicated and only what asynchronous replication can explain missing."""
     async with trio.open_nursery() as nursery:
         node = await start_firing(nursery, redis, dep, "cl")
-        await trio.sleep(2)
+        await trio.sleep(2)  # a while of firing before the failover
         victim = cluster.master_ports()[0]
         cluster.kill(victim)
         await trio.to_thread.run_sync(cluster.wait_ok, 30)
@@ -125,7 +125,7 @@ async def test_resharding_while_jobs_fire_loses_nothing(cluster: LocalCluster, r
     ASK are followed, and the audit finds every tick once."""
     async with trio.open_nursery() as nursery:
         await start_firing(nursery, redis, dep, "rs")
-        await trio.sleep(1.5)
+        await trio.sleep(1.5)  # a while of firing before the reshard
         port = cluster.live_port()
         ids = cluster.master_ids()
         source, target = sorted(ids)[:2]
@@ -152,7 +152,7 @@ async def test_resharding_while_jobs_fire_loses_nothing(cluster: LocalCluster, r
 
         out = await trio.to_thread.run_sync(reshard)
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-        await trio.sleep(1.5)
+        await trio.sleep(1.5)  # firing goes on across the moved slots
         report = await ops.drive_async(audit.audit(dep, settle_s=1.0), redis)
         nursery.cancel_scope.cancel()
     moved = sum(

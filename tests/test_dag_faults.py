@@ -46,14 +46,14 @@ async def test_kill_9_the_owner_mid_dag_run(redis, redis_server, dep, worker, tm
                     return run.dag_run_id
             return None
 
-        await trio.sleep(2.5)
+        await trio.sleep(2.5)  # DAG runs open and release a while before the kill
         in_flight = await wait_until(extract_running, timeout=10, every=0.02)
         owner = (await view(redis, dep)).shards[shard].owner
         assert owner is not None
         nodes.kill(owner)
         survivor = {"n1", "n2"} - {owner}
         await wait_owned_by(redis, dep, survivor)
-        await trio.sleep(2)
+        await trio.sleep(2)  # the survivor runs the victim's DAG runs a while
         await drive(dag_ops.set_dag_status(dep, dag_id, JobStatus.PAUSED), redis)
 
         async def all_finished() -> list | None:

@@ -190,10 +190,10 @@ async def test_pause_resume_delete_keep_history(node, worker, http) -> None:
     paused = (await http.patch(f"/api/v1/jobs/{job_id}", json={"status": "paused"})).json()
     assert paused["status"] == "paused" and paused["next_run_at"] is None
     count = await some_runs()
-    await trio.sleep(1.2)
+    await trio.sleep(1.2)  # a paused job must not fire: wait longer than its interval
     assert await some_runs() <= count + 1  # at most one fire already in flight
     frozen = await some_runs()
-    await trio.sleep(1.0)
+    await trio.sleep(1.0)  # and still nothing a second later
     assert await some_runs() == frozen
 
     resumed = (await http.patch(f"/api/v1/jobs/{job_id}", json={"status": "active"})).json()

@@ -125,7 +125,7 @@ async def test_node_and_worker_ride_out_a_redis_restart(own_redis_server: RedisS
             await wait_until(lambda: succeeded_after(0), timeout=10)
 
             own_redis_server.kill()  # kill -9: AOF with fsync always keeps every ack
-            await trio.sleep(1.0)
+            await trio.sleep(1.0)  # Redis stays down a second
             await trio.to_thread.run_sync(own_redis_server.start)
             restarted_ms = await redis.time_ms()
 

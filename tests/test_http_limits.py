@@ -74,7 +74,7 @@ async def test_connections_past_the_cap_are_closed_and_the_rest_are_served(
 ) -> None:
     base, host, port = await serve(nursery, create_app(redis, dep), max_connections=3)
     held = [await trio.open_tcp_stream(host, port) for _ in range(3)]  # idle, open
-    await trio.sleep(0.2)
+    await trio.sleep(0.2)  # the server accepts the three before the fourth knocks
     extra = await trio.open_tcp_stream(host, port)
     with trio.fail_after(2):
         assert await extra.receive_some(100) == b"", "the 4th connection is closed at once"

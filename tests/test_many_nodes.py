@@ -59,15 +59,17 @@ async def test_kill_9_two_of_three_nodes_loses_and_doubles_nothing(
         nodes.start(node_id)
     await wait_owned_by(redis, dep, {"n1", "n2", "n3"})
     await register_interval_jobs(redis, dep, 2000)
-    await trio.sleep(3)
+    await trio.sleep(3)  # the jobs fire a while before the first kill
     victims_shards = []
     for victim in ("n1", "n2"):
         before = await view(redis, dep)
         victims_shards.append(owners(before)[victim])
         nodes.kill(victim)
-        await trio.sleep(4)
+        await trio.sleep(4)  # the survivors fire through the takeover before the next kill
     await wait_owned_by(redis, dep, {"n3"})
-    await trio.sleep(LEASE_TTL_S + 2)
+    await trio.sleep(
+        LEASE_TTL_S + 2
+    )  # every tick due so far has passed its lateness bound for the audit
     report = await run_audit(redis, dep)
     print(
         f"victims owned {victims_shards} shards; expected {report.expected} "
@@ -88,7 +90,7 @@ async def test_sigstopped_owner_is_fenced_after_takeover(redis, namespace, nodes
     nodes.start("n2")
     await wait_owned_by(redis, dep, {"n1", "n2"})
     await register_interval_jobs(redis, dep, 300, every_s=0.5)
-    await trio.sleep(1.5)
+    await trio.sleep(1.5)  # a while of normal firing on both nodes
     assert await refused(redis, dep) == (0, 0)
 
     nodes.signal("n1", signal.SIGSTOP)  # a long GC pause, a frozen VM
@@ -96,7 +98,7 @@ async def test_sigstopped_owner_is_fenced_after_takeover(redis, namespace, nodes
     await trio.sleep(1.0)  # n2 fires n1's shards for a while
     nodes.signal("n1", signal.SIGCONT)  # the zombie wakes up believing it owns its shards
     await wait_owned_by(redis, dep, {"n1", "n2"}, timeout=15)  # and rejoins, cleanly
-    await trio.sleep(2.5)
+    await trio.sleep(2.5)  # the woken zombie's stale writes meet the fence meanwhile
 
     refused_fire, refused_renew = await refused(redis, dep)
     print(f"zombie writes refused: fire {refused_fire}, renew {refused_renew}")
@@ -120,15 +122,15 @@ async def test_full_outage_catch_up_follows_each_policy(redis, namespace, nodes_
             redis, dep, 20, catchup=Catchup.NONE, misfire_grace_s=2.0
         ),
     }
-    await trio.sleep(2)
+    await trio.sleep(2)  # a while of firing before the outage
     nodes.kill("n1")
     nodes.kill("n2")
     down_at = await redis.time_ms()
-    await trio.sleep(10)
+    await trio.sleep(10)  # the outage itself: 10 s of ticks with no node
     up_at = await redis.time_ms()
     nodes.start("n3")
     await wait_owned_by(redis, dep, {"n3"}, timeout=LEASE_TTL_S + 10)
-    await trio.sleep(3)
+    await trio.sleep(3)  # catch-up runs through the outage's ticks
 
     report = await run_audit(redis, dep)
     print(f"after the outage: {report.skipped_by_reason}, lag {report.lag_s}")
@@ -186,7 +188,7 @@ async def test_nodes_join_one_at_a_time_and_shards_spread_evenly(
         nodes.start(node_id)
         members.add(node_id)
         await sample_until(members)
-        await trio.sleep(1.0)
+        await trio.sleep(1.0)  # hold the spread a second: no shard moves once balanced
         count = owners(await view(redis, dep))
         print(f"{sorted(members)}: {dict(count)}")
         assert set(count) == members
@@ -207,7 +209,7 @@ async def test_graceful_leave_hands_over_without_waiting_for_the_lease(
     nodes.start("n2", lease_ttl_s=8)
     await wait_owned_by(redis, dep, {"n1", "n2"})
     await register_interval_jobs(redis, dep, 200, every_s=0.5)
-    await trio.sleep(1.5)
+    await trio.sleep(1.5)  # a while of normal firing on both nodes
     start = trio.current_time()
     nodes.signal("n1", signal.SIGTERM)
     await wait_owned_by(redis, dep, {"n2"}, timeout=8)
@@ -215,7 +217,7 @@ async def test_graceful_leave_hands_over_without_waiting_for_the_lease(
     print(f"graceful hand-over took {handover:.2f} s (lease TTL 8 s)")
     assert handover < 4, "the successor should not have waited for the lease to lapse"
     assert nodes.procs["n1"].wait(timeout=10) == 0
-    await trio.sleep(1.5)
+    await trio.sleep(1.5)  # the successor fires a while before the audit
     report = await run_audit(redis, dep)
     assert report.missing == 0 and report.duplicated == 0 and report.pending == 0
     assert report.lag_s.max is not None and report.lag_s.max < 4
@@ -224,7 +226,7 @@ async def test_graceful_leave_hands_over_without_waiting_for_the_lease(
 async def test_ticks_api_explains_a_job_history(node, http, redis, dep) -> None:
     body = {"name": "t", "schedule": {"type": "interval", "every_s": 0.5}, "command": "true"}
     job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
-    await trio.sleep(2.2)
+    await trio.sleep(2.2)  # a few ticks for the ticks API to explain
     await http.patch(f"/api/v1/jobs/{job_id}", json={"status": "paused"})
     resp = await http.get(f"/api/v1/jobs/{job_id}/ticks")
     assert resp.status_code == 200

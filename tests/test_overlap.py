@@ -69,5 +69,7 @@ async def test_replace_cancels_the_active_run_and_kills_it(node, worker, http, t
     cancelled = [r for r in runs if r["state"] == "cancelled"]
     assert all("replaced by" in r["reason"] for r in cancelled)
     assert sum(1 for r in runs if r["state"] == "running") <= 1
-    await trio.sleep(1)
+    await trio.sleep(
+        1
+    )  # longer than the replaced command's sleep: had it survived it would have written
     assert not done.exists(), "a replaced run's process was not killed"

@@ -92,7 +92,7 @@ def tick_lags(
                 created[row["run_id"]] = (tick, round(row["created_at"].timestamp() * 1000))
     for job_id in job_ids:
         sk = dep.keys_for(job_id)
-        members: list[bytes] = r.zrange(sk.runs_of(job_id), 0, -1)  # type: ignore[assignment]
+        members: list[bytes] = r.zrange(sk.runs_of(job_id), 0, -1)  # type: ignore[assignment]  # bytes: no decode_responses
         rids = [m.decode() for m in members]
         pipe = r.pipeline(transaction=False)
         for rid in rids:
