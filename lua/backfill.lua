@@ -11,11 +11,9 @@
   ARGV[1] shard key base; run:<id>, runs:<job>, bfq:<job> are built from it (same slot)
   ARGV[2] job id
   ARGV[3] max concurrent backfill runs of the job
-  ARGV[4] ready channel
-  ARGV[5] shard number
-  ARGV[6] who asks (the change log, chg:<job>, gets a 'backfill')
-  ARGV[7] the window asked for, for the log
-  ARGV[8..] ticks (ms)
+  ARGV[4] who asks (the change log, chg:<job>, gets a 'backfill')
+  ARGV[5] the window asked for, for the log
+  ARGV[6..] ticks (ms)
 
   Keys built from the shard key base (each in KEYS' hash slot): bfq:<id>, chg:<id>, job:<id>,
     run:<id>, runs:<id>.
@@ -41,7 +39,7 @@ end
 local now = server_now_ms()
 local queue_key = base .. 'bfq:' .. job
 local queued, already = 0, 0
-for i = 8, #ARGV do
+for i = 6, #ARGV do
   local tick = ARGV[i]
   if rcall('EXISTS', base .. 'run:' .. job .. ':' .. tick .. ':1') == 1
       or rcall('ZSCORE', queue_key, tick) then
@@ -52,10 +50,7 @@ for i = 8, #ARGV do
   end
 end
 rcall('HSET', job_key, 'bfm', ARGV[3])
-log_change(base .. 'chg:' .. job, 'backfill', ARGV[6], '',
-  ARGV[7] .. ': ' .. queued .. ' ticks queued, ' .. already .. ' had runs')
+log_change(base .. 'chg:' .. job, 'backfill', ARGV[4], '',
+  ARGV[5] .. ': ' .. queued .. ' ticks queued, ' .. already .. ' had runs')
 local released = backfill_release(base, ready_key, job, now)
-if released > 0 then
-  rcall('PUBLISH', ARGV[4], ARGV[5])
-end
 return {1, queued, already, released}

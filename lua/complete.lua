@@ -24,8 +24,7 @@
   ARGV[4] wake channel (published when a retry was inserted: the owner sleeps until its
           timer or retry set is due, and a new retry may be due sooner)
   ARGV[5] shard number
-  ARGV[6] ready channel (published when a DAG task was released)
-  ARGV[7..] items of 10: entry id, run id, delivery token, terminal state (succeeded |
+  ARGV[6..] items of 10: entry id, run id, delivery token, terminal state (succeeded |
           failed | dead_letter), exit code ('' when the process did not exit on its own),
           reason (''), output ('' keeps none), execution start (server-clock ms, ''
           unknown), next attempt due (ms; '' for none), bytes printed in all (the output
@@ -35,7 +34,9 @@
     dagrun:<id>, dagwait, events, failures (runs ended failed or dead_letter), job:<id>, out:<id>, run:<id>, runs:<id>, segs:<id>, skips:<id>,
     timer, vers:<id>.
 
-  Returns {now_ms, code1, code2, ...}, a code per item: 1 applied; 0 this very completion
+  Returns {now_ms, released, code1, code2, ...}: released is 1 when a DAG task or backfill
+  tick was put on the ready stream (the caller wakes a worker, store/ready.py), else 0; a
+  code per item: 1 applied; 0 this very completion
   was applied before (a retry after a lost reply); -1 no such run; -2 the caller no longer
   holds the run (recorded).
 ]]
@@ -53,13 +54,13 @@ local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
 -- @include backfill
 
 local now = server_now_ms()
-local out = {now}
+local out = {now, 0}
 local acked = {}
 local retried = false
 local paused = false
 local released = false
 local events = {}
-for i = 7, #ARGV, 10 do
+for i = 6, #ARGV, 10 do
   local eid, rid, token, state = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local run_key = base .. 'run:' .. rid
   local run = rcall('HMGET', run_key, 'st', 'w', 'dt', 'd', 'bf', 'e')
@@ -142,7 +143,7 @@ if retried or paused then
   rcall('PUBLISH', ARGV[4], ARGV[5])
 end
 if released then
-  rcall('PUBLISH', ARGV[6], ARGV[5])
+  out[2] = 1
 end
 if #acked > 0 then
   rcall('XACK', ready_key, group, unpack(acked))

@@ -18,20 +18,20 @@
   ARGV[2] shard key base ("<ns>:{<shard>}:"); run:<id>, runs:<job>, skips:<job>, dagv:<dag>:<tv>
           and job:<id> keys are built from it and share KEYS' hash slot
   ARGV[3] how many due entries to report back at most
-  ARGV[4] ready channel (published once when anything fired)
-  ARGV[5] shard number
-  ARGV[6] look-ahead (ms): due jobs are reported up to now + this, so the owner can plan
+  ARGV[4] look-ahead (ms): due jobs are reported up to now + this, so the owner can plan
           them before their tick; an item is only fired once its tick is due
-  ARGV[7] ticks of this batch the owner found missed (their time plus misfire grace had
+  ARGV[5] ticks of this batch the owner found missed (their time plus misfire grace had
           passed): added to the shard's 'missed' counter
-  ARGV[8..] items of 6: job id, old score, tick to fire ('' none), new score ('' removes
+  ARGV[6..] items of 6: job id, old score, tick to fire ('' none), new score ('' removes
           the entry), skip record ('' none, else "first:last:count:reason"), overlap
           policy (a allow | f forbid: skip the tick while the job's last run is active |
           r replace: cancel that run, fire this one)
 
-  Returns {1, now_ms, fired, next_ms, job1, score1, timing1, job2, ...}:
+  Returns {1, now_ms, fired, retried, next_ms, job1, score1, timing1, job2, ...}:
     now_ms   the server's clock;
     fired    runs and DAG runs created by this call;
+    retried  retry attempts due and moved to the ready stream (with fired: whether the
+             caller should wake a worker for this shard, store/ready.py);
     next_ms  the earliest future timer or retry score ('' when both are empty or jobs are
              due);
     then the due jobs (score <= now_ms + look-ahead) with their timing JSON.
@@ -64,7 +64,7 @@ local applied = 0
 local events = {}
 local ACTIVE = {scheduled = true, claimed = true, running = true, retrying = true}
 local now_n = tonumber(now)
-for i = 8, #ARGV, 6 do
+for i = 6, #ARGV, 6 do
   local job, old, fire, new, skip = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local overlap = ARGV[i + 5]
   local score = rcall('ZSCORE', timer_key, job)
@@ -91,7 +91,7 @@ for i = 8, #ARGV, 6 do
       end
     end
     if fire ~= '' and string.sub(job, 1, 4) == 'dag_' then
-      local code = dag_open(base, ready_key, job, fire, fire, now, false)  -- publishes below
+      local code = dag_open(base, ready_key, job, fire, fire, now, false)  -- counted in fired
       if code == 1 or code == 2 then
         fired = fired + 1
       end
@@ -135,24 +135,21 @@ flush_events(base, events)
 if fired > 0 then
   rcall('HINCRBY', stats_key, 'fired', fired)
 end
-if ARGV[7] ~= '0' and applied > 0 then  -- a replay of an applied call applies nothing
-  rcall('HINCRBY', stats_key, 'missed', ARGV[7])
-end
-if fired + retried > 0 then
-  rcall('PUBLISH', ARGV[4], ARGV[5])
+if ARGV[5] ~= '0' and applied > 0 then  -- a replay of an applied call applies nothing
+  rcall('HINCRBY', stats_key, 'missed', ARGV[5])
 end
 
-local horizon = now_n + tonumber(ARGV[6])
+local horizon = now_n + tonumber(ARGV[4])
 local due = rcall('ZRANGE', timer_key, '-inf', horizon, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[3]),
   'WITHSCORES')
-local out = {1, now, fired, ''}
+local out = {1, now, fired, retried, ''}
 if #due == 0 then
   local first = rcall('ZRANGE', timer_key, 0, 0, 'WITHSCORES')
   local retry = rcall('ZRANGE', retries_key, 0, 0, 'WITHSCORES')
   if #first > 0 and (#retry == 0 or tonumber(first[2]) <= tonumber(retry[2])) then
-    out[4] = first[2]
+    out[5] = first[2]
   elseif #retry > 0 then
-    out[4] = retry[2]
+    out[5] = retry[2]
   end
   return out
 end

@@ -22,13 +22,12 @@
           are built from it (same hash slot)
   ARGV[4] how many pending entries to look at, at most
   ARGV[5] poison limit (lapses in a row before the run is failed)
-  ARGV[6] ready channel
-  ARGV[7] shard number
 
   Keys built from the shard key base (each in KEYS' hash slot): bfq:<id>, dagq:<id>,
     dagrun:<id>, dagwait, job:<id>, run:<id>, runs:<id>, skips:<id>.
 
-  Returns {1, reclaimed, poisoned, reclaim_at ('' when nothing was ever claimed), now_ms},
+  Returns {1, reclaimed, poisoned, reclaim_at ('' when nothing was ever claimed), now_ms,
+  released} (released: DAG tasks released by runs failed here; absent when none looked at),
   or {-1} when the caller's epoch is stale.
   Each change of a run's state it makes appends to events (lib/events.lua).
 ]]
@@ -103,9 +102,6 @@ flush_events(base, events)
 if reclaimed > 0 then
   rcall('HINCRBY', stats_key, 'lease_reclaims', reclaimed)
 end
-if reclaimed > 0 or released > 0 then
-  rcall('PUBLISH', ARGV[6], ARGV[7])
-end
 if poisoned > 0 then
   rcall('HINCRBY', stats_key, 'poisoned', poisoned)
 end
@@ -115,4 +111,4 @@ end
 -- Nothing held: a sweep in 10 s all the same (entries from before reclaim_at existed).
 earliest = earliest or now_n + 10000
 rcall('SET', reclaim_at_key, earliest)
-return {1, reclaimed, poisoned, earliest, now}
+return {1, reclaimed, poisoned, earliest, now, released}

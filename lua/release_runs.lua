@@ -8,9 +8,7 @@
   ARGV[1] consumer group
   ARGV[2] worker id
   ARGV[3] shard key base; run:<id> keys are built from it (same hash slot)
-  ARGV[4] ready channel
-  ARGV[5] shard number
-  ARGV[6..] items of 3: entry id, run id, delivery token
+  ARGV[4..] items of 3: entry id, run id, delivery token
 
   Returns the number of runs handed back.
 
@@ -23,7 +21,7 @@ local rcall = redis.call
 local ready_key = KEYS[1]
 local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
 local released = 0
-for i = 6, #ARGV, 3 do
+for i = 4, #ARGV, 3 do
   local eid, rid, token = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local run_key = base .. 'run:' .. rid
   local run = rcall('HMGET', run_key, 'st', 'w', 'dt', 'e')
@@ -37,8 +35,5 @@ for i = 6, #ARGV, 3 do
     emit_event(base, rid, 'running', 'scheduled', worker, 'released')
     released = released + 1
   end
-end
-if released > 0 then
-  rcall('PUBLISH', ARGV[4], ARGV[5])
 end
 return released

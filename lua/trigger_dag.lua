@@ -8,9 +8,7 @@
   KEYS[2] ready   STREAM of fired runs
   ARGV[1] shard key base (lib/dag builds its keys from it, dagv:<dag>:<tv> too)
   ARGV[2] dag id
-  ARGV[3] ready channel
-  ARGV[4] shard number
-  ARGV[5] who triggers it (the DAG's change log, chg:<dag>, gets a 'trigger')
+  ARGV[3] who triggers it (the DAG's change log, chg:<dag>, gets a 'trigger')
 
   Keys built from the shard key base (each in KEYS' hash slot): dagq:<id>, dagrun:<id>,
     dagwait, job:<id>, run:<id>, runs:<id>, skips:<id>.
@@ -38,9 +36,6 @@ if cur[1] == 'deleted' then
 end
 local now = server_now_ms()
 local n = rcall('HINCRBY', dag_key, 'triggers', 1)
-local code, drid, released = dag_open(base, ready_key, dag, 't' .. n, now, now, true)
-log_change(base .. 'chg:' .. dag, 'trigger', ARGV[5], '', drid)
-if released > 0 then
-  rcall('PUBLISH', ARGV[3], ARGV[4])
-end
+local code, drid = dag_open(base, ready_key, dag, 't' .. n, now, now, true)
+log_change(base .. 'chg:' .. dag, 'trigger', ARGV[3], '', drid)
 return {code, drid, now}

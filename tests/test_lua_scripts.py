@@ -29,7 +29,7 @@ async def acquire(
 async def fire(redis: Redis, dep: ops.Deployment, shard: int, epoch: int, *triples) -> list:
     """Fire (job, old, new) triples as plain firings of the old tick."""
     sk = dep.shard(shard)
-    head = (epoch, sk.base, 500, dep.globals.ready_channel, shard, 0, 0)
+    head = (epoch, sk.base, 500, 0, 0)
     items = []
     for i in range(0, len(triples), 3):
         job, old, new = triples[i : i + 3]
@@ -131,11 +131,11 @@ async def test_fire_reports_due_jobs_and_next_score(redis, dep) -> None:
     score = await timer_score(redis, dep, job)
     reply = await fire(redis, dep, sk.shard, epoch)
     now = int(reply[1])
-    assert reply[2] == 0 and int(reply[3]) == score > now and reply[4:] == []
+    assert reply[2] == 0 and reply[3] == 0 and int(reply[4]) == score > now and reply[5:] == []
     await redis.execute("ZADD", sk.timer, now - 1000, job)
     reply = await fire(redis, dep, sk.shard, epoch)
-    assert reply[3] == b"" and reply[4] == job.encode() and int(reply[5]) == now - 1000
-    assert b'"every_s":60' in reply[6]
+    assert reply[4] == b"" and reply[5] == job.encode() and int(reply[6]) == now - 1000
+    assert b'"every_s":60' in reply[7]
 
 
 async def test_claim_and_fenced_completion(redis, dep) -> None:
@@ -160,7 +160,7 @@ async def test_claim_and_fenced_completion(redis, dep) -> None:
         exit_code = 0 if state == "succeeded" else 1
         done = runs_lua.Completion(delivery, state, exit_code, "", output.encode(), 123, "")
         reply = await call_script(redis, runs_lua.complete(sk, dep.globals, worker, [done]))
-        return reply[1]
+        return runs_lua.decode_completed(reply).codes[0]
 
     assert await complete("w2", token, "succeeded") == -2  # not the holder
     assert await complete("w1", token + 1, "succeeded") == -2  # an older delivery
@@ -199,7 +199,7 @@ async def test_scripts_are_refused_whole_when_redis_is_out_of_memory(
                     (
                         "fire",
                         (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries),
-                        (epoch, sk.base, 500, "c", sk.shard, 0, 0, job, old, old, old + 1, "", "a"),
+                        (epoch, sk.base, 500, 0, 0, job, old, old, old + 1, "", "a"),
                     )
                 ]
             )

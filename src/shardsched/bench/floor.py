@@ -182,7 +182,6 @@ def script_costs(r: redis_py.Redis, namespace: str, shards: int, n: int) -> dict
                     sk,
                     epoch=1,
                     count=BATCH,
-                    ready_channel=dep.globals.ready_channel,
                     lookahead_ms=0,
                     missed=0,
                     items=items,
@@ -228,9 +227,7 @@ def fire_floor(r: redis_py.Redis, deployment: Deployment, n: int, batch: int = B
             for job in jobs[i : i + batch]:
                 items += (job, tick, tick, tick + 60_000, "", "a")
             keys = (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries)
-            calls.append(
-                (keys, (1, sk.base, batch, dep.globals.ready_channel, shard, 0, 0, *items))
-            )
+            calls.append((keys, (1, sk.base, batch, 0, 0, *items)))
     start = time.perf_counter()
     for keys, args in calls:
         r.evalsha(sha, len(keys), *keys, *args)

@@ -37,6 +37,7 @@ from shardsched.core.models import (
 from shardsched.core.schedule import first_fire_ms
 from shardsched.core.views import Dag, DagCreated, DagTriggered, JobCreated
 from shardsched.store import keys as k
+from shardsched.store import ready
 from shardsched.store.calls import Call, Op, check, server_ms
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import dags as lua
@@ -217,9 +218,11 @@ def trigger_dag(dep: Deployment, dag_id: str, actor: str = SDK_ACTOR) -> Op:
     if not k.is_dag_id(dag_id):
         raise DagNotFound(dag_id)
     sk = dep.keys_for(dag_id)
-    (reply,) = yield [lua.trigger_dag(sk, dep.globals, dag_id, actor)]
+    (reply,) = yield [lua.trigger_dag(sk, dag_id, actor)]
     reply = check(reply)
     jobs_lua.raise_refusal(reply[0], dag_id, dag=True)  # DagTrigger's refusals are JobReply's
+    if reply[0] == lua.DagTrigger.STARTED:
+        yield ready.push(dep.globals, [sk.shard])
     return DagTriggered(
         dag_run_id=reply[1].decode(),
         scheduled_for=from_ms(int(reply[2])),

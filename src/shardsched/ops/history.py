@@ -30,6 +30,7 @@ from shardsched.core.views import (
 )
 from shardsched.ops.cold import archive_url, cold_history
 from shardsched.ops.jobs import read_job
+from shardsched.store import ready
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import jobs as lua
@@ -117,10 +118,12 @@ def backfill(dep: Deployment, job_id: str, request: BackfillRequest, actor: str 
     archived = {tick for _, tick, _, _ in cold_history(dep, url, [job_id]).firsts.get(job_id, ())}
     owed = [tick for tick in ticks if tick not in archived]
     window = f"{request.first.isoformat()}..{request.last.isoformat()}"
-    call = lua.backfill(sk, dep.globals, job_id, request.max_concurrent, owed, actor, window)
+    call = lua.backfill(sk, job_id, request.max_concurrent, owed, actor, window)
     (reply,) = yield [call]
     reply = check(reply)
     lua.raise_refusal(reply[0], job_id)
+    if reply[3]:
+        yield ready.push(dep.globals, [sk.shard])
     return BackfillResult(
         job_id=job_id,
         ticks=len(ticks),

@@ -13,6 +13,7 @@ from shardsched.core.models import JobPatch, JobStatus
 from shardsched.core.views import Triggered
 from shardsched.ops.jobs import patch_job, read_job
 from shardsched.store import keys as k
+from shardsched.store import ready
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import jobs as lua
@@ -62,7 +63,8 @@ def trigger(dep: Deployment, job_id: str, actor: str = SDK_ACTOR) -> Op:
         raise DagTaskJob(job_id, dag.decode())
     if k.is_dag_id(job_id):
         raise JobNotFound(job_id)
-    (reply,) = yield [lua.trigger(sk, dep.globals, job_id, actor)]
+    (reply,) = yield [lua.trigger(sk, job_id, actor)]
     reply = check(reply)
     lua.raise_refusal(reply[0], job_id)
+    yield ready.push(dep.globals, [sk.shard])
     return Triggered(run_id=reply[1].decode(), scheduled_for=from_ms(int(reply[2])))

@@ -19,6 +19,7 @@ from shardsched.core.errors import ConflictError, RunNotFound, ValidationError
 from shardsched.core.instants import from_ms
 from shardsched.core.models import ExecSpec, RetryPolicy
 from shardsched.core.retry import verdict
+from shardsched.store import ready
 from shardsched.store.calls import Call, Op, check, server_ms
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import leases
@@ -167,7 +168,10 @@ def complete(dep: Deployment, rid: str, req: CompleteRequest) -> Op:
         retry_at,
     )
     (reply,) = yield [runs_lua.complete(sk, dep.globals, req.worker_id, [completion])]
-    _now_ms, (code,) = runs_lua.decode_completed(check(reply))
+    completed = runs_lua.decode_completed(check(reply))
+    (code,) = completed.codes
+    if completed.released:
+        yield ready.push(dep.globals, [sk.shard])
     if code == runs_lua.Held.NO_SUCH_RUN:
         raise RunNotFound(rid)
     if code == runs_lua.Held.NOT_HELD:

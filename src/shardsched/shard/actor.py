@@ -10,7 +10,7 @@ on the Redis server's clock, or until woken because a job of the shard changed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -67,6 +67,7 @@ class ShardActor:
         memo: NextFireMemo,
         batch: int = 500,
         metrics: Metrics | None = None,
+        wake: Callable[[int], None] | None = None,
     ) -> None:
         self.redis = redis
         self.keys = dep.shard(shard)
@@ -76,7 +77,8 @@ class ShardActor:
         self.batch = batch
         self.fired_total = 0
         self.refused = 0
-        self._ready_channel = dep.globals.ready_channel
+        #: pushes a wake token for this shard when runs went to its ready stream
+        self._wake = wake or (lambda shard: None)
         self._woken = trio.Event()
         self.metrics = metrics or Metrics()
         self._fires: list[int] = []  #: ticks the planned batch fires (for the lag histogram)
@@ -222,7 +224,6 @@ class ShardActor:
                     self.keys,
                     epoch=self.epoch,
                     count=self.batch,
-                    ready_channel=self._ready_channel,
                     lookahead_ms=LOOKAHEAD_MS,
                     missed=missed,
                     items=items,
@@ -238,6 +239,8 @@ class ShardActor:
                 self.refused += 1
                 raise LeaseLost(f"shard {self.shard}: epoch {self.epoch} superseded by {fired}")
             now_ms, next_ms = fired.now_ms, fired.next_ms
+            if fired.fired or fired.retried:
+                self._wake(self.shard)
             self.fired_total += fired.fired
             if items:
                 self._observe(now_ms, fired.fired, trio.current_time() - started)

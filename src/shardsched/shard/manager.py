@@ -31,6 +31,7 @@ from shardsched.core.schedule import NextFireMemo
 from shardsched.runtime.metrics import Metrics
 from shardsched.shard.actor import LeaseLost, ShardActor
 from shardsched.shard.maintenance import MAINTENANCE_EVERY_S, Maintainer
+from shardsched.shard.waker import Waker
 from shardsched.store.calls import call_script, redis_calls
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import leases
@@ -97,6 +98,7 @@ class ShardManager:
         self.reclaimed = 0
         self.reclaim_rounds = 0
         self.maintainer = Maintainer(redis, dep, self.metrics, lambda: list(self.leases.items()))
+        self.waker = Waker(redis, dep, self.metrics, lambda: list(self.leases))
         self._started_ms = 0
         #: trio's clock when the next reclaim round is due, and the server's clock less
         #: trio's (ms), to read claim.lua's deadlines (server clock) on trio's
@@ -144,13 +146,21 @@ class ShardManager:
             if epoch is None:
                 continue
             actor = ShardActor(
-                self.redis, self.dep, shard, epoch, self.memo, self.batch, self.metrics
+                self.redis,
+                self.dep,
+                shard,
+                epoch,
+                self.memo,
+                self.batch,
+                self.metrics,
+                wake=self.waker.wake,
             )
             self.leases[shard] = actor.epoch
             self.metrics.ownership_changes.labels(str(shard)).inc()
             owned = self.owned[shard] = Owned(actor)
             await nursery.start(self._run_actor, owned, name=f"shard-{shard}")
             self._reclaim_soon(-math.inf)  # a shard taken over: its lapsed leases now
+            self.waker.wake(shard)  # and runs fired before may wait for a worker
             log.info(
                 "node %s owns shard %d at epoch %d",
                 self.node_id,
@@ -265,7 +275,7 @@ class ShardManager:
     async def _reclaim_round(self) -> None:
         held = list(self.leases.items())
         calls = [
-            runs_lua.reclaim(self.dep.shard(shard), self.dep.globals, epoch, 1000, POISON_LAPSES)
+            runs_lua.reclaim(self.dep.shard(shard), epoch, 1000, POISON_LAPSES)
             for shard, epoch in held
         ]
         if not calls:
@@ -285,6 +295,8 @@ class ShardManager:
             if done.next_ms is not None:
                 wait = max((done.next_ms - done.now_ms) / 1000, RECLAIM_MIN_WAIT_S)
                 self._reclaim_soon(local + wait)
+            if done.requeued:
+                self.waker.wake(shard)
             if done.reclaimed or done.poisoned:
                 self.reclaimed += done.reclaimed
                 self.metrics.lease_reclaims.inc(done.reclaimed)
@@ -318,6 +330,7 @@ class ShardManager:
                 await nursery.start(self._listen_wakes, name="wake-listener")
                 nursery.start_soon(self._reclaim_loop, name="reclaimer")
                 nursery.start_soon(self.maintainer.run, name="maintenance")
+                nursery.start_soon(self.waker.run, name="waker")
                 started = False
                 backoff = Backoff(first=self.renew_every_s / 4, cap=self.renew_every_s)
                 renew_at = -math.inf

@@ -26,11 +26,12 @@ _READS = (
     "zrange", "zscore", "zcard", "zcount", "lrange",
     "xrange", "xrevrange", "xlen", "xpending", "xinfo|groups", "xinfo|stream",
 )  # fmt: skip
-#: Writes, inside scripts, plus the pub/sub the owners and workers wait on.
+#: Writes, inside scripts and out (wake tokens: RPUSH, LTRIM, BLPOP), plus the pub/sub the
+#: owners wait on.
 _WRITES = (
     "set", "del", "incr", "pexpire",
     "hset", "hsetnx", "hdel", "hincrby",
-    "zadd", "zrem", "zpopmin", "rpush",
+    "zadd", "zrem", "zpopmin", "rpush", "ltrim", "blpop",
     "xadd", "xack", "xdel", "xclaim", "xreadgroup", "xgroup|create",
     "publish", "subscribe", "unsubscribe",
 )  # fmt: skip

@@ -246,9 +246,10 @@ class GlobalKeys:
         return f"{self.namespace}:wake"
 
     @property
-    def ready_channel(self) -> str:
-        """Pub/sub channel: a shard's ready stream got runs (payload: shard number)."""
-        return f"{self.namespace}:ready"
+    def ready_tokens(self) -> str:
+        """LIST of shard numbers, one per "this shard's ready stream may have runs to
+        claim": an idle worker pops one (BLPOP), so each wakes one worker (store/ready.py)."""
+        return f"{self.namespace}:{{g}}:ready"
 
 
 @lru_cache(maxsize=4096)

@@ -17,6 +17,7 @@ from shardsched.core.models import RetryPolicy
 from shardsched.core.pacing import Backoff
 from shardsched.core.retry import verdict
 from shardsched.runtime.metrics import Metrics
+from shardsched.store import ready
 from shardsched.store.calls import redis_calls
 from shardsched.store.deployment import Deployment
 from shardsched.store.keys import dag_run_of, job_of_run
@@ -122,12 +123,15 @@ class Completer:
             self.metrics.redis_error(log, f"completing {len(batch)} runs", exc, 0)
             return batch
         again: list[Finished] = []
-        for items, reply in zip(by_shard.values(), replies, strict=True):
+        released: list[int] = []
+        for (shard, items), reply in zip(by_shard.items(), replies, strict=True):
             if isinstance(reply, Exception):
                 self.metrics.redis_error(log, f"completing {len(items)} runs", reply, 0)
                 again += items
                 continue
-            now_ms, codes = lua.decode_completed(reply)
+            now_ms, freed, codes = lua.decode_completed(reply)
+            if freed:
+                released.append(shard)
             for f, code in zip(items, codes, strict=True):
                 self.holdings.held.discard(f.claimed.key)
                 if code in (lua.Held.APPLIED, lua.Held.ALREADY_APPLIED):
@@ -142,6 +146,11 @@ class Completer:
                         int(code),
                         extra={"run_id": f.claimed.run_id, "shard": f.claimed.shard},
                     )
+        if released:  # DAG tasks or backfill ticks went to the ready stream
+            try:
+                await redis_calls(self.redis, ready.push(self.dep.globals, released))
+            except RedisError as exc:  # the owner finds them undelivered (store/ready.py)
+                self.metrics.redis_error(log, "waking a worker for released runs", exc, 0)
         return again
 
     def _record(self, f: Finished, state: str, now_ms: int) -> None:

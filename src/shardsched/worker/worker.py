@@ -1,10 +1,11 @@
 """The worker: claims fired runs from the shard streams and executes them in slots.
 
 A worker claims only as many runs as it has free slots, with ``lua/claim.lua`` (the
-consumer-group read and the move to ``running`` are one atomic step). It learns which
-shards have work from the ready channel (one pub/sub connection, whatever the shard
-count), and looks at every shard once after each (re)subscription and every
-``sweep_every_s`` as a safety net for a lost message. The parts it composes, each a
+consumer-group read and the move to ``running`` are one atomic step). While it has a free
+slot and no shard to look at, it waits for a wake token (``BLPOP``, store/ready.py): Redis
+hands each token to one waiting worker, so a firing costs the same whatever the size of the
+fleet. It looks at every shard once at start and after its waiting connection is lost
+(and every ``sweep_every_s``, when set). The parts it composes, each a
 module: what it holds (:mod:`.holdings`), running a run (:mod:`.execution`), keeping
 leases (:mod:`.leases`), sending outcomes (:mod:`.completion`) and noticing overruns
 (:mod:`.overruns`).
@@ -23,12 +24,13 @@ import trio
 
 from shardsched.core.pacing import Backoff
 from shardsched.runtime.metrics import Metrics
+from shardsched.store import ready
 from shardsched.store.calls import call_script, redis_calls
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import leases
 from shardsched.store.lua import runs as lua
 from shardsched.store.records import WorkerInfo
-from shardsched.store.redis import Redis, RedisError
+from shardsched.store.redis import Redis, RedisError, blocking_pop
 from shardsched.worker.completion import Completer
 from shardsched.worker.execution import Executor
 from shardsched.worker.holdings import Claimed, Finished, Holdings
@@ -52,7 +54,7 @@ class Worker:
         dep: Deployment,
         worker_id: str | None = None,
         concurrency: int = 16,
-        sweep_every_s: float = 5.0,
+        sweep_every_s: float | None = None,
         drain_grace_s: float = 10.0,
         heartbeat_every_s: float = 2.0,
         metrics: Metrics | None = None,
@@ -72,6 +74,10 @@ class Worker:
         self.free = concurrency
         self._maybe_ready: set[int] = set()
         self._changed = trio.Event()
+        self._idle = trio.Event()  #: set while a slot is free and no shard is known to have work
+        self._from_token: set[int] = set()  #: shards marked by a token, not yet claimed from
+        self._pass_on: set[int] = set()  #: shards to push a token for (a full first claim)
+        self._passing = trio.Event()
         self.metrics = metrics or Metrics()
         self.holdings = Holdings()
         self.metrics.running.set_function(lambda: len(self.holdings.running))
@@ -98,18 +104,53 @@ class Worker:
         self._maybe_ready.update(range(self.dep.n_shards))
         self._poke()
 
-    async def _listen(self, *, task_status: trio.TaskStatus[None]) -> None:
-        started = False
-        async for msg in self.redis.subscribe(self.dep.globals.ready_channel):
-            if msg is None:
-                await self._take_up_pending()
-                self._mark_all()
-                if not started:
-                    task_status.started()
-                    started = True
-            else:
-                self._maybe_ready.add(int(msg))
-                self._poke()
+    async def _wait_for_work(self, *, task_status: trio.TaskStatus[None]) -> None:
+        """Look at every shard once, then pop a wake token whenever idle."""
+        await self._take_up_pending()
+        self._mark_all()
+        task_status.started()
+        waiter = blocking_pop(self.redis, self.dep.globals.ready_tokens)
+        seen = 1
+        backoff = Backoff()
+        try:
+            while True:
+                await self._idle.wait()
+                try:
+                    token = await waiter.pop(ready.IDLE_WAIT_S)
+                except RedisError as exc:
+                    pause = backoff.next()
+                    self.metrics.redis_error(log, "waiting for work", exc, pause)
+                    await trio.sleep(pause)
+                    continue
+                backoff.reset()
+                if waiter.connects > seen:  # a new connection: a token may have been lost
+                    seen = waiter.connects
+                    await self._take_up_pending()
+                    self._mark_all()
+                if token is not None:
+                    shard = int(token)
+                    self._from_token.add(shard)
+                    self._maybe_ready.add(shard)
+                    self._idle = trio.Event()
+                    self._poke()
+        finally:
+            with trio.CancelScope(shield=True):
+                await waiter.aclose()
+
+    async def _pass_tokens_on(self) -> None:
+        """Push the tokens the claim loop passes on, many in one round trip."""
+        while True:
+            await self._passing.wait()
+            self._passing = trio.Event()
+            shards, self._pass_on = self._pass_on, set()
+            try:
+                await redis_calls(self.redis, ready.push(self.dep.globals, sorted(shards)))
+            except RedisError as exc:  # a lost token costs latency only (store/ready.py)
+                self.metrics.redis_error(log, "passing a wake token on", exc, 0)
+
+    def _wake_others(self, shard: int) -> None:
+        self._pass_on.add(shard)
+        self._passing.set()
 
     async def _take_up_pending(self) -> None:
         """After a (re)connect, first take up runs delivered to this worker id and never
@@ -132,9 +173,9 @@ class Worker:
                 log.warning("taking up run %s still pending on this worker", c.run_id)
                 self._start(c)
 
-    async def _sweep(self) -> None:
+    async def _sweep(self, every_s: float) -> None:
         while True:
-            await trio.sleep(self.sweep_every_s)
+            await trio.sleep(every_s)
             self._mark_all()
 
     async def _claim(self, shard: int, count: int) -> list[Claimed]:
@@ -229,9 +270,7 @@ class Worker:
         for claimed in held:
             by_shard[claimed.shard].append(claimed)
         calls = [
-            lua.release_runs(
-                self.dep.shard(shard), self.dep.globals, self.worker_id, [c.delivery for c in runs]
-            )
+            lua.release_runs(self.dep.shard(shard), self.worker_id, [c.delivery for c in runs])
             for shard, runs in by_shard.items()
         ]
         if calls:
@@ -243,6 +282,10 @@ class Worker:
             log.warning(
                 "drain: handed back %s runs", sum(r for r in released if isinstance(r, int))
             )
+            try:  # other workers may take them at once
+                await redis_calls(self.redis, ready.push(self.dep.globals, by_shard))
+            except RedisError:
+                pass  # the owner finds them undelivered (store/ready.py)
 
     async def _drain_and_leave(self) -> None:
         with trio.move_on_after(self.drain_grace_s):
@@ -263,8 +306,10 @@ class Worker:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            await nursery.start(self._listen, name="ready-listener")
-            nursery.start_soon(self._sweep, name="sweep")
+            await nursery.start(self._wait_for_work, name="wait-for-work")
+            nursery.start_soon(self._pass_tokens_on, name="pass-tokens-on")
+            if self.sweep_every_s:
+                nursery.start_soon(self._sweep, self.sweep_every_s, name="sweep")
             nursery.start_soon(self.completer.run, name="completer")
             nursery.start_soon(self.executor.watchdog, name="handler-watchdog")
             nursery.start_soon(self.renewer.run, name="lease-renewer")
@@ -287,6 +332,8 @@ class Worker:
                 nursery.cancel_scope.cancel()
                 return
             if self.free == 0 or not self._maybe_ready:
+                if self.free > 0:
+                    self._idle.set()
                 await self._changed.wait()
                 self._changed = trio.Event()
                 continue
@@ -303,5 +350,8 @@ class Worker:
             backoff.reset()
             if len(claimed) == want:
                 self._maybe_ready.add(shard)  # there may be more
+                if shard in self._from_token:  # and other idle workers may take them
+                    self._wake_others(shard)
+            self._from_token.discard(shard)
             for c in claimed:
                 self._start(c)

@@ -195,15 +195,14 @@ class DagTrigger(enum.IntEnum):
 TRIGGER_DAG = signature(
     "trigger_dag",
     keys=("dag", "ready"),
-    argv=("base", "dag id", "ready channel", "shard", "actor"),
+    argv=("base", "dag id", "actor"),
 )
 
 
-def trigger_dag(sk: ShardKeys, g: GlobalKeys, dag_id: str, actor: str) -> Call:
-    """A manual DAG run now; reply {DagTrigger, dag_run_id, now_ms}."""
-    return TRIGGER_DAG.call(
-        (sk.job(dag_id), sk.ready), (sk.base, dag_id, g.ready_channel, sk.shard, actor)
-    )
+def trigger_dag(sk: ShardKeys, dag_id: str, actor: str) -> Call:
+    """A manual DAG run now; reply {DagTrigger, dag_run_id, now_ms} (the caller wakes a
+    worker when it started)."""
+    return TRIGGER_DAG.call((sk.job(dag_id), sk.ready), (sk.base, dag_id, actor))
 
 
 DAG_STALLED = signature(

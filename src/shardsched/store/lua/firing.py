@@ -14,7 +14,7 @@ from shardsched.store.lua.runs import Fenced
 FIRE = signature(
     "fire",
     keys=("timer", "ready", "epoch", "stats", "retries"),
-    argv=("epoch", "base", "count", "ready channel", "shard", "look-ahead", "missed"),
+    argv=("epoch", "base", "count", "look-ahead", "missed"),
     item=("job id", "old score", "tick", "new score", "skip record", "overlap"),
 )
 
@@ -24,7 +24,6 @@ def fire(
     *,
     epoch: int,
     count: int,
-    ready_channel: str,
     lookahead_ms: int,
     missed: int,
     items: Sequence[Any],
@@ -33,7 +32,7 @@ def fire(
     batch; decode with :func:`decode_fired`."""
     return FIRE.call(
         (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries),
-        (epoch, sk.base, count, ready_channel, sk.shard, lookahead_ms, missed),
+        (epoch, sk.base, count, lookahead_ms, missed),
         items,
     )
 
@@ -44,6 +43,7 @@ class Fired:
 
     now_ms: int
     fired: int
+    retried: int  #: retry attempts moved to the ready stream
     next_ms: int | None  #: the earliest future timer or retry score; None: none, or due now
     due: Sequence[Any]  #: job id, score, timing JSON, ... (3 fields each)
 
@@ -52,5 +52,7 @@ def decode_fired(reply: Sequence[Any]) -> Fired | int:
     """The reply, or the shard's current epoch when the caller's is stale."""
     if reply[0] == Fenced.STALE_EPOCH:
         return int(reply[1])
-    next_ms = reply[3]
-    return Fired(int(reply[1]), int(reply[2]), int(next_ms) if next_ms else None, reply[4:])
+    next_ms = reply[4]
+    return Fired(
+        int(reply[1]), int(reply[2]), int(reply[3]), int(next_ms) if next_ms else None, reply[5:]
+    )

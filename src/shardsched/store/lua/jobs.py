@@ -157,38 +157,36 @@ def delete_job(sk: ShardKeys, g: GlobalKeys, job_id: str, actor: str) -> Call:
 TRIGGER = signature(
     "trigger",
     keys=("job", "ready"),
-    argv=("base", "job id", "ready channel", "shard", "actor"),
+    argv=("base", "job id", "actor"),
 )
 
 
-def trigger(sk: ShardKeys, g: GlobalKeys, job_id: str, actor: str) -> Call:
-    """A manual run now; reply {JobReply, run_id, now_ms}."""
-    return TRIGGER.call(
-        (sk.job(job_id), sk.ready), (sk.base, job_id, g.ready_channel, sk.shard, actor)
-    )
+def trigger(sk: ShardKeys, job_id: str, actor: str) -> Call:
+    """A manual run now; reply {JobReply, run_id, now_ms}. The caller wakes a worker."""
+    return TRIGGER.call((sk.job(job_id), sk.ready), (sk.base, job_id, actor))
 
 
 BACKFILL = signature(
     "backfill",
     keys=("job", "ready"),
-    argv=("base", "job id", "max concurrent", "ready channel", "shard", "actor", "window"),
+    argv=("base", "job id", "max concurrent", "actor", "window"),
     item=("*",),
 )
 
 
 def backfill(
     sk: ShardKeys,
-    g: GlobalKeys,
     job_id: str,
     max_concurrent: int,
     ticks: Sequence[int],
     actor: str,
     window: str,
 ) -> Call:
-    """Queue ticks to run as backfill; reply {JobReply, queued, already, released}."""
+    """Queue ticks to run as backfill; reply {JobReply, queued, already, released} (the
+    caller wakes a worker when some were released)."""
     return BACKFILL.call(
         (sk.job(job_id), sk.ready),
-        (sk.base, job_id, max_concurrent, g.ready_channel, sk.shard, actor, window),
+        (sk.base, job_id, max_concurrent, actor, window),
         ticks,
     )
 

@@ -164,7 +164,7 @@ def flush_output(sk: ShardKeys, worker_id: str, chunks: Iterable[OutputChunk]) -
 COMPLETE = signature(
     "complete",
     keys=("ready", "retries", "deadletter"),
-    argv=("group", "worker", "base", "wake channel", "shard", "ready channel"),
+    argv=("group", "worker", "base", "wake channel", "shard"),
     item=(
         "entry id",
         "run id",
@@ -201,31 +201,33 @@ def complete(
         )
     return COMPLETE.call(
         (sk.ready, sk.retries, sk.dead_letter),
-        (CONSUMER_GROUP, worker_id, sk.base, g.wake_channel, sk.shard, g.ready_channel),
+        (CONSUMER_GROUP, worker_id, sk.base, g.wake_channel, sk.shard),
         items,
     )
 
 
-def decode_completed(reply: Sequence[Any]) -> tuple[int, list[Held]]:
-    """The server's clock (ms) and a code per completion, in the order sent."""
-    return int(reply[0]), [Held(int(code)) for code in reply[1:]]
+class Completed(NamedTuple):
+    now_ms: int  #: the server's clock
+    released: bool  #: a DAG task or backfill tick went to the ready stream: wake a worker
+    codes: list[Held]  #: one per completion, in the order sent
+
+
+def decode_completed(reply: Sequence[Any]) -> Completed:
+    """The server's clock, whether anything was released, and a code per completion."""
+    return Completed(int(reply[0]), reply[1] == 1, [Held(int(code)) for code in reply[2:]])
 
 
 RELEASE_RUNS = signature(
     "release_runs",
     keys=("ready",),
-    argv=("group", "worker", "base", "ready channel", "shard"),
+    argv=("group", "worker", "base"),
     item=("entry id", "run id", "delivery token"),
 )
 
 
-def release_runs(sk: ShardKeys, g: GlobalKeys, worker_id: str, runs: Iterable[Delivery]) -> Call:
+def release_runs(sk: ShardKeys, worker_id: str, runs: Iterable[Delivery]) -> Call:
     """Hand runs back at once (a draining worker); the reply is how many were."""
-    return RELEASE_RUNS.call(
-        (sk.ready,),
-        (CONSUMER_GROUP, worker_id, sk.base, g.ready_channel, sk.shard),
-        _flat(runs),
-    )
+    return RELEASE_RUNS.call((sk.ready,), (CONSUMER_GROUP, worker_id, sk.base), _flat(runs))
 
 
 class Fenced(enum.IntEnum):
@@ -238,16 +240,16 @@ class Fenced(enum.IntEnum):
 RECLAIM = signature(
     "reclaim",
     keys=("ready", "epoch", "stats", "reclaim_at"),
-    argv=("epoch", "group", "base", "count", "poison limit", "ready channel", "shard"),
+    argv=("epoch", "group", "base", "count", "poison limit"),
 )
 
 
-def reclaim(sk: ShardKeys, g: GlobalKeys, epoch: int, count: int, poison_limit: int) -> Call:
+def reclaim(sk: ShardKeys, epoch: int, count: int, poison_limit: int) -> Call:
     """Send lapsed leases' runs back to scheduled (fenced); decode with
     :func:`decode_reclaimed`."""
     return RECLAIM.call(
         (sk.ready, sk.epoch, sk.stats, sk.reclaim_at),
-        (epoch, CONSUMER_GROUP, sk.base, count, poison_limit, g.ready_channel, sk.shard),
+        (epoch, CONSUMER_GROUP, sk.base, count, poison_limit),
     )
 
 
@@ -256,6 +258,12 @@ class Reclaimed(NamedTuple):
     poisoned: int  #: runs failed after too many lapses in a row
     next_ms: int | None  #: when to look again (server clock); None: nothing ever claimed
     now_ms: int
+    released: int  #: DAG tasks released by runs failed here
+
+    @property
+    def requeued(self) -> bool:
+        """Whether runs went back to the ready stream (the caller wakes a worker)."""
+        return self.reclaimed > 0 or self.released > 0
 
 
 def decode_reclaimed(reply: Sequence[Any]) -> Reclaimed | None:
@@ -263,7 +271,8 @@ def decode_reclaimed(reply: Sequence[Any]) -> Reclaimed | None:
     if reply[0] == Fenced.STALE_EPOCH:
         return None
     at = reply[3]
-    return Reclaimed(int(reply[1]), int(reply[2]), int(at) if at else None, int(reply[4]))
+    released = int(reply[5]) if len(reply) > 5 else 0
+    return Reclaimed(int(reply[1]), int(reply[2]), int(at) if at else None, int(reply[4]), released)
 
 
 class Retried(enum.IntEnum):
@@ -294,12 +303,11 @@ def raise_retry_refusal(code: int, run_id: str, next_run_id: str | None) -> None
 RETRY_RUN = signature(
     "retry_run",
     keys=("ready", "deadletter"),
-    argv=("base", "run id", "ready channel", "shard", "actor"),
+    argv=("base", "run id", "actor"),
 )
 
 
-def retry_run(sk: ShardKeys, g: GlobalKeys, run_id: str, actor: str) -> Call:
-    """A dead-lettered run as a new attempt; reply {code, new run id}."""
-    return RETRY_RUN.call(
-        (sk.ready, sk.dead_letter), (sk.base, run_id, g.ready_channel, sk.shard, actor)
-    )
+def retry_run(sk: ShardKeys, run_id: str, actor: str) -> Call:
+    """A dead-lettered run as a new attempt; reply {code, new run id} (the caller wakes a
+    worker when retried)."""
+    return RETRY_RUN.call((sk.ready, sk.dead_letter), (sk.base, run_id, actor))

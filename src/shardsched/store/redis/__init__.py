@@ -3,6 +3,7 @@ Redis Cluster (:class:`~.cluster.ClusterRedis`, same interface), chosen by URL."
 
 from typing import Any
 
+from shardsched.store.redis.blocking import BlockingPop, blocking_pop
 from shardsched.store.redis.cluster import CLUSTER_SCHEMES, ClusterRedis, parse_cluster_url
 from shardsched.store.redis.connection import (
     Connection,
@@ -37,6 +38,7 @@ def check_url(url: str) -> None:
 
 
 __all__ = [
+    "BlockingPop",
     "ClusterRedis",
     "Connection",
     "Redis",
@@ -45,6 +47,7 @@ __all__ = [
     "RedisError",
     "RedisURL",
     "ReplyError",
+    "blocking_pop",
     "check_url",
     "connect",
 ]

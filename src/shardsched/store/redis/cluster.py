@@ -155,6 +155,16 @@ class ClusterRedis(Commands):
         finally:
             await conn.aclose()
 
+    @property
+    def cluster_url(self) -> str:
+        return self._cluster_url
+
+    async def node_of_key(self, key: str) -> tuple[str, int]:
+        """The master that holds ``key``'s slot (reading the slot map when stale)."""
+        if self._stale:
+            await self._refresh()
+        return self._node_of(key_slot(key.encode()))
+
     def _node_of(self, slot: int | None) -> tuple[str, int]:
         if slot is None:
             known = [a for a in self._slots if a is not None]

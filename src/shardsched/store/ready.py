@@ -1,0 +1,73 @@
+"""Waking idle workers with tokens: one LIST of shard numbers, one pop per waiting worker.
+
+A token says "shard N's ready stream may have runs to claim". An idle worker blocks on the
+LIST (``BLPOP``) and Redis hands each token to exactly one waiting worker, the longest
+waiting first. So a firing wakes one worker however large the fleet, and an idle worker
+costs Redis nothing but its connection. (Broadcast pub/sub woke every worker for every
+firing, and each of them then called claim: O(workers) per firing.)
+
+Whoever puts runs on a shard's ready stream pushes a token after its script answered:
+- the owner, after fire.lua and reclaim.lua (``shard/waker.py``);
+- an operation, after trigger, retry, backfill or a DAG trigger;
+- a worker, after a completion released DAG tasks or a backfill tick, or after it handed
+  runs back.
+A worker whose first claim on a token came back full passes one token on, so more idle
+workers join a burst, one hop per claim.
+
+Tokens are hints. A lost one (a worker killed just after its pop, a push that failed)
+costs latency, never a run: the owner pushes a token for each shard it holds whose stream
+has had undelivered entries and no reader for a check interval (:func:`stuck`). The LIST
+is trimmed to :data:`TOKENS_KEPT`, so a fleet that is all busy does not grow it forever.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from shardsched.store.calls import Call
+from shardsched.store.keys import GlobalKeys, ShardKeys
+
+#: The most tokens the LIST keeps (the newest): enough for every shard many times over.
+TOKENS_KEPT = 4096
+
+#: How long an idle worker's BLPOP blocks before it asks again (s).
+IDLE_WAIT_S = 30.0
+
+
+def push(g: GlobalKeys, shards: Iterable[int]) -> list[Call]:
+    """The commands that push a token for each shard (none for no shards)."""
+    tokens = list(shards)
+    if not tokens:
+        return []
+    return [
+        Call(("RPUSH", g.ready_tokens, *tokens)),
+        Call(("LTRIM", g.ready_tokens, -TOKENS_KEPT, -1)),
+    ]
+
+
+def undelivered(sk: ShardKeys) -> list[Call]:
+    """Two reads telling whether the shard's stream holds entries no worker has read:
+    decode the replies with :func:`decode_undelivered`."""
+    return [Call(("XLEN", sk.ready)), Call(("XINFO", "GROUPS", sk.ready))]
+
+
+def decode_undelivered(replies: Sequence[Any]) -> tuple[int, bytes | None]:
+    """How many entries are undelivered, and the group's last delivered id (None before
+    the first claim). Every acknowledged entry is deleted (claim, complete, reclaim,
+    release_runs), so the stream's length less the group's pending count is the entries
+    not yet read."""
+    length, groups = replies
+    if isinstance(length, Exception):
+        raise length
+    if isinstance(groups, Exception) or not groups:  # no stream, or no group yet
+        return int(length), None
+    fields = groups[0]
+    info = dict(zip(fields[::2], fields[1::2], strict=True))
+    return int(length) - int(info[b"pending"]), info[b"last-delivered-id"]
+
+
+def stuck(now: tuple[int, bytes | None], before: tuple[int, bytes | None] | None) -> bool:
+    """Whether a shard needs a token: entries undelivered now, and no worker has read any
+    since the last check (``before``; None: not looked at before)."""
+    return now[0] > 0 and before is not None and before[0] > 0 and now[1] == before[1]

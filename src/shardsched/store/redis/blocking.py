@@ -1,0 +1,70 @@
+"""A blocking pop on a connection of its own.
+
+A worker waits for work with ``BLPOP`` (store/ready.py). A blocked connection must not hold
+one of the pool's connections, and many workers may share one pool (the fleet bench runs
+hundreds in a process), so each waiter owns one connection. Cancelling a pop closes it: the
+reply that would have come is never read from a reused connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import hiredis
+
+from shardsched.store.redis.cluster import ClusterRedis, node_url
+from shardsched.store.redis.connection import Connection, Redis, RedisURL, reply_error
+
+
+class BlockingPop:
+    """``BLPOP key timeout`` for one task, reconnecting after a loss (RedisError raised).
+    ``locate`` answers the server that holds ``key`` (asked again at each connect)."""
+
+    def __init__(
+        self, key: str, locate: Callable[[], Awaitable[RedisURL]], connect_timeout: float = 5.0
+    ) -> None:
+        self.key = key
+        self._locate = locate
+        self._connect_timeout = connect_timeout
+        self._conn: Connection | None = None
+        #: connections opened so far: a new one means a reply may have been lost with the
+        #: old (a token popped for nobody), so the caller looks at everything once
+        self.connects = 0
+
+    async def pop(self, timeout_s: float) -> bytes | None:
+        """The head of the LIST, waiting up to ``timeout_s``; None on time out."""
+        if self._conn is not None and self._conn.broken:
+            await self.aclose()  # lost (or cancelled mid-reply): never reused
+        if self._conn is None:
+            url = await self._locate()
+            self._conn = await Connection.open(url, self._connect_timeout, scripts=False)
+            self.connects += 1
+        (reply,) = await self._conn.execute_many([("BLPOP", self.key, f"{timeout_s:g}")])
+        if isinstance(reply, hiredis.ReplyError):
+            await self.aclose()  # MOVED after a failover: locate again on the next pop
+            raise reply_error(reply)
+        return None if reply is None else bytes(reply[1])
+
+    async def aclose(self) -> None:
+        if self._conn is not None:
+            await self._conn.aclose()
+            self._conn = None
+
+
+def blocking_pop(redis: Redis | ClusterRedis, key: str) -> BlockingPop:
+    """A :class:`BlockingPop` of ``key`` on the server (or the cluster node) holding it."""
+    if isinstance(redis, ClusterRedis):
+        cluster = redis
+
+        async def locate() -> RedisURL:
+            host, port = await cluster.node_of_key(key)
+            return RedisURL.parse(node_url(cluster.cluster_url, host, port))
+
+        return BlockingPop(key, locate)
+
+    url = redis.url
+
+    async def fixed() -> RedisURL:
+        return url
+
+    return BlockingPop(key, fixed)
