@@ -104,7 +104,8 @@ def heartbeat(dep: Deployment, worker_id: str, req: HeartbeatRequest) -> Op:
     check_worker_id(worker_id)
     g = dep.globals
     info = msgspec.json.encode(WorkerInfo(capacity=req.capacity, capacity_free=req.capacity_free))
-    (reply,) = yield [leases.heartbeat(g.workers, g.worker_info, worker_id, 30_000, info)]
+    call = leases.heartbeat(g.workers, g.worker_info, worker_id, 30_000, info, answer=False)
+    (reply,) = yield [call]
     now_ms, _members = leases.decode_heartbeat(check(reply))
     return HeartbeatResponse(worker_id=worker_id, at=from_ms(now_ms))
 

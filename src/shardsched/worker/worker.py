@@ -248,7 +248,7 @@ class Worker:
             )
         )
         ttl = round(self.heartbeat_every_s * 3000)
-        call = leases.heartbeat(g.workers, g.worker_info, self.worker_id, ttl, info)
+        call = leases.heartbeat(g.workers, g.worker_info, self.worker_id, ttl, info, answer=False)
         now_ms, _members = leases.decode_heartbeat(await call_script(self.redis, call))
         if not self._registered_ms:
             self._registered_ms = now_ms

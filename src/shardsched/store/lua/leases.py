@@ -47,12 +47,17 @@ def release_lease(sk: ShardKeys, node_id: str, epoch: int) -> Call:
     return RELEASE_LEASE.call((sk.owner, sk.epoch), (node_id, epoch))
 
 
-HEARTBEAT = signature("heartbeat", keys=("members", "info"), argv=("member", "ttl", "info"))
+HEARTBEAT = signature(
+    "heartbeat", keys=("members", "info"), argv=("member", "ttl", "info", "answer")
+)
 
 
-def heartbeat(members: str, info_key: str, member: str, ttl_ms: int, info: bytes) -> Call:
-    """Register a node or worker for ``ttl_ms``; decode with :func:`decode_heartbeat`."""
-    return HEARTBEAT.call((members, info_key), (member, ttl_ms, info))
+def heartbeat(
+    members: str, info_key: str, member: str, ttl_ms: int, info: bytes, answer: bool = True
+) -> Call:
+    """Register a node or worker for ``ttl_ms``; decode with :func:`decode_heartbeat`
+    (the live members only when ``answer``)."""
+    return HEARTBEAT.call((members, info_key), (member, ttl_ms, info, "1" if answer else "0"))
 
 
 def decode_heartbeat(reply: Sequence[Any]) -> tuple[int, list[str]]:
