@@ -94,8 +94,16 @@ def measure(args: argparse.Namespace, fleet: int, url: str, r: Any) -> dict[str,
             time.sleep(0.01)
         window_start = server_ms(r)
         cpu0, t0 = floor.redis_cpu(r), time.monotonic()
+        stats0 = r.info("commandstats")
+        procs0 = {name: floor.cpu_seconds(p.pid) for name, p in procs.procs.items()}
         time.sleep(args.duration)
-        busy = (floor.redis_cpu(r) - cpu0) / (time.monotonic() - t0)
+        took = time.monotonic() - t0
+        busy = (floor.redis_cpu(r) - cpu0) / took
+        procs_cpu = {
+            name: (floor.cpu_seconds(p.pid) - procs0[name]) / took
+            for name, p in procs.procs.items()
+        }
+        stats = _commands(stats0, r.info("commandstats"), took)
         window_end = server_ms(r)
         for job_id in job_ids:
             client.pause(job_id)
@@ -113,6 +121,14 @@ def measure(args: argparse.Namespace, fleet: int, url: str, r: Any) -> dict[str,
         "redis_cpu_us_per_firing": round((busy - idle) / max(fired, 1) * 1e6, 1),
         "redis_cpu_us_per_firing_all_in": round(busy / max(fired, 1) * 1e6, 1),
         "firings_per_s": round(fired, 1),
+        "redis_commands_per_firing": {
+            name: {"calls": round(calls / max(fired, 1), 2), "us": round(us / max(fired, 1), 1)}
+            for name, (calls, us) in stats.items()
+        },
+        "process_cpu_s_per_s": {
+            "node": round(procs_cpu.get("node", 0.0), 3),
+            "worker_hosts": round(sum(v for k, v in procs_cpu.items() if k != "node"), 3),
+        },
         "claim_latency_s": percentiles(lags),
         "runs_per_worker": {
             "min": min(counts),
@@ -121,6 +137,19 @@ def measure(args: argparse.Namespace, fleet: int, url: str, r: Any) -> dict[str,
             "idle_workers": sum(1 for c in counts if c == 0),
         },
     }
+
+
+def _commands(before: dict[str, Any], after: dict[str, Any], took: float) -> dict[str, Any]:
+    """(calls/s, µs of Redis CPU/s) per command over a window, the costliest first. A
+    script's EVALSHA includes the commands it ran, which are listed on their own too."""
+    out = {}
+    for name, now in after.items():
+        was = before.get(name, {"calls": 0, "usec": 0})
+        calls, us = now["calls"] - was["calls"], now["usec"] - was["usec"]
+        if calls:
+            out[name.removeprefix("cmdstat_")] = (calls / took, us / took)
+    ranked = sorted(out.items(), key=lambda kv: -kv[1][1])
+    return dict(ranked[:12])
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -139,7 +168,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 f" CPU; at {result['firings_per_s']}/s {result['redis_cpu_us_per_firing']} µs"
                 f" per firing above idle ({result['redis_cpu_us_per_firing_all_in']} all in);"
                 f" claim p50 {lat['p50']} p99 {lat['p99']} s; runs per worker"
-                f" {result['runs_per_worker']}",
+                f" {result['runs_per_worker']}; CPU s/s node"
+                f" {result['process_cpu_s_per_s']['node']} worker hosts"
+                f" {result['process_cpu_s_per_s']['worker_hosts']}",
+                flush=True,
+            )
+            top = list(result["redis_commands_per_firing"].items())[:6]
+            print(
+                "  Redis per firing: "
+                + ", ".join(f"{n} {v['calls']}x {v['us']} µs" for n, v in top),
                 flush=True,
             )
     out = {"rate": args.rate, "slots": args.slots, "fleets": results}

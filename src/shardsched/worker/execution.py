@@ -65,6 +65,7 @@ class Executor:
         policy: CommandPolicy | None = None,
     ) -> None:
         self._deadlines: dict[trio.CancelScope, float] = {}
+        self._handler_started = trio.Event()
         self._inherited = inherited_env(pass_env)
         self._sandbox = sandbox or Sandbox()
         self._base_env = {**self._inherited, **self._sandbox.env}
@@ -107,6 +108,7 @@ class Executor:
         try:
             with trio.CancelScope() as scope:
                 self._deadlines[scope] = trio.current_time() + spec.timeout_s
+                self._handler_started.set()
                 try:
                     await handlers.call(fn, _context(claimed))
                 finally:
@@ -120,6 +122,10 @@ class Executor:
     async def watchdog(self) -> None:
         """Cancel in-process handlers past their timeout (to within WATCHDOG_TICK_S)."""
         while True:
+            if not self._deadlines:  # none running: an idle worker does not tick
+                await self._handler_started.wait()
+                self._handler_started = trio.Event()
+                continue
             await trio.sleep(WATCHDOG_TICK_S)
             now = trio.current_time()
             for scope, deadline in list(self._deadlines.items()):

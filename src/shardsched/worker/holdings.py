@@ -84,6 +84,23 @@ class Holdings:
         self.finished: list[Finished] = []  #: queued for completion
         self.completing: list[Finished] = []  #: the batch whose completion is in flight
         self.finished_added = trio.Event()
+        self._waiting: list[trio.Event] = []  #: tasks waiting for something to run
+
+    def start(self, key: tuple[str, int], claimed: Claimed, scope: trio.CancelScope) -> None:
+        """A run starts executing here."""
+        self.running[key] = (claimed, scope)
+        if self._waiting:
+            for event in self._waiting:
+                event.set()
+            self._waiting = []
+
+    async def wait_running(self) -> None:
+        """Return once something runs (at once if something does): an idle worker's
+        periodic chores sleep here instead of waking a thousand workers every second."""
+        while not self.running:
+            event = trio.Event()
+            self._waiting.append(event)
+            await event.wait()
 
     def finish(self, f: Finished) -> None:
         self.finished.append(f)

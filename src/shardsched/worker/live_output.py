@@ -49,6 +49,7 @@ class OutputFlusher:
 
     async def run(self) -> None:
         while True:
+            await self.holdings.wait_running()
             await trio.sleep(self.every_s)
             await self.flush()
 

@@ -63,6 +63,7 @@ class OverrunTracker:
     async def run(self) -> None:
         """Every second: which running runs overrun."""
         while True:
+            await self.holdings.wait_running()
             await trio.sleep(OVERRUN_CHECK_S)
             self._check(trio.current_time())
 

@@ -212,7 +212,7 @@ class Worker:
         outcome = None
         try:
             with trio.CancelScope() as scope:
-                h.running[key] = (claimed, scope)
+                h.start(key, claimed, scope)
                 live = h.live[key] = LiveOutput(bytearray())
                 self.renewer.started(claimed)
                 outcome = await self.executor.run(claimed, live)
