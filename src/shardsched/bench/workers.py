@@ -182,7 +182,41 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out = {"rate": args.rate, "slots": args.slots, "fleets": results}
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+    if args.plot:
+        earlier = json.loads(Path(args.compare).read_text()) if args.compare else None
+        plot(args.plot, out, earlier)
     return out
+
+
+def plot(path: str, result: dict[str, Any], earlier: dict[str, Any] | None = None) -> None:
+    """Redis CPU idle, Redis CPU per firing and claim p99 against the fleet size; an
+    earlier result (``--compare``) drawn dashed beside it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = (
+        ("Redis CPU idle (%)", lambda f: f["redis_cpu_idle_s_per_s"] * 100),
+        ("Redis CPU per firing, all in (µs)", lambda f: f["redis_cpu_us_per_firing_all_in"]),
+        ("claim latency p99 (ms)", lambda f: f["claim_latency_s"]["p99"] * 1000),
+    )
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    for ax, (title, value) in zip(axes, panels, strict=True):
+        for data, style, label in ((result, "o-", "this run"), (earlier, "s--", "compared")):
+            if data is None:
+                continue
+            sizes = [f["workers"] for f in data["fleets"]]
+            ax.plot(sizes, [value(f) for f in data["fleets"]], style, label=label)
+        ax.set_xscale("log")
+        ax.set_yscale("log" if "latency" in title else "linear")
+        ax.set_xlabel("workers (idle between firings)")
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, alpha=0.3)
+    axes[0].legend()
+    fig.suptitle(f"bench fleet: {result['rate']} firings/s, {result['slots']} slots a worker")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -198,6 +232,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shards", type=int, default=64)
     p.add_argument("--fsync", choices=["always", "everysec", "off"], default="off")
     p.add_argument("--json", default=None, metavar="FILE")
+    p.add_argument("--plot", default=None, metavar="PNG", help="plot the figures by fleet size")
+    p.add_argument(
+        "--compare", default=None, metavar="JSON", help="an earlier --json to plot beside"
+    )
     p.set_defaults(bench=run)
     h = sub.add_parser("fleet-host", help="(internal) one process of a fleet")
     h.add_argument("--redis", required=True)

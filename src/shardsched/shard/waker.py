@@ -14,7 +14,6 @@ from collections.abc import Callable
 
 import trio
 
-from shardsched.core.pacing import Backoff
 from shardsched.runtime.metrics import Metrics
 from shardsched.store import ready
 from shardsched.store.calls import Call, redis_calls
@@ -37,36 +36,22 @@ class Waker:
         self.dep = dep
         self.metrics = metrics
         self.held = held
-        self._pending: set[int] = set()
-        self._woken = trio.Event()
+        self._pusher = ready.TokenPusher(
+            redis,
+            dep.globals,
+            lambda exc, pause: metrics.redis_error(log, "pushing wake tokens", exc, pause),
+        )
         self._seen: dict[int, tuple[int, bytes | None]] = {}
         self.rewoken = 0  #: tokens pushed for shards found stuck
 
     def wake(self, shard: int) -> None:
         """Push a token for ``shard`` soon (with any others asked for meanwhile)."""
-        self._pending.add(shard)
-        self._woken.set()
+        self._pusher.wake(shard)
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._push_loop, name="wake-tokens")
+            nursery.start_soon(self._pusher.run, name="wake-tokens")
             nursery.start_soon(self._check_loop, name="wake-check")
-
-    async def _push_loop(self) -> None:
-        backoff = Backoff()
-        while True:
-            await self._woken.wait()
-            self._woken = trio.Event()
-            shards, self._pending = self._pending, set()
-            try:
-                await redis_calls(self.redis, ready.push(self.dep.globals, sorted(shards)))
-                backoff.reset()
-            except RedisError as exc:
-                pause = backoff.next()
-                self.metrics.redis_error(log, "pushing wake tokens", exc, pause)
-                self._pending |= shards
-                self._woken.set()
-                await trio.sleep(pause)
 
     async def _check_loop(self) -> None:
         while True:

@@ -76,8 +76,12 @@ class Worker:
         self._changed = trio.Event()
         self._idle = trio.Event()  #: set while a slot is free and no shard is known to have work
         self._from_token: set[int] = set()  #: shards marked by a token, not yet claimed from
-        self._pass_on: set[int] = set()  #: shards to push a token for (a full first claim)
-        self._passing = trio.Event()
+        #: passes a token on after a full first claim (other idle workers may take the rest)
+        self._pusher = ready.TokenPusher(
+            redis,
+            dep.globals,
+            lambda exc, pause: self.metrics.redis_error(log, "passing a token on", exc, pause),
+        )
         self.metrics = metrics or Metrics()
         self.holdings = Holdings()
         self.metrics.running.set_function(lambda: len(self.holdings.running))
@@ -136,21 +140,6 @@ class Worker:
         finally:
             with trio.CancelScope(shield=True):
                 await waiter.aclose()
-
-    async def _pass_tokens_on(self) -> None:
-        """Push the tokens the claim loop passes on, many in one round trip."""
-        while True:
-            await self._passing.wait()
-            self._passing = trio.Event()
-            shards, self._pass_on = self._pass_on, set()
-            try:
-                await redis_calls(self.redis, ready.push(self.dep.globals, sorted(shards)))
-            except RedisError as exc:  # a lost token costs latency only (store/ready.py)
-                self.metrics.redis_error(log, "passing a wake token on", exc, 0)
-
-    def _wake_others(self, shard: int) -> None:
-        self._pass_on.add(shard)
-        self._passing.set()
 
     async def _take_up_pending(self) -> None:
         """After a (re)connect, first take up runs delivered to this worker id and never
@@ -307,7 +296,7 @@ class Worker:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             await nursery.start(self._wait_for_work, name="wait-for-work")
-            nursery.start_soon(self._pass_tokens_on, name="pass-tokens-on")
+            nursery.start_soon(self._pusher.run, name="pass-tokens-on")
             if self.sweep_every_s:
                 nursery.start_soon(self._sweep, self.sweep_every_s, name="sweep")
             nursery.start_soon(self.completer.run, name="completer")
@@ -351,7 +340,7 @@ class Worker:
             if len(claimed) == want:
                 self._maybe_ready.add(shard)  # there may be more
                 if shard in self._from_token:  # and other idle workers may take them
-                    self._wake_others(shard)
+                    self._pusher.wake(shard)
             self._from_token.discard(shard)
             for c in claimed:
                 self._start(c)
