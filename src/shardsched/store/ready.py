@@ -9,8 +9,9 @@ firing, and each of them then called claim: O(workers) per firing.)
 Whoever puts runs on a shard's ready stream pushes a token after its script answered:
 - the owner, after fire.lua and reclaim.lua (``shard/waker.py``);
 - an operation, after trigger, retry, backfill or a DAG trigger;
-- a worker, after a completion released DAG tasks or a backfill tick, or after it handed
-  runs back.
+- a worker, after a completion released DAG tasks or a backfill tick (unless it has a
+  free slot: then it claims them itself, as if it had popped the token), or after it
+  handed runs back.
 A worker whose first claim on a token came back full passes one token on, so more idle
 workers join a burst, one hop per claim.
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 
 import trio
 
@@ -17,7 +18,6 @@ from shardsched.core.models import RetryPolicy
 from shardsched.core.pacing import Backoff
 from shardsched.core.retry import verdict
 from shardsched.runtime.metrics import Metrics
-from shardsched.store import ready
 from shardsched.store.calls import redis_calls
 from shardsched.store.deployment import Deployment
 from shardsched.store.keys import dag_run_of, job_of_run
@@ -41,8 +41,12 @@ class Completer:
         holdings: Holdings,
         overruns: OverrunTracker,
         metrics: Metrics,
+        released: Callable[[int], None],
     ) -> None:
         self.redis = redis
+        #: told of each shard where a completion put runs on the ready stream (DAG tasks
+        #: released, a backfill tick started): the worker claims them or wakes another
+        self.released = released
         self.dep = dep
         self.worker_id = worker_id
         self.holdings = holdings
@@ -123,7 +127,6 @@ class Completer:
             self.metrics.redis_error(log, f"completing {len(batch)} runs", exc, 0)
             return batch
         again: list[Finished] = []
-        released: list[int] = []
         for (shard, items), reply in zip(by_shard.items(), replies, strict=True):
             if isinstance(reply, Exception):
                 self.metrics.redis_error(log, f"completing {len(items)} runs", reply, 0)
@@ -131,7 +134,7 @@ class Completer:
                 continue
             now_ms, freed, codes = lua.decode_completed(reply)
             if freed:
-                released.append(shard)
+                self.released(shard)
             for f, code in zip(items, codes, strict=True):
                 self.holdings.held.discard(f.claimed.key)
                 if code in (lua.Held.APPLIED, lua.Held.ALREADY_APPLIED):
@@ -146,11 +149,6 @@ class Completer:
                         int(code),
                         extra={"run_id": f.claimed.run_id, "shard": f.claimed.shard},
                     )
-        if released:  # DAG tasks or backfill ticks went to the ready stream
-            try:
-                await redis_calls(self.redis, ready.push(self.dep.globals, released))
-            except RedisError as exc:  # the owner finds them undelivered (store/ready.py)
-                self.metrics.redis_error(log, "waking a worker for released runs", exc, 0)
         return again
 
     def _record(self, f: Finished, state: str, now_ms: int) -> None:

@@ -90,7 +90,7 @@ class Worker:
         self.renewer = LeaseRenewer(redis, dep, self.worker_id, self.holdings, self.metrics)
         self.flusher = OutputFlusher(redis, dep, self.worker_id, self.holdings, self.metrics)
         self.completer = Completer(
-            redis, dep, self.worker_id, self.holdings, self.overruns, self.metrics
+            redis, dep, self.worker_id, self.holdings, self.overruns, self.metrics, self._released
         )
 
     @property
@@ -103,6 +103,16 @@ class Worker:
 
     def _poke(self) -> None:
         self._changed.set()
+
+    def _released(self, shard: int) -> None:
+        """A completion of ours put runs on ``shard``'s stream: claim them here if a slot is
+        free (as if a token came, so a full claim passes one on), else wake another."""
+        if self.free > 0 and not self.draining.is_set():
+            self._from_token.add(shard)
+            self._maybe_ready.add(shard)
+            self._poke()
+        else:
+            self._pusher.wake(shard)
 
     def _mark_all(self) -> None:
         self._maybe_ready.update(range(self.dep.n_shards))
