@@ -108,16 +108,11 @@ class Worker:
         """A completion of ours put runs on ``shard``'s stream: claim them here if a slot is
         free (as if a token came, so a full claim passes one on), else wake another."""
         if self.free > 0 and not self.draining.is_set():
-            self._take_token(shard)
+            self._from_token.add(shard)
+            self._maybe_ready.add(shard)
+            self._poke()
         else:
             self._pusher.wake(shard)
-
-    def _take_token(self, shard: int) -> None:
-        """Look at ``shard`` next, as a token's receiver (a full claim passes one on)."""
-        self._from_token.add(shard)
-        self._maybe_ready.add(shard)
-        self._idle = trio.Event()
-        self._poke()
 
     def _mark_all(self) -> None:
         self._maybe_ready.update(range(self.dep.n_shards))
@@ -147,7 +142,11 @@ class Worker:
                     await self._take_up_pending()
                     self._mark_all()
                 if token is not None:
-                    self._take_token(int(token))
+                    shard = int(token)
+                    self._from_token.add(shard)
+                    self._maybe_ready.add(shard)
+                    self._idle = trio.Event()
+                    self._poke()
         finally:
             with trio.CancelScope(shield=True):
                 await waiter.aclose()
