@@ -148,3 +148,58 @@ async def test_async_client(node, worker, redis_server, dep) -> None:
         assert bad.value.field == "$.schedule.every_s"
         with pytest.raises(JobNotFound):
             await client.get_job("job_000000000000")
+
+
+def test_bulk_registration_with_a_batch_in_flight(own_redis_server) -> None:
+    """add_jobs writes batch k+1 before it reads batch k back (sdk/sync.py, _overlapped):
+    every job is registered once, in order; a server that lost its scripts mid-way gets
+    them again; a batch written after a failed one is still named in the error."""
+    import redis as redis_py
+
+    from shardsched import BulkPartiallyApplied
+    from shardsched.core.errors import IdTaken
+
+    r = redis_py.Redis.from_url(own_redis_server.url)
+    client = Client(own_redis_server.url, "inflight")
+    try:
+        specs = [JobSpec(name=f"f{i}", schedule=HOURLY, command="true") for i in range(95)]
+        real = client._execute
+        asked = {"n": 0}
+
+        def flush_on_third(calls):  # the scripts vanish while batch 2 is in flight
+            asked["n"] += 1
+            if asked["n"] == 3:
+                r.script_flush()
+            return real(calls)
+
+        reload = client._load_scripts
+        reloads = {"n": 0}
+
+        def counted() -> None:
+            reloads["n"] += 1
+            reload()
+
+        client._execute, client._load_scripts = flush_on_third, counted
+        created = client.add_jobs(specs, batch=10)
+        client._execute = real
+        assert reloads["n"] >= 1, "the batches after the flush were answered NOSCRIPT"
+        assert [c.job_id for c in created] == [c.job_id for c in created if c.next_run_at]
+        assert len({c.job_id for c in created}) == 95
+        listed = {j.job_id: j.name for j in client.list_jobs(limit=200).jobs}
+        assert {listed[c.job_id] for c in created} == {s.name for s in specs}
+        assert sum(r.zcard(f"inflight:{{{s}}}:timer") for s in range(64)) == 95
+
+        # batch 1 holds a taken id: batch 2 was written before batch 1 was read back,
+        # so it is registered, and the error says so.
+        taken = JobSpec(id="chosen-1", name="again", schedule=HOURLY, command="true")
+        client.add_job(taken)
+        fresh = [JobSpec(name=f"g{i}", schedule=HOURLY, command="true") for i in range(19)]
+        with pytest.raises(BulkPartiallyApplied) as partial:
+            client.add_jobs([taken, *fresh], batch=10)
+        assert isinstance(partial.value.error, IdTaken)
+        named = {c.job_id for c in partial.value.created}
+        names = {j.job_id: j.name for j in client.list_jobs(limit=300).jobs}
+        assert {names[j] for j in named} == {f"g{i}" for i in range(9, 19)}
+    finally:
+        client.close()
+        r.close()

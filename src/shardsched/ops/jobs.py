@@ -124,7 +124,7 @@ def create_jobs(
             firsts[key] = first_fire_ms(spec.schedule, now_ms)
         first = firsts[key]
         plan.append((job_id, first))
-        by_shard.setdefault(dep.keys_for(job_id).shard, []).append(
+        by_shard.setdefault(k.shard_of(job_id, dep.n_shards), []).append(
             lua.NewJob(
                 job_id,
                 _spec_encoder.encode(spec),
@@ -143,12 +143,12 @@ def create_jobs(
         for new, ok in zip(by_shard[s], lua.decode_registered(check(reply)), strict=True):
             registered[new.job_id] = ok
     created = []
+    first_at = {first: from_ms(first) for first in firsts.values() if first is not None}
     for job_id, first in plan:
         if not registered[job_id]:  # chosen, or a 48-bit random id collided
             raise IdTaken(job_id)
-        created.append(
-            JobCreated(job_id=job_id, next_run_at=None if first is None else from_ms(first))
-        )
+        at = None if first is None else first_at[first]
+        created.append(JobCreated(job_id=job_id, next_run_at=at))
     return created
 
 

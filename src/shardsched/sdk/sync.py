@@ -4,6 +4,7 @@ Cluster; every operation of :mod:`.plans` as a blocking method."""
 from __future__ import annotations
 
 import functools
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -126,12 +127,7 @@ class Client:
         for client, idx in groups.values():
             pipe = client.pipeline(transaction=False)
             for i in idx:
-                call = calls[i]
-                if call.script is None:
-                    pipe.execute_command(*call.args)
-                else:
-                    sha = SCRIPTS[call.script].sha
-                    pipe.execute_command("EVALSHA", sha, len(call.keys), *call.keys, *call.args)
+                pipe.execute_command(*_command(calls[i]))
             for i, reply in zip(idx, pipe.execute(raise_on_error=False), strict=True):
                 replies[i] = reply
         redo = [
@@ -154,9 +150,10 @@ class Client:
                 replies[i] = reply
         return replies
 
-    def _run(self, op: ops.Op) -> Any:
+    def _run(self, op: ops.Op, replies: list[Any] | None = None) -> Any:
+        """Run ``op`` to its end; ``replies``: those of the round it is waiting on."""
         try:
-            calls = next(op)
+            calls = next(op) if replies is None else op.send(replies)
             while True:
                 calls = op.send(self._execute(calls))
         except StopIteration as stop:
@@ -172,10 +169,70 @@ class Client:
         BulkPartiallyApplied, listing the jobs that were registered, if Redis fails after
         the first batch."""
         out: list[JobCreated] = []
-        for chunk in plans.validated_batches(specs, batch):
-            with plans.bulk_progress(out):
-                out += self._run(plans.add_validated(self, chunk).op)
+        chunks = plans.validated_batches(specs, batch)
+        with plans.bulk_progress(out):
+            if self._redis is None or any(s.depends_on for chunk in chunks for s in chunk):
+                # a cluster's batches go node by node; a DAG task's join reads its DAG
+                for chunk in chunks:
+                    out += self._run(plans.add_validated(self, chunk).op)
+            else:
+                self._overlapped([plans.add_validated(self, chunk).op for chunk in chunks], out)
         return out
+
+    def _overlapped(self, batches: list[ops.Op], out: list[JobCreated]) -> None:
+        """Run the batches with two in flight, so Redis runs one while the next is planned.
+
+        Each batch's first round (the server's time) is answered at once, on a connection
+        of the pool; its registration round is written to a connection of its own without
+        waiting, and read back after the next batch is written. Whatever was written is
+        read back even after a failure, so ``out`` lists every job registered (a failure
+        then raises, and add_jobs names them in BulkPartiallyApplied)."""
+        assert self._redis is not None
+        pool = self._redis.connection_pool
+        conn = pool.get_connection()
+        sent: deque[tuple[ops.Op, Sequence[ops.Call]]] = deque()
+        error: BaseException | None = None
+        try:
+            for op in batches:
+                try:
+                    calls = op.send(self._execute(next(op)))
+                except StopIteration as stop:  # nothing to write
+                    out += stop.value
+                    continue
+                conn.send_packed_command(conn.pack_commands([_command(c) for c in calls]))
+                sent.append((op, calls))
+                if len(sent) > 1:
+                    out += self._read_back(conn, *sent.popleft())
+        except BaseException as exc:
+            error = exc
+        try:
+            while sent:
+                try:
+                    out += self._read_back(conn, *sent.popleft())
+                except BaseException as exc:
+                    error = error or exc
+        finally:
+            if error is not None:
+                conn.disconnect()  # a reply may still be unread
+            pool.release(conn)
+        if error is not None:
+            raise error
+
+    def _read_back(self, conn: Any, op: ops.Op, calls: Sequence[ops.Call]) -> Any:
+        """The replies to ``calls``, written earlier on ``conn``; then ``op`` to its end."""
+        replies: list[Any] = []
+        for _ in calls:
+            try:
+                replies.append(conn.read_response())
+            except redis_py.exceptions.ResponseError as exc:  # an error reply, kept as one
+                replies.append(exc)
+        no_script = redis_py.exceptions.NoScriptError
+        redo = [i for i, r in enumerate(replies) if isinstance(r, no_script)]
+        if redo:  # a restarted server without our scripts: nothing ran, run them again
+            self._load_scripts()
+            for i, reply in zip(redo, self._execute([calls[i] for i in redo]), strict=True):
+                replies[i] = reply
+        return self._run(op, replies)
 
     # the operations (sdk/plans.py), blocking
     add_job = blocking(plans.add_job)
@@ -220,3 +277,11 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _command(call: ops.Call) -> tuple[Any, ...]:
+    """The Redis command of ``call`` (a script by its SHA)."""
+    if call.script is None:
+        return call.args
+    sha = SCRIPTS[call.script].sha
+    return ("EVALSHA", sha, len(call.keys), *call.keys, *call.args)
