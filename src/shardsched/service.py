@@ -26,6 +26,7 @@ from shardsched.core.pacing import Backoff
 from shardsched.ops.retention import RetentionDefaults
 from shardsched.router.app import create_app
 from shardsched.router.guards import AccessPolicy
+from shardsched.runtime.heap import freeze_startup
 from shardsched.runtime.metrics import Metrics
 from shardsched.shard.manager import ShardManager
 from shardsched.shard.retention import Retainer
@@ -366,6 +367,7 @@ def run_until_signal(
 
                 nursery.start_soon(watch)
                 value = await nursery.start(run_main)
+                freeze_startup()
                 print(ready_line(value), flush=True)
 
     try:

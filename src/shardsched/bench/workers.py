@@ -33,6 +33,7 @@ from shardsched.sdk import Client
 def host(url: str, namespace: str, first: int, count: int, slots: int) -> None:
     """One fleet process: ``count`` workers (ids fleet-<first>…) until SIGTERM."""
     from shardsched import ops
+    from shardsched.runtime.heap import freeze_startup
     from shardsched.runtime.metrics import Metrics
     from shardsched.store.redis import Redis
     from shardsched.worker.worker import Worker
@@ -45,6 +46,7 @@ def host(url: str, namespace: str, first: int, count: int, slots: int) -> None:
             for i in range(first, first + count):
                 worker = Worker(redis, dep, f"fleet-{i}", concurrency=slots, metrics=metrics)
                 await nursery.start(worker.run)
+            freeze_startup()
             print("fleet ready", flush=True)
 
     trio.run(main)
