@@ -69,7 +69,7 @@ def _keys(prefix: str, shard: int) -> tuple[str, str]:
 
 def stream_floor(
     r: redis_py.Redis, url: str, n: int, shards: int, consumers: int
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """The bare queue's burst: seconds until ``consumers`` processes have read all ``n``
     entries, and the CPU per entry of the consumers and of Redis."""
     prefix = f"floor{int(time.time() * 1000) % 10**9}"
@@ -255,7 +255,8 @@ def report_lines(r: dict) -> list[str]:
     if r.get("stream_floor"):
         sf = r["stream_floor"]
         lines.append(
-            f"  stream floor: all read {sf['all_started_s']} s (consumers"
+            f"  stream floor: all read {sf['all_started_s']} s, the median of"
+            f" {sf.get('all_started_s_rounds', [])} (consumers"
             f" {sf['consumer_cpu_us_per_run']} µs, redis {sf['redis_cpu_us_per_run']} µs per run);"
             f" all started / floor = {r['started_over_stream_floor']}"
         )
