@@ -231,8 +231,7 @@ def run(args: argparse.Namespace) -> dict:
             # three times, the median kept: a 0.1-0.2 s measurement is at the mercy of
             # the scheduler on a shared box (0.09-0.21 s seen in one sitting)
             floors = [
-                floor.stream_floor(r, url, args.jobs, args.shards, args.workers)
-                for _ in range(3)
+                floor.stream_floor(r, url, args.jobs, args.shards, args.workers) for _ in range(3)
             ]
             stream = sorted(floors, key=lambda f: f["all_started_s"])[1]
             stream["all_started_s_rounds"] = [f["all_started_s"] for f in floors]
