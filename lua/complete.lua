@@ -1,9 +1,13 @@
 #!lua
 --[[
   A worker reports the outcomes of a batch of runs of one shard. Each is applied only if
-  the caller still holds the run: the stream entry is pending on this worker, it is the
-  entry the run was claimed from, and the run's delivery token matches. A stale completion is refused and counted on the run
-  (its 'sx' field: a superseded execution), never applied.
+  the caller still holds the run: the run is running on this worker, from this stream
+  entry, under this delivery token (its 'w', 'e' and 'dt'). The entry's pending state is
+  not looked at: every script that takes an entry from a worker (reclaim, release_runs,
+  complete) changes those fields in the same step, and claim sets them with the entry,
+  so they say who holds the run (renew_runs and flush_output check the same three). A
+  stale completion is refused and counted on the run (its 'sx' field: a superseded
+  execution), never applied.
 
   A failed attempt with a retry time inserts the next attempt (a new run record,
   <job>:<tick>:<attempt + 1>, state 'retrying') into the retry timer, due then; a run
@@ -70,9 +74,7 @@ for i = 6, #ARGV, 10 do
   elseif run[1] == state and run[2] == worker and run[3] == token and run[6] == eid then
     code = 0
   else
-    local pending = rcall('XPENDING', ready_key, group, eid, eid, 1)
-    if run[1] == 'running' and run[2] == worker and run[3] == token and run[6] == eid
-        and #pending == 1 and pending[1][2] == worker then
+    if run[1] == 'running' and run[2] == worker and run[3] == token and run[6] == eid then
       rcall('HSET', run_key, 'st', state, 'f', now, 'x', ARGV[i + 4], 'r', ARGV[i + 5],
         'xs', ARGV[i + 7])
       add_event(events, rid, 'running', state, worker, ARGV[i + 5])
