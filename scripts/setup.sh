@@ -18,6 +18,8 @@ compgen -G "/usr/lib/*/faketime/libfaketimeMT.so.1" >/dev/null || missing+=(fake
 # zsh and fish: the tests check `shardsched completion zsh|fish` in the shells themselves
 command -v zsh >/dev/null 2>&1 || missing+=(zsh)
 command -v fish >/dev/null 2>&1 || missing+=(fish)
+# valgrind: `bench instructions` counts Redis's instructions per run under callgrind
+command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
 # systemd-analyze: the docs test verifies deploy/systemd's units with it
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 if (( ${#missing[@]} )); then

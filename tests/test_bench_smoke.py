@@ -206,3 +206,15 @@ def test_fleet(tmp_path: Path) -> None:
         assert fleet["firings_per_s"] > 0 and fleet["redis_cpu_idle_s_per_s"] > 0
         assert fleet["claim_latency_s"]["p99"] is not None
         assert fleet["runs_per_worker"]["max"] >= fleet["runs_per_worker"]["mean"] > 0
+
+
+def test_instructions(tmp_path: Path) -> None:
+    """Redis's instructions per run under callgrind: each script's, their sum, the floor's."""
+    data = tmp_path / "instructions.json"
+    out = bench("instructions", "--runs", "600", "--shards", "4", "--json", str(data))
+    result = json.loads(data.read_text())
+    per = result["instructions_per_run"]
+    assert all(per[k] > 1000 for k in ("fire", "claim", "complete", "floor")), per
+    assert per["ledger"] == per["fire"] + per["claim"] + per["complete"]
+    assert result["ledger_over_floor"] == round(per["ledger"] / per["floor"], 2) > 1
+    assert f"{per['ledger']:,}" in out.stdout

@@ -184,6 +184,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
             faults,
             floor,
             footprint,
+            instructions,
             plan,
             register,
             scale,
@@ -195,7 +196,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
 
         bench_sub = bench.add_subparsers(dest="bench_command", required=True)
         modules = (auth, burst, commands, faults, steady, soak, register, footprint, scale, plan)
-        for module in (*modules, takeover, archive, floor, dag, workers):
+        for module in (*modules, takeover, archive, floor, dag, workers, instructions):
             module.add_parser(bench_sub)
     return parser
 
