@@ -28,7 +28,7 @@ from typing import Any
 import redis as redis_py
 
 from shardsched.bench import floor
-from shardsched.dev import free_port
+from shardsched.dev import free_port, redis_server_args
 from shardsched.store.calls import Call
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import firing
@@ -48,10 +48,10 @@ class Counted:
             raise SystemExit("bench instructions needs valgrind (Debian: apt-get install valgrind)")
         self.out = out
         self.port = free_port()
-        server = shutil.which("redis-server") or "/usr/bin/redis-server"
+        # the settings of every bench's and the tests' Redis (dev.redis_server_args)
         self.proc = subprocess.Popen(
-            [valgrind, "--tool=callgrind", f"--callgrind-out-file={out}/cg.%p", server,
-             "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            [valgrind, "--tool=callgrind", f"--callgrind-out-file={out}/cg.%p",
+             *redis_server_args(self.port, out, "off")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         self.r = redis_py.Redis(port=self.port)
