@@ -162,6 +162,49 @@ def _seed(
     return tick, per_shard
 
 
+def fire_calls(dep: Deployment, tick: int, per_shard: dict[int, list[str]]) -> list[Call]:
+    """fire.lua over seeded jobs (:func:`_seed`), batches of 500, each fired at ``tick``."""
+    fires = []
+    for shard, jobs in per_shard.items():
+        for i in range(0, len(jobs), BATCH):
+            items: list[Any] = []
+            for job in jobs[i : i + BATCH]:
+                items += (job, tick, tick, tick + 60_000, "", "a")  # as fire_floor
+            fires.append(
+                firing.fire(
+                    dep.shard(shard), epoch=1, count=BATCH, lookahead_ms=0, missed=0, items=items
+                )
+            )
+    return fires
+
+
+def claim_calls(dep: Deployment, per_shard: dict[int, list[str]]) -> list[Call]:
+    """claim.lua for every fired run, 500 a call."""
+    return [
+        runs_lua.claim(dep.shard(shard), dep.globals, "floor-worker", BATCH)
+        for shard, jobs in per_shard.items()
+        for _ in range(0, len(jobs), BATCH)
+    ]
+
+
+def complete_calls(dep: Deployment, claimed: list[Any]) -> list[Call]:
+    """complete.lua for every claimed run, succeeded, one call per claim's reply."""
+    completes = []
+    for reply in claimed:
+        entries = runs_lua.decode_claimed(reply)
+        if not entries:
+            continue
+        done = [
+            runs_lua.Completion(
+                runs_lua.Delivery(e.entry_id, e.run_id, e.token), "succeeded", 0, "", b"", None, ""
+            )
+            for e in entries
+        ]
+        sk = dep.keys_for(entries[0].run_id)
+        completes.append(runs_lua.complete(sk, dep.globals, "floor-worker", done))
+    return completes
+
+
 def script_costs(r: redis_py.Redis, namespace: str, shards: int, n: int) -> dict[str, Any]:
     """fire, claim and complete each over n fresh runs on their own: wall seconds and
     Redis CPU per run, per script (one client, batches of 500, back to back)."""
@@ -179,44 +222,9 @@ def script_costs(r: redis_py.Redis, namespace: str, shards: int, n: int) -> dict
         }
         return replies
 
-    fires = []
-    for shard, jobs in per_shard.items():
-        sk = dep.shard(shard)
-        for i in range(0, len(jobs), BATCH):
-            items: list[Any] = []
-            for job in jobs[i : i + BATCH]:
-                items += (job, tick, tick, tick + 60_000, "", "a")  # as fire_floor
-            fires.append(
-                firing.fire(
-                    sk,
-                    epoch=1,
-                    count=BATCH,
-                    lookahead_ms=0,
-                    missed=0,
-                    items=items,
-                )
-            )
-    measured("fire", fires)
-    claims = [
-        runs_lua.claim(dep.shard(shard), dep.globals, "floor-worker", BATCH)
-        for shard, jobs in per_shard.items()
-        for _ in range(0, len(jobs), BATCH)
-    ]
-    claimed = measured("claim", claims)
-    completes = []
-    for reply in claimed:
-        entries = runs_lua.decode_claimed(reply)
-        if not entries:
-            continue
-        sk = dep.keys_for(entries[0].run_id)
-        done = [
-            runs_lua.Completion(
-                runs_lua.Delivery(e.entry_id, e.run_id, e.token), "succeeded", 0, "", b"", None, ""
-            )
-            for e in entries
-        ]
-        completes.append(runs_lua.complete(sk, dep.globals, "floor-worker", done))
-    measured("complete", completes)
+    measured("fire", fire_calls(dep, tick, per_shard))
+    claimed = measured("claim", claim_calls(dep, per_shard))
+    measured("complete", complete_calls(dep, claimed))
     costs["redis_cpu_us_per_run"] = round(
         sum(c["redis_cpu_us_per_run"] for c in costs.values() if isinstance(c, dict)), 1
     )

@@ -31,7 +31,6 @@ from shardsched.bench import floor
 from shardsched.dev import free_port, redis_server_args
 from shardsched.store.calls import Call
 from shardsched.store.deployment import Deployment
-from shardsched.store.lua import firing
 from shardsched.store.lua import runs as runs_lua
 from shardsched.store.scripts import SCRIPTS
 
@@ -88,11 +87,7 @@ class Counted:
 
 
 def _run(r: redis_py.Redis, calls: list[Call]) -> list[Any]:
-    replies = []
-    for call in calls:
-        sha = SCRIPTS[call.script or ""].sha
-        replies.append(r.evalsha(sha, len(call.keys), *call.keys, *call.args))
-    return replies
+    return [floor.run_call(r, call) for call in calls]
 
 
 def measure(n: int, shards: int) -> dict[str, Any]:
@@ -105,48 +100,17 @@ def measure(n: int, shards: int) -> dict[str, Any]:
                 r.script_load(script.source)
             dep = Deployment("cg", shards)
             tick, per_shard = floor._seed(r, dep, n, "s", with_jobs=True)
-            fires = []
-            for shard, jobs in per_shard.items():
-                for i in range(0, len(jobs), BATCH):
-                    items: list[Any] = []
-                    for job in jobs[i : i + BATCH]:
-                        items += (job, tick, tick, tick + 60_000, "", "a")
-                    sk = dep.shard(shard)
-                    fires.append(
-                        firing.fire(sk, epoch=1, count=BATCH, lookahead_ms=0, missed=0, items=items)
-                    )
             server.dump("setup")
-            _run(r, fires)
+            _run(r, floor.fire_calls(dep, tick, per_shard))
             server.dump("fire")
-            claims = [
-                runs_lua.claim(dep.shard(shard), dep.globals, "w1", BATCH)
-                for shard, jobs in per_shard.items()
-                for _ in range(0, len(jobs), BATCH)
-            ]
-            claimed = _run(r, claims)
+            claimed = _run(r, floor.claim_calls(dep, per_shard))
             server.dump("claim")
-            completes = []
-            for reply in claimed:
-                entries = runs_lua.decode_claimed(reply)
-                if entries:
-                    done = [
-                        runs_lua.Completion(
-                            runs_lua.Delivery(e.entry_id, e.run_id, e.token),
-                            "succeeded",
-                            0,
-                            "",
-                            b"",
-                            None,
-                            "",
-                        )
-                        for e in entries
-                    ]
-                    sk = dep.keys_for(entries[0].run_id)
-                    completes.append(runs_lua.complete(sk, dep.globals, "w1", done))
+            replies = _run(r, floor.complete_calls(dep, claimed))
             applied = sum(
-                1 for reply in _run(r, completes) for code in runs_lua.decode_completed(reply).codes
-                if code == runs_lua.Held.APPLIED
-            )  # fmt: skip
+                code == runs_lua.Held.APPLIED
+                for reply in replies
+                for code in runs_lua.decode_completed(reply).codes
+            )
             server.dump("complete")
             if applied != n:
                 raise SystemExit(f"only {applied} of {n} runs completed")
