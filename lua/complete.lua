@@ -64,6 +64,7 @@ local retried = false
 local paused = false
 local released = false
 local events = {}
+local ended_event = {}  -- state -> its event's value, reason ''
 for i = 6, #ARGV, 10 do
   local eid, rid, token, state = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local run_key = base .. 'run:' .. rid
@@ -77,7 +78,18 @@ for i = 6, #ARGV, 10 do
     if run[1] == 'running' and run[2] == worker and run[3] == token and run[6] == eid then
       rcall('HSET', run_key, 'st', state, 'f', now, 'x', ARGV[i + 4], 'r', ARGV[i + 5],
         'xs', ARGV[i + 7])
-      add_event(events, rid, 'running', state, worker, ARGV[i + 5])
+      local reason = ARGV[i + 5]
+      events[#events + 1] = rid
+      if reason == '' then  -- most: one value a state for the whole batch
+        local value = ended_event[state]
+        if not value then
+          value = event_value('running', state, worker, '')
+          ended_event[state] = value
+        end
+        events[#events + 1] = value
+      else
+        events[#events + 1] = event_value('running', state, worker, reason)
+      end
       if ARGV[i + 6] ~= '' then
         rcall('SET', base .. 'out:' .. rid, ARGV[i + 6])
         if ARGV[i + 9] ~= '' then

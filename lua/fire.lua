@@ -103,7 +103,8 @@ for i = 6, #ARGV, 6 do
         rcall('HSET', run_key, 'st', 'scheduled', 'c', now)
         rcall('ZADD', base .. 'runs:' .. job, fire, rid)
         rcall('XADD', ready_key, '*', 'r', rid)
-        add_event(events, rid, '', 'scheduled', '', '')
+        events[#events + 1] = rid
+        events[#events + 1] = '>scheduled||'  -- event_value('', 'scheduled', '', '')
         fired = fired + 1
       end
     end

@@ -147,7 +147,10 @@ async def test_claim_and_fenced_completion(redis, dep) -> None:
     claimed = await call_script(redis, runs_lua.claim(sk, dep.globals, "w1", 10))
     assert len(claimed) == 8
     eid, rid, spec, sched, attempt, token = claimed[:6]
-    assert rid == f"{job}:{old}:1".encode() and int(sched) == old and attempt == b"1"
+    # a fired run's tick and attempt are its id's: the script leaves them to the decoder
+    assert rid == f"{job}:{old}:1".encode() and sched == b"" and attempt == b""
+    (entry,) = runs_lua.decode_claimed(claimed)
+    assert (entry.run_id, entry.scheduled_ms, entry.attempt) == (rid.decode(), old, 1)
     assert b'"command":"true"' in spec
     run = await redis.execute("HMGET", sk.run(rid.decode()), "st", "w")
     assert run == [b"running", b"w1"]

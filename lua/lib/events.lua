@@ -6,9 +6,12 @@
 -- as one entry (add_event, flush_events); a rare path appends one (emit_event). No state
 -- is kept here: the table is the caller's. Callers define rcall.
 local EVENTS_KEPT = 10000
+local function event_value(old, new, worker, detail)
+  return old .. '>' .. new .. '|' .. (worker or '') .. '|' .. (detail or '')
+end
 local function add_event(events, rid, old, new, worker, detail)
   events[#events + 1] = rid
-  events[#events + 1] = old .. '>' .. new .. '|' .. (worker or '') .. '|' .. (detail or '')
+  events[#events + 1] = event_value(old, new, worker, detail)
 end
 local function flush_events(base, events)
   for i = 1, #events, 1000 do  -- unpack stays far below Lua's C-stack limit

@@ -29,19 +29,23 @@ class ClaimedEntry(NamedTuple):
 
 def decode_claimed(reply: Sequence[Any]) -> list[ClaimedEntry]:
     """The runs of a claim or pending_runs reply (8 fields each)."""
-    return [
-        ClaimedEntry(
-            reply[i].decode(),
-            reply[i + 1].decode(),
-            reply[i + 2] or b"",
-            int(reply[i + 3]),
-            int(reply[i + 4]),
-            int(reply[i + 5]),
-            int(reply[i + 6]),
-            int(reply[i + 7]),
+    out = []
+    for i in range(0, len(reply), 8):
+        run_id = reply[i + 1].decode()
+        _, tick, attempt = run_id.rsplit(":", 2)  # <job>:<tick>:<attempt>
+        out.append(
+            ClaimedEntry(
+                reply[i].decode(),
+                run_id,
+                reply[i + 2] or b"",
+                int(reply[i + 3] or tick),  # a manual run's tick is its 's' (scheduled_for)
+                int(reply[i + 4] or attempt),
+                int(reply[i + 5]),
+                int(reply[i + 6]),
+                int(reply[i + 7]),
+            )
         )
-        for i in range(0, len(reply), 8)
-    ]
+    return out
 
 
 CLAIM = signature(
