@@ -211,10 +211,26 @@ def test_fleet(tmp_path: Path) -> None:
 def test_instructions(tmp_path: Path) -> None:
     """Redis's instructions per run under callgrind: each script's, their sum, the floor's."""
     data = tmp_path / "instructions.json"
-    out = bench("instructions", "--runs", "600", "--shards", "4", "--json", str(data))
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({"instructions_per_run": {
+        "fire": 9000, "claim": 9000, "complete": 9000, "ledger": 27000, "floor": 3000}}))  # fmt: skip
+    png = tmp_path / "instructions.png"
+    out = bench(
+        "instructions", "--runs", "600", "--shards", "4", "--json", str(data),
+        "--plot", str(png), "--compare", f"earlier={earlier}",
+    )  # fmt: skip
+    assert png.stat().st_size > 10_000
     result = json.loads(data.read_text())
     per = result["instructions_per_run"]
     assert all(per[k] > 1000 for k in ("fire", "claim", "complete", "floor")), per
     assert per["ledger"] == per["fire"] + per["claim"] + per["complete"]
     assert result["ledger_over_floor"] == round(per["ledger"] / per["floor"], 2) > 1
     assert f"{per['ledger']:,}" in out.stdout
+    # the bare ledgers (bench/bounds.py) do less than the real one, the 'entry' one least
+    bare = result["bare_ledgers"]
+    assert set(bare) == {"records", "entry"}
+    for name, counts in bare.items():
+        assert counts["ledger"] == counts["fire"] + counts["claim"] + counts["complete"]
+        assert counts["over_floor"] == round(counts["ledger"] / per["floor"], 2)
+        assert f"bare ledger '{name}'" in out.stdout
+    assert per["floor"] < bare["entry"]["ledger"] < bare["records"]["ledger"] < per["ledger"]

@@ -162,6 +162,9 @@ def plot(path: str, rows: list[list[Any]], boundary: int, result: dict) -> None:
     for label, column in (("created", 1), ("started", 3), ("completed", 4)):
         times = sorted((r[column] - boundary) / 1000 for r in rows if r[column])
         cum.plot(times, range(1, len(times) + 1), label=label)
+    stream = result.get("stream_floor")
+    if stream:  # measured after the burst on the same Redis: its all read, from 0
+        cum.axvline(stream["all_started_s"], ls=":", color="grey", label="stream floor: all read")
     cum.set_xlabel("seconds after the boundary")
     cum.set_ylabel("runs")
     cum.set_title(

@@ -9,7 +9,8 @@ one on a free loopback port, puts n due timer entries on fresh keys, and dumps t
 of each phase on its own: fire (one call per 500), claim (500 a call), complete (every
 claim's runs in one call), and the floor (the promote script from ZSET to stream, then
 XREADGROUP COUNT 500 and XACK). Request parsing and replies are counted with the
-commands; the client's own work is not.
+commands; the client's own work is not. Two bare ledgers (bench/bounds.py) are counted
+the same way: how near the floor a ledger with the least a scheduler needs can come.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 import redis as redis_py
 
-from shardsched.bench import floor
+from shardsched.bench import bounds, floor
 from shardsched.dev import free_port, redis_server_args
 from shardsched.store.calls import Call
 from shardsched.store.deployment import Deployment
@@ -115,16 +116,24 @@ def measure(n: int, shards: int) -> dict[str, Any]:
             if applied != n:
                 raise SystemExit(f"only {applied} of {n} runs completed")
             _floor(server, r, n, shards)
+            for name in bounds.LEDGERS:
+                bounds.run_ledger(r, name, n, shards, server.dump)
             counts = server.counts()
         finally:
             server.close()
     per = {name: round(counts[name] / n) for name in PHASES}
     ledger = per["fire"] + per["claim"] + per["complete"]
+    bare = {}
+    for name in bounds.LEDGERS:
+        phases = {p: round(counts[name + p] / n) for p in ("fire", "claim", "complete")}
+        total = sum(phases.values())
+        bare[name] = {**phases, "ledger": total, "over_floor": round(total / per["floor"], 2)}
     return {
         "runs": n,
         "shards": shards,
         "instructions_per_run": {**per, "ledger": ledger},
         "ledger_over_floor": round(ledger / per["floor"], 2),
+        "bare_ledgers": bare,
     }
 
 
@@ -165,9 +174,58 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         f" {per['complete']:,} = {per['ledger']:,}; the stream floor {per['floor']:,} per entry;"
         f" {result['ledger_over_floor']}x the floor"
     )
+    for name, bare in result["bare_ledgers"].items():
+        print(
+            f"  bare ledger '{name}' (bench/bounds.py): fire {bare['fire']:,}, claim"
+            f" {bare['claim']:,}, complete {bare['complete']:,} = {bare['ledger']:,};"
+            f" {bare['over_floor']}x the floor"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    if args.plot:
+        earlier = []
+        for given in args.compare:  # LABEL=FILE, or FILE (labelled by its name)
+            label, _, file = given.rpartition("=")
+            earlier.append((label or Path(file).stem, json.loads(Path(file).read_text())))
+        plot(args.plot, result, earlier)
     return result
+
+
+def plot(path: str, result: dict[str, Any], earlier: list[tuple[str, dict[str, Any]]]) -> None:
+    """Instructions per run as stacked bars, fire / claim / complete: each earlier result
+    (``--compare``, named by its file), this run, the bare ledgers, and the floor."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    floor_per = result["instructions_per_run"]["floor"]
+    # (label, counts, the floor they are judged by: each result's own)
+    bars = [(name, data["instructions_per_run"], data["instructions_per_run"]["floor"])
+            for name, data in earlier]  # fmt: skip
+    bars.append(("this run", result["instructions_per_run"], floor_per))
+    bars += [(f"bare '{name}'", bare, floor_per) for name, bare in result["bare_ledgers"].items()]
+    bars.append(("stream floor", {"fire": 0, "claim": 0, "complete": 0}, floor_per))
+    bars.reverse()  # the first at the top
+    fig, ax = plt.subplots(figsize=(10, 0.55 * len(bars) + 2))
+    ys = range(len(bars))
+    left = [0.0] * len(bars)
+    for phase in ("fire", "claim", "complete"):
+        widths = [per[phase] / 1000 for _, per, _ in bars]
+        ax.barh(ys, widths, left=left, label=phase)
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+    ax.barh([0], [floor_per / 1000], color="grey", label="floor")
+    for y, (_, _, own_floor) in enumerate(bars):
+        total = left[y] or floor_per / 1000
+        ax.text(total, y, f"  {total * 1000 / own_floor:.2f}x", va="center", fontsize=9)
+    ax.set_yticks(list(ys), [name for name, _, _ in bars])
+    ax.set_xlim(0, max(left) * 1.12)
+    ax.axvline(2.5 * floor_per / 1000, ls=":", color="black", label="2.5x the floor")
+    ax.set_xlabel("Redis instructions per run (thousands; callgrind)")
+    ax.set_title(f"bench instructions: {result['runs']} runs on {result['shards']} shards")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -177,4 +235,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--runs", type=int, default=3000)
     p.add_argument("--shards", type=int, default=16)
     p.add_argument("--json", default=None, metavar="FILE")
+    p.add_argument("--plot", default=None, metavar="PNG", help="stacked bars by script")
+    p.add_argument(
+        "--compare",
+        nargs="*",
+        default=[],
+        metavar="[LABEL=]JSON",
+        help="earlier --json results to plot above this run's",
+    )
     p.set_defaults(bench=run)
