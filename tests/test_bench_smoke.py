@@ -212,8 +212,8 @@ def test_instructions(tmp_path: Path) -> None:
     """Redis's instructions per run under callgrind: each script's, their sum, the floor's."""
     data = tmp_path / "instructions.json"
     earlier = tmp_path / "earlier.json"
-    earlier.write_text(json.dumps({"instructions_per_run": {
-        "fire": 9000, "claim": 9000, "complete": 9000, "ledger": 27000, "floor": 3000}}))  # fmt: skip
+    counts = {"fire": 9000, "claim": 9000, "complete": 9000, "ledger": 27000, "floor": 3000}
+    earlier.write_text(json.dumps({"instructions_per_run": counts}))
     png = tmp_path / "instructions.png"
     out = bench(
         "instructions", "--runs", "600", "--shards", "4", "--json", str(data),
