@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 #: Completions sent in one script call at most.
 COMPLETE_BATCH = 500
+#: Completions sent in one round trip at most (a backlog goes as several script calls).
+COMPLETE_ROUND = 4 * COMPLETE_BATCH
 
 
 class Completer:
@@ -64,16 +66,20 @@ class Completer:
                 await h.finished_added.wait()
                 h.finished_added = trio.Event()
                 continue
-            batch = h.completing = h.finished[:COMPLETE_BATCH]
-            del h.finished[:COMPLETE_BATCH]
-            try:
-                again = await self.complete(batch)
-            finally:
-                h.completing = []
-            if again:
-                h.finished[:0] = again
-                await trio.sleep(backoff.next())
-            else:
+            await h.gate.give_way()
+            due = len(h.finished)  # everything queued now goes, then the gate again
+            while due > 0 and h.finished:
+                batch = h.completing = h.finished[: min(COMPLETE_ROUND, due)]
+                del h.finished[: len(batch)]
+                due -= len(batch)
+                try:
+                    again = await self.complete(batch)
+                finally:
+                    h.completing = []
+                if again:
+                    h.finished[:0] = again
+                    await trio.sleep(backoff.next())
+                    break
                 backoff.reset()
 
     async def flush(self) -> None:
@@ -110,12 +116,16 @@ class Completer:
         by_shard: dict[int, list[Finished]] = defaultdict(list)
         for f in batch:
             by_shard[f.claimed.shard].append(f)
+        chunks = [
+            (shard, items[i : i + COMPLETE_BATCH])
+            for shard, items in by_shard.items()
+            for i in range(0, len(items), COMPLETE_BATCH)
+        ]
         calls = []
-        states: dict[str, str] = {}
-        for shard, items in by_shard.items():
+        states: list[list[str]] = []  #: each chunk's end states, in its order
+        for shard, items in chunks:
             completions = [self._completion(f) for f in items]
-            for c in completions:
-                states[c.delivery.run_id] = c.state
+            states.append([c.state for c in completions])
             calls.append(
                 lua.complete(self.dep.shard(shard), self.dep.globals, self.worker_id, completions)
             )
@@ -127,7 +137,8 @@ class Completer:
             self.metrics.redis_error(log, f"completing {len(batch)} runs", exc, 0)
             return batch
         again: list[Finished] = []
-        for (shard, items), reply in zip(by_shard.items(), replies, strict=True):
+        ended: dict[str, int] = defaultdict(int)  #: applied completions by end state
+        for (shard, items), chunk_states, reply in zip(chunks, states, replies, strict=True):
             if isinstance(reply, Exception):
                 self.metrics.redis_error(log, f"completing {len(items)} runs", reply, 0)
                 again += items
@@ -135,12 +146,13 @@ class Completer:
             now_ms, freed, codes = lua.decode_completed(reply)
             if freed:
                 self.released(shard)
-            for f, code in zip(items, codes, strict=True):
+            for f, state, code in zip(items, chunk_states, codes, strict=True):
                 self.holdings.held.discard(f.claimed.key)
                 if code in (lua.Held.APPLIED, lua.Held.ALREADY_APPLIED):
                     self.completed += 1
                     if code == lua.Held.APPLIED:
-                        self._record(f, states[f.claimed.run_id], now_ms)
+                        ended[state] += 1
+                        self._record(f, state, now_ms)
                 else:
                     self.refused += 1
                     log.warning(
@@ -149,13 +161,18 @@ class Completer:
                         int(code),
                         extra={"run_id": f.claimed.run_id, "shard": f.claimed.shard},
                     )
+        for state, count in ended.items():
+            self.metrics.runs_finished.labels(state).inc(count)
         return again
 
     def _record(self, f: Finished, state: str, now_ms: int) -> None:
-        """Metrics of one applied completion; its duration joins its job's recent ones."""
+        """Logs of one applied completion; its duration joins its job's recent ones (not
+        an inline handler's: nothing watches those for overruns)."""
+        loud = state == "dead_letter" or log.isEnabledFor(logging.DEBUG)
+        if f.inline and not loud:
+            return
         job_id = job_of_run(f.claimed.run_id)
-        self.metrics.runs_finished.labels(state).inc()
-        if state == "dead_letter" or log.isEnabledFor(logging.DEBUG):
+        if loud:
             fields = {
                 "run_id": f.claimed.run_id,
                 "job_id": job_id,
@@ -168,4 +185,5 @@ class Completer:
                 log.warning("run dead-lettered: %s", f.outcome.reason or "failed", extra=fields)
             else:
                 log.debug("run %s", state, extra=fields)
-        self.overruns.record(job_id, max(now_ms - f.started_ms, 0) / 1000)
+        if not f.inline:
+            self.overruns.record(job_id, max(now_ms - f.started_ms, 0) / 1000)

@@ -11,7 +11,9 @@ import msgspec
 import trio
 
 from shardsched.core.models import ExecSpec
+from shardsched.store.keys import dag_run_of
 from shardsched.store.lua.runs import ClaimedEntry, Delivery
+from shardsched.worker.claim_gate import ClaimGate
 from shardsched.worker.runner import LiveOutput, Outcome
 
 _spec_decoder = msgspec.json.Decoder(ExecSpec)
@@ -68,6 +70,7 @@ class Finished:
     claimed: Claimed
     outcome: Outcome
     started_ms: int  #: execution start on the server's clock (estimated from the claim)
+    inline: bool = False  #: an inline handler's run (worker/handlers.py)
 
 
 class Holdings:
@@ -85,6 +88,7 @@ class Holdings:
         self.completing: list[Finished] = []  #: the batch whose completion is in flight
         self.finished_added = trio.Event()
         self._waiting: list[trio.Event] = []  #: tasks waiting for something to run
+        self.gate = ClaimGate()  #: the completer gives way to a burst's claims
 
     def start(self, key: tuple[str, int], claimed: Claimed, scope: trio.CancelScope) -> None:
         """A run starts executing here."""
@@ -104,6 +108,8 @@ class Holdings:
 
     def finish(self, f: Finished) -> None:
         self.finished.append(f)
+        if "." in f.claimed.run_id and dag_run_of(f.claimed.run_id):
+            self.gate.hurry()  # its completion releases the DAG's next tasks
         self.finished_added.set()
 
     def unacknowledged(self) -> list[Claimed]:

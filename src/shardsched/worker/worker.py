@@ -200,7 +200,7 @@ class Worker:
         if self.executor.is_inline(claimed):
             started_ms = claimed.server_ms()
             outcome = self.executor.run_inline(claimed)
-            self.holdings.finish(Finished(claimed, outcome, started_ms))
+            self.holdings.finish(Finished(claimed, outcome, started_ms, inline=True))
         else:
             self.free -= 1
             self._nursery.start_soon(self._execute, claimed)
@@ -347,6 +347,7 @@ class Worker:
                 await trio.sleep(pause)
                 continue
             backoff.reset()
+            self.holdings.gate.claimed(len(claimed))
             if len(claimed) == want:
                 self._maybe_ready.add(shard)  # there may be more
                 if shard in self._from_token:  # and other idle workers may take them
