@@ -31,20 +31,27 @@ async def test_waits_until_claims_settle(autojump_clock: trio.abc.Clock) -> None
     assert abs(await waited(gate) - 0.05) < 1e-9
 
 
-async def test_busy_claims_hold_at_most_hold_s(autojump_clock: trio.abc.Clock) -> None:
-    gate = ClaimGate(busy_claim=50, settle_s=0.05, hold_s=1.0)
+async def wait_while_claiming(gate: ClaimGate, claims: list[int]) -> float:
+    """How long a completer that starts now gives way while a claim of each size in
+    ``claims`` comes back, one every 20 ms."""
     result: list[float] = []
 
     async def completer() -> None:
         result.append(await waited(gate))
 
     async with trio.open_nursery() as nursery:
-        gate.claimed(1000)
         nursery.start_soon(completer)
-        for _ in range(100):  # a claim of 1000 every 20 ms for 2 s
+        for count in claims:
             await trio.sleep(0.02)
-            gate.claimed(1000)
-    assert abs(result[0] - 1.0) < 1e-9
+            gate.claimed(count)
+    return result[0]
+
+
+async def test_busy_claims_hold_at_most_hold_s(autojump_clock: trio.abc.Clock) -> None:
+    gate = ClaimGate(busy_claim=50, settle_s=0.05, hold_s=1.0)
+    gate.claimed(1000)
+    # a claim of 1000 every 20 ms for 2 s
+    assert abs(await wait_while_claiming(gate, [1000] * 100) - 1.0) < 1e-9
     # the hold is per call: the next call may wait again, as long
     gate.claimed(1000)
     assert abs(await waited(gate) - 0.05) < 1e-9
@@ -52,21 +59,9 @@ async def test_busy_claims_hold_at_most_hold_s(autojump_clock: trio.abc.Clock) -
 
 async def test_settles_early_when_claims_get_small(autojump_clock: trio.abc.Clock) -> None:
     gate = ClaimGate(busy_claim=50, settle_s=0.05, hold_s=1.0)
-    result: list[float] = []
-
-    async def completer() -> None:
-        result.append(await waited(gate))
-
-    async with trio.open_nursery() as nursery:
-        gate.claimed(1000)
-        nursery.start_soon(completer)
-        for _ in range(10):
-            await trio.sleep(0.02)
-            gate.claimed(1000)
-        for _ in range(10):  # the burst is claimed: what comes back now is small
-            await trio.sleep(0.02)
-            gate.claimed(3)
-    assert abs(result[0] - (0.2 + 0.05)) < 1e-9
+    gate.claimed(1000)
+    # the burst is claimed after 200 ms: what comes back then is small
+    assert abs(await wait_while_claiming(gate, [1000] * 10 + [3] * 10) - (0.2 + 0.05)) < 1e-9
 
 
 def finished(run_id: str) -> Finished:

@@ -36,7 +36,6 @@ class ClaimGate:
         self._last_busy = -math.inf  #: trio's clock when a busy claim came back
         self._urgent = False
         self._changed = trio.Event()
-        self.held_s = 0.0  #: the time completions waited here in all (for the metrics)
 
     def claimed(self, count: int) -> None:
         """A claim came back with ``count`` runs."""
@@ -52,8 +51,7 @@ class ClaimGate:
     async def give_way(self) -> None:
         """Return once claims have been small for ``settle_s``, on a hurry, or after
         ``hold_s``."""
-        start = trio.current_time()
-        deadline = start + self.hold_s
+        deadline = trio.current_time() + self.hold_s
         while not self._urgent:
             quiet_at = self._last_busy + self.settle_s
             if trio.current_time() >= min(quiet_at, deadline):
@@ -62,4 +60,3 @@ class ClaimGate:
             with trio.move_on_at(min(quiet_at, deadline)):
                 await self._changed.wait()
         self._urgent = False
-        self.held_s += trio.current_time() - start
