@@ -8,6 +8,8 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from conftest import admin_token
+from shardsched.router import streams
 from shardsched.router.app import create_app
 from shardsched.service import serve_http
 
@@ -21,24 +23,95 @@ async def serve(nursery, app, **limits) -> tuple[str, str, int]:
     return binds[0], host, int(port)
 
 
-async def test_a_body_stalled_half_way_is_closed_after_the_read_timeout(
+async def test_a_body_stalled_half_way_is_a_408_and_the_connection_closes(
     nursery, redis, dep
 ) -> None:
     base, host, port = await serve(nursery, create_app(redis, dep), read_timeout_s=1)
+    token = await admin_token(redis, dep)
     stream = await trio.open_tcp_stream(host, port)
     await stream.send_all(
-        b"POST /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-        b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"na'
+        b"POST /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
+        + token.encode()
+        + b'\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"na'
     )
     started = trio.current_time()
+    answer = b""
     with trio.fail_after(5):
-        while await stream.receive_some(4096):
-            pass  # whatever the server says before it closes
+        while chunk := await stream.receive_some(4096):
+            answer += chunk
     assert trio.current_time() - started < 4, "the stalled connection was held"
+    assert answer.startswith(b"HTTP/1.1 408"), answer
+    assert b'"code":"request_timeout"' in answer
     await stream.aclose()
     # the server still serves
     async with httpx.AsyncClient(base_url=base) as http:
         assert (await http.get("/healthz")).status_code == 200
+
+
+async def test_a_half_close_before_the_body_ends_ends_that_connection_only(
+    nursery, redis, dep
+) -> None:
+    """The issue's reproduction: a token, a Content-Length larger than the body, then a
+    half-close. It used to raise BusyResourceError out of hypercorn's connection task into
+    the server's nursery, ending the process (here: the test's nursery)."""
+    base, host, port = await serve(nursery, create_app(redis, dep))
+    token = await admin_token(redis, dep)
+    request = (
+        b"POST /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
+        + token.encode()
+        + b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % 1000
+        + b'{"name":"x","schedule":{"type":"interval","every_s":60'
+    )
+    for _ in range(50):
+        stream = await trio.open_tcp_stream(host, port)
+        await stream.send_all(request)
+        await stream.send_eof()
+        with trio.fail_after(5):
+            while await stream.receive_some(4096):
+                pass
+        await stream.aclose()
+    async with httpx.AsyncClient(base_url=base) as http:
+        assert (await http.get("/healthz")).status_code == 200
+
+
+async def test_an_instant_before_1970_in_a_query_is_a_422(http) -> None:
+    reply = await http.get("/api/v1/events", params={"since": "0001-01-01T00:00:00Z"})
+    assert reply.status_code == 422, reply.text
+    assert reply.json()["error"]["details"]["field"] == "$.since"
+
+
+async def test_an_event_stream_outlives_the_read_timeout_with_keep_alives(
+    nursery, redis, dep, monkeypatch
+) -> None:
+    """A stream is not a request being read: the read deadline does not cut it (it used to
+    end every stream at exactly the read timeout), and comment lines keep it alive."""
+    monkeypatch.setattr(streams, "KEEP_ALIVE_S", 0.5)
+    _, host, port = await serve(nursery, create_app(redis, dep), read_timeout_s=1)
+    token = await admin_token(redis, dep)
+    stream = await trio.open_tcp_stream(host, port)
+    await stream.send_all(
+        b"GET /api/v1/events/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
+        + token.encode()
+        + b"\r\n\r\n"
+    )
+    received = b""
+    with trio.move_on_after(3.5):
+        while chunk := await stream.receive_some(4096):
+            received += chunk
+    assert received.startswith(b"HTTP/1.1 200"), received
+    assert chunk, "the stream ended"
+    assert received.count(b": keep-alive") >= 4, received
+    await stream.aclose()
+
+
+async def test_health_and_readiness_answer_past_the_in_flight_cap(nursery, redis, dep) -> None:
+    base, _, _ = await serve(nursery, create_app(redis, dep), max_in_flight=0)
+    async with httpx.AsyncClient(base_url=base, timeout=10) as http:
+        assert (await http.get("/healthz")).status_code == 200
+        ready = await http.get("/readyz")  # 503 here: no node owns the shards
+        assert "overloaded" not in ready.text, ready.text
+        shed = await http.get("/api/v1/jobs")  # the cap holds elsewhere
+        assert shed.json()["error"]["code"] == "overloaded"
 
 
 async def test_requests_past_the_in_flight_cap_get_503_with_retry_after(nursery) -> None:

@@ -9,11 +9,13 @@ import logging
 import re
 from collections.abc import Callable
 from contextlib import aclosing
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
+import trio
 from msgspec import UNSET
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -21,11 +23,16 @@ from shardsched.core.errors import Forbidden, RedisUnavailable, ValidationError
 from shardsched.core.instants import to_ms
 from shardsched.ops.pagination import Cursor, parse_cursor
 from shardsched.router.schemas import opt
+from shardsched.router.server import read_timeout_s
 from shardsched.store.redis import RedisConnectionError
 
 log = logging.getLogger(__name__)
 MAX_BODY = 1024 * 1024
 _encoder = msgspec.json.Encoder()
+#: The instants a query may name: the ledger counts milliseconds since 1970 (a stream id
+#: cannot be negative), and no schedule reaches past 9999.
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+LAST_INSTANT = datetime(9999, 12, 31, tzinfo=UTC)
 _AT_PATH = re.compile(r" - at `(\$[^`]*)`$")
 _AT_KEY = re.compile(r" - at `key` in `(\$[^`]*)`$")  #: a map's key (an env name)
 _NAMED_FIELD = re.compile(r"Object (?:missing required|contains unknown) field `([^`]+)`")
@@ -54,6 +61,8 @@ def error_response(err: ApiError) -> Response:
     response = json_response(body, err.status)
     if err.status == 503:
         response.headers["Retry-After"] = str(RETRY_AFTER_S)
+    elif err.status == 408:  # the rest of that body may still come: start afresh
+        response.headers["Connection"] = "close"
     elif err.status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="shardsched"'
     return response
@@ -86,15 +95,24 @@ async def decode(request: Request, decoder: msgspec.json.Decoder[Any]) -> Any:
 
 
 async def read_body(request: Request) -> bytes:
-    """The body, refused with a 413 as soon as it passes MAX_BODY, and with a 415 unless
-    it is ``application/json``: a browser's cross-site "simple" request (a form,
-    ``text/plain``) cannot be JSON, so no page a user visits can post a job."""
+    """The body, refused with a 413 as soon as it passes MAX_BODY, with a 408 when the
+    client sends none of it for the connection's read timeout (a body stalled half-way),
+    and with a 415 unless it is ``application/json``: a browser's cross-site "simple"
+    request (a form, ``text/plain``) cannot be JSON, so no page a user visits can post a
+    job."""
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > MAX_BODY:
         raise ApiError(413, "body_too_large", f"request body over {MAX_BODY} bytes")
+    idle_s = read_timeout_s(request.scope)
     body = b""
     async with aclosing(request.stream()) as chunks:
-        async for chunk in chunks:
+        while True:
+            with trio.move_on_after(idle_s) as waited:
+                chunk = await anext(chunks, None)
+            if waited.cancelled_caught:
+                raise ApiError(408, "request_timeout", f"the request body stalled for {idle_s:g} s")
+            if chunk is None:
+                break
             body += chunk
             if len(body) > MAX_BODY:
                 raise ApiError(413, "body_too_large", f"request body over {MAX_BODY} bytes")
@@ -139,9 +157,17 @@ def query(request: Request, schema: type[Any]) -> Any:
         if names.count(name) > 1:
             raise validation(f"query parameter {name!r} is given more than once", f"$.{name}")
     try:
-        return msgspec.convert(dict(items), schema, strict=False)
+        decoded = msgspec.convert(dict(items), schema, strict=False)
     except msgspec.ValidationError as exc:
         raise validation(str(exc)) from None
+    for name in getattr(schema, "__struct_fields__", ()):
+        value = getattr(decoded, name)
+        if isinstance(value, datetime) and not EPOCH <= value <= LAST_INSTANT:
+            raise validation(
+                f"{name} must lie between {EPOCH:%Y-%m-%d} and {LAST_INSTANT:%Y-%m-%d}",
+                f"$.{name}",
+            )
+    return decoded
 
 
 def cursor(query: Any) -> tuple[Cursor | None]:
@@ -193,6 +219,9 @@ def guard(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
             return error_response(err)
         except Forbidden as exc:
             return error_response(ApiError(403, "forbidden", str(exc)))
+        except ClientDisconnect:  # nobody is left to answer: not an error of ours
+            log.debug("%s %s: the client went mid-request", request.method, request.url.path)
+            return Response(status_code=400)
         except (RedisConnectionError, RedisUnavailable) as exc:
             # Nothing was changed (or it will be replayed by the caller): come back later.
             return error_response(ApiError(503, "redis_unavailable", str(exc)))

@@ -58,12 +58,23 @@ async def call_script(redis: Redis, call: Call) -> Any:
     return await redis.script(call.script, call.keys, call.args)
 
 
+def unless_transient(replies: list[Any]) -> list[Any]:
+    """The replies, for an operation to read; raises RedisUnavailable when one of them is a
+    transient error (BUSY, LOADING, OOM, ...). An operation reads its replies as data: a
+    reply that only says "not now" would otherwise end it with a TypeError (a 500), where
+    the caller should hear "come back later" (a 503 with the reason)."""
+    for reply in replies:
+        if isinstance(reply, Exception) and is_transient_reply(str(reply)):
+            raise RedisUnavailable(str(reply))
+    return replies
+
+
 async def drive_async(op: Op, redis: Redis) -> Any:
     """Run an operation on the trio connection pool."""
     try:
         calls = next(op)
         while True:
-            replies = await redis_calls(redis, calls)
+            replies = unless_transient(await redis_calls(redis, calls))
             calls = op.send(replies)
     except StopIteration as stop:
         return stop.value
@@ -96,6 +107,6 @@ async def drive_off_loop(op: Op, redis: Redis) -> Any:
     interval (5 ms). The async SDK drives its operations so too."""
     done, value = await trio.to_thread.run_sync(_advance, op, None)
     while not done:
-        replies = await redis_calls(redis, value)
+        replies = unless_transient(await redis_calls(redis, value))
         done, value = await trio.to_thread.run_sync(_advance, op, replies)
     return value

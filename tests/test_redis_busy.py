@@ -1,0 +1,54 @@
+"""A Redis busy with a long script: readiness says so (503 with a reason), never a 500."""
+
+from __future__ import annotations
+
+import subprocess
+
+import httpx
+import trio
+
+from conftest import RedisServer, admin_token
+from shardsched import ops
+from shardsched.router.app import create_app
+from shardsched.service import serve_http
+from shardsched.store.redis import Redis
+
+#: A read-only script that spins for ``ARGV[1]`` ms of the server's clock.
+SPIN = (
+    "#!lua flags=no-writes\n"
+    "local t0 = redis.call('TIME') local e = 0 "
+    "while e < tonumber(ARGV[1]) do local t = redis.call('TIME') "
+    "e = (t[1] - t0[1]) * 1000 + (t[2] - t0[2]) / 1000 end return 1"
+)
+
+
+def spin(server: RedisServer, ms: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        ["redis-cli", "-p", str(server.port), "EVAL", SPIN, "0", str(ms)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+async def test_readyz_is_a_503_with_a_reason_while_redis_is_busy(
+    nursery: trio.Nursery, own_redis_server: RedisServer
+) -> None:
+    redis = Redis(own_redis_server.url, size=4)
+    await redis.execute("CONFIG", "SET", "busy-reply-threshold", "100")
+    dep = await ops.drive_async(ops.open_deployment("busy", 4), redis)
+    binds = await nursery.start(serve_http, create_app(redis, dep), "127.0.0.1:0")
+    headers = {"authorization": f"Bearer {await admin_token(redis, dep)}"}
+    proc = spin(own_redis_server, 3000)
+    try:
+        await trio.sleep(0.5)  # past the busy-reply threshold: Redis answers BUSY
+        async with httpx.AsyncClient(base_url=binds[0], headers=headers, timeout=10) as http:
+            ready = await http.get("/readyz")
+            assert ready.status_code == 503, ready.text
+            assert "BUSY" in ready.json()["error"]["message"]
+            jobs = await http.get("/api/v1/jobs")
+            assert jobs.status_code == 503, jobs.text
+            status = await http.get("/api/v1/status")
+            assert status.status_code == 503, status.text
+    finally:
+        proc.wait(timeout=10)
+        await redis.aclose()
