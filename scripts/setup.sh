@@ -1,36 +1,67 @@
 #!/usr/bin/env bash
 # Idempotent set-up for a fresh Debian machine with Python 3.11: Debian's redis-server when
-# none is on PATH, a .venv, and shardsched installed editable with its dev extras.
-# Quiet when there is nothing to do.
+# none is on PATH, a .venv, and shardsched installed editable with its dev extras. With
+# --tests, also the Debian tools only the test suite uses (it says which before it installs
+# them). Quiet when there is nothing to do.
+#
+# It never stops, disables or reconfigures anything already on the machine: where
+# Debian's redis-server package starts a system service of its own, that service is left
+# as it is (shardsched runs its own redis-server on a free port) and this says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages: redis-server (the embedded server of `dev`, and the tests'), curl (the
-# README's tour, executed by the tests), faketime (a fault test), zsh and fish (the
-# completion test).
-missing=()
-if ! command -v redis-server >/dev/null 2>&1 && [[ ! -x /usr/bin/redis-server ]]; then
-  missing+=(redis-server)
-fi
-command -v curl >/dev/null 2>&1 || missing+=(curl)
-# libfaketime: the fault campaign's "node clock 30 s ahead" (a slow test)
-compgen -G "/usr/lib/*/faketime/libfaketimeMT.so.1" >/dev/null || missing+=(faketime)
-# zsh and fish: the tests check `shardsched completion zsh|fish` in the shells themselves
-command -v zsh >/dev/null 2>&1 || missing+=(zsh)
-command -v fish >/dev/null 2>&1 || missing+=(fish)
-# valgrind: `bench instructions` counts Redis's instructions per run under callgrind
-command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
-# systemd-analyze: the docs test verifies deploy/systemd's units with it
-command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
-if (( ${#missing[@]} )); then
-  echo "setup: installing Debian's ${missing[*]}" >&2
-  sudo=""
-  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+tests=0
+for arg in "$@"; do
+  case $arg in
+    --tests) tests=1 ;;
+    *) echo "usage: bash scripts/setup.sh [--tests]" >&2; exit 2 ;;
+  esac
+done
+
+sudo=""
+[[ $(id -u) -eq 0 ]] || sudo="sudo"
+updated=0
+apt_install() { # what, packages...
+  local what=$1
+  shift
+  echo "setup: installing Debian's $* ($what)" >&2
   export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq >/dev/null
-  $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
-  # The package starts a system-wide server where systemd runs; we start our own.
-  $sudo systemctl disable --now redis-server >/dev/null 2>&1 || true
+  if (( ! updated )); then
+    $sudo apt-get update -qq >/dev/null
+    updated=1
+  fi
+  $sudo apt-get install -y -qq "$@" >/dev/null
+}
+
+# Running: redis-server (the embedded server of `dev`, and the tests').
+if ! command -v redis-server >/dev/null 2>&1 && [[ ! -x /usr/bin/redis-server ]]; then
+  was_active=0
+  systemctl is-active --quiet redis-server 2>/dev/null && was_active=1
+  apt_install "shardsched dev runs it on a free port of its own" redis-server
+  if (( ! was_active )) && systemctl is-active --quiet redis-server 2>/dev/null; then
+    echo "setup: Debian's package started its own redis-server service; shardsched does" \
+      "not use it (to stop it: systemctl disable --now redis-server)" >&2
+  fi
+fi
+
+# Testing only: curl (the README's tour, executed by the tests), faketime (the fault
+# campaign's "node clock 30 s ahead"), zsh and fish (`shardsched completion` checked in
+# the shells), valgrind (`bench instructions` under callgrind), systemd-analyze (the docs
+# test verifies deploy/systemd's units), a C compiler (a job builds a library another
+# preloads, tests/test_hostile_jobs.py) and openssl (the tests' certificates).
+if (( tests )); then
+  missing=()
+  command -v curl >/dev/null 2>&1 || missing+=(curl)
+  compgen -G "/usr/lib/*/faketime/libfaketimeMT.so.1" >/dev/null || missing+=(faketime)
+  command -v zsh >/dev/null 2>&1 || missing+=(zsh)
+  command -v fish >/dev/null 2>&1 || missing+=(fish)
+  command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
+  command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
+  command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
+  command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+  if (( ${#missing[@]} )); then
+    apt_install "used by the test suite only" "${missing[@]}"
+  fi
 fi
 
 python=${PYTHON:-python3}

@@ -25,7 +25,10 @@ _T = TypeVar("_T")
 UNPRINTABLE = "\x00-\x1f\x7f-\x9f\u00ad\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff"
 _PRINTABLE = f"^[^{UNPRINTABLE}]*$"
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=_PRINTABLE)]
-Command = Annotated[str, msgspec.Meta(min_length=1, max_length=65536)]
+#: No NUL byte: the kernel ends a command line or an environment string at the first one
+#: (a 422 at the edge, not a worker's spawn failure).
+_NO_NUL = r"^[^\x00]*$"
+Command = Annotated[str, msgspec.Meta(min_length=1, max_length=65536, pattern=_NO_NUL)]
 PositiveSeconds = Annotated[float, msgspec.Meta(gt=0, le=366 * 86400)]
 #: A misfire grace: up to a year (a larger one means "always fire", which catchup all says).
 GraceSeconds = Annotated[float, msgspec.Meta(ge=0, le=366 * 86400)]
@@ -33,12 +36,26 @@ GraceSeconds = Annotated[float, msgspec.Meta(ge=0, le=366 * 86400)]
 MaxCatchup = Annotated[int, msgspec.Meta(ge=1, le=100_000)]
 DEFAULT_MAX_CATCHUP = 1000
 AwareDatetime = Annotated[datetime, msgspec.Meta(tz=True)]
+#: Environment variables the dynamic loader, libc, shells and language runtimes act on
+#: before (or instead of) the job's own code: a job may not set them (docs/security.md).
+#: From glibc's list of variables it drops for setuid programs (unsecvars.h), the shells'
+#: start-up and parsing variables, and the interpreters' start-up options.
+DENIED_ENV_PREFIXES = ("LD_", "DYLD_", "MALLOC_", "GLIBC_", "PYTHON", "PERL5", "RUBY", "LUA_")
+DENIED_ENV_NAMES = (
+    "GCONV_PATH", "GETCONF_DIR", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH", "NIS_PATH",
+    "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS", "TZDIR", "BASH_ENV", "ENV", "IFS",
+    "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND", "PERLLIB", "PERLIO", "NODE_OPTIONS",
+    "NODE_PATH", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "TCLLIBPATH",
+    "OPENSSL_CONF", "OPENSSL_ENGINES", "OPENSSL_MODULES",
+)  # fmt: skip
+_DENIED = "|".join([*DENIED_ENV_PREFIXES, *(f"{name}$" for name in DENIED_ENV_NAMES)])
+ENV_NAME_PATTERN = rf"^(?!SHARDSCHED_)(?!(?:{_DENIED}))[A-Za-z_][A-Za-z0-9_]*$"
 #: A job's own environment variables: a shell name, not one of the worker's SHARDSCHED_*
-#: run variables (which always win); a value up to 4 KiB; up to 100 of them. Not secret:
-#: they are stored and shown with the job.
+#: run variables (which always win) nor one of the denied names above; a value up to 4 KiB
+#: with no NUL; up to 100 of them. Not secret: they are stored and shown with the job.
 EnvName = Annotated[
     str,
-    msgspec.Meta(min_length=1, max_length=128, pattern=r"^(?!SHARDSCHED_)[A-Za-z_][A-Za-z0-9_]*$"),
+    msgspec.Meta(min_length=1, max_length=128, pattern=ENV_NAME_PATTERN),
 ]
 #: Labels: what an operator tags a job or DAG with (a team, a service, the apply set that
 #: manages it: ``shardsched apply --prune`` removes only its own set's).
@@ -50,7 +67,8 @@ LabelMap = Annotated[
     msgspec.Meta(max_length=32),
 ]
 EnvMap = Annotated[
-    dict[EnvName, Annotated[str, msgspec.Meta(max_length=4096)]], msgspec.Meta(max_length=100)
+    dict[EnvName, Annotated[str, msgspec.Meta(max_length=4096, pattern=_NO_NUL)]],
+    msgspec.Meta(max_length=100),
 ]
 
 

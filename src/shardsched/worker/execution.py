@@ -4,6 +4,7 @@ outcome, never an exception of the worker."""
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable
 
@@ -16,6 +17,7 @@ from shardsched.worker.holdings import Claimed
 from shardsched.worker.runner import LiveOutput, Outcome, run_command
 from shardsched.worker.sandbox import CommandPolicy, Sandbox
 
+log = logging.getLogger(__name__)
 #: How often in-process handlers are checked against their timeout.
 WATCHDOG_TICK_S = 0.1
 #: What a command inherits of the worker's environment, besides what the operator passes
@@ -88,7 +90,16 @@ class Executor:
         return Outcome(0, None, b"")
 
     async def run(self, claimed: Claimed, live: LiveOutput | None = None) -> Outcome:
-        """Run it; a command's output collects in ``live`` as it runs."""
+        """Run it; a command's output collects in ``live`` as it runs. Whatever goes wrong
+        on the way (a spec no spawn accepts, a tool gone, a bug of ours) fails this run
+        with the reason; it never ends the worker, and so never the next worker either."""
+        try:
+            return await self._run(claimed, live)
+        except Exception as exc:
+            log.exception("run %s failed in the worker", claimed.run_id)
+            return Outcome(None, f"worker error: {exc!r}"[:500], b"")
+
+    async def _run(self, claimed: Claimed, live: LiveOutput | None) -> Outcome:
         spec = claimed.spec
         if spec is None:
             return Outcome(None, "job definition missing", b"")

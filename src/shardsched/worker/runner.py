@@ -74,19 +74,40 @@ async def _wait_exit(pid: int) -> int:
     return os.waitpid(pid, 0)[1]
 
 
+#: The whole environment of the sandbox's helpers (prlimit, setpriv), which may run as
+#: root: nothing of the job's reaches them, so no loader or libc variable a job sets can
+#: act with their privileges.
+HELPER_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+#: Sets the job's environment after the helpers, i.e. after the uid drop.
+ENV_TOOL = "/usr/bin/env"
+
+
+def spawn_argv(
+    command: str, env: dict[str, str], prefix: tuple[str, ...] = ()
+) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment to spawn: ``/bin/sh -c command`` with ``env``, or, behind
+    a sandbox ``prefix``, the helpers with :data:`HELPER_ENV` and ``env -i NAME=VALUE…``
+    as their last step, so the job's own environment exists only in the dropped process."""
+    if not prefix:
+        return ["/bin/sh", "-c", command], env
+    assignments = [f"{name}={value}" for name, value in env.items()]
+    argv = [*prefix, ENV_TOOL, "-i", *assignments, "/bin/sh", "-c", command]
+    return argv, {**HELPER_ENV, **lifeline().env}
+
+
 def _spawn(command: str, env: dict[str, str], prefix: tuple[str, ...] = ()) -> tuple[int, int]:
     """Start ``/bin/sh -c command`` in a new session, output to a pipe; (pid, pipe's read fd).
 
     ``posix_spawn`` (vfork underneath) on the calling thread: no thread hand-off and no copy
     of the worker's memory. Our other descriptors are all close-on-exec (PEP 446).
     """
+    argv, spawn_env = spawn_argv(command, env, prefix)  # prefix: prlimit/setpriv
     read, write = os.pipe()
     try:
-        argv = [*prefix, "/bin/sh", "-c", command]  # prefix: the sandbox's prlimit/setpriv
         pid = os.posix_spawn(
             argv[0],
             argv,
-            env,
+            spawn_env,
             file_actions=[
                 (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
                 (os.POSIX_SPAWN_DUP2, write, 1),
@@ -118,8 +139,8 @@ async def run_command(
     try:
         # exactly ``env``, plus the lifeline's marker so a stray descendant dies with us
         pid, out_fd = _spawn(command, {**env, **lifeline().env}, prefix)
-    except OSError as exc:
-        return Outcome(None, f"spawn failed: {exc}", b"")
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte stored before the check
+        return Outcome(None, f"spawn failed: {exc}"[:500], b"")
     pgid = pid  # setsid: the child leads its own group
     guard = lifeline()
     guard.hold(pgid, group=True)

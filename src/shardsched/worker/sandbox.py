@@ -12,8 +12,11 @@ which resource limits.
   and open files (``--limit-nofile``), set by util-linux's ``prlimit`` on the job's shell
   before it starts, so every process of the job inherits them.
 
-Both tools exec the next one in place (prlimit → setpriv → ``/bin/sh -c``), so the job is
-still one process group led by the pid the worker spawned, and posix_spawn stays cheap.
+Both tools exec the next one in place (prlimit → setpriv → ``env -i NAME=VALUE…`` →
+``/bin/sh -c``), so the job is still one process group led by the pid the worker spawned,
+and posix_spawn stays cheap. The helpers start with a fixed, minimal environment
+(:data:`~shardsched.worker.runner.HELPER_ENV`): the job's own is set by ``env`` only after
+the uid drop, so a loader variable in it (``LD_PRELOAD``) never acts as root.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import shutil
 from dataclasses import dataclass, field
 
 from shardsched.core.errors import ConfigError
+from shardsched.worker.runner import ENV_TOOL
 
 _SIZE = re.compile(r"^(\d+)([KMG]?)(i?B)?$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
@@ -93,6 +97,8 @@ class Sandbox:
             limits.append(f"--nofile={nofile}")
         if limits:
             prefix += [_tool("prlimit"), *limits, "--"]
+        if (limits or run_as is not None) and not os.access(ENV_TOOL, os.X_OK):
+            raise ConfigError(f"{ENV_TOOL} (coreutils) is missing: it sets a sandboxed job's env")
         if run_as is not None:
             try:
                 user = pwd.getpwnam(run_as)
