@@ -29,6 +29,7 @@ local epoch_key, stats_key = KEYS[5], KEYS[6]
 
 -- @include segments
 -- @include versions
+-- @include quarantine
 
 if rcall('GET', epoch_key) ~= ARGV[1] then
   return -1
@@ -39,13 +40,7 @@ if rcall('HGET', job_key, 'status') ~= 'active' or not score
     or tonumber(score) ~= tonumber(ARGV[3]) then
   return 0
 end
-local now = server_now_ms()
-materialize_segments(job_key, segs_key)
-rcall('RPUSH', segs_key, 'c|' .. score .. '|' .. now)
-keep_version(job_key, versions_key)
-rcall('HSET', job_key, 'status', 'paused', 'updated', now, 'pa', now, 'pu', '',
-  'pr', 'quarantined: ' .. string.sub(ARGV[4], 1, 400))
-rcall('HINCRBY', job_key, 'version', 1)
-rcall('ZREM', timer_key, job)
+quarantine_job(job_key, timer_key, segs_key, versions_key, job, score, ARGV[4],
+  server_now_ms())
 rcall('HINCRBY', stats_key, 'quarantined', 1)
 return 1

@@ -3,8 +3,10 @@
   The shard owner takes back runs whose lease lapsed (worker crashed, paused, cut off):
   each goes back to 'scheduled' with the same attempt and is delivered again under a new
   stream entry, its reclaim count 'rc' raised. A run whose lease lapsed <poison> times in
-  a row (its command kills its worker) is failed instead of delivered forever (a DAG
-  task's run failed so settles its task in the DAG run, lib/dag.lua).
+  a row (its command kills its worker) is failed as poison instead of delivered forever,
+  and its job, if active, is quarantined (paused with the reason, lib/quarantine.lua), so
+  its next tick does not kill the next workers; a DAG task's run failed so settles its
+  task in the DAG run (lib/dag.lua).
 
   Nothing is looked at before the shard's reclaim_at (the earliest lease deadline known:
   claim.lua lowers it, renewals only push deadlines later). Otherwise every pending entry
@@ -14,8 +16,10 @@
 
   KEYS[1] ready       STREAM of fired runs
   KEYS[2] epoch       STRING the shard's fencing token
-  KEYS[3] stats       HASH shard counters (lease_reclaims, poisoned, refused_fire)
+  KEYS[3] stats       HASH shard counters (lease_reclaims, poisoned, quarantined,
+                      refused_fire)
   KEYS[4] reclaim_at  STRING when to look next (ms)
+  KEYS[5] timer       ZSET job_id -> next fire (ms): a poison run's job leaves it
   ARGV[1] epoch the caller holds
   ARGV[2] consumer group
   ARGV[3] shard key base; run:<id> and failures keys (and lib/dag's dagv:<dag>:<tv>)
@@ -24,7 +28,8 @@
   ARGV[5] poison limit (lapses in a row before the run is failed)
 
   Keys built from the shard key base (each in KEYS' hash slot): bfq:<id>, dagq:<id>,
-    dagrun:<id>, dagwait, job:<id>, run:<id>, runs:<id>, skips:<id>.
+    dagrun:<id>, dagwait, job:<id>, run:<id>, runs:<id>, segs:<id>, skips:<id>,
+    vers:<id>.
 
   Returns {1, reclaimed, poisoned, reclaim_at ('' when nothing was ever claimed), now_ms,
   released} (released: DAG tasks released by runs failed here; absent when none looked at),
@@ -35,8 +40,12 @@ local rcall = redis.call
 -- @include clock
 -- @include events
 local ready_key, epoch_key, stats_key, reclaim_at_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local timer_key = KEYS[5]
 local group, base = ARGV[2], ARGV[3]
 
+-- @include segments
+-- @include versions
+-- @include quarantine
 -- @include skips
 -- @include dag
 -- @include backfill
@@ -54,7 +63,7 @@ local pending = redis.pcall('XPENDING', ready_key, group, '-', '+', ARGV[4])
 if pending.err then
   return {1, 0, 0, '', now}  -- no stream or consumer group yet: nothing was ever claimed
 end
-local reclaimed, poisoned, released = 0, 0, 0
+local reclaimed, poisoned, released, quarantined = 0, 0, 0, 0
 local earliest = nil
 local events = {}
 for _, entry in ipairs(pending) do
@@ -86,9 +95,19 @@ for _, entry in ipairs(pending) do
       poisoned = poisoned + 1
       if run[4] then
         released = released + dag_settle(base, ready_key, run[4], dag_task_of(rid), 'f', now)
-      elseif run[5] then
-        released = released
-          + backfill_done(base, ready_key, string.match(rid, '^(.+):[^:]+:%d+$'), now)
+      else
+        local job = string.match(rid, '^(.+):[^:]+:%d+$')
+        local job_key = base .. 'job:' .. job
+        local score = rcall('ZSCORE', timer_key, job)
+        if score and rcall('HGET', job_key, 'status') == 'active' then
+          quarantine_job(job_key, timer_key, base .. 'segs:' .. job, base .. 'vers:' .. job,
+            job, score, 'poison: run ' .. rid .. ' ended its worker ' .. lapses .. ' times',
+            now)
+          quarantined = quarantined + 1
+        end
+        if run[5] then
+          released = released + backfill_done(base, ready_key, job, now)
+        end
       end
     else
       rcall('HSET', run_key, 'st', 'scheduled', 'rc', lapses, 'w', '', 'l', '')
@@ -104,6 +123,9 @@ if reclaimed > 0 then
 end
 if poisoned > 0 then
   rcall('HINCRBY', stats_key, 'poisoned', poisoned)
+end
+if quarantined > 0 then
+  rcall('HINCRBY', stats_key, 'quarantined', quarantined)
 end
 if #pending >= tonumber(ARGV[4]) then
   earliest = now_n + 1000  -- more pending than looked at: look again in a second

@@ -302,7 +302,8 @@ class ShardManager:
                 self.metrics.lease_reclaims.inc(done.reclaimed)
                 self.metrics.poisoned.inc(done.poisoned)
                 log.warning(
-                    "shard %d: %d runs reclaimed after their lease lapsed, %d failed as poison",
+                    "shard %d: %d runs reclaimed after their lease lapsed, %d failed as poison"
+                    " (their jobs quarantined)",
                     shard,
                     done.reclaimed,
                     done.poisoned,

@@ -243,16 +243,16 @@ class Fenced(enum.IntEnum):
 
 RECLAIM = signature(
     "reclaim",
-    keys=("ready", "epoch", "stats", "reclaim_at"),
+    keys=("ready", "epoch", "stats", "reclaim_at", "timer"),
     argv=("epoch", "group", "base", "count", "poison limit"),
 )
 
 
 def reclaim(sk: ShardKeys, epoch: int, count: int, poison_limit: int) -> Call:
-    """Send lapsed leases' runs back to scheduled (fenced); decode with
-    :func:`decode_reclaimed`."""
+    """Send lapsed leases' runs back to scheduled, or fail them as poison and quarantine
+    their job (fenced); decode with :func:`decode_reclaimed`."""
     return RECLAIM.call(
-        (sk.ready, sk.epoch, sk.stats, sk.reclaim_at),
+        (sk.ready, sk.epoch, sk.stats, sk.reclaim_at, sk.timer),
         (epoch, CONSUMER_GROUP, sk.base, count, poison_limit),
     )
 

@@ -1,0 +1,73 @@
+"""A run whose command ends its worker is poison: after it ended POISON_LAPSES workers
+(each lease lapsed), it fails with the reason and its job is quarantined (paused with the
+reason), instead of killing every next worker, tick after tick. Real worker processes,
+killed by the job itself; the job's own record of each start is the independent check."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import trio
+
+from conftest import RedisServer, child_env, shardsched_cmd, wait_until
+from shardsched import ops
+from shardsched.core.models import IntervalSchedule, JobSpec
+from shardsched.ops import listing
+from shardsched.shard.manager import POISON_LAPSES
+from shardsched.store.redis import Redis
+
+
+def start_worker(server: RedisServer, namespace: str, log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            shardsched_cmd("worker", "--redis", server.url, "--namespace", namespace),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=child_env(),
+        )
+
+
+async def test_a_run_that_ends_its_worker_three_times_is_poison_and_its_job_quarantined(
+    node, redis: Redis, redis_server: RedisServer, dep: ops.Deployment, namespace: str,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    starts = tmp_path / "starts"
+    spec = JobSpec(
+        name="killer",
+        schedule=IntervalSchedule(every_s=3600),
+        command=f"echo $SHARDSCHED_RUN_ID >> {starts}; kill -9 $PPID",  # its worker
+        lease_s=1,
+    )
+    job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+    run_id = (await ops.drive_async(ops.trigger(dep, job_id), redis)).run_id
+    ended = 0
+    with trio.fail_after(60):
+        while True:
+            worker = start_worker(redis_server, namespace, tmp_path / "worker.log")
+            code = await trio.to_thread.run_sync(worker.wait)
+            assert code == -9, f"the worker ended otherwise: {code}"
+            ended += 1
+            if ended == POISON_LAPSES:
+                break
+
+    async def failed():
+        got = await ops.drive_async(ops.get_run(dep, run_id), redis)
+        return got if got.state == "failed" else None
+
+    run = await wait_until(failed, timeout=20)
+    assert "poison" in (run.reason or ""), run
+    job = await ops.drive_async(ops.get_job(dep, job_id), redis)
+    assert job.status == "paused", job
+    assert job.pause_reason.startswith("quarantined: poison"), job.pause_reason
+    # the next worker lives: nothing hands it the run again
+    survivor = start_worker(redis_server, namespace, tmp_path / "worker.log")
+    try:
+        await trio.sleep(3)  # three lease lengths: a redelivery would have killed it
+        assert survivor.poll() is None
+    finally:
+        survivor.terminate()
+        survivor.wait(timeout=20)
+    assert starts.read_text().split() == [run_id] * POISON_LAPSES  # the job's own record
+    runs = (await ops.drive_async(listing.runs_page(dep, job_id, 10), redis)).runs
+    assert [r.run_id for r in runs] == [run_id]
