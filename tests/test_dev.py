@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -166,3 +167,89 @@ def test_dev_archives_old_runs_into_its_data_dir(tmp_path: Path) -> None:
         out = http.get(f"/api/v1/runs/{run['run_id']}/output").json()
         assert out["output"] == "kept cold\n"
     assert list((tmp_path / "data" / "archive" / "runs").rglob("*.parquet"))
+
+
+def child_named(root: int, text: str) -> int | None:
+    """The pid of ``root``'s descendant whose command line holds ``text``."""
+    for pid in descendants(root):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if text in cmdline and alive(pid):
+            return pid
+    return None
+
+
+def wait_for(predicate, timeout: float = 20, every: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(every)
+    raise AssertionError(f"not within {timeout} s: {predicate}")
+
+
+def test_dev_starts_again_what_dies_and_status_shows_it(tmp_path: Path) -> None:
+    """A worker or the embedded redis-server killed under dev is logged loudly and started
+    again with backoff; `status` names each child, its restarts and how it last ended."""
+    port = free_port()
+    with running_dev(tmp_path, port) as (proc, _), dev_http(tmp_path, port) as http:
+        for what, name in (("shardsched worker", "dev-worker-1"), ("redis-server", "redis-server")):
+            old = child_named(proc.pid, what)
+            assert old is not None, what
+            os.kill(old, signal.SIGKILL)
+            new = wait_for(lambda w=what, o=old: (p := child_named(proc.pid, w)) != o and p)
+
+            def shown(n=name, pid=new):
+                try:
+                    reply = http.get("/api/v1/status")
+                except httpx.HTTPError:
+                    return None
+                if reply.status_code != 200:
+                    return None
+                kids = {c["name"]: c for c in reply.json()["supervised"]}
+                child = kids.get(n)
+                return child if child and child["pid"] == pid else None
+
+            child = wait_for(shown)
+            assert child["state"] == "running" and child["restarts"] == 1, child
+            assert child["last_exit"] == "signal SIGKILL", child
+        run = run_once_job(http, "echo after the restarts")  # both came back to work
+        assert run["state"] == "succeeded"
+        status = subprocess.run(
+            shardsched_cmd("status"), capture_output=True, text=True, cwd=tmp_path,
+            env={**child_env(), "SHARDSCHED_API": f"http://127.0.0.1:{port}",
+                 "SHARDSCHED_TOKEN": (tmp_path / "data" / "token").read_text().strip()},
+        )  # fmt: skip
+        assert "dev-worker-1" in status.stdout and "signal SIGKILL" in status.stdout, status
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+
+
+def test_dev_keeps_its_secrets_private_and_its_jobs_out_of_the_project(tmp_path: Path) -> None:
+    port = free_port()
+    data = tmp_path / "data"
+    with running_dev(tmp_path, port) as (proc, line), dev_http(tmp_path, port) as http:
+        assert "redis://" not in line, "the ready line shows no password"
+        assert data.stat().st_mode & 0o777 == 0o700
+        secret = [data / "token", data / "redis-url", data / "redis.conf"]
+        secret += list((data / "appendonlydir").iterdir())
+        for path in secret:
+            assert path.stat().st_mode & 0o777 == 0o600, path
+        url = (data / "redis-url").read_text().strip()
+        redis_port = url.rsplit(":", 1)[1].split("/")[0]
+        anon = subprocess.run(
+            ["redis-cli", "-p", redis_port, "SET", "x", "1"], capture_output=True, text=True
+        )
+        assert "NOAUTH" in anon.stdout + anon.stderr, anon
+        assert ":" in url.split("@")[0].removeprefix("redis://"), "the URL carries a password"
+        where = tmp_path / "where"
+        run_once_job(http, f"pwd > {where}")
+        scratch = Path(where.read_text().strip())
+        assert scratch != Path.cwd() and data.resolve() not in (scratch, *scratch.parents)
+        assert tmp_path.resolve() not in (scratch, *scratch.parents)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    assert not scratch.exists(), "dev removes its scratch directory on the way out"

@@ -90,6 +90,18 @@ def render(st: Status, everything: bool = False) -> str:
             ],
         ),
     ]
+    if st.supervised:
+        lines += [
+            "",
+            table(
+                ["DEV CHILD", "STATE", "PID", "RESTARTS", "LAST EXIT"],
+                [
+                    [c.name, c.state.upper() if c.state != "running" else c.state, c.pid,
+                     c.restarts, c.last_exit]
+                    for c in st.supervised
+                ],
+            ),
+        ]  # fmt: skip
     workers = [w for w in st.workers if everything or w.draining or w.overrunning]
     if workers:
         lines += [

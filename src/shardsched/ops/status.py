@@ -16,6 +16,7 @@ from shardsched.ops.cluster import NodeView, WorkerView, cluster_view, list_work
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
 from shardsched.store.keys import CONSUMER_GROUP
+from shardsched.store.records import Supervised
 
 #: A timer entry this far past due means firing is behind.
 OVERDUE_MS = 60_000
@@ -61,6 +62,8 @@ class Status(msgspec.Struct):
     quarantined: int = 0
     stranded: int = 0  #: fired runs waiting for a worker for more than 5 min
     failed_1h: int = 0  #: runs that ended failed or dead_letter in the last hour
+    #: what ``shardsched dev`` keeps alive, and how often each had to be started again
+    supervised: list[Supervised] = msgspec.field(default_factory=list)
 
 
 def queue_depths(dep: Deployment, now_ms: int, stranded_after_ms: int = STRANDED_AFTER_MS) -> Op:
@@ -154,6 +157,7 @@ def status_view(dep: Deployment, stranded_after_ms: int = STRANDED_AFTER_MS) -> 
         ) in zip(view.shards, depths, strict=True)
     ]
     lags = [n.lag_p99_1m for n in view.nodes if n.lag_p99_1m is not None]
+    (children,) = yield [Call(("HVALS", dep.globals.supervised))]
     return Status(
         now=from_ms(now_ms),
         nodes=view.nodes,
@@ -172,4 +176,12 @@ def status_view(dep: Deployment, stranded_after_ms: int = STRANDED_AFTER_MS) -> 
         quarantined=sum(s.quarantined for s in shards),
         stranded=sum(s.stranded for s in shards),
         failed_1h=sum(s.failed_1h for s in shards),
+        supervised=sorted((_supervised.decode(c) for c in check(children)), key=_by_name),
     )
+
+
+_supervised = msgspec.json.Decoder(Supervised)
+
+
+def _by_name(child: Supervised) -> str:
+    return child.name

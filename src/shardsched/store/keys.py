@@ -236,6 +236,11 @@ class GlobalKeys:
         return f"{self.namespace}:{{g}}:workerinfo"
 
     @property
+    def supervised(self) -> str:
+        """HASH child name → records.Supervised JSON: what ``shardsched dev`` keeps alive."""
+        return f"{self.namespace}:{{g}}:supervised"
+
+    @property
     def tokens(self) -> str:
         """HASH h:<sha256 of a token> -> JSON record, n:<token name> -> sha256."""
         return f"{self.namespace}:{{g}}:tokens"

@@ -79,6 +79,19 @@ class WorkerInfo(msgspec.Struct):
     overrunning: int = 0
 
 
+class Supervised(msgspec.Struct):
+    """A child ``shardsched dev`` keeps alive, as ``status`` shows it (global
+    ``supervised`` hash, one field per child, written by dev when its state changes)."""
+
+    name: str  #: dev-node, dev-worker-1, redis-server
+    kind: str  #: node, worker, redis
+    state: str  #: running, or restarting (died, waiting out its backoff)
+    pid: int | None = None
+    restarts: int = 0
+    last_exit: str | None = None  #: how it last ended: "exit 1", "signal SIGKILL", an error
+    since_ms: int = 0  #: when it entered this state (the dev process's clock)
+
+
 class NodeInfo(msgspec.Struct):
     """What a node publishes about itself in the registry."""
 
