@@ -164,3 +164,53 @@ async def test_connections_past_the_cap_are_closed_and_the_rest_are_served(
                 except httpx.RemoteProtocolError:
                     await trio.sleep(0.1)
     print(f"slots free again after {trio.current_time() - started:.2f} s")
+
+
+async def open_stream(host: str, port: int, token: str) -> tuple[trio.SocketStream, bytes]:
+    """GET the event stream with ``token``; the stream and the answer's first bytes."""
+    stream = await trio.open_tcp_stream(host, port)
+    await stream.send_all(
+        b"GET /api/v1/events/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
+        + token.encode()
+        + b"\r\n\r\n"
+    )
+    head = b""
+    with trio.fail_after(5):
+        while b"\r\n\r\n" not in head or (b" 200 " not in head and not head.endswith(b"}}")):
+            head += await stream.receive_some(4096)
+    return stream, head
+
+
+async def test_open_streams_are_capped_per_token_and_in_all(
+    nursery, redis, dep, monkeypatch
+) -> None:
+    monkeypatch.setattr(streams, "STREAMS_TOTAL", 20)
+    _, host, port = await serve(nursery, create_app(redis, dep))
+    one = await admin_token(redis, dep, "streamer-1")
+    two = await admin_token(redis, dep, "streamer-2")
+    held = []
+    for _ in range(streams.STREAMS_PER_TOKEN):
+        stream, head = await open_stream(host, port, one)
+        assert head.startswith(b"HTTP/1.1 200"), head
+        held.append(stream)
+    stream, head = await open_stream(host, port, one)  # one past the token's cap
+    assert head.startswith(b"HTTP/1.1 429"), head
+    assert b'"code":"too_many_streams"' in head
+    await stream.aclose()
+    for _ in range(4):  # another token still gets its own, up to the total
+        stream, head = await open_stream(host, port, two)
+        assert head.startswith(b"HTTP/1.1 200"), head
+        held.append(stream)
+    stream, head = await open_stream(host, port, two)  # past the total
+    assert head.startswith(b"HTTP/1.1 429"), head
+    await stream.aclose()
+    await held.pop(0).aclose()  # a stream that ends gives its slot back
+    with trio.fail_after(5):
+        while True:
+            stream, head = await open_stream(host, port, one)
+            await stream.aclose()
+            if head.startswith(b"HTTP/1.1 200"):
+                break
+            await trio.sleep(0.1)
+    for stream in held:
+        await stream.aclose()

@@ -200,6 +200,33 @@ async def test_the_api_over_https(nursery, redis, dep, pki: Pki) -> None:
             await plain.get(f"http://localhost:{port}/healthz")
 
 
+async def test_a_thousand_silent_tls_connections_do_not_stop_healthz(
+    nursery, redis, dep, pki: Pki
+) -> None:
+    """A TLS handshake gets the read deadline: a thousand connections that never send a
+    ClientHello neither block /healthz nor hold their slots past it."""
+    tls = TlsFiles(str(pki.server_cert), str(pki.server_key))
+    binds = await nursery.start(
+        lambda task_status: serve_http(
+            create_app(redis, dep), "127.0.0.1:0", tls=tls, read_timeout_s=2,
+            task_status=task_status,
+        )
+    )  # fmt: skip
+    port = int(binds[0].rsplit(":", 1)[1])
+    silent = [await trio.open_tcp_stream("127.0.0.1", port) for _ in range(1000)]
+    context = ssl.create_default_context(cafile=pki.ca)
+    async with httpx.AsyncClient(verify=context, timeout=10) as client:
+        started = trio.current_time()
+        reply = await client.get(f"https://localhost:{port}/healthz")
+        assert reply.status_code == 200
+        assert trio.current_time() - started < 3, "healthz waited behind silent handshakes"
+    with trio.fail_after(10):  # the server gives up on each after the read timeout
+        for stream in silent:
+            assert await stream.receive_some(100) == b""
+    for stream in silent:
+        await stream.aclose()
+
+
 def test_the_redis_password_comes_from_the_environment_or_a_file(tmp_path: Path) -> None:
     server = RedisServer(tmp_path / "redis")
     server.start()

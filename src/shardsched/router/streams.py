@@ -4,6 +4,7 @@ run's output as it is written (SSE), each polled from Redis at a short interval.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import trio
 from starlette.requests import Request
@@ -17,13 +18,64 @@ from shardsched.router import http
 from shardsched.router.base import ApiBase
 from shardsched.router.guards import who
 from shardsched.router.schemas import EventQuery, opt
-from shardsched.store.redis import RedisConnectionError
+from shardsched.runtime.metrics import Metrics
+from shardsched.store.redis import Redis, RedisConnectionError
 
 #: How often a Server-Sent Events stream looks for new events, or new output.
 EVENT_POLL_S = 0.25
 #: A comment line this often keeps proxies from closing an idle stream.
 KEEP_ALIVE_S = 15.0
 _SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+#: Streams open at once per token and in all (below the in-flight request cap, which
+#: every open stream also counts against): one client cannot take every slot.
+STREAMS_PER_TOKEN = 16
+STREAMS_TOTAL = 128
+
+
+class StreamSlots:
+    """Who holds how many open streams; one per app (the event loop's, no lock needed)."""
+
+    def __init__(self) -> None:
+        self.per_token, self.total = STREAMS_PER_TOKEN, STREAMS_TOTAL
+        self.held: dict[str, int] = {}
+
+    def take(self, holder: str) -> None:
+        """Count one more stream of ``holder``; a 429 when it or everyone is at the cap."""
+        if sum(self.held.values()) >= self.total:
+            raise http.ApiError(
+                429, "too_many_streams", f"{self.total} streams are open on this server",
+                {"limit": self.total},
+            )  # fmt: skip
+        if self.held.get(holder, 0) >= self.per_token:
+            raise http.ApiError(
+                429, "too_many_streams", f"this token has {self.per_token} streams open",
+                {"limit": self.per_token},
+            )  # fmt: skip
+        self.held[holder] = self.held.get(holder, 0) + 1
+
+    def give_back(self, holder: str) -> None:
+        left = self.held.get(holder, 0) - 1
+        if left > 0:
+            self.held[holder] = left
+        else:
+            self.held.pop(holder, None)
+
+
+class _CountedStream(StreamingResponse):
+    """A stream whose slot is given back when it ends, however it ends (the client went,
+    the run ended, the server stops): the response's own call is the stream's life."""
+
+    def __init__(self, body: AsyncIterator[bytes], slots: StreamSlots, holder: str) -> None:
+        super().__init__(body, media_type="text/event-stream", headers=_SSE_HEADERS)
+        self._slots, self._holder = slots, holder
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._slots.give_back(self._holder)
+
+
 _TERMINAL = {"succeeded", "failed", "dead_letter", "skipped", "cancelled"}
 
 
@@ -35,6 +87,10 @@ def sse(event: str, data: bytes, event_id: str | None = None) -> bytes:
 
 class StreamHandlers(ApiBase):
     """Handlers of the event routes and the output stream."""
+
+    def __init__(self, redis: Redis, dep: ops.Deployment, metrics: Metrics) -> None:
+        super().__init__(redis, dep, metrics)
+        self.streams = StreamSlots()
 
     async def _event_query(self, request: Request) -> EventQuery:
         """The query, and for a team's token the one job or run it may watch."""
@@ -85,7 +141,12 @@ class StreamHandlers(ApiBase):
                 except (http.ApiError, RedisConnectionError, RedisUnavailable):
                     return  # the client reconnects with Last-Event-ID
 
-        return StreamingResponse(body(), media_type="text/event-stream", headers=_SSE_HEADERS)
+        return self._counted(request, body())
+
+    def _counted(self, request: Request, body: AsyncIterator[bytes]) -> Response:
+        holder = who(request).name
+        self.streams.take(holder)
+        return _CountedStream(body, self.streams, holder)
 
     async def output_stream(self, request: Request) -> Response:
         """A run's output as Server-Sent Events: ``output`` events (``{"offset", "text"}``,
@@ -124,4 +185,4 @@ class StreamHandlers(ApiBase):
                 except (http.ApiError, RedisConnectionError, RedisUnavailable):
                     return  # the client asks again
 
-        return StreamingResponse(body(), media_type="text/event-stream", headers=_SSE_HEADERS)
+        return self._counted(request, body())
