@@ -157,7 +157,7 @@ def status_view(dep: Deployment, stranded_after_ms: int = STRANDED_AFTER_MS) -> 
         ) in zip(view.shards, depths, strict=True)
     ]
     lags = [n.lag_p99_1m for n in view.nodes if n.lag_p99_1m is not None]
-    (children,) = yield [Call(("HVALS", dep.globals.supervised))]
+    (children,) = yield [Call(("HGETALL", dep.globals.supervised))]
     return Status(
         now=from_ms(now_ms),
         nodes=view.nodes,
@@ -176,7 +176,7 @@ def status_view(dep: Deployment, stranded_after_ms: int = STRANDED_AFTER_MS) -> 
         quarantined=sum(s.quarantined for s in shards),
         stranded=sum(s.stranded for s in shards),
         failed_1h=sum(s.failed_1h for s in shards),
-        supervised=sorted((_supervised.decode(c) for c in check(children)), key=_by_name),
+        supervised=sorted((_supervised.decode(c) for c in check(children)[1::2]), key=_by_name),
     )
 
 

@@ -58,13 +58,20 @@ async def call_script(redis: Redis, call: Call) -> Any:
     return await redis.script(call.script, call.keys, call.args)
 
 
-def unless_transient(replies: list[Any]) -> list[Any]:
-    """The replies, for an operation to read; raises RedisUnavailable when one of them is a
-    transient error (BUSY, LOADING, OOM, ...). An operation reads its replies as data: a
-    reply that only says "not now" would otherwise end it with a TypeError (a 500), where
+#: Error replies that say the server answers no command at all right now (a script runs
+#: past its time limit, the data set is loading, the cluster is down or moving a slot).
+#: OOM, READONLY and NOPERM refuse only some commands: an operation may read those replies
+#: as data (open_deployment ignores a refused HSETNX) and is left to.
+UNSERVED_REPLIES = ("BUSY", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN")
+
+
+def unless_unserved(replies: list[Any]) -> list[Any]:
+    """The replies, for an operation to read; raises RedisUnavailable when one of them says
+    the server serves nothing now (:data:`UNSERVED_REPLIES`). An operation reads its
+    replies as data: such a reply would otherwise end it with a TypeError (a 500), where
     the caller should hear "come back later" (a 503 with the reason)."""
     for reply in replies:
-        if isinstance(reply, Exception) and is_transient_reply(str(reply)):
+        if isinstance(reply, Exception) and str(reply).split(" ", 1)[0] in UNSERVED_REPLIES:
             raise RedisUnavailable(str(reply))
     return replies
 
@@ -74,7 +81,7 @@ async def drive_async(op: Op, redis: Redis) -> Any:
     try:
         calls = next(op)
         while True:
-            replies = unless_transient(await redis_calls(redis, calls))
+            replies = unless_unserved(await redis_calls(redis, calls))
             calls = op.send(replies)
     except StopIteration as stop:
         return stop.value
@@ -107,6 +114,6 @@ async def drive_off_loop(op: Op, redis: Redis) -> Any:
     interval (5 ms). The async SDK drives its operations so too."""
     done, value = await trio.to_thread.run_sync(_advance, op, None)
     while not done:
-        replies = unless_transient(await redis_calls(redis, value))
+        replies = unless_unserved(await redis_calls(redis, value))
         done, value = await trio.to_thread.run_sync(_advance, op, replies)
     return value
