@@ -22,7 +22,7 @@ from shardsched.worker.worker import Worker
 
 NS = "acl"
 #: How Redis refuses a command to a user: from a client, and from inside a script.
-DENIED = r"NOPERM|can.t run this command|can.t access at least one of the keys"
+DENIED = r"NOPERM|no permissions|can.t run this command|can.t access at least one of the keys"
 
 
 @pytest.fixture

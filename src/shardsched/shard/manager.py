@@ -345,6 +345,8 @@ class ShardManager:
                         backoff.reset()
                     except RedisError as exc:
                         pause = backoff.next()
+                        if str(exc).startswith("BUSY") and await self._end_runaway_script():
+                            pause = 0  # Redis answers again: renew at once
                         self.metrics.redis_error(
                             log, f"node {self.node_id}: lease round", exc, pause
                         )
@@ -354,6 +356,23 @@ class ShardManager:
                     await trio.sleep(pause)
         finally:
             await self.leave()
+
+    async def _end_runaway_script(self) -> bool:
+        """Redis answered BUSY: a script has run past the busy-reply threshold, and no
+        lease can be renewed until it ends. A script that wrote nothing (a reader's, or a
+        user's gone astray) is ended now with SCRIPT KILL, so the leases outlive it; one
+        that wrote cannot be (UNKILLABLE) and is waited out. Whether Redis answers again."""
+        try:
+            await self.redis.execute("SCRIPT", "KILL")
+        except RedisError as exc:  # NOTBUSY: it ended meanwhile; UNKILLABLE; NOPERM
+            log.warning("node %s: Redis is busy with a script: %s", self.node_id, exc)
+            return str(exc).startswith("NOTBUSY")
+        log.warning(
+            "node %s: Redis was busy with a runaway read-only script: ended it (SCRIPT KILL)"
+            " so that no lease lapses",
+            self.node_id,
+        )
+        return True
 
     async def leave(self) -> None:
         """Hand every shard back at once and leave the registry (graceful stop)."""

@@ -12,14 +12,18 @@ and has none of FLUSHALL, FLUSHDB, CONFIG, KEYS, DEBUG, SHUTDOWN, MONITOR or ACL
 checks a user's permissions on every command a Lua script runs as well, so a script
 cannot step outside them either. What ACLs cannot tell apart is *which* script a user
 runs: a worker's user may call any of our scripts (or load its own), within its
-commands and keys. The boundary is the deployment, not the operation.
+commands and keys. The boundary is the deployment, not the operation. The reader runs no
+script at all (no EVAL, EVALSHA or FCALL): a read-only role cannot make Redis busy.
 """
 
 from __future__ import annotations
 
-#: Commands every role sends: the connection handshake, the server clock, loading and
-#: running our scripts (EVAL: the fallback after a SCRIPT FLUSH).
-_BASE = ("ping", "time", "select", "script|load", "script|exists", "evalsha", "eval")
+#: Commands every role sends: the connection handshake and the server clock.
+_BASE = ("ping", "time", "select")
+#: Loading and running our scripts (EVAL: the fallback after a SCRIPT FLUSH). Not the
+#: reader's: a script can spin (a loop runs until the busy-reply threshold and past it,
+#: and every other client then gets BUSY), so a role that only reads runs none.
+_SCRIPTS = ("script|load", "script|exists", "evalsha", "eval")
 #: Reads, by Python and inside scripts.
 _READS = (
     "exists", "get", "pttl", "hget", "hmget", "hgetall", "hlen", "hexists",
@@ -39,8 +43,10 @@ _WRITES = (
 _CLUSTER = ("cluster|slots", "cluster|shards", "cluster|info")
 
 ROLES: dict[str, tuple[str, ...]] = {
-    "node": (*_BASE, *_READS, *_WRITES, *_CLUSTER),
-    "worker": (*_BASE, *_READS, *_WRITES, *_CLUSTER),
+    # SCRIPT KILL: a node that finds Redis BUSY with a runaway read-only script ends it
+    # before its leases lapse (shard/manager.py).
+    "node": (*_BASE, *_SCRIPTS, "script|kill", *_READS, *_WRITES, *_CLUSTER),
+    "worker": (*_BASE, *_SCRIPTS, *_READS, *_WRITES, *_CLUSTER),
     "reader": (*_BASE, *_READS, *_CLUSTER),
 }
 #: What no role may run, said explicitly (after the allow list, so it wins).

@@ -176,6 +176,8 @@ class Connection:
                             if isinstance(reply, hiredis.ReplyError):
                                 if "LOADING" in str(reply):  # restarting: retried as usual
                                     raise RedisConnectError(f"Redis is loading: {reply}")
+                                if batch is loads and str(reply).startswith("NOPERM"):
+                                    break  # a user that runs no script (the reader role)
                                 raise refusal(url, reply)
                 except BaseException:
                     await conn.aclose()
