@@ -163,6 +163,18 @@ def test_the_sdk_speaks_tls(tls_port: int, pki: Pki) -> None:
         assert client.get_job(job_id).name == "s"
 
 
+@pytest.mark.parametrize("opt_out", ["ssl_cert_reqs=none", "ssl_check_hostname=false"])
+def test_the_sdk_refuses_to_turn_verification_off(tls_port: int, pki: Pki, opt_out: str) -> None:
+    with pytest.raises(ValueError, match="unknown Redis URL option"):
+        Client(f"{tls_url(tls_port, pki)}&{opt_out}", namespace="tls-sdk")
+
+
+def test_the_sdk_checks_the_server_s_name(tls_port: int, pki: Pki) -> None:
+    """The server's certificate names localhost, not 127.0.0.1: by IP it must not verify."""
+    with pytest.raises(Exception, match="(?i)certificate|hostname|ip address"):
+        Client(tls_url(tls_port, pki, host="127.0.0.1"), namespace="tls-sdk")
+
+
 def test_a_cli_process_over_tls(tls_port: int, pki: Pki) -> None:
     out = subprocess.run(
         shardsched_cmd("status", "--json"),

@@ -36,6 +36,21 @@ def blocking(
     return method
 
 
+def _tls_kwargs(redis_url: str) -> dict[str, Any]:
+    """What redis-py is told about TLS: the options the trio client reads, nothing else
+    (a ``ssl_cert_reqs=none`` or ``ssl_check_hostname=false`` in the URL is a ValueError,
+    as it is for the CLI and the services), and verification with hostname checks on."""
+    from urllib.parse import urlsplit
+
+    from shardsched.store.redis.tls import parse_options
+
+    parts = urlsplit(redis_url)
+    parse_options(parts.query)  # refuses any other option
+    if parts.scheme != "rediss":
+        return {}
+    return {"ssl_cert_reqs": "required", "ssl_check_hostname": True}
+
+
 class Client:
     """A synchronous handle on one shardsched deployment (redis-py + hiredis).
 
@@ -72,7 +87,7 @@ class Client:
             )
             self._redis = None
         else:
-            self._redis = redis_py.Redis.from_url(redis_url, protocol=2)
+            self._redis = redis_py.Redis.from_url(redis_url, protocol=2, **_tls_kwargs(redis_url))
             # Raw RESP replies, as the trio client sees them: the operations are shared.
             self._redis.response_callbacks.clear()
         self._load_scripts()
