@@ -171,7 +171,7 @@ def test_the_sdk_refuses_to_turn_verification_off(tls_port: int, pki: Pki, opt_o
 
 def test_the_sdk_checks_the_server_s_name(tls_port: int, pki: Pki) -> None:
     """The server's certificate names localhost, not 127.0.0.1: by IP it must not verify."""
-    with pytest.raises(Exception, match="(?i)certificate|hostname|ip address"):
+    with pytest.raises(Exception, match=r"(?i)certificate|hostname|ip address"):
         Client(tls_url(tls_port, pki, host="127.0.0.1"), namespace="tls-sdk")
 
 
