@@ -151,9 +151,11 @@ async def test_a_team_sees_and_touches_only_its_own(base, redis, dep, node, work
         dag_id = (await ta.post("/api/v1/dags", json=dag)).json()["dag_id"]
         run_id = (await ta.post(f"/api/v1/jobs/{job_id}/trigger")).json()["run_id"]
         dag_run = (await ta.post(f"/api/v1/dags/{dag_id}/trigger")).json()["dag_run_id"]
-        await tb.post(
-            "/api/v1/jobs", json={"name": "b-job", "command": "true", "schedule": EVERY_HOUR}
-        )
+        b_job = (
+            await tb.post(
+                "/api/v1/jobs", json={"name": "b-job", "command": "true", "schedule": EVERY_HOUR}
+            )
+        ).json()["job_id"]
         with trio.fail_after(15):  # a-once fails twice: dead letter
             while not (await ta.get("/api/v1/dead-letter")).json()["runs"]:
                 await trio.sleep(0.05)
@@ -197,6 +199,23 @@ async def test_a_team_sees_and_touches_only_its_own(base, redis, dep, node, work
             ("GET", f"/api/v1/dags/{dag_id}/runs", None),
             ("GET", f"/api/v1/dag-runs/{dag_run}", None),
         ]
+        # reaching A's DAG through depends_on, or taking A's ids by PUT: the 404 of an
+        # unknown id (a PUT on an unknown id would create it, so no twin request here)
+        takes = [
+            (
+                "POST",
+                "/api/v1/jobs",
+                {"name": "b-dep", "command": "true", "depends_on": [f"{dag_id}.t"]},
+            ),
+            ("PUT", f"/api/v1/jobs/{job_id}", {"name": "b-x", "command": "true",
+                                               "schedule": EVERY_HOUR}),
+            ("PUT", f"/api/v1/dags/{dag_id}", {**dag, "name": "b-etl"}),
+            ("PATCH", f"/api/v1/jobs/{b_job}", {"depends_on": [f"{dag_id}.t"]}),
+        ]  # fmt: skip
+        for method, path, body in takes:
+            theirs = await tb.request(method, path, json=body)
+            assert theirs.status_code == 404, (method, path, theirs.text)
+            assert theirs.json()["error"]["code"] == "not_found", theirs.text
         for method, path, body in probes:
             theirs = await tb.request(method, path, json=body)
             missing = await tb.request(

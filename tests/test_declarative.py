@@ -149,7 +149,9 @@ async def test_a_team_puts_only_its_own_names_and_ids(node, http, redis, dep) ->
     team = {"authorization": f"Bearer {secret}"}
     await http.put("/api/v1/jobs/b-owned", json={**JOB, "name": "b-job"})
     theirs = await http.put("/api/v1/jobs/b-owned", json={**JOB, "name": "a-job"}, headers=team)
-    assert theirs.status_code == 409  # another team's id: taken, and left alone
+    unknown = await http.get("/api/v1/jobs/no-such-id", headers=team)
+    assert theirs.status_code == 404  # another team's id: as unknown as any, and left alone
+    assert theirs.json()["error"]["code"] == unknown.json()["error"]["code"] == "not_found"
     assert (await http.get("/api/v1/jobs/b-owned")).json()["name"] == "b-job"
     outside = await http.put("/api/v1/jobs/new", json={**JOB, "name": "b-job"}, headers=team)
     assert outside.status_code == 403

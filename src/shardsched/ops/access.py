@@ -57,6 +57,17 @@ def require_visible(dep: Deployment, who: Principal, any_id: str, missing: NotFo
         raise missing
 
 
+def require_free_or_own(dep: Deployment, who: Principal, any_id: str, missing: NotFoundError) -> Op:
+    """Raise ``missing`` when ``any_id`` belongs to a job or DAG ``who`` does not see: a
+    put by a team's token may take a free id or its own, and meets another team's exactly
+    as an unknown id elsewhere. Free for an unbound token."""
+    if not who.bound:
+        return
+    name = yield from owner_name(dep, any_id)
+    if name is not None and not who.sees(name):
+        raise missing
+
+
 def require_name(who: Principal, name: str) -> None:
     """A create or rename by a team's token must stay within its prefixes (403: the name
     is the caller's own, so saying no leaks nothing)."""

@@ -19,7 +19,7 @@ from starlette.responses import Response
 
 from shardsched import ops
 from shardsched.core.access import Scope
-from shardsched.core.errors import DagRunNotFound
+from shardsched.core.errors import DagNotFound, DagRunNotFound, JobNotFound
 from shardsched.core.models import (
     BackfillRequest,
     DagPatch,
@@ -68,6 +68,7 @@ class Api(AdminHandlers, StreamHandlers):
     async def create_job(self, request: Request) -> Response:
         spec = await http.decode(request, _spec_decoder)
         access.require_name(who(request), spec.name)
+        await self._dependencies(request, spec.depends_on)
         created: JobCreated = await self._run(ops.create_job(self.dep, spec, who(request).name))
         return http.json_response(created, 201)
 
@@ -81,7 +82,8 @@ class Api(AdminHandlers, StreamHandlers):
         spec = await http.decode(request, _spec_decoder)
         job_id: str = request.path_params["job_id"]
         access.require_name(who(request), spec.name)
-        await self._not_others(request, job_id)
+        await self._not_others(request, job_id, JobNotFound(job_id))
+        await self._dependencies(request, spec.depends_on)
         op = declare.put_job(self.dep, job_id, spec, http.if_match(request), who(request).name)
         return _put_answer(*(await self._run(op)))
 
@@ -90,6 +92,8 @@ class Api(AdminHandlers, StreamHandlers):
         job_id = await self._job(request)
         if patch.name is not None:
             access.require_name(who(request), patch.name)
+        if patch.depends_on:
+            await self._dependencies(request, patch.depends_on)
         op = ops.patch_job(self.dep, job_id, patch, who(request).name, http.if_match(request))
         job: Job = await self._run(op)
         return http.etag(http.json_response(job), job.version)
@@ -215,7 +219,7 @@ class Api(AdminHandlers, StreamHandlers):
         spec = await http.decode(request, _dag_decoder)
         dag_id: str = request.path_params["dag_id"]
         access.require_name(who(request), spec.name)
-        await self._not_others(request, dag_id)
+        await self._not_others(request, dag_id, DagNotFound(dag_id))
         op = declare.put_dag(self.dep, dag_id, spec, http.if_match(request), who(request).name)
         return _put_answer(*(await self._run(op)))
 

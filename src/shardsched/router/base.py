@@ -60,12 +60,17 @@ class ApiBase:
         """404 (as for an unknown id) unless the caller's team owns ``any_id``."""
         await self._run(access.require_visible(self.dep, who(request), any_id, missing))
 
-    async def _not_others(self, request: Request, any_id: str) -> None:
-        """A put by a team's token: the id is free or the team's own (409 otherwise)."""
-        if who(request).bound:
-            name = await self._run(access.owner_name(self.dep, any_id))
-            if name is not None and not who(request).sees(name):
-                raise http.ApiError(409, "id_taken", f"id {any_id!r} is taken", {"id": any_id})
+    async def _not_others(self, request: Request, any_id: str, missing: NotFoundError) -> None:
+        """A put by a team's token: the id is free or the team's own; another team's id
+        answers ``missing``, exactly as an unknown id does elsewhere, so a team learns
+        nothing of another's ids."""
+        await self._run(access.require_free_or_own(self.dep, who(request), any_id, missing))
+
+    async def _dependencies(self, request: Request, depends_on: list[str]) -> None:
+        """A team's job may depend only on its own DAG's tasks: another team's is a 404,
+        as an unknown one is (and nothing is written)."""
+        for dep_id in depends_on:
+            await self._visible(request, dep_id, JobNotFound(dep_id))
 
     async def _job(self, request: Request) -> str:
         job_id: str = request.path_params["job_id"]
