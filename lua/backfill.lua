@@ -11,11 +11,11 @@
   ARGV[1] shard key base; run:<id>, runs:<job>, bfq:<job> are built from it (same slot)
   ARGV[2] job id
   ARGV[3] max concurrent backfill runs of the job
-  ARGV[4] who asks (the change log, chg:<job>, gets a 'backfill')
+  ARGV[4] who asks (the job's log of runs by hand, acts:<job>, gets a 'backfill')
   ARGV[5] the window asked for, for the log
   ARGV[6..] ticks (ms)
 
-  Keys built from the shard key base (each in KEYS' hash slot): bfq:<id>, chg:<id>, job:<id>,
+  Keys built from the shard key base (each in KEYS' hash slot): acts:<id>, bfq:<id>, job:<id>,
     run:<id>, runs:<id>.
 
   Returns {1, queued, already, released}: ticks newly queued, ticks that had a run or were
@@ -50,7 +50,7 @@ for i = 6, #ARGV do
   end
 end
 rcall('HSET', job_key, 'bfm', ARGV[3])
-log_change(base .. 'chg:' .. job, 'backfill', ARGV[4], '',
+log_change(base .. 'acts:' .. job, 'backfill', ARGV[4], '',
   ARGV[5] .. ': ' .. queued .. ' ticks queued, ' .. already .. ' had runs')
 local released = backfill_release(base, ready_key, job, now)
 return {1, queued, already, released}

@@ -8,7 +8,7 @@
   KEYS[2] deadletter  ZSET run_id -> when it was dead-lettered
   ARGV[1] shard key base; run:<id> and runs:<job> keys are built from it (same hash slot)
   ARGV[2] run id
-  ARGV[3] who retries it (the job's change log, chg:<job>, gets a 'retry')
+  ARGV[3] who retries it (the job's log of runs by hand, acts:<job>, gets a 'retry')
 
   Returns {1, new_run_id}; {2, new_run_id} it was retried already (nothing written: a
   double click must not run the job twice); {-1} no such run; {-2} the run is not
@@ -50,6 +50,6 @@ rcall('ZADD', runs_key, rcall('ZSCORE', runs_key, rid) or 0, next_rid)
 rcall('XADD', ready_key, '*', 'r', next_rid)
 rcall('ZREM', dead_key, rid)
 rcall('HSET', run_key, 'nx', next_rid)
-log_change(base .. 'chg:' .. job, 'retry', ARGV[3], '', rid .. ' -> ' .. next_rid)
+log_change(base .. 'acts:' .. job, 'retry', ARGV[3], '', rid .. ' -> ' .. next_rid)
 emit_event(base, next_rid, '', 'scheduled', '', 'retry of ' .. rid)
 return {1, next_rid}

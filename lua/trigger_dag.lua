@@ -8,7 +8,7 @@
   KEYS[2] ready   STREAM of fired runs
   ARGV[1] shard key base (lib/dag builds its keys from it, dagv:<dag>:<tv> too)
   ARGV[2] dag id
-  ARGV[3] who triggers it (the DAG's change log, chg:<dag>, gets a 'trigger')
+  ARGV[3] who triggers it (the DAG's log of runs by hand, acts:<dag>, gets a 'trigger')
 
   Keys built from the shard key base (each in KEYS' hash slot): dagq:<id>, dagrun:<id>,
     dagwait, job:<id>, run:<id>, runs:<id>, skips:<id>.
@@ -37,5 +37,5 @@ end
 local now = server_now_ms()
 local n = rcall('HINCRBY', dag_key, 'triggers', 1)
 local code, drid = dag_open(base, ready_key, dag, 't' .. n, now, now, true)
-log_change(base .. 'chg:' .. dag, 'trigger', ARGV[3], '', drid)
+log_change(base .. 'acts:' .. dag, 'trigger', ARGV[3], '', drid)
 return {code, drid, now}

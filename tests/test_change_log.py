@@ -182,3 +182,29 @@ async def test_version_history_is_bounded_and_the_change_log_is_whole(redis, dep
     assert versions[-1].spec.command == "echo 105" and versions[0].spec.command == "echo 5"
     log = await ops.drive_async(changes.job_changes(dep, job_id, limit=1000), redis)
     assert len(log.changes) == 106 and log.changes[-1].action == "create"
+
+
+async def test_triggers_cannot_push_a_change_out_of_the_change_log(http, redis, dep) -> None:
+    """Runs by hand go to a stream of their own (acts:<id>), capped apart: a job's
+    triggers, however many, leave its changes where they were; the log shows both, newest
+    first, one page after another."""
+    body = {"name": "j", "command": "true", "schedule": EVERY_HOUR}
+    job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
+    path = f"/api/v1/jobs/{job_id}"
+    assert (await http.patch(path, json={"command": "echo 2"})).status_code == 200
+    sk = dep.keys_for(job_id)
+    before = await redis.execute("XRANGE", sk.changes(job_id), "-", "+")
+    for _ in range(30):
+        assert (await http.post(f"{path}/trigger")).status_code == 201
+    assert await redis.execute("XRANGE", sk.changes(job_id), "-", "+") == before
+    assert await redis.execute("XLEN", sk.acts(job_id)) == 30
+    seen: list[str] = []
+    cursor = None
+    while True:
+        params = {"limit": 7, **({"cursor": cursor} if cursor else {})}
+        page = (await http.get(f"{path}/changes", params=params)).json()
+        seen += [c["action"] for c in page["changes"]]
+        cursor = page.get("next_cursor")
+        if not cursor:
+            break
+    assert seen == ["trigger"] * 30 + ["update", "create"], seen

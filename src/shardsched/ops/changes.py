@@ -38,6 +38,11 @@ def _change(entry_id: bytes, fields: list[bytes]) -> Change:
     )
 
 
+def _newest_first(row: Any) -> tuple[int, int]:
+    ms, _, seq = row[0].partition(b"-")
+    return -int(ms), -int(seq or 0)
+
+
 def changes(
     dep: Deployment, any_id: str, missing: Exception, limit: int = 50, cursor: str | None = None
 ) -> Op:
@@ -46,15 +51,17 @@ def changes(
         raise ValidationError("not a cursor of this list", "$.cursor")
     sk = dep.keys_for(any_id)
     end = "+" if cursor is None else "(" + cursor
-    record, entries, first = yield [
+    record, entries, acts, first = yield [
         Call(("HMGET", sk.job(any_id), "created", "version", "by")),
         Call(("XREVRANGE", sk.changes(any_id), end, "-", "COUNT", limit + 1)),
+        Call(("XREVRANGE", sk.acts(any_id), end, "-", "COUNT", limit + 1)),
         Call(("HGET", sk.versions(any_id), "1")),
     ]
     created, version, by = check(record)
     if created is None:
         raise missing
-    rows: list[Any] = check(entries)
+    # changes and runs by hand, kept in two streams (each capped on its own), newest first
+    rows: list[Any] = sorted([*check(entries), *check(acts)], key=_newest_first)
     out = [_change(eid, fields) for eid, fields in rows[:limit]]
     if len(rows) > limit:
         return ChangeList(id=any_id, changes=out, next_cursor=rows[limit - 1][0].decode())

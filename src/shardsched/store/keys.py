@@ -201,6 +201,11 @@ class ShardKeys:
         """STREAM who changed a job or DAG, how and when (lua/lib/changes.lua)."""
         return self.base + "chg:" + any_id
 
+    def acts(self, any_id: str) -> str:
+        """STREAM who ran a job or DAG by hand (trigger, backfill, retry) and when: apart
+        from its change log, so a flood of triggers cannot push a change out of it."""
+        return self.base + "acts:" + any_id
+
     def output(self, rid: str) -> str:
         """STRING the last 64 KiB a run printed."""
         return self.base + "out:" + rid
