@@ -373,3 +373,34 @@ async def test_the_cli_finds_its_token(base, redis, dep, tmp_path) -> None:
     (tmp_path / ".shardsched" / "token").write_text(secret)
     by_dev_dir = await trio.to_thread.run_sync(lambda: run([*listing, "--api", base]))
     assert by_dev_dir.returncode == 0, by_dev_dir.stderr
+
+
+async def test_token_acts_are_logged_and_a_token_goes_by_its_hash_too(base, redis, dep) -> None:
+    """Making and revoking tokens is in the token log with who did it; a token written
+    straight into Redis (no name entry) is still found and revoked, by name or by hash."""
+    admin = await token(redis, dep, "root-admin", Scope.ADMIN)
+    async with client(base, admin) as c:
+        made = (await c.post("/api/v1/tokens", json={"name": "ci", "scopes": ["read"]})).json()
+        secret = made["token"]
+        assert (await c.delete(f"/api/v1/tokens/{token_hash(secret)}")).status_code == 200
+        async with client(base, secret) as gone:
+            assert (await gone.get("/api/v1/jobs")).status_code == 401
+        # a record planted in Redis by hand, without its n:<name> entry
+        planted = "sst_planted-secret-planted-secret"
+        record = (
+            b'{"name":"rogue","scopes":["admin"],"prefixes":[],"created_at":1,"created_by":"?"}'
+        )
+        await redis.execute("HSET", dep.globals.tokens, "h:" + token_hash(planted), record)
+        async with client(base, planted) as rogue:
+            assert (await rogue.get("/api/v1/jobs")).status_code == 200
+            assert (await c.delete("/api/v1/tokens/rogue")).status_code == 200
+            assert (await rogue.get("/api/v1/jobs")).status_code == 401
+        assert (await c.delete("/api/v1/tokens/rogue")).status_code == 404
+        log = (await c.get("/api/v1/tokens/log")).json()["acts"]
+    seen = [(a["action"], a["name"], a["by"]) for a in log]
+    assert seen[:3] == [
+        ("revoked", "rogue", "root-admin"),
+        ("revoked", "ci", "root-admin"),
+        ("created", "ci", "root-admin"),
+    ], seen
+    assert log[1]["detail"] == "by hash" and log[2]["detail"] == "read"

@@ -1,4 +1,4 @@
-"""``shardsched tokens create|list|revoke``: API tokens, through the API (with an admin
+"""``shardsched tokens create|list|revoke|log``: API tokens, through the API (with an admin
 token) or, to make the first one, straight in Redis with ``--redis``.
 
 A new token's secret is printed once, on stdout, and is never shown again: Redis keeps
@@ -50,7 +50,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     tsub.add_parser("list", parents=[common, direct], help="names, scopes, teams")
     revoke = tsub.add_parser("revoke", parents=[common, direct], help="refused from now on")
-    revoke.add_argument("name")
+    revoke.add_argument("name", help="its name, or the SHA-256 of its secret (64 hex digits)")
+    tsub.add_parser("log", parents=[common, direct], help="who made or revoked which token")
 
 
 def _through_api(args: argparse.Namespace) -> Any:
@@ -61,6 +62,8 @@ def _through_api(args: argparse.Namespace) -> Any:
         return request(api, "POST", "/api/v1/tokens", body)
     if cmd == "list":
         return request(api, "GET", "/api/v1/tokens")
+    if cmd == "log":
+        return request(api, "GET", "/api/v1/tokens/log")
     return request(api, "DELETE", f"/api/v1/tokens/{quoted(args.name)}")
 
 
@@ -83,8 +86,10 @@ def _in_redis(args: argparse.Namespace) -> Any:
                 op = tokens.create_token(dep, body, "shardsched tokens (redis)")
             elif cmd == "list":
                 op = tokens.list_tokens(dep)
+            elif cmd == "log":
+                op = tokens.token_log(dep)
             else:
-                op = tokens.revoke_token(dep, args.name)
+                op = tokens.revoke_token(dep, args.name, "shardsched tokens (redis)")
             return await ops.drive_async(op, redis)
         finally:
             await redis.aclose()
@@ -106,6 +111,9 @@ def _show(args: argparse.Namespace, out: Any) -> str:
         return str(out["token"])
     if cmd == "revoke":
         return f"revoked {out['revoked']}"
+    if cmd == "log":
+        acts = [[a["at"], a["action"], a["name"], a["by"], a["detail"] or "-"] for a in out["acts"]]
+        return table(["AT", "ACTION", "TOKEN", "BY", "DETAIL"], acts)
     rows = [
         [
             t["name"],

@@ -89,6 +89,20 @@ class TokenList(msgspec.Struct):
     tokens: list[TokenInfo]
 
 
+class TokenAct(msgspec.Struct, kw_only=True):
+    """One entry of the token log: a token made or revoked, by whom, when."""
+
+    at: datetime
+    action: str  #: created, revoked
+    by: str
+    name: str
+    detail: str | None = None  #: its scopes and prefixes; how a revoke found it
+
+
+class TokenLog(msgspec.Struct):
+    acts: list[TokenAct]
+
+
 class Principal(msgspec.Struct, frozen=True):
     """Who a request acts as: a token's name, what it may do and which names it sees."""
 

@@ -64,6 +64,7 @@ def write_private(path: Path, text: str) -> None:
 
 
 DEV_TOKEN_NAME = "dev-admin"
+DEV_ACTOR = "shardsched dev"
 
 
 async def ensure_admin_token(redis: Redis, dep: ops.Deployment, data_dir: Path) -> Path:
@@ -74,9 +75,9 @@ async def ensure_admin_token(redis: Redis, dep: ops.Deployment, data_dir: Path) 
         known = await ops.drive_async(tokens.authenticate(dep, path.read_text().strip()), redis)
         if known is not None:
             return path
-    await ops.drive_async(tokens.forget_token(dep, DEV_TOKEN_NAME), redis)
+    await ops.drive_async(tokens.forget_token(dep, DEV_TOKEN_NAME, DEV_ACTOR), redis)
     request = TokenRequest(name=DEV_TOKEN_NAME, scopes=[Scope.ADMIN])
-    created = await ops.drive_async(tokens.create_token(dep, request, "shardsched dev"), redis)
+    created = await ops.drive_async(tokens.create_token(dep, request, DEV_ACTOR), redis)
     write_private(path, created.token + "\n")
     return path
 

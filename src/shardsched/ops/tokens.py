@@ -9,9 +9,11 @@ from __future__ import annotations
 import msgspec
 
 from shardsched.core.access import (
+    TokenAct,
     TokenCreated,
     TokenInfo,
     TokenList,
+    TokenLog,
     TokenRecord,
     TokenRequest,
     new_token,
@@ -47,8 +49,16 @@ def create_token(dep: Deployment, request: TokenRequest, created_by: str) -> Op:
         created_at=0,
         created_by=created_by,
     )
+    grants = ",".join(record.scopes) + (
+        " for " + ",".join(record.prefixes) + "*" if record.prefixes else ""
+    )
     call = tokens_lua.create_token(
-        dep.globals, request.name, token_hash(secret), msgspec.json.encode(record)
+        dep.globals,
+        request.name,
+        token_hash(secret),
+        msgspec.json.encode(record),
+        created_by,
+        grants,
     )
     (reply,) = yield [call]
     now = tokens_lua.decode_created(check(reply))
@@ -70,16 +80,35 @@ def list_tokens(dep: Deployment) -> Op:
     return TokenList(tokens=[_info(r) for r in sorted(records, key=lambda r: r.name)])
 
 
-def revoke_token(dep: Deployment, name: str) -> Op:
-    if not (yield from forget_token(dep, name)):
-        raise NotFoundError(f"token {name!r} not found")
-    return {"revoked": name}
+def revoke_token(dep: Deployment, which: str, by: str) -> Op:
+    """Revoke a token by its name or the SHA-256 of its secret (``by``: who, for the log)."""
+    if not (yield from forget_token(dep, which, by)):
+        raise NotFoundError(f"token {which!r} not found")
+    return {"revoked": which}
 
 
-def forget_token(dep: Deployment, name: str) -> Op:
-    """Revoke a token by name if it exists; whether it did."""
-    (reply,) = yield [tokens_lua.revoke_token(dep.globals, name)]
+def forget_token(dep: Deployment, which: str, by: str) -> Op:
+    """Revoke a token by name (or hash) if it exists; whether it did."""
+    (reply,) = yield [tokens_lua.revoke_token(dep.globals, which, by)]
     return bool(check(reply))
+
+
+def token_log(dep: Deployment, limit: int = 100) -> Op:
+    """Who made or revoked which token, newest first (never a secret or its hash)."""
+    (reply,) = yield [Call(("XREVRANGE", dep.globals.tokenlog, "+", "-", "COUNT", limit))]
+    acts = []
+    for entry_id, fields in check(reply):
+        f = dict(zip(fields[::2], fields[1::2], strict=True))
+        acts.append(
+            TokenAct(
+                at=from_ms(int(entry_id.split(b"-")[0])),
+                action=f[b"a"].decode(),
+                by=f[b"by"].decode(),
+                name=f[b"n"].decode(),
+                detail=f.get(b"x", b"").decode() or None,
+            )
+        )
+    return TokenLog(acts=acts)
 
 
 def authenticate(dep: Deployment, token: str) -> Op:

@@ -15,7 +15,7 @@ from shardsched.router import http
 from shardsched.router.base import ApiBase
 from shardsched.router.guards import unbound, who
 from shardsched.router.openapi import openapi_document
-from shardsched.router.schemas import AuditQuery, Health, Readiness
+from shardsched.router.schemas import AuditQuery, Health, Readiness, TokenLogQuery
 from shardsched.runtime.metrics import refresh_cluster
 
 _heartbeat_decoder = msgspec.json.Decoder(protocol.HeartbeatRequest)
@@ -113,4 +113,10 @@ class AdminHandlers(ApiBase):
     async def revoke_token(self, request: Request) -> Response:
         unbound(request)
         name = request.path_params["name"]
-        return http.json_response(await self._run(tokens.revoke_token(self.dep, name)))
+        op = tokens.revoke_token(self.dep, name, who(request).name)
+        return http.json_response(await self._run(op))
+
+    async def token_log(self, request: Request) -> Response:
+        unbound(request)
+        q: TokenLogQuery = http.query(request, TokenLogQuery)
+        return http.json_response(await self._run(tokens.token_log(self.dep, q.limit)))

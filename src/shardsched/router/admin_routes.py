@@ -3,13 +3,13 @@ cluster, API tokens and the internal worker protocol (:mod:`.routes` holds the r
 
 from __future__ import annotations
 
-from shardsched.core.access import Scope, TokenCreated, TokenList, TokenRequest
+from shardsched.core.access import Scope, TokenCreated, TokenList, TokenLog, TokenRequest
 from shardsched.ops import protocol
 from shardsched.ops.audit import AuditReport
 from shardsched.ops.cluster import ClusterView, WorkerList
 from shardsched.ops.status import Status
 from shardsched.router.operation import BODY_ERRORS, Operation
-from shardsched.router.schemas import AuditQuery, Health, Readiness
+from shardsched.router.schemas import AuditQuery, Health, Readiness, TokenLogQuery
 
 ADMIN_OPERATIONS: tuple[Operation, ...] = (
     Operation(
@@ -142,9 +142,19 @@ ADMIN_OPERATIONS: tuple[Operation, ...] = (
         scope=Scope.ADMIN,
     ),
     Operation(
+        "get",
+        "/api/v1/tokens/log",
+        "Who made or revoked which token, and when (newest first)",
+        TokenLog,
+        query=TokenLogQuery,
+        tags=("tokens",),
+        handler="token_log",
+        scope=Scope.ADMIN,
+    ),
+    Operation(
         "delete",
         "/api/v1/tokens/{name}",
-        "Revoke a token: refused on its next request",
+        "Revoke a token by name or by the SHA-256 of its secret: refused on its next request",
         None,
         errors=(404,),
         tags=("tokens",),

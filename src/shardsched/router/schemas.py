@@ -85,6 +85,12 @@ class ChangeQuery(msgspec.Struct, forbid_unknown_fields=True):
     cursor: CursorText | UnsetType = UNSET
 
 
+class TokenLogQuery(msgspec.Struct, forbid_unknown_fields=True):
+    """The newest entries of the token log."""
+
+    limit: PageSize = DEFAULT_PAGE
+
+
 class DagQuery(msgspec.Struct, forbid_unknown_fields=True):
     limit: PageSize = DEFAULT_PAGE
     cursor: CursorText | UnsetType = UNSET

@@ -241,6 +241,11 @@ class GlobalKeys:
         return f"{self.namespace}:{{g}}:workerinfo"
 
     @property
+    def tokenlog(self) -> str:
+        """STREAM (capped) who made or revoked which API token, when (lua/lib/tokenlog.lua)."""
+        return f"{self.namespace}:{{g}}:tokenlog"
+
+    @property
     def supervised(self) -> str:
         """HASH child name → records.Supervised JSON: what ``shardsched dev`` keeps alive."""
         return f"{self.namespace}:{{g}}:supervised"

@@ -17,13 +17,16 @@ class Created(enum.IntEnum):
     NAME_TAKEN = -1
 
 
-CREATE_TOKEN = signature("create_token", keys=("tokens",), argv=("name", "sha", "record"))
+CREATE_TOKEN = signature(
+    "create_token", keys=("tokens", "tokenlog"), argv=("name", "sha", "record", "by", "grants")
+)
 
 
-def create_token(gk: GlobalKeys, name: str, sha: str, record: bytes) -> Call:
-    """Store a token; ``record`` is its JSON with ``"created_at":0`` for the server's clock.
+def create_token(gk: GlobalKeys, name: str, sha: str, record: bytes, by: str, grants: str) -> Call:
+    """Store a token and log who made it (``grants``: its scopes and prefixes, as the log
+    shows them); ``record`` is its JSON with ``"created_at":0`` for the server's clock.
     Decode with :func:`decode_created`."""
-    return CREATE_TOKEN.call((gk.tokens,), (name, sha, record))
+    return CREATE_TOKEN.call((gk.tokens, gk.tokenlog), (name, sha, record, by, grants))
 
 
 def decode_created(reply: Sequence[Any]) -> int | None:
@@ -31,9 +34,10 @@ def decode_created(reply: Sequence[Any]) -> int | None:
     return None if reply[0] == Created.NAME_TAKEN else int(reply[1])
 
 
-REVOKE_TOKEN = signature("revoke_token", keys=("tokens",), argv=("name",))
+REVOKE_TOKEN = signature("revoke_token", keys=("tokens", "tokenlog"), argv=("which", "by"))
 
 
-def revoke_token(gk: GlobalKeys, name: str) -> Call:
-    """Remove a token by name; the reply is 1 revoked, 0 no such token."""
-    return REVOKE_TOKEN.call((gk.tokens,), (name,))
+def revoke_token(gk: GlobalKeys, which: str, by: str) -> Call:
+    """Remove a token by name or by the SHA-256 of its secret, and log who did; the reply
+    is how many records went (0: no such token)."""
+    return REVOKE_TOKEN.call((gk.tokens, gk.tokenlog), (which, by))
