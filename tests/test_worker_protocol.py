@@ -96,3 +96,44 @@ async def test_a_worker_id_in_the_path_is_validated(http) -> None:
         reply = await http.post(f"/internal/workers/{bad}/heartbeat", json={})
         assert reply.status_code == 422, (bad, reply.text)
         assert reply.json()["error"]["details"]["field"] == "$.worker_id"
+
+
+async def test_a_worker_token_acts_only_as_its_own_workers(node, http, redis, dep) -> None:
+    """A worker's token names the workers it may be (its prefixes, or its name): it cannot
+    claim, renew or complete as another worker, even one whose run it saw."""
+    from shardsched.core.access import Scope, TokenRequest
+    from shardsched.ops import tokens
+
+    async def worker_token(name: str, prefixes: list[str]) -> str:
+        request = TokenRequest(name=name, scopes=[Scope.WORKER], prefixes=prefixes)
+        return str((await ops.drive_async(tokens.create_token(dep, request, "t"), redis)).token)
+
+    body = {"name": "own", "schedule": {"type": "once", "at": "2020-01-01T00:00:00Z"},
+            "command": "true", "lease_s": 5}  # fmt: skip
+    await http.post("/api/v1/jobs", json=body)
+    base = str(http.base_url)
+    pool = await worker_token("pool", ["pool-"])
+    solo = await worker_token("solo", [])
+    mine = HttpWorkerClient(base, "pool-1", pool)
+    await trio.to_thread.run_sync(mine.heartbeat, 2, 2)
+
+    async def claimed() -> list | None:
+        return await trio.to_thread.run_sync(mine.claim, 1) or None
+
+    (run,) = await wait_until(claimed)
+    for who, worker_id in ((solo, "pool-1"), (pool, "solo"), (pool, "other-1")):
+        impostor = HttpWorkerClient(base, worker_id, who)
+        for call in (
+            lambda c=impostor: c.heartbeat(1, 1),
+            lambda c=impostor: c.claim(1),
+            lambda c=impostor: c.renew(run),
+            lambda c=impostor: c.complete(run, False, 1),
+        ):
+            with pytest.raises(ProtocolError) as refused:
+                await trio.to_thread.run_sync(call)
+            assert refused.value.status == 403, (worker_id, refused.value)
+    assert (await http.get(f"/api/v1/runs/{run['run_id']}")).json()["state"] == "running"
+    solo_self = HttpWorkerClient(base, "solo-7", solo)  # its name is its prefix
+    await trio.to_thread.run_sync(solo_self.heartbeat, 1, 1)
+    done = await trio.to_thread.run_sync(lambda: mine.complete(run, True, 0))
+    assert done["state"] == "succeeded"

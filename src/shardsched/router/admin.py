@@ -13,7 +13,7 @@ from shardsched.ops.cluster import ClusterView, cluster_view, list_workers
 from shardsched.ops.status import status_view
 from shardsched.router import http
 from shardsched.router.base import ApiBase
-from shardsched.router.guards import unbound, who
+from shardsched.router.guards import as_worker, unbound, who
 from shardsched.router.openapi import openapi_document
 from shardsched.router.schemas import AuditQuery, Health, Readiness, TokenLogQuery
 from shardsched.runtime.metrics import refresh_cluster
@@ -38,20 +38,24 @@ class AdminHandlers(ApiBase):
 
     async def worker_heartbeat(self, request: Request) -> Response:
         worker_id = request.path_params["worker_id"]
+        as_worker(request, worker_id)
         body = await http.decode(request, _heartbeat_decoder)
         return http.json_response(await self._run(protocol.heartbeat(self.dep, worker_id, body)))
 
     async def worker_claim(self, request: Request) -> Response:
         body = await http.decode(request, _claim_decoder)
+        as_worker(request, body.worker_id)
         return http.json_response(await self._run(protocol.claim(self.dep, body)))
 
     async def worker_renew(self, request: Request) -> Response:
         body = await http.decode(request, _renew_decoder)
+        as_worker(request, body.worker_id)
         rid = request.path_params["run_id"]
         return http.json_response(await self._run(protocol.renew(self.dep, rid, body)))
 
     async def worker_complete(self, request: Request) -> Response:
         body = await http.decode(request, _complete_decoder)
+        as_worker(request, body.worker_id)
         rid = request.path_params["run_id"]
         return http.json_response(await self._run(protocol.complete(self.dep, rid, body)))
 

@@ -145,3 +145,21 @@ def unbound(request: Request) -> None:
         raise ApiError(
             403, "forbidden", f"token {principal.name!r} is bound to a team: not cluster-wide"
         )
+
+
+def as_worker(request: Request, worker_id: str) -> None:
+    """A ``worker`` token acts only as its own workers: ids that start with one of its
+    prefixes, or with its name when it has none (an ``admin`` token as any). So one
+    worker's token cannot claim, renew or complete as another worker (403)."""
+    principal = who(request)
+    if Scope.ADMIN in principal.scopes:
+        return
+    allowed = principal.prefixes or (principal.name,)
+    if not worker_id.startswith(allowed):
+        names = ", ".join(repr(p) for p in allowed)
+        raise ApiError(
+            403,
+            "forbidden",
+            f"token {principal.name!r} acts only as workers whose id starts with {names}",
+            {"field": "worker_id"},
+        )
