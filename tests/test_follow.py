@@ -4,12 +4,17 @@ the job's exit code), `dags trigger --watch`, and `--timeout`."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import subprocess
+import time
 from pathlib import Path
 
 import httpx
+import pytest
+import trio
 
-from conftest import wait_until
+from conftest import child_env, shardsched_cmd, wait_until
 from shardsched.store.calls import call_script
 from shardsched.store.lua import runs as lua
 from test_surfaces import cli
@@ -123,3 +128,37 @@ async def test_wait_follow_and_watch_from_the_cli(node, worker, http, tmp_path: 
     lines = out.stdout.splitlines()
     assert any(line.split()[1:] == ["load", "succeeded"] for line in lines), lines
     assert lines[-1].split() == [lines[-1].split()[0], "succeeded"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+async def test_follow_a_three_minute_job_live_to_its_outcome(node, worker, http) -> None:
+    """The stream is not cut by any read deadline (it used to end at exactly 10 s): a
+    follower of a job of three minutes, silent for 20 s at a time (past the server's read
+    timeout, and the 15 s keep-alive), prints each line as it comes and exits with the
+    job's own status."""
+    job = await create(
+        http, "for i in 1 2 3 4 5 6 7 8 9; do echo line $i; sleep 20; done; exit 5",
+        timeout_s=400,
+    )  # fmt: skip
+    token = http.headers["authorization"].removeprefix("Bearer ")
+    argv = shardsched_cmd("jobs", "trigger", job, "--follow", "--api", str(http.base_url))
+    env = {**child_env(), "SHARDSCHED_TOKEN": token}
+    arrivals: list[tuple[float, str]] = []
+
+    def follow() -> int:
+        started = time.monotonic()
+        with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env) as proc:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                arrivals.append((time.monotonic() - started, line.rstrip("\n")))
+            return proc.wait(timeout=30)
+
+    code = await trio.to_thread.run_sync(follow)
+    assert code == 5, arrivals
+    printed, summary = arrivals[:9], " ".join(text for _, text in arrivals[9:])
+    assert [text for _, text in printed] == [f"line {i}" for i in range(1, 10)], arrivals
+    assert "failed" in summary, summary  # then the run, as `runs get` shows it
+    times = [t for t, _ in printed]
+    assert times[-1] - times[0] > 150, times  # they came as printed, not all at the end
+    assert all(b - a > 10 for a, b in itertools.pairwise(times)), times
