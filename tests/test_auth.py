@@ -93,7 +93,7 @@ async def test_scopes(base, redis, dep) -> None:
     }
     secrets[Scope.ADMIN] = await token(redis, dep, "admin", Scope.ADMIN)
     job = {"name": "j", "command": "true", "schedule": EVERY_HOUR}
-    claim = {"worker_id": "w1", "max_runs": 1}
+    claim = {"worker_id": "worker-1", "max_runs": 1}  # the worker token acts as its own
     async with client(base, secrets[Scope.WRITE]) as writer:
         job_id = (await writer.post("/api/v1/jobs", json=job)).json()["job_id"]
     before = await keyspace(redis, dep.namespace)

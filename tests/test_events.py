@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 from contextlib import aclosing
+from datetime import datetime
 
 import httpx
 import trio
@@ -101,7 +102,8 @@ async def test_every_transition_of_a_run_is_an_event(node, worker, http) -> None
         "upstream_failed",
         drid,
     )
-    ats = [e["at"] for e in events]
+    # instants, not their text: "…:54Z" sorts after "…:54.001000Z" as a string
+    ats = [datetime.fromisoformat(e["at"]) for e in events]
     assert ats == sorted(ats)  # one order across the shards
     assert len({e["cursor"] for e in events}) == len(events)
 
