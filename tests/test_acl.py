@@ -139,3 +139,97 @@ async def test_what_a_role_must_not_do_is_refused(users, own_redis_server, role:
         assert await redis.execute("PING") == b"PONG"
     finally:
         await redis.aclose()
+
+
+async def test_a_worker_runs_everything_under_its_role_and_writes_nothing_else(users) -> None:
+    """The worker role writes only what running runs needs: a DAG's releases, retries to
+    a dead letter, an auto-pause, live output and a hand-back all work under it; a token,
+    the token log, the node registry, the deployment's meta and a shard's lease are
+    refused to it, from a client and from inside a script."""
+    from shardsched.core.models import DagSpec, RetryPolicy, TaskSpec
+    from shardsched.ops import dags as dag_ops
+    from shardsched.ops import tokens
+
+    node_redis = Redis(users["node"], size=8)
+    worker_redis = Redis(users["worker"], size=8)
+    try:
+        dep = await ops.drive_async(ops.open_deployment(NS, 4), node_redis)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(ShardManager(node_redis, dep, node_id="n", renew_every_s=0.5).run)
+            worker = Worker(worker_redis, dep, "w", concurrency=4)
+            await nursery.start(worker.run)
+            once = OnceSchedule(at=from_ms(0))
+            no_retry = RetryPolicy(max_attempts=2, base_s=0, jitter=False)
+            specs = [
+                JobSpec(name="fails", schedule=once, command="exit 3", retry_policy=no_retry),
+                JobSpec(name="talks", schedule=once, command="echo a; sleep 3; echo b"),
+                JobSpec(name="streak", schedule=IntervalSchedule(every_s=0.5),
+                        command="exit 1", auto_pause_after=2),
+            ]  # fmt: skip
+            created = await ops.drive_async(ops.create_jobs(dep, specs), node_redis)
+            dag = DagSpec(
+                name="d",
+                schedule=once,
+                tasks=[
+                    TaskSpec(name="a", command="true"),
+                    TaskSpec(name="b", command="true", depends_on=["a"]),
+                ],
+            )
+            dag_id = (await ops.drive_async(dag_ops.create_dag(dep, dag), node_redis)).dag_id
+
+            async def settled() -> bool:
+                fails = await ops.drive_async(
+                    listing.runs_page(dep, created[0].job_id, 5), node_redis
+                )
+                talks = await ops.drive_async(
+                    listing.runs_page(dep, created[1].job_id, 5), node_redis
+                )
+                streak = await ops.drive_async(ops.get_job(dep, created[2].job_id), node_redis)
+                dag_runs = await ops.drive_async(listing.dag_runs_page(dep, dag_id, 5), node_redis)
+                return (
+                    any(r.state == "dead_letter" for r in fails.runs)
+                    and any(r.state == "succeeded" for r in talks.runs)
+                    and streak.status == "paused"
+                    and any(r.state == "succeeded" for r in dag_runs.dag_runs)
+                )
+
+            await wait_until(settled, timeout=30)
+            talks = await ops.drive_async(listing.runs_page(dep, created[1].job_id, 1), node_redis)
+            out = await ops.drive_async(ops.get_output(dep, talks.runs[0].run_id), node_redis)
+            assert out.output == "a\nb\n", out
+            worker.drain()  # hands back what it holds, under its role too
+            nursery.cancel_scope.cancel()
+
+        g, shard = dep.globals, dep.shard(0)
+        refused = [
+            ("HSET", g.tokens, "h:" + "0" * 64, '{"name":"x","scopes":["admin"]}'),
+            ("XADD", g.tokenlog, "*", "a", "created"),
+            ("ZADD", g.nodes, "1", "rogue-node"),
+            ("HSET", g.meta, "shards", "1"),
+            ("SET", shard.owner, "rogue-node"),
+            ("INCR", shard.epoch),
+            ("EVAL", "return redis.call('HSET', KEYS[1], 'h:y', '{}')", "1", g.tokens),
+            ("EVAL", "return redis.call('SET', KEYS[1], 'rogue')", "1", shard.owner),
+        ]
+        for command in refused:
+            with pytest.raises(ReplyError, match=DENIED):
+                await worker_redis.execute(*command)
+        assert await worker_redis.execute("HGET", g.tokens, "n:x") is None  # reads still go
+        assert await ops.drive_async(tokens.list_tokens(dep), worker_redis) is not None
+    finally:
+        await node_redis.aclose()
+        await worker_redis.aclose()
+
+
+def test_the_worker_may_write_every_shard_key_but_the_lease() -> None:
+    """A key added to store/keys.py is either in the worker's list or a decision not to
+    let workers write it: today that is only the shard's lease and fencing epoch."""
+    import re
+    from pathlib import Path
+
+    from shardsched.store.acl import WORKER_SHARD_KEYS
+
+    keys_py = (Path(__file__).resolve().parents[1] / "src/shardsched/store/keys.py").read_text()
+    named = set(re.findall(r'self\.base \+ "([a-z_]+:?)"', keys_py))
+    assert named - set(WORKER_SHARD_KEYS) == {"owner", "epoch"}
+    assert set(WORKER_SHARD_KEYS) <= named

@@ -7,8 +7,10 @@ Three roles, for ``ACL SETUSER <user> <rules…>`` (``shardsched acl`` prints th
 - ``reader``: the SDK or a report reading jobs and runs, ``shardsched status`` and
   ``shardsched audit``: reads only.
 
-Every role is limited to the deployment's keys (``~<ns>:*``) and channels (``&<ns>:*``)
-and has none of FLUSHALL, FLUSHDB, CONFIG, KEYS, DEBUG, SHUTDOWN, MONITOR or ACL. Redis
+Every role is limited to the deployment's keys (``~<ns>:*``) and channels (``&<ns>:*``);
+within them the reader may only read, and the worker may write only what running runs
+needs (:data:`WORKER_SHARD_KEYS`): never a token, the node registry or a shard's lease.
+No role has any of FLUSHALL, FLUSHDB, CONFIG, KEYS, DEBUG, SHUTDOWN, MONITOR or ACL. Redis
 checks a user's permissions on every command a Lua script runs as well, so a script
 cannot step outside them either. What ACLs cannot tell apart is *which* script a user
 runs: a worker's user may call any of our scripts (or load its own), within its
@@ -53,13 +55,43 @@ ROLES: dict[str, tuple[str, ...]] = {
 DENIED = ("flushall", "flushdb", "config", "keys", "debug", "shutdown", "monitor", "acl")
 
 
+#: The keys of a shard a worker writes (a family ending in ':' is one key per id): its
+#: claims, renewals, completions, output and hand-backs, and what a completion does (a
+#: retry, a dead letter, a DAG release, an auto-pause of the job). Not the shard's
+#: ``owner`` lease nor its fencing ``epoch``: only a node takes and keeps a shard.
+WORKER_SHARD_KEYS = (
+    "timer", "ready", "retries", "deadletter", "failures", "dags", "dagwait", "dagrun:",
+    "dagv:", "dagq:", "jobs", "stats", "job:", "run:", "runs:", "segs:", "vers:",
+    "resumes", "skips:", "reclaim_at", "bfq:", "events", "chg:", "acts:", "out:",
+)  # fmt: skip
+#: The global keys a worker writes: its registry entry and the wake tokens. Not the API
+#: tokens or their log, the node registry, the deployment's meta or dev's children.
+WORKER_GLOBAL_KEYS = ("workers", "workerinfo", "ready")
+
+
+def key_rules(role: str, namespace: str) -> list[str]:
+    """Which keys ``role`` may read and write: the ``node`` all of the deployment's; the
+    ``reader`` all, read only; the ``worker`` all read, and written only those above, so
+    its password cannot mint or change a token, register a node or take a shard's lease
+    (Redis checks this inside scripts too)."""
+    if role == "node":
+        return [f"~{namespace}:*"]
+    if role == "reader":
+        return [f"%R~{namespace}:*"]
+    shard = [
+        f"%RW~{namespace}:{{*}}:{k}{'*' if k.endswith(':') else ''}" for k in WORKER_SHARD_KEYS
+    ]
+    shared = [f"%RW~{namespace}:{{g}}:{k}" for k in WORKER_GLOBAL_KEYS]
+    return [f"%R~{namespace}:*", *shard, *shared]
+
+
 def acl_rules(role: str, namespace: str) -> list[str]:
     """The ``ACL SETUSER`` rules of ``role`` for the deployment ``namespace`` (without
     ``on`` and a password, which the operator adds)."""
     commands = ROLES[role]
     return [
         "resetkeys",
-        f"~{namespace}:*",
+        *key_rules(role, namespace),
         "resetchannels",
         f"&{namespace}:*",
         "-@all",
