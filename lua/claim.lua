@@ -15,6 +15,9 @@
   ARGV[4] how many runs at most
   ARGV[5] wake channel
   ARGV[6] shard number
+  ARGV[7] a random number below 2^31 (the caller's, fresh each call): a delivery token is
+          it times 1,000 plus the run's delivery count (mod 1,000), so it cannot be
+          guessed from the run, and a new delivery's token never equals the last one's
 
   Returns a flat list, 8 fields per claimed run:
     entry id, run id, job spec JSON, scheduled_for (ms; '' when it is the run id's tick),
@@ -32,6 +35,7 @@ local rcall = redis.call
 -- @include events
 local ready_key, reclaim_at_key = KEYS[1], KEYS[2]
 local base, group, worker = ARGV[1], ARGV[2], ARGV[3]
+local nonce = tonumber(ARGV[7])
 
 local reply = redis.pcall('XREADGROUP', 'GROUP', group, worker, 'COUNT', ARGV[4],
   'STREAMS', ready_key, '>')
@@ -81,7 +85,7 @@ for _, entry in ipairs(reply[1][2]) do
     if not earliest or lease < earliest then
       earliest = lease
     end
-    local token = tonumber(run[2] or '0') + 1
+    local token = nonce * 1000 + (tonumber(run[2] or '0') % 1000 + 1) % 1000
     -- '%d', not Lua's own number formatting ('%.14g': ~3,000 instructions a number)
     rcall('HSET', run_key, 'st', 'running', 'w', worker, 'l', string.format('%d', lease),
       'b', now, 'dt', string.format('%d', token), 'e', eid, 'v', job_fields[3] or '')

@@ -4,6 +4,7 @@ owner call: claim, take up pending, renew, complete, hand back, reclaim, retry."
 from __future__ import annotations
 
 import enum
+import secrets
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -51,16 +52,26 @@ def decode_claimed(reply: Sequence[Any]) -> list[ClaimedEntry]:
 CLAIM = signature(
     "claim",
     keys=("ready", "reclaim_at"),
-    argv=("base", "group", "worker", "count", "wake channel", "shard"),
+    argv=("base", "group", "worker", "count", "wake channel", "shard", "nonce"),
 )
 
 
 def claim(sk: ShardKeys, g: GlobalKeys, worker_id: str, count: int) -> Call:
     """Claim up to ``count`` fired runs of one shard; decode with :func:`decode_claimed`.
-    A lease earlier than any the owner knows of is published to it (:func:`reclaim_hint`)."""
+    A lease earlier than any the owner knows of is published to it (:func:`reclaim_hint`).
+    Each call carries a fresh random number: the delivery tokens it hands out cannot be
+    guessed (only the claimer learns them)."""
     return CLAIM.call(
         (sk.ready, sk.reclaim_at),
-        (sk.base, CONSUMER_GROUP, worker_id, count, g.wake_channel, sk.shard),
+        (
+            sk.base,
+            CONSUMER_GROUP,
+            worker_id,
+            count,
+            g.wake_channel,
+            sk.shard,
+            secrets.randbits(31),
+        ),
     )
 
 
