@@ -253,3 +253,24 @@ def test_dev_keeps_its_secrets_private_and_its_jobs_out_of_the_project(tmp_path:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
     assert not scratch.exists(), "dev removes its scratch directory on the way out"
+
+
+def test_dev_makes_its_own_data_dir_private_and_leaves_a_shared_one_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from shardsched.dev.run import private_dir
+
+    fresh = private_dir(tmp_path / "new")
+    assert fresh.stat().st_mode & 0o777 == 0o700
+    old = tmp_path / "old"
+    old.mkdir(mode=0o755)
+    (old / "token").write_text("x")
+    (old / "appendonlydir").mkdir()
+    assert private_dir(old).stat().st_mode & 0o777 == 0o700  # dev's files only: made private
+    shared = tmp_path / "project"
+    shared.mkdir(mode=0o755)
+    (shared / "README.md").write_text("not dev's")
+    with caplog.at_level("WARNING"):
+        private_dir(shared)
+    assert shared.stat().st_mode & 0o777 == 0o755, "dev changed a directory it does not own"
+    assert "open to other users" in caplog.text

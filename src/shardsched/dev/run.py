@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import secrets
 import shutil
@@ -45,6 +46,8 @@ from shardsched.ops import tokens
 from shardsched.ops.retention import RetentionDefaults
 from shardsched.router.guards import AccessPolicy
 from shardsched.store.redis import Redis, RedisConnectionError
+
+log = logging.getLogger(__name__)
 
 TOKEN_FILE = "token"
 #: Where dev writes the URL of its Redis (a random port and password), for the SDK and
@@ -82,10 +85,27 @@ async def ensure_admin_token(redis: Redis, dep: ops.Deployment, data_dir: Path) 
     return path
 
 
+#: What dev keeps in its data dir: a directory holding only these may be made private.
+_DEV_FILES = {TOKEN_FILE, REDIS_URL_FILE, REDIS_CONF_FILE, "redis.log", "appendonlydir",
+              "archive", "cluster", "dump.rdb"}  # fmt: skip
+
+
 def private_dir(path: Path) -> Path:
-    """``path``, made if need be, readable by this user only (0700)."""
-    path.mkdir(parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
+    """``path``, made if need be, readable by this user only (0700). A directory that
+    holds anything but dev's own files (``--data-dir .``) is left as it is, with a warning:
+    dev does not change the mode of a directory it does not own."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        if {p.name for p in path.iterdir()} <= _DEV_FILES:
+            os.chmod(path, 0o700)
+        else:
+            log.warning(
+                "dev's data dir %s is open to other users (mode %o) and holds more than "
+                "dev's files: chmod 700 it, or give dev a --data-dir of its own",
+                path,
+                mode,
+            )
     return path
 
 
