@@ -66,9 +66,13 @@ def running_dev(
                 raise AssertionError(f"dev exited: {lines}")
         yield proc, lines[-1]
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        if proc.poll() is None:  # as a user stops it, so it cleans up after itself
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
         proc.stdout.close()
 
 
