@@ -28,7 +28,9 @@
   ARGV[4] wake channel (published when a retry was inserted: the owner sleeps until its
           timer or retry set is due, and a new retry may be due sooner)
   ARGV[5] shard number
-  ARGV[6..] items of 10: entry id, run id, delivery token, terminal state (succeeded |
+  ARGV[6] output quota of a job, bytes kept in Redis over all its runs (0: none)
+  ARGV[7] output quota of this shard, bytes (0: none; lib/outquota.lua)
+  ARGV[8..] items of 10: entry id, run id, delivery token, terminal state (succeeded |
           failed | dead_letter), exit code ('' when the process did not exit on its own),
           reason (''), output ('' keeps none), execution start (server-clock ms, ''
           unknown), next attempt due (ms; '' for none), bytes printed in all (the output
@@ -36,7 +38,7 @@
 
   Keys built from the shard key base (each in KEYS' hash slot): bfq:<id>, dagq:<id>,
     dagrun:<id>, dagwait, events, failures (runs ended failed or dead_letter), job:<id>, out:<id>, run:<id>, runs:<id>, segs:<id>, skips:<id>,
-    timer, vers:<id>.
+    stats, timer, vers:<id>.
 
   Returns {now_ms, released, code1, code2, ...}: released is 1 when a DAG task or backfill
   tick was put on the ready stream (the caller wakes a worker, store/ready.py), else 0; a
@@ -56,6 +58,8 @@ local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
 -- @include versions
 -- @include autopause
 -- @include backfill
+-- @include outquota
+local job_quota, shard_quota = tonumber(ARGV[6]), tonumber(ARGV[7])
 
 local now = server_now_ms()
 local out = {now, 0}
@@ -65,7 +69,7 @@ local paused = false
 local released = false
 local events = {}
 local ended_event = {}  -- state -> its event's value, reason ''
-for i = 6, #ARGV, 10 do
+for i = 8, #ARGV, 10 do
   local eid, rid, token, state = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local run_key = base .. 'run:' .. rid
   local run = rcall('HMGET', run_key, 'st', 'w', 'dt', 'd', 'bf', 'e')
@@ -91,7 +95,11 @@ for i = 6, #ARGV, 10 do
         events[#events + 1] = event_value('running', state, worker, reason)
       end
       if ARGV[i + 6] ~= '' then
-        rcall('SET', base .. 'out:' .. rid, ARGV[i + 6])
+        local cut_by = keep_output(base, string.match(rid, '^(.+):[^:]+:%d+$'),
+          base .. 'out:' .. rid, ARGV[i + 6], false, job_quota, shard_quota)
+        if cut_by then
+          rcall('HSET', run_key, 'oq', cut_by)
+        end
         if ARGV[i + 9] ~= '' then
           rcall('HSET', run_key, 'ol', ARGV[i + 9])
         end

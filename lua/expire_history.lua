@@ -18,8 +18,9 @@
   KEYS[3] stats       HASH shard counters ('expired': items removed so far)
   KEYS[4] events      STREAM the shard's run transitions
   ARGV[1] epoch the caller holds
-  ARGV[2] shard key base; run:<id>, out:<id>, runs:<id>, dagrun:<id>, skips:<id> and
-          failures (the failure inbox) keys are built from it (same hash slot)
+  ARGV[2] shard key base; run:<id>, out:<id>, runs:<id>, dagrun:<id>, skips:<id>, job:<id>
+          (its output count 'ob', given back) and failures (the failure inbox) keys are
+          built from it (same hash slot)
   ARGV[3] events older than this (ms) are trimmed ('' none)
   ARGV[4..] items of 3: kind (r a run | d a DAG run | s a skip record), id (the run or
           DAG run id; a skip record's job id), check (a run's or DAG run's finish time in
@@ -28,6 +29,7 @@
   Returns {1, removed, kept}, or {-1} when the caller's epoch is stale.
 ]]
 local rcall = redis.call
+-- @include outquota
 local epoch_key, dead_key, stats_key, events_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local base = ARGV[2]
 if rcall('GET', epoch_key) ~= ARGV[1] then
@@ -51,8 +53,10 @@ local function expire_run(rid, finished)
       return 0
     end
   end
+  local job = string.match(rid, '^(.+):[^:]+:%d+$')
+  forget_output(base, job, base .. 'out:' .. rid)
   rcall('DEL', run_key, base .. 'out:' .. rid)
-  rcall('ZREM', base .. 'runs:' .. string.match(rid, '^(.+):[^:]+:%d+$'), rid)
+  rcall('ZREM', base .. 'runs:' .. job, rid)
   rcall('ZREM', base .. 'failures', rid)
   return 1
 end

@@ -10,7 +10,10 @@
   ARGV[2] worker id
   ARGV[3] shard key base; run:<id> ('ol': bytes printed in all so far) and out:<id> (the
           output's last 64 KiB) keys are built from it (same hash slot)
-  ARGV[4..] items of 6: entry id, run id, delivery token, bytes printed in all, mode (a
+  ARGV[4] output quota of a job, bytes kept in Redis over all its runs (0: none)
+  ARGV[5] output quota of this shard, bytes (0: none; lib/outquota.lua, which also
+          builds job:<id> and stats from the base)
+  ARGV[6..] items of 6: entry id, run id, delivery token, bytes printed in all, mode (a
           append these bytes | s set them as the whole tail), the bytes
 
   Returns {code1, code2, ...}: 1 written; -2 the caller no longer holds the run (nothing
@@ -19,21 +22,22 @@
 local rcall = redis.call
 local ready_key = KEYS[1]
 local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
+-- @include outquota
+local job_quota, shard_quota = tonumber(ARGV[4]), tonumber(ARGV[5])
 local out = {}
-for i = 4, #ARGV, 6 do
+for i = 6, #ARGV, 6 do
   local eid, rid, token = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local run_key = base .. 'run:' .. rid
   local run = rcall('HMGET', run_key, 'st', 'w', 'dt', 'e')
   local pending = rcall('XPENDING', ready_key, group, eid, eid, 1)
   if run[1] == 'running' and run[2] == worker and run[3] == token and run[4] == eid
       and #pending == 1 and pending[1][2] == worker then
-    local out_key = base .. 'out:' .. rid
-    if ARGV[i + 4] == 'a' then
-      rcall('APPEND', out_key, ARGV[i + 5])
-    else
-      rcall('SET', out_key, ARGV[i + 5])
-    end
+    local cut_by = keep_output(base, string.match(rid, '^(.+):[^:]+:%d+$'),
+      base .. 'out:' .. rid, ARGV[i + 5], ARGV[i + 4] == 'a', job_quota, shard_quota)
     rcall('HSET', run_key, 'ol', ARGV[i + 3])
+    if cut_by then
+      rcall('HSET', run_key, 'oq', cut_by)
+    end
     out[#out + 1] = 1
   else
     out[#out + 1] = -2

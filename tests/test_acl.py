@@ -141,7 +141,9 @@ async def test_what_a_role_must_not_do_is_refused(users, own_redis_server, role:
         await redis.aclose()
 
 
-async def test_a_worker_runs_everything_under_its_role_and_writes_nothing_else(users) -> None:
+async def test_a_worker_runs_everything_under_its_role_and_writes_nothing_else(
+    users, caplog
+) -> None:
     """The worker role writes only what running runs needs: a DAG's releases, retries to
     a dead letter, an auto-pause, live output and a hand-back all work under it; a token,
     the token log, the node registry, the deployment's meta and a shard's lease are
@@ -199,6 +201,9 @@ async def test_a_worker_runs_everything_under_its_role_and_writes_nothing_else(u
             assert out.output == "a\nb\n", out
             worker.drain()  # hands back what it holds, under its role too
             nursery.cancel_scope.cancel()
+        # no script of the worker's was refused on the way (a live-output flush used to be)
+        assert "can't run this command" not in caplog.text, caplog.text
+        assert "NOPERM" not in caplog.text, caplog.text
 
         g, shard = dep.globals, dep.shard(0)
         refused = [

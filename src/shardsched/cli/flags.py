@@ -242,3 +242,35 @@ def output_flag(p: argparse.ArgumentParser) -> None:
         default=None,
         help="table (default), wide (everything), json or yaml",
     )
+
+
+def job_limit_flags(p: argparse.ArgumentParser) -> None:
+    """What a worker lets a job use: its user and limits (worker/sandbox.py), and the
+    output Redis keeps (lua/lib/outquota.lua)."""
+    p.add_argument("--run-as", default=None, metavar="USER", help="run jobs as USER")
+    p.add_argument("--limit-memory", default=None, metavar="SIZE", help="per job, e.g. 1G")
+    p.add_argument("--limit-cpu", type=int, default=None, metavar="S", help="CPU s per job")
+    p.add_argument("--limit-nofile", type=int, default=None, metavar="N", help="open files")
+    p.add_argument(
+        "--output-quota",
+        default="1G",
+        metavar="SIZE",
+        help="output Redis keeps over the whole deployment (default %(default)s; each "
+        "shard its share); past it a run keeps only what fits, and says so",
+    )
+    p.add_argument(
+        "--job-output-quota",
+        default="64M",
+        metavar="SIZE",
+        help="output Redis keeps over all runs of one job (default %(default)s)",
+    )
+
+
+def output_quota(args: argparse.Namespace, n_shards: int) -> Any:
+    """The worker's OutputQuota from its flags; a ConfigError for a size it cannot read."""
+    from shardsched.store.lua.runs import OutputQuota
+    from shardsched.worker.sandbox import parse_size
+
+    return OutputQuota.of(
+        parse_size(args.job_output_quota), parse_size(args.output_quota), n_shards
+    )

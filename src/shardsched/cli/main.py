@@ -12,7 +12,9 @@ from shardsched.cli.flags import (
     apply_global_flags,
     global_flags,
     http_flags,
+    job_limit_flags,
     output_flag,
+    output_quota,
     redis_flags,
     retention_flags,
     retention_of,
@@ -94,10 +96,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
         help="pass the worker's environment variable NAME on to jobs (repeatable); jobs "
         "otherwise see only PATH, HOME, LANG, LC_ALL, TZ and their SHARDSCHED_* run variables",
     )
-    worker.add_argument("--run-as", default=None, metavar="USER", help="run jobs as USER")
-    worker.add_argument("--limit-memory", default=None, metavar="SIZE", help="per job, e.g. 1G")
-    worker.add_argument("--limit-cpu", type=int, default=None, metavar="S", help="CPU s per job")
-    worker.add_argument("--limit-nofile", type=int, default=None, metavar="N", help="open files")
+    job_limit_flags(worker)
     worker.add_argument(
         "--handlers-only", action="store_true", help="run in-process handlers, no commands"
     )
@@ -350,6 +349,7 @@ def _main(argv: list[str] | None = None) -> None:
                 pass_env=args.pass_env,
                 sandbox=sandbox,
                 policy=policy,
+                output_quota=output_quota(args, dep.n_shards),
             )
             holder.append(w)
             if args.metrics is None:

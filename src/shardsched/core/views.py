@@ -244,6 +244,8 @@ class RunOutput(msgspec.Struct):
     truncated: bool
     total_bytes: int = 0  #: bytes printed in all; ``output`` is their tail
     state: str | None = None  #: the run's state when read
+    #: which output quota cut what Redis keeps (``job`` | ``deployment``), if one did
+    quota: str | None = None
 
 
 class Triggered(msgspec.Struct):

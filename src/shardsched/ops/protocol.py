@@ -168,7 +168,10 @@ def complete(dep: Deployment, rid: str, req: CompleteRequest) -> Op:
         None,
         retry_at,
     )
-    (reply,) = yield [runs_lua.complete(sk, dep.globals, req.worker_id, [completion])]
+    quota = runs_lua.OutputQuota.of(
+        runs_lua.DEFAULT_JOB_OUTPUT_QUOTA, runs_lua.DEFAULT_OUTPUT_QUOTA, dep.n_shards
+    )
+    (reply,) = yield [runs_lua.complete(sk, dep.globals, req.worker_id, [completion], quota)]
     completed = runs_lua.decode_completed(check(reply))
     (code,) = completed.codes
     if completed.released:

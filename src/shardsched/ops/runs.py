@@ -38,10 +38,10 @@ def get_output(dep: Deployment, rid: str) -> Op:
     """The last 64 KiB a run printed, from Redis or else from the cold archive."""
     sk = dep.keys_for(rid)
     fields, out = yield [
-        Call(("HMGET", sk.run(rid), "st", "ol")),
+        Call(("HMGET", sk.run(rid), "st", "ol", "oq")),
         Call(("GET", sk.output(rid))),
     ]
-    state, total = check(fields)
+    state, total, cut_by = check(fields)
     data: bytes
     if state is not None:
         data = check(out) or b""
@@ -54,9 +54,10 @@ def get_output(dep: Deployment, rid: str) -> Op:
     return RunOutput(
         run_id=rid,
         output=data.decode("utf-8", "replace"),
-        truncated=printed > len(data) or len(data) >= OUTPUT_LIMIT,
+        truncated=printed > len(data) or len(data) >= OUTPUT_LIMIT or cut_by is not None,
         total_bytes=printed,
         state=state.decode(),
+        quota=None if cut_by is None else cut_by.decode(),
     )
 
 

@@ -28,14 +28,14 @@ _BASE = ("ping", "time", "select")
 _SCRIPTS = ("script|load", "script|exists", "evalsha", "eval")
 #: Reads, by Python and inside scripts.
 _READS = (
-    "exists", "get", "pttl", "hget", "hmget", "hgetall", "hlen", "hexists",
+    "exists", "get", "strlen", "pttl", "hget", "hmget", "hgetall", "hlen", "hexists",
     "zrange", "zscore", "zcard", "zcount", "lrange",
     "xrange", "xrevrange", "xlen", "xpending", "xinfo|groups", "xinfo|stream",
 )  # fmt: skip
 #: Writes, inside scripts and out (wake tokens: RPUSH, LTRIM, BLPOP), plus the pub/sub the
 #: owners wait on.
 _WRITES = (
-    "set", "del", "incr", "pexpire",
+    "set", "append", "del", "incr", "pexpire",
     "hset", "hsetnx", "hdel", "hincrby",
     "zadd", "zrem", "zpopmin", "rpush", "ltrim", "blpop",
     "xadd", "xack", "xdel", "xclaim", "xreadgroup", "xgroup|create",

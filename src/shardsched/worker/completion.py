@@ -44,8 +44,10 @@ class Completer:
         overruns: OverrunTracker,
         metrics: Metrics,
         released: Callable[[int], None],
+        quota: lua.OutputQuota = lua.UNLIMITED,
     ) -> None:
         self.redis = redis
+        self.quota = quota  #: what output Redis keeps (lua/lib/outquota.lua)
         #: told of each shard where a completion put runs on the ready stream (DAG tasks
         #: released, a backfill tick started): the worker claims them or wakes another
         self.released = released
@@ -127,7 +129,9 @@ class Completer:
             completions = [self._completion(f) for f in items]
             states.append([c.state for c in completions])
             calls.append(
-                lua.complete(self.dep.shard(shard), self.dep.globals, self.worker_id, completions)
+                lua.complete(
+                    self.dep.shard(shard), self.dep.globals, self.worker_id, completions, self.quota
+                )
             )
         try:
             started = trio.current_time()

@@ -38,8 +38,10 @@ class OutputFlusher:
         holdings: Holdings,
         metrics: Metrics,
         every_s: float = FLUSH_EVERY_S,
+        quota: lua.OutputQuota = lua.UNLIMITED,
     ) -> None:
         self.redis = redis
+        self.quota = quota  #: what output Redis keeps (lua/lib/outquota.lua)
         self.dep = dep
         self.worker_id = worker_id
         self.holdings = holdings
@@ -77,7 +79,7 @@ class OutputFlusher:
         if not by_shard:
             return
         calls = [
-            lua.flush_output(self.dep.shard(s), self.worker_id, chunks)
+            lua.flush_output(self.dep.shard(s), self.worker_id, chunks, self.quota)
             for s, chunks in by_shard.items()
         ]
         try:

@@ -61,6 +61,7 @@ class Worker:
         pass_env: Sequence[str] = (),
         sandbox: Sandbox | None = None,
         policy: CommandPolicy | None = None,
+        output_quota: lua.OutputQuota | None = None,
     ) -> None:
         self.redis = redis
         self.dep = dep
@@ -88,9 +89,21 @@ class Worker:
         self.executor = Executor(pass_env, sandbox, policy)
         self.overruns = OverrunTracker(self.holdings, self.metrics)
         self.renewer = LeaseRenewer(redis, dep, self.worker_id, self.holdings, self.metrics)
-        self.flusher = OutputFlusher(redis, dep, self.worker_id, self.holdings, self.metrics)
+        quota = output_quota or lua.OutputQuota.of(
+            lua.DEFAULT_JOB_OUTPUT_QUOTA, lua.DEFAULT_OUTPUT_QUOTA, dep.n_shards
+        )
+        self.flusher = OutputFlusher(
+            redis, dep, self.worker_id, self.holdings, self.metrics, quota=quota
+        )
         self.completer = Completer(
-            redis, dep, self.worker_id, self.holdings, self.overruns, self.metrics, self._released
+            redis,
+            dep,
+            self.worker_id,
+            self.holdings,
+            self.overruns,
+            self.metrics,
+            self._released,
+            quota,
         )
 
     @property

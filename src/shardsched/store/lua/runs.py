@@ -150,6 +150,26 @@ class Completion(NamedTuple):
     output_total: int | None = None  #: bytes printed in all (output is their tail)
 
 
+#: Output kept in Redis by default, over all of a job's runs and over the deployment.
+DEFAULT_JOB_OUTPUT_QUOTA = 64 * 1024 * 1024
+DEFAULT_OUTPUT_QUOTA = 1024 * 1024 * 1024
+
+
+class OutputQuota(NamedTuple):
+    """Bytes of output Redis keeps at most (lib/outquota.lua): over all runs of one job,
+    and over one shard (its share of the deployment's quota); 0 is no quota."""
+
+    job: int = 0
+    shard: int = 0
+
+    @classmethod
+    def of(cls, job: int, deployment: int, n_shards: int) -> OutputQuota:
+        return cls(job, max(deployment // max(n_shards, 1), 1) if deployment else 0)
+
+
+UNLIMITED = OutputQuota()
+
+
 class OutputChunk(NamedTuple):
     """What a running command printed since the last flush, for flush_output.lua."""
 
@@ -162,24 +182,39 @@ class OutputChunk(NamedTuple):
 FLUSH_OUTPUT = signature(
     "flush_output",
     keys=("ready",),
-    argv=("group", "worker", "base"),
+    argv=("group", "worker", "base", "job output quota", "shard output quota"),
     item=("entry id", "run id", "delivery token", "total", "mode", "bytes"),
 )
 
 
-def flush_output(sk: ShardKeys, worker_id: str, chunks: Iterable[OutputChunk]) -> Call:
-    """Write running commands' output so far; reply a code per chunk (1 | -2 not held)."""
+def flush_output(
+    sk: ShardKeys,
+    worker_id: str,
+    chunks: Iterable[OutputChunk],
+    quota: OutputQuota = UNLIMITED,
+) -> Call:
+    """Write running commands' output so far, within ``quota``; reply a code per chunk
+    (1 | -2 not held)."""
     items: list[Any] = []
     for c in chunks:
         d = c.delivery
         items += (d.entry_id, d.run_id, d.token, c.total, "a" if c.append else "s", c.data)
-    return FLUSH_OUTPUT.call((sk.ready,), (CONSUMER_GROUP, worker_id, sk.base), items)
+    argv = (CONSUMER_GROUP, worker_id, sk.base, quota.job, quota.shard)
+    return FLUSH_OUTPUT.call((sk.ready,), argv, items)
 
 
 COMPLETE = signature(
     "complete",
     keys=("ready", "retries", "deadletter"),
-    argv=("group", "worker", "base", "wake channel", "shard"),
+    argv=(
+        "group",
+        "worker",
+        "base",
+        "wake channel",
+        "shard",
+        "job output quota",
+        "shard output quota",
+    ),
     item=(
         "entry id",
         "run id",
@@ -196,9 +231,14 @@ COMPLETE = signature(
 
 
 def complete(
-    sk: ShardKeys, g: GlobalKeys, worker_id: str, completions: Iterable[Completion]
+    sk: ShardKeys,
+    g: GlobalKeys,
+    worker_id: str,
+    completions: Iterable[Completion],
+    quota: OutputQuota = UNLIMITED,
 ) -> Call:
-    """Report outcomes of runs of one shard; decode with :func:`decode_completed`."""
+    """Report outcomes of runs of one shard, their output kept within ``quota``; decode
+    with :func:`decode_completed`."""
     items: list[Any] = []
     for c in completions:
         d = c.delivery
@@ -216,7 +256,7 @@ def complete(
         )
     return COMPLETE.call(
         (sk.ready, sk.retries, sk.dead_letter),
-        (CONSUMER_GROUP, worker_id, sk.base, g.wake_channel, sk.shard),
+        (CONSUMER_GROUP, worker_id, sk.base, g.wake_channel, sk.shard, quota.job, quota.shard),
         items,
     )
 
