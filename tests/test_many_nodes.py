@@ -50,6 +50,7 @@ def nodes_for(redis_server, tmp_path: Path):
         n.stop_all()
 
 
+@pytest.mark.slow  # ~18 s; the default suite kills one worker / one node
 async def test_kill_9_two_of_three_nodes_loses_and_doubles_nothing(
     redis, namespace, nodes_for
 ) -> None:

@@ -202,6 +202,7 @@ async def test_worker_imports_handler_modules(node, redis, dep, workers, tmp_pat
     assert bad.returncode != 0 and "no_such_module_xyz" in bad.stderr
 
 
+@pytest.mark.slow  # ~18 s; the default suite kills one worker / one node
 async def test_chaos_1000_runs_through_4_workers_killed_at_random(
     node, redis, dep, workers, tmp_path
 ) -> None:
