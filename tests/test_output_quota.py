@@ -83,3 +83,34 @@ async def test_live_output_is_held_to_the_quota_too(node, nursery, redis, dep) -
     assert len(live.output) == 1500 and live.quota == "job", live
     sk = dep.keys_for(job_id)
     assert int(await redis.execute("HGET", sk.job(job_id), "ob")) == 1500
+
+
+async def test_the_tail_each_run_keeps_is_the_worker_s_to_set(node, nursery, redis, dep) -> None:
+    worker = Worker(redis, dep, "tail", concurrency=1, output_quota=OutputQuota(run=100))
+    await nursery.start(worker.run)
+    spec = JobSpec(name="tail", schedule=OnceSchedule(at=from_ms(0)), command=PRINT_2000)
+    job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+
+    async def done():
+        runs = (await ops.drive_async(listing.runs_page(dep, job_id, 1), redis)).runs
+        return runs[0] if runs and runs[0].state == "succeeded" else None
+
+    run = await wait_until(done, timeout=20)
+    out = await ops.drive_async(ops.get_output(dep, run.run_id), redis)
+    assert (len(out.output), out.total_bytes, out.truncated) == (100, 2000, True)
+
+
+def test_the_worker_s_output_flags() -> None:
+    import argparse
+
+    import pytest
+
+    from shardsched.cli.flags import job_limit_flags, output_quota
+    from shardsched.core.errors import ConfigError
+
+    parser = argparse.ArgumentParser()
+    job_limit_flags(parser)
+    quota = output_quota(parser.parse_args(["--output-tail", "1M"]), 64)
+    assert quota == OutputQuota(64 * 1024**2, 1024**3 // 64, 1024**2)
+    with pytest.raises(ConfigError, match="at most 16M"):
+        output_quota(parser.parse_args(["--output-tail", "32M"]), 64)

@@ -259,6 +259,13 @@ def job_limit_flags(p: argparse.ArgumentParser) -> None:
         "shard its share); past it a run keeps only what fits, and says so",
     )
     p.add_argument(
+        "--output-tail",
+        default="64K",
+        metavar="SIZE",
+        help="the tail of each run's output kept (default %(default)s, at most 16M); what "
+        "it printed before is counted, and the run marked truncated",
+    )
+    p.add_argument(
         "--job-output-quota",
         default="64M",
         metavar="SIZE",
@@ -268,9 +275,13 @@ def job_limit_flags(p: argparse.ArgumentParser) -> None:
 
 def output_quota(args: argparse.Namespace, n_shards: int) -> Any:
     """The worker's OutputQuota from its flags; a ConfigError for a size it cannot read."""
+    from shardsched.core.errors import ConfigError
     from shardsched.store.lua.runs import OutputQuota
     from shardsched.worker.sandbox import parse_size
 
+    tail = parse_size(args.output_tail)
+    if tail > 16 * 1024 * 1024:
+        raise ConfigError("--output-tail is at most 16M: it is kept in Redis for every run")
     return OutputQuota.of(
-        parse_size(args.job_output_quota), parse_size(args.output_quota), n_shards
+        parse_size(args.job_output_quota), parse_size(args.output_quota), n_shards, tail
     )

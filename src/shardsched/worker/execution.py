@@ -14,7 +14,7 @@ from shardsched.core.instants import from_ms
 from shardsched.store.keys import dag_run_of, job_of_run
 from shardsched.worker import handlers
 from shardsched.worker.holdings import Claimed
-from shardsched.worker.runner import LiveOutput, Outcome, run_command
+from shardsched.worker.runner import OUTPUT_LIMIT, LiveOutput, Outcome, run_command
 from shardsched.worker.sandbox import CommandPolicy, Sandbox
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,9 @@ class Executor:
         pass_env: Iterable[str] = (),
         sandbox: Sandbox | None = None,
         policy: CommandPolicy | None = None,
+        output_limit: int = OUTPUT_LIMIT,
     ) -> None:
+        self._output_limit = output_limit  #: the tail of a command's output kept
         self._deadlines: dict[trio.CancelScope, float] = {}
         self._handler_started = trio.Event()
         self._inherited = inherited_env(pass_env)
@@ -112,7 +114,12 @@ class Executor:
                 return Outcome(None, refused, b"")
             env = {**self._base_env, **spec.env, **run_env(claimed)}
             return await run_command(
-                spec.command, spec.timeout_s, env, prefix=self._sandbox.prefix, live=live
+                spec.command,
+                spec.timeout_s,
+                env,
+                limit=self._output_limit,
+                prefix=self._sandbox.prefix,
+                live=live,
             )
         # A deadline per cancel scope costs trio a heap operation each way, a large share
         # of an instant handler; the watchdog enforces timeouts to within its tick.

@@ -19,7 +19,6 @@ from shardsched.store.deployment import Deployment
 from shardsched.store.lua import runs as lua
 from shardsched.store.redis import Redis, RedisError
 from shardsched.worker.holdings import Holdings
-from shardsched.worker.runner import OUTPUT_LIMIT
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +64,11 @@ class OutputFlusher:
             if held is None or live.total == before or now - held[0].claimed_local < self.every_s:
                 continue
             new = live.total - before
-            if live.total <= OUTPUT_LIMIT and new <= len(live.buf):
+            limit = self.quota.run
+            if live.total <= limit and new <= len(live.buf):
                 chunk = lua.OutputChunk(held[0].delivery, live.total, True, bytes(live.buf[-new:]))
             else:
-                tail = bytes(live.buf[-OUTPUT_LIMIT:])
+                tail = bytes(live.buf[-limit:])
                 chunk = lua.OutputChunk(held[0].delivery, live.total, False, tail)
             by_shard[held[0].shard].append(chunk)
         return by_shard

@@ -86,12 +86,12 @@ class Worker:
         self.metrics = metrics or Metrics()
         self.holdings = Holdings()
         self.metrics.running.set_function(lambda: len(self.holdings.running))
-        self.executor = Executor(pass_env, sandbox, policy)
-        self.overruns = OverrunTracker(self.holdings, self.metrics)
-        self.renewer = LeaseRenewer(redis, dep, self.worker_id, self.holdings, self.metrics)
         quota = output_quota or lua.OutputQuota.of(
             lua.DEFAULT_JOB_OUTPUT_QUOTA, lua.DEFAULT_OUTPUT_QUOTA, dep.n_shards
         )
+        self.executor = Executor(pass_env, sandbox, policy, quota.run)
+        self.overruns = OverrunTracker(self.holdings, self.metrics)
+        self.renewer = LeaseRenewer(redis, dep, self.worker_id, self.holdings, self.metrics)
         self.flusher = OutputFlusher(
             redis, dep, self.worker_id, self.holdings, self.metrics, quota=quota
         )

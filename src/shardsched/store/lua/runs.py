@@ -12,6 +12,7 @@ from shardsched.core.errors import AlreadyRetried, ConflictError, RunNotFound
 from shardsched.store.calls import Call
 from shardsched.store.keys import CONSUMER_GROUP, GlobalKeys, ShardKeys
 from shardsched.store.lua import signature
+from shardsched.store.records import OUTPUT_LIMIT
 
 
 class ClaimedEntry(NamedTuple):
@@ -157,14 +158,16 @@ DEFAULT_OUTPUT_QUOTA = 1024 * 1024 * 1024
 
 class OutputQuota(NamedTuple):
     """Bytes of output Redis keeps at most (lib/outquota.lua): over all runs of one job,
-    and over one shard (its share of the deployment's quota); 0 is no quota."""
+    and over one shard (its share of the deployment's quota), 0 for no quota; and of each
+    run, the tail its worker keeps and sends (``run``)."""
 
     job: int = 0
     shard: int = 0
+    run: int = OUTPUT_LIMIT
 
     @classmethod
-    def of(cls, job: int, deployment: int, n_shards: int) -> OutputQuota:
-        return cls(job, max(deployment // max(n_shards, 1), 1) if deployment else 0)
+    def of(cls, job: int, deployment: int, n_shards: int, run: int = OUTPUT_LIMIT) -> OutputQuota:
+        return cls(job, max(deployment // max(n_shards, 1), 1) if deployment else 0, run)
 
 
 UNLIMITED = OutputQuota()
