@@ -23,6 +23,17 @@ async def serve(nursery, app, **limits) -> tuple[str, str, int]:
     return binds[0], host, int(port)
 
 
+async def request_stream(host: str, port: int, token: str) -> trio.SocketStream:
+    """A raw connection that has sent GET /api/v1/events/stream with ``token``."""
+    stream = await trio.open_tcp_stream(host, port)
+    await stream.send_all(
+        b"GET /api/v1/events/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
+        + token.encode()
+        + b"\r\n\r\n"
+    )
+    return stream
+
+
 async def test_a_body_stalled_half_way_is_a_408_and_the_connection_closes(
     nursery, redis, dep
 ) -> None:
@@ -88,12 +99,7 @@ async def test_an_event_stream_outlives_the_read_timeout_with_keep_alives(
     monkeypatch.setattr(streams, "KEEP_ALIVE_S", 0.5)
     _, host, port = await serve(nursery, create_app(redis, dep), read_timeout_s=1)
     token = await admin_token(redis, dep)
-    stream = await trio.open_tcp_stream(host, port)
-    await stream.send_all(
-        b"GET /api/v1/events/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
-        + token.encode()
-        + b"\r\n\r\n"
-    )
+    stream = await request_stream(host, port, token)
     received = b""
     with trio.move_on_after(3.5):
         while chunk := await stream.receive_some(4096):
@@ -168,12 +174,7 @@ async def test_connections_past_the_cap_are_closed_and_the_rest_are_served(
 
 async def open_stream(host: str, port: int, token: str) -> tuple[trio.SocketStream, bytes]:
     """GET the event stream with ``token``; the stream and the answer's first bytes."""
-    stream = await trio.open_tcp_stream(host, port)
-    await stream.send_all(
-        b"GET /api/v1/events/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
-        + token.encode()
-        + b"\r\n\r\n"
-    )
+    stream = await request_stream(host, port, token)
     head = b""
     with trio.fail_after(5):
         while b"\r\n\r\n" not in head or (b" 200 " not in head and not head.endswith(b"}}")):
