@@ -15,8 +15,8 @@
   ARGV[5] the window asked for, for the log
   ARGV[6..] ticks (ms)
 
-  Keys built from the shard key base (each in KEYS' hash slot): acts:<id>, bfq:<id>, job:<id>,
-    run:<id>, runs:<id>.
+  Keys built from the shard key base (each in KEYS' hash slot): acts:<id>, bfq:<id>, cnt:<id>,
+    job:<id>, run:<id>, runs:<id>.
 
   Returns {1, queued, already, released}: ticks newly queued, ticks that had a run or were
   queued already, runs started now; {-1} no such job; {-2} the job is deleted.
@@ -30,6 +30,7 @@ local rcall = redis.call
 local job_key, ready_key = KEYS[1], KEYS[2]
 local base, job = ARGV[1], ARGV[2]
 
+-- @include counters
 -- @include backfill
 
 local status, refused = live_status(job_key)

@@ -14,19 +14,23 @@
   ending 'dead_letter' is listed in the shard's dead-letter set. A DAG task's run ending
   for good (succeeded, dead_letter, or failed with no next attempt) settles its task in
   the DAG run: downstream tasks are released or skipped here, atomically (lib/dag.lua);
-  a job's run failing for good may auto-pause the job (lib/autopause.lua); a backfill run
-  ending its tick starts the next queued backfill tick (lib/backfill.lua). Keys built from
-  the base (job:, runs:, run:, segs:, vers:, timer, dagrun:, dagwait) share KEYS' slot.
+  a job's run failing for good is handed to the owner, which may auto-pause the job
+  (lib/autopause.lua); a backfill run ending its tick starts the next queued backfill tick
+  (lib/backfill.lua). A job's own hash is only read here: what a completion counts goes
+  to its counters (cnt:<id>, lib/counters.lua).
 
   KEYS[1] ready       STREAM of fired runs
   KEYS[2] retries     ZSET run_id -> when the attempt is due
   KEYS[3] deadletter  ZSET run_id -> when it was dead-lettered
+  KEYS[4] autopause   ZSET job_id -> when a run of it failed for good, for the owner to
+                      decide on its auto-pause (lib/autopause.lua)
   ARGV[1] consumer group
   ARGV[2] worker id
   ARGV[3] shard key base; run:<id> and out:<id> keys (and lib/dag's dagv:<dag>:<tv>)
           are built from it (same hash slot)
-  ARGV[4] wake channel (published when a retry was inserted: the owner sleeps until its
-          timer or retry set is due, and a new retry may be due sooner)
+  ARGV[4] wake channel (published when a retry was inserted or a job awaits its
+          auto-pause decision: the owner sleeps until its timer or retry set is due, and
+          these are due sooner)
   ARGV[5] shard number
   ARGV[6] output quota of a job, bytes kept in Redis over all its runs (0: none)
   ARGV[7] output quota of this shard, bytes (0: none; lib/outquota.lua)
@@ -36,9 +40,10 @@
           unknown), next attempt due (ms; '' for none), bytes printed in all (the output
           is their tail; kept as the run's 'ol' with the output; '' unknown)
 
-  Keys built from the shard key base (each in KEYS' hash slot): bfq:<id>, dagq:<id>,
-    dagrun:<id>, dagwait, events, failures (runs ended failed or dead_letter), job:<id>, out:<id>, run:<id>, runs:<id>, segs:<id>, skips:<id>,
-    stats, timer, vers:<id>.
+  Keys built from the shard key base (each in KEYS' hash slot): bfq:<id>, cnt:<id>,
+    dagq:<id>, dagrun:<id>, dagv:<id>, dagwait, events, failures (runs ended failed or
+    dead_letter), job:<id> (read), out:<id>, run:<id>, runs:<id>, skips:<id> (lib/dag's;
+    not written by a completion), stats.
 
   Returns {now_ms, released, code1, code2, ...}: released is 1 when a DAG task or backfill
   tick was put on the ready stream (the caller wakes a worker, store/ready.py), else 0; a
@@ -49,17 +54,26 @@
 local rcall = redis.call
 -- @include clock
 -- @include events
-local ready_key, retries_key, dead_key = KEYS[1], KEYS[2], KEYS[3]
+local ready_key, retries_key, dead_key, autopause_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
 
 -- @include skips
+-- @include counters
 -- @include dag
--- @include segments
--- @include versions
--- @include autopause
 -- @include backfill
 -- @include outquota
 local job_quota, shard_quota = tonumber(ARGV[6]), tonumber(ARGV[7])
+
+-- A run of `job` failed for good: a job with an auto-pause policy is handed to the owner,
+-- whose next fire call decides (lib/autopause.lua). Returns true when it was.
+local function auto_pause_suspect(job, now)
+  local info = rcall('HMGET', base .. 'job:' .. job, 'status', 'apa')
+  if info[1] ~= 'active' or not info[2] then
+    return false
+  end
+  rcall('ZADD', autopause_key, 'NX', now, job)
+  return true
+end
 
 local now = server_now_ms()
 local out = {now, 0}
@@ -122,7 +136,7 @@ for i = 8, #ARGV, 10 do
           if run[5] and backfill_done(base, ready_key, job, now) > 0 then
             released = true
           end
-          if state ~= 'succeeded' and auto_pause_check(base, job, now) then
+          if state ~= 'succeeded' and auto_pause_suspect(job, now) then
             paused = true
           end
         end

@@ -19,7 +19,7 @@
   KEYS[4] events      STREAM the shard's run transitions
   ARGV[1] epoch the caller holds
   ARGV[2] shard key base; run:<id>, out:<id>, runs:<id>, dagrun:<id>, skips:<id>, job:<id>
-          (its output count 'ob', given back) and failures (the failure inbox) keys are
+          and cnt:<id> (its output count 'ob', given back) and failures (the failure inbox) keys are
           built from it (same hash slot)
   ARGV[3] events older than this (ms) are trimmed ('' none)
   ARGV[4..] items of 3: kind (r a run | d a DAG run | s a skip record), id (the run or
@@ -29,6 +29,7 @@
   Returns {1, removed, kept}, or {-1} when the caller's epoch is stale.
 ]]
 local rcall = redis.call
+-- @include counters
 -- @include outquota
 local epoch_key, dead_key, stats_key, events_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local base = ARGV[2]

@@ -14,9 +14,12 @@
   KEYS[3] epoch   STRING the shard's fencing token
   KEYS[4] stats   HASH shard counters: fired (runs created), refused_fire (stale calls)
   KEYS[5] retries ZSET run_id -> when a retry attempt is due: due ones are delivered too
+  KEYS[6] autopause ZSET job_id -> when a run of it failed for good (complete.lua): each is
+          auto-paused first if its failure streak reached its limit (lib/autopause.lua)
   ARGV[1] epoch the caller holds
-  ARGV[2] shard key base ("<ns>:{<shard>}:"); run:<id>, runs:<job>, skips:<job>, dagv:<dag>:<tv>
-          and job:<id> keys are built from it and share KEYS' hash slot
+  ARGV[2] shard key base ("<ns>:{<shard>}:"); run:<id>, runs:<job>, skips:<job>, dagv:<dag>:<tv>,
+          cnt:<id>, segs:<id>, vers:<id> and job:<id> keys are built from it and share
+          KEYS' hash slot
   ARGV[3] how many due entries to report back at most
   ARGV[4] look-ahead (ms): due jobs are reported up to now + this, so the owner can plan
           them before their tick; an item is only fired once its tick is due
@@ -45,11 +48,15 @@ local rcall = redis.call
 -- @include clock
 -- @include events
 local timer_key, ready_key, epoch_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local retries_key = KEYS[5]
+local retries_key, autopause_key = KEYS[5], KEYS[6]
 local base = ARGV[2]
 
 -- @include skips
+-- @include counters
 -- @include dag
+-- @include segments
+-- @include versions
+-- @include autopause
 
 local current = rcall('GET', epoch_key)
 if current ~= ARGV[1] then
@@ -58,6 +65,15 @@ if current ~= ARGV[1] then
 end
 
 local now = server_now_ms()
+
+-- Jobs a worker's completion handed over: paused now, before anything of theirs fires.
+local suspects = rcall('ZRANGE', autopause_key, 0, 99)
+if #suspects > 0 then
+  rcall('ZREM', autopause_key, unpack(suspects))
+  for _, job in ipairs(suspects) do
+    auto_pause_check(base, job, now)
+  end
+end
 
 local fired = 0
 local applied = 0

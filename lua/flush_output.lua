@@ -8,8 +8,9 @@
   KEYS[1] ready   STREAM of fired runs (its pending entries are the leases)
   ARGV[1] consumer group
   ARGV[2] worker id
-  ARGV[3] shard key base; run:<id> ('ol': bytes printed in all so far) and out:<id> (the
-          output's last 64 KiB) keys are built from it (same hash slot)
+  ARGV[3] shard key base; run:<id> ('ol': bytes printed in all so far), out:<id> (the
+          output's tail), job:<id> and cnt:<id> (its job's output count, lib/outquota.lua)
+          keys are built from it (same hash slot)
   ARGV[4] output quota of a job, bytes kept in Redis over all its runs (0: none)
   ARGV[5] output quota of this shard, bytes (0: none; lib/outquota.lua, which also
           builds job:<id> and stats from the base)
@@ -22,6 +23,7 @@
 local rcall = redis.call
 local ready_key = KEYS[1]
 local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
+-- @include counters
 -- @include outquota
 local job_quota, shard_quota = tonumber(ARGV[4]), tonumber(ARGV[5])
 local out = {}

@@ -27,7 +27,7 @@
   ARGV[4] how many pending entries to look at, at most
   ARGV[5] poison limit (lapses in a row before the run is failed)
 
-  Keys built from the shard key base (each in KEYS' hash slot): bfq:<id>, dagq:<id>,
+  Keys built from the shard key base (each in KEYS' hash slot): bfq:<id>, cnt:<id>, dagq:<id>,
     dagrun:<id>, dagwait, job:<id>, run:<id>, runs:<id>, segs:<id>, skips:<id>,
     vers:<id>.
 
@@ -47,6 +47,7 @@ local group, base = ARGV[2], ARGV[3]
 -- @include versions
 -- @include quarantine
 -- @include skips
+-- @include counters
 -- @include dag
 -- @include backfill
 if rcall('GET', epoch_key) ~= ARGV[1] then

@@ -36,7 +36,7 @@ if rcall('EXISTS', dag_key) == 1 then
 end
 rcall('HSET', dag_key, 'kind', 'dag', 'spec', ARGV[5], 'timing', ARGV[6], 'status', 'active',
   'created', now, 'updated', now, 'version', 1, 'first', ARGV[7], 'mar', ARGV[8],
-  'nact', 0, 'sla', ARGV[9], 'cu', ARGV[10], 'tasks', ARGV[11], 'roots', ARGV[12],
+  'sla', ARGV[9], 'cu', ARGV[10], 'tasks', ARGV[11], 'roots', ARGV[12],
   'by', ARGV[13])
 for i = 14, #ARGV, 6 do
   local name = ARGV[i]

@@ -10,7 +10,7 @@
   ARGV[2] dag id
   ARGV[3] who triggers it (the DAG's log of runs by hand, acts:<dag>, gets a 'trigger')
 
-  Keys built from the shard key base (each in KEYS' hash slot): dagq:<id>, dagrun:<id>,
+  Keys built from the shard key base (each in KEYS' hash slot): cnt:<id>, dagq:<id>, dagrun:<id>,
     dagwait, job:<id>, run:<id>, runs:<id>, skips:<id>.
 
   Returns {code, dag_run_id, now_ms} with code 1 started or 2 queued; {-1} no such DAG;
@@ -25,6 +25,7 @@ local dag_key, ready_key = KEYS[1], KEYS[2]
 local base, dag = ARGV[1], ARGV[2]
 
 -- @include skips
+-- @include counters
 -- @include dag
 
 local cur = rcall('HMGET', dag_key, 'status', 'kind')

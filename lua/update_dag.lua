@@ -14,7 +14,8 @@
   KEYS[3] segs     LIST the DAG's schedule segments
   KEYS[4] versions HASH the DAG's earlier definitions (lib/versions.lua)
   KEYS[5] changes  STREAM the DAG's change log (lib/changes.lua)
-  ARGV[1] shard key base; job:<dag>.<task> and dagv:<dag>:<tv> are built from it
+  ARGV[1] shard key base; job:<dag>.<task>, dagv:<dag>:<tv> and cnt:<dag> (its counters,
+          lib/counters.lua) are built from it
   ARGV[2] dag id
   ARGV[3] version the caller read
   ARGV[4] spec JSON
@@ -39,6 +40,7 @@ local rcall = redis.call
 -- @include changes
 -- @include segments
 -- @include versions
+-- @include counters
 local dag_key, timer_key, segs_key = KEYS[1], KEYS[2], KEYS[3]
 local base, dag = ARGV[1], ARGV[2]
 local cur = rcall('HMGET', dag_key, 'status', 'version', 'kind', 'tasks', 'tv', 'ntv', 'roots',
@@ -62,7 +64,7 @@ local function split(csv)
 end
 local old_tasks = split(cur[4])
 local tv = tonumber(cur[5] or '1')
-local open = tonumber(cur[6] or '0')
+local open = counter(base, dag, 'ntv')
 if open > 0 then
   local kept = base .. 'dagv:' .. dag .. ':' .. tv
   rcall('HSET', kept, 'open', open, 'tasks', cur[4], 'roots', cur[7], 'sla', cur[8])
@@ -85,6 +87,7 @@ local version = rcall('HINCRBY', dag_key, 'version', 1)
 rcall('HSET', dag_key, 'spec', ARGV[4], 'timing', ARGV[5], 'updated', now, 'by', ARGV[13],
   'mar', ARGV[8], 'sla', ARGV[9], 'cu', ARGV[10], 'tasks', ARGV[11], 'roots', ARGV[12],
   'tv', tv + 1, 'ntv', 0)
+rcall('HDEL', base .. 'cnt:' .. dag, 'ntv')  -- no run is open on the new topology
 local kept_names = {}
 for i = 16, #ARGV, 6 do
   local name = ARGV[i]

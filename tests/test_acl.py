@@ -206,6 +206,8 @@ async def test_a_worker_runs_everything_under_its_role_and_writes_nothing_else(
         assert "NOPERM" not in caplog.text, caplog.text
 
         g, shard = dep.globals, dep.shard(0)
+        streak_id = created[2].job_id
+        sk = dep.keys_for(streak_id)
         refused = [
             ("HSET", g.tokens, "h:" + "0" * 64, '{"name":"x","scopes":["admin"]}'),
             ("XADD", g.tokenlog, "*", "a", "created"),
@@ -213,6 +215,19 @@ async def test_a_worker_runs_everything_under_its_role_and_writes_nothing_else(
             ("HSET", g.meta, "shards", "1"),
             ("SET", shard.owner, "rogue-node"),
             ("INCR", shard.epoch),
+            # a job's definition and its place in time are the nodes' alone
+            ("HSET", sk.job(streak_id), "status", "active"),
+            ("HSET", sk.job(streak_id), "spec", '{"command":"id"}'),
+            ("ZADD", sk.timer, "0", streak_id),
+            ("HSET", sk.versions(streak_id), "1", "x"),
+            ("XADD", sk.changes(streak_id), "*", "a", "resume"),
+            ("ZADD", sk.resumes, "0", streak_id),
+            (
+                "EVAL",
+                "return redis.call('HSET', KEYS[1], 'status', 'active')",
+                "1",
+                sk.job(streak_id),
+            ),
             ("EVAL", "return redis.call('HSET', KEYS[1], 'h:y', '{}')", "1", g.tokens),
             ("EVAL", "return redis.call('SET', KEYS[1], 'rogue')", "1", shard.owner),
         ]
@@ -226,15 +241,16 @@ async def test_a_worker_runs_everything_under_its_role_and_writes_nothing_else(
         await worker_redis.aclose()
 
 
-def test_the_worker_may_write_every_shard_key_but_the_lease() -> None:
-    """A key added to store/keys.py is either in the worker's list or a decision not to
-    let workers write it: today that is only the shard's lease and fencing epoch."""
+def test_every_shard_key_is_the_workers_or_the_nodes_alone() -> None:
+    """A key added to store/keys.py is a decision: in the worker's list, or the node's
+    alone (the lease, and what a job is: its hash, timer, segments, versions, logs)."""
     import re
     from pathlib import Path
 
-    from shardsched.store.acl import WORKER_SHARD_KEYS
+    from shardsched.store.acl import NODE_SHARD_KEYS, WORKER_SHARD_KEYS
 
     keys_py = (Path(__file__).resolve().parents[1] / "src/shardsched/store/keys.py").read_text()
     named = set(re.findall(r'self\.base \+ "([a-z_]+:?)"', keys_py))
-    assert named - set(WORKER_SHARD_KEYS) == {"owner", "epoch"}
-    assert set(WORKER_SHARD_KEYS) <= named
+    assert named == set(WORKER_SHARD_KEYS) | set(NODE_SHARD_KEYS)
+    assert not set(WORKER_SHARD_KEYS) & set(NODE_SHARD_KEYS)
+    assert {"owner", "epoch", "job:", "timer", "segs:", "vers:", "chg:"} <= set(NODE_SHARD_KEYS)

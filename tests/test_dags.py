@@ -337,6 +337,36 @@ async def test_max_active_runs_queues_and_records(node, worker, http, tmp_path) 
     assert dag["active_runs"] == 0 and dag["queued_runs"] == 0
 
 
+async def test_counts_an_earlier_version_kept_in_the_dags_hash_still_count(
+    node, worker, http, redis, dep, tmp_path
+) -> None:
+    """Upgrading while a DAG run is active: the previous version counted active runs in
+    the DAG's own hash ('nact'), this one in its counters hash (cnt:<id>, which a worker's
+    Redis role may write); each counter is the sum of both, so the run that ends under
+    the new code frees the slot the old code took, and nothing is stuck or doubled."""
+    gate = tmp_path / "gate"
+    hold = task("hold", f"while [ ! -f {gate} ]; do sleep 0.05; done")
+    dag_id = await create_dag(http, [hold], max_active_runs=1)
+    first = await trigger(http, dag_id)
+    sk = dep.keys_for(dag_id)
+    # as the previous version left it: the active run counted in the DAG's hash
+    assert await redis.execute("HGET", sk.counters(dag_id), "nact") == b"1"
+    await redis.execute("HDEL", sk.counters(dag_id), "nact")
+    await redis.execute("HSET", sk.job(dag_id), "nact", 1)
+    dag = (await http.get(f"/api/v1/dags/{dag_id}")).json()
+    assert dag["active_runs"] == 1
+    second = (await http.post(f"/api/v1/dags/{dag_id}/trigger")).json()
+    assert second["state"] == "queued", "the old count still holds the one slot"
+    gate.touch()
+    assert (await finished(http, first))["state"] == "succeeded"
+    assert (await finished(http, second["dag_run_id"]))["state"] == "succeeded"
+    dag = (await http.get(f"/api/v1/dags/{dag_id}")).json()
+    assert dag["active_runs"] == 0 and dag["queued_runs"] == 0
+    third = (await http.post(f"/api/v1/dags/{dag_id}/trigger")).json()
+    assert third["state"] != "queued"
+    assert (await finished(http, third["dag_run_id"]))["state"] == "succeeded"
+
+
 async def test_a_full_dag_skips_or_supersedes_ticks_per_its_catchup_policy(redis, dep) -> None:
     """With no room, catch-up none records the tick skipped; latest keeps only the newest
     queued run (older ones superseded, recorded); all queues every tick."""
@@ -353,7 +383,7 @@ async def test_a_full_dag_skips_or_supersedes_ticks_per_its_catchup_policy(redis
         await drive(dag_ops.trigger_dag(dep, dag_id), redis)  # takes the one slot
         epoch = await redis.execute("INCR", sk.epoch)
         head = (epoch, sk.base, 100, 0, 0)
-        keys = (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries)
+        keys = (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries, sk.autopause)
         for tick in (1000, 2000, 3000):  # three due ticks of the timer, fired in turn
             await redis.execute("ZADD", sk.timer, tick, dag_id)
             reply = await redis.script("fire", keys, (*head, dag_id, tick, tick, "", "", "a"))

@@ -34,7 +34,7 @@ async def fire(redis: Redis, dep: ops.Deployment, shard: int, epoch: int, *tripl
     for i in range(0, len(triples), 3):
         job, old, new = triples[i : i + 3]
         items += [job, old, old, new, "", "a"]
-    keys = (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries)
+    keys = (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries, sk.autopause)
     return await redis.script("fire", keys, (*head, *items))
 
 
@@ -201,7 +201,7 @@ async def test_scripts_are_refused_whole_when_redis_is_out_of_memory(
                 [
                     (
                         "fire",
-                        (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries),
+                        (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries, sk.autopause),
                         (epoch, sk.base, 500, 0, 0, job, old, old, old + 1, "", "a"),
                     )
                 ]

@@ -43,7 +43,7 @@ async def test_a_job_keeps_no_more_output_than_its_quota(node, nursery, redis, d
     assert (len(third.output), third.quota) == (0, "job")
     assert first.total_bytes == second.total_bytes == third.total_bytes == 2000  # all counted
     sk = dep.keys_for(job_id)
-    assert int(await redis.execute("HGET", sk.job(job_id), "ob")) == 3000
+    assert int(await redis.execute("HGET", sk.counters(job_id), "ob")) == 3000
 
     # retention removes the first run (archived elsewhere first): its 2000 bytes come back
     epoch = int(await redis.execute("GET", sk.epoch))
@@ -52,7 +52,7 @@ async def test_a_job_keeps_no_more_output_than_its_quota(node, nursery, redis, d
         sk, epoch, [retention_lua.Expiring.run(first.run_id, finished)]
     )
     assert (await call_script(redis, call))[1] == 1
-    assert int(await redis.execute("HGET", sk.job(job_id), "ob")) == 1000
+    assert int(await redis.execute("HGET", sk.counters(job_id), "ob")) == 1000
     assert int(await redis.execute("HGET", sk.stats, "ob")) == 1000
 
 
@@ -82,7 +82,7 @@ async def test_live_output_is_held_to_the_quota_too(node, nursery, redis, dep) -
     live = await wait_until(flushed, timeout=20)
     assert len(live.output) == 1500 and live.quota == "job", live
     sk = dep.keys_for(job_id)
-    assert int(await redis.execute("HGET", sk.job(job_id), "ob")) == 1500
+    assert int(await redis.execute("HGET", sk.counters(job_id), "ob")) == 1500
 
 
 async def test_the_tail_each_run_keeps_is_the_worker_s_to_set(node, nursery, redis, dep) -> None:

@@ -1,8 +1,13 @@
 -- Opt-in auto-pause: a job whose 'apa' field is N (its spec's auto_pause_after) is paused, with the reason
 -- recorded, once its N most recent finished ticks all failed for good (dead_letter, or
 -- failed with no attempt left; a success ends the streak). Looked at only when a run
--- fails for good, so the success path pays nothing. Needs lib/segments.lua and
--- lib/versions.lua; callers define rcall.
+-- fails for good, so the success path pays nothing: the completion (a worker's script,
+-- whose Redis role may not write a job) lists the job in the shard's 'autopause' set, and
+-- the owner's next fire call (fenced by its epoch) decides, before it fires anything.
+-- Callers (fire.lua) define rcall.
+
+-- The owner pauses the job if its streak reached its limit. Needs lib/segments.lua and
+-- lib/versions.lua.
 local function auto_pause_check(base, job, now)
   local job_key = base .. 'job:' .. job
   local info = rcall('HMGET', job_key, 'status', 'apa')

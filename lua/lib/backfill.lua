@@ -1,11 +1,11 @@
 -- Backfill pacing: a job's backfill ticks wait in bfq:<job> (ZSET tick -> tick) and at most
--- 'bfm' of its backfill runs are active at once ('bfa' counts them, in the job hash). A
+-- 'bfm' of its backfill runs are active at once (its counter 'bfa' counts them). A
 -- backfill run ('bf' on its record) that ends its tick frees a place for the next.
--- Callers define rcall and include events.
+-- Callers define rcall and include events and counters.
 local function backfill_release(base, ready, job, now)
   local job_key = base .. 'job:' .. job
-  local info = rcall('HMGET', job_key, 'bfm', 'bfa')
-  local limit, active = tonumber(info[1] or '0'), tonumber(info[2] or '0')
+  local limit = tonumber(rcall('HGET', job_key, 'bfm') or '0')
+  local active = counter(base, job, 'bfa')
   local released = 0
   while active < limit do
     local head = rcall('ZPOPMIN', base .. 'bfq:' .. job)
@@ -19,7 +19,7 @@ local function backfill_release(base, ready, job, now)
       rcall('ZADD', base .. 'runs:' .. job, head[1], rid)
       rcall('XADD', ready, '*', 'r', rid)
       emit_event(base, rid, '', 'scheduled', '', 'backfill')
-      active = rcall('HINCRBY', job_key, 'bfa', 1)
+      active = counter_add(base, job, 'bfa', 1)
       released = released + 1
     end
   end
@@ -28,6 +28,6 @@ end
 
 -- A backfill run's tick ended: its place goes to the next waiting tick.
 local function backfill_done(base, ready, job, now)
-  rcall('HINCRBY', base .. 'job:' .. job, 'bfa', -1)
+  counter_add(base, job, 'bfa', -1)
   return backfill_release(base, ready, job, now)
 end

@@ -5,7 +5,7 @@
 -- (lib/events.lua, which callers include first).
 --
 -- The DAG's hash is job:<dag> (it has a timer entry like a job): 'tasks' (names, csv, in
--- order), 'roots', 'mar' (max active runs), 'nact' (active runs), 'cu' (catch-up a|l|n),
+-- order), 'roots', 'mar' (max active runs), 'cu' (catch-up a|l|n),
 -- 'sla' (stall SLA, ms), and per task 'd:<t>' (dependencies, csv), 'w:<t>' (downstream,
 -- csv), 'g:<t>' (trigger rule: s all_success | d all_done | o one_failed | n none_failed).
 -- A DAG run is dagrun:<dag>:<tick> ('t<n>' for a manual one): 'st', 's' (scheduled_for),
@@ -14,6 +14,8 @@
 -- upstream_failed, which counts as a failure downstream, recursively | k skipped otherwise),
 -- 'r:<t>' (its latest run id), 'a:<t>' (released at). Its id is listed in runs:<dag>.
 -- Task runs are <dag>.<task>:<tick>:<attempt> with 'd' = the DAG run id.
+-- Its counters (lib/counters.lua, which callers include first) are 'nact' (DAG runs
+-- active) and 'ntv' (see below).
 -- Versions (update_dag.lua): the DAG's 'tv' is its topology's version and 'ntv' how many
 -- DAG runs opened on it are still open; a DAG run records the 'tv' it opened on and keeps
 -- it to the end. When a change replaces a topology that open runs still use, it is kept
@@ -56,8 +58,8 @@ local function dag_release_version(base, dag, drid)
     return
   end
   if tv == (rcall('HGET', dag_key, 'tv') or '1') then
-    if tonumber(rcall('HGET', dag_key, 'ntv') or '0') > 0 then
-      rcall('HINCRBY', dag_key, 'ntv', -1)
+    if counter(base, dag, 'ntv') > 0 then
+      counter_add(base, dag, 'ntv', -1)
     end
   else
     local kept = base .. 'dagv:' .. dag .. ':' .. tv
@@ -124,15 +126,15 @@ end
 local function dag_promote(base, ready, dag, now)
   local released = 0
   local dag_key = base .. 'job:' .. dag
-  local info = rcall('HMGET', dag_key, 'mar', 'nact')
-  local active, limit = tonumber(info[2] or '0'), tonumber(info[1] or '1')
+  local active = counter(base, dag, 'nact')
+  local limit = tonumber(rcall('HGET', dag_key, 'mar') or '1')
   while active < limit do
     local head = rcall('ZPOPMIN', base .. 'dagq:' .. dag)
     if #head == 0 then
       break
     end
     if rcall('HGET', base .. 'dagrun:' .. head[1], 'st') == 'queued' then
-      active = rcall('HINCRBY', dag_key, 'nact', 1)
+      active = counter_add(base, dag, 'nact', 1)
       released = released + dag_start(base, ready, dag, head[1], now)
     end
   end
@@ -147,7 +149,7 @@ local function dag_finish(base, ready, dag, drid, now)
   rcall('HSET', run_key, 'st', failed and 'failed' or 'succeeded', 'f', now)
   dag_release_version(base, dag, drid)
   emit_event(base, drid, 'running', failed and 'failed' or 'succeeded', '', '')
-  rcall('HINCRBY', base .. 'job:' .. dag, 'nact', -1)
+  counter_add(base, dag, 'nact', -1)
   return dag_promote(base, ready, dag, now)
 end
 
@@ -162,13 +164,13 @@ local function dag_open(base, ready, dag, tick, s, now, manual)
     return 0, drid, 0
   end
   local dag_key = base .. 'job:' .. dag
-  local info = rcall('HMGET', dag_key, 'tasks', 'mar', 'nact', 'cu', 'tv')
-  local full = tonumber(info[3] or '0') >= tonumber(info[2] or '1')
+  local info = rcall('HMGET', dag_key, 'tasks', 'mar', 'cu', 'tv')
+  local full = counter(base, dag, 'nact') >= tonumber(info[2] or '1')
   if full and not manual then
-    if info[4] == 'n' then
+    if info[3] == 'n' then
       record_skip(base, dag, tick, tick, 1, 'max_active_runs', now)
       return 3, drid, 0
-    elseif info[4] == 'l' then
+    elseif info[3] == 'l' then
       -- only the latest tick waits: older queued runs are superseded, and say so
       local queue_key = base .. 'dagq:' .. dag
       for _, queued in ipairs(rcall('ZRANGE', queue_key, 0, -1)) do
@@ -183,8 +185,8 @@ local function dag_open(base, ready, dag, tick, s, now, manual)
     end
   end
   local tasks = dag_split(info[1])
-  local fields = {'st', 'queued', 's', s, 'c', now, 'n', #tasks, 'nf', 0, 'tv', info[5] or '1'}
-  rcall('HINCRBY', dag_key, 'ntv', 1)
+  local fields = {'st', 'queued', 's', s, 'c', now, 'n', #tasks, 'nf', 0, 'tv', info[4] or '1'}
+  counter_add(base, dag, 'ntv', 1)
   if manual then
     fields[#fields + 1] = 'm'
     fields[#fields + 1] = '1'
@@ -200,7 +202,7 @@ local function dag_open(base, ready, dag, tick, s, now, manual)
     rcall('ZADD', base .. 'dagq:' .. dag, s, drid)
     return 2, drid, 0
   end
-  rcall('HINCRBY', dag_key, 'nact', 1)
+  counter_add(base, dag, 'nact', 1)
   return 1, drid, dag_start(base, ready, dag, drid, now)
 end
 

@@ -1,16 +1,17 @@
--- Output kept in Redis is counted per job (its job hash's 'ob') and per shard (stats
+-- Output kept in Redis is counted per job (its counter 'ob') and per shard (stats
 -- 'ob', the deployment's share), and held under the caller's quotas: what would pass
 -- either keeps only the tail that fits (none when nothing does), and the run says which
 -- quota cut it ('oq': job | deployment). The bytes printed in all are still counted
--- ('ol'), so a run always says how much it printed. Callers define rcall; expire_history
+-- ('ol'), so a run always says how much it printed. Callers define rcall and include
+-- counters; expire_history
 -- gives the bytes back when it removes an output.
 local function keep_output(base, job, out_key, data, append, job_quota, shard_quota)
   local old = rcall('STRLEN', out_key)
-  local job_key, stats_key = base .. 'job:' .. job, base .. 'stats'
+  local stats_key = base .. 'stats'
   local wanted = append and (old + #data) or #data
   local room, cut_by = wanted, nil
   if job_quota > 0 then
-    local used = tonumber(rcall('HGET', job_key, 'ob') or '0')
+    local used = counter(base, job, 'ob')
     if used - old + wanted > job_quota then
       room, cut_by = math.max(0, job_quota - used + old), 'job'
     end
@@ -31,7 +32,7 @@ local function keep_output(base, job, out_key, data, append, job_quota, shard_qu
   end
   local kept = math.min(room, wanted)
   if kept ~= old then
-    rcall('HINCRBY', job_key, 'ob', kept - old)
+    counter_add(base, job, 'ob', kept - old)
     rcall('HINCRBY', stats_key, 'ob', kept - old)
   end
   return cut_by
@@ -41,8 +42,8 @@ end
 local function forget_output(base, job, out_key)
   local len = rcall('STRLEN', out_key)
   if len > 0 then
-    if rcall('HEXISTS', base .. 'job:' .. job, 'ob') == 1 then
-      rcall('HINCRBY', base .. 'job:' .. job, 'ob', -len)
+    if counter_exists(base, job, 'ob') then
+      counter_add(base, job, 'ob', -len)
     end
     rcall('HINCRBY', base .. 'stats', 'ob', -len)
   end

@@ -116,11 +116,12 @@ def dag_calls(dep: Deployment, dag_id: str) -> list[Call]:
         Call(("HMGET", sk.job(dag_id), *DAG_FIELDS)),
         Call(("ZSCORE", sk.timer, dag_id)),
         Call(("ZCARD", sk.dag_queue(dag_id))),
+        Call(("HGET", sk.counters(dag_id), "nact")),
     ]
 
 
 def dag_from(dep: Deployment, dag_id: str, replies: Sequence[Any]) -> Dag:
-    fields, score, queued = (check(r) for r in replies)
+    fields, score, queued, counted = (check(r) for r in replies)
     kind, spec_raw, status, created, updated, version, active, stalled = fields
     if kind != b"dag" or not k.is_dag_id(dag_id):
         raise DagNotFound(dag_id)
@@ -137,7 +138,7 @@ def dag_from(dep: Deployment, dag_id: str, replies: Sequence[Any]) -> Dag:
         stall_sla_s=spec.stall_sla_s,
         status=JobStatus(status.decode()),
         next_run_at=None if score is None else from_ms(int(float(score))),
-        active_runs=int(active or 0),
+        active_runs=int(active or 0) + int(counted or 0),  # lua/lib/counters.lua
         queued_runs=int(queued),
         stalled_tasks=int(stalled or 0),
         created_at=from_ms(int(created)),

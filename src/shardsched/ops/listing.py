@@ -291,9 +291,12 @@ def _names(dep: Deployment, entries: Entries) -> Op:
 
 def _read_dags(dep: Deployment, entries: Entries) -> Op:
     ids = [member.decode() for _, member in entries]
-    replies = yield [c for dag_id in ids for c in dag_ops.dag_calls(dep, dag_id)]
+    calls = [dag_ops.dag_calls(dep, dag_id) for dag_id in ids]
+    replies = yield [c for each in calls for c in each]
+    per = len(calls[0]) if calls else 0
     return [
-        dag_ops.dag_from(dep, dag_id, replies[3 * n : 3 * n + 3]) for n, dag_id in enumerate(ids)
+        dag_ops.dag_from(dep, dag_id, replies[per * n : per * (n + 1)])
+        for n, dag_id in enumerate(ids)
     ]
 
 

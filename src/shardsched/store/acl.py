@@ -9,7 +9,8 @@ Three roles, for ``ACL SETUSER <user> <rules…>`` (``shardsched acl`` prints th
 
 Every role is limited to the deployment's keys (``~<ns>:*``) and channels (``&<ns>:*``);
 within them the reader may only read, and the worker may write only what running runs
-needs (:data:`WORKER_SHARD_KEYS`): never a token, the node registry or a shard's lease.
+needs (:data:`WORKER_SHARD_KEYS`): never a token, the node registry, a shard's lease or
+a job's definition (:data:`NODE_SHARD_KEYS`).
 No role has any of FLUSHALL, FLUSHDB, CONFIG, KEYS, DEBUG, SHUTDOWN, MONITOR or ACL. Redis
 checks a user's permissions on every command a Lua script runs as well, so a script
 cannot step outside them either. What ACLs cannot tell apart is *which* script a user
@@ -57,12 +58,19 @@ DENIED = ("flushall", "flushdb", "config", "keys", "debug", "shutdown", "monitor
 
 #: The keys of a shard a worker writes (a family ending in ':' is one key per id): its
 #: claims, renewals, completions, output and hand-backs, and what a completion does (a
-#: retry, a dead letter, a DAG release, an auto-pause of the job). Not the shard's
-#: ``owner`` lease nor its fencing ``epoch``: only a node takes and keeps a shard.
+#: retry, a dead letter, a DAG release, the next backfill tick, a job's counters, a job
+#: handed to the owner for its auto-pause).
 WORKER_SHARD_KEYS = (
-    "timer", "ready", "retries", "deadletter", "failures", "dags", "dagwait", "dagrun:",
-    "dagv:", "dagq:", "jobs", "stats", "job:", "run:", "runs:", "segs:", "vers:",
-    "resumes", "skips:", "reclaim_at", "bfq:", "events", "chg:", "acts:", "out:",
+    "ready", "retries", "deadletter", "failures", "dagwait", "dagrun:", "dagv:", "dagq:",
+    "stats", "run:", "runs:", "reclaim_at", "bfq:", "events", "out:", "cnt:", "autopause",
+)  # fmt: skip
+#: The keys of a shard only a node writes: the shard's ``owner`` lease and fencing
+#: ``epoch``; what a job is (its hash, timer entry, schedule segments, versions, change and
+#: action logs, the job and DAG indexes, resumes and skip records), so a worker's password
+#: cannot change, add, resume or re-time a job, nor rewrite its history.
+NODE_SHARD_KEYS = (
+    "owner", "epoch", "timer", "jobs", "dags", "job:", "segs:", "vers:", "resumes",
+    "skips:", "chg:", "acts:",
 )  # fmt: skip
 #: The global keys a worker writes: its registry entry and the wake tokens. Not the API
 #: tokens or their log, the node registry, the deployment's meta or dev's children.
@@ -72,8 +80,8 @@ WORKER_GLOBAL_KEYS = ("workers", "workerinfo", "ready")
 def key_rules(role: str, namespace: str) -> list[str]:
     """Which keys ``role`` may read and write: the ``node`` all of the deployment's; the
     ``reader`` all, read only; the ``worker`` all read, and written only those above, so
-    its password cannot mint or change a token, register a node or take a shard's lease
-    (Redis checks this inside scripts too)."""
+    its password cannot mint or change a token, register a node, take a shard's lease or
+    change a job (Redis checks this inside scripts too)."""
     if role == "node":
         return [f"~{namespace}:*"]
     if role == "reader":

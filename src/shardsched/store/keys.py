@@ -153,8 +153,20 @@ class ShardKeys:
         return self.base + "stats"
 
     def job(self, job_id: str) -> str:
-        """HASH the job: spec JSON, timing JSON, status, times, version."""
+        """HASH the job: spec JSON, timing JSON, status, times, version. Written by the
+        owner and the API only (a worker's Redis role may not)."""
         return self.base + "job:" + job_id
+
+    def counters(self, job_id: str) -> str:
+        """HASH what completions count of a job or DAG: 'nact', 'ntv', 'bfa', 'ob'; each
+        value adds to the job hash's field of the same name (lua/lib/counters.lua)."""
+        return self.base + "cnt:" + job_id
+
+    @property
+    def autopause(self) -> str:
+        """ZSET job_id -> ms: jobs a run of which failed for good, for the owner to decide
+        their auto-pause (lua/lib/autopause.lua)."""
+        return self.base + "autopause"
 
     def run(self, rid: str) -> str:
         """HASH one run record."""
@@ -207,7 +219,7 @@ class ShardKeys:
         return self.base + "acts:" + any_id
 
     def output(self, rid: str) -> str:
-        """STRING the last 64 KiB a run printed."""
+        """STRING the tail of what a run printed (its worker's --output-tail)."""
         return self.base + "out:" + rid
 
 

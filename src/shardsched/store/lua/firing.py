@@ -13,7 +13,7 @@ from shardsched.store.lua.runs import Fenced
 
 FIRE = signature(
     "fire",
-    keys=("timer", "ready", "epoch", "stats", "retries"),
+    keys=("timer", "ready", "epoch", "stats", "retries", "autopause"),
     argv=("epoch", "base", "count", "look-ahead", "missed"),
     item=("job id", "old score", "tick", "new score", "skip record", "overlap"),
 )
@@ -31,7 +31,7 @@ def fire(
     """Fire a batch of planned items (flattened, 6 fields each) and read the next due
     batch; decode with :func:`decode_fired`."""
     return FIRE.call(
-        (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries),
+        (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries, sk.autopause),
         (epoch, sk.base, count, lookahead_ms, missed),
         items,
     )

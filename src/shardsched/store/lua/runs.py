@@ -208,7 +208,7 @@ def flush_output(
 
 COMPLETE = signature(
     "complete",
-    keys=("ready", "retries", "deadletter"),
+    keys=("ready", "retries", "deadletter", "autopause"),
     argv=(
         "group",
         "worker",
@@ -258,7 +258,7 @@ def complete(
             "" if c.output_total is None else c.output_total,
         )
     return COMPLETE.call(
-        (sk.ready, sk.retries, sk.dead_letter),
+        (sk.ready, sk.retries, sk.dead_letter, sk.autopause),
         (CONSUMER_GROUP, worker_id, sk.base, g.wake_channel, sk.shard, quota.job, quota.shard),
         items,
     )
