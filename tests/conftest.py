@@ -28,6 +28,7 @@ from shardsched.ops import tokens
 from shardsched.router.app import create_app
 from shardsched.service import serve_http
 from shardsched.shard.manager import ShardManager
+from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis
 from shardsched.worker.worker import Worker
 
@@ -117,7 +118,7 @@ async def redis(redis_server: RedisServer) -> AsyncIterator[Redis]:
 
 @pytest.fixture
 async def dep(redis: Redis, namespace: str) -> ops.Deployment:
-    return await ops.drive_async(ops.open_deployment(namespace, TEST_SHARDS), redis)
+    return await drive_async(ops.open_deployment(namespace, TEST_SHARDS), redis)
 
 
 @pytest.fixture
@@ -147,7 +148,7 @@ async def http(
 async def admin_token(redis: Redis, dep: ops.Deployment, name: str = "test-admin") -> str:
     """A token with every scope (admin and worker), made straight in Redis."""
     request = TokenRequest(name=name, scopes=[Scope.ADMIN, Scope.WORKER])
-    created = await ops.drive_async(tokens.create_token(dep, request, "tests"), redis)
+    created = await drive_async(tokens.create_token(dep, request, "tests"), redis)
     return str(created.token)
 
 
@@ -185,7 +186,7 @@ async def wait_until(predicate, timeout: float = 10.0, every: float = 0.05):
 
 async def drive_list(op, redis: Redis) -> list:
     """Drive a page operation; its items (the first field of the page Struct)."""
-    page = await ops.drive_async(op, redis)
+    page = await drive_async(op, redis)
     return list(getattr(page, page.__struct_fields__[0]))
 
 

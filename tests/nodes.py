@@ -12,6 +12,7 @@ from conftest import child_env, shardsched_cmd, wait_until
 from shardsched import ops
 from shardsched.ops import audit
 from shardsched.ops.cluster import ClusterView, cluster_view
+from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis
 
 LEASE_TTL_S = 2.0
@@ -76,7 +77,7 @@ class Nodes:
 
 
 async def view(redis: Redis, dep: ops.Deployment) -> ClusterView:
-    return await ops.drive_async(cluster_view(dep), redis)
+    return await drive_async(cluster_view(dep), redis)
 
 
 def owners(v: ClusterView) -> Counter[str | None]:
@@ -99,7 +100,7 @@ async def wait_owned_by(
 
 
 async def run_audit(redis: Redis, dep: ops.Deployment, settle_s: float = 2.0) -> audit.AuditReport:
-    return await ops.drive_async(audit.audit(dep, settle_s=settle_s), redis)
+    return await drive_async(audit.audit(dep, settle_s=settle_s), redis)
 
 
 async def refused(redis: Redis, dep: ops.Deployment) -> tuple[int, int]:

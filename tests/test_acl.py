@@ -17,6 +17,7 @@ from shardsched.core.instants import from_ms
 from shardsched.ops import listing
 from shardsched.service import check_redis_config
 from shardsched.shard.manager import ShardManager
+from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis, ReplyError
 from shardsched.worker.worker import Worker
 
@@ -51,7 +52,7 @@ async def test_each_process_works_under_its_role(users, caplog) -> None:
     node_redis = Redis(users["node"], size=8)
     worker_redis = Redis(users["worker"], size=8)
     try:
-        dep = await ops.drive_async(ops.open_deployment(NS, 4), node_redis)
+        dep = await drive_async(ops.open_deployment(NS, 4), node_redis)
         with caplog.at_level(logging.WARNING):
             await check_redis_config(node_redis, allow_eviction=False)  # CONFIG: NOPERM
         assert "cannot check Redis maxmemory-policy" in caplog.text
@@ -63,13 +64,11 @@ async def test_each_process_works_under_its_role(users, caplog) -> None:
             specs.append(
                 JobSpec(name="tick", schedule=IntervalSchedule(every_s=0.5), command="true")
             )
-            created = await ops.drive_async(ops.create_jobs(dep, specs), node_redis)
+            created = await drive_async(ops.create_jobs(dep, specs), node_redis)
 
             async def all_ran() -> bool:
                 for c in created:
-                    runs = (
-                        await ops.drive_async(listing.runs_page(dep, c.job_id, 5), node_redis)
-                    ).runs
+                    runs = (await drive_async(listing.runs_page(dep, c.job_id, 5), node_redis)).runs
                     if not any(r.state == "succeeded" for r in runs):
                         return False
                 return True
@@ -98,9 +97,7 @@ async def test_each_process_works_under_its_role(users, caplog) -> None:
                 assert out.returncode == 0, (command, out.stdout, out.stderr)
                 assert "NOPERM" not in out.stderr
             nursery.cancel_scope.cancel()
-        names = [
-            j.name for j in (await ops.drive_async(listing.jobs_page(dep, 100), node_redis)).jobs
-        ]
+        names = [j.name for j in (await drive_async(listing.jobs_page(dep, 100), node_redis)).jobs]
         assert len(names) == 6  # the reader's add_job wrote nothing
     finally:
         await node_redis.aclose()
@@ -155,7 +152,7 @@ async def test_a_worker_runs_everything_under_its_role_and_writes_nothing_else(
     node_redis = Redis(users["node"], size=8)
     worker_redis = Redis(users["worker"], size=8)
     try:
-        dep = await ops.drive_async(ops.open_deployment(NS, 4), node_redis)
+        dep = await drive_async(ops.open_deployment(NS, 4), node_redis)
         async with trio.open_nursery() as nursery:
             await nursery.start(ShardManager(node_redis, dep, node_id="n", renew_every_s=0.5).run)
             worker = Worker(worker_redis, dep, "w", concurrency=4)
@@ -168,7 +165,7 @@ async def test_a_worker_runs_everything_under_its_role_and_writes_nothing_else(
                 JobSpec(name="streak", schedule=IntervalSchedule(every_s=0.5),
                         command="exit 1", auto_pause_after=2),
             ]  # fmt: skip
-            created = await ops.drive_async(ops.create_jobs(dep, specs), node_redis)
+            created = await drive_async(ops.create_jobs(dep, specs), node_redis)
             dag = DagSpec(
                 name="d",
                 schedule=once,
@@ -177,17 +174,13 @@ async def test_a_worker_runs_everything_under_its_role_and_writes_nothing_else(
                     TaskSpec(name="b", command="true", depends_on=["a"]),
                 ],
             )
-            dag_id = (await ops.drive_async(dag_ops.create_dag(dep, dag), node_redis)).dag_id
+            dag_id = (await drive_async(dag_ops.create_dag(dep, dag), node_redis)).dag_id
 
             async def settled() -> bool:
-                fails = await ops.drive_async(
-                    listing.runs_page(dep, created[0].job_id, 5), node_redis
-                )
-                talks = await ops.drive_async(
-                    listing.runs_page(dep, created[1].job_id, 5), node_redis
-                )
-                streak = await ops.drive_async(ops.get_job(dep, created[2].job_id), node_redis)
-                dag_runs = await ops.drive_async(listing.dag_runs_page(dep, dag_id, 5), node_redis)
+                fails = await drive_async(listing.runs_page(dep, created[0].job_id, 5), node_redis)
+                talks = await drive_async(listing.runs_page(dep, created[1].job_id, 5), node_redis)
+                streak = await drive_async(ops.get_job(dep, created[2].job_id), node_redis)
+                dag_runs = await drive_async(listing.dag_runs_page(dep, dag_id, 5), node_redis)
                 return (
                     any(r.state == "dead_letter" for r in fails.runs)
                     and any(r.state == "succeeded" for r in talks.runs)
@@ -196,8 +189,8 @@ async def test_a_worker_runs_everything_under_its_role_and_writes_nothing_else(
                 )
 
             await wait_until(settled, timeout=30)
-            talks = await ops.drive_async(listing.runs_page(dep, created[1].job_id, 1), node_redis)
-            out = await ops.drive_async(ops.get_output(dep, talks.runs[0].run_id), node_redis)
+            talks = await drive_async(listing.runs_page(dep, created[1].job_id, 1), node_redis)
+            out = await drive_async(ops.get_output(dep, talks.runs[0].run_id), node_redis)
             assert out.output == "a\nb\n", out
             worker.drain()  # hands back what it holds, under its role too
             nursery.cancel_scope.cancel()
@@ -235,7 +228,7 @@ async def test_a_worker_runs_everything_under_its_role_and_writes_nothing_else(
             with pytest.raises(ReplyError, match=DENIED):
                 await worker_redis.execute(*command)
         assert await worker_redis.execute("HGET", g.tokens, "n:x") is None  # reads still go
-        assert await ops.drive_async(tokens.list_tokens(dep), worker_redis) is not None
+        assert await drive_async(tokens.list_tokens(dep), worker_redis) is not None
     finally:
         await node_redis.aclose()
         await worker_redis.aclose()

@@ -9,6 +9,7 @@ import trio
 
 from conftest import child_env, shardsched_cmd, wait_until
 from shardsched import IntervalSchedule, JobSpec, ops
+from shardsched.store.drive import drive_async
 
 
 def audit_cli(url: str, namespace: str) -> tuple[int, dict]:
@@ -26,7 +27,7 @@ def audit_cli(url: str, namespace: str) -> tuple[int, dict]:
 
 async def test_audit_counts_and_exit_codes(node, redis, redis_server, dep) -> None:
     spec = JobSpec(name="a", schedule=IntervalSchedule(every_s=0.5), command="true")
-    jobs = await ops.drive_async(ops.create_jobs(dep, [spec, spec]), redis)
+    jobs = await drive_async(ops.create_jobs(dep, [spec, spec]), redis)
     job_id = jobs[0].job_id
     sk = dep.keys_for(job_id)
 
@@ -34,7 +35,7 @@ async def test_audit_counts_and_exit_codes(node, redis, redis_server, dep) -> No
         return await redis.execute("ZCARD", sk.runs_of(job_id)) >= 5
 
     await wait_until(enough_runs)
-    await ops.drive_async(ops.patch_job(dep, job_id, ops_patch_paused()), redis)
+    await drive_async(ops.patch_job(dep, job_id, ops_patch_paused()), redis)
     await trio.sleep(1.2)  # past the audit's settle margin (1 s): every tick so far is judged
 
     code, report = await trio.to_thread.run_sync(audit_cli, redis_server.url, dep.namespace)

@@ -13,7 +13,6 @@ import pytest
 import trio
 
 from conftest import child_env, keyspace, shardsched_cmd
-from shardsched import ops
 from shardsched.core.access import Scope, TokenRequest, token_hash
 from shardsched.core.errors import ConfigError
 from shardsched.ops import tokens
@@ -21,6 +20,7 @@ from shardsched.router.app import create_app
 from shardsched.router.guards import AccessPolicy
 from shardsched.router.routes import OPERATIONS
 from shardsched.service import serve_http
+from shardsched.store.drive import drive_async
 
 EVERY_HOUR = {"type": "interval", "every_s": 3600}
 
@@ -32,7 +32,7 @@ async def serve(nursery, redis, dep, policy: AccessPolicy | None = None) -> str:
 
 async def token(redis, dep, name: str, *scopes: Scope, prefixes: tuple[str, ...] = ()) -> str:
     request = TokenRequest(name=name, scopes=list(scopes), prefixes=list(prefixes))
-    return str((await ops.drive_async(tokens.create_token(dep, request, "test"), redis)).token)
+    return str((await drive_async(tokens.create_token(dep, request, "test"), redis)).token)
 
 
 def client(base: str, secret: str | None = None) -> httpx.AsyncClient:

@@ -9,12 +9,13 @@ from conftest import drive_list
 from shardsched import ops
 from shardsched.core.models import Catchup, IntervalSchedule, JobSpec
 from shardsched.ops import listing
+from shardsched.store.drive import drive_async
 
 
 async def test_a_backlog_of_100k_ticks_drains_beside_on_time_jobs(node, redis, dep) -> None:
     on_time = [
         c.job_id
-        for c in await ops.drive_async(
+        for c in await drive_async(
             ops.create_jobs(
                 dep,
                 [
@@ -32,7 +33,7 @@ async def test_a_backlog_of_100k_ticks_drains_beside_on_time_jobs(node, redis, d
         catchup=Catchup.ALL,
         max_catchup=100_000,
     )
-    backlog = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+    backlog = (await drive_async(ops.create_job(dep, spec), redis)).job_id
     sk = dep.keys_for(backlog)
     now = await redis.time_ms()
     # as if every node had been down for 3 hours: 108,000 ticks owed, 100,000 of them kept

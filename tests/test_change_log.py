@@ -15,13 +15,14 @@ from shardsched.core.access import Scope, TokenRequest
 from shardsched.core.models import IntervalSchedule, JobPatch, JobSpec
 from shardsched.ops import changes, tokens
 from shardsched.sdk import AsyncClient
+from shardsched.store.drive import drive_async
 
 EVERY_HOUR = {"type": "interval", "every_s": 3600}
 
 
 async def token(redis, dep, name: str, scope: Scope) -> str:
     request = TokenRequest(name=name, scopes=[scope])
-    return str((await ops.drive_async(tokens.create_token(dep, request, "test"), redis)).token)
+    return str((await drive_async(tokens.create_token(dep, request, "test"), redis)).token)
 
 
 def as_(http: httpx.AsyncClient, secret: str) -> httpx.AsyncClient:
@@ -173,14 +174,14 @@ async def test_the_sdk_records_its_actor_and_the_scheduler_its_own(
 
 async def test_version_history_is_bounded_and_the_change_log_is_whole(redis, dep) -> None:
     spec = JobSpec(name="busy", schedule=IntervalSchedule(every_s=3600), command="echo 0")
-    job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+    job_id = (await drive_async(ops.create_job(dep, spec), redis)).job_id
     for n in range(1, 106):
         patch = JobPatch(command=f"echo {n}")
-        await ops.drive_async(ops.patch_job(dep, job_id, patch, "patcher"), redis)
-    versions = (await ops.drive_async(ops.job_versions(dep, job_id), redis)).versions
+        await drive_async(ops.patch_job(dep, job_id, patch, "patcher"), redis)
+    versions = (await drive_async(ops.job_versions(dep, job_id), redis)).versions
     assert [v.version for v in versions] == list(range(6, 107))  # 100 earlier + the current
     assert versions[-1].spec.command == "echo 105" and versions[0].spec.command == "echo 5"
-    log = await ops.drive_async(changes.job_changes(dep, job_id, limit=1000), redis)
+    log = await drive_async(changes.job_changes(dep, job_id, limit=1000), redis)
     assert len(log.changes) == 106 and log.changes[-1].action == "create"
 
 

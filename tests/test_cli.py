@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from conftest import child_env, keyspace, shardsched_cmd
+from shardsched.store.drive import drive_async
 from shardsched.store.scripts import SCRIPTS
 
 
@@ -92,7 +93,7 @@ async def test_output_cut_short_by_its_reader_ends_quietly(
 
     later = OnceSchedule(at=from_ms(4_102_444_800_000))  # 2100: never fires here
     specs = [JobSpec(name=f"listed-{i}", command="true", schedule=later) for i in range(500)]
-    await ops.drive_async(ops.create_jobs(dep, specs), redis)
+    await drive_async(ops.create_jobs(dep, specs), redis)
     token = await admin_token(redis, dep)
     node, api = start_api_node(redis_server, dep.namespace, tmp_path / "node.log", dep.n_shards)
     try:
@@ -162,12 +163,11 @@ async def test_status_folds_shards_that_read_the_same(node, redis, dep) -> None:
     """64 identical shard rows were one screen of noise: status lists only the shards that
     are off; with --all, consecutive shards that read the same are one row (``0-7``)."""
     from conftest import wait_until
-    from shardsched import ops
     from shardsched.cli.status import render
     from shardsched.ops.status import status_view
 
     async def owned() -> bool:
-        st = await ops.drive_async(status_view(dep), redis)
+        st = await drive_async(status_view(dep), redis)
         return not st.unowned and len({s.epoch for s in st.shards}) == 1
 
     await wait_until(owned, timeout=10)
@@ -178,12 +178,12 @@ async def test_status_folds_shards_that_read_the_same(node, redis, dep) -> None:
         start = next(i for i, line in enumerate(lines) if line.startswith("SHARD"))
         return [line.split()[0] for line in lines[start + 1 :]]
 
-    quiet = await ops.drive_async(status_view(dep), redis)
+    quiet = await drive_async(status_view(dep), redis)
     assert shard_column(render(quiet, everything=True)) == [f"0-{last}"]
     assert not [x for x in render(quiet).splitlines() if x.startswith("SHARD ")]
     assert "nothing overdue" in render(quiet)
     await redis.execute("ZADD", dep.shard(2).dead_letter, 1, "job_x:1:1")  # as complete.lua
-    st = await ops.drive_async(status_view(dep), redis)
+    st = await drive_async(status_view(dep), redis)
     assert shard_column(render(st, everything=True)) == ["0-1", "2", f"3-{last}"]
     assert shard_column(render(st)) == ["2"]  # only what is off
 

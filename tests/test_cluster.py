@@ -17,6 +17,7 @@ from redis_cluster import LocalCluster
 from shardsched import IntervalSchedule, JobSpec, ops
 from shardsched.ops import audit
 from shardsched.shard.manager import ShardManager
+from shardsched.store.drive import drive_async
 from shardsched.store.redis import connect
 from shardsched.worker.worker import Worker
 
@@ -75,7 +76,7 @@ async def start_firing(nursery: trio.Nursery, redis, dep, name: str) -> ShardMan
         JobSpec(name=f"{name}{i}", schedule=IntervalSchedule(every_s=0.5), command="handler:noop")
         for i in range(200)
     ]
-    await ops.drive_async(ops.create_jobs(dep, specs), redis)
+    await drive_async(ops.create_jobs(dep, specs), redis)
     return node
 
 
@@ -102,7 +103,7 @@ async def test_kill_9_a_master_while_jobs_fire(cluster: LocalCluster, redis, dep
             return sum(o.actor.fired_total for o in node.owned.values()) > fired_before + 400
 
         await wait_until(firing_again, timeout=30, every=0.2)
-        report = await ops.drive_async(audit.audit(dep, settle_s=1.0), redis)
+        report = await drive_async(audit.audit(dep, settle_s=1.0), redis)
         nursery.cancel_scope.cancel()
     assert victim not in cluster.master_ports()
     assert report.duplicated == 0, report
@@ -153,7 +154,7 @@ async def test_resharding_while_jobs_fire_loses_nothing(cluster: LocalCluster, r
         out = await trio.to_thread.run_sync(reshard)
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
         await trio.sleep(1.5)  # firing goes on across the moved slots
-        report = await ops.drive_async(audit.audit(dep, settle_s=1.0), redis)
+        report = await drive_async(audit.audit(dep, settle_s=1.0), redis)
         nursery.cancel_scope.cancel()
     moved = sum(
         1

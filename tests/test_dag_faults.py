@@ -12,7 +12,7 @@ from nodes import Nodes, run_audit, view, wait_owned_by
 from shardsched.core.models import DagSpec, IntervalSchedule, JobStatus, TaskSpec
 from shardsched.ops import dag_runs, listing
 from shardsched.ops import dags as dag_ops
-from shardsched.store.calls import drive_async as drive
+from shardsched.store.drive import drive_async as drive
 
 pytestmark = pytest.mark.processes
 

@@ -14,8 +14,8 @@ from conftest import drive_list, keyspace, wait_until
 from shardsched.core.models import DagSpec, OnceSchedule, TaskSpec
 from shardsched.ops import dag_runs, listing
 from shardsched.ops import dags as dag_ops
-from shardsched.store.calls import call_script
-from shardsched.store.calls import drive_async as drive
+from shardsched.store.drive import call_script
+from shardsched.store.drive import drive_async as drive
 from shardsched.store.lua import runs as runs_lua
 from shardsched.worker.worker import Worker
 

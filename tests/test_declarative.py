@@ -12,7 +12,7 @@ from shardsched.core.errors import PreconditionFailed, ValidationError
 from shardsched.core.models import IntervalSchedule, JobSpec
 from shardsched.ops import declare, tokens
 from shardsched.ops.jobs import create_jobs
-from shardsched.store.calls import drive_async
+from shardsched.store.drive import drive_async
 
 HOURLY = {"type": "interval", "every_s": 3600}
 JOB = {"name": "report", "command": "echo v1", "schedule": HOURLY}

@@ -13,9 +13,9 @@ import httpx
 import trio
 
 from conftest import admin_token, child_env, shardsched_cmd, wait_until
-from shardsched import ops
 from shardsched.core.access import Scope, TokenRequest
 from shardsched.ops import tokens
+from shardsched.store.drive import drive_async
 
 NOW = {"type": "once", "at": "2020-01-01T00:00:00Z"}
 HOURLY = {"type": "interval", "every_s": 3600}
@@ -189,7 +189,7 @@ async def test_events_stream_live_as_server_sent_events(node, worker, http) -> N
 
 async def test_a_team_reads_events_of_its_own_jobs_only(node, http, redis, dep) -> None:
     request = TokenRequest(name="team", scopes=[Scope.READ], prefixes=["a-"])
-    secret = (await ops.drive_async(tokens.create_token(dep, request, "t"), redis)).token
+    secret = (await drive_async(tokens.create_token(dep, request, "t"), redis)).token
     body = {"name": "b-job", "command": "true", "schedule": HOURLY}
     theirs = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
     headers = {"authorization": f"Bearer {secret}"}

@@ -12,7 +12,7 @@ import yaml
 from conftest import wait_until
 from shardsched.core.access import Scope, TokenRequest
 from shardsched.ops import tokens
-from shardsched.store.calls import call_script, drive_async
+from shardsched.store.drive import call_script, drive_async
 from shardsched.store.lua import retention as lua
 from test_surfaces import cli
 

@@ -13,6 +13,7 @@ from shardsched import IntervalSchedule, JobSpec, OnceSchedule, ops
 from shardsched.core.instants import from_ms
 from shardsched.ops import listing
 from shardsched.shard.manager import ShardManager
+from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis
 from shardsched.worker.worker import Worker
 
@@ -58,7 +59,7 @@ async def test_kill_9_node_mid_burst_fires_every_due_tick_exactly_once(
         JobSpec(name=f"j{i}", schedule=OnceSchedule(at=from_ms(0)), command="true")
         for i in range(16_000)
     ]
-    created = await ops.drive_async(ops.create_jobs(dep, specs), redis)
+    created = await drive_async(ops.create_jobs(dep, specs), redis)
     job_ids = [c.job_id for c in created]
     with (tmp_path / "node.log").open("wb") as log:
         first = start_node(redis_server.url, dep.namespace, "n1", dep.n_shards, log)
@@ -108,9 +109,9 @@ async def test_kill_9_node_mid_burst_fires_every_due_tick_exactly_once(
 async def test_node_and_worker_ride_out_a_redis_restart(own_redis_server: RedisServer) -> None:
     redis = Redis(own_redis_server.url, size=8, retry_for=30)
     try:
-        dep = await ops.drive_async(ops.open_deployment("restart", 4), redis)
+        dep = await drive_async(ops.open_deployment("restart", 4), redis)
         spec = JobSpec(name="tick", schedule=IntervalSchedule(every_s=0.5), command="true")
-        job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+        job_id = (await drive_async(ops.create_job(dep, spec), redis)).job_id
 
         async def succeeded_after(t_ms: int) -> int:
             runs = await drive_list(listing.runs_page(dep, job_id, 200), redis)

@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from conftest import child_env, shardsched_cmd, wait_until
-from shardsched.store.calls import call_script
+from shardsched.store.drive import call_script
 from shardsched.store.lua import runs as lua
 from test_surfaces import cli
 

@@ -15,6 +15,7 @@ import trio
 from conftest import admin_token, keyspace, wait_until
 from shardsched import ops
 from shardsched.ops import audit
+from shardsched.store.drive import drive_async
 
 
 async def post_job(http, **body):
@@ -131,7 +132,7 @@ async def test_a_job_that_cannot_be_planned_is_quarantined_and_the_node_carries_
     assert node.metrics.quarantined._value.get() == 1
     status = (await http.get("/api/v1/status")).json()
     assert status["quarantined"] == 1
-    report = await ops.drive_async(audit.audit(dep, settle_s=0), redis)
+    report = await drive_async(audit.audit(dep, settle_s=0), redis)
     assert bad in report.quarantined
     # the node is alive and the good job keeps firing
     lines = len(marks.read_text().splitlines()) if marks.exists() else 0
@@ -219,7 +220,7 @@ async def test_a_past_once_job_fires_at_once_and_is_not_a_missed_schedule(
     (run,) = await wait_until(done, timeout=10)
     assert run["scheduled_for"] >= reply.json()["next_run_at"][:19]
     assert sum(node.metrics.missed.labels(job_id)._value.get() for _ in [0]) == 0
-    report = await ops.drive_async(audit.audit(dep, settle_s=0), redis)
+    report = await drive_async(audit.audit(dep, settle_s=0), redis)
     assert report.missing == 0 and report.fired == 1
 
 
@@ -329,7 +330,7 @@ async def test_a_full_redis_is_503_with_retry_after_and_nothing_changes(
     redis = Redis(own_redis_server.url, size=4)
     sync = redis_py.Redis(port=own_redis_server.port)
     try:
-        dep = await ops.drive_async(ops.open_deployment("oom", 4), redis)
+        dep = await drive_async(ops.open_deployment("oom", 4), redis)
         async with trio.open_nursery() as nursery:
             binds = await nursery.start(serve_http, create_app(redis, dep), "127.0.0.1:0")
             headers = {"authorization": f"Bearer {await admin_token(redis, dep)}"}

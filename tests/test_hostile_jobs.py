@@ -21,6 +21,7 @@ from shardsched import ops
 from shardsched.core.instants import from_ms
 from shardsched.core.models import ExecSpec, JobSpec, OnceSchedule
 from shardsched.ops import listing
+from shardsched.store.drive import drive_async
 from shardsched.store.lua.runs import Delivery
 from shardsched.worker.execution import Executor
 from shardsched.worker.holdings import Claimed
@@ -71,17 +72,17 @@ async def test_a_nul_stored_before_the_check_fails_its_run_and_spares_the_worker
     node, redis, dep, nursery
 ) -> None:
     spec = JobSpec(name="n", schedule=OnceSchedule(at=from_ms(10**13)), command="true")
-    job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+    job_id = (await drive_async(ops.create_job(dep, spec), redis)).job_id
     raw = msgspec.json.encode(msgspec.structs.replace(spec, command="echo a\x00b"))
     await redis.execute("HSET", dep.keys_for(job_id).job(job_id), "spec", raw)
     now = JobSpec(name="g", schedule=OnceSchedule(at=from_ms(0)), command="true")
-    good = await ops.drive_async(ops.create_job(dep, now), redis)
+    good = await drive_async(ops.create_job(dep, now), redis)
     worker = Worker(redis, dep, "nul-survivor", concurrency=2)
     await nursery.start(worker.run)
-    await ops.drive_async(ops.trigger(dep, job_id), redis)
+    await drive_async(ops.trigger(dep, job_id), redis)
 
     async def ended(jid: str, state: str):
-        runs = (await ops.drive_async(listing.runs_page(dep, jid, 5), redis)).runs
+        runs = (await drive_async(listing.runs_page(dep, jid, 5), redis)).runs
         return next((r for r in runs if r.state in ("failed", "dead_letter", "succeeded")), None)
 
     bad_run = await wait_until(lambda: ended(job_id, "failed"), timeout=20)

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import child_env
 from shardsched import ops
+from shardsched.store.drive import drive_async
 from test_worker_leases import once_job, start_worker, wait_run
 
 pytestmark = pytest.mark.processes
@@ -41,7 +42,7 @@ async def test_a_job_sees_only_the_allowlist(
     try:
         job_id = await once_job(redis, dep, "env", lease_s=10)
         (run,) = await wait_run(redis, dep, job_id, "succeeded", by="env-w")
-        out = (await ops.drive_async(ops.get_output(dep, run.run_id), redis)).output
+        out = (await drive_async(ops.get_output(dep, run.run_id), redis)).output
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(timeout=30)

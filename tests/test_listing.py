@@ -8,7 +8,7 @@ import httpx
 
 from shardsched import IntervalSchedule, JobPatch, JobSpec, ops
 from shardsched.core.models import JobStatus
-from shardsched.store.calls import drive_async as drive
+from shardsched.store.drive import drive_async as drive
 
 HOURLY = IntervalSchedule(every_s=3600)
 

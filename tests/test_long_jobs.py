@@ -14,6 +14,7 @@ import trio
 
 from conftest import wait_until
 from shardsched import ops
+from shardsched.store.drive import drive_async
 from test_worker_leases import once_job, start_worker, wait_run
 
 
@@ -98,7 +99,7 @@ async def run_long_job(node_fixtures, seconds: int, timeout_s: int, wait_s: floa
     try:
         runs = await wait_run(redis, dep, job_id, "succeeded", timeout=wait_s)
         assert len(runs) == 1 and runs[0].attempt == 1, runs
-        output = await ops.drive_async(ops.get_output(dep, runs[0].run_id), redis)
+        output = await drive_async(ops.get_output(dep, runs[0].run_id), redis)
         assert output.output == "finished\n", output
     finally:
         proc.kill()

@@ -8,14 +8,14 @@ import hiredis
 
 from conftest import RedisServer, keyspace
 from shardsched import IntervalSchedule, JobSpec, ops
-from shardsched.store.calls import call_script
+from shardsched.store.drive import call_script, drive_async
 from shardsched.store.lua import runs as runs_lua
 from shardsched.store.redis import Redis
 
 
 async def register(redis: Redis, dep: ops.Deployment, every_s: float = 60) -> str:
     spec = JobSpec(name="j", schedule=IntervalSchedule(every_s=every_s), command="true")
-    created = await ops.drive_async(ops.create_job(dep, spec), redis)
+    created = await drive_async(ops.create_job(dep, spec), redis)
     return created.job_id
 
 
@@ -185,7 +185,7 @@ async def test_scripts_are_refused_whole_when_redis_is_out_of_memory(
 ) -> None:
     redis = Redis(own_redis_server.url, size=2)
     try:
-        dep = await ops.drive_async(ops.open_deployment("oom", 4), redis)
+        dep = await drive_async(ops.open_deployment("oom", 4), redis)
         job = await register(redis, dep)
         sk = dep.keys_for(job)
         (epoch,) = await acquire(redis, dep, sk.shard, "n")

@@ -13,13 +13,14 @@ from nodes import LEASE_TTL_S, Nodes, owners, refused, run_audit, view, wait_own
 from shardsched import IntervalSchedule, JobSpec, ops
 from shardsched.core.models import Catchup
 from shardsched.ops import audit
+from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis
 
 pytestmark = pytest.mark.processes
 
 
 async def deployment(redis: Redis, namespace: str, shards: int) -> ops.Deployment:
-    return await ops.drive_async(ops.open_deployment(namespace, shards), redis)
+    return await drive_async(ops.open_deployment(namespace, shards), redis)
 
 
 async def register_interval_jobs(
@@ -33,7 +34,7 @@ async def register_interval_jobs(
     ]
     created = []
     for i in range(0, n, 1000):
-        created += await ops.drive_async(ops.create_jobs(dep, specs[i : i + 1000]), redis)
+        created += await drive_async(ops.create_jobs(dep, specs[i : i + 1000]), redis)
     return [c.job_id for c in created]
 
 
@@ -140,9 +141,7 @@ async def test_full_outage_catch_up_follows_each_policy(redis, namespace, nodes_
         for job_id in job_ids:
             # The outage's ticks, less the ones still inside the misfire grace at restart.
             hi = up_at - (3000 if policy == Catchup.NONE else 1000)
-            ticks = await ops.drive_async(
-                audit.job_ticks(dep, job_id, down_at + 1000, hi, 1000), redis
-            )
+            ticks = await drive_async(audit.job_ticks(dep, job_id, down_at + 1000, hi, 1000), redis)
             outcomes = [t.outcome for t in ticks.ticks]
             assert len(outcomes) >= 6, outcomes
 

@@ -23,6 +23,7 @@ from shardsched.router.app import create_app
 from shardsched.runtime.metrics import Metrics, metric_names
 from shardsched.service import serve_http
 from shardsched.shard.manager import ShardManager
+from shardsched.store.drive import drive_async
 from shardsched.worker.worker import Worker
 
 RULES = Path(__file__).resolve().parents[1] / "deploy" / "prometheus" / "shardsched-alerts.yml"
@@ -97,13 +98,13 @@ async def test_kill_a_worker_and_lease_reclaims_rise(redis_server, redis, dep, t
 
         await wait_until(up, timeout=20, every=0.1)
         spec = JobSpec(name="victim", schedule=FAR, command="sleep 30", lease_s=1)
-        job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+        job_id = (await drive_async(ops.create_job(dep, spec), redis)).job_id
         quick = JobSpec(name="quick", schedule=IntervalSchedule(every_s=0.5), command="true")
-        await ops.drive_async(ops.create_job(dep, quick), redis)
-        run = await ops.drive_async(ops.trigger(dep, job_id), redis)
+        await drive_async(ops.create_job(dep, quick), redis)
+        run = await drive_async(ops.trigger(dep, job_id), redis)
 
         async def running() -> bool:
-            return (await ops.drive_async(ops.get_run(dep, run.run_id), redis)).state == "running"
+            return (await drive_async(ops.get_run(dep, run.run_id), redis)).state == "running"
 
         await wait_until(running, timeout=15)
         text = await scrape(worker_metrics)
@@ -153,7 +154,7 @@ async def test_every_node_down_past_the_grace_counts_missed_ticks(redis, dep, re
     spec = JobSpec(
         name="ticker", schedule=IntervalSchedule(every_s=0.5), command="true", misfire_grace_s=0.2
     )
-    job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+    job_id = (await drive_async(ops.create_job(dep, spec), redis)).job_id
     async with trio.open_nursery() as nursery:
         first = ShardManager(redis, dep, node_id="first", renew_every_s=0.3, lease_ttl_s=1)
         await nursery.start(first.run)
@@ -214,19 +215,19 @@ async def test_a_run_past_its_p99_is_overrunning(node, redis, dep, tmp_path) -> 
     async with trio.open_nursery() as nursery:
         await nursery.start(worker.run)
         job_id = (
-            await ops.drive_async(
+            await drive_async(
                 ops.create_job(dep, JobSpec(name="o", schedule=FAR, command=command)), redis
             )
         ).job_id
         for _ in range(6):
-            run = await ops.drive_async(ops.trigger(dep, job_id), redis)
+            run = await drive_async(ops.trigger(dep, job_id), redis)
 
             async def done(rid: str = run.run_id) -> bool:
-                return (await ops.drive_async(ops.get_run(dep, rid), redis)).state == "succeeded"
+                return (await drive_async(ops.get_run(dep, rid), redis)).state == "succeeded"
 
             await wait_until(done)
         slow.touch()
-        await ops.drive_async(ops.trigger(dep, job_id), redis)
+        await drive_async(ops.trigger(dep, job_id), redis)
 
         async def overrunning() -> float:
             text = worker.metrics.render()[0].decode()
@@ -241,7 +242,7 @@ async def test_a_run_past_its_p99_is_overrunning(node, redis, dep, tmp_path) -> 
         async def in_status() -> bool:
             from shardsched.ops.status import status_view
 
-            st = await ops.drive_async(status_view(dep), redis)
+            st = await drive_async(status_view(dep), redis)
             return st.overrunning == 1
 
         await wait_until(in_status, timeout=5)
@@ -254,8 +255,8 @@ async def test_an_unclaimed_dag_task_past_its_sla_counts_stalled(node, redis, de
     spec = DagSpec(
         name="s", schedule=FAR, tasks=[TaskSpec(name="a", command="true")], stall_sla_s=0.3
     )
-    dag_id = (await ops.drive_async(dag_ops.create_dag(dep, spec), redis)).dag_id
-    await ops.drive_async(dag_ops.trigger_dag(dep, dag_id), redis)
+    dag_id = (await drive_async(dag_ops.create_dag(dep, spec), redis)).dag_id
+    await drive_async(dag_ops.trigger_dag(dep, dag_id), redis)
     binds = await nursery.start(serve_http, create_app(redis, dep, node.metrics), "127.0.0.1:0")
 
     async def stalled() -> float:

@@ -14,6 +14,7 @@ from shardsched import ops
 from shardsched.core.instants import from_ms
 from shardsched.core.models import JobSpec, OnceSchedule
 from shardsched.ops import listing
+from shardsched.store.drive import drive_async
 from shardsched.worker.runner import OUTPUT_LIMIT
 
 CHUNK = 64 * 1024
@@ -34,10 +35,10 @@ async def used_memory(redis) -> int:
 async def test_a_flood_of_output_leaves_redis_bounded_and_says_so(node, worker, redis, dep) -> None:
     spec = JobSpec(name="flood", schedule=OnceSchedule(at=from_ms(0)), command=FLOOD,
                    timeout_s=200)  # fmt: skip
-    job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+    job_id = (await drive_async(ops.create_job(dep, spec), redis)).job_id
 
     async def run_of():
-        runs = (await ops.drive_async(listing.runs_page(dep, job_id, 1), redis)).runs
+        runs = (await drive_async(listing.runs_page(dep, job_id, 1), redis)).runs
         return runs[0] if runs and runs[0].state == "running" else None
 
     run = await wait_until(run_of, timeout=20)
@@ -48,12 +49,12 @@ async def test_a_flood_of_output_leaves_redis_bounded_and_says_so(node, worker, 
         while True:
             peak_kept = max(peak_kept, await redis.execute("STRLEN", out_key))
             peak_memory = max(peak_memory, await used_memory(redis))
-            got = await ops.drive_async(ops.get_run(dep, run.run_id), redis)
+            got = await drive_async(ops.get_run(dep, run.run_id), redis)
             if got.state not in ("scheduled", "running"):
                 break
             await trio.sleep(1)
     assert got.state == "succeeded", got
-    output = await ops.drive_async(ops.get_output(dep, run.run_id), redis)
+    output = await drive_async(ops.get_output(dep, run.run_id), redis)
     assert output.truncated is True
     assert output.total_bytes == 600 * CHUNK, output.total_bytes  # every byte counted
     assert len(output.output.encode()) <= OUTPUT_LIMIT

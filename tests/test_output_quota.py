@@ -10,7 +10,7 @@ from shardsched import ops
 from shardsched.core.instants import from_ms
 from shardsched.core.models import JobSpec, OnceSchedule
 from shardsched.ops import listing
-from shardsched.store.calls import call_script
+from shardsched.store.drive import call_script, drive_async
 from shardsched.store.lua import retention as retention_lua
 from shardsched.store.lua.runs import OutputQuota
 from shardsched.worker.worker import Worker
@@ -22,17 +22,17 @@ async def run_thrice(nursery, redis, dep, quota: OutputQuota) -> tuple[str, list
     worker = Worker(redis, dep, "quota-worker", concurrency=1, output_quota=quota)
     await nursery.start(worker.run)
     spec = JobSpec(name="loud", schedule=OnceSchedule(at=from_ms(10**13)), command=PRINT_2000)
-    job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+    job_id = (await drive_async(ops.create_job(dep, spec), redis)).job_id
     outputs = []
     for _ in range(3):  # one after another: each sees what the last one kept
-        rid = (await ops.drive_async(ops.trigger(dep, job_id), redis)).run_id
+        rid = (await drive_async(ops.trigger(dep, job_id), redis)).run_id
 
         async def ended(rid=rid):
-            run = await ops.drive_async(ops.get_run(dep, rid), redis)
+            run = await drive_async(ops.get_run(dep, rid), redis)
             return run if run.state == "succeeded" else None
 
         await wait_until(ended, timeout=20)
-        outputs.append(await ops.drive_async(ops.get_output(dep, rid), redis))
+        outputs.append(await drive_async(ops.get_output(dep, rid), redis))
     return job_id, outputs
 
 
@@ -70,13 +70,13 @@ async def test_live_output_is_held_to_the_quota_too(node, nursery, redis, dep) -
     await nursery.start(worker.run)
     command = f"{PRINT_2000}; sleep 4; echo"
     spec = JobSpec(name="live", schedule=OnceSchedule(at=from_ms(0)), command=command)
-    job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+    job_id = (await drive_async(ops.create_job(dep, spec), redis)).job_id
 
     async def flushed():
-        runs = (await ops.drive_async(listing.runs_page(dep, job_id, 1), redis)).runs
+        runs = (await drive_async(listing.runs_page(dep, job_id, 1), redis)).runs
         if not runs or runs[0].state != "running":
             return None
-        out = await ops.drive_async(ops.get_output(dep, runs[0].run_id), redis)
+        out = await drive_async(ops.get_output(dep, runs[0].run_id), redis)
         return out if out.total_bytes >= 2000 else None
 
     live = await wait_until(flushed, timeout=20)
@@ -89,14 +89,14 @@ async def test_the_tail_each_run_keeps_is_the_worker_s_to_set(node, nursery, red
     worker = Worker(redis, dep, "tail", concurrency=1, output_quota=OutputQuota(run=100))
     await nursery.start(worker.run)
     spec = JobSpec(name="tail", schedule=OnceSchedule(at=from_ms(0)), command=PRINT_2000)
-    job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+    job_id = (await drive_async(ops.create_job(dep, spec), redis)).job_id
 
     async def done():
-        runs = (await ops.drive_async(listing.runs_page(dep, job_id, 1), redis)).runs
+        runs = (await drive_async(listing.runs_page(dep, job_id, 1), redis)).runs
         return runs[0] if runs and runs[0].state == "succeeded" else None
 
     run = await wait_until(done, timeout=20)
-    out = await ops.drive_async(ops.get_output(dep, run.run_id), redis)
+    out = await drive_async(ops.get_output(dep, run.run_id), redis)
     assert (len(out.output), out.total_bytes, out.truncated) == (100, 2000, True)
 
 

@@ -15,6 +15,7 @@ from shardsched import ops
 from shardsched.core.models import IntervalSchedule, JobSpec
 from shardsched.ops import listing
 from shardsched.shard.manager import POISON_LAPSES
+from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis
 
 
@@ -39,8 +40,8 @@ async def test_a_run_that_ends_its_worker_three_times_is_poison_and_its_job_quar
         command=f"echo $SHARDSCHED_RUN_ID >> {starts}; kill -9 $PPID",  # its worker
         lease_s=1,
     )
-    job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
-    run_id = (await ops.drive_async(ops.trigger(dep, job_id), redis)).run_id
+    job_id = (await drive_async(ops.create_job(dep, spec), redis)).job_id
+    run_id = (await drive_async(ops.trigger(dep, job_id), redis)).run_id
     ended = 0
     with trio.fail_after(60):
         while True:
@@ -52,12 +53,12 @@ async def test_a_run_that_ends_its_worker_three_times_is_poison_and_its_job_quar
                 break
 
     async def failed():
-        got = await ops.drive_async(ops.get_run(dep, run_id), redis)
+        got = await drive_async(ops.get_run(dep, run_id), redis)
         return got if got.state == "failed" else None
 
     run = await wait_until(failed, timeout=20)
     assert "poison" in (run.reason or ""), run
-    job = await ops.drive_async(ops.get_job(dep, job_id), redis)
+    job = await drive_async(ops.get_job(dep, job_id), redis)
     assert job.status == "paused", job
     assert job.pause_reason.startswith("quarantined: poison"), job.pause_reason
     # the next worker lives: nothing hands it the run again
@@ -69,5 +70,5 @@ async def test_a_run_that_ends_its_worker_three_times_is_poison_and_its_job_quar
         survivor.terminate()
         survivor.wait(timeout=20)
     assert starts.read_text().split() == [run_id] * POISON_LAPSES  # the job's own record
-    runs = (await ops.drive_async(listing.runs_page(dep, job_id, 10), redis)).runs
+    runs = (await drive_async(listing.runs_page(dep, job_id, 10), redis)).runs
     assert [r.run_id for r in runs] == [run_id]

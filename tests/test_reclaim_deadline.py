@@ -11,7 +11,7 @@ from shardsched.core.instants import from_ms
 from shardsched.core.models import JobSpec, OnceSchedule
 from shardsched.ops import events, listing
 from shardsched.shard.manager import ShardManager
-from shardsched.store.calls import call_script
+from shardsched.store.drive import call_script, drive_async
 from shardsched.store.lua import runs as runs_lua
 from shardsched.store.redis import Redis
 
@@ -25,7 +25,7 @@ async def test_reclaim_waits_for_the_earliest_lease_deadline(
         assert node.reclaim_rounds - rounds <= 1, "idle, the owner must not poll every second"
 
         spec = JobSpec(name="r", schedule=OnceSchedule(at=from_ms(0)), command="x", lease_s=2)
-        job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+        job_id = (await drive_async(ops.create_job(dep, spec), redis)).job_id
         sk = dep.keys_for(job_id)
 
         async def claimed() -> list:
@@ -47,7 +47,7 @@ async def test_reclaim_waits_for_the_earliest_lease_deadline(
         # the rounds that did it: one for the deadline claim.lua announced, not one a second
         assert node.reclaim_rounds - rounds <= 3
         # and the event stream says so: claimed by the ghost, taken back from it
-        page = await ops.drive_async(events.events_page(dep, job_id=job_id), redis)
+        page = await drive_async(events.events_page(dep, job_id=job_id), redis)
         changes = [(e.old, e.new, e.worker, e.detail) for e in page.events]
         assert changes == [
             (None, "scheduled", None, None),

@@ -13,6 +13,7 @@ from shardsched import ops
 from shardsched.router.app import create_app
 from shardsched.service import serve_http
 from shardsched.shard.manager import ShardManager
+from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis
 
 #: A read-only script that spins for ``ARGV[1]`` ms of the server's clock.
@@ -37,7 +38,7 @@ async def test_readyz_is_a_503_with_a_reason_while_redis_is_busy(
 ) -> None:
     redis = Redis(own_redis_server.url, size=4)
     await redis.execute("CONFIG", "SET", "busy-reply-threshold", "100")
-    dep = await ops.drive_async(ops.open_deployment("busy", 4), redis)
+    dep = await drive_async(ops.open_deployment("busy", 4), redis)
     binds = await nursery.start(serve_http, create_app(redis, dep), "127.0.0.1:0")
     headers = {"authorization": f"Bearer {await admin_token(redis, dep)}"}
     proc = spin(own_redis_server, 3000)
@@ -63,7 +64,7 @@ async def test_a_runaway_read_script_costs_no_shard_its_lease(
     after the busy-reply threshold (1 s, redis_server_args) and ends it with SCRIPT KILL,
     long before its 5 s leases could lapse; nothing changes hands."""
     redis = Redis(own_redis_server.url, size=4)
-    dep = await ops.drive_async(ops.open_deployment("runaway", 4), redis)
+    dep = await drive_async(ops.open_deployment("runaway", 4), redis)
     node = ShardManager(redis, dep, node_id="owner")  # 5 s leases renewed every 2 s
     await nursery.start(node.run)
 

@@ -22,14 +22,14 @@ from shardsched.sdk import Client
 from shardsched.service import serve_http
 from shardsched.shard.retention import Retainer
 from shardsched.store.archive import open_archive
-from shardsched.store.calls import call_script
+from shardsched.store.drive import call_script, drive_async
 from shardsched.store.lua import retention as lua
 from shardsched.store.redis import Redis
 
 
 async def open_with_archive(redis: Redis, namespace: str, root: Path | str) -> ops.Deployment:
     url = root if isinstance(root, str) else f"file://{root}"
-    return await ops.drive_async(ops.open_deployment(namespace, TEST_SHARDS, url), redis)
+    return await drive_async(ops.open_deployment(namespace, TEST_SHARDS, url), redis)
 
 
 async def api(nursery: trio.Nursery, redis: Redis, dep: ops.Deployment) -> httpx.AsyncClient:
@@ -155,7 +155,7 @@ async def test_old_runs_move_to_the_archive_and_every_reader_still_sees_them(
     assert (await http.get(f"/api/v1/jobs/{job_id}/runs", params=query)).json()["runs"] == []
 
     # the audit and /ticks count archived ticks as fired
-    report = await ops.drive_async(audit(dep, settle_s=0), redis)
+    report = await drive_async(audit(dep, settle_s=0), redis)
     assert report.missing == 0 and report.duplicated == 0, report
     assert report.fired == len(ran_ids)
     ticks = (await http.get(f"/api/v1/jobs/{job_id}/ticks", params={"limit": 1000})).json()
@@ -198,7 +198,7 @@ async def test_a_crash_between_archiving_and_removing_shows_each_run_once(
     everything = RetentionDefaults(max_age_s=None, max_runs=1)
 
     async def slice_() -> ops.Deployment:
-        return await ops.drive_async(retention_slice(dep, shard, 0, everything), redis)
+        return await drive_async(retention_slice(dep, shard, 0, everything), redis)
 
     found = await wait_until(lambda: _nonempty(slice_), timeout=10)
     assert found.records == []  # no skip records, no DAG runs: just runs
@@ -251,7 +251,7 @@ async def test_what_retention_never_removes(
     everything = RetentionDefaults(max_age_s=None, max_runs=1)
     for job_id in (bad_id, slow_id):
         shard = dep.keys_for(job_id).shard
-        found = await ops.drive_async(retention_slice(dep, shard, 0, everything), redis)
+        found = await drive_async(retention_slice(dep, shard, 0, everything), redis)
         chosen = {item.run.run_id for item in found.runs}
         # the failed first attempt may go; the dead letter and the running run may not
         assert chosen <= {r for r, st in (await states(bad_id)).items() if st == "failed"}
@@ -313,7 +313,7 @@ async def test_dag_runs_and_skip_records_leave_too_and_the_audit_does_not_change
 
     await wait_until(quiet, timeout=20)
     await trio.sleep(1.1)  # the busy job's last run and skips pass its 1 s age
-    before = await ops.drive_async(audit(dep, settle_s=0), redis)
+    before = await drive_async(audit(dep, settle_s=0), redis)
     assert before.missing == 0 and before.duplicated == 0 and before.skipped >= 5
     listed_before = (await http.get(f"/api/v1/dags/{dag_id}/runs", params={"limit": 1000})).json()
     await start_retainer(nursery, redis, dep, f"file://{tmp_path / 'archive'}")
@@ -327,7 +327,7 @@ async def test_dag_runs_and_skip_records_leave_too_and_the_audit_does_not_change
         )
 
     await wait_until(cleaned, timeout=20)
-    after = await ops.drive_async(audit(dep, settle_s=0), redis)
+    after = await drive_async(audit(dep, settle_s=0), redis)
     same = ("expected", "fired", "skipped", "pending", "missing", "duplicated", "unexpected")
     assert {f: getattr(after, f) for f in same} == {f: getattr(before, f) for f in same}
     assert after.executions == before.executions
@@ -363,7 +363,7 @@ async def test_dead_letters_at_the_head_do_not_hold_back_the_runs_behind_them(
     must still leave. The records are written as the scripts leave them (old ticks)."""
     dep = await open_with_archive(redis, namespace, tmp_path / "archive")
     spec = JobSpec(name="flaky", command="true", schedule=IntervalSchedule(every_s=60))
-    (created,) = await ops.drive_async(ops.create_jobs(dep, [spec]), redis)
+    (created,) = await drive_async(ops.create_jobs(dep, [spec]), redis)
     job_id, sk = created.job_id, dep.keys_for(created.job_id)
     old = (await redis.time_ms()) - 3_600_000
     calls = []
@@ -379,7 +379,7 @@ async def test_dead_letters_at_the_head_do_not_hold_back_the_runs_behind_them(
             calls.append(("ZADD", sk.dead_letter, tick + 5, rid))
     await redis.pipeline(calls)
     defaults = RetentionDefaults(max_age_s=60)
-    found = await ops.drive_async(retention_slice(dep, sk.shard, 0, defaults, budget=30), redis)
+    found = await drive_async(retention_slice(dep, sk.shard, 0, defaults, budget=30), redis)
     states = {item.run.state for item in found.runs}
     assert len(found.runs) == 30 and states == {RunState.SUCCEEDED}, (len(found.runs), states)
     assert found.more  # the budget ran out: the next pass comes at once

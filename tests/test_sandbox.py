@@ -17,6 +17,7 @@ from shardsched import ops
 from shardsched.core.instants import from_ms
 from shardsched.core.models import JobPatch, JobSpec, OnceSchedule
 from shardsched.ops import listing
+from shardsched.store.drive import drive_async
 from shardsched.worker import handlers
 from shardsched.worker.sandbox import CommandPolicy, Sandbox
 from shardsched.worker.worker import Worker
@@ -38,7 +39,7 @@ async def start(nursery, redis, dep, **options) -> Worker:
 
 async def finished(redis, dep, job_id: str, timeout: float = 20):
     async def done():
-        runs = (await ops.drive_async(listing.runs_page(dep, job_id, 5), redis)).runs
+        runs = (await drive_async(listing.runs_page(dep, job_id, 5), redis)).runs
         return next((r for r in runs if r.state in ("succeeded", "failed")), None)
 
     return await wait_until(done, timeout=timeout)
@@ -46,11 +47,11 @@ async def finished(redis, dep, job_id: str, timeout: float = 20):
 
 async def job(redis, dep, command: str, **fields) -> str:
     spec = JobSpec(name="sb", schedule=NOW, command=command, **fields)
-    return (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+    return (await drive_async(ops.create_job(dep, spec), redis)).job_id
 
 
 async def output(redis, dep, run) -> str:
-    return (await ops.drive_async(ops.get_output(dep, run.run_id), redis)).output
+    return (await drive_async(ops.get_output(dep, run.run_id), redis)).output
 
 
 async def test_a_job_has_its_own_env_map(node, nursery, redis, dep, http) -> None:
@@ -58,9 +59,9 @@ async def test_a_job_has_its_own_env_map(node, nursery, redis, dep, http) -> Non
     job_id = await job(redis, dep, 'echo "$GREETING $SHARDSCHED_ATTEMPT"', env={"GREETING": "hi"})
     run = await finished(redis, dep, job_id)
     assert run.state == "succeeded" and await output(redis, dep, run) == "hi 1\n"
-    got = await ops.drive_async(ops.get_job(dep, job_id), redis)
+    got = await drive_async(ops.get_job(dep, job_id), redis)
     assert got.env == {"GREETING": "hi"}
-    patched = await ops.drive_async(ops.patch_job(dep, job_id, JobPatch(env={})), redis)
+    patched = await drive_async(ops.patch_job(dep, job_id, JobPatch(env={})), redis)
     assert patched.env == {}
     body = {"name": "x", "command": "true", "schedule": {"type": "interval", "every_s": 60}}
     for bad in ({"SHARDSCHED_RUN_ID": "forged"}, {"1X": "a"}, {"A-B": "a"}, {"A": "x" * 5000}):

@@ -23,6 +23,7 @@ from shardsched.ops import listing
 from shardsched.router.app import create_app
 from shardsched.service import TlsFiles, serve_http
 from shardsched.shard.manager import ShardManager
+from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis, RedisConnectionError, connect
 from shardsched.worker.worker import Worker
 
@@ -109,19 +110,17 @@ async def test_node_and_worker_run_a_job_over_mutual_tls(tls_port: int, pki: Pki
     redis = Redis(tls_url(tls_port, pki), size=8)
     try:
         assert await redis.execute("PING") == b"PONG"
-        dep = await ops.drive_async(ops.open_deployment("tls", 4), redis)
+        dep = await drive_async(ops.open_deployment("tls", 4), redis)
         async with trio.open_nursery() as nursery:
             await nursery.start(ShardManager(redis, dep, node_id="n", renew_every_s=0.5).run)
             await nursery.start(Worker(redis, dep, "w", concurrency=2).run)
             spec = JobSpec(name="t", schedule=OnceSchedule(at=from_ms(0)), command="echo over tls")
-            job_id = (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+            job_id = (await drive_async(ops.create_job(dep, spec), redis)).job_id
 
             async def output() -> str | None:
-                runs = (await ops.drive_async(listing.runs_page(dep, job_id, 5), redis)).runs
+                runs = (await drive_async(listing.runs_page(dep, job_id, 5), redis)).runs
                 if runs and runs[0].state == "succeeded":
-                    return (
-                        await ops.drive_async(ops.get_output(dep, runs[0].run_id), redis)
-                    ).output
+                    return (await drive_async(ops.get_output(dep, runs[0].run_id), redis)).output
                 return None
 
             assert await wait_until(output, timeout=20) == "over tls\n"
@@ -328,17 +327,17 @@ async def test_a_redis_cluster_over_tls(tls_cluster: list[int], pki: Pki) -> Non
     """A node and a worker on a TLS-only cluster run jobs on every master; the SDK too."""
     redis = connect(cluster_url(tls_cluster, pki), size=8)
     try:
-        dep = await ops.drive_async(ops.open_deployment("tlsc", 16), redis)
+        dep = await drive_async(ops.open_deployment("tlsc", 16), redis)
         async with trio.open_nursery() as nursery:
             await nursery.start(ShardManager(redis, dep, node_id="n", renew_every_s=0.5).run)
             await nursery.start(Worker(redis, dep, "w", concurrency=4).run)
             once = OnceSchedule(at=from_ms(0))
             specs = [JobSpec(name=f"c{i}", schedule=once, command="true") for i in range(12)]
-            created = await ops.drive_async(ops.create_jobs(dep, specs), redis)
+            created = await drive_async(ops.create_jobs(dep, specs), redis)
 
             async def all_ran() -> bool:
                 for c in created:
-                    page = await ops.drive_async(listing.runs_page(dep, c.job_id, 5), redis)
+                    page = await drive_async(listing.runs_page(dep, c.job_id, 5), redis)
                     if not any(r.state == "succeeded" for r in page.runs):
                         return False
                 return True

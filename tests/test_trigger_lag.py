@@ -15,13 +15,14 @@ from shardsched.core.instants import from_ms
 from shardsched.core.models import IntervalSchedule, JobSpec
 from shardsched.ops.audit import job_ticks
 from shardsched.shard.manager import ShardManager
+from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis
 
 
 async def test_spread_phases_on_one_shard_each_fire_on_their_tick(
     nursery: trio.Nursery, redis: Redis, namespace: str
 ) -> None:
-    dep = await ops.drive_async(ops.open_deployment(namespace, 1), redis)  # one shard: one batch
+    dep = await drive_async(ops.open_deployment(namespace, 1), redis)  # one shard: one batch
     start = from_ms(await redis.time_ms() + 1500)
     specs = [
         JobSpec(
@@ -31,12 +32,12 @@ async def test_spread_phases_on_one_shard_each_fire_on_their_tick(
         )
         for i in range(4)
     ]
-    created = await ops.drive_async(ops.create_jobs(dep, specs), redis)
+    created = await drive_async(ops.create_jobs(dep, specs), redis)
     manager = ShardManager(redis, dep, node_id="lag-node", renew_every_s=0.5)
     await nursery.start(manager.run)
     await trio.sleep(1.5 + 4.2)  # four rounds of the four phases
     for job in created:
-        ticks = await ops.drive_async(job_ticks(dep, job.job_id, None, None, 100), redis)
+        ticks = await drive_async(job_ticks(dep, job.job_id, None, None, 100), redis)
         lags = [t.lag_s for t in ticks.ticks if t.lag_s is not None]
         assert len(lags) >= 3, ticks
         # the earliest phase waited for the latest one: ~210 ms; on time it is a few ms

@@ -12,7 +12,7 @@ from shardsched.core.instants import from_ms
 from shardsched.core.models import JobSpec, OnceSchedule
 from shardsched.shard.manager import ShardManager
 from shardsched.store import ready
-from shardsched.store.calls import call_script, redis_calls
+from shardsched.store.drive import call_script, drive_async, redis_calls
 from shardsched.store.lua import jobs as jobs_lua
 from shardsched.store.redis import Redis
 from shardsched.worker.handlers import handler
@@ -69,7 +69,7 @@ async def test_a_firing_wakes_one_idle_worker_and_idle_workers_cost_nothing(
 
     for i in range(10):  # ten firings, one at a time
         spec = JobSpec(name=f"once{i}", schedule=OnceSchedule(at=from_ms(0)), command="true")
-        await ops.drive_async(ops.create_job(dep, spec), redis)
+        await drive_async(ops.create_job(dep, spec), redis)
         await until(lambda i=i: sum(w.completed for w in fleet) == i + 1, timeout=10)
     used = await claims(redis) - before
     print(f"10 firings, 20 idle workers: {used} claims")
@@ -87,7 +87,7 @@ async def test_a_full_claim_passes_a_token_on_so_idle_workers_join_a_burst(
         schedule=OnceSchedule(at=from_ms(4_000_000_000_000)),
         command="handler:test-wake-sleep",
     )
-    job_id = (await ops.drive_async(ops.create_job(dep, far), redis)).job_id
+    job_id = (await drive_async(ops.create_job(dep, far), redis)).job_id
     fleet = await start_fleet(nursery, redis, dep, 5, 2)
     await settled(redis)
     sk = dep.keys_for(job_id)
@@ -108,7 +108,7 @@ async def test_a_lost_token_is_made_up_by_the_owner(
     fleet = await start_fleet(nursery, redis, dep, 3, 4)
     await settled(redis)
     far = JobSpec(name="lost", schedule=OnceSchedule(at=from_ms(4_000_000_000_000)), command="true")
-    job_id = (await ops.drive_async(ops.create_job(dep, far), redis)).job_id
+    job_id = (await drive_async(ops.create_job(dep, far), redis)).job_id
     sk = dep.keys_for(job_id)
     rewoken = node.waker.rewoken
     await call_script(redis, jobs_lua.trigger(sk, job_id, "test"))  # a run, and no token

@@ -16,6 +16,7 @@ from shardsched.core.instants import from_ms
 from shardsched.core.models import JobSpec, OnceSchedule
 from shardsched.ops import audit, listing
 from shardsched.ops.cluster import list_workers
+from shardsched.store.drive import drive_async
 
 pytestmark = pytest.mark.processes
 
@@ -44,7 +45,7 @@ async def once_job(redis, dep, command: str, lease_s: float, **fields) -> str:
     spec = JobSpec(
         name="w", schedule=OnceSchedule(at=from_ms(0)), command=command, lease_s=lease_s, **fields
     )
-    return (await ops.drive_async(ops.create_job(dep, spec), redis)).job_id
+    return (await drive_async(ops.create_job(dep, spec), redis)).job_id
 
 
 async def wait_run(
@@ -108,7 +109,7 @@ async def test_killed_worker_run_is_delivered_again_with_the_same_run_id(
     assert executions == [f"{run.run_id} 1", f"{run.run_id} 1"], executions
     deliveries, reclaims = await run_fields(redis, dep, run.run_id, "dt", "rc")
     assert (int(deliveries) % 1000, reclaims) == (2, b"1")  # the token's delivery count
-    report = await ops.drive_async(audit.audit(dep, settle_s=0), redis)
+    report = await drive_async(audit.audit(dep, settle_s=0), redis)
     assert report.fired == 1 and report.duplicated == 0 and report.missing == 0
 
 
@@ -153,7 +154,7 @@ async def test_sigterm_drains_and_hands_runs_back_well_under_a_lease(
     workers("w2")
 
     async def both_listed() -> dict | None:
-        listed = await ops.drive_async(list_workers(dep), redis)
+        listed = await drive_async(list_workers(dep), redis)
         by_id = {w.worker_id: w for w in listed.workers}
         ok = set(by_id) == {"w1", "w2"} and by_id["w1"].running == 1  # heartbeats: every 2 s
         return by_id if ok else None
@@ -170,9 +171,9 @@ async def test_sigterm_drains_and_hands_runs_back_well_under_a_lease(
     print(f"drained and handed over in {handed_over:.2f} s (lease 60 s)")
     assert handed_over < 10, "handed back at once, not after the 60 s lease"
     assert await trio.to_thread.run_sync(victim.wait, 10) == 0
-    listed = await ops.drive_async(list_workers(dep), redis)
+    listed = await drive_async(list_workers(dep), redis)
     assert [w.worker_id for w in listed.workers] == ["w2"], "a drained worker leaves the registry"
-    out = await ops.drive_async(ops.get_output(dep, first.run_id), redis)
+    out = await drive_async(ops.get_output(dep, first.run_id), redis)
     assert out.output == "second\n"
 
 
@@ -217,7 +218,7 @@ async def test_chaos_1000_runs_through_4_workers_killed_at_random(
         timeout_s=10,
         command=f'echo "$SHARDSCHED_RUN_ID" >> {marks}; sleep 0.2',
     )
-    created = await ops.drive_async(ops.create_jobs(dep, [spec] * 1000), redis)
+    created = await drive_async(ops.create_jobs(dep, [spec] * 1000), redis)
     alive = {f"w{i}": workers(f"w{i}") for i in range(4)}
     rng = random.Random(42)
     kills = 0
@@ -258,7 +259,7 @@ async def test_chaos_1000_runs_through_4_workers_killed_at_random(
     again = sum(1 for n in per_run.values() if n > 1)
     print(f"runs executed more than once (at-least-once, after a kill): {again}")
     assert again <= kills * 4 * 2, "re-executions only for runs a killed worker held"
-    report = await ops.drive_async(audit.audit(dep, settle_s=0), redis)
+    report = await drive_async(audit.audit(dep, settle_s=0), redis)
     assert report.fired == 1000 and report.duplicated == 0 and report.missing == 0
     # A run is completed once: any later completion for it was refused, never applied.
     finished = await redis.pipeline(

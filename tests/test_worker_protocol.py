@@ -6,8 +6,8 @@ import pytest
 import trio
 
 from conftest import wait_until
-from shardsched import ops
 from shardsched.ops.cluster import list_workers
+from shardsched.store.drive import drive_async
 from shardsched.worker.http_client import HttpWorkerClient, ProtocolError
 
 
@@ -25,7 +25,7 @@ async def test_http_worker_claims_renews_and_completes(node, http, redis, dep) -
     b = HttpWorkerClient(base, "remote-b", token)
 
     await trio.to_thread.run_sync(a.heartbeat, 4, 4)
-    listed = await ops.drive_async(list_workers(dep), redis)
+    listed = await drive_async(list_workers(dep), redis)
     assert [w.worker_id for w in listed.workers] == ["remote-a"]
 
     async def claimed() -> list | None:
@@ -106,7 +106,7 @@ async def test_a_worker_token_acts_only_as_its_own_workers(node, http, redis, de
 
     async def worker_token(name: str, prefixes: list[str]) -> str:
         request = TokenRequest(name=name, scopes=[Scope.WORKER], prefixes=prefixes)
-        return str((await ops.drive_async(tokens.create_token(dep, request, "t"), redis)).token)
+        return str((await drive_async(tokens.create_token(dep, request, "t"), redis)).token)
 
     body = {"name": "own", "schedule": {"type": "once", "at": "2020-01-01T00:00:00Z"},
             "command": "true", "lease_s": 5}  # fmt: skip

@@ -29,6 +29,7 @@ from shardsched.runtime.metrics import Metrics
 from shardsched.shard.manager import ShardManager
 from shardsched.shard.retention import Retainer
 from shardsched.store.archive import open_archive
+from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis, RedisError, ReplyError, connect
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ async def open_redis(
     backoff = Backoff(first=1.0, cap=10.0)
     while True:
         try:
-            dep = await ops.drive_async(ops.open_deployment(namespace, shards, archive), redis)
+            dep = await drive_async(ops.open_deployment(namespace, shards, archive), redis)
             return redis, dep
         except (RedisError, RedisUnavailable) as exc:
             if not wait:

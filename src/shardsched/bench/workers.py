@@ -28,6 +28,7 @@ from shardsched.bench.harness import Procs, bench_redis, percentiles
 from shardsched.bench.steady import spread_jobs
 from shardsched.core.instants import from_ms
 from shardsched.sdk import Client
+from shardsched.store.drive import drive_async
 
 
 def host(url: str, namespace: str, first: int, count: int, slots: int) -> None:
@@ -40,7 +41,7 @@ def host(url: str, namespace: str, first: int, count: int, slots: int) -> None:
 
     async def main() -> None:
         redis = Redis(url, size=8)
-        dep = await ops.drive_async(ops.open_deployment(namespace, None), redis)
+        dep = await drive_async(ops.open_deployment(namespace, None), redis)
         metrics = Metrics()  # one for the process: the bench reads Redis, not these
         async with trio.open_nursery() as nursery:
             for i in range(first, first + count):

@@ -13,15 +13,16 @@ from shardsched import ops
 from shardsched.cli.http import CliError, endpoint, request
 from shardsched.cli.render import as_text, page_query
 from shardsched.ops import audit
+from shardsched.store.drive import drive_async
 from shardsched.store.redis import RedisError, connect
 
 
 async def _report(args: argparse.Namespace) -> audit.AuditReport:
     redis = connect(args.redis, size=2, retry_for=5)
     try:
-        dep = await ops.drive_async(ops.open_deployment(args.namespace, None), redis)
+        dep = await drive_async(ops.open_deployment(args.namespace, None), redis)
         op = audit.audit(dep, args.settle, args.late_after, stranded_after_s=args.stranded_after)
-        return await ops.drive_async(op, redis)
+        return await drive_async(op, redis)
     finally:
         await redis.aclose()
 

@@ -127,6 +127,7 @@ def load(paths: Iterable[str], apply_set: str | None) -> list[Declared]:
 def normalised(kind: str, body: dict[str, Any], source: str) -> dict[str, Any]:
     """The definition as the API stores it: validated, defaults omitted."""
     from shardsched.core.dag import validate_dag
+    from shardsched.core.field_errors import field_error
     from shardsched.core.validation import validate_spec
 
     spec_type = KINDS[kind][0]
@@ -137,7 +138,8 @@ def normalised(kind: str, body: dict[str, Any], source: str) -> dict[str, Any]:
         else:
             validate_dag(spec)
     except msgspec.ValidationError as exc:
-        raise CliError(f"{source}: {exc}") from None
+        err = field_error(exc, body, spec_type)  # named as the API names it
+        raise CliError(f"{source}: {err.field}: {err.message}") from None
     out = plain(msgspec.json.decode(msgspec.json.encode(spec), type=spec_type))
     assert isinstance(out, dict)
     return out

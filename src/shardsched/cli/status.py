@@ -24,14 +24,14 @@ def read_status(args: argparse.Namespace) -> Status:
         return msgspec.convert(answer, Status)
     import trio
 
-    from shardsched import ops
     from shardsched.ops.status import status_view
     from shardsched.service import open_redis
+    from shardsched.store.drive import drive_async
 
     async def read() -> Status:
         redis, dep = await open_redis(args.redis, args.namespace, None, size=1, wait=False)
         try:
-            status: Status = await ops.drive_async(status_view(dep), redis)
+            status: Status = await drive_async(status_view(dep), redis)
             return status
         finally:
             await redis.aclose()

@@ -71,10 +71,11 @@ def _in_redis(args: argparse.Namespace) -> Any:
     import msgspec
     import trio
 
-    from shardsched import ops, service
+    from shardsched import service
     from shardsched.core.access import TokenRequest
     from shardsched.core.errors import ShardschedError
     from shardsched.ops import tokens
+    from shardsched.store.drive import drive_async
     from shardsched.store.redis import RedisError
 
     async def run() -> Any:
@@ -90,7 +91,7 @@ def _in_redis(args: argparse.Namespace) -> Any:
                 op = tokens.token_log(dep)
             else:
                 op = tokens.revoke_token(dep, args.name, "shardsched tokens (redis)")
-            return await ops.drive_async(op, redis)
+            return await drive_async(op, redis)
         finally:
             await redis.aclose()
 

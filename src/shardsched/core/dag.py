@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import msgspec
 
+from shardsched.core.errors import ValidationError
 from shardsched.core.models import DagSpec, TaskSpec
 from shardsched.core.validation import checked, validate_schedule
 
@@ -22,7 +23,7 @@ class Topology:
 
 
 def _invalid(message: str, path: str) -> msgspec.ValidationError:
-    return msgspec.ValidationError(f"{message} - at `{path}`")
+    return ValidationError(message, path)
 
 
 def _find_cycle(deps: dict[str, list[str]]) -> list[str] | None:

@@ -17,7 +17,8 @@ class ValidationError(ShardschedError, msgspec.ValidationError):
     A msgspec.ValidationError (so a ValueError) too: one ``except`` catches both kinds."""
 
     def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(message)
+        # said as msgspec says it, so a printed error names its field too
+        super().__init__(message if field in (None, "$") else f"{message} - at `{field}`")
         self.message = message
         self.field = field
 

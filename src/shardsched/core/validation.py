@@ -9,6 +9,7 @@ from typing import TypeVar
 
 import msgspec
 
+from shardsched.core.errors import ValidationError
 from shardsched.core.models import TASK_NAME, CronSchedule, JobSpec, Schedule
 from shardsched.core.schedule import parse_cron
 
@@ -35,12 +36,12 @@ def validate_schedule(schedule: Schedule, path: str = "$.schedule") -> None:
         try:
             parse_cron(schedule.expression)
         except ValueError as exc:
-            raise msgspec.ValidationError(f"{exc} - at `{path}.expression`") from None
+            raise ValidationError(str(exc), f"{path}.expression") from None
         try:
             zoneinfo.ZoneInfo(schedule.timezone)
         except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            raise msgspec.ValidationError(
-                f"Unknown time zone {schedule.timezone!r} - at `{path}.timezone`"
+            raise ValidationError(
+                f"Unknown time zone {schedule.timezone!r}", f"{path}.timezone"
             ) from None
 
 
@@ -49,23 +50,21 @@ def validate_spec(spec: JobSpec) -> JobSpec:
     checked(spec)
     if spec.depends_on:
         if spec.id is not None:
-            raise msgspec.ValidationError(
-                "a DAG task's id is <dag_id>.<name>, not chosen - at `$.id`"
-            )
+            raise ValidationError("a DAG task's id is <dag_id>.<name>, not chosen", "$.id")
         if spec.schedule is not None:
-            raise msgspec.ValidationError(
-                "a job with depends_on runs on its DAG's ticks and takes no schedule"
-                " - at `$.schedule`"
+            raise ValidationError(
+                "a job with depends_on runs on its DAG's ticks and takes no schedule",
+                "$.schedule",
             )
         if not TASK_NAME.match(spec.name):
-            raise msgspec.ValidationError(
-                "a DAG task's name may only hold letters, digits, '_' and '-' - at `$.name`"
+            raise ValidationError(
+                "a DAG task's name may only hold letters, digits, '_' and '-'", "$.name"
             )
     elif spec.schedule is None:
-        raise msgspec.ValidationError("Object missing required field `schedule`")
+        raise ValidationError("Object missing required field `schedule`", "$.schedule")
     else:
         validate_schedule(spec.schedule)
     rp = spec.retry_policy
     if rp.max_s < rp.base_s:
-        raise msgspec.ValidationError("max_s must be >= base_s - at `$.retry_policy.max_s`")
+        raise ValidationError("max_s must be >= base_s", "$.retry_policy.max_s")
     return spec

@@ -45,6 +45,7 @@ from shardsched.dev.supervisor import Supervisor
 from shardsched.ops import tokens
 from shardsched.ops.retention import RetentionDefaults
 from shardsched.router.guards import AccessPolicy
+from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis, RedisConnectionError
 
 log = logging.getLogger(__name__)
@@ -75,12 +76,12 @@ async def ensure_admin_token(redis: Redis, dep: ops.Deployment, data_dir: Path) 
     works), written 0600. Only the file holds the secret; Redis keeps its hash."""
     path = data_dir / TOKEN_FILE
     if path.exists():
-        known = await ops.drive_async(tokens.authenticate(dep, path.read_text().strip()), redis)
+        known = await drive_async(tokens.authenticate(dep, path.read_text().strip()), redis)
         if known is not None:
             return path
-    await ops.drive_async(tokens.forget_token(dep, DEV_TOKEN_NAME, DEV_ACTOR), redis)
+    await drive_async(tokens.forget_token(dep, DEV_TOKEN_NAME, DEV_ACTOR), redis)
     request = TokenRequest(name=DEV_TOKEN_NAME, scopes=[Scope.ADMIN])
-    created = await ops.drive_async(tokens.create_token(dep, request, DEV_ACTOR), redis)
+    created = await drive_async(tokens.create_token(dep, request, DEV_ACTOR), redis)
     write_private(path, created.token + "\n")
     return path
 

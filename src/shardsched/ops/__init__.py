@@ -1,7 +1,7 @@
 """The operations used alike by the router, the SDK and the CLI.
 
 Each is a generator over :class:`~shardsched.store.calls.Call` batches (no I/O of its own);
-drive it with :func:`drive_async` on the trio client, or the SDK's driver on redis-py.
+drive it with ``store/drive.drive_async`` on the trio client, or the SDK's driver on redis-py.
 The verbs on jobs and runs are re-exported here; DAGs, listing, audit, the cluster view
 and the worker protocol are the submodules of the same name.
 """
@@ -16,7 +16,7 @@ from shardsched.ops.jobs import (
     validate_specs,
 )
 from shardsched.ops.runs import get_output, get_run, retry_run
-from shardsched.store.calls import Call, Op, check, drive_async, redis_calls
+from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment, open_deployment
 
 __all__ = [
@@ -28,14 +28,12 @@ __all__ = [
     "create_job",
     "create_jobs",
     "delete_job",
-    "drive_async",
     "get_job",
     "get_output",
     "get_run",
     "job_versions",
     "open_deployment",
     "patch_job",
-    "redis_calls",
     "resume_if_due",
     "retry_run",
     "trigger",

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple, TypeVar
 
+from shardsched.core.ids import parse_run_id
 from shardsched.core.models import RunState
 from shardsched.core.views import Run
 from shardsched.ops.pagination import Cursor
@@ -122,7 +123,7 @@ def cold_history(dep: Deployment, url: str | None, job_ids: Sequence[str]) -> Co
         for row in archive.jobs_runs(shard, ids, columns):
             rid: str = row["run_id"]
             out.states.setdefault(row["job_id"], {})[rid] = (row["state"], row["next_run_id"])
-            tick = rid.rsplit(":", 2)[1]
+            tick = parse_run_id(rid).tick
             if row["attempt"] != 1 or tick.startswith("t"):
                 continue  # a retry, or a manual run: not a firing of a tick
             created = round(row["created_at"].timestamp() * 1000)

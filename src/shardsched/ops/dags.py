@@ -101,7 +101,7 @@ def create_dag(dep: Deployment, spec: DagSpec, actor: str = SDK_ACTOR) -> Op:
             actor=actor,
         )
     ]
-    if check(reply)[1] != 1:  # chosen, or a 48-bit random id collided
+    if not lua.decode_registered_dag(check(reply)):  # chosen, or a 48-bit random id collided
         raise IdTaken(dag_id)
     return DagCreated(
         dag_id=dag_id,

@@ -29,6 +29,7 @@ from shardsched.ops.jobs import changeable_job, create_jobs, read_job, write_spe
 from shardsched.store.calls import Call, Op, check, server_ms
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import dags as dags_lua
+from shardsched.store.lua.jobs import JobReply
 
 _dag_decoder = msgspec.json.Decoder(DagSpec)
 
@@ -160,9 +161,9 @@ def put_dag(
             )
         ]
         code = check(reply)[0]
-        if code == -2:
+        if code == JobReply.DELETED:
             raise DagDeleted(dag_id)
-        if code == 1:
+        if code == JobReply.OK:
             return (yield from dags.get_dag(dep, dag_id)), Outcome.UPDATED
-        # -1 gone meanwhile, -3 its version moved: read it again
+        # NO_SUCH_JOB: gone meanwhile; VERSION_MOVED: read it again
     raise ShardschedError(f"DAG {dag_id!r} is being changed concurrently; try again")

@@ -22,6 +22,7 @@ from shardsched.core.errors import (
     ShardschedError,
     ValidationError,
 )
+from shardsched.core.field_errors import field_error, within
 from shardsched.core.instants import from_ms, to_ms
 from shardsched.core.models import (
     Catchup,
@@ -69,13 +70,8 @@ def validate_specs(specs: Sequence[JobSpec]) -> None:
         try:
             validate_spec(spec)
         except msgspec.ValidationError as exc:
-            if len(specs) == 1:
-                raise
-            raise msgspec.ValidationError(
-                str(exc).replace("- at `$", f"- at `$[{i}]")
-                if "- at `$" in str(exc)
-                else f"{exc} - at `$[{i}]`"
-            ) from None
+            err = field_error(exc, msgspec.to_builtins(spec), JobSpec)
+            raise (err if len(specs) == 1 else within(err, i)) from None
 
 
 def create_jobs(
@@ -283,7 +279,7 @@ def patch_job(
     """
     checked(patch)
     if patch.status == JobStatus.DELETED:
-        raise msgspec.ValidationError("use DELETE to delete a job - at `$.status`")
+        raise ValidationError("use DELETE to delete a job", "$.status")
     for _attempt in range(16):
         job = yield from changeable_job(dep, job_id, if_match)
         not_spec = ("status", "pause_reason", "paused_until")

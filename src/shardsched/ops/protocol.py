@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from shardsched.core.errors import ConflictError, RunNotFound, ValidationError
+from shardsched.core.ids import parse_run_id
 from shardsched.core.instants import from_ms
 from shardsched.core.models import ExecSpec, RetryPolicy
 from shardsched.core.retry import verdict
@@ -151,10 +152,10 @@ def renew(dep: Deployment, rid: str, req: RenewRequest) -> Op:
 
 def complete(dep: Deployment, rid: str, req: CompleteRequest) -> Op:
     sk = dep.keys_for(rid)
-    parts = rid.rsplit(":", 2)
-    if len(parts) != 3 or not parts[2].isdigit():
-        raise RunNotFound(rid)
-    job_id, _tick, attempt = parts
+    try:
+        job_id, _tick, attempt = parse_run_id(rid)
+    except ValueError:
+        raise RunNotFound(rid) from None
     spec_raw, now = yield [Call(("HGET", sk.job(job_id), "spec")), Call(("TIME",))]
     policy = _spec_decoder.decode(spec_raw).retry_policy if spec_raw else RetryPolicy()
     now_ms = server_ms(now)

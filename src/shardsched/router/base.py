@@ -24,7 +24,7 @@ from shardsched.ops import access
 from shardsched.router import http
 from shardsched.router.guards import who
 from shardsched.runtime.metrics import Metrics
-from shardsched.store.calls import drive_off_loop
+from shardsched.store.drive import drive_off_loop
 from shardsched.store.redis import Redis
 
 
@@ -42,7 +42,7 @@ class ApiBase:
         except ValidationError as exc:  # ours first: it is a msgspec.ValidationError too
             raise http.validation(exc.message, exc.field) from None
         except msgspec.ValidationError as exc:
-            raise http.validation(str(exc)) from None
+            raise http.invalid(exc) from None
         except NotFoundError as exc:
             raise http.ApiError(404, "not_found", str(exc)) from None
         except PreconditionFailed as exc:

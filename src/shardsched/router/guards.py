@@ -23,8 +23,8 @@ from shardsched.core.access import ANONYMOUS, Principal, Scope, bearer
 from shardsched.core.errors import ConfigError
 from shardsched.ops import tokens
 from shardsched.router.http import ApiError
-from shardsched.store.calls import drive_async
 from shardsched.store.deployment import Deployment
+from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis
 
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})

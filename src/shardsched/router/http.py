@@ -20,8 +20,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from shardsched.core.errors import Forbidden, RedisUnavailable, ValidationError
+from shardsched.core.field_errors import field_error
 from shardsched.core.instants import to_ms
-from shardsched.core.models import ENV_NAME_PATTERN
 from shardsched.ops.pagination import Cursor, parse_cursor
 from shardsched.router.schemas import opt
 from shardsched.router.server import read_timeout_s
@@ -34,10 +34,6 @@ _encoder = msgspec.json.Encoder()
 #: cannot be negative), and no schedule reaches past 9999.
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 LAST_INSTANT = datetime(9999, 12, 31, tzinfo=UTC)
-_AT_PATH = re.compile(r" - at `(\$[^`]*)`$")
-_AT_KEY = re.compile(r" - at `key` in `(\$[^`]*)`$")  #: a map's key (an env name)
-_ENV_NAME = re.compile(ENV_NAME_PATTERN)
-_NAMED_FIELD = re.compile(r"Object (?:missing required|contains unknown) field `([^`]+)`")
 
 
 class ApiError(Exception):
@@ -70,17 +66,16 @@ def error_response(err: ApiError) -> Response:
     return response
 
 
+def invalid(exc: msgspec.ValidationError, document: Any = None, schema: Any = None) -> ApiError:
+    """A 422 for a validation error, its field named as every surface names it
+    (core/field_errors.py; with the document and its schema, a map's key too)."""
+    err = field_error(exc, document, schema)
+    return validation(err.message, err.field)
+
+
 def validation(message: str, field: str | None = None) -> ApiError:
-    """A 422 naming the offending field as a $.path (msgspec's ``- at `$.x``` suffix, or
-    the missing / unknown field itself)."""
-    if field is None:
-        field = "$"
-        if m := _AT_KEY.search(message):
-            field, message = m.group(1), message[: m.start()] + " (a key)"
-        elif m := _AT_PATH.search(message):
-            field, message = m.group(1), message[: m.start()]
-        if m := _NAMED_FIELD.match(message):
-            field = f"{field}.{m.group(1)}"
+    """A 422 naming the offending field as a $.path, its message said plainly."""
+    field = field or "$"
     if "x00]*$'" in message:  # models._NO_NUL's pattern: say it plainly
         message = "may not hold a NUL byte"
     elif "matching regex '^[^\\x00" in message:  # models.Name's pattern: say it plainly
@@ -96,24 +91,6 @@ def validation(message: str, field: str | None = None) -> ApiError:
             " IFS, ...: see docs/security.md)"
         )
     return ApiError(422, "validation_error", message, {"field": field})
-
-
-def _env_field(body: bytes, field: str) -> str:
-    """``$.env[...]`` (msgspec does not name a map's key) as ``$.env.NAME``: the first
-    entry of that env map in the body whose name or value breaks the rules."""
-    at = field.removesuffix("[...]")
-    try:
-        node: Any = msgspec.json.decode(body)
-        for step in re.findall(r"\.([A-Za-z_]+)|\[(\d+)\]", at.removeprefix("$")):
-            node = node[step[0]] if step[0] else node[int(step[1])]
-        bad = next(
-            name
-            for name, value in node.items()
-            if not _ENV_NAME.match(name) or (isinstance(value, str) and "\x00" in value)
-        )
-    except (msgspec.DecodeError, LookupError, TypeError, AttributeError, StopIteration):
-        return field
-    return f"{at}.{bad}"
 
 
 async def decode(request: Request, decoder: msgspec.json.Decoder[Any]) -> Any:
@@ -156,11 +133,11 @@ def decode_bytes(body: bytes, decoder: msgspec.json.Decoder[Any]) -> Any:
     try:
         return decoder.decode(body)
     except msgspec.ValidationError as exc:
-        err = validation(str(exc))
-        where = err.details["field"]
-        if where.endswith(".env[...]") or where.endswith(".env"):
-            err.details["field"] = _env_field(body, where)
-        raise err from None
+        try:
+            document = msgspec.json.decode(body)
+        except msgspec.DecodeError:
+            document = None
+        raise invalid(exc, document, decoder.type) from None
     except msgspec.DecodeError as exc:
         raise ApiError(400, "malformed_json", f"body is not valid JSON: {exc}") from None
 
@@ -189,7 +166,7 @@ def query(request: Request, schema: type[Any]) -> Any:
     try:
         decoded = msgspec.convert(dict(items), schema, strict=False)
     except msgspec.ValidationError as exc:
-        raise validation(str(exc)) from None
+        raise invalid(exc) from None
     for name in getattr(schema, "__struct_fields__", ()):
         value = getattr(decoded, name)
         if isinstance(value, datetime) and not EPOCH <= value <= LAST_INSTANT:

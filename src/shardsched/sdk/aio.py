@@ -14,7 +14,7 @@ from shardsched.core.access import SDK_ACTOR
 from shardsched.core.models import JobSpec
 from shardsched.core.views import JobCreated
 from shardsched.sdk import plans
-from shardsched.store.calls import drive_off_loop
+from shardsched.store.drive import drive_async, drive_off_loop
 from shardsched.store.keys import DEFAULT_NAMESPACE
 
 P = ParamSpec("P")
@@ -56,7 +56,7 @@ class AsyncClient:
 
         redis = connect(redis_url, size=4)
         try:
-            deployment = await ops.drive_async(ops.open_deployment(namespace, None), redis)
+            deployment = await drive_async(ops.open_deployment(namespace, None), redis)
         except BaseException:
             await redis.aclose()
             raise

@@ -5,7 +5,6 @@ same methods with honest types."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -15,6 +14,7 @@ import msgspec
 
 from shardsched import ops
 from shardsched.core.errors import BulkPartiallyApplied, ValidationError
+from shardsched.core.field_errors import field_error
 from shardsched.core.instants import to_ms
 from shardsched.core.models import (
     BackfillRequest,
@@ -71,20 +71,10 @@ class Plan(Generic[T]):
         self.op = op
 
 
-_AT_PATH = re.compile(r" - at `(\$[^`]*)`$")
-_NAMED_FIELD = re.compile(r"Object (?:missing required|contains unknown) field `([^`]+)`")
-
-
 def as_validation_error(exc: msgspec.ValidationError) -> ValidationError:
-    """msgspec's error as ours, the field split out as the HTTP API reports it."""
-    if isinstance(exc, ValidationError):
-        return exc
-    message, field = str(exc), "$"
-    if m := _AT_PATH.search(message):
-        field, message = m.group(1), message[: m.start()]
-    if m := _NAMED_FIELD.match(message):
-        field = f"{field}.{m.group(1)}"
-    return ValidationError(message, field)
+    """msgspec's error as ours, its field named as the HTTP API names it
+    (core/field_errors.py)."""
+    return field_error(exc)
 
 
 def _ms(when: datetime | None) -> int | None:

@@ -21,8 +21,8 @@ from shardsched.core.models import Overlap
 from shardsched.core.pacing import Backoff
 from shardsched.core.schedule import NextFireMemo
 from shardsched.runtime.metrics import Metrics
-from shardsched.store.calls import call_script, redis_calls
 from shardsched.store.deployment import Deployment
+from shardsched.store.drive import call_script, redis_calls
 from shardsched.store.lua import firing
 from shardsched.store.lua import jobs as jobs_lua
 from shardsched.store.redis import Redis, RedisError

@@ -13,8 +13,8 @@ from shardsched.core.errors import ShardschedError
 from shardsched.core.pacing import Backoff
 from shardsched.ops import resume_if_due
 from shardsched.runtime.metrics import Metrics
-from shardsched.store.calls import drive_async, redis_calls
 from shardsched.store.deployment import Deployment
+from shardsched.store.drive import drive_async, redis_calls
 from shardsched.store.lua import dags as dags_lua
 from shardsched.store.lua import runs as runs_lua
 from shardsched.store.redis import Redis, RedisError

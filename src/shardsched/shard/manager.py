@@ -32,8 +32,8 @@ from shardsched.runtime.metrics import Metrics
 from shardsched.shard.actor import LeaseLost, ShardActor
 from shardsched.shard.maintenance import MAINTENANCE_EVERY_S, Maintainer
 from shardsched.shard.waker import Waker
-from shardsched.store.calls import call_script, redis_calls
 from shardsched.store.deployment import Deployment
+from shardsched.store.drive import call_script, redis_calls
 from shardsched.store.lua import leases
 from shardsched.store.lua import runs as runs_lua
 from shardsched.store.records import NodeInfo

@@ -22,8 +22,8 @@ from shardsched.core.pacing import Backoff
 from shardsched.ops.retention import RetentionDefaults, Slice, retention_slice
 from shardsched.runtime.metrics import Metrics
 from shardsched.store.archive import Archive
-from shardsched.store.calls import call_script, drive_off_loop
 from shardsched.store.deployment import Deployment
+from shardsched.store.drive import call_script, drive_off_loop
 from shardsched.store.lua import retention as lua
 from shardsched.store.redis import Redis, RedisError
 

@@ -16,9 +16,11 @@ import trio
 
 from shardsched.runtime.metrics import Metrics
 from shardsched.store import ready
-from shardsched.store.calls import Call, redis_calls
+from shardsched.store.calls import Call
 from shardsched.store.deployment import Deployment
+from shardsched.store.drive import redis_calls
 from shardsched.store.redis import Redis, RedisError
+from shardsched.store.token_pusher import TokenPusher
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +38,7 @@ class Waker:
         self.dep = dep
         self.metrics = metrics
         self.held = held
-        self._pusher = ready.TokenPusher(
+        self._pusher = TokenPusher(
             redis,
             dep.globals,
             lambda exc, pause: metrics.redis_error(log, "pushing wake tokens", exc, pause),

@@ -1,4 +1,4 @@
-"""Every Redis key name, and the id → shard mapping.
+"""Every Redis key name, and the id → shard mapping (the ids' grammar: core/ids.py).
 
 All keys of shard k carry the hash tag ``{k}`` so one Lua call touches one hash slot (Redis
 Cluster safe). Keys a script builds itself start with the shard's :attr:`ShardKeys.base`,
@@ -7,65 +7,26 @@ which carries the same tag. Global keys are tagged ``{g}``. No other module form
 
 from __future__ import annotations
 
-import secrets
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
+
+from shardsched.core.ids import dag_run_of as dag_run_of
+from shardsched.core.ids import is_dag_id as is_dag_id
+from shardsched.core.ids import job_of_run as job_of_run
+from shardsched.core.ids import new_dag_id as new_dag_id
+from shardsched.core.ids import new_job_id as new_job_id
+from shardsched.core.ids import run_id as run_id
+from shardsched.core.ids import shard_key as shard_key
+from shardsched.core.ids import task_job_id as task_job_id
 
 DEFAULT_NAMESPACE = "ss"
 DEFAULT_SHARDS = 64
 CONSUMER_GROUP = "workers"
 
 
-def shard_key(any_id: str) -> str:
-    """The part of a job, DAG or run id that decides its shard.
-
-    A DAG task's job id is ``<dag_id>.<task>`` and a run id ``<job_id>:<tick>:<attempt>``;
-    both hash by the part before the first ``.`` or ``:``, the way Redis hash tags work.
-    """
-    cut = len(any_id)
-    for sep in (".", ":"):
-        i = any_id.find(sep)
-        if 0 < i < cut:
-            cut = i
-    return any_id[:cut]
-
-
 def shard_of(any_id: str, n_shards: int) -> int:
     return zlib.crc32(shard_key(any_id).encode()) % n_shards
-
-
-def new_job_id() -> str:
-    return "job_" + secrets.token_hex(6)
-
-
-def new_dag_id() -> str:
-    return "dag_" + secrets.token_hex(6)
-
-
-def is_dag_id(any_id: str) -> bool:
-    """A DAG's own id (not one of its tasks' job ids ``<dag_id>.<task>``)."""
-    return any_id.startswith("dag_") and "." not in any_id and ":" not in any_id
-
-
-def task_job_id(dag_id: str, task: str) -> str:
-    return f"{dag_id}.{task}"
-
-
-def dag_run_of(rid: str) -> str | None:
-    """The DAG run id ``<dag_id>:<tick>`` of a DAG task's run ``<dag_id>.<task>:<tick>:<n>``."""
-    job, _, rest = rid.partition(":")
-    dag_id, dot, _task = job.partition(".")
-    return f"{dag_id}:{rest.rpartition(':')[0]}" if dot and is_dag_id(dag_id) else None
-
-
-def run_id(job_id: str, scheduled_ms: int, attempt: int) -> str:
-    """The deterministic id of a scheduled firing; creating it twice is the dedupe."""
-    return f"{job_id}:{scheduled_ms}:{attempt}"
-
-
-def job_of_run(rid: str) -> str:
-    return rid.split(":", 1)[0]
 
 
 @dataclass(frozen=True, slots=True)

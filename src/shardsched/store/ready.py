@@ -19,19 +19,18 @@ Tokens are hints. A lost one (a worker killed just after its pop, a push that fa
 costs latency, never a run: the owner pushes a token for each shard it holds whose stream
 has had undelivered entries and no reader for a check interval (:func:`stuck`). The LIST
 is trimmed to :data:`TOKENS_KEPT`, so a fleet that is all busy does not grow it forever.
+
+The commands are here, with no I/O (operations yield them); a process pushes its own
+tokens through ``store/token_pusher.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-import trio
-
-from shardsched.core.pacing import Backoff
-from shardsched.store.calls import Call, redis_calls
+from shardsched.store.calls import Call
 from shardsched.store.keys import GlobalKeys, ShardKeys
-from shardsched.store.redis import Redis, RedisError
 
 #: The most tokens the LIST keeps (the newest): enough for every shard many times over.
 TOKENS_KEPT = 4096
@@ -76,39 +75,3 @@ def stuck(now: tuple[int, bytes | None], before: tuple[int, bytes | None] | None
     """Whether a shard needs a token: entries undelivered now, and no worker has read any
     since the last check (``before``; None: not looked at before)."""
     return now[0] > 0 and before is not None and before[0] > 0 and now[1] == before[1]
-
-
-class TokenPusher:
-    """Pushes the tokens asked for (:meth:`wake`), those of many shards in one round trip,
-    from one task (:meth:`run`); a failed push is tried again after a pause, and
-    ``on_error(exc, pause)`` is told."""
-
-    def __init__(
-        self, redis: Redis, g: GlobalKeys, on_error: Callable[[Exception, float], None]
-    ) -> None:
-        self.redis = redis
-        self.g = g
-        self.on_error = on_error
-        self._pending: set[int] = set()
-        self._asked = trio.Event()
-
-    def wake(self, shard: int) -> None:
-        """Push a token for ``shard`` soon (with any others asked for meanwhile)."""
-        self._pending.add(shard)
-        self._asked.set()
-
-    async def run(self) -> None:
-        backoff = Backoff()
-        while True:
-            await self._asked.wait()
-            self._asked = trio.Event()
-            shards, self._pending = self._pending, set()
-            try:
-                await redis_calls(self.redis, push(self.g, sorted(shards)))
-                backoff.reset()
-            except RedisError as exc:
-                pause = backoff.next()
-                self.on_error(exc, pause)
-                self._pending |= shards
-                self._asked.set()
-                await trio.sleep(pause)

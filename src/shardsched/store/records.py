@@ -10,6 +10,7 @@ from datetime import datetime
 
 import msgspec
 
+from shardsched.core.ids import parse_run_id
 from shardsched.core.instants import from_ms
 from shardsched.core.models import RunState
 from shardsched.core.views import Run
@@ -45,7 +46,7 @@ def run_from_fields(rid: str, fields: list[bytes | None]) -> Run:
     """A run from its record (:data:`RUN_FIELDS`); job, tick and attempt come from its id
     ``<job>:<tick>:<n>`` (a manual run's tick ``t<n>`` is stored in the record's ``s``)."""
     st, c, s, w, lease, b, f, x, r, d, v, nx = fields
-    job_id, tick, attempt = rid.rsplit(":", 2)
+    job_id, tick, attempt = parse_run_id(rid)
     assert st is not None and c is not None
     state = RunState(st.decode())
     return Run(

@@ -14,13 +14,13 @@ from collections.abc import Callable
 
 import trio
 
+from shardsched.core.ids import dag_run_of, job_of_run
 from shardsched.core.models import RetryPolicy
 from shardsched.core.pacing import Backoff
 from shardsched.core.retry import verdict
 from shardsched.runtime.metrics import Metrics
-from shardsched.store.calls import redis_calls
 from shardsched.store.deployment import Deployment
-from shardsched.store.keys import dag_run_of, job_of_run
+from shardsched.store.drive import redis_calls
 from shardsched.store.lua import runs as lua
 from shardsched.store.redis import Redis, RedisError
 from shardsched.worker.holdings import Finished, Holdings

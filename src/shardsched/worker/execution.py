@@ -10,8 +10,8 @@ from collections.abc import Iterable
 
 import trio
 
+from shardsched.core.ids import dag_run_of, job_of_run
 from shardsched.core.instants import from_ms
-from shardsched.store.keys import dag_run_of, job_of_run
 from shardsched.worker import handlers
 from shardsched.worker.holdings import Claimed
 from shardsched.worker.runner import OUTPUT_LIMIT, LiveOutput, Outcome, run_command

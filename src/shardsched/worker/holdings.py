@@ -10,8 +10,8 @@ from typing import NamedTuple
 import msgspec
 import trio
 
+from shardsched.core.ids import dag_run_of
 from shardsched.core.models import ExecSpec
-from shardsched.store.keys import dag_run_of
 from shardsched.store.lua.runs import ClaimedEntry, Delivery
 from shardsched.worker.claim_gate import ClaimGate
 from shardsched.worker.runner import LiveOutput, Outcome

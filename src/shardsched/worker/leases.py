@@ -10,8 +10,8 @@ from collections import defaultdict
 import trio
 
 from shardsched.runtime.metrics import Metrics
-from shardsched.store.calls import redis_calls
 from shardsched.store.deployment import Deployment
+from shardsched.store.drive import redis_calls
 from shardsched.store.lua import runs as lua
 from shardsched.store.redis import Redis, RedisError
 from shardsched.worker.holdings import Claimed, Holdings

@@ -14,8 +14,8 @@ from collections import defaultdict
 import trio
 
 from shardsched.runtime.metrics import Metrics
-from shardsched.store.calls import redis_calls
 from shardsched.store.deployment import Deployment
+from shardsched.store.drive import redis_calls
 from shardsched.store.lua import runs as lua
 from shardsched.store.redis import Redis, RedisError
 from shardsched.worker.holdings import Holdings
@@ -91,6 +91,6 @@ class OutputFlusher:
             if isinstance(reply, Exception):
                 self.metrics.redis_error(log, "output flush", reply, self.every_s)
                 continue
-            for chunk, code in zip(chunks, reply, strict=True):
-                if code == 1:
+            for chunk, written in zip(chunks, lua.decode_flushed(reply), strict=True):
+                if written:
                     self._written[(chunk.delivery.run_id, chunk.delivery.token)] = chunk.total

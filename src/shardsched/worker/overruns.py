@@ -10,8 +10,8 @@ from collections import OrderedDict, deque
 
 import trio
 
+from shardsched.core.ids import job_of_run
 from shardsched.runtime.metrics import Metrics
-from shardsched.store.keys import job_of_run
 from shardsched.worker.holdings import Claimed, Holdings
 
 log = logging.getLogger(__name__)

@@ -25,12 +25,13 @@ import trio
 from shardsched.core.pacing import Backoff
 from shardsched.runtime.metrics import Metrics
 from shardsched.store import ready
-from shardsched.store.calls import call_script, redis_calls
 from shardsched.store.deployment import Deployment
+from shardsched.store.drive import call_script, redis_calls
 from shardsched.store.lua import leases
 from shardsched.store.lua import runs as lua
 from shardsched.store.records import WorkerInfo
 from shardsched.store.redis import Redis, RedisError, blocking_pop
+from shardsched.store.token_pusher import TokenPusher
 from shardsched.worker.completion import Completer
 from shardsched.worker.execution import Executor
 from shardsched.worker.holdings import Claimed, Finished, Holdings
@@ -78,7 +79,7 @@ class Worker:
         self._idle = trio.Event()  #: set while a slot is free and no shard is known to have work
         self._from_token: set[int] = set()  #: shards marked by a token, not yet claimed from
         #: passes a token on after a full first claim (other idle workers may take the rest)
-        self._pusher = ready.TokenPusher(
+        self._pusher = TokenPusher(
             redis,
             dep.globals,
             lambda exc, pause: self.metrics.redis_error(log, "passing a token on", exc, pause),

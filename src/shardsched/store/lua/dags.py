@@ -70,6 +70,11 @@ def register_dag(
     )
 
 
+def decode_registered_dag(reply: Sequence[Any]) -> bool:
+    """Whether register_dag registered it (False: the id is taken)."""
+    return int(reply[1]) == 1
+
+
 UPDATE_DAG = signature(
     "update_dag",
     keys=("dag", "timer", "segs", "versions", "changes"),

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from shardsched.core.errors import AlreadyRetried, ConflictError, RunNotFound
+from shardsched.core.ids import parse_run_id
 from shardsched.store.calls import Call
 from shardsched.store.keys import CONSUMER_GROUP, GlobalKeys, ShardKeys
 from shardsched.store.lua import signature
@@ -34,7 +35,7 @@ def decode_claimed(reply: Sequence[Any]) -> list[ClaimedEntry]:
     out = []
     for i in range(0, len(reply), 8):
         run_id = reply[i + 1].decode()
-        _, tick, attempt = run_id.rsplit(":", 2)  # <job>:<tick>:<attempt>
+        _, tick, attempt = parse_run_id(run_id)
         out.append(
             ClaimedEntry(
                 reply[i].decode(),
@@ -204,6 +205,11 @@ def flush_output(
         items += (d.entry_id, d.run_id, d.token, c.total, "a" if c.append else "s", c.data)
     argv = (CONSUMER_GROUP, worker_id, sk.base, quota.job, quota.shard)
     return FLUSH_OUTPUT.call((sk.ready,), argv, items)
+
+
+def decode_flushed(reply: Sequence[Any]) -> list[bool]:
+    """Per chunk, in the order sent: written (False: the worker no longer holds the run)."""
+    return [int(code) == 1 for code in reply]
 
 
 COMPLETE = signature(

@@ -1,0 +1,74 @@
+"""The grammar of ids: a job's, a DAG's and a DAG task's, a run's, a DAG run's.
+
+A job id is ``job_<12 hex>`` (or one the user chose), a DAG's ``dag_<12 hex>``, a DAG
+task's job id ``<dag_id>.<task>``; a run id is ``<job_id>:<tick>:<attempt>`` (the tick is
+the scheduled ms, or ``m<ms>``/``t<n>`` for a run by hand) and a DAG run id
+``<dag_id>:<tick>``. Deterministic run ids are the dedupe: creating one twice is a no-op.
+Pure: the key layout (store/keys.py) and the worker both read ids through this module.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import NamedTuple
+
+
+def shard_key(any_id: str) -> str:
+    """The part of a job, DAG or run id that decides its shard.
+
+    A DAG task's job id is ``<dag_id>.<task>`` and a run id ``<job_id>:<tick>:<attempt>``;
+    both hash by the part before the first ``.`` or ``:``, the way Redis hash tags work.
+    """
+    cut = len(any_id)
+    for sep in (".", ":"):
+        i = any_id.find(sep)
+        if 0 < i < cut:
+            cut = i
+    return any_id[:cut]
+
+
+def new_job_id() -> str:
+    return "job_" + secrets.token_hex(6)
+
+
+def new_dag_id() -> str:
+    return "dag_" + secrets.token_hex(6)
+
+
+def is_dag_id(any_id: str) -> bool:
+    """A DAG's own id (not one of its tasks' job ids ``<dag_id>.<task>``)."""
+    return any_id.startswith("dag_") and "." not in any_id and ":" not in any_id
+
+
+def task_job_id(dag_id: str, task: str) -> str:
+    return f"{dag_id}.{task}"
+
+
+def dag_run_of(rid: str) -> str | None:
+    """The DAG run id ``<dag_id>:<tick>`` of a DAG task's run ``<dag_id>.<task>:<tick>:<n>``."""
+    job, _, rest = rid.partition(":")
+    dag_id, dot, _task = job.partition(".")
+    return f"{dag_id}:{rest.rpartition(':')[0]}" if dot and is_dag_id(dag_id) else None
+
+
+def run_id(job_id: str, scheduled_ms: int, attempt: int) -> str:
+    """The deterministic id of a scheduled firing; creating it twice is the dedupe."""
+    return f"{job_id}:{scheduled_ms}:{attempt}"
+
+
+def job_of_run(rid: str) -> str:
+    return rid.split(":", 1)[0]
+
+
+class RunIdParts(NamedTuple):
+    job_id: str
+    tick: str  #: the scheduled ms, or a run by hand's ``m<ms>`` / ``t<n>``
+    attempt: int
+
+
+def parse_run_id(rid: str) -> RunIdParts:
+    """A run id's parts; ValueError when it is not ``<job_id>:<tick>:<attempt>``."""
+    parts = rid.rsplit(":", 2)
+    if len(parts) != 3 or not parts[0] or not parts[1] or not parts[2].isdigit():
+        raise ValueError(f"not a run id: {rid!r}")
+    return RunIdParts(parts[0], parts[1], int(parts[2]))
