@@ -28,7 +28,7 @@ _NAMED = re.compile(r"^Object (?:missing required|contains unknown) field `([^`]
 _STEP = re.compile(r'\.([^.\[]+)|\[(\d+)\]|\[(\.\.\.)\]|\[("(?:[^"\\]|\\.)*")\]')
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _UNKNOWN = object()  #: a map key msgspec did not name
-_CONTAINER = {list: list, dict: dict}  #: a document's container -> its type's origin
+_CONTAINER: dict[type, type] = {list: list, dict: dict}  #: a container -> its type's origin
 
 
 def render(steps: Sequence[Step]) -> str:
