@@ -105,12 +105,15 @@ def test_the_worker_s_output_flags() -> None:
 
     import pytest
 
-    from shardsched.cli.flags import job_limit_flags, output_quota
+    from shardsched.cli.flags import job_limit_flags, output_quota_sizes
     from shardsched.core.errors import ConfigError
 
     parser = argparse.ArgumentParser()
     job_limit_flags(parser)
-    quota = output_quota(parser.parse_args(["--output-tail", "1M"]), 64)
+    tail, per_job, total = output_quota_sizes(parser.parse_args(["--output-tail", "1M"]))
+    assert (tail, per_job, total) == (1024**2, 64 * 1024**2, 1024**3)
+    # as serve_worker makes it: the deployment's quota shared by its shards
+    quota = OutputQuota.of(per_job, total, 64, tail)
     assert quota == OutputQuota(64 * 1024**2, 1024**3 // 64, 1024**2)
     with pytest.raises(ConfigError, match="at most 16M"):
-        output_quota(parser.parse_args(["--output-tail", "32M"]), 64)
+        output_quota_sizes(parser.parse_args(["--output-tail", "32M"]))

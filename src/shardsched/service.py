@@ -1,17 +1,23 @@
 """The long-lived processes: node (shard actors + optional HTTP), router, worker.
 
-Each is an ``async def`` that reports readiness through ``task_status`` and stops by
-cancellation. Nesting is shutdown order: HTTP inside the shard actors inside the Redis
-client, so HTTP drains first and leases are handed back last.
+``run_node``, ``run_router`` and ``run_worker`` are ``async def``s that report readiness
+through ``task_status``; ``serve_node``, ``serve_router`` and ``serve_worker`` run one as
+a process until a signal (the CLI only turns its flags into their options). Nesting is
+shutdown order. On SIGTERM a node's HTTP server drains first (readiness answers 503, no
+new connection, the requests in the app finish within ``router/server.DRAIN_S``), then
+its shard actors stop and hand their leases back, then the Redis pool closes. A worker
+drains its runs (``--drain-grace``). A second signal stops everything at once.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import re
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -30,7 +36,10 @@ from shardsched.shard.manager import ShardManager
 from shardsched.shard.retention import Retainer
 from shardsched.store.archive import open_archive
 from shardsched.store.drive import drive_async
+from shardsched.store.lua.runs import OutputQuota
 from shardsched.store.redis import Redis, RedisError, ReplyError, connect
+from shardsched.worker.sandbox import CommandPolicy, Sandbox
+from shardsched.worker.worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -101,25 +110,32 @@ async def run_node(
     tls: TlsFiles | None = None,
     retention: RetentionDefaults | None = None,
     archive: str | None = None,
+    stop: trio.Event | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """The shard manager, the HTTP API unless ``http`` is None, and, with ``retention``
-    and ``archive``, the task moving old history to the archive."""
+    and ``archive``, the task moving old history to the archive. Once ``stop`` is set the
+    HTTP API drains, then the shard actors stop and hand their leases back, and this
+    returns; cancellation stops everything at once."""
     if http:
         policy = policy or access_policy(http)  # refuses a bad --http before any lease
     manager = ShardManager(redis, dep, node_id, lease_ttl_s, renew_every_s, http=http)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(manager.run, name="shard-manager")
+    async with trio.open_nursery() as actors:
+        await actors.start(manager.run, name="shard-manager")
         if retention is not None and archive:
             retainer = Retainer(
                 redis, dep, open_archive(archive), retention, manager.leases, manager.metrics
             )
-            await nursery.start(retainer.run, name="retention")
-        binds: list[str] = []
+            await actors.start(retainer.run, name="retention")
         if http:
             app = create_app(redis, dep, manager.metrics, policy)
-            binds = await nursery.start(partial(serve_http, app, http, tls=tls))
-        task_status.started(binds)
+            async with trio.open_nursery() as web:  # returns once drained (or never)
+                serve = partial(serve_http, app, http, tls=tls, stop=stop)
+                task_status.started(await web.start(serve))
+        else:
+            task_status.started([])
+            await (trio.sleep_forever() if stop is None else stop.wait())
+        actors.cancel_scope.cancel()  # the actors stop, and hand their leases back
 
 
 async def run_router(
@@ -129,10 +145,33 @@ async def run_router(
     http: str,
     policy: AccessPolicy | None = None,
     tls: TlsFiles | None = None,
+    stop: trio.Event | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
+    """The HTTP API alone; returns once ``stop`` is set and it drained."""
     app = create_app(redis, dep, policy=policy or access_policy(http))
-    await serve_http(app, http, tls=tls, task_status=task_status)
+    await serve_http(app, http, tls=tls, stop=stop, task_status=task_status)
+
+
+async def run_worker(
+    worker: Worker,
+    metrics_bind: str | None = None,
+    task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """A worker, and its ``/metrics`` at ``metrics_bind`` while it runs; returns once it
+    drained (:meth:`Worker.drain`)."""
+    if metrics_bind is None:
+        await worker.run(task_status=task_status)
+        return
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(serve_http, metrics_app(worker.metrics), metrics_bind)
+
+        async def work(*, task_status: trio.TaskStatus[None]) -> None:
+            await worker.run(task_status=task_status)
+            nursery.cancel_scope.cancel()  # drained: stop serving metrics too
+
+        await nursery.start(work)
+        task_status.started(binds)
 
 
 def access_policy(
@@ -208,3 +247,140 @@ def run_until_signal(
         for exc in group.exceptions:
             print(f"shardsched: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+@dataclass(frozen=True)
+class HttpOptions:
+    """An API's bind and who may call it (``--http`` and the access flags)."""
+
+    bind: str
+    insecure_no_auth: bool = False
+    allow_hosts: tuple[str, ...] = ()
+    allow_origins: tuple[str, ...] = ()
+    metrics_auth: bool = False
+    tls: TlsFiles | None = None
+
+    def policy(self) -> AccessPolicy:
+        return access_policy(
+            self.bind,
+            insecure_no_auth=self.insecure_no_auth,
+            allow_hosts=self.allow_hosts,
+            allow_origins=self.allow_origins,
+            metrics_auth=self.metrics_auth,
+        )
+
+
+@dataclass(frozen=True)
+class NodeOptions:
+    redis: str
+    namespace: str
+    shards: int | None = None
+    http: HttpOptions | None = None
+    node_id: str | None = None
+    lease_ttl_s: float = 5.0
+    renew_every_s: float = 2.0
+    allow_eviction: bool = False
+    retention: RetentionDefaults | None = None
+    archive: str | None = None
+
+
+def serve_node(o: NodeOptions) -> None:
+    """A node process, until a signal (module docstring: the order it stops in)."""
+    stop = trio.Event()
+
+    async def node(task_status: trio.TaskStatus[list[str]]) -> None:
+        policy = None if o.http is None else o.http.policy()  # refused before any wait
+        redis, dep = await open_redis(o.redis, o.namespace, o.shards, archive=o.archive)
+        try:
+            await check_redis_config(redis, o.allow_eviction)
+            await run_node(
+                redis,
+                dep,
+                http=None if o.http is None else o.http.bind,
+                node_id=o.node_id,
+                lease_ttl_s=o.lease_ttl_s,
+                renew_every_s=o.renew_every_s,
+                policy=policy,
+                tls=None if o.http is None else o.http.tls,
+                retention=o.retention,
+                archive=o.archive,
+                stop=stop,
+                task_status=task_status,
+            )
+        finally:
+            with trio.CancelScope(shield=True):
+                await redis.aclose()  # last: the leases were handed back through it
+
+    run_until_signal(node, lambda binds: f"node ready {' '.join(binds)}".strip(), stop.set)
+
+
+def serve_router(redis_url: str, namespace: str, http: HttpOptions) -> None:
+    """A router process (the API alone), until a signal; drains like a node's API."""
+    stop = trio.Event()
+
+    async def router(task_status: trio.TaskStatus[list[str]]) -> None:
+        policy = http.policy()
+        redis, dep = await open_redis(redis_url, namespace, None)
+        try:
+            await run_router(
+                redis, dep, http=http.bind, policy=policy, tls=http.tls, stop=stop,
+                task_status=task_status,
+            )  # fmt: skip
+        finally:
+            with trio.CancelScope(shield=True):
+                await redis.aclose()
+
+    run_until_signal(router, lambda binds: f"router ready {' '.join(binds)}", stop.set)
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    redis: str
+    namespace: str
+    worker_id: str | None = None
+    concurrency: int = 16
+    drain_grace_s: float = 10.0
+    pass_env: tuple[str, ...] = ()
+    imports: tuple[str, ...] = ()  #: modules whose @handler functions register
+    sandbox: Sandbox | None = None
+    policy: CommandPolicy | None = None
+    #: bytes: a run's tail kept, a job's output in Redis, all output in Redis (0: none)
+    output_sizes: tuple[int, int, int] = (64 * 1024, 0, 0)
+    metrics: str | None = None  #: HOST:PORT of its /metrics
+
+
+def serve_worker(o: WorkerOptions) -> None:
+    """A worker process, until it drained after a signal."""
+    for module in o.imports:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:
+            raise SystemExit(f"shardsched: --import {module}: {exc!r}") from None
+    holder: list[Worker] = []
+
+    async def worker(task_status: trio.TaskStatus[list[str]]) -> None:
+        redis, dep = await open_redis(o.redis, o.namespace, None)
+        tail, per_job, total = o.output_sizes
+        w = Worker(
+            redis,
+            dep,
+            o.worker_id,
+            o.concurrency,
+            drain_grace_s=o.drain_grace_s,
+            pass_env=list(o.pass_env),
+            sandbox=o.sandbox,
+            policy=o.policy,
+            output_quota=OutputQuota.of(per_job, total, dep.n_shards, tail),
+        )
+        holder.append(w)
+        try:
+            await run_worker(w, o.metrics, task_status=task_status)
+        finally:
+            with trio.CancelScope(shield=True):
+                await redis.aclose()
+
+    def drain() -> None:
+        for w in holder:
+            w.drain()
+
+    run_until_signal(worker, lambda binds: f"worker ready {' '.join(binds or [])}".strip(), drain)

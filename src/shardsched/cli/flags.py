@@ -273,15 +273,13 @@ def job_limit_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def output_quota(args: argparse.Namespace, n_shards: int) -> Any:
-    """The worker's OutputQuota from its flags; a ConfigError for a size it cannot read."""
+def output_quota_sizes(args: argparse.Namespace) -> tuple[int, int, int]:
+    """The worker's output sizes from its flags, in bytes: a run's tail kept, a job's
+    output in Redis, all output in Redis; a ConfigError for a size it cannot read."""
     from shardsched.core.errors import ConfigError
-    from shardsched.store.lua.runs import OutputQuota
     from shardsched.worker.sandbox import parse_size
 
     tail = parse_size(args.output_tail)
     if tail > 16 * 1024 * 1024:
         raise ConfigError("--output-tail is at most 16M: it is kept in Redis for every run")
-    return OutputQuota.of(
-        parse_size(args.job_output_quota), parse_size(args.output_quota), n_shards, tail
-    )
+    return tail, parse_size(args.job_output_quota), parse_size(args.output_quota)

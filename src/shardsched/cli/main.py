@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import NoReturn
 
+from shardsched.cli import commands as cmd
 from shardsched.cli.flags import (
     api_flags,
     apply_global_flags,
@@ -14,15 +15,10 @@ from shardsched.cli.flags import (
     http_flags,
     job_limit_flags,
     output_flag,
-    output_quota,
     redis_flags,
     retention_flags,
-    retention_of,
     tls_files,
 )
-
-if TYPE_CHECKING:
-    import trio
 
 
 class _Parser(argparse.ArgumentParser):
@@ -56,6 +52,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
         help="start a local Redis Cluster of N masters instead of one redis-server",
     )
     retention_flags(dev, dev=True)
+    dev.set_defaults(execute=cmd.dev)
 
     node = sub.add_parser("node", help="shard actors (and the HTTP API unless --no-http)")
     redis_flags(node)
@@ -69,6 +66,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     node.add_argument("--renew-every", type=float, default=2.0, help="seconds (default 2)")
     node.add_argument("--allow-eviction", action="store_true")
     retention_flags(node)
+    node.set_defaults(execute=cmd.node)
 
     worker = sub.add_parser("worker", help="claim and execute runs")
     redis_flags(worker)
@@ -113,11 +111,13 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
         default=10.0,
         help="on SIGTERM, seconds running jobs get to finish (default 10)",
     )
+    worker.set_defaults(execute=cmd.worker)
 
     router = sub.add_parser("router", help="the stateless HTTP API")
     redis_flags(router)
     router.add_argument("--http", required=True, metavar="HOST:PORT")
     http_flags(router)
+    router.set_defaults(execute=cmd.router)
     audit = sub.add_parser(
         "audit", help="account for every tick and every fired run; exit 1 on loss or strands"
     )
@@ -143,15 +143,20 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
         default=300.0,
         help="a fired run not running anywhere for S seconds is stranded; default 300",
     )
+    audit.set_defaults(execute=cmd.audit)
     from shardsched.cli import api as api_cli
 
     api_cli.add_parsers(sub)
+    for name in ("jobs", "runs", "dead-letter", "dags", "events", "apply"):
+        sub.choices[name].set_defaults(execute=cmd.api)
     from shardsched.cli import tokens as tokens_cli
 
     tokens_cli.add_parser(sub)
+    sub.choices["tokens"].set_defaults(execute=cmd.tokens)
     from shardsched.cli import acl as acl_cli
 
     acl_cli.add_parser(sub)
+    sub.choices["acl"].set_defaults(execute=cmd.acl)
     completion = sub.add_parser(
         "completion",
         help="a completion script for bash, zsh or fish (see its --help)",
@@ -161,6 +166,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
         " ~/.config/fish/completions/shardsched.fish",
     )
     completion.add_argument("shell", choices=["bash", "zsh", "fish"])
+    completion.set_defaults(execute=_completion)
     status = sub.add_parser(
         "status",
         help="one screen: shards, nodes, workers, queues, alarms (--redis, or else the API)",
@@ -172,7 +178,9 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     status.add_argument(
         "--all", action="store_true", help="every shard and worker, not only those off"
     )
+    status.set_defaults(execute=cmd.status)
     bench = sub.add_parser("bench", help="benchmarks (each starts what it needs)")
+    bench.set_defaults(execute=cmd.bench)
     if with_bench:  # their modules pull in redis-py and friends: only when asked for
         from shardsched.bench import (
             archive,
@@ -200,17 +208,10 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
-def policy_of(args: argparse.Namespace, bind: str) -> Any:
-    """The AccessPolicy the HTTP flags ask for."""
-    from shardsched.service import access_policy
+def _completion(args: argparse.Namespace) -> None:
+    from shardsched.cli.completion import script
 
-    return access_policy(
-        bind,
-        insecure_no_auth=args.insecure_no_auth,
-        allow_hosts=args.allow_host,
-        allow_origins=args.allow_origin,
-        metrics_auth=args.metrics_auth,
-    )
+    print(script(build_parser(with_bench=True), args.shell), end="")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -253,145 +254,7 @@ def _main(argv: list[str] | None = None) -> None:
             check_url(args.redis)
         except ValueError as exc:
             sys.exit(f"shardsched: --redis: {exc}")
-    if args.command == "completion":
-        from shardsched.cli.completion import script
-
-        print(script(build_parser(with_bench=True), args.shell), end="")
-        return
-    if args.command == "acl":
-        from shardsched.cli import acl as acl_cli
-
-        sys.exit(acl_cli.main(args))
-    if args.command == "tokens":
-        from shardsched.cli import tokens as tokens_cli
-
-        sys.exit(tokens_cli.main(args))
-    if args.command in ("jobs", "runs", "dead-letter", "dags", "events", "apply"):
-        from shardsched.cli import api as api_cli
-
-        sys.exit(api_cli.main(args))
-    from shardsched import service
-
-    if args.command == "bench":
-        args.bench(args)
-        return
-    if args.command == "status":
-        from shardsched.cli.status import run_status
-
-        sys.exit(run_status(args))
-    if args.command == "audit":
-        from shardsched.cli.audit import run_audit
-
-        sys.exit(run_audit(args))
-    if args.command == "dev":
-        from pathlib import Path
-
-        from shardsched import dev
-
-        dev.main(args, *retention_of(args, Path(args.data_dir) / "archive"))
-        return
-    if args.command == "node":
-        http = None if args.no_http else args.http
-
-        async def node(task_status: trio.TaskStatus[Any]) -> None:
-            policy = None if http is None else policy_of(args, http)  # before any wait
-            archive, retention = retention_of(args)
-            redis, dep = await service.open_redis(
-                args.redis, args.namespace, args.shards, archive=archive
-            )
-            await service.check_redis_config(redis, args.allow_eviction)
-            await service.run_node(
-                redis,
-                dep,
-                http=http,
-                node_id=args.node_id,
-                lease_ttl_s=args.lease_ttl,
-                renew_every_s=args.renew_every,
-                policy=policy,
-                tls=tls_files(args),
-                retention=retention,
-                archive=archive,
-                task_status=task_status,
-            )
-
-        service.run_until_signal(node, lambda binds: f"node ready {' '.join(binds)}".strip())
-    elif args.command == "worker":
-        import importlib
-
-        from shardsched.worker.worker import Worker
-
-        for module in args.imports:
-            try:
-                importlib.import_module(module)  # its @handler functions register
-            except Exception as exc:
-                sys.exit(f"shardsched: --import {module}: {exc!r}")
-        holder: list[Worker] = []
-
-        from shardsched.core.errors import ConfigError
-        from shardsched.worker.sandbox import CommandPolicy, Sandbox
-
-        try:  # refused at start-up, not at a job's run
-            sandbox = Sandbox.make(
-                args.run_as, args.limit_memory, args.limit_cpu, args.limit_nofile
-            )
-            policy = CommandPolicy.of(args.handlers_only, args.allow_command)
-        except ConfigError as exc:
-            sys.exit(f"shardsched: {exc}")
-
-        async def worker(task_status: trio.TaskStatus[Any]) -> None:
-            redis, dep = await service.open_redis(args.redis, args.namespace, None)
-            w = Worker(
-                redis,
-                dep,
-                args.worker_id,
-                args.concurrency,
-                drain_grace_s=args.drain_grace,
-                pass_env=args.pass_env,
-                sandbox=sandbox,
-                policy=policy,
-                output_quota=output_quota(args, dep.n_shards),
-            )
-            holder.append(w)
-            if args.metrics is None:
-                await w.run(task_status=task_status)
-                return
-            import trio
-
-            async with trio.open_nursery() as nursery:
-                app = service.metrics_app(w.metrics)
-                binds = await nursery.start(service.serve_http, app, args.metrics)
-
-                async def run_worker(*, task_status: trio.TaskStatus[None]) -> None:
-                    await w.run(task_status=task_status)
-                    nursery.cancel_scope.cancel()  # drained: stop serving metrics too
-
-                await nursery.start(run_worker)
-                task_status.started(binds)
-
-        def drain_all() -> None:
-            for w in holder:
-                w.drain()
-
-        service.run_until_signal(
-            worker,
-            lambda binds: f"worker ready {' '.join(binds or [])}".strip(),
-            graceful=drain_all,
-        )
-    elif args.command == "router":
-
-        async def router(task_status: trio.TaskStatus[Any]) -> None:
-            policy = policy_of(args, args.http)  # a bad flag is refused before any wait
-            redis, dep = await service.open_redis(args.redis, args.namespace, None)
-            await service.run_router(
-                redis,
-                dep,
-                http=args.http,
-                policy=policy,
-                tls=tls_files(args),
-                task_status=task_status,
-            )
-
-        service.run_until_signal(router, lambda binds: f"router ready {' '.join(binds)}")
+    sys.exit(args.execute(args))
 
 
 if __name__ == "__main__":

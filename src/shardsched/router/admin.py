@@ -16,6 +16,7 @@ from shardsched.router.base import ApiBase
 from shardsched.router.guards import as_worker, unbound, who
 from shardsched.router.openapi import openapi_document
 from shardsched.router.schemas import AuditQuery, Health, Readiness, TokenLogQuery
+from shardsched.router.server import STOPPING_KEY
 from shardsched.runtime.metrics import refresh_cluster
 
 _heartbeat_decoder = msgspec.json.Decoder(protocol.HeartbeatRequest)
@@ -63,7 +64,9 @@ class AdminHandlers(ApiBase):
         return http.json_response(Health(status="ok"))
 
     async def readyz(self, request: Request) -> Response:
-        """Ready when every shard is owned by a live node; says which and by whom."""
+        """Ready when every shard is owned by a live node and this process is not stopping
+        (a load balancer then sends it nothing new while it drains); says which and by
+        whom."""
         view: ClusterView = await self._run(cluster_view(self.dep))
         live = {n.node_id for n in view.nodes}
         unowned = [s.shard for s in view.shards if s.owner not in live]
@@ -74,7 +77,10 @@ class AdminHandlers(ApiBase):
             unowned=unowned,
             owners={str(s.shard): s.owner for s in view.shards if s.owner in live},
         )
-        return http.json_response(body, 200 if not unowned else 503)
+        stopping = request.scope.get("state", {}).get(STOPPING_KEY)
+        if stopping is not None and stopping.is_set():
+            body.ready, body.stopping = False, True
+        return http.json_response(body, 200 if body.ready else 503)
 
     async def status(self, request: Request) -> Response:
         unbound(request)

@@ -160,3 +160,5 @@ class Readiness(msgspec.Struct):
     owned: int
     unowned: list[int]
     owners: dict[str, str]
+    #: this process is stopping (SIGTERM): it finishes what it holds and takes nothing new
+    stopping: bool = False

@@ -14,6 +14,11 @@ Deadlines belong to the side that waits (README, "HTTP limits"):
   half-way is a 408, :mod:`.http`), and a long-lived answer (Server-Sent Events, a live
   output) is never cut by a read deadline: it ends when the client goes;
 - a write to a client that does not read is bounded by ``write_timeout_s``.
+
+A graceful stop (``stop`` set: a node or router on SIGTERM) drains: readiness answers 503
+at once (``STOPPING_KEY``), no new connection is accepted, the requests in the app finish
+within ``drain_s``, then idle keep-alive connections close. Only then does the caller stop
+what the requests need (a node's shard actors, the Redis pool).
 """
 
 from __future__ import annotations
@@ -47,8 +52,13 @@ BACKLOG = 1024
 #: Probes answer however busy the API is: a load balancer must not take a loaded node
 #: for a dead one.
 EXEMPT_PATHS = frozenset({"/healthz", "/readyz"})
+#: How long a graceful stop lets the requests in the app finish (a stream is cut then).
+DRAIN_S = 10.0
 #: The key of a connection's :class:`Connection` in the ASGI scope's ``state``.
 CONNECTION_KEY = "shardsched.connection"
+#: The key of the server's stopping event (a trio.Event) in the ASGI scope's ``state``:
+#: set once a graceful stop began, so readiness answers 503 while requests drain.
+STOPPING_KEY = "shardsched.stopping"
 
 
 class InFlightLimit:
@@ -61,6 +71,13 @@ class InFlightLimit:
         self.app = app
         self.limit = limit
         self.in_flight = 0
+        self.active = 0  #: every request in the app, probes included
+        self._left = trio.Event()
+
+    async def idle(self) -> None:
+        """Return once no request is in the app."""
+        while self.active:
+            await self._left.wait()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -83,6 +100,7 @@ class InFlightLimit:
             return
         if not exempt:
             self.in_flight += 1
+        self.active += 1
         if conn is not None:
             conn.enter()
         try:
@@ -92,6 +110,9 @@ class InFlightLimit:
                 conn.leave()
             if not exempt:
                 self.in_flight -= 1
+            self.active -= 1
+            self._left.set()
+            self._left = trio.Event()
 
 
 class Connection:
@@ -245,12 +266,15 @@ async def serve_http(
     max_in_flight: int = MAX_IN_FLIGHT,
     max_connections: int = MAX_CONNECTIONS,
     tls: TlsFiles | None = None,
+    stop: trio.Event | None = None,
+    drain_s: float = DRAIN_S,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``app`` over HTTP/1.1 and h2c (or, with ``tls``, HTTPS with h2 by ALPN) with
     hypercorn's connection handler. Each accepted connection takes a slot and one over
-    ``max_connections`` is closed at once. Ready with the bound URLs; cancellation closes
-    every connection."""
+    ``max_connections`` is closed at once. Ready with the bound URLs; returns once ``stop``
+    is set and the server drained (module docstring); cancellation closes every
+    connection at once."""
     # hypercorn's per-connection server (pinned to a release line in pyproject.toml)
     from hypercorn.trio.tcp_server import TCPServer
     from hypercorn.trio.worker_context import WorkerContext
@@ -271,7 +295,9 @@ async def serve_http(
             context = config.create_ssl_context()
         except (OSError, ssl.SSLError) as exc:
             raise ConfigError(f"--certfile/--keyfile: {exc}") from None
-    wrapped = wrap_app(InFlightLimit(app, max_in_flight), config.wsgi_max_body_size, "asgi")
+    limit = InFlightLimit(app, max_in_flight)
+    wrapped = wrap_app(limit, config.wsgi_max_body_size, "asgi")
+    stopping = trio.Event()
     worker_context = WorkerContext(None)
     host, port = split_bind(bind)
     listeners = await trio.open_tcp_listeners(port, host=host, backlog=BACKLOG)
@@ -303,7 +329,7 @@ async def serve_http(
         try:
             # hypercorn types its stream as trio.SocketStream; it only uses the Stream API,
             # which Connection forwards. Its scope's state carries the Connection.
-            state = ConnectionState({CONNECTION_KEY: conn})
+            state = ConnectionState({CONNECTION_KEY: conn, STOPPING_KEY: stopping})
             await TCPServer(wrapped, config, worker_context, state, conn)  # type: ignore[arg-type]
         except* Exception as group:  # this connection's failure, and nobody else's
             failures.record(group, _peer(stream))
@@ -312,8 +338,20 @@ async def serve_http(
             with trio.move_on_after(1, shield=True):
                 await trio.aclose_forcefully(stream)
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(
-            partial(trio.serve_listeners, handle, listeners, handler_nursery=nursery)
-        )
-        task_status.started(binds)
+    async with trio.open_nursery() as handlers:
+        async with trio.open_nursery() as accepting:
+            accepting.start_soon(
+                partial(trio.serve_listeners, handle, listeners, handler_nursery=handlers)
+            )
+            task_status.started(binds)
+            await (trio.sleep_forever() if stop is None else stop.wait())
+            stopping.set()  # readiness says so from now on
+            accepting.cancel_scope.cancel()
+        for listener in listeners:
+            await listener.aclose()  # a new connection is refused, not left in the backlog
+        with trio.move_on_after(drain_s) as drain:
+            await limit.idle()
+        if drain.cancelled_caught:
+            log.warning("HTTP: requests still in the app after %.0f s of draining: cut", drain_s)
+        await worker_context.terminated.set()  # idle keep-alive connections close
+        handlers.cancel_scope.deadline = trio.current_time() + 1.0
