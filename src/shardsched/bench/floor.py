@@ -24,6 +24,7 @@ from typing import Any
 import redis as redis_py
 
 from shardsched.bench.harness import Procs
+from shardsched.core.models import Overlap
 from shardsched.store.calls import Call
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import firing
@@ -167,9 +168,10 @@ def fire_calls(dep: Deployment, tick: int, per_shard: dict[int, list[str]]) -> l
     fires = []
     for shard, jobs in per_shard.items():
         for i in range(0, len(jobs), BATCH):
-            items: list[Any] = []
-            for job in jobs[i : i + BATCH]:
-                items += (job, tick, tick, tick + 60_000, "", "a")  # as fire_floor
+            items = [
+                firing.plan(job, tick, tick, tick + 60_000, None, Overlap.ALLOW)  # as fire_floor
+                for job in jobs[i : i + BATCH]
+            ]
             fires.append(
                 firing.fire(
                     dep.shard(shard), epoch=1, count=BATCH, lookahead_ms=0, missed=0, items=items

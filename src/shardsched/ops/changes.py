@@ -18,24 +18,9 @@ from shardsched.core.views import Change, ChangeList
 from shardsched.ops.history import parse_version
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
+from shardsched.store.records import change_from_entry, opt_text
 
 _ENTRY_ID = re.compile(r"^[0-9]{1,20}-[0-9]{1,20}$")
-
-
-def _text(value: bytes | None) -> str | None:
-    return value.decode() if value else None
-
-
-def _change(entry_id: bytes, fields: list[bytes]) -> Change:
-    f = dict(zip(fields[::2], fields[1::2], strict=True))
-    version = f.get(b"v")
-    return Change(
-        at=from_ms(int(entry_id.split(b"-")[0])),
-        action=f[b"a"].decode(),
-        by=_text(f.get(b"by")),
-        version=int(version) if version else None,
-        detail=_text(f.get(b"x")),
-    )
 
 
 def _newest_first(row: Any) -> tuple[int, int]:
@@ -62,13 +47,14 @@ def changes(
         raise missing
     # changes and runs by hand, kept in two streams (each capped on its own), newest first
     rows: list[Any] = sorted([*check(entries), *check(acts)], key=_newest_first)
-    out = [_change(eid, fields) for eid, fields in rows[:limit]]
+    out = [change_from_entry(eid, fields) for eid, fields in rows[:limit]]
     if len(rows) > limit:
         return ChangeList(id=any_id, changes=out, next_cursor=rows[limit - 1][0].decode())
     kept = check(first)
     creator = parse_version(kept)[2] if kept is not None else (by if version == b"1" else None)
     if len(out) < limit:
-        out.append(Change(at=from_ms(int(created)), action="create", by=_text(creator), version=1))
+        created_at = from_ms(int(created))
+        out.append(Change(at=created_at, action="create", by=opt_text(creator), version=1))
         return ChangeList(id=any_id, changes=out)
     # the page is full and the log is done: the creation opens the next page
     return ChangeList(id=any_id, changes=out, next_cursor="0-1")

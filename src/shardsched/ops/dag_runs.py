@@ -4,55 +4,14 @@ from the cold archive (a DAG run that left under its DAG's retention)."""
 from __future__ import annotations
 
 from shardsched.core.errors import DagNotFound, DagRunNotFound
-from shardsched.core.instants import from_ms
-from shardsched.core.models import DagRunState, TaskState
+from shardsched.core.models import TaskState
 from shardsched.core.views import DagRun, DagTaskRun
 from shardsched.ops.cold import archive_url, cold_dag_runs, cold_runs
 from shardsched.store import keys as k
 from shardsched.store.archive import ArchivedRecord
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
-from shardsched.store.records import RUN_FIELDS, opt_ms, opt_text, run_from_fields
-
-_TASK_CODE = {
-    b"w": TaskState.WAITING,
-    b"s": TaskState.SUCCEEDED,
-    b"k": TaskState.SKIPPED,
-    b"u": TaskState.SKIPPED,
-}
-
-
-def dag_run_from(drid: str, raw: list[bytes], tasks: list[str]) -> DagRun:
-    fields = {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)}
-    dag_id = drid.split(":", 1)[0]
-    task_runs = []
-    # the DAG's tasks in order, then any this run has that a later version removed
-    ours = [key[2:].decode() for key in fields if key.startswith(b"t:")]
-    for task in [*tasks, *sorted(set(ours) - set(tasks))]:
-        code = fields.get(b"t:" + task.encode())
-        if code is None:  # added to the DAG after this run opened
-            continue
-        task_runs.append(
-            DagTaskRun(
-                task=task,
-                job_id=k.task_job_id(dag_id, task),
-                state=_TASK_CODE.get(code, TaskState.SCHEDULED),
-                run_id=opt_text(fields.get(b"r:" + task.encode())),
-                released_at=opt_ms(fields.get(b"a:" + task.encode())),
-            )
-        )
-    return DagRun(
-        dag_run_id=drid,
-        dag_id=dag_id,
-        scheduled_for=from_ms(int(fields[b"s"])),
-        state=DagRunState(fields[b"st"].decode()),
-        manual=fields.get(b"m") == b"1",
-        created_at=from_ms(int(fields[b"c"])),
-        started_at=opt_ms(fields.get(b"b")),
-        finished_at=opt_ms(fields.get(b"f")),
-        reason=opt_text(fields.get(b"rs")),
-        tasks=task_runs,
-    )
+from shardsched.store.records import RUN_FIELDS, dag_run_from, opt_ms, run_from_fields
 
 
 def task_order(dep: Deployment, dag_id: str) -> Op:

@@ -25,14 +25,12 @@ from shardsched.core.errors import (
 )
 from shardsched.core.instants import from_ms
 from shardsched.core.models import (
-    Catchup,
     DagRunState,
     DagSpec,
     JobSpec,
     JobStatus,
     TaskSpec,
     Timing,
-    TriggerRule,
 )
 from shardsched.core.schedule import first_fire_ms
 from shardsched.core.views import Dag, DagCreated, DagTriggered, JobCreated
@@ -43,14 +41,6 @@ from shardsched.store.deployment import Deployment
 from shardsched.store.lua import dags as lua
 from shardsched.store.lua import jobs as jobs_lua
 from shardsched.store.records import DAG_FIELDS
-
-RULE_CODE = {
-    TriggerRule.ALL_SUCCESS: "s",
-    TriggerRule.ALL_DONE: "d",
-    TriggerRule.ONE_FAILED: "o",
-    TriggerRule.NONE_FAILED: "n",
-}
-CATCHUP_CODE = {Catchup.ALL: "a", Catchup.LATEST: "l", Catchup.NONE: "n"}
 
 _encoder = msgspec.json.Encoder()
 _dag_decoder = msgspec.json.Decoder(DagSpec)
@@ -65,11 +55,11 @@ def task_items(spec: DagSpec) -> tuple[str, str, list[Any]]:
     topo = validate_dag(spec)
     items: list[Any] = []
     for task in spec.tasks:
-        items += (
+        items += lua.task_item(
             task.name,
-            ",".join(dict.fromkeys(task.depends_on)),
-            ",".join(topo.downstream[task.name]),
-            RULE_CODE[task.trigger_rule],
+            task.depends_on,
+            topo.downstream[task.name],
+            task.trigger_rule,
             _encoder.encode(task),
             round(task.lease_s * 1000),
         )
@@ -94,7 +84,7 @@ def create_dag(dep: Deployment, spec: DagSpec, actor: str = SDK_ACTOR) -> Op:
             first_ms=first,
             max_active_runs=spec.max_active_runs,
             stall_sla_ms=round(spec.stall_sla_s * 1000),
-            catchup_code=CATCHUP_CODE[spec.catchup],
+            catchup=spec.catchup,
             order=order,
             roots=roots,
             task_items=items,
@@ -287,7 +277,7 @@ def join_dag(dep: Deployment, spec: JobSpec, actor: str = SDK_ACTOR) -> Op:
                 version=dag.version,
                 task=spec.name,
                 dependencies=",".join(task.depends_on),
-                rule_code=RULE_CODE[task.trigger_rule],
+                rule=task.trigger_rule,
                 task_json=_encoder.encode(task),
                 lease_ms=round(task.lease_s * 1000),
                 dag_json=_encoder.encode(new_spec),

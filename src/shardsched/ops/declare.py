@@ -153,7 +153,7 @@ def put_dag(
                 roll=timing != msgspec.json.encode(dags.dag_timing(old)),
                 max_active_runs=spec.max_active_runs,
                 stall_sla_ms=round(spec.stall_sla_s * 1000),
-                catchup_code=dags.CATCHUP_CODE[spec.catchup],
+                catchup=spec.catchup,
                 order=order,
                 roots=roots,
                 task_items=items,

@@ -24,7 +24,7 @@ from shardsched.ops.pagination import Cursor, zpage
 from shardsched.store import keys as k
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
-from shardsched.store.records import RUN_FIELDS, run_from_fields
+from shardsched.store.records import RUN_FIELDS, dag_run_from, run_from_fields
 
 #: Entries a filtered page looks at, at most, before answering what it found so far.
 SCAN_BUDGET = 5000
@@ -334,7 +334,7 @@ def dag_runs_page(
         drids = [member.decode() for _, member in entries]
         raws = yield [Call(("HGETALL", sk.dag_run(drid))) for drid in drids]
         return [
-            (Cursor(*entry), dag_runs.dag_run_from(drid, check(raw), tasks))
+            (Cursor(*entry), dag_run_from(drid, check(raw), tasks))
             for entry, drid, raw in zip(entries, drids, raws, strict=True)
             if check(raw)
         ]
@@ -347,7 +347,7 @@ def dag_runs_page(
     cold = []
     url = yield from archive_url(dep)
     for key, record in cold_dag_runs(dep, url, dag_id, cursor, lo, hi, limit + 1):
-        run = dag_runs.dag_run_from(record.record_id, dag_runs.record_fields(record), tasks)
+        run = dag_run_from(record.record_id, dag_runs.record_fields(record), tasks)
         run.archived = True
         cold.append((key, run))
     runs, nxt = merge_page(pairs, hot_more, cold, limit)

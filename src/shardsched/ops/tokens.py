@@ -9,7 +9,6 @@ from __future__ import annotations
 import msgspec
 
 from shardsched.core.access import (
-    TokenAct,
     TokenCreated,
     TokenInfo,
     TokenList,
@@ -25,6 +24,7 @@ from shardsched.core.instants import from_ms
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import tokens as tokens_lua
+from shardsched.store.records import token_act_from_entry
 
 _record_decoder = msgspec.json.Decoder(TokenRecord)
 
@@ -98,16 +98,7 @@ def token_log(dep: Deployment, limit: int = 100) -> Op:
     (reply,) = yield [Call(("XREVRANGE", dep.globals.tokenlog, "+", "-", "COUNT", limit))]
     acts = []
     for entry_id, fields in check(reply):
-        f = dict(zip(fields[::2], fields[1::2], strict=True))
-        acts.append(
-            TokenAct(
-                at=from_ms(int(entry_id.split(b"-")[0])),
-                action=f[b"a"].decode(),
-                by=f[b"by"].decode(),
-                name=f[b"n"].decode(),
-                detail=f.get(b"x", b"").decode() or None,
-            )
-        )
+        acts.append(token_act_from_entry(entry_id, fields))
     return TokenLog(acts=acts)
 
 

@@ -29,7 +29,6 @@ from shardsched.store.redis import Redis, RedisError
 
 log = logging.getLogger(__name__)
 
-_OVERLAP_CODE = {Overlap.ALLOW: "a", Overlap.FORBID: "f", Overlap.REPLACE: "r"}
 
 #: How far ahead of its tick a due batch is read and planned (the fire script never fires
 #: an item before its tick): planning then overlaps the wait instead of adding to the lag.
@@ -46,7 +45,7 @@ SAME_TICK_MS = 2
 class _Planned(NamedTuple):
     """One due job, planned: its fire script item, and what the metrics need of it."""
 
-    item: tuple[Any, ...]  #: job, old score, tick to fire, new score, skip, overlap
+    item: firing.FireItem
     due: int  #: its timer score: the fire script applies it from then on
     fire: int | None  #: the tick it fires, if any
     late: int  #: ticks found past their time plus the misfire grace
@@ -92,28 +91,26 @@ class ShardActor:
         """Look at the timer again now (a job of this shard was added or changed)."""
         self._woken.set()
 
-    def _plan(self, due: Sequence[Any], now_ms: int) -> list[_Planned]:
+    def _plan(self, due: Sequence[firing.Due], now_ms: int) -> list[_Planned]:
         """The fire script's items for a due batch, each with its tick: pure computation,
         no I/O. A job planned in the last batch and still due as it was (same score, same
         timing) keeps that plan."""
         planned: list[_Planned] = []
         memo = self.memo
         kept = self._kept
-        for i in range(0, len(due), 3):
-            job, score, raw = due[i], due[i + 1], due[i + 2]
-            old = int(float(score))
+        for job, old, raw in due:
             again = kept.get((job, old, raw))
             if again is not None:
                 planned.append(again)
                 continue
             if not raw:  # the job hash vanished under its timer entry: drop the entry
-                planned.append(_Planned((job, old, "", "", "", "a"), old, None, 0, raw))
+                planned.append(_Planned(firing.drop(job, old), old, None, 0, raw))
                 continue
-            overlap = "a"
+            overlap = Overlap.ALLOW
             grace_ms = 60_000
             try:
                 timing = memo.timing(raw)
-                overlap = _OVERLAP_CODE[timing.overlap]
+                overlap = timing.overlap
                 grace_ms = round(timing.misfire_grace_s * 1000)
                 decision = decide(timing, old, now_ms, partial(memo.next_after, raw))
             except Exception as exc:  # whatever it is, it must not stop the shard
@@ -125,33 +122,27 @@ class ShardActor:
                 late += decision.fire < cutoff
             if decision.skip is not None and decision.skip.first < cutoff:
                 late += decision.skip.count
-            item = (
-                job,
-                old,
-                "" if decision.fire is None else decision.fire,
-                "" if decision.new is None else decision.new,
-                "" if decision.skip is None else decision.skip.encode(),
-                overlap,
-            )
+            skip = None if decision.skip is None else decision.skip.encode()
+            item = firing.plan(job, old, decision.fire, decision.new, skip, overlap)
             planned.append(_Planned(item, old, decision.fire, late, raw))
         return planned
 
-    def _take(self, planned: list[_Planned]) -> tuple[list[Any], int]:
+    def _take(self, planned: list[_Planned]) -> tuple[list[firing.FireItem], int]:
         """The items to fire as the earliest planned tick falls due: those due with it (a
         boundary's whole burst shares one tick). The later ones are kept planned: the fire
         script reports them due again, and they fire on their own ticks, not all at the
         last one. Returns (items, the tick to fire them at)."""
         first = min(p.due for p in planned)
-        now_items: list[Any] = []
+        now_items: list[firing.FireItem] = []
         fires = self._fires = []
         missed = self._missed = {}
         self._kept = {}
         for p in planned:
-            job = p.item[0]
+            job = p.item.job
             if p.due > first + SAME_TICK_MS:
                 self._kept[(job, p.due, p.raw)] = p
                 continue
-            now_items += p.item
+            now_items.append(p.item)
             if p.fire is not None:
                 fires.append(p.fire)
             if p.late:
@@ -211,7 +202,7 @@ class ShardActor:
         self._missed = {}
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        items: list[Any] = []
+        items: list[firing.FireItem] = []
         task_status.started()
         backoff = Backoff()
         while True:

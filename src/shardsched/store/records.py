@@ -10,10 +10,11 @@ from datetime import datetime
 
 import msgspec
 
-from shardsched.core.ids import parse_run_id
+from shardsched.core.access import TokenAct
+from shardsched.core.ids import parse_run_id, task_job_id
 from shardsched.core.instants import from_ms
-from shardsched.core.models import RunState
-from shardsched.core.views import Run
+from shardsched.core.models import DagRunState, RunState, TaskState
+from shardsched.core.views import Change, DagRun, DagTaskRun, Run
 
 #: A run record (``run:<id>`` hash), in the order :func:`run_from_fields` unpacks:
 #: state, created, scheduled_for (manual runs), worker, lease expiry, began, finished,
@@ -101,3 +102,74 @@ class NodeInfo(msgspec.Struct):
     shards: list[int] = msgspec.field(default_factory=list)
     lag_p99_1m: float | None = None  #: trigger lag p99 of its firings in the last minute (s)
     fired_1m: int = 0
+
+
+#: A DAG run's per-task letter ('t:<task>'): waiting, succeeded, skipped, skipped as
+#: upstream_failed; anything else (released, failed) reads from the task's run.
+_TASK_CODE = {
+    b"w": TaskState.WAITING,
+    b"s": TaskState.SUCCEEDED,
+    b"k": TaskState.SKIPPED,
+    b"u": TaskState.SKIPPED,
+}
+
+
+def dag_run_from(drid: str, raw: list[bytes], tasks: list[str]) -> DagRun:
+    """A DAG run from its hash (``dagrun:<id>``, HGETALL's flat list; lua/lib/dag.lua
+    says what each field holds), its tasks in the DAG's order (``tasks``)."""
+    fields = {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)}
+    dag_id = drid.split(":", 1)[0]
+    task_runs = []
+    # the DAG's tasks in order, then any this run has that a later version removed
+    ours = [key[2:].decode() for key in fields if key.startswith(b"t:")]
+    for task in [*tasks, *sorted(set(ours) - set(tasks))]:
+        code = fields.get(b"t:" + task.encode())
+        if code is None:  # added to the DAG after this run opened
+            continue
+        task_runs.append(
+            DagTaskRun(
+                task=task,
+                job_id=task_job_id(dag_id, task),
+                state=_TASK_CODE.get(code, TaskState.SCHEDULED),
+                run_id=opt_text(fields.get(b"r:" + task.encode())),
+                released_at=opt_ms(fields.get(b"a:" + task.encode())),
+            )
+        )
+    return DagRun(
+        dag_run_id=drid,
+        dag_id=dag_id,
+        scheduled_for=from_ms(int(fields[b"s"])),
+        state=DagRunState(fields[b"st"].decode()),
+        manual=fields.get(b"m") == b"1",
+        created_at=from_ms(int(fields[b"c"])),
+        started_at=opt_ms(fields.get(b"b")),
+        finished_at=opt_ms(fields.get(b"f")),
+        reason=opt_text(fields.get(b"rs")),
+        tasks=task_runs,
+    )
+
+
+def change_from_entry(entry_id: bytes, fields: list[bytes]) -> Change:
+    """One entry of a change log (``chg:<id>`` or ``acts:<id>``, lua/lib/changes.lua): its
+    action, who, the version it made and a detail; the time is the entry's id."""
+    f = dict(zip(fields[::2], fields[1::2], strict=True))
+    version = f.get(b"v")
+    return Change(
+        at=from_ms(int(entry_id.split(b"-")[0])),
+        action=f[b"a"].decode(),
+        by=opt_text(f.get(b"by")),
+        version=int(version) if version else None,
+        detail=opt_text(f.get(b"x")),
+    )
+
+
+def token_act_from_entry(entry_id: bytes, fields: list[bytes]) -> TokenAct:
+    """One entry of the token log (lua/lib/tokenlog.lua): who made or revoked which token."""
+    f = dict(zip(fields[::2], fields[1::2], strict=True))
+    return TokenAct(
+        at=from_ms(int(entry_id.split(b"-")[0])),
+        action=f[b"a"].decode(),
+        by=f[b"by"].decode(),
+        name=f[b"n"].decode(),
+        detail=f.get(b"x", b"").decode() or None,
+    )

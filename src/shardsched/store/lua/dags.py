@@ -6,9 +6,40 @@ import enum
 from collections.abc import Sequence
 from typing import Any
 
+from shardsched.core.models import Catchup, TriggerRule
 from shardsched.store.calls import Call
 from shardsched.store.keys import GlobalKeys, ShardKeys
 from shardsched.store.lua import signature
+
+#: The letters lib/dag.lua reads: a task's trigger rule ('g:<task>') and a DAG's
+#: catch-up when max_active_runs is full ('cu').
+RULE_CODE = {
+    TriggerRule.ALL_SUCCESS: "s",
+    TriggerRule.ALL_DONE: "d",
+    TriggerRule.ONE_FAILED: "o",
+    TriggerRule.NONE_FAILED: "n",
+}
+CATCHUP_CODE = {Catchup.ALL: "a", Catchup.LATEST: "l", Catchup.NONE: "n"}
+
+
+def task_item(
+    name: str,
+    depends_on: Sequence[str],
+    downstream: Sequence[str],
+    rule: TriggerRule,
+    task_json: bytes,
+    lease_ms: int,
+) -> tuple[Any, ...]:
+    """One task's item for register_dag and update_dag (6 fields)."""
+    return (
+        name,
+        ",".join(dict.fromkeys(depends_on)),
+        ",".join(downstream),
+        RULE_CODE[rule],
+        task_json,
+        lease_ms,
+    )
+
 
 REGISTER_DAG = signature(
     "register_dag",
@@ -42,7 +73,7 @@ def register_dag(
     first_ms: int | None,
     max_active_runs: int,
     stall_sla_ms: int,
-    catchup_code: str,
+    catchup: Catchup,
     order: str,
     roots: str,
     task_items: Sequence[Any],
@@ -61,7 +92,7 @@ def register_dag(
             "" if first_ms is None else first_ms,
             max_active_runs,
             stall_sla_ms,
-            catchup_code,
+            CATCHUP_CODE[catchup],
             order,
             roots,
             actor,
@@ -111,7 +142,7 @@ def update_dag(
     roll: bool,
     max_active_runs: int,
     stall_sla_ms: int,
-    catchup_code: str,
+    catchup: Catchup,
     order: str,
     roots: str,
     task_items: Sequence[Any],
@@ -132,7 +163,7 @@ def update_dag(
             "1" if roll else "0",
             max_active_runs,
             stall_sla_ms,
-            catchup_code,
+            CATCHUP_CODE[catchup],
             order,
             roots,
             actor,
@@ -177,7 +208,7 @@ def add_dag_task(
     version: int,
     task: str,
     dependencies: str,
-    rule_code: str,
+    rule: TriggerRule,
     task_json: bytes,
     lease_ms: int,
     dag_json: bytes,
@@ -186,7 +217,17 @@ def add_dag_task(
     """Add a task to a DAG if it is still at ``version``; reply {AddTask, ...}."""
     return ADD_DAG_TASK.call(
         (sk.job(dag_id), sk.job(task_job_id), sk.versions(dag_id), sk.changes(dag_id)),
-        (version, task, dependencies, rule_code, task_json, lease_ms, dag_json, dag_id, actor),
+        (
+            version,
+            task,
+            dependencies,
+            RULE_CODE[rule],
+            task_json,
+            lease_ms,
+            dag_json,
+            dag_id,
+            actor,
+        ),
     )
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from itertools import chain
+from typing import Any, NamedTuple
 
+from shardsched.core.models import Overlap
 from shardsched.store.calls import Call
 from shardsched.store.keys import ShardKeys
 from shardsched.store.lua import signature
@@ -19,6 +21,53 @@ FIRE = signature(
 )
 
 
+#: The letter fire.lua reads for what a tick does while the job's last run is active.
+OVERLAP_CODE = {Overlap.ALLOW: "a", Overlap.FORBID: "f", Overlap.REPLACE: "r"}
+
+
+class FireItem(NamedTuple):
+    """One planned timer entry as fire.lua reads it (its 6 ARGV fields, in order); build
+    it with :func:`plan` or :func:`drop`."""
+
+    job: Any  #: the timer's member, as fire.lua reported it due
+    old: int  #: the score it had then (the compare-and-set)
+    tick: int | str  #: the tick to fire, '' for none
+    new: int | str  #: the entry's next score, '' to remove it
+    skip: str | bytes  #: a skip record ("first:last:count:reason"), '' for none
+    overlap: str  #: :data:`OVERLAP_CODE`
+
+
+def plan(
+    job: Any,
+    old: int,
+    tick: int | None,
+    new: int | None,
+    skip: str | bytes | None,
+    overlap: Overlap,
+) -> FireItem:
+    return FireItem(
+        job,
+        old,
+        "" if tick is None else tick,
+        "" if new is None else new,
+        "" if skip is None else skip,
+        OVERLAP_CODE[overlap],
+    )
+
+
+def drop(job: Any, old: int) -> FireItem:
+    """Remove a timer entry whose job is gone; fire nothing."""
+    return FireItem(job, old, "", "", "", OVERLAP_CODE[Overlap.ALLOW])
+
+
+class Due(NamedTuple):
+    """A job fire.lua reported due (or due within the look-ahead)."""
+
+    job: Any  #: the timer's member (bytes)
+    score: int  #: its tick (ms)
+    timing: bytes  #: the job's timing JSON ('' when its hash is gone)
+
+
 def fire(
     sk: ShardKeys,
     *,
@@ -26,14 +75,14 @@ def fire(
     count: int,
     lookahead_ms: int,
     missed: int,
-    items: Sequence[Any],
+    items: Sequence[FireItem],
 ) -> Call:
-    """Fire a batch of planned items (flattened, 6 fields each) and read the next due
-    batch; decode with :func:`decode_fired`."""
+    """Fire a batch of planned items and read the next due batch; decode with
+    :func:`decode_fired`."""
     return FIRE.call(
         (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries, sk.autopause),
         (epoch, sk.base, count, lookahead_ms, missed),
-        items,
+        list(chain.from_iterable(items)),
     )
 
 
@@ -45,7 +94,7 @@ class Fired:
     fired: int
     retried: int  #: retry attempts moved to the ready stream
     next_ms: int | None  #: the earliest future timer or retry score; None: none, or due now
-    due: Sequence[Any]  #: job id, score, timing JSON, ... (3 fields each)
+    due: list[Due]
 
 
 def decode_fired(reply: Sequence[Any]) -> Fired | int:
@@ -53,6 +102,7 @@ def decode_fired(reply: Sequence[Any]) -> Fired | int:
     if reply[0] == Fenced.STALE_EPOCH:
         return int(reply[1])
     next_ms = reply[4]
+    due = [Due(reply[i], int(float(reply[i + 1])), reply[i + 2]) for i in range(5, len(reply), 3)]
     return Fired(
-        int(reply[1]), int(reply[2]), int(reply[3]), int(next_ms) if next_ms else None, reply[5:]
+        int(reply[1]), int(reply[2]), int(reply[3]), int(next_ms) if next_ms else None, due
     )
