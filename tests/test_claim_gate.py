@@ -74,7 +74,8 @@ async def test_a_dag_task_finishing_hurries_the_completer(
 ) -> None:
     holdings = Holdings()
     holdings.gate.claimed(1000)
-    holdings.finish(finished("nightly:1700000000000:1"))  # a job's run: it may wait
+    holdings.claim((job := finished("nightly:1700000000000:1")).claimed)
+    holdings.finish(job)  # a job's run: it may wait
     assert abs(await waited(holdings.gate) - holdings.gate.settle_s) < 1e-9
     holdings.gate.claimed(1000)
     result: list[float] = []
@@ -86,7 +87,8 @@ async def test_a_dag_task_finishing_hurries_the_completer(
         nursery.start_soon(completer)
         await trio.sleep(0.01)
         holdings.gate.claimed(1000)
-        holdings.finish(finished("dag_etl.load:1700000000000:1"))  # releases downstream
+        holdings.claim((task := finished("dag_etl.load:1700000000000:1")).claimed)
+        holdings.finish(task)  # releases downstream
     assert abs(result[0] - 0.01) < 1e-9
     # the hurry is used up by that call
     holdings.gate.claimed(1000)

@@ -95,7 +95,7 @@ async def test_a_full_claim_passes_a_token_on_so_idle_workers_join_a_burst(
         await call_script(redis, jobs_lua.trigger(sk, job_id, "test"))
     await redis_calls(redis, ready.push(dep.globals, [sk.shard]))  # one token
     with trio.fail_after(1.0):  # well before any of them could finish (0.5 s each)
-        await until(lambda: sum(len(w.holdings.running) for w in fleet) == 10, 1.0)
+        await until(lambda: sum(w.holdings.running_count for w in fleet) == 10, 1.0)
     await until(lambda: sum(w.completed for w in fleet) == 40, timeout=15)
     ran = sorted(w.completed for w in fleet)
     print(f"runs per worker: {ran}")

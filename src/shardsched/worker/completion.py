@@ -19,10 +19,11 @@ from shardsched.core.models import RetryPolicy
 from shardsched.core.pacing import Backoff
 from shardsched.core.retry import verdict
 from shardsched.runtime.metrics import Metrics
+from shardsched.store.calls import Call
 from shardsched.store.deployment import Deployment
-from shardsched.store.drive import redis_calls
 from shardsched.store.lua import runs as lua
 from shardsched.store.redis import Redis, RedisError
+from shardsched.worker.batching import by_shard, send_per_shard
 from shardsched.worker.holdings import Finished, Holdings
 from shardsched.worker.overruns import OverrunTracker
 
@@ -64,22 +65,18 @@ class Completer:
         h = self.holdings
         backoff = Backoff(cap=5.0)
         while True:
-            if not h.finished:
+            if not h.queued:
                 await h.finished_added.wait()
                 h.finished_added = trio.Event()
                 continue
             await h.gate.give_way()
-            due = len(h.finished)  # everything queued now goes, then the gate again
-            while due > 0 and h.finished:
-                batch = h.completing = h.finished[: min(COMPLETE_ROUND, due)]
-                del h.finished[: len(batch)]
+            due = h.queued  # everything queued now goes, then the gate again
+            while due > 0 and h.queued:
+                batch = h.take(min(COMPLETE_ROUND, due))
                 due -= len(batch)
-                try:
-                    again = await self.complete(batch)
-                finally:
-                    h.completing = []
+                again = await self.complete(batch)
                 if again:
-                    h.finished[:0] = again
+                    h.again(again)
                     await trio.sleep(backoff.next())
                     break
                 backoff.reset()
@@ -88,12 +85,10 @@ class Completer:
         """Complete everything queued (a draining worker; the caller bounds the time)."""
         h = self.holdings
         backoff = Backoff(cap=1.0)
-        while h.finished:
-            batch = h.finished[:COMPLETE_BATCH]
-            del h.finished[:COMPLETE_BATCH]
-            again = await self.complete(batch)
+        while h.queued:
+            again = await self.complete(h.take(COMPLETE_BATCH))
             if again:
-                h.finished[:0] = again
+                h.again(again)
                 await trio.sleep(backoff.next())
 
     @staticmethod
@@ -114,44 +109,36 @@ class Completer:
         )
 
     async def complete(self, batch: list[Finished]) -> list[Finished]:
-        """Complete a batch; returns the runs whose completion must be sent again."""
-        by_shard: dict[int, list[Finished]] = defaultdict(list)
-        for f in batch:
-            by_shard[f.claimed.shard].append(f)
-        chunks = [
-            (shard, items[i : i + COMPLETE_BATCH])
-            for shard, items in by_shard.items()
-            for i in range(0, len(items), COMPLETE_BATCH)
-        ]
-        calls = []
-        states: list[list[str]] = []  #: each chunk's end states, in its order
-        for shard, items in chunks:
-            completions = [self._completion(f) for f in items]
-            states.append([c.state for c in completions])
-            calls.append(
-                lua.complete(
-                    self.dep.shard(shard), self.dep.globals, self.worker_id, completions, self.quota
-                )
-            )
+        """Complete a batch (taken from the holdings); each applied or refused one is
+        settled, and the runs whose completion must be sent again are returned."""
+        pairs = [(f, self._completion(f)) for f in batch]
+
+        def call(shard: int, items: list[tuple[Finished, lua.Completion]]) -> Call:
+            completions = [c for _, c in items]
+            sk, g = self.dep.shard(shard), self.dep.globals
+            return lua.complete(sk, g, self.worker_id, completions, self.quota)
+
         try:
             started = trio.current_time()
-            replies = await redis_calls(self.redis, calls)
+            groups = by_shard(pairs, _shard_of, COMPLETE_BATCH)
+            sent = await send_per_shard(self.redis, groups, call)
             self.metrics.ledger_write.labels("complete").observe(trio.current_time() - started)
         except RedisError as exc:  # idempotent: a replay answers 0
             self.metrics.redis_error(log, f"completing {len(batch)} runs", exc, 0)
             return batch
         again: list[Finished] = []
         ended: dict[str, int] = defaultdict(int)  #: applied completions by end state
-        for (shard, items), chunk_states, reply in zip(chunks, states, replies, strict=True):
+        for shard, items, reply in sent:
             if isinstance(reply, Exception):
                 self.metrics.redis_error(log, f"completing {len(items)} runs", reply, 0)
-                again += items
+                again += [f for f, _ in items]
                 continue
             now_ms, freed, codes = lua.decode_completed(reply)
             if freed:
                 self.released(shard)
-            for f, state, code in zip(items, chunk_states, codes, strict=True):
-                self.holdings.held.discard(f.claimed.key)
+            for (f, completion), code in zip(items, codes, strict=True):
+                state = completion.state
+                self.holdings.settle(f.claimed.key)
                 if code in (lua.Held.APPLIED, lua.Held.ALREADY_APPLIED):
                     self.completed += 1
                     if code == lua.Held.APPLIED:
@@ -191,3 +178,7 @@ class Completer:
                 log.debug("run %s", state, extra=fields)
         if not f.inline:
             self.overruns.record(job_id, max(now_ms - f.started_ms, 0) / 1000)
+
+
+def _shard_of(pair: tuple[Finished, lua.Completion]) -> int:
+    return pair[0].claimed.shard

@@ -1,9 +1,20 @@
-"""What a worker holds: each delivery from its claim until Redis applied (or refused) its
-completion. One object, owned by the worker and read by its renewer and completer, so
-"is this run still ours?" has one answer."""
+"""What a worker holds: each delivery, from its claim until Redis applied (or refused) its
+completion, as one record in one explicit state. One object, owned by the worker and
+read by its renewer, flusher and completer, so "is this run still ours?" has one answer,
+and every change of state is a method here that checks it is a legal one::
+
+    claim ─► CLAIMED ─start─► RUNNING ─finish─► FINISHED ─take─► COMPLETING ─settle─► (gone)
+                │                │  ▲ lose                ▲           │
+                │                ▼  │                     └─ again ───┘
+                │              LOST ─stopped─► (gone)
+                └─finish (an inline handler) ─► FINISHED
+    RUNNING ─stopped (no outcome: cancelled) ─► (gone)
+"""
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -73,55 +84,167 @@ class Finished:
     inline: bool = False  #: an inline handler's run (worker/handlers.py)
 
 
+class State(enum.Enum):
+    CLAIMED = "claimed"  #: held, not started yet
+    RUNNING = "running"  #: executing here (a cancel scope, live output)
+    LOST = "lost"  #: its lease went elsewhere while it ran: being stopped, reports nothing
+    FINISHED = "finished"  #: its outcome is queued for completion
+    COMPLETING = "completing"  #: its completion is on its way to Redis
+
+
+#: Every legal change of state (a delivery leaves the holdings from RUNNING, LOST and
+#: COMPLETING: ``stopped`` and ``settle``).
+TRANSITIONS: dict[State, frozenset[State]] = {
+    State.CLAIMED: frozenset({State.RUNNING, State.FINISHED}),
+    State.RUNNING: frozenset({State.FINISHED, State.LOST}),
+    State.LOST: frozenset(),
+    State.FINISHED: frozenset({State.COMPLETING}),
+    State.COMPLETING: frozenset({State.FINISHED}),
+}
+
+
+class IllegalTransition(RuntimeError):
+    """A delivery was asked to change state in a way the worker never should: a bug."""
+
+
+@dataclass(slots=True)
+class Held:
+    """One delivery this worker holds."""
+
+    claimed: Claimed
+    state: State = State.CLAIMED
+    scope: trio.CancelScope | None = None  #: while RUNNING (or LOST: being stopped)
+    live: LiveOutput | None = None  #: while RUNNING: its output so far
+    finished: Finished | None = None  #: from FINISHED on
+
+
+Key = tuple[str, int]
+
+
 class Holdings:
-    """The deliveries a worker holds: running, and finished awaiting their completion."""
+    """The deliveries a worker holds, each in one :class:`State`. Only the methods here
+    change them; the rest of worker/ reads through the views."""
 
     def __init__(self) -> None:
-        self.running: dict[tuple[str, int], tuple[Claimed, trio.CancelScope]] = {}
-        #: the output of each running command so far (worker/live_output.py flushes it)
-        self.live: dict[tuple[str, int], LiveOutput] = {}
-        #: every delivery held, from its claim until its completion is applied or refused:
-        #: a take-up after a reconnect must not start any of them again
-        self.held: set[tuple[str, int]] = set()
-        self.lost: set[tuple[str, int]] = set()  #: runs whose lease went elsewhere
-        self.finished: list[Finished] = []  #: queued for completion
-        self.completing: list[Finished] = []  #: the batch whose completion is in flight
+        self._held: dict[Key, Held] = {}
+        self._queue: list[Held] = []  #: FINISHED, oldest first: what the completer sends
+        self._running = 0
         self.finished_added = trio.Event()
         self._waiting: list[trio.Event] = []  #: tasks waiting for something to run
         self.gate = ClaimGate()  #: the completer gives way to a burst's claims
 
-    def start(self, key: tuple[str, int], claimed: Claimed, scope: trio.CancelScope) -> None:
-        """A run starts executing here."""
-        self.running[key] = (claimed, scope)
+    # -- transitions ----------------------------------------------------------------
+
+    def _move(self, held: Held, to: State) -> None:
+        if to not in TRANSITIONS[held.state]:
+            raise IllegalTransition(f"{held.claimed.run_id}: {held.state.value} -> {to.value}")
+        self._running += (to is State.RUNNING) - (held.state is State.RUNNING)
+        held.state = to
+
+    def _get(self, key: Key, *states: State) -> Held:
+        held = self._held.get(key)
+        if held is None or held.state not in states:
+            was = "not held" if held is None else held.state.value
+            raise IllegalTransition(f"{key[0]}: {was}, wanted {'/'.join(s.value for s in states)}")
+        return held
+
+    def claim(self, claimed: Claimed) -> None:
+        """A delivery is ours (a claim, or a take-up after a reconnect)."""
+        if claimed.key in self._held:
+            raise IllegalTransition(f"{claimed.run_id}: claimed twice")
+        self._held[claimed.key] = Held(claimed)
+
+    def start(self, key: Key, scope: trio.CancelScope) -> LiveOutput:
+        """It starts executing here; returns where its output goes."""
+        held = self._get(key, State.CLAIMED)
+        self._move(held, State.RUNNING)
+        held.scope, held.live = scope, LiveOutput(bytearray())
         if self._waiting:
             for event in self._waiting:
                 event.set()
             self._waiting = []
-
-    async def wait_running(self) -> None:
-        """Return once something runs (at once if something does): an idle worker's
-        periodic chores sleep here instead of waking a thousand workers every second."""
-        while not self.running:
-            event = trio.Event()
-            self._waiting.append(event)
-            await event.wait()
+        return held.live
 
     def finish(self, f: Finished) -> None:
-        self.finished.append(f)
+        """Its outcome is known: queued for completion."""
+        held = self._get(f.claimed.key, State.CLAIMED, State.RUNNING)
+        self._move(held, State.FINISHED)
+        held.scope, held.live, held.finished = None, None, f
+        self._queue.append(held)
         if "." in f.claimed.run_id and dag_run_of(f.claimed.run_id):
             self.gate.hurry()  # its completion releases the DAG's next tasks
         self.finished_added.set()
 
-    def unacknowledged(self) -> list[Claimed]:
-        """Finished runs whose completion is queued or on its way: their leases still count."""
-        return [f.claimed for f in (*self.completing, *self.finished)]
+    def lose(self, key: Key) -> None:
+        """The lease went elsewhere (or the run was cancelled): a running one is stopped
+        and reports nothing. One not running needs nothing: its completion is refused."""
+        held = self._held.get(key)
+        if held is not None and held.state is State.RUNNING:
+            self._move(held, State.LOST)
+            assert held.scope is not None
+            held.scope.cancel()
+
+    def stopped(self, key: Key) -> bool:
+        """Its execution ended without an outcome to report (lost, or cancelled): it
+        leaves. Whether it had been lost."""
+        held = self._get(key, State.RUNNING, State.LOST)
+        self._running -= held.state is State.RUNNING
+        del self._held[key]
+        return held.state is State.LOST
+
+    def take(self, count: int) -> list[Finished]:
+        """Up to ``count`` of the oldest queued outcomes, now on their way."""
+        batch, self._queue = self._queue[:count], self._queue[count:]
+        for held in batch:
+            self._move(held, State.COMPLETING)
+        return [held.finished for held in batch if held.finished is not None]
+
+    def again(self, batch: Iterable[Finished]) -> None:
+        """These completions did not reach Redis: back to the front of the queue."""
+        helds = [self._get(f.claimed.key, State.COMPLETING) for f in batch]
+        for held in helds:
+            self._move(held, State.FINISHED)
+        self._queue[:0] = helds
+        if helds:
+            self.finished_added.set()
+
+    def settle(self, key: Key) -> None:
+        """Redis applied its completion, or refused it as stale: it leaves."""
+        self._get(key, State.COMPLETING)
+        del self._held[key]
+
+    # -- views ----------------------------------------------------------------------
+
+    def state(self, key: Key) -> State | None:
+        held = self._held.get(key)
+        return None if held is None else held.state
+
+    @property
+    def running_count(self) -> int:
+        return self._running
+
+    @property
+    def queued(self) -> int:
+        """Outcomes waiting for their completion to be sent."""
+        return len(self._queue)
+
+    def running(self) -> list[Held]:
+        return [h for h in self._held.values() if h.state is State.RUNNING]
+
+    def run_ids(self) -> set[str]:
+        """Every run held, whatever its state: a take-up must not start one again."""
+        return {run_id for run_id, _ in self._held}
 
     def leased(self) -> list[Claimed]:
-        """Every delivery whose lease must be kept: running or not yet acknowledged."""
-        return [c for c, _ in self.running.values()] + self.unacknowledged()
+        """Every delivery whose lease must be kept: running, or finished and its
+        completion not yet acknowledged (the owner would deliver it again)."""
+        keep = (State.RUNNING, State.FINISHED, State.COMPLETING)
+        return [h.claimed for h in self._held.values() if h.state in keep]
 
-    def lose(self, key: tuple[str, int]) -> None:
-        """The lease went elsewhere (or the run was cancelled): stop it, report nothing."""
-        if key in self.running:
-            self.lost.add(key)
-            self.running[key][1].cancel()
+    async def wait_running(self) -> None:
+        """Return once something runs (at once if something does): an idle worker's
+        periodic chores sleep here instead of waking a thousand workers every second."""
+        while not self._running:
+            event = trio.Event()
+            self._waiting.append(event)
+            await event.wait()

@@ -5,16 +5,16 @@ elsewhere, or that was cancelled, is stopped."""
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 
 import trio
 
 from shardsched.runtime.metrics import Metrics
+from shardsched.store.calls import Call
 from shardsched.store.deployment import Deployment
-from shardsched.store.drive import redis_calls
 from shardsched.store.lua import runs as lua
 from shardsched.store.redis import Redis, RedisError
-from shardsched.worker.holdings import Claimed, Holdings
+from shardsched.worker.batching import by_shard, send_per_shard
+from shardsched.worker.holdings import Claimed, Holdings, State
 
 log = logging.getLogger(__name__)
 
@@ -57,24 +57,24 @@ class LeaseRenewer:
                 await self._renew(held)
 
     async def _renew(self, held: list[Claimed]) -> None:
-        by_shard: dict[int, list[Claimed]] = defaultdict(list)
-        for claimed in held:
-            by_shard[claimed.shard].append(claimed)
-        calls = [
-            lua.renew_runs(self.dep.shard(shard), self.worker_id, [c.delivery for c in runs])
-            for shard, runs in by_shard.items()
-        ]
+        def call(shard: int, runs: list[Claimed]) -> Call:
+            return lua.renew_runs(self.dep.shard(shard), self.worker_id, [c.delivery for c in runs])
+
         try:
-            replies = await redis_calls(self.redis, calls)
+            sent = await send_per_shard(self.redis, by_shard(held, _shard), call)
         except RedisError as exc:
             self.metrics.redis_error(log, "lease renewal", exc, self.every)
             return
-        for runs, reply in zip(by_shard.values(), replies, strict=True):
+        for _shard_n, runs, reply in sent:
             if isinstance(reply, Exception):
                 self.metrics.redis_error(log, "lease renewal", reply, self.every)
                 continue
             for c, (code, _lease) in zip(runs, lua.decode_renewed(reply), strict=True):
-                if code != lua.Held.APPLIED and c.key in self.holdings.running:
+                if code != lua.Held.APPLIED and self.holdings.state(c.key) is State.RUNNING:
                     why = "cancelled" if code == lua.Held.CANCELLED else "lost its lease"
                     log.warning("run %s %s: stopping it", c.run_id, why)
                     self.holdings.lose(c.key)
+
+
+def _shard(claimed: Claimed) -> int:
+    return claimed.shard

@@ -9,15 +9,15 @@ run this worker no longer holds is not written (lua/flush_output.lua)."""
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 
 import trio
 
 from shardsched.runtime.metrics import Metrics
+from shardsched.store.calls import Call
 from shardsched.store.deployment import Deployment
-from shardsched.store.drive import redis_calls
 from shardsched.store.lua import runs as lua
 from shardsched.store.redis import Redis, RedisError
+from shardsched.worker.batching import by_shard, send_per_shard
 from shardsched.worker.holdings import Holdings
 
 log = logging.getLogger(__name__)
@@ -54,43 +54,45 @@ class OutputFlusher:
             await trio.sleep(self.every_s)
             await self.flush()
 
-    def _chunks(self) -> dict[int, list[lua.OutputChunk]]:
+    def _chunks(self) -> list[tuple[int, list[lua.OutputChunk]]]:
         h, now = self.holdings, trio.current_time()
-        self._written = {key: n for key, n in self._written.items() if key in h.live}
-        by_shard: dict[int, list[lua.OutputChunk]] = defaultdict(list)
-        for key, live in list(h.live.items()):
-            held = h.running.get(key)
-            before = self._written.get(key, 0)
-            if held is None or live.total == before or now - held[0].claimed_local < self.every_s:
+        running = h.running()
+        self._written = {h.claimed.key: self._written.get(h.claimed.key, 0) for h in running}
+        chunks: list[tuple[int, lua.OutputChunk]] = []
+        for held in running:
+            claimed, live = held.claimed, held.live
+            before = self._written[claimed.key]
+            if live is None or live.total == before or now - claimed.claimed_local < self.every_s:
                 continue
             new = live.total - before
             limit = self.quota.run
             if live.total <= limit and new <= len(live.buf):
-                chunk = lua.OutputChunk(held[0].delivery, live.total, True, bytes(live.buf[-new:]))
+                chunk = lua.OutputChunk(claimed.delivery, live.total, True, bytes(live.buf[-new:]))
             else:
                 tail = bytes(live.buf[-limit:])
-                chunk = lua.OutputChunk(held[0].delivery, live.total, False, tail)
-            by_shard[held[0].shard].append(chunk)
-        return by_shard
+                chunk = lua.OutputChunk(claimed.delivery, live.total, False, tail)
+            chunks.append((claimed.shard, chunk))
+        return [(shard, [c for _, c in group]) for shard, group in by_shard(chunks, _first)]
 
     async def flush(self) -> None:
         """Write what every long-enough running command printed since the last flush."""
-        by_shard = self._chunks()
-        if not by_shard:
-            return
-        calls = [
-            lua.flush_output(self.dep.shard(s), self.worker_id, chunks, self.quota)
-            for s, chunks in by_shard.items()
-        ]
+
+        def call(shard: int, chunks: list[lua.OutputChunk]) -> Call:
+            return lua.flush_output(self.dep.shard(shard), self.worker_id, chunks, self.quota)
+
         try:
-            replies = await redis_calls(self.redis, calls)
+            sent = await send_per_shard(self.redis, self._chunks(), call)
         except RedisError as exc:
             self.metrics.redis_error(log, "output flush", exc, self.every_s)
             return
-        for chunks, reply in zip(by_shard.values(), replies, strict=True):
+        for _shard, chunks, reply in sent:
             if isinstance(reply, Exception):
                 self.metrics.redis_error(log, "output flush", reply, self.every_s)
                 continue
             for chunk, written in zip(chunks, lua.decode_flushed(reply), strict=True):
                 if written:
                     self._written[(chunk.delivery.run_id, chunk.delivery.token)] = chunk.total
+
+
+def _first(pair: tuple[int, lua.OutputChunk]) -> int:
+    return pair[0]

@@ -75,7 +75,7 @@ class OverrunTracker:
         )
         counts: dict[str, int] = {}
         ratios: dict[str, float] = {}
-        for claimed, _scope in list(self.holdings.running.values()):
+        for claimed in [held.claimed for held in self.holdings.running()]:
             elapsed = now - claimed.claimed_local
             if elapsed > self.threshold(claimed):
                 job_id = job_of_run(claimed.run_id)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections import defaultdict
 from collections.abc import Sequence
 
 import msgspec
@@ -25,6 +24,7 @@ import trio
 from shardsched.core.pacing import Backoff
 from shardsched.runtime.metrics import Metrics
 from shardsched.store import ready
+from shardsched.store.calls import Call
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import call_script, redis_calls
 from shardsched.store.lua import leases
@@ -32,13 +32,13 @@ from shardsched.store.lua import runs as lua
 from shardsched.store.records import WorkerInfo
 from shardsched.store.redis import Redis, RedisError, blocking_pop
 from shardsched.store.token_pusher import TokenPusher
+from shardsched.worker.batching import by_shard, send_per_shard
 from shardsched.worker.completion import Completer
 from shardsched.worker.execution import Executor
-from shardsched.worker.holdings import Claimed, Finished, Holdings
+from shardsched.worker.holdings import Claimed, Finished, Holdings, State
 from shardsched.worker.leases import LeaseRenewer
 from shardsched.worker.live_output import OutputFlusher
 from shardsched.worker.overruns import OverrunTracker
-from shardsched.worker.runner import LiveOutput
 from shardsched.worker.sandbox import CommandPolicy, Sandbox
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ class Worker:
         )
         self.metrics = metrics or Metrics()
         self.holdings = Holdings()
-        self.metrics.running.set_function(lambda: len(self.holdings.running))
+        self.metrics.running.set_function(lambda: self.holdings.running_count)
         quota = output_quota or lua.OutputQuota.of(
             lua.DEFAULT_JOB_OUTPUT_QUOTA, lua.DEFAULT_OUTPUT_QUOTA, dep.n_shards
         )
@@ -176,7 +176,7 @@ class Worker:
         except RedisError as exc:
             self.metrics.redis_error(log, "taking up pending runs", exc, 0)
             return  # the next re-subscription tries again
-        held_runs = {run_id for run_id, _ in self.holdings.held}
+        held_runs = self.holdings.run_ids()
         for shard, reply in enumerate(replies):
             if isinstance(reply, Exception):
                 continue
@@ -210,7 +210,7 @@ class Worker:
 
     def _start(self, claimed: Claimed) -> None:
         """Execute a claimed run: inline handlers right here, anything else in a task."""
-        self.holdings.held.add(claimed.key)
+        self.holdings.claim(claimed)
         if self.executor.is_inline(claimed):
             started_ms = claimed.server_ms()
             outcome = self.executor.run_inline(claimed)
@@ -225,22 +225,16 @@ class Worker:
         outcome = None
         try:
             with trio.CancelScope() as scope:
-                h.start(key, claimed, scope)
-                live = h.live[key] = LiveOutput(bytearray())
+                live = h.start(key, scope)
                 self.renewer.started(claimed)
                 outcome = await self.executor.run(claimed, live)
         finally:
-            del h.running[key]
-            h.live.pop(key, None)
             self.free += 1
             self._poke()
-        if key in h.lost:  # the lease went elsewhere: the process group was killed
-            h.lost.discard(key)
-            h.held.discard(key)
-        elif outcome is not None:
-            h.finish(Finished(claimed, outcome, started_ms))
-        else:
-            h.held.discard(key)
+            if outcome is not None and h.state(key) is State.RUNNING:
+                h.finish(Finished(claimed, outcome, started_ms))
+            else:  # lost (its process group was killed), or cancelled: nothing to report
+                h.stopped(key)
 
     def drain(self) -> None:
         """Stop claiming, let running runs finish within the grace, hand back the rest."""
@@ -253,7 +247,7 @@ class Worker:
             WorkerInfo(
                 capacity=self.concurrency,
                 capacity_free=self.free,
-                running=len(self.holdings.running),
+                running=self.holdings.running_count,
                 completed=self.completed,
                 draining=self.draining.is_set(),
                 started_ms=self._registered_ms,
@@ -276,33 +270,32 @@ class Worker:
 
     async def _hand_back(self) -> None:
         """Kill what still runs after the grace and give those runs back at once."""
-        held = [claimed for claimed, _ in self.holdings.running.values()]
+        held = [h.claimed for h in self.holdings.running()]
         for claimed in held:
             self.holdings.lose(claimed.key)
-        by_shard: dict[int, list[Claimed]] = defaultdict(list)
-        for claimed in held:
-            by_shard[claimed.shard].append(claimed)
-        calls = [
-            lua.release_runs(self.dep.shard(shard), self.worker_id, [c.delivery for c in runs])
-            for shard, runs in by_shard.items()
-        ]
-        if calls:
+
+        def call(shard: int, runs: list[Claimed]) -> Call:
+            deliveries = [c.delivery for c in runs]
+            return lua.release_runs(self.dep.shard(shard), self.worker_id, deliveries)
+
+        groups = by_shard(held, _shard)
+        if groups:
             try:
-                released = await redis_calls(self.redis, calls)
+                sent = await send_per_shard(self.redis, groups, call)
             except RedisError as exc:  # their leases lapse and the owner reclaims them
                 self.metrics.redis_error(log, "drain: handing back runs", exc, 0)
                 return
-            log.warning(
-                "drain: handed back %s runs", sum(r for r in released if isinstance(r, int))
-            )
+            released = sum(r for _, _, r in sent if isinstance(r, int))
+            log.warning("drain: handed back %s runs", released)
             try:  # other workers may take them at once
-                await redis_calls(self.redis, ready.push(self.dep.globals, by_shard))
+                shards = [shard for shard, _ in groups]
+                await redis_calls(self.redis, ready.push(self.dep.globals, shards))
             except RedisError:
                 pass  # the owner finds them undelivered (store/ready.py)
 
     async def _drain_and_leave(self) -> None:
         with trio.move_on_after(self.drain_grace_s):
-            while self.holdings.running:
+            while self.holdings.running_count:
                 await self._changed.wait()
                 self._changed = trio.Event()
         with trio.CancelScope(shield=True), trio.move_on_after(10):
@@ -369,3 +362,7 @@ class Worker:
             self._from_token.discard(shard)
             for c in claimed:
                 self._start(c)
+
+
+def _shard(claimed: Claimed) -> int:
+    return claimed.shard
