@@ -23,9 +23,9 @@ import trio
 
 from shardsched import ops
 from shardsched.core.access import Scope, TokenRequest
-from shardsched.dev import free_port, redis_server_args
 from shardsched.ops import tokens
 from shardsched.router.app import create_app
+from shardsched.runtime.redis_server import free_port, redis_server_args
 from shardsched.service import serve_http
 from shardsched.shard.manager import ShardManager
 from shardsched.store.drive import drive_async

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shardsched.dev import cluster_node_args, free_cluster_port
+from shardsched.runtime.redis_server import cluster_node_args, free_cluster_port
 
 
 @dataclass

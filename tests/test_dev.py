@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from conftest import child_env, shardsched_cmd
-from shardsched.dev import free_port
+from shardsched.runtime.redis_server import free_port
 
 
 def descendants(pid: int) -> set[int]:

@@ -18,9 +18,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from conftest import admin_token, child_env, shardsched_cmd, wait_until
 from shardsched import IntervalSchedule, JobSpec, ops
 from shardsched.core.models import DagSpec, OnceSchedule, TaskSpec
-from shardsched.dev import free_port
 from shardsched.router.app import create_app
 from shardsched.runtime.metrics import Metrics, metric_names
+from shardsched.runtime.redis_server import free_port
 from shardsched.service import serve_http
 from shardsched.shard.manager import ShardManager
 from shardsched.store.drive import drive_async

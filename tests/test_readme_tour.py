@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from conftest import child_env, shardsched_cmd, wait_until
-from shardsched.dev import free_port
+from shardsched.runtime.redis_server import free_port
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

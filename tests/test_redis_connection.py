@@ -60,7 +60,7 @@ async def test_auth_user_password_and_db_from_url(own_redis_server: RedisServer)
 
 
 async def test_unreachable_server_fails_after_retrying() -> None:
-    from shardsched.dev import free_port
+    from shardsched.runtime.redis_server import free_port
 
     client = Redis(f"redis://127.0.0.1:{free_port()}", size=1, connect_timeout=0.2, retry_for=0.5)
     start = trio.current_time()

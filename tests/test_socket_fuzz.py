@@ -24,7 +24,7 @@ import trio
 import socket_fuzz
 from conftest import TEST_SHARDS, RedisServer, admin_token, child_env, shardsched_cmd
 from shardsched import ops
-from shardsched.dev import free_port
+from shardsched.runtime.redis_server import free_port
 from shardsched.store.redis import Redis
 
 CLIENTS = 24

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from conftest import REDIS_SERVER, child_env, shardsched_cmd
-from shardsched.dev import free_port
+from shardsched.runtime.redis_server import free_port
 
 
 def test_a_node_refused_by_redis_logs_what_to_do_and_becomes_ready_once_fixed(

@@ -18,9 +18,9 @@ import trio
 from conftest import RedisServer, child_env, shardsched_cmd, wait_until
 from shardsched import Client, JobSpec, OnceSchedule, ops
 from shardsched.core.instants import from_ms
-from shardsched.dev import free_cluster_port, free_port, redis_server_args
 from shardsched.ops import listing
 from shardsched.router.app import create_app
+from shardsched.runtime.redis_server import free_cluster_port, free_port, redis_server_args
 from shardsched.service import TlsFiles, serve_http
 from shardsched.shard.manager import ShardManager
 from shardsched.store.drive import drive_async

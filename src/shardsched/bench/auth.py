@@ -21,8 +21,8 @@ import httpx
 
 from shardsched.bench.harness import bench_redis, percentiles
 from shardsched.core.models import CronSchedule, JobSpec
-from shardsched.dev import free_port
 from shardsched.runtime.lifeline import child_env
+from shardsched.runtime.redis_server import free_port
 from shardsched.sdk import Client
 
 

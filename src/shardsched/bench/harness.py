@@ -16,8 +16,8 @@ from typing import IO, Any
 
 import redis as redis_py
 
-from shardsched.dev import free_port, redis_server_args
 from shardsched.runtime.lifeline import child_env, lifeline
+from shardsched.runtime.redis_server import free_port, redis_server_args
 
 
 @dataclass

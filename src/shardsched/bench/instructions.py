@@ -29,7 +29,7 @@ from typing import Any
 import redis as redis_py
 
 from shardsched.bench import bounds, floor
-from shardsched.dev import free_port, redis_server_args
+from shardsched.runtime.redis_server import free_port, redis_server_args
 from shardsched.store.calls import Call
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import runs as runs_lua

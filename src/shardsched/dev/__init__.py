@@ -1,8 +1,9 @@
-"""``shardsched dev``: everything in one command on an embedded redis-server (:mod:`.run`),
-the servers it and the tests start (:mod:`.embedded`), and how it keeps its children
-alive (:mod:`.supervisor`)."""
+"""``shardsched dev``: everything in one command on an embedded redis-server (:mod:`.run`)
+and how it keeps its children alive (:mod:`.supervisor`). The redis-servers it starts
+come from :mod:`shardsched.runtime.redis_server`, as the benchmarks' and the tests' do."""
 
-from shardsched.dev.embedded import (
+from shardsched.dev.run import REDIS_URL_FILE, TOKEN_FILE, main, run_dev, write_private
+from shardsched.runtime.redis_server import (
     cluster_node_args,
     free_cluster_port,
     free_port,
@@ -12,7 +13,6 @@ from shardsched.dev.embedded import (
     stop_process,
     wait_for_redis,
 )
-from shardsched.dev.run import REDIS_URL_FILE, TOKEN_FILE, main, run_dev, write_private
 
 __all__ = [
     "REDIS_URL_FILE",

@@ -33,7 +33,11 @@ import trio
 from shardsched import ops, service
 from shardsched.core.access import Scope, TokenRequest
 from shardsched.core.errors import ConfigError
-from shardsched.dev.embedded import (
+from shardsched.dev.supervisor import Supervisor
+from shardsched.ops import tokens
+from shardsched.ops.retention import RetentionDefaults
+from shardsched.router.guards import AccessPolicy
+from shardsched.runtime.redis_server import (
     free_port,
     redis_server_args,
     spawn,
@@ -41,10 +45,6 @@ from shardsched.dev.embedded import (
     stop_process,
     wait_for_redis,
 )
-from shardsched.dev.supervisor import Supervisor
-from shardsched.ops import tokens
-from shardsched.ops.retention import RetentionDefaults
-from shardsched.router.guards import AccessPolicy
 from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis, RedisConnectionError
 

@@ -18,7 +18,7 @@ import msgspec
 import trio
 
 from shardsched.core.pacing import Backoff
-from shardsched.dev.embedded import stop_process
+from shardsched.runtime.redis_server import stop_process
 from shardsched.store.deployment import Deployment
 from shardsched.store.records import Supervised
 from shardsched.store.redis import Redis, RedisError
