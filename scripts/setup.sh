@@ -48,7 +48,7 @@ fi
 # campaign's "node clock 30 s ahead"), zsh and fish (`shardsched completion` checked in
 # the shells), valgrind (`bench instructions` under callgrind), systemd-analyze (the docs
 # test verifies deploy/systemd's units), a C compiler (a job builds a library another
-# preloads, tests/test_hostile_jobs.py) and openssl (the tests' certificates).
+# preloads, tests/worker/test_hostile_jobs.py) and openssl (the tests' certificates).
 if (( tests )); then
   missing=()
   command -v curl >/dev/null 2>&1 || missing+=(curl)

@@ -259,3 +259,22 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="runs")
     yield "s3://runs/shardsched"
     server.stop()
+
+
+async def cli(
+    http: httpx.AsyncClient, *args: str, stdin: str | None = None, env: dict | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The CLI as a user runs it, with the test API's token in SHARDSCHED_TOKEN."""
+    token = http.headers["authorization"].removeprefix("Bearer ")
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            shardsched_cmd(*args),
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env={**child_env(), "SHARDSCHED_TOKEN": token, **(env or {})},
+            timeout=30,
+        )
+
+    return await trio.to_thread.run_sync(run)

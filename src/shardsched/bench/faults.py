@@ -15,7 +15,7 @@ runs to end and stops everything. It reports:
 - process exits: every node and worker must still be running when the scenario ends.
 
 Sizes are small by default so that the same code is the CI fault suite
-(``tests/test_fault_campaign.py``) and, with ``--jobs``/``--seconds``, the command.
+(``tests/system/test_fault_campaign.py``) and, with ``--jobs``/``--seconds``, the command.
 """
 
 from __future__ import annotations

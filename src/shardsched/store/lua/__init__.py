@@ -1,7 +1,7 @@
 """One typed wrapper per Lua script: the only code that knows a script's KEYS and ARGV.
 
 Each wrapper module declares, per script, a :class:`Signature` (the KEYS names and the
-ARGV fields in order, as the script's header lists them; ``tests/test_lua_headers.py``
+ARGV fields in order, as the script's header lists them; ``tests/store/test_lua_headers.py``
 checks the two agree), a function that builds its :class:`~shardsched.store.calls.Call`
 from typed arguments, a decoder for its reply, and its return codes as an IntEnum.
 """

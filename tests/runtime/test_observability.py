@@ -26,7 +26,7 @@ from shardsched.shard.manager import ShardManager
 from shardsched.store.drive import drive_async
 from shardsched.worker.worker import Worker
 
-RULES = Path(__file__).resolve().parents[1] / "deploy" / "prometheus" / "shardsched-alerts.yml"
+RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "shardsched-alerts.yml"
 FAR = OnceSchedule(
     at=__import__("datetime").datetime(2099, 1, 1, tzinfo=__import__("datetime").UTC)
 )

@@ -13,7 +13,7 @@ import pytest
 from conftest import child_env
 from shardsched import ops
 from shardsched.store.drive import drive_async
-from test_worker_leases import once_job, start_worker, wait_run
+from workers import once_job, start_worker, wait_run
 
 pytestmark = pytest.mark.processes
 

@@ -15,7 +15,7 @@ import trio
 from conftest import wait_until
 from shardsched import ops
 from shardsched.store.drive import drive_async
-from test_worker_leases import once_job, start_worker, wait_run
+from workers import once_job, start_worker, wait_run
 
 
 def gone(pid: int) -> bool:

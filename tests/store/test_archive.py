@@ -95,7 +95,7 @@ def test_a_local_archive(tmp_path: Path) -> None:
     )
     assert duckdb.sql(query).fetchall() == [("job_a", 4), ("job_b", 1)]
     schema = duckdb.sql(f"DESCRIBE SELECT * FROM read_parquet('{root}/runs/**/*.parquet')")
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     runner = re.escape('.venv/bin/python -c "import duckdb, sys; duckdb.sql(sys.argv[1]).show()"')
     pattern = "^" + runner + ' "(.+)"$'
     (one_liner,) = re.findall(pattern, readme, re.MULTILINE)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "shardsched"
+SRC = Path(__file__).resolve().parents[2] / "src" / "shardsched"
 MAX_LINES = 400
 
 

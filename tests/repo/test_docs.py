@@ -15,7 +15,7 @@ import yaml
 
 from shardsched.cli.main import build_parser
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_generated_pages_are_current() -> None:

@@ -14,10 +14,9 @@ import httpx
 import pytest
 import trio
 
-from conftest import child_env, shardsched_cmd, wait_until
+from conftest import child_env, cli, shardsched_cmd, wait_until
 from shardsched.store.drive import call_script
 from shardsched.store.lua import runs as lua
-from test_surfaces import cli
 
 FAR = {"type": "once", "at": "2099-01-01T00:00:00Z"}
 

@@ -9,12 +9,11 @@ from datetime import UTC, datetime, timedelta
 
 import yaml
 
-from conftest import wait_until
+from conftest import cli, wait_until
 from shardsched.core.access import Scope, TokenRequest
 from shardsched.ops import tokens
 from shardsched.store.drive import call_script, drive_async
 from shardsched.store.lua import retention as lua
-from test_surfaces import cli
 
 NOW = {"type": "once", "at": "2020-01-01T00:00:00Z"}
 

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import trio
 
-from conftest import child_env, shardsched_cmd
-from test_surfaces import cli
+from conftest import child_env, cli, shardsched_cmd
 
 HOURLY = {"type": "interval", "every_s": 3600}
 

@@ -8,7 +8,7 @@ import re
 import subprocess
 from pathlib import Path
 
-SETUP = Path(__file__).resolve().parents[1] / "scripts" / "setup.sh"
+SETUP = Path(__file__).resolve().parents[2] / "scripts" / "setup.sh"
 #: A command that changes a running service or process: any systemctl verb but the
 #: read-only is-active, service, invoke-rc.d, kill and its kin.
 HARMFUL = re.compile(

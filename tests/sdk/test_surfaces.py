@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
-import httpx
 import msgspec
 import pytest
 import trio
 
-from conftest import child_env, keyspace, shardsched_cmd, wait_until
+from conftest import cli, keyspace, wait_until
 from shardsched import Client, DagNotFound, DagSpec, OnceSchedule, TaskSpec
 
 FAR = OnceSchedule(at=datetime(2099, 1, 1, tzinfo=UTC))
@@ -65,25 +63,6 @@ async def test_sdk_dags(node, worker, redis_server, redis, dep) -> None:
         assert await keyspace(redis, dep.namespace) == before
     finally:
         client.close()
-
-
-async def cli(
-    http: httpx.AsyncClient, *args: str, stdin: str | None = None, env: dict | None = None
-) -> subprocess.CompletedProcess[str]:
-    """The CLI as a user runs it, with the test API's token in SHARDSCHED_TOKEN."""
-    token = http.headers["authorization"].removeprefix("Bearer ")
-
-    def run() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            shardsched_cmd(*args),
-            input=stdin,
-            capture_output=True,
-            text=True,
-            env={**child_env(), "SHARDSCHED_TOKEN": token, **(env or {})},
-            timeout=30,
-        )
-
-    return await trio.to_thread.run_sync(run)
 
 
 async def test_cli_dags(node, worker, http, tmp_path: Path) -> None:

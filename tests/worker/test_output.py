@@ -8,8 +8,7 @@ import json
 
 import yaml
 
-from conftest import wait_until
-from test_surfaces import cli
+from conftest import cli, wait_until
 
 CRON = {"type": "cron", "expression": "0 3 * * 1-5", "timezone": "Europe/Berlin"}
 

@@ -9,9 +9,9 @@ from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+import test_end_to_end as e2e
 import trio
 
-import test_end_to_end as e2e
 from conftest import wait_until
 from redis_cluster import LocalCluster
 from shardsched import IntervalSchedule, JobSpec, ops

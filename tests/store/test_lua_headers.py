@@ -56,9 +56,9 @@ def test_lua_builds_no_keys_from_argv_but_the_base() -> None:
 def test_every_key_a_script_builds_is_named_in_keys_py() -> None:
     """Keys built inside scripts (``base .. 'run:' .. id``) are the shard's own keys, each
     named in store/keys.py, so Python and Lua agree on where everything lives."""
-    keys_py = (Path(__file__).resolve().parents[1] / "src/shardsched/store/keys.py").read_text()
+    keys_py = (Path(__file__).resolve().parents[2] / "src/shardsched/store/keys.py").read_text()
     named = set(re.findall(r'self\.base \+ "([a-z_]+:?)"', keys_py))
-    lua = Path(__file__).resolve().parents[1] / "lua"
+    lua = Path(__file__).resolve().parents[2] / "lua"
     built: set[str] = set()
     for path in [*lua.glob("*.lua"), *lua.glob("lib/*.lua")]:
         built |= set(re.findall(r"base \.\. '([a-z_]+:?)'", path.read_text()))

@@ -17,7 +17,7 @@ import trio
 from conftest import child_env, shardsched_cmd, wait_until
 from shardsched.runtime.redis_server import free_port
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def tour_blocks(language: str) -> list[str]:

@@ -8,8 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from conftest import keyspace
-from test_surfaces import cli
+from conftest import cli, keyspace
 
 
 async def written(redis, namespace) -> dict:

@@ -242,7 +242,7 @@ def test_every_shard_key_is_the_workers_or_the_nodes_alone() -> None:
 
     from shardsched.store.acl import NODE_SHARD_KEYS, WORKER_SHARD_KEYS
 
-    keys_py = (Path(__file__).resolve().parents[1] / "src/shardsched/store/keys.py").read_text()
+    keys_py = (Path(__file__).resolve().parents[2] / "src/shardsched/store/keys.py").read_text()
     named = set(re.findall(r'self\.base \+ "([a-z_]+:?)"', keys_py))
     assert named == set(WORKER_SHARD_KEYS) | set(NODE_SHARD_KEYS)
     assert not set(WORKER_SHARD_KEYS) & set(NODE_SHARD_KEYS)

@@ -10,60 +10,16 @@ from pathlib import Path
 import pytest
 import trio
 
-from conftest import child_env, drive_list, shardsched_cmd, wait_until
+from conftest import child_env, shardsched_cmd, wait_until
 from shardsched import ops
 from shardsched.core.instants import from_ms
 from shardsched.core.models import JobSpec, OnceSchedule
-from shardsched.ops import audit, listing
+from shardsched.ops import audit
 from shardsched.ops.cluster import list_workers
 from shardsched.store.drive import drive_async
+from workers import once_job, start_worker, wait_run
 
 pytestmark = pytest.mark.processes
-
-
-def start_worker(
-    url: str, namespace: str, worker_id: str, log: Path, *extra: str, env: dict | None = None
-) -> subprocess.Popen[bytes]:
-    cmd = shardsched_cmd(
-        "worker",
-        "--redis",
-        url,
-        "--namespace",
-        namespace,
-        "--worker-id",
-        worker_id,
-        "--concurrency",
-        "4",
-        *extra,
-    )
-    with log.open("ab") as out:
-        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env or child_env())
-
-
-async def once_job(redis, dep, command: str, lease_s: float, **fields) -> str:
-    """Register a job due at once; returns its id."""
-    spec = JobSpec(
-        name="w", schedule=OnceSchedule(at=from_ms(0)), command=command, lease_s=lease_s, **fields
-    )
-    return (await drive_async(ops.create_job(dep, spec), redis)).job_id
-
-
-async def wait_run(
-    redis,
-    dep,
-    job_id: str,
-    state: str,
-    by: str | None = None,
-    timeout: float = 20,
-):
-    """Until the job's newest run is in ``state`` (claimed by ``by``); returns its runs."""
-
-    async def reached() -> list | None:
-        runs = await drive_list(listing.runs_page(dep, job_id), redis)
-        ok = bool(runs) and runs[0].state == state and by in (None, runs[0].claimed_by)
-        return runs if ok else None
-
-    return await wait_until(reached, timeout=timeout)
 
 
 async def run_fields(redis, dep, rid: str, *fields: str) -> list:
