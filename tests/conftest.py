@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ import httpx
 import pytest
 import trio
 
+import waits
 from shardsched import ops
 from shardsched.core.access import Scope, TokenRequest
 from shardsched.ops import tokens
@@ -31,6 +31,7 @@ from shardsched.shard.manager import ShardManager
 from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis
 from shardsched.worker.worker import Worker
+from waits import wait_until  # noqa: F401 (the tests import it from here)
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 TEST_SHARDS = 8
@@ -59,25 +60,26 @@ class RedisServer:
 
     def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(
-            redis_server_args(self.port, self.data_dir, self.fsync), stdout=subprocess.DEVNULL
-        )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            out = subprocess.run(
-                ["redis-cli", "-p", str(self.port), "PING"], capture_output=True, text=True
-            )
-            if out.stdout.strip() == "PONG":
-                return
-            time.sleep(0.02)
-        raise RuntimeError(f"redis-server on port {self.port} did not start")
+        args = redis_server_args(self.port, self.data_dir, self.fsync)
+        # its log on stdout, read as it comes: it says when it accepts connections
+        args += [*waits.NOTIFY_ARGS, "--logfile", ""]
+        log = waits.start_logged(args, self.data_dir / "redis.log")
+        self.proc = log.proc
+        try:
+            log.wait_for_sync("Ready to accept connections", timeout=10)
+        except AssertionError:
+            self.proc.kill()
+            raise
+        waits.watch(self.url)
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
+        waits.unwatch(self.url)
         assert self.proc is not None
         self.proc.send_signal(sig)
         self.proc.wait(timeout=10)
 
     def stop(self) -> None:
+        waits.unwatch(self.url)
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -174,16 +176,6 @@ async def keyspace(redis: Redis, namespace: str) -> dict[bytes, bytes]:
     return dict(zip(keys, dumps, strict=True))
 
 
-async def wait_until(predicate, timeout: float = 10.0, every: float = 0.05):
-    """Poll an async predicate until it returns something truthy (test-side observation)."""
-    with trio.fail_after(timeout):
-        while True:
-            value = await predicate()
-            if value:
-                return value
-            await trio.sleep(every)
-
-
 async def drive_list(op, redis: Redis) -> list:
     """Drive a page operation; its items (the first field of the page Struct)."""
     page = await drive_async(op, redis)
@@ -202,39 +194,31 @@ def start_api_node(
     redis_server: RedisServer, namespace: str, log_path: Path, shards: int = 4
 ) -> tuple[subprocess.Popen[bytes], str]:
     """A node process serving the API on its own namespace; returns it and its base URL
-    once /readyz answers (its log in ``log_path``)."""
-    import httpx as _httpx
-
+    once it says it is ready (it owns its shards by then; its log in ``log_path``)."""
     port = free_port()
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            shardsched_cmd(
-                "node",
-                "--redis",
-                redis_server.url,
-                "--namespace",
-                namespace,
-                "--shards",
-                str(shards),
-                "--http",
-                f"127.0.0.1:{port}",
-            ),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=child_env(),
-        )
+    watch = waits.start_logged(
+        shardsched_cmd(
+            "node",
+            "--redis",
+            redis_server.url,
+            "--namespace",
+            namespace,
+            "--shards",
+            str(shards),
+            "--http",
+            f"127.0.0.1:{port}",
+        ),
+        log_path,
+        env=child_env(),
+    )
+    try:
+        watch.wait_for_sync("node ready", timeout=20)
+    except AssertionError:
+        watch.proc.kill()
+        raise
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            if _httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                return proc, base
-        except _httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(f"node did not serve: {log_path.read_text()[-2000:]}")
-        time.sleep(0.1)
+    assert httpx.get(f"{base}/readyz", timeout=5).status_code == 200, watch.text()
+    return watch.proc, base
 
 
 @pytest.fixture

@@ -96,7 +96,7 @@ async def wait_owned_by(
             return None
         return v if max(count.values()) - min(count.values()) <= 1 else None
 
-    return await wait_until(settled, timeout=timeout, every=0.1)
+    return await wait_until(settled, timeout=timeout)
 
 
 async def run_audit(redis: Redis, dep: ops.Deployment, settle_s: float = 2.0) -> audit.AuditReport:
@@ -106,3 +106,46 @@ async def run_audit(redis: Redis, dep: ops.Deployment, settle_s: float = 2.0) ->
 async def refused(redis: Redis, dep: ops.Deployment) -> tuple[int, int]:
     v = await view(redis, dep)
     return sum(s.refused_fire for s in v.shards), sum(s.refused_renew for s in v.shards)
+
+
+async def fires(redis: Redis, dep: ops.Deployment, job_ids: list[str]) -> int:
+    """How many runs these jobs have fired so far (their run indexes)."""
+    replies = await redis.pipeline([("ZCARD", dep.keys_for(j).runs_of(j)) for j in job_ids])
+    return sum(int(n) for n in replies)
+
+
+async def fired_at_least(
+    redis: Redis, dep: ops.Deployment, job_ids: list[str], total: int, timeout: float = 30
+) -> int:
+    """Until these jobs have fired ``total`` runs between them; the count then."""
+
+    async def enough() -> int:
+        n = await fires(redis, dep, job_ids)
+        return n if n >= total else 0
+
+    return await wait_until(enough, timeout=timeout)
+
+
+async def fired_more(
+    redis: Redis, dep: ops.Deployment, job_ids: list[str], more: int, timeout: float = 30
+) -> int:
+    """Until these jobs fire ``more`` runs than they have now ("a while of firing")."""
+    return await fired_at_least(
+        redis, dep, job_ids, await fires(redis, dep, job_ids) + more, timeout
+    )
+
+
+async def settled_audit(
+    redis: Redis, dep: ops.Deployment, up_to_ms: int | None = None, timeout: float = 30
+) -> audit.AuditReport:
+    """The audit of every tick due up to ``up_to_ms`` (default: now), once none of them is
+    still waiting to fire: each is judged fired, skipped or missing. Waits on the node
+    catching up, not on a settle margin."""
+    mark = await redis.time_ms() if up_to_ms is None else up_to_ms
+
+    async def settled() -> audit.AuditReport | None:
+        settle_s = max(0, await redis.time_ms() - mark) / 1000
+        report = await run_audit(redis, dep, settle_s=settle_s)
+        return report if report.pending == 0 else None
+
+    return await wait_until(settled, timeout=timeout)

@@ -215,9 +215,11 @@ def run_until_signal(
 ) -> None:
     """Run ``main`` (a ``task_status`` task) until SIGINT/SIGTERM, printing a line once ready.
 
-    With ``graceful``, the first signal calls it and ``main`` is expected to return by
-    itself (a worker draining); a second signal stops everything at once.
+    With ``graceful``, the first signal once ready calls it and ``main`` is expected to
+    return by itself (a worker draining); a second signal, or any signal before ready (still
+    waiting for Redis, say), stops everything at once.
     """
+    ready = False
 
     async def runner() -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -226,7 +228,7 @@ def run_until_signal(
                 async def watch() -> None:
                     first = True
                     async for _ in signals:
-                        if graceful is not None and first:
+                        if graceful is not None and first and ready:
                             first = False
                             graceful()
                         else:
@@ -238,6 +240,8 @@ def run_until_signal(
 
                 nursery.start_soon(watch)
                 value = await nursery.start(run_main)
+                nonlocal ready
+                ready = True
                 freeze_startup()
                 print(ready_line(value), flush=True)
 

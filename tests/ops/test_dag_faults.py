@@ -47,7 +47,7 @@ async def test_kill_9_the_owner_mid_dag_run(redis, redis_server, dep, worker, tm
             return None
 
         await trio.sleep(2.5)  # DAG runs open and release a while before the kill
-        in_flight = await wait_until(extract_running, timeout=10, every=0.02)
+        in_flight = await wait_until(extract_running, timeout=10)
         owner = (await view(redis, dep)).shards[shard].owner
         assert owner is not None
         nodes.kill(owner)

@@ -96,7 +96,7 @@ async def test_kill_a_worker_and_lease_reclaims_rise(redis_server, redis, dep, t
                 return False
             return True
 
-        await wait_until(up, timeout=20, every=0.1)
+        await wait_until(up, timeout=20)
         spec = JobSpec(name="victim", schedule=FAR, command="sleep 30", lease_s=1)
         job_id = (await drive_async(ops.create_job(dep, spec), redis)).job_id
         quick = JobSpec(name="quick", schedule=IntervalSchedule(every_s=0.5), command="true")
@@ -118,7 +118,7 @@ async def test_kill_a_worker_and_lease_reclaims_rise(redis_server, redis, dep, t
             text = await scrape(node_metrics)
             return text if total(text, "shardsched_lease_reclaim_total") > before else None
 
-        text = await wait_until(reclaimed, timeout=15, every=0.2)
+        text = await wait_until(reclaimed, timeout=15)
         assert total(text, "shardsched_trigger_lag_seconds_count") >= 1
         assert (
             total(text, "shardsched_scheduler_ledger_write_latency_seconds_count", script="fire")
@@ -131,7 +131,7 @@ async def test_kill_a_worker_and_lease_reclaims_rise(redis_server, redis, dep, t
         async def worker_gone() -> bool:
             return total(await scrape(node_metrics), "shardsched_workers_alive") == 0
 
-        await wait_until(worker_gone, timeout=15, every=0.3)
+        await wait_until(worker_gone, timeout=15)
     finally:
         for proc in (node, worker):
             if proc.poll() is None:

@@ -93,7 +93,7 @@ async def test_cli_dags(node, worker, http, tmp_path: Path) -> None:
         shown = await cli(http, "dags", "run", drid, *api)
         return shown.stdout if shown.stdout.split("\n")[1].split()[1] == "succeeded" else None
 
-    shown = await wait_until(done, timeout=20, every=0.2)
+    shown = await wait_until(done, timeout=20)
     assert "extract" in shown and "load" in shown
     out = await cli(http, "dags", "runs", dag_id, *api)
     assert drid in out.stdout and "load:succeeded" in out.stdout
@@ -137,7 +137,7 @@ async def test_cli_jobs_runs_dead_letter(node, worker, http, tmp_path: Path) -> 
         shown = await cli(http, "dead-letter", *api)
         return shown.stdout if job_id in shown.stdout else None
 
-    shown = await wait_until(dead, timeout=20, every=0.3)
+    shown = await wait_until(dead, timeout=20)
     assert "dead_letter" in shown and f"{job_id}:t1:2" in shown
     assert (await cli(http, "runs", "output", f"{job_id}:t1:2", *api)).stdout == "out\n"
     runs = json.loads((await cli(http, "runs", "list", job_id, *api, "--json")).stdout)["runs"]

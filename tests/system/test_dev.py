@@ -15,6 +15,7 @@ import pytest
 
 from conftest import child_env, shardsched_cmd
 from shardsched.runtime.redis_server import free_port
+from waits import LogWatch, pids_gone, run_event, start_logged
 
 
 def descendants(pid: int) -> set[int]:
@@ -44,27 +45,17 @@ def alive(pid: int) -> bool:
 @contextmanager
 def running_dev(
     tmp_path: Path, port: int, *extra: str
-) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """``shardsched dev`` as a user starts it: the process and its ready line; killed on
-    the way out if the test left it running."""
-    proc = subprocess.Popen(
-        shardsched_cmd(
-            "dev", "--http", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "data"), *extra
-        ),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=child_env(),
-        text=True,
+) -> Iterator[tuple[subprocess.Popen[bytes], str, LogWatch]]:
+    """``shardsched dev`` as a user starts it: its watched output and its ready line;
+    stopped on the way out if the test left it running."""
+    cmd = shardsched_cmd(
+        "dev", "--http", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "data"), *extra
     )
-    assert proc.stdout is not None
+    dev = start_logged(cmd, tmp_path / "dev.log", env=child_env())
+    proc = dev.proc
     try:
-        lines: list[str] = []
-        while not lines or "ready" not in lines[-1]:
-            lines.append(proc.stdout.readline())
-            if not lines[-1]:
-                proc.wait()
-                raise AssertionError(f"dev exited: {lines}")
-        yield proc, lines[-1]
+        line = dev.wait_for_sync("ready", timeout=60)
+        yield proc, line, dev
     finally:
         if proc.poll() is None:  # as a user stops it, so it cleans up after itself
             proc.terminate()
@@ -73,7 +64,6 @@ def running_dev(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        proc.stdout.close()
 
 
 def dev_http(tmp_path: Path, port: int) -> httpx.Client:
@@ -89,28 +79,22 @@ def run_once_job(http: httpx.Client, command: str, timeout: float = 20) -> dict:
     resp = http.post("/api/v1/jobs", json={**body, "command": command})
     assert resp.status_code == 201, resp.text
     job_id = resp.json()["job_id"]
-    deadline = time.monotonic() + timeout
-    runs: list = []
-    while time.monotonic() < deadline:
-        runs = http.get(f"/api/v1/jobs/{job_id}/runs").json()["runs"]
-        if runs and runs[0]["state"] == "succeeded":
-            return runs[0]
-        time.sleep(0.1)
-    raise AssertionError(f"run did not succeed: {runs}")
+    event = run_event(http, job_id, {"succeeded", "failed", "dead_letter"}, timeout)
+    run = http.get(f"/api/v1/runs/{event['run_id']}").json()
+    assert run["state"] == "succeeded", run
+    return run
 
 
 def test_kill_9_of_dev_takes_redis_and_workers_along(tmp_path: Path) -> None:
     port = free_port()
-    with running_dev(tmp_path, port) as (proc, _):
+    with running_dev(tmp_path, port) as (proc, _, _):
         with dev_http(tmp_path, port) as http:
             run_once_job(http, "true")
         tree = descendants(proc.pid)
         assert len(tree) >= 2, "expected the embedded redis-server and a worker"
         proc.kill()
         proc.wait()
-        deadline = time.monotonic() + 10  # redis-server gets SIGTERM, then SIGKILL after 5 s
-        while time.monotonic() < deadline and any(alive(pid) for pid in tree):
-            time.sleep(0.05)
+        pids_gone(tree, timeout=10)  # redis-server gets SIGTERM, then SIGKILL after 5 s
         assert [pid for pid in tree if alive(pid)] == [], "dev's children outlived a kill -9"
 
 
@@ -118,9 +102,9 @@ def test_kill_9_of_dev_takes_redis_and_workers_along(tmp_path: Path) -> None:
 def test_dev_left_running_serves_and_runs_a_job_after_60s(tmp_path: Path) -> None:
     """The bug this guards: redis-server and the worker were killed 10 s after start."""
     port = free_port()
-    with running_dev(tmp_path, port) as (proc, _):
+    with running_dev(tmp_path, port) as (proc, _, _):
         with dev_http(tmp_path, port) as http:
-            time.sleep(65)  # the point of the test: time passes with dev idle
+            time.sleep(65)  # waits out a minute with dev idle: the point of the test
             assert proc.poll() is None
             assert http.get("/readyz").status_code == 200
             run = run_once_job(http, "echo still here")
@@ -135,7 +119,7 @@ def test_dev_left_running_serves_and_runs_a_job_after_60s(tmp_path: Path) -> Non
 def test_dev_runs_a_job_and_stops_everything_on_sigterm(tmp_path: Path, cluster: int) -> None:
     port = free_port()
     extra = ["--cluster", str(cluster)] if cluster else []
-    with running_dev(tmp_path, port, *extra) as (proc, line):
+    with running_dev(tmp_path, port, *extra) as (proc, line, _):
         assert "ready" in line and f"http://127.0.0.1:{port}/api/v1" in line, line
         assert ("redis+cluster://" in line) == bool(cluster), line
         with dev_http(tmp_path, port) as http:
@@ -160,13 +144,9 @@ def test_dev_archives_old_runs_into_its_data_dir(tmp_path: Path) -> None:
     flags = ("--retention-s", "1", "--retention-every", "0.2")
     with running_dev(tmp_path, port, *flags), dev_http(tmp_path, port) as http:
         run = run_once_job(http, "echo kept cold")
-        deadline = time.monotonic() + 20
-        got: dict = {}
-        while time.monotonic() < deadline:
-            got = http.get(f"/api/v1/runs/{run['run_id']}").json()
-            if got.get("archived"):
-                break
-            time.sleep(0.2)
+        got = wait_for(
+            lambda: (r := http.get(f"/api/v1/runs/{run['run_id']}").json())["archived"] and r
+        )
         assert got["archived"] is True and got["state"] == "succeeded", got
         out = http.get(f"/api/v1/runs/{run['run_id']}/output").json()
         assert out["output"] == "kept cold\n"
@@ -186,11 +166,13 @@ def child_named(root: int, text: str) -> int | None:
 
 
 def wait_for(predicate, timeout: float = 20, every: float = 0.1):
+    """Poll what only dev's API shows (its children, an archived run): dev's Redis is its
+    own, behind a password, and publishes nothing a test could listen to."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if value := predicate():
             return value
-        time.sleep(every)
+        time.sleep(every)  # the poll's pace
     raise AssertionError(f"not within {timeout} s: {predicate}")
 
 
@@ -198,7 +180,7 @@ def test_dev_starts_again_what_dies_and_status_shows_it(tmp_path: Path) -> None:
     """A worker or the embedded redis-server killed under dev is logged loudly and started
     again with backoff; `status` names each child, its restarts and how it last ended."""
     port = free_port()
-    with running_dev(tmp_path, port) as (proc, _), dev_http(tmp_path, port) as http:
+    with running_dev(tmp_path, port) as (proc, _, _), dev_http(tmp_path, port) as http:
         for what, name in (("shardsched worker", "dev-worker-1"), ("redis-server", "redis-server")):
             old = child_named(proc.pid, what)
             assert old is not None, what
@@ -235,7 +217,7 @@ def test_dev_starts_again_what_dies_and_status_shows_it(tmp_path: Path) -> None:
 def test_dev_keeps_its_secrets_private_and_its_jobs_out_of_the_project(tmp_path: Path) -> None:
     port = free_port()
     data = tmp_path / "data"
-    with running_dev(tmp_path, port) as (proc, line), dev_http(tmp_path, port) as http:
+    with running_dev(tmp_path, port) as (proc, line, _), dev_http(tmp_path, port) as http:
         assert "redis://" not in line, "the ready line shows no password"
         assert data.stat().st_mode & 0o777 == 0o700
         secret = [data / "token", data / "redis-url", data / "redis.conf"]

@@ -9,7 +9,18 @@ from pathlib import Path
 import pytest
 import trio
 
-from nodes import LEASE_TTL_S, Nodes, owners, refused, run_audit, view, wait_owned_by
+from conftest import wait_until
+from nodes import (
+    LEASE_TTL_S,
+    Nodes,
+    fired_at_least,
+    fired_more,
+    owners,
+    refused,
+    settled_audit,
+    view,
+    wait_owned_by,
+)
 from shardsched import IntervalSchedule, JobSpec, ops
 from shardsched.core.models import Catchup
 from shardsched.ops import audit
@@ -60,19 +71,18 @@ async def test_kill_9_two_of_three_nodes_loses_and_doubles_nothing(
     for node_id in ("n1", "n2", "n3"):
         nodes.start(node_id)
     await wait_owned_by(redis, dep, {"n1", "n2", "n3"})
-    await register_interval_jobs(redis, dep, 2000)
-    await trio.sleep(3)  # the jobs fire a while before the first kill
+    job_ids = await register_interval_jobs(redis, dep, 2000)
+    await fired_at_least(redis, dep, job_ids, 2 * 2000)  # fire a while before the first kill
     victims_shards = []
+    survivors = {"n1", "n2", "n3"}
     for victim in ("n1", "n2"):
         before = await view(redis, dep)
         victims_shards.append(owners(before)[victim])
         nodes.kill(victim)
-        await trio.sleep(4)  # the survivors fire through the takeover before the next kill
-    await wait_owned_by(redis, dep, {"n3"})
-    await trio.sleep(
-        LEASE_TTL_S + 2
-    )  # every tick due so far has passed its lateness bound for the audit
-    report = await run_audit(redis, dep)
+        survivors.discard(victim)
+        await wait_owned_by(redis, dep, survivors)
+        await fired_more(redis, dep, job_ids, 2000)  # every job fires once more after it
+    report = await settled_audit(redis, dep)
     print(
         f"victims owned {victims_shards} shards; expected {report.expected} "
         f"fired {report.fired} missing {report.missing} "
@@ -80,7 +90,7 @@ async def test_kill_9_two_of_three_nodes_loses_and_doubles_nothing(
     )
     assert report.missing == 0 and report.duplicated == 0 and report.unexpected == 0
     assert report.pending == 0
-    assert report.fired == report.expected > 2000 * 8
+    assert report.fired == report.expected >= 2000 * 4
     assert all(n > 0 for n in victims_shards), "each kill must hit a node that owned shards"
     assert report.lag_s.max is not None and report.lag_s.max <= LEASE_TTL_S + 1.0
 
@@ -91,23 +101,26 @@ async def test_sigstopped_owner_is_fenced_after_takeover(redis, namespace, nodes
     nodes.start("n1")
     nodes.start("n2")
     await wait_owned_by(redis, dep, {"n1", "n2"})
-    await register_interval_jobs(redis, dep, 300, every_s=0.5)
-    await trio.sleep(1.5)  # a while of normal firing on both nodes
+    job_ids = await register_interval_jobs(redis, dep, 300, every_s=0.5)
+    await fired_at_least(redis, dep, job_ids, 2 * 300)  # normal firing on both nodes
     assert await refused(redis, dep) == (0, 0)
 
     nodes.signal("n1", signal.SIGSTOP)  # a long GC pause, a frozen VM
     await wait_owned_by(redis, dep, {"n2"}, timeout=LEASE_TTL_S + 10)
-    await trio.sleep(1.0)  # n2 fires n1's shards for a while
+    await fired_more(redis, dep, job_ids, 300)  # n2 fires n1's shards for a while
     nodes.signal("n1", signal.SIGCONT)  # the zombie wakes up believing it owns its shards
-    await wait_owned_by(redis, dep, {"n1", "n2"}, timeout=15)  # and rejoins, cleanly
-    await trio.sleep(2.5)  # the woken zombie's stale writes meet the fence meanwhile
 
-    refused_fire, refused_renew = await refused(redis, dep)
+    async def fenced() -> tuple[int, int] | None:  # its stale writes meet the fence
+        counts = await refused(redis, dep)
+        return counts if sum(counts) >= 1 else None
+
+    refused_fire, refused_renew = await wait_until(fenced, timeout=15)
+    await wait_owned_by(redis, dep, {"n1", "n2"}, timeout=15)  # and it rejoins, cleanly
     print(f"zombie writes refused: fire {refused_fire}, renew {refused_renew}")
     assert refused_fire + refused_renew >= 1, "the zombie's stale writes were refused"
-    report = await run_audit(redis, dep)
+    report = await settled_audit(redis, dep)
     assert report.duplicated == 0 and report.missing == 0 and report.unexpected == 0
-    assert report.fired > 300 * 8
+    assert report.fired >= 300 * 3
 
 
 @pytest.mark.slow
@@ -124,17 +137,15 @@ async def test_full_outage_catch_up_follows_each_policy(redis, namespace, nodes_
             redis, dep, 20, catchup=Catchup.NONE, misfire_grace_s=2.0
         ),
     }
-    await trio.sleep(2)  # a while of firing before the outage
+    await fired_at_least(redis, dep, [j for ids in jobs.values() for j in ids], 2 * 60)
     nodes.kill("n1")
     nodes.kill("n2")
     down_at = await redis.time_ms()
-    await trio.sleep(10)  # the outage itself: 10 s of ticks with no node
+    await trio.sleep(10)  # waits out the outage itself: 10 s of ticks with no node
     up_at = await redis.time_ms()
     nodes.start("n3")
     await wait_owned_by(redis, dep, {"n3"}, timeout=LEASE_TTL_S + 10)
-    await trio.sleep(3)  # catch-up runs through the outage's ticks
-
-    report = await run_audit(redis, dep)
+    report = await settled_audit(redis, dep)  # catch-up has run through the outage's ticks
     print(f"after the outage: {report.skipped_by_reason}, lag {report.lag_s}")
     assert report.missing == 0 and report.duplicated == 0 and report.pending == 0
     for policy, job_ids in jobs.items():
@@ -167,35 +178,36 @@ async def test_nodes_join_one_at_a_time_and_shards_spread_evenly(
     samples = 0
 
     async def sample_until(members: set[str]) -> None:
-        nonlocal samples
-        with trio.fail_after(30):
-            while True:
-                v = await view(redis, dep)
-                samples += 1
-                for s in v.shards:
-                    if s.owner is not None:
-                        key = (s.shard, s.epoch)
-                        assert seen_owner.setdefault(key, s.owner) == s.owner, (
-                            f"shard {s.shard} epoch {s.epoch} had two owners"
-                        )
-                count = owners(v)
-                if set(count) == members and max(count.values()) - min(count.values()) <= 2:
-                    return
-                await trio.sleep(0.02)
+        """Look at the owners after every write until the spread is even."""
+
+        async def balanced() -> bool:
+            nonlocal samples
+            v = await view(redis, dep)
+            samples += 1
+            for s in v.shards:
+                if s.owner is not None:
+                    key = (s.shard, s.epoch)
+                    assert seen_owner.setdefault(key, s.owner) == s.owner, (
+                        f"shard {s.shard} epoch {s.epoch} had two owners"
+                    )
+            count = owners(v)
+            return set(count) == members and max(count.values()) - min(count.values()) <= 2
+
+        await wait_until(balanced, timeout=30)
 
     members: set[str] = set()
     for node_id in ("n1", "n2", "n3", "n4"):
         nodes.start(node_id)
         members.add(node_id)
         await sample_until(members)
-        await trio.sleep(1.0)  # hold the spread a second: no shard moves once balanced
+        await trio.sleep(1.0)  # waits out a second in which no shard may move once balanced
         count = owners(await view(redis, dep))
         print(f"{sorted(members)}: {dict(count)}")
         assert set(count) == members
         assert max(count.values()) - min(count.values()) <= 2
     assert samples > 20
     assert await refused(redis, dep) == (0, 0), "a graceful hand-over never lets two write"
-    report = await run_audit(redis, dep)
+    report = await settled_audit(redis, dep)
     assert report.missing == 0 and report.duplicated == 0 and report.pending == 0
     assert report.lag_s.max is not None and report.lag_s.max < 2.0
 
@@ -208,8 +220,8 @@ async def test_graceful_leave_hands_over_without_waiting_for_the_lease(
     nodes.start("n1", lease_ttl_s=8)
     nodes.start("n2", lease_ttl_s=8)
     await wait_owned_by(redis, dep, {"n1", "n2"})
-    await register_interval_jobs(redis, dep, 200, every_s=0.5)
-    await trio.sleep(1.5)  # a while of normal firing on both nodes
+    job_ids = await register_interval_jobs(redis, dep, 200, every_s=0.5)
+    await fired_at_least(redis, dep, job_ids, 2 * 200)  # normal firing on both nodes
     start = trio.current_time()
     nodes.signal("n1", signal.SIGTERM)
     await wait_owned_by(redis, dep, {"n2"}, timeout=8)
@@ -217,8 +229,8 @@ async def test_graceful_leave_hands_over_without_waiting_for_the_lease(
     print(f"graceful hand-over took {handover:.2f} s (lease TTL 8 s)")
     assert handover < 4, "the successor should not have waited for the lease to lapse"
     assert nodes.procs["n1"].wait(timeout=10) == 0
-    await trio.sleep(1.5)  # the successor fires a while before the audit
-    report = await run_audit(redis, dep)
+    await fired_more(redis, dep, job_ids, 200)  # the successor fires a while
+    report = await settled_audit(redis, dep)
     assert report.missing == 0 and report.duplicated == 0 and report.pending == 0
     assert report.lag_s.max is not None and report.lag_s.max < 4
 
@@ -226,7 +238,7 @@ async def test_graceful_leave_hands_over_without_waiting_for_the_lease(
 async def test_ticks_api_explains_a_job_history(node, http, redis, dep) -> None:
     body = {"name": "t", "schedule": {"type": "interval", "every_s": 0.5}, "command": "true"}
     job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
-    await trio.sleep(2.2)  # a few ticks for the ticks API to explain
+    await fired_at_least(redis, dep, [job_id], 4)  # a few ticks for the ticks API to explain
     await http.patch(f"/api/v1/jobs/{job_id}", json={"status": "paused"})
     resp = await http.get(f"/api/v1/jobs/{job_id}/ticks")
     assert resp.status_code == 200

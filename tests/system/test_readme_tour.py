@@ -60,7 +60,7 @@ async def test_readme_tour(dev: str, tmp_path: Path) -> None:
             except httpx.HTTPError:
                 return False
 
-    await wait_until(ready, timeout=30, every=0.1)
+    await wait_until(ready, timeout=30)
     shell, python = tour_blocks("sh"), tour_blocks("python")
     assert len(shell) >= 4 and len(python) >= 1, "the README lost its tour"
     env = {

@@ -5,18 +5,20 @@ the operator fixes Redis."""
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
+
+import pytest
 
 from conftest import REDIS_SERVER, child_env, shardsched_cmd
 from shardsched.runtime.redis_server import free_port
+from waits import start_logged
 
 
 def test_a_node_refused_by_redis_logs_what_to_do_and_becomes_ready_once_fixed(
     tmp_path: Path,
 ) -> None:
     port = free_port()
-    server = subprocess.Popen(
+    server = start_logged(
         [
             REDIS_SERVER,
             "--port",
@@ -32,36 +34,32 @@ def test_a_node_refused_by_redis_logs_what_to_do_and_becomes_ready_once_fixed(
             "--dir",
             str(tmp_path),
         ],
-        stdout=subprocess.DEVNULL,
+        tmp_path / "redis.log",
     )
-    log = tmp_path / "node.log"
     try:
-        time.sleep(0.3)
-        with log.open("wb") as out:
-            node = subprocess.Popen(
-                shardsched_cmd(
-                    "node",
-                    "--redis",
-                    f"redis://127.0.0.1:{port}/0",
-                    "--no-http",
-                    "--shards",
-                    "4",
-                    "--log-format",
-                    "text",
-                ),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=child_env(),
-            )
+        server.wait_for_sync("Ready to accept connections", timeout=10)
+        node = start_logged(
+            shardsched_cmd(
+                "node",
+                "--redis",
+                f"redis://127.0.0.1:{port}/0",
+                "--no-http",
+                "--shards",
+                "4",
+                "--log-format",
+                "text",
+            ),
+            tmp_path / "node.log",
+            env=child_env(),
+        )
         try:
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and "ERROR" not in log.read_text():
-                time.sleep(0.1)
-            text = log.read_text()
-            assert "ERROR" in text and "NOAUTH" in text and "put it in the URL" in text, text
-            time.sleep(2)
-            assert node.poll() is None, "the node must wait for Redis, not exit"
-            assert "ready" not in log.read_text()
+            line = node.wait_for_sync("ERROR", timeout=10)
+            first = node.mark()
+            text = node.text()
+            assert "NOAUTH" in text and "put it in the URL" in text, text
+            with pytest.raises(subprocess.TimeoutExpired):  # waits out 2 s: it must not exit
+                node.proc.wait(timeout=2)
+            assert "ready" not in node.text(), line
             subprocess.run(
                 [
                     "redis-cli",
@@ -78,13 +76,29 @@ def test_a_node_refused_by_redis_logs_what_to_do_and_becomes_ready_once_fixed(
                 check=True,
                 capture_output=True,
             )
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and "ready" not in log.read_text():
-                time.sleep(0.1)
-            assert "ready" in log.read_text(), log.read_text()[-2000:]
+            node.wait_for_sync("ready", timeout=30, start=first)
         finally:
-            node.terminate()
-            node.wait(timeout=20)
+            node.proc.terminate()
+            node.proc.wait(timeout=20)
+
     finally:
-        server.terminate()
-        server.wait()
+        server.proc.terminate()
+        server.proc.wait()
+
+
+def test_sigterm_stops_a_node_still_waiting_for_redis(tmp_path: Path) -> None:
+    """A stop before the node ever reached Redis ends it at once: nothing to drain."""
+    port = free_port()  # nothing listens there
+    node = start_logged(
+        shardsched_cmd("node", "--redis", f"redis://127.0.0.1:{port}/0", "--no-http"),
+        tmp_path / "node.log",
+        env=child_env(),
+    )
+    try:
+        node.wait_for_sync("ERROR|WARNING|retry|refused", timeout=15)
+        node.proc.terminate()
+        assert node.proc.wait(timeout=10) in (0, -15, 143), node.text()
+    finally:
+        if node.proc.poll() is None:
+            node.proc.kill()
+            node.proc.wait()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import trio
 
+from conftest import wait_until
 from shardsched import ops
 from shardsched.core.instants import from_ms
 from shardsched.core.models import JobSpec, OnceSchedule
@@ -39,7 +40,7 @@ async def settled(redis: Redis) -> int:
     last = await claims(redis)
     with trio.fail_after(20):
         while True:
-            await trio.sleep(0.5)  # a quiet half second is what is waited for
+            await trio.sleep(0.5)  # waits out a half second with no claim: quiet is the event
             now = await claims(redis)
             if now == last:
                 return now
@@ -47,9 +48,12 @@ async def settled(redis: Redis) -> int:
 
 
 async def until(condition, timeout: float) -> None:
-    with trio.fail_after(timeout):
-        while not condition():
-            await trio.sleep(0.01)
+    """Until a condition over the workers holds, looked at after each write to Redis."""
+
+    async def holds() -> bool:
+        return bool(condition())
+
+    await wait_until(holds, timeout=timeout)
 
 
 async def start_fleet(nursery: trio.Nursery, redis: Redis, dep, n: int, slots: int) -> list:
@@ -64,7 +68,7 @@ async def test_a_firing_wakes_one_idle_worker_and_idle_workers_cost_nothing(
 ) -> None:
     fleet = await start_fleet(nursery, redis, dep, 20, 4)
     before = await settled(redis)
-    await trio.sleep(2)  # idle: twenty workers waiting, no shard swept
+    await trio.sleep(2)  # waits out 2 s idle: twenty workers waiting, no shard swept
     assert await claims(redis) == before, "idle workers must not call claim"
 
     for i in range(10):  # ten firings, one at a time
