@@ -31,7 +31,7 @@ from shardsched.shard.manager import ShardManager
 from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis
 from shardsched.worker.worker import Worker
-from waits import wait_until  # noqa: F401 (the tests import it from here)
+from waits import wait_until
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 TEST_SHARDS = 8
@@ -174,6 +174,17 @@ async def keyspace(redis: Redis, namespace: str) -> dict[bytes, bytes]:
     keys = [key for key in keys if key not in volatile]
     dumps = await redis.pipeline([("DUMP", key) for key in keys]) if keys else []
     return dict(zip(keys, dumps, strict=True))
+
+
+async def rounds_later(count, n: int, timeout: float = 20) -> None:
+    """Until ``count()`` (a component's round counter) has grown by ``n``: "n rounds
+    later" rather than a number of seconds."""
+    start = count()
+
+    async def done() -> bool:
+        return count() >= start + n
+
+    await wait_until(done, timeout=timeout)
 
 
 async def drive_list(op, redis: Redis) -> list:

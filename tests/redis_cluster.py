@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import waits
 from shardsched.runtime.redis_server import cluster_node_args, free_cluster_port
 
 
@@ -19,6 +20,7 @@ class LocalCluster:
     node_timeout_ms: int = 1000
     ports: list[int] = field(default_factory=list)
     procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _logs: dict[int, waits.LogWatch] = field(default_factory=dict)
 
     @property
     def url(self) -> str:
@@ -28,7 +30,9 @@ class LocalCluster:
         data = self.root / str(port)
         data.mkdir(parents=True, exist_ok=True)
         args = cluster_node_args(port, data, self.node_timeout_ms)
-        self.procs[port] = subprocess.Popen(args, stdout=subprocess.DEVNULL)
+        args += [*waits.NOTIFY_ARGS, "--logfile", ""]  # its log on stdout: "Ready to ..."
+        self._logs[port] = waits.start_logged(args, data / "redis.log")
+        self.procs[port] = self._logs[port].proc
 
     def cli(self, port: int, *args: str) -> str:
         out = subprocess.run(
@@ -41,10 +45,8 @@ class LocalCluster:
         for port in self.ports:
             self._start(port)
         for port in self.ports:
-            deadline = time.monotonic() + 10
-            while self.cli(port, "PING").strip() != "PONG":
-                assert time.monotonic() < deadline, f"redis on {port} did not start"
-                time.sleep(0.02)
+            self._logs[port].wait_for_sync("Ready to accept connections", timeout=10)
+            waits.watch(f"redis://127.0.0.1:{port}/0")
         subprocess.run(
             [
                 "redis-cli",
@@ -62,14 +64,17 @@ class LocalCluster:
         self.wait_ok()
 
     def wait_ok(self, timeout: float = 30) -> None:
+        """Until every live node says its cluster state is ok: each node's log says when
+        it changes ("Cluster state changed: ok")."""
         deadline = time.monotonic() + timeout
-        live = [p for p, proc in self.procs.items() if proc.poll() is None]
-        while True:
-            states = [self.cli(p, "CLUSTER", "INFO") for p in live]
-            if all("cluster_state:ok" in s for s in states):
-                return
-            assert time.monotonic() < deadline, "cluster did not reach state ok"
-            time.sleep(0.1)
+        for port, proc in self.procs.items():
+            if proc.poll() is not None:
+                continue
+            mark = self._logs[port].mark()  # before the look: no change falls in between
+            if "cluster_state:ok" in self.cli(port, "CLUSTER", "INFO"):
+                continue
+            left = max(0.1, deadline - time.monotonic())
+            self._logs[port].wait_for_sync("Cluster state changed: ok", left, start=mark)
 
     def master_ids(self) -> dict[int, str]:
         """Port -> node id of every live master (CLUSTER NODES)."""
@@ -88,11 +93,14 @@ class LocalCluster:
         return next(p for p, proc in self.procs.items() if proc.poll() is None)
 
     def kill(self, port: int) -> None:
+        waits.unwatch(f"redis://127.0.0.1:{port}/0")
         proc = self.procs[port]
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
 
     def stop(self) -> None:
+        for port in self.procs:
+            waits.unwatch(f"redis://127.0.0.1:{port}/0")
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.terminate()

@@ -77,22 +77,20 @@ async def _listen(url: str, writes: _Writes, subscribed: trio.Event) -> None:
     while True:
         try:
             conn = await Connection.open(RedisURL.parse(url), timeout=2, scripts=False)
-        except (RedisError, OSError):
-            subscribed.set()  # nothing to hear from a server that is down
-            await trio.sleep(BACKSTOP_S)  # waits out a server that is down: retry
-            continue
-        try:
-            await conn.send(("PSUBSCRIBE", "__keyspace@*__:*"))
-            await conn.read()
-            subscribed.set()
-            writes.wrote()  # anything may have changed before the subscription
-            while True:
+            try:
+                await conn.send(("PSUBSCRIBE", "__keyspace@*__:*"))
                 await conn.read()
-                writes.wrote()
+                subscribed.set()
+                writes.wrote()  # anything may have changed before the subscription
+                while True:
+                    await conn.read()
+                    writes.wrote()
+            finally:
+                await conn.aclose()
         except (RedisError, OSError):
+            subscribed.set()  # nothing to hear from a server that is down or busy
             writes.wrote()
-        finally:
-            await conn.aclose()
+            await trio.sleep(BACKSTOP_S)  # waits out a server that is down: then again
 
 
 async def wait_until(predicate: Callable[[], Awaitable[T]], timeout: float = 10.0) -> T:
@@ -226,3 +224,16 @@ def run_event(
                 if event["new"] in wanted:
                     return event
     raise AssertionError(f"the event stream ended before {job_id} reached {wanted}")
+
+
+def start_redis(args: list[str], log: Path, timeout: float = 10.0) -> LogWatch:
+    """A redis-server from ``args``, its log read from stdout, once it says it accepts
+    connections (killed if it never does)."""
+    watch = start_logged([*args, "--logfile", ""], log)
+    try:
+        watch.wait_for_sync("Ready to accept connections", timeout=timeout)
+    except AssertionError:
+        watch.proc.kill()
+        watch.proc.wait()
+        raise
+    return watch

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import trio
 
 from conftest import drive_list, wait_until
 from nodes import Nodes, run_audit, view, wait_owned_by
@@ -46,14 +45,25 @@ async def test_kill_9_the_owner_mid_dag_run(redis, redis_server, dep, worker, tm
                     return run.dag_run_id
             return None
 
-        await trio.sleep(2.5)  # DAG runs open and release a while before the kill
+        async def runs_done(n: int) -> bool:
+            runs = await drive_list(listing.dag_runs_page(dep, dag_id, 100), redis)
+            return sum(r.state == "succeeded" for r in runs) >= n
+
+        await wait_until(lambda: runs_done(2), timeout=15)  # DAG runs open and release
         in_flight = await wait_until(extract_running, timeout=10)
         owner = (await view(redis, dep)).shards[shard].owner
         assert owner is not None
         nodes.kill(owner)
         survivor = {"n1", "n2"} - {owner}
         await wait_owned_by(redis, dep, survivor)
-        await trio.sleep(2)  # the survivor runs the victim's DAG runs a while
+
+        # the survivor finishes the one in flight at the kill, and runs another after it
+        async def in_flight_and_one_more() -> bool:
+            runs = await drive_list(listing.dag_runs_page(dep, dag_id, 100), redis)
+            done = {r.dag_run_id for r in runs if r.state == "succeeded"}
+            return in_flight in done and any(r > in_flight for r in done)
+
+        await wait_until(in_flight_and_one_more, timeout=20)
         await drive(dag_ops.set_dag_status(dep, dag_id, JobStatus.PAUSED), redis)
 
         async def all_finished() -> list | None:

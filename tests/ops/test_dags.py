@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import trio
 
-from conftest import drive_list, keyspace, wait_until
+from conftest import drive_list, keyspace, rounds_later, wait_until
 from shardsched.core.models import DagSpec, OnceSchedule, TaskSpec
 from shardsched.ops import dag_runs, listing
 from shardsched.ops import dags as dag_ops
@@ -512,5 +512,5 @@ async def test_a_released_task_unclaimed_past_its_sla_is_reported_stalled(node, 
     assert await redis.execute("HGET", sk.stats, "dag_stalled") == b"1"
     shards = (await http.get("/api/v1/cluster")).json()["shards"]
     assert shards[sk.shard]["dag_stalled"] == 1
-    await trio.sleep(1.5)  # reported once, not every round
+    await rounds_later(lambda: node.maintainer.rounds, 2)  # reported once, not every round
     assert await redis.execute("HGET", sk.stats, "dag_stalled") == b"1"

@@ -12,7 +12,7 @@ import httpx
 import pytest
 import trio
 
-from conftest import child_env, keyspace, shardsched_cmd
+from conftest import child_env, keyspace, shardsched_cmd, wait_until
 from shardsched.core.access import Scope, TokenRequest, token_hash
 from shardsched.core.errors import ConfigError
 from shardsched.ops import tokens
@@ -156,14 +156,16 @@ async def test_a_team_sees_and_touches_only_its_own(base, redis, dep, node, work
                 "/api/v1/jobs", json={"name": "b-job", "command": "true", "schedule": EVERY_HOUR}
             )
         ).json()["job_id"]
-        with trio.fail_after(15):  # a-once fails twice: dead letter
-            while not (await ta.get("/api/v1/dead-letter")).json()["runs"]:
-                await trio.sleep(0.05)
-            # and everything else has settled, so the keyspace stands still
-            while (await ta.get(f"/api/v1/runs/{run_id}")).json()["state"] != "failed":
-                await trio.sleep(0.05)
-            while (await ta.get(f"/api/v1/dag-runs/{dag_run}")).json()["state"] != "succeeded":
-                await trio.sleep(0.05)
+
+        async def settled() -> bool:
+            """a-once fails twice: dead letter; and everything else has settled, so the
+            keyspace stands still"""
+            dead = (await ta.get("/api/v1/dead-letter")).json()["runs"]
+            run = (await ta.get(f"/api/v1/runs/{run_id}")).json()
+            dag = (await ta.get(f"/api/v1/dag-runs/{dag_run}")).json()
+            return bool(dead) and run["state"] == "failed" and dag["state"] == "succeeded"
+
+        await wait_until(settled, timeout=15)
 
         # creating or renaming outside its prefixes: 403 (the name is the caller's own)
         bad = await tb.post(

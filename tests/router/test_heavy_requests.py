@@ -111,6 +111,11 @@ async def test_five_heavy_requests_at_once_leave_the_leases_alone(
     assert answers["ticks"] == 200 and answers["ticks-window"] == 200, answers
     assert answers["backfill"] in (202, 422), answers  # 422 when the window is too big
     assert answers["dag"] == 201 and answers["preview"] == 200, answers
-    await trio.sleep(1.5)  # one more lease round after the load
+    rounds = node.lease_rounds
+
+    async def two_rounds_later() -> bool:  # one whole lease round after the load
+        return node.lease_rounds >= rounds + 2
+
+    await wait_until(two_rounds_later, timeout=10)
     assert counters(await view(redis, dep)) == before
     assert node.refused_writes == refused_before

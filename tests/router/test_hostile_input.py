@@ -8,11 +8,12 @@ a double-clicked retry that ran the command twice, a trigger body silently dropp
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import trio
 
-from conftest import admin_token, keyspace, wait_until
+from conftest import admin_token, keyspace, rounds_later, wait_until
 from shardsched import ops
 from shardsched.ops import audit
 from shardsched.store.drive import drive_async
@@ -179,7 +180,8 @@ async def test_a_retry_clicked_twice_runs_the_job_once(node, worker, http, redis
         return (await http.get(f"/api/v1/runs/{next_id}")).json()["state"] == "succeeded"
 
     await wait_until(succeeded, timeout=15)
-    await trio.sleep(1.0)  # a duplicate delivery, if any, would have run by now
+    # a duplicate delivery, if any, would have run within a second: two rounds of the node
+    await rounds_later(lambda: node.maintainer.rounds, 2)
     executions = marks.read_text().split()
     assert executions.count(next_id) == 1, executions
     again = await http.post(f"/api/v1/runs/{run['run_id']}/retry")
@@ -390,3 +392,25 @@ def test_the_cli_never_prints_raw_control_characters() -> None:
     out = table(["NAME"], [["x\x1b[31mred\u202eevil\x07"]])
     assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out
     assert "\\x1b[31mred\\u202eevil\\x07" in out
+
+
+async def test_a_request_h11_cannot_parse_gets_the_json_error_shape(http) -> None:
+    """A bad Content-Length (schemathesis found it): 400 in the API's error shape, not an
+    empty body, and the server serves the next connection."""
+    host, port = http.base_url.host, http.base_url.port
+    for raw in (
+        b"GET /api/v1/dags HTTP/1.1\r\nHost: x\r\ncontent-length: In/f\r\n\r\n",
+        b"GET /api/v1/dags HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n",
+    ):
+        stream = await trio.open_tcp_stream(host, port)
+        await stream.send_all(raw)
+        answer = b""
+        with trio.fail_after(5):
+            while chunk := await stream.receive_some(4096):
+                answer += chunk
+        await stream.aclose()
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400"), answer
+        assert b"content-type: application/json" in head.lower(), head
+        assert json.loads(body)["error"]["code"] == "bad_request", body
+    assert (await http.get("/healthz")).status_code == 200

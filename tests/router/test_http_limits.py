@@ -8,7 +8,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from conftest import admin_token
+from conftest import admin_token, wait_until
 from shardsched.router import streams
 from shardsched.router.app import create_app
 from shardsched.service import serve_http
@@ -152,8 +152,14 @@ async def test_connections_past_the_cap_are_closed_and_the_rest_are_served(
     nursery, redis, dep
 ) -> None:
     base, host, port = await serve(nursery, create_app(redis, dep), max_connections=3)
-    held = [await trio.open_tcp_stream(host, port) for _ in range(3)]  # idle, open
-    await trio.sleep(0.2)  # the server accepts the three before the fourth knocks
+    held = [await trio.open_tcp_stream(host, port) for _ in range(3)]
+    for stream in held:  # each answered once, so the server holds all three: idle, open
+        await stream.send_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        answer = b""
+        with trio.fail_after(5):
+            while b"\r\n\r\n" not in answer:
+                answer += await stream.receive_some(4096)
+        assert answer.startswith(b"HTTP/1.1 200"), answer
     extra = await trio.open_tcp_stream(host, port)
     with trio.fail_after(2):
         assert await extra.receive_some(100) == b"", "the 4th connection is closed at once"
@@ -162,13 +168,14 @@ async def test_connections_past_the_cap_are_closed_and_the_rest_are_served(
         await stream.aclose()
     started = trio.current_time()
     async with httpx.AsyncClient(base_url=base) as http:  # slots are free again
-        with trio.fail_after(10):
-            while True:
-                try:
-                    if (await http.get("/healthz")).status_code == 200:
-                        break
-                except httpx.RemoteProtocolError:
-                    await trio.sleep(0.1)
+
+        async def served() -> bool:
+            try:
+                return (await http.get("/healthz")).status_code == 200
+            except httpx.RemoteProtocolError:
+                return False
+
+        await wait_until(served, timeout=10)
     print(f"slots free again after {trio.current_time() - started:.2f} s")
 
 
@@ -206,12 +213,12 @@ async def test_open_streams_are_capped_per_token_and_in_all(
     assert head.startswith(b"HTTP/1.1 429"), head
     await stream.aclose()
     await held.pop(0).aclose()  # a stream that ends gives its slot back
-    with trio.fail_after(5):
-        while True:
-            stream, head = await open_stream(host, port, one)
-            await stream.aclose()
-            if head.startswith(b"HTTP/1.1 200"):
-                break
-            await trio.sleep(0.1)
+
+    async def given_back() -> bool:
+        stream, head = await open_stream(host, port, one)
+        await stream.aclose()
+        return head.startswith(b"HTTP/1.1 200")
+
+    await wait_until(given_back, timeout=5)
     for stream in held:
         await stream.aclose()

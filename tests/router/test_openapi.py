@@ -172,7 +172,7 @@ for _ in range(100):
     got = get_run.sync(run.run_id, client=client)
     if got.state.value == "succeeded":
         break
-    time.sleep(0.1)
+    time.sleep(0.1)  # the tour polls as a user's script would: the run to end
 assert got.state.value == "succeeded" and isinstance(got.finished_at, datetime.datetime), got
 page = list_runs.sync(created.job_id, client=client, limit=5)
 assert [r.run_id for r in page.runs] == [run.run_id]

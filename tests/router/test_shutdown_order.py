@@ -11,7 +11,7 @@ from pathlib import Path
 
 import trio
 
-from conftest import admin_token, start_api_node
+from conftest import admin_token, start_api_node, wait_until
 from shardsched.store.redis import Redis
 
 JOB = json.dumps(
@@ -73,13 +73,13 @@ async def test_sigterm_drains_http_before_the_leases_go(
         await trio.sleep(0.3)  # A's headers are in the app before the signal
 
         proc.send_signal(signal.SIGTERM)
-        with trio.fail_after(5):
-            while True:  # readiness flips at once, on the connection it already has
-                await b.send_all(probe)
-                status, body = await read_response(b)
-                if status == 503:
-                    break
-                await trio.sleep(0.05)
+
+        async def not_ready() -> bytes | None:  # at once, on the connection it already has
+            await b.send_all(probe)
+            status, body = await read_response(b)
+            return body if status == 503 else None
+
+        body = await wait_until(not_ready, timeout=5)
         assert json.loads(body)["stopping"] is True
         assert await owners(redis, namespace, shards) == held, "a lease went before HTTP drained"
         try:  # no new connection is taken

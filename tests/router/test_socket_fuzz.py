@@ -26,6 +26,7 @@ from conftest import TEST_SHARDS, RedisServer, admin_token, child_env, shardsche
 from shardsched import ops
 from shardsched.runtime.redis_server import free_port
 from shardsched.store.redis import Redis
+from waits import LogWatch, start_logged
 
 CLIENTS = 24
 
@@ -50,11 +51,13 @@ def start(kind: str, server: RedisServer, ns: str, log: Path, *extra: str) -> tu
     args = [kind, "--redis", server.url, "--namespace", ns, "--http", f"127.0.0.1:{port}"]
     if kind == "node":
         args += ["--shards", str(TEST_SHARDS)]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            shardsched_cmd(*args, *extra), stdout=out, stderr=subprocess.STDOUT, env=child_env()
-        )
-    return proc, port
+    watch = start_logged(shardsched_cmd(*args, *extra), log, env=child_env())
+    _watches[watch.proc.pid] = watch
+    return watch.proc, port
+
+
+#: each started process's output, by pid: its ready line is what wait_ready waits for
+_watches: dict[int, LogWatch] = {}
 
 
 def client_tls() -> ssl.SSLContext:
@@ -93,11 +96,8 @@ class Watch:
 
 
 def wait_ready(proc: Proc, port: int, tls: ssl.SSLContext | None, log: Path) -> None:
-    deadline = time.monotonic() + 30
-    while not socket_fuzz.healthz(port, tls, timeout=1):
-        assert proc.poll() is None, log.read_text()[-3000:]
-        assert time.monotonic() < deadline, log.read_text()[-3000:]
-        time.sleep(0.1)
+    _watches[proc.pid].wait_for_sync(" ready", timeout=30)
+    assert socket_fuzz.healthz(port, tls, timeout=5), log.read_text()[-3000:]
 
 
 def fuzz(port: int, token: str, seed: int, n: int, tls: ssl.SSLContext | None) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ssl
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from shardsched.shard.manager import ShardManager
 from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis, RedisConnectionError, connect
 from shardsched.worker.worker import Worker
+from waits import start_redis
 
 
 @dataclass
@@ -87,13 +87,7 @@ def tls_port(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int
     args += ["--tls-port", str(port), "--tls-cert-file", str(pki.server_cert)]
     args += ["--tls-key-file", str(pki.server_key), "--tls-ca-cert-file", str(pki.ca)]
     args += ["--tls-auth-clients", "yes"]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL)
-    ping = ["redis-cli", "--tls", "--cacert", str(pki.ca), "--cert", str(pki.client_cert)]
-    ping += ["--key", str(pki.client_key), "-h", "localhost", "-p", str(port), "PING"]
-    deadline = time.monotonic() + 10
-    while subprocess.run(ping, capture_output=True, text=True).stdout.strip() != "PONG":
-        assert time.monotonic() < deadline, "TLS redis-server did not start"
-        time.sleep(0.05)
+    proc = start_redis(args, data / "redis.log").proc
     yield port
     proc.terminate()
     proc.wait(timeout=10)
@@ -280,7 +274,7 @@ def redis_cli_tls(pki: Pki) -> list[str]:
 def tls_cluster(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[int]]:
     """Three Redis Cluster masters that speak TLS only, to clients and on the cluster bus."""
     ports = [free_cluster_port() for _ in range(3)]
-    procs = []
+    logs = []
     for port in ports:
         d = tmp_path_factory.mktemp(f"tls-node-{port}")
         args = redis_server_args(0, d)
@@ -288,25 +282,14 @@ def tls_cluster(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         args += ["--cluster-node-timeout", "1000", "--tls-port", str(port), "--tls-cluster", "yes"]
         args += ["--tls-cert-file", str(pki.node_cert), "--tls-key-file", str(pki.node_key)]
         args += ["--tls-ca-cert-file", str(pki.ca), "--tls-auth-clients", "optional"]
-        procs.append(subprocess.Popen(args, stdout=subprocess.DEVNULL))
+        logs.append(start_redis(args, d / "redis.log"))
+    procs = [log.proc for log in logs]
     try:
-        deadline = time.monotonic() + 10
-        for port in ports:
-            ping = [*redis_cli_tls(pki), "-h", "127.0.0.1", "-p", str(port), "PING"]
-            while subprocess.run(ping, capture_output=True, text=True).stdout.strip() != "PONG":
-                assert time.monotonic() < deadline, "TLS cluster node did not start"
-                time.sleep(0.05)
         create = [*redis_cli_tls(pki), "--cluster", "create"]
         create += [f"127.0.0.1:{p}" for p in ports] + ["--cluster-yes"]
         subprocess.run(create, check=True, capture_output=True, timeout=60)
-        for port in ports:
-            info = [*redis_cli_tls(pki), "-h", "127.0.0.1", "-p", str(port), "CLUSTER", "INFO"]
-            while (
-                "cluster_state:ok"
-                not in subprocess.run(info, capture_output=True, text=True).stdout
-            ):
-                assert time.monotonic() < deadline + 30, "TLS cluster did not form"
-                time.sleep(0.1)
+        for log in logs:  # each node's log says when its cluster state turns ok
+            log.wait_for_sync("Cluster state changed: ok", timeout=30)
         yield ports
     finally:
         for proc in procs:

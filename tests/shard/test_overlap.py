@@ -8,6 +8,7 @@ from datetime import datetime
 import trio
 
 from conftest import wait_until
+from waits import pids_gone
 
 
 def ts(text: str | None) -> float:
@@ -47,11 +48,11 @@ async def test_forbid_skips_ticks_while_a_run_is_active(node, worker, http) -> N
 
 
 async def test_replace_cancels_the_active_run_and_kills_it(node, worker, http, tmp_path) -> None:
-    done = tmp_path / "finished"
+    done, pids = tmp_path / "finished", tmp_path / "pids"
     body = {
         "name": "replace-me",
         "schedule": {"type": "interval", "every_s": 1.5},
-        "command": f"sleep 30; touch {done}",
+        "command": f"echo $$ >> {pids}; sleep 30; touch {done}",
         "overlap": "replace",
         "lease_s": 1,
     }
@@ -69,7 +70,8 @@ async def test_replace_cancels_the_active_run_and_kills_it(node, worker, http, t
     cancelled = [r for r in runs if r["state"] == "cancelled"]
     assert all("replaced by" in r["reason"] for r in cancelled)
     assert sum(1 for r in runs if r["state"] == "running") <= 1
-    await trio.sleep(
-        1
-    )  # longer than the replaced command's sleep: had it survived it would have written
-    assert not done.exists(), "a replaced run's process was not killed"
+    started = [int(pid) for pid in pids.read_text().split()]
+    assert len(started) >= 2, started  # the replaced runs that had started, and the newest
+    ended = await trio.to_thread.run_sync(pids_gone, started[:-1], 5.0)
+    assert ended, "a replaced run's process was not killed"
+    assert not done.exists()

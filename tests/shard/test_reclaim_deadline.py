@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import trio
 
-from conftest import drive_list, wait_until
+from conftest import drive_list, rounds_later, wait_until
 from shardsched import ops
 from shardsched.core.instants import from_ms
 from shardsched.core.models import JobSpec, OnceSchedule
@@ -21,7 +21,7 @@ async def test_reclaim_waits_for_the_earliest_lease_deadline(
 ) -> None:
     with trio.fail_after(30):
         rounds = node.reclaim_rounds
-        await trio.sleep(3)  # idle: no run held anywhere
+        await rounds_later(lambda: node.maintainer.rounds, 3)  # 3 s idle: no run held anywhere
         assert node.reclaim_rounds - rounds <= 1, "idle, the owner must not poll every second"
 
         spec = JobSpec(name="r", schedule=OnceSchedule(at=from_ms(0)), command="x", lease_s=2)

@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import trio
 
+from nodes import fired_at_least
 from shardsched import ops
 from shardsched.core.instants import from_ms
 from shardsched.core.models import IntervalSchedule, JobSpec
@@ -35,7 +36,7 @@ async def test_spread_phases_on_one_shard_each_fire_on_their_tick(
     created = await drive_async(ops.create_jobs(dep, specs), redis)
     manager = ShardManager(redis, dep, node_id="lag-node", renew_every_s=0.5)
     await nursery.start(manager.run)
-    await trio.sleep(1.5 + 4.2)  # four rounds of the four phases
+    await fired_at_least(redis, dep, [j.job_id for j in created], 4 * 4)  # four rounds
     for job in created:
         ticks = await drive_async(job_ticks(dep, job.job_id, None, None, 100), redis)
         lags = [t.lag_s for t in ticks.ticks if t.lag_s is not None]

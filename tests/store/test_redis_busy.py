@@ -8,7 +8,7 @@ import subprocess
 import httpx
 import trio
 
-from conftest import RedisServer, admin_token, wait_until
+from conftest import RedisServer, admin_token, rounds_later, wait_until
 from shardsched import ops
 from shardsched.router.app import create_app
 from shardsched.service import serve_http
@@ -43,10 +43,13 @@ async def test_readyz_is_a_503_with_a_reason_while_redis_is_busy(
     headers = {"authorization": f"Bearer {await admin_token(redis, dep)}"}
     proc = spin(own_redis_server, 3000)
     try:
-        await trio.sleep(0.5)  # past the busy-reply threshold: Redis answers BUSY
         async with httpx.AsyncClient(base_url=binds[0], headers=headers, timeout=10) as http:
-            ready = await http.get("/readyz")
-            assert ready.status_code == 503, ready.text
+
+            async def busy() -> httpx.Response | None:  # past the busy-reply threshold
+                reply = await http.get("/readyz")
+                return reply if reply.status_code == 503 else None
+
+            ready = await wait_until(busy, timeout=5)
             assert "BUSY" in ready.json()["error"]["message"]
             jobs = await http.get("/api/v1/jobs")
             assert jobs.status_code == 503, jobs.text
@@ -79,7 +82,7 @@ async def test_a_runaway_read_script_costs_no_shard_its_lease(
         said, _ = await trio.to_thread.run_sync(proc.communicate)
         assert trio.current_time() - started < 5, "the script ran on: nobody ended it"
         assert b"SCRIPT KILL" in said, said  # ERR ... Script killed by user with SCRIPT KILL
-        await trio.sleep(3)  # past a lease length: a lapse would show
+        await rounds_later(lambda: node.lease_rounds, 3)  # past a lease length: a lapse shows
         assert node.leases == before, "a shard changed hands"
         epochs = [await redis.execute("GET", dep.shard(s).epoch) for s in range(4)]
         assert [int(e) for e in epochs] == [before[s] for s in range(4)]

@@ -80,7 +80,7 @@ async def test_cancelled_call_never_leaves_a_reply_for_the_next_caller(
         pusher = Redis(redis_server.url, size=1)
         await pusher.execute("RPUSH", key, "late")
         await pusher.aclose()
-        await trio.sleep(0.05)
+        await trio.sleep(0.05)  # waits out the late reply's way onto the cancelled socket
         # Had the cancelled BLPOP's connection been reused, this would read its reply.
         assert await client.execute("ECHO", "mine") == b"mine"
         assert await client.execute("LRANGE", key, 0, -1) in ([b"late"], [])
@@ -111,18 +111,19 @@ async def test_noscript_after_flush_is_reloaded(redis, namespace) -> None:
 async def test_subscribe_yields_none_then_messages(redis, namespace) -> None:
     channel = f"{namespace}:chan"
     got: list[bytes | None] = []
+    subscribed = trio.Event()
     async with trio.open_nursery() as nursery:
 
         async def listen() -> None:
             async for msg in redis.subscribe(channel):
                 got.append(msg)
+                subscribed.set()
                 if len(got) == 2:
                     nursery.cancel_scope.cancel()
 
         nursery.start_soon(listen)
         with trio.fail_after(5):
-            while not got:
-                await trio.sleep(0.01)
+            await subscribed.wait()
             await redis.execute("PUBLISH", channel, "7")
             await trio.sleep_forever()
     assert got == [None, b"7"]

@@ -80,6 +80,16 @@ async def start_firing(nursery: trio.Nursery, redis, dep, name: str) -> ShardMan
     return node
 
 
+async def fired(node: ShardManager, more: int) -> None:
+    """Until the node's actors fire ``more`` runs than they have so far."""
+    base = sum(o.actor.fired_total for o in node.owned.values())
+
+    async def enough() -> bool:
+        return sum(o.actor.fired_total for o in node.owned.values()) >= base + more
+
+    await wait_until(enough, timeout=30)
+
+
 async def test_shards_spread_over_the_masters(cluster: LocalCluster, redis, dep) -> None:
     masters = Counter()
     for shard in range(dep.n_shards):
@@ -93,7 +103,7 @@ async def test_kill_9_a_master_while_jobs_fire(cluster: LocalCluster, redis, dep
     tick duplicated and only what asynchronous replication can explain missing."""
     async with trio.open_nursery() as nursery:
         node = await start_firing(nursery, redis, dep, "cl")
-        await trio.sleep(2)  # a while of firing before the failover
+        await fired(node, 2 * 200)  # a while of firing before the failover
         victim = cluster.master_ports()[0]
         cluster.kill(victim)
         await trio.to_thread.run_sync(cluster.wait_ok, 30)
@@ -125,8 +135,8 @@ async def test_resharding_while_jobs_fire_loses_nothing(cluster: LocalCluster, r
     """Move slots between masters (redis-cli --cluster reshard) while jobs fire: MOVED and
     ASK are followed, and the audit finds every tick once."""
     async with trio.open_nursery() as nursery:
-        await start_firing(nursery, redis, dep, "rs")
-        await trio.sleep(1.5)  # a while of firing before the reshard
+        node = await start_firing(nursery, redis, dep, "rs")
+        await fired(node, 2 * 200)  # a while of firing before the reshard
         port = cluster.live_port()
         ids = cluster.master_ids()
         source, target = sorted(ids)[:2]
@@ -153,7 +163,7 @@ async def test_resharding_while_jobs_fire_loses_nothing(cluster: LocalCluster, r
 
         out = await trio.to_thread.run_sync(reshard)
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-        await trio.sleep(1.5)  # firing goes on across the moved slots
+        await fired(node, 2 * 200)  # firing goes on across the moved slots
         report = await drive_async(audit.audit(dep, settle_s=1.0), redis)
         nursery.cancel_scope.cancel()
     moved = sum(

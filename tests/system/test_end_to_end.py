@@ -11,6 +11,7 @@ import httpx
 import trio
 
 from conftest import wait_until
+from nodes import fired_at_least
 from shardsched import Client, IntervalSchedule, JobSpec
 from shardsched.core.instants import from_ms
 from shardsched.core.views import Run
@@ -179,7 +180,7 @@ async def test_sdk_registers_and_reads_through_the_same_scripts(
         client.close()
 
 
-async def test_pause_resume_delete_keep_history(node, worker, http) -> None:
+async def test_pause_resume_delete_keep_history(node, worker, http, redis, dep) -> None:
     body = {"name": "p", "schedule": {"type": "interval", "every_s": 0.5}, "command": "true"}
     job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
 
@@ -190,11 +191,13 @@ async def test_pause_resume_delete_keep_history(node, worker, http) -> None:
     paused = (await http.patch(f"/api/v1/jobs/{job_id}", json={"status": "paused"})).json()
     assert paused["status"] == "paused" and paused["next_run_at"] is None
     count = await some_runs()
-    await trio.sleep(1.2)  # a paused job must not fire: wait longer than its interval
+    sk = dep.keys_for(job_id)
+    assert await redis.execute("ZSCORE", sk.timer, job_id) is None, "nothing left to fire"
+    # a witness on the same interval: while it fires three times, the paused job must not
+    witness = (await http.post("/api/v1/jobs", json={**body, "name": "witness"})).json()
+    await fired_at_least(redis, dep, [witness["job_id"]], 3)
     assert await some_runs() <= count + 1  # at most one fire already in flight
     frozen = await some_runs()
-    await trio.sleep(1.0)  # and still nothing a second later
-    assert await some_runs() == frozen
 
     resumed = (await http.patch(f"/api/v1/jobs/{job_id}", json={"status": "active"})).json()
     assert resumed["status"] == "active" and resumed["next_run_at"] is not None

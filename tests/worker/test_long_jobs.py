@@ -6,7 +6,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ import trio
 from conftest import wait_until
 from shardsched import ops
 from shardsched.store.drive import drive_async
+from waits import pids_gone
 from workers import once_job, start_worker, wait_run
 
 
@@ -53,9 +53,7 @@ def test_a_killed_parent_takes_registered_and_marked_children_along(tmp_path: Pa
     # is the kill -9: nothing of the parent may survive it
     parent.kill()
     parent.wait()
-    deadline = time.monotonic() + 1.0
-    while time.monotonic() < deadline and not (gone(group) and gone(unregistered)):
-        time.sleep(0.02)
+    pids_gone([group, unregistered], timeout=1.0)  # each pidfd turns readable as it ends
     assert gone(group), "the registered job group outlived its parent"
     assert gone(unregistered), "a marked child outlived its parent"
     parent.stdout.close()
@@ -76,9 +74,8 @@ async def test_kill_9_of_a_worker_kills_its_60s_job_within_a_second(
         assert not gone(pid)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        with trio.fail_after(1.0):
-            while not gone(pid):
-                await trio.sleep(0.02)
+        ended = await trio.to_thread.run_sync(pids_gone, [pid], 1.0)
+        assert ended and gone(pid), "the job outlived its worker by more than a second"
     finally:
         if proc.poll() is None:
             proc.kill()

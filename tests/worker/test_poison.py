@@ -10,7 +10,7 @@ from pathlib import Path
 
 import trio
 
-from conftest import RedisServer, child_env, shardsched_cmd, wait_until
+from conftest import RedisServer, child_env, rounds_later, shardsched_cmd, wait_until
 from shardsched import ops
 from shardsched.core.models import IntervalSchedule, JobSpec
 from shardsched.ops import listing
@@ -64,7 +64,9 @@ async def test_a_run_that_ends_its_worker_three_times_is_poison_and_its_job_quar
     # the next worker lives: nothing hands it the run again
     survivor = start_worker(redis_server, namespace, tmp_path / "worker.log")
     try:
-        await trio.sleep(3)  # three lease lengths: a redelivery would have killed it
+        # three maintenance rounds of the owner (3 s, three lease lengths): a redelivery
+        # would have come meanwhile, and would have killed the survivor
+        await rounds_later(lambda: node.maintainer.rounds, 3)
         assert survivor.poll() is None
     finally:
         survivor.terminate()

@@ -256,6 +256,39 @@ def _peer(stream: trio.SocketStream) -> str:
         return "?"
 
 
+#: The body of the 400 hypercorn answers to a request h11 cannot parse (a bad
+#: Content-Length, a header with no colon): the API's JSON error shape, not an empty body.
+MALFORMED_BODY = (
+    b'{"error":{"code":"bad_request","message":"malformed HTTP request: '
+    b'the request line or a header could not be parsed"}}'
+)
+
+
+def _json_protocol_errors() -> None:
+    """Make hypercorn's HTTP/1.1 protocol errors answer in the API's error shape. Its
+    ``H11Protocol._send_error_response`` (hypercorn 0.18, pinned) sends the status with an
+    empty body; this sends the same status and headers with :data:`MALFORMED_BODY`."""
+    import h11
+    from hypercorn.protocol.h11 import H11Protocol
+
+    if getattr(H11Protocol, "_shardsched_json_errors", False):
+        return
+
+    async def send_error_response(self: Any, status_code: int) -> None:
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(MALFORMED_BODY)).encode()),
+            (b"connection", b"close"),
+            *self.config.response_headers("h11"),
+        ]
+        await self._send_h11_event(h11.Response(status_code=status_code, headers=headers))
+        await self._send_h11_event(h11.Data(data=MALFORMED_BODY))
+        await self._send_h11_event(h11.EndOfMessage())
+
+    H11Protocol._send_error_response = send_error_response  # type: ignore[method-assign]
+    H11Protocol._shardsched_json_errors = True  # type: ignore[attr-defined]
+
+
 async def serve_http(
     app: Any,
     bind: str,
@@ -281,6 +314,7 @@ async def serve_http(
     from hypercorn.typing import ConnectionState
     from hypercorn.utils import wrap_app
 
+    _json_protocol_errors()
     config = Config()
     config.accesslog = None
     config.errorlog = "-"

@@ -97,6 +97,7 @@ class ShardManager:
         self.refused_writes = 0
         self.reclaimed = 0
         self.reclaim_rounds = 0
+        self.lease_rounds = 0  #: lease rounds done (what a test waits on for "a round later")
         self.maintainer = Maintainer(redis, dep, self.metrics, lambda: list(self.leases.items()))
         self.waker = Waker(redis, dep, self.metrics, lambda: list(self.leases))
         self._started_ms = 0
@@ -342,6 +343,7 @@ class ShardManager:
                         await self._round(nursery, renew)
                         if renew:
                             renew_at = trio.current_time() + self.renew_every_s - pause / 2
+                        self.lease_rounds += 1
                         backoff.reset()
                     except RedisError as exc:
                         pause = backoff.next()
