@@ -19,9 +19,10 @@
           it times 1,000 plus the run's delivery count (mod 1,000), so it cannot be
           guessed from the run, and a new delivery's token never equals the last one's
 
-  Returns a flat list, 8 fields per claimed run:
+  Returns a flat list, 9 fields per claimed run:
     entry id, run id, job spec JSON, scheduled_for (ms; '' when it is the run id's tick),
-    attempt ('': the run id's), delivery token, lease deadline (ms), now (ms).
+    attempt ('': the run id's), delivery token, lease deadline (ms), now (ms), the run's
+    args JSON ('': the job's own; a DAG task's run takes its DAG run's).
   Run ids are <job>:<tick>:<attempt>: the caller reads both from the id rather than the
   script parsing every id (a pattern match costs ~3,000 instructions a run).
   The run records the job version it runs with ('v'). A DAG task's run whose DAG run
@@ -57,6 +58,7 @@ local now = server_now_ms()
 local now_n = tonumber(now)
 local earliest = nil
 local events = {}
+local n_out, n_events = 0, 0
 local claimed_event = event_value('scheduled', 'running', worker, '')  -- the same for all
 for _, entry in ipairs(reply[1][2]) do
   local eid, rid = entry[1], entry[2][2]
@@ -67,12 +69,20 @@ for _, entry in ipairs(reply[1][2]) do
     rcall('XDEL', ready_key, eid)
   else
     -- run ids are <job>:<tick>:<attempt> (decode_claimed reads tick and attempt from it)
-    local job = string.sub(rid, 1, string.find(rid, ':', 1, true) - 1)
+    local colon = string.find(rid, ':', 1, true)
+    local job = string.sub(rid, 1, colon - 1)
+    if string.byte(rid, colon + 1) == 116 then
+      -- a manual run's tick is 't<n>' (trigger.lua): only those (and their retries) may
+      -- carry args of their own; a fired run's record is not searched for them
+      run[5] = rcall('HGET', run_key, 'args')
+    end
     local job_fields = rcall('HMGET', base .. 'job:' .. job, 'spec', 'lease', 'version')
     if run[4] then
       -- a DAG run on an earlier version of its DAG runs that version's command (lib/dag)
       local dag, task = string.match(job, '^([^.]+)%.(.+)$')
-      local tv = rcall('HGET', base .. 'dagrun:' .. run[4], 'tv')
+      local dag_run = rcall('HMGET', base .. 'dagrun:' .. run[4], 'tv', 'args')
+      local tv = dag_run[1]
+      run[5] = run[5] or dag_run[2]
       if tv and tv ~= (rcall('HGET', base .. 'job:' .. dag, 'tv') or '1') then
         local kept = rcall('HMGET', base .. 'dagv:' .. dag .. ':' .. tv, 's:' .. task,
           'l:' .. task)
@@ -92,16 +102,13 @@ for _, entry in ipairs(reply[1][2]) do
     if run[4] then
       rcall('ZREM', base .. 'dagwait', rid)
     end
-    events[#events + 1] = rid
-    events[#events + 1] = claimed_event
-    out[#out + 1] = eid
-    out[#out + 1] = rid
-    out[#out + 1] = job_fields[1] or ''
-    out[#out + 1] = run[3] or ''
-    out[#out + 1] = ''
-    out[#out + 1] = token
-    out[#out + 1] = lease
-    out[#out + 1] = now
+    events[n_events + 1], events[n_events + 2] = rid, claimed_event
+    n_events = n_events + 2
+    -- nine fields a run, by index: '#out' would look for the end of the list each time
+    out[n_out + 1], out[n_out + 2], out[n_out + 3] = eid, rid, job_fields[1] or ''
+    out[n_out + 4], out[n_out + 5], out[n_out + 6] = run[3] or '', '', token
+    out[n_out + 7], out[n_out + 8], out[n_out + 9] = lease, now, run[5] or ''
+    n_out = n_out + 9
   end
 end
 flush_events(base, events)

@@ -146,9 +146,12 @@ for i = 8, #ARGV, 10 do
         local next_key = base .. 'run:' .. next_rid
         if rcall('EXISTS', next_key) == 0 then
           rcall('HSET', next_key, 'st', 'retrying', 'c', now, 'due', ARGV[i + 8])
-          local s = rcall('HGET', run_key, 's')
-          if s then
-            rcall('HSET', next_key, 's', s)
+          local kept = rcall('HMGET', run_key, 's', 'args')
+          if kept[1] then
+            rcall('HSET', next_key, 's', kept[1])
+          end
+          if kept[2] then
+            rcall('HSET', next_key, 'args', kept[2])  -- a retry runs with the same args
           end
           if run[5] then
             rcall('HSET', next_key, 'bf', '1')

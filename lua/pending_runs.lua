@@ -7,11 +7,13 @@
   KEYS[1] ready   STREAM of fired runs
   ARGV[1] consumer group
   ARGV[2] worker id
-  ARGV[3] shard key base; run:<id> and job:<id> keys are read from it (same hash slot)
+  ARGV[3] shard key base; run:<id>, job:<id> and dagrun:<id> keys are read from it (same
+          hash slot)
   ARGV[4] how many pending entries to look at, at most
 
-  Returns the claim script's shape, 8 fields per run: entry id, run id, job spec JSON,
-  scheduled_for (ms), attempt, delivery token, lease deadline (ms), now (ms).
+  Returns the claim script's shape, 9 fields per run: entry id, run id, job spec JSON,
+  scheduled_for (ms), attempt, delivery token, lease deadline (ms), now (ms), the run's
+  args JSON (its own or its DAG run's; '': the job's).
 ]]
 local rcall = redis.call
 -- @include clock
@@ -28,7 +30,7 @@ for _, entry in ipairs(pending) do
   local body = rcall('XRANGE', ready_key, eid, eid)
   local rid = body[1] and body[1][2][2]
   if rid then
-    local run = rcall('HMGET', base .. 'run:' .. rid, 'st', 'w', 'dt', 's', 'l')
+    local run = rcall('HMGET', base .. 'run:' .. rid, 'st', 'w', 'dt', 's', 'l', 'args', 'd')
     if run[1] == 'running' and run[2] == worker then
       local job, tick, attempt = string.match(rid, '^([^:]+):([^:]+):(%d+)$')
       out[#out + 1] = eid
@@ -39,6 +41,8 @@ for _, entry in ipairs(pending) do
       out[#out + 1] = tonumber(run[3])
       out[#out + 1] = tonumber(run[5] or '0')
       out[#out + 1] = now
+      out[#out + 1] = run[6] or (run[7] and rcall('HGET', base .. 'dagrun:' .. run[7], 'args'))
+        or ''
     end
   end
 end

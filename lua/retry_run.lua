@@ -23,7 +23,7 @@ local rcall = redis.call
 local ready_key, dead_key = KEYS[1], KEYS[2]
 local base, rid = ARGV[1], ARGV[2]
 local run_key = base .. 'run:' .. rid
-local run = rcall('HMGET', run_key, 'st', 's', 'd', 'nx')
+local run = rcall('HMGET', run_key, 'st', 's', 'd', 'nx', 'args')
 if not run[1] then
   return {-1}
 end
@@ -44,6 +44,9 @@ if run[2] then
   rcall('HSET', next_key, 'st', 'scheduled', 'c', now, 's', run[2], 'mr', 1)
 else
   rcall('HSET', next_key, 'st', 'scheduled', 'c', now, 'mr', 1)
+end
+if run[5] then
+  rcall('HSET', next_key, 'args', run[5])  -- the retry runs with the same args
 end
 local runs_key = base .. 'runs:' .. job
 rcall('ZADD', runs_key, rcall('ZSCORE', runs_key, rid) or 0, next_rid)

@@ -4,14 +4,20 @@
 
   KEYS[1] job     HASH the job
   KEYS[2] ready   STREAM of fired runs
-  ARGV[1] shard key base; run:<id> and runs:<job> are built from it (same hash slot)
+  ARGV[1] shard key base; run:<id>, runs:<job> and idem:<job>:<key> are built from it
+          (same hash slot)
   ARGV[2] job id
   ARGV[3] who triggers it (its log of runs by hand, acts:<job> from the base, gets a
           'trigger')
+  ARGV[4] the run's args JSON, instead of the job's ('': the job's own)
+  ARGV[5] an idempotency key ('': none): a trigger with a key used on this job within
+          ARGV[6] ms makes no run and answers the first one's id
+  ARGV[6] how long a key is remembered (ms)
 
-  Returns {1, run_id, now_ms}; {-1} when the job does not exist; {-2} when it is deleted.
-  Run ids are <job>:t<n>:1 with n the job's trigger count, so two triggers in the same
-  millisecond are two runs.
+  Returns {1, run_id, now_ms}, or {2, run_id, now_ms} when the key was used before
+  (run_id: that trigger's run); {-1} when the job does not exist; {-2} when it is
+  deleted. Run ids are <job>:t<n>:1 with n the job's trigger count, so two triggers in
+  the same millisecond are two runs.
   Each change of a run's state it makes appends to events (lib/events.lua).
 ]]
 local rcall = redis.call
@@ -20,15 +26,28 @@ local rcall = redis.call
 -- @include changes
 -- @include live
 local job_key, ready_key = KEYS[1], KEYS[2]
-local base, job = ARGV[1], ARGV[2]
+local base, job, args, key = ARGV[1], ARGV[2], ARGV[4], ARGV[5]
 local status, refused = live_status(job_key)
 if refused then
   return refused
 end
 local now = server_now_ms()
+local idem_key = key ~= '' and (base .. 'idem:' .. job .. ':' .. key)
+if idem_key then
+  local first = rcall('GET', idem_key)
+  if first then
+    return {2, first, now}
+  end
+end
 local n = rcall('HINCRBY', job_key, 'triggers', 1)
 local rid = job .. ':t' .. n .. ':1'
 rcall('HSET', base .. 'run:' .. rid, 's', now, 'st', 'scheduled', 'c', now)
+if args ~= '' then
+  rcall('HSET', base .. 'run:' .. rid, 'args', args)
+end
+if idem_key then
+  rcall('SET', idem_key, rid, 'PX', ARGV[6])
+end
 rcall('ZADD', base .. 'runs:' .. job, now, rid)
 rcall('XADD', ready_key, '*', 'r', rid)
 log_change(base .. 'acts:' .. job, 'trigger', ARGV[3], '', rid)

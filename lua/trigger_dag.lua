@@ -9,6 +9,8 @@
   ARGV[1] shard key base (lib/dag builds its keys from it, dagv:<dag>:<tv> too)
   ARGV[2] dag id
   ARGV[3] who triggers it (the DAG's log of runs by hand, acts:<dag>, gets a 'trigger')
+  ARGV[4] the DAG run's args JSON, shared by its tasks ('': none; claim.lua hands a task's
+          run its DAG run's)
 
   Keys built from the shard key base (each in KEYS' hash slot): cnt:<id>, dagq:<id>, dagrun:<id>,
     dagwait, job:<id>, run:<id>, runs:<id>, skips:<id>.
@@ -38,5 +40,8 @@ end
 local now = server_now_ms()
 local n = rcall('HINCRBY', dag_key, 'triggers', 1)
 local code, drid = dag_open(base, ready_key, dag, 't' .. n, now, now, true)
+if ARGV[4] ~= '' then
+  rcall('HSET', base .. 'dagrun:' .. drid, 'args', ARGV[4])
+end
 log_change(base .. 'acts:' .. dag, 'trigger', ARGV[3], '', drid)
 return {code, drid, now}

@@ -187,7 +187,7 @@ async def test_diamond_releases_its_join_once_when_both_branches_finish_together
 
     async def claim(worker: str) -> tuple[bytes, bytes, bytes]:
         reply = await call_script(redis, runs_lua.claim(sk, dep.globals, worker, 1))
-        assert len(reply) == 8, reply
+        assert len(reply) == 9, reply
         return reply[0], reply[1], reply[5]
 
     async def complete(worker: str, claimed: tuple[bytes, bytes, bytes]) -> None:

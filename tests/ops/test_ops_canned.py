@@ -30,6 +30,7 @@ from shardsched.core.models import (
     JobSpec,
     JobStatus,
 )
+from shardsched.core.params import TriggerRequest
 from shardsched.ops import dags as dag_ops
 from shardsched.ops import runs as run_ops
 from shardsched.store.calls import Call, Op
@@ -178,6 +179,21 @@ def test_trigger_creates_a_run_and_wakes_a_worker() -> None:
     assert triggered.scheduled_for == datetime.fromtimestamp(NOW_S, UTC)
     (push,) = canned.asked("RPUSH")
     assert push.args[2:] == (DEP.keys_for(JOB).shard,)  # a token for the job's shard
+
+
+def test_a_trigger_sends_its_args_and_key_and_a_repeat_wakes_nobody() -> None:
+    first = f"{JOB}:t1:1"
+    canned = Canned(
+        HGET=in_turn(None, str(NOW_MS - 5000).encode()),
+        trigger=[2, first.encode(), str(NOW_MS).encode()],
+    )
+    request = TriggerRequest(args={"day": "mon"}, idempotency_key="k-1")
+    triggered = canned.drive(ops.trigger(DEP, JOB, "ci", request))
+    assert triggered.repeated and triggered.run_id == first
+    assert triggered.scheduled_for == datetime.fromtimestamp(NOW_S - 5, UTC)  # the first's
+    (call,) = canned.asked("trigger")
+    assert call.args[-3:] == (b'{"day":"mon"}', "k-1", 24 * 3600 * 1000)
+    assert not canned.asked("RPUSH"), "nothing new to run"
 
 
 @pytest.mark.parametrize(("code", "error"), [(-1, JobNotFound), (-2, JobDeleted)])

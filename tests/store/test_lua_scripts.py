@@ -145,7 +145,7 @@ async def test_claim_and_fenced_completion(redis, dep) -> None:
     old = await make_due(redis, dep, job)
     await fire(redis, dep, sk.shard, epoch, job, old, old + 60_000)
     claimed = await call_script(redis, runs_lua.claim(sk, dep.globals, "w1", 10))
-    assert len(claimed) == 8
+    assert len(claimed) == 9 and claimed[8] == b""  # no args of its own
     eid, rid, spec, sched, attempt, token = claimed[:6]
     # a fired run's tick and attempt are its id's: the script leaves them to the decoder
     assert rid == f"{job}:{old}:1".encode() and sched == b"" and attempt == b""

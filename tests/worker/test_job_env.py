@@ -58,6 +58,7 @@ async def test_a_job_sees_only_the_allowlist(
         "SHARDSCHED_RUN_ID",
         "SHARDSCHED_JOB_ID",
         "SHARDSCHED_ATTEMPT",
+        "SHARDSCHED_ARGS",
         "SHARDSCHED_SCHEDULED_FOR",
         "SHARDSCHED_DAG_RUN_ID",
         "SHARDSCHED_LIFELINE",  # the marker that takes stray descendants down with the worker

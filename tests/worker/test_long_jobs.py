@@ -18,9 +18,10 @@ from waits import pids_gone
 from workers import once_job, start_worker, wait_run
 
 
-def gone(pid: int) -> bool:
-    """No live process (zombies do not count: PID 1 here may be slow to reap) that is
-    ``pid`` or belongs to the process group it led."""
+def group(pid: int) -> list[int]:
+    """Live processes (zombies do not count: PID 1 here may be slow to reap) that are
+    ``pid`` or belong to the process group it led."""
+    out = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
@@ -28,8 +29,12 @@ def gone(pid: int) -> bool:
             continue
         state, pgid = fields[0], int(fields[2])
         if state not in ("Z", "X") and pid in (int(stat.parent.name), pgid):
-            return False
-    return True
+            out.append(int(stat.parent.name))
+    return out
+
+
+def gone(pid: int) -> bool:
+    return not group(pid)
 
 
 def test_a_killed_parent_takes_registered_and_marked_children_along(tmp_path: Path) -> None:
@@ -48,13 +53,14 @@ def test_a_killed_parent_takes_registered_and_marked_children_along(tmp_path: Pa
     )
     parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     assert parent.stdout is not None
-    group, unregistered = map(int, parent.stdout.readline().split())
+    job_group, unregistered = map(int, parent.stdout.readline().split())
     # the spawning thread of the parent is long gone by now in trio's case; here the point
     # is the kill -9: nothing of the parent may survive it
+    members = group(job_group) + group(unregistered)
     parent.kill()
     parent.wait()
-    pids_gone([group, unregistered], timeout=1.0)  # each pidfd turns readable as it ends
-    assert gone(group), "the registered job group outlived its parent"
+    pids_gone(members, timeout=1.0)  # each pidfd turns readable as its process ends
+    assert gone(job_group), "the registered job group outlived its parent"
     assert gone(unregistered), "a marked child outlived its parent"
     parent.stdout.close()
 
@@ -71,10 +77,11 @@ async def test_kill_9_of_a_worker_kills_its_60s_job_within_a_second(
         await wait_run(redis, dep, job_id, "running", timeout=20)
         await wait_until(lambda: _read_pid(pidfile), timeout=10)
         pid = int(pidfile.read_text())
-        assert not gone(pid)
+        members = group(pid)  # the job's shell and its sleep
+        assert members
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        ended = await trio.to_thread.run_sync(pids_gone, [pid], 1.0)
+        ended = await trio.to_thread.run_sync(pids_gone, members, 1.0)
         assert ended and gone(pid), "the job outlived its worker by more than a second"
     finally:
         if proc.poll() is None:

@@ -109,7 +109,9 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     if cmd == "get":
         return request(api, "GET", path), show_job
     if cmd == "trigger":
-        out = request(api, "POST", path + "/trigger")
+        given = {"args": args.run_args, "idempotency_key": args.idempotency_key}
+        options = {k: v for k, v in given.items() if v is not None} or None
+        out = request(api, "POST", path + "/trigger", options)
         if not (args.wait or args.follow):
             return out, lambda o: o["run_id"]
         print(f"triggered {out['run_id']}", file=sys.stderr)
@@ -294,6 +296,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         jsub.add_parser(name, parents=[common], help=text).add_argument("job_id")
     trigger = jsub.add_parser("trigger", parents=[common], help="run now; prints the run id")
     trigger.add_argument("job_id")
+    trigger.add_argument("--args", dest="run_args", type=create.json_object_arg,
+                         metavar="JSON", help="this run's args instead of the job's")  # fmt: skip
+    trigger.add_argument("--idempotency-key", metavar="KEY", help="a second trigger with "
+                         "KEY within a day makes no run: prints the first's id")  # fmt: skip
     trigger.add_argument("--wait", action="store_true", help="until it ends; its exit code")
     trigger.add_argument("-f", "--follow", action="store_true", help="print its output, and wait")
     follow.timeout_flag(trigger)

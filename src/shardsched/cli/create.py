@@ -5,6 +5,7 @@ job needs no JSON file. Anything more goes in a file for ``jobs add`` or ``apply
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,17 @@ def duration_arg(text: str) -> float:
         return parse_duration(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def json_object_arg(text: str) -> dict[str, Any]:
+    """An argparse type: a JSON object (``--args '{"day": "2026-01-01"}'``)."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("args are a JSON object: {...}")
+    return value
 
 
 def _pair(text: str) -> tuple[str, str]:
@@ -61,6 +73,8 @@ def body_of(args: argparse.Namespace) -> dict[str, Any]:
         body["env"] = dict(args.env)
     if args.label:
         body["labels"] = dict(args.label)
+    if args.job_args is not None:
+        body["args"] = args.job_args
     return body
 
 
@@ -92,3 +106,6 @@ def add_create_parser(jsub: argparse._SubParsersAction, common: argparse.Argumen
     p.add_argument("--overlap", choices=["allow", "forbid", "replace"])
     p.add_argument("--env", type=_pair, action="append", metavar="KEY=VALUE")
     p.add_argument("--label", type=_pair, action="append", metavar="KEY=VALUE")
+    p.add_argument(
+        "--args", dest="job_args", type=json_object_arg, metavar="JSON", help="its runs' args"
+    )

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shardsched.cli import edit, follow, style
-from shardsched.cli.create import duration_arg
+from shardsched.cli.create import duration_arg, json_object_arg
 from shardsched.cli.http import read_body, request
 from shardsched.cli.render import (
     changes_table,
@@ -73,7 +73,8 @@ def run(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
         path = f"/api/v1/dags/{quoted(args.dag_id)}/changes" + page_query(page_args(args))
         return request(api, "GET", path), changes_table
     if cmd == "trigger":
-        out = request(api, "POST", f"/api/v1/dags/{quoted(args.dag_id)}/trigger")
+        body = None if args.run_args is None else {"args": args.run_args}
+        out = request(api, "POST", f"/api/v1/dags/{quoted(args.dag_id)}/trigger", body)
         if not args.watch:
             return out, lambda o: f"{o['dag_run_id']}  {o['state']}"
         print(f"{out['dag_run_id']}  {out['state']}", file=sys.stderr)
@@ -110,6 +111,10 @@ def add_parser(
         dsub.add_parser(name, parents=[common], help=text).add_argument("dag_id")
     trigger = dsub.add_parser("trigger", parents=[common], help="open a DAG run now")
     trigger.add_argument("dag_id")
+    trigger.add_argument(
+        "--args", dest="run_args", type=json_object_arg, metavar="JSON",
+        help="args the DAG run's tasks share",
+    )  # fmt: skip
     trigger.add_argument("--watch", action="store_true", help="show each task as it changes")
     trigger.add_argument(
         "--timeout", type=duration_arg, default=None, metavar="DURATION", help="with --watch"

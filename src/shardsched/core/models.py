@@ -18,6 +18,8 @@ from typing import Annotated, TypeVar
 
 import msgspec
 
+from shardsched.core.params import Args
+
 _T = TypeVar("_T")
 #: No control characters (C0, DEL, C1) and no invisible format characters (zero-width,
 #: bidirectional overrides such as U+202E, BOM): a name is shown in tables and logs and
@@ -210,6 +212,9 @@ class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     #: How long its finished runs stay hot (unset: the deployment's default).
     retention: Retention | None = None
     labels: LabelMap = msgspec.field(default_factory=dict)
+    #: Parameters of its runs (a handler's ``ctx.args``, a command's ``SHARDSCHED_ARGS``);
+    #: a manual trigger may give others for its run.
+    args: Args = msgspec.field(default_factory=dict)
     #: The id to register it under (unset: a random ``job_…``); unique in the namespace.
     #: Not stored in the definition: it is the job's ``job_id``.
     id: JobId | None = None
@@ -381,6 +386,8 @@ class ExecSpec(msgspec.Struct):
     lease_s: float = 30.0
     retry_policy: RetryPolicy = msgspec.field(default_factory=RetryPolicy)
     env: dict[str, str] = msgspec.field(default_factory=dict)
+    #: the job's args, left encoded: most runs only pass them on
+    args: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"{}"))
 
 
 def timing_of(spec: JobSpec) -> Timing:

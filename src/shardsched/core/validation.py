@@ -11,6 +11,7 @@ import msgspec
 
 from shardsched.core.errors import ValidationError
 from shardsched.core.models import TASK_NAME, CronSchedule, JobSpec, Schedule
+from shardsched.core.params import validate_args
 from shardsched.core.schedule import parse_cron
 
 _T = TypeVar("_T")
@@ -67,4 +68,5 @@ def validate_spec(spec: JobSpec) -> JobSpec:
     rp = spec.retry_policy
     if rp.max_s < rp.base_s:
         raise ValidationError("max_s must be >= base_s", "$.retry_policy.max_s")
+    validate_args(spec.args)
     return spec

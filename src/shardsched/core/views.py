@@ -7,6 +7,7 @@ the same Structs, so one definition serves every client.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import msgspec
 
@@ -223,6 +224,9 @@ class Run(msgspec.Struct, kw_only=True):
     archived: bool = False
     #: The next attempt, when this one failed and is retried (``<job>:<tick>:<n+1>``).
     next_run_id: str | None = None
+    #: The args a trigger gave this run instead of its job's (kept by its retries); None:
+    #: the job's, or its DAG run's
+    args: dict[str, Any] | None = None
 
 
 class RunList(msgspec.Struct):
@@ -248,9 +252,11 @@ class RunOutput(msgspec.Struct):
     quota: str | None = None
 
 
-class Triggered(msgspec.Struct):
+class Triggered(msgspec.Struct, omit_defaults=True):
     run_id: str
     scheduled_for: datetime
+    #: True: the idempotency key was used before; ``run_id`` is that trigger's run
+    repeated: bool = False
 
 
 class FireTime(msgspec.Struct):

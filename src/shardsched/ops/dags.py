@@ -32,6 +32,7 @@ from shardsched.core.models import (
     TaskSpec,
     Timing,
 )
+from shardsched.core.params import TriggerRequest, validate_args
 from shardsched.core.schedule import first_fire_ms
 from shardsched.core.views import Dag, DagCreated, DagTriggered, JobCreated
 from shardsched.store import keys as k
@@ -204,12 +205,19 @@ def delete_dag(dep: Deployment, dag_id: str, actor: str = SDK_ACTOR) -> Op:
     return (yield from get_dag(dep, dag_id))
 
 
-def trigger_dag(dep: Deployment, dag_id: str, actor: str = SDK_ACTOR) -> Op:
-    """Open a DAG run now; returns DagTriggered (started, or queued under max_active_runs)."""
+def trigger_dag(
+    dep: Deployment, dag_id: str, actor: str = SDK_ACTOR, request: TriggerRequest | None = None
+) -> Op:
+    """Open a DAG run now, its tasks given the request's args; returns DagTriggered
+    (started, or queued under max_active_runs)."""
+    request = request or TriggerRequest()
+    if request.idempotency_key is not None:
+        raise ValidationError("a DAG's trigger takes no idempotency key", "$.idempotency_key")
+    args_json = validate_args(request.args)
     if not k.is_dag_id(dag_id):
         raise DagNotFound(dag_id)
     sk = dep.keys_for(dag_id)
-    (reply,) = yield [lua.trigger_dag(sk, dag_id, actor)]
+    (reply,) = yield [lua.trigger_dag(sk, dag_id, actor, args_json)]
     reply = check(reply)
     jobs_lua.raise_refusal(reply[0], dag_id, dag=True)  # DagTrigger's refusals are JobReply's
     if reply[0] == lua.DagTrigger.STARTED:

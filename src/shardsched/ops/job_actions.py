@@ -10,6 +10,7 @@ from shardsched.core.access import SDK_ACTOR, SYSTEM_ACTOR
 from shardsched.core.errors import DagTaskJob, JobDeleted, JobNotFound
 from shardsched.core.instants import from_ms, to_ms
 from shardsched.core.models import JobPatch, JobStatus
+from shardsched.core.params import IDEMPOTENCY_TTL_S, TriggerRequest, validate_args
 from shardsched.core.views import Triggered
 from shardsched.ops.jobs import patch_job, read_job
 from shardsched.store import keys as k
@@ -55,16 +56,32 @@ def delete_job(dep: Deployment, job_id: str, actor: str = SDK_ACTOR) -> Op:
     return (yield from read_job(dep, job_id))
 
 
-def trigger(dep: Deployment, job_id: str, actor: str = SDK_ACTOR) -> Op:
-    """Create a run of the job now, whatever its schedule; returns Triggered."""
+def trigger(
+    dep: Deployment,
+    job_id: str,
+    actor: str = SDK_ACTOR,
+    request: TriggerRequest | None = None,
+) -> Op:
+    """Create a run of the job now, whatever its schedule, with the request's args instead
+    of the job's; returns Triggered. With an idempotency key used on the job within
+    IDEMPOTENCY_TTL_S, makes nothing and returns that trigger's run (``repeated``)."""
+    request = request or TriggerRequest()
+    args_json = validate_args(request.args)
     sk = dep.keys_for(job_id)
     (dag,) = yield [Call(("HGET", sk.job(job_id), "dag"))]
     if check(dag) is not None:
         raise DagTaskJob(job_id, dag.decode())
     if k.is_dag_id(job_id):
         raise JobNotFound(job_id)
-    (reply,) = yield [lua.trigger(sk, job_id, actor)]
+    key = request.idempotency_key or ""
+    call = lua.trigger(sk, job_id, actor, args_json, key, IDEMPOTENCY_TTL_S * 1000)
+    (reply,) = yield [call]
     reply = check(reply)
     lua.raise_refusal(reply[0], job_id)
+    run_id = reply[1].decode()
+    if reply[0] == lua.JobReply.REPEATED:
+        (s,) = yield [Call(("HGET", sk.run(run_id), "s"))]
+        at = int(check(s) or reply[2])
+        return Triggered(run_id=run_id, scheduled_for=from_ms(at), repeated=True)
     yield ready.push(dep.globals, [sk.shard])
-    return Triggered(run_id=reply[1].decode(), scheduled_for=from_ms(int(reply[2])))
+    return Triggered(run_id=run_id, scheduled_for=from_ms(int(reply[2])))

@@ -30,6 +30,7 @@ from shardsched.core.models import (
     RunState,
     SchedulePreviewRequest,
 )
+from shardsched.core.params import TriggerRequest
 from shardsched.core.views import Dag, Job, JobCreated
 from shardsched.ops import access, audit, changes, dag_runs, declare, listing
 from shardsched.ops import dags as dag_ops
@@ -60,6 +61,7 @@ _dag_decoder = msgspec.json.Decoder(DagSpec)
 _dag_patch_decoder = msgspec.json.Decoder(DagPatch)
 _preview_decoder = msgspec.json.Decoder(SchedulePreviewRequest)
 _backfill_decoder = msgspec.json.Decoder(BackfillRequest)
+_trigger_decoder = msgspec.json.Decoder(TriggerRequest)
 
 
 class Api(AdminHandlers, StreamHandlers):
@@ -106,10 +108,9 @@ class Api(AdminHandlers, StreamHandlers):
 
     async def trigger(self, request: Request) -> Response:
         job_id = await self._job(request)
-        await http.no_body(request)
-        return http.json_response(
-            await self._run(ops.trigger(self.dep, job_id, who(request).name)), 201
-        )
+        body = await http.optional_body(request, _trigger_decoder)
+        triggered = await self._run(ops.trigger(self.dep, job_id, who(request).name, body))
+        return http.json_response(triggered, 200 if triggered.repeated else 201)
 
     async def list_jobs(self, request: Request) -> Response:
         q: JobQuery = http.query(request, JobQuery)
@@ -242,9 +243,9 @@ class Api(AdminHandlers, StreamHandlers):
 
     async def trigger_dag(self, request: Request) -> Response:
         dag_id = await self._dag(request)
-        await http.no_body(request)
+        body = await http.optional_body(request, _trigger_decoder)
         return http.json_response(
-            await self._run(dag_ops.trigger_dag(self.dep, dag_id, who(request).name)), 201
+            await self._run(dag_ops.trigger_dag(self.dep, dag_id, who(request).name, body)), 201
         )
 
     async def list_dag_runs(self, request: Request) -> Response:

@@ -149,6 +149,12 @@ class NoBody(msgspec.Struct, forbid_unknown_fields=True):
 _no_body_decoder = msgspec.json.Decoder(NoBody)
 
 
+async def optional_body(request: Request, decoder: msgspec.json.Decoder[Any]) -> Any:
+    """A body that may be absent (None) or else decodes like every other body."""
+    body = await read_body(request)
+    return decode_bytes(body, decoder) if body.strip() else None
+
+
 async def no_body(request: Request) -> None:
     """Decode a body that must be empty (or ``{}``) like every other body."""
     body = await read_body(request)

@@ -161,7 +161,7 @@ def openapi_document(internal: bool = False) -> dict[str, Any]:
         if params:
             item["parameters"] = params
         if op.body is not None:
-            item["requestBody"] = {"required": True, **_json(ref_of[op.body])}
+            item["requestBody"] = {"required": not op.body_optional, **_json(ref_of[op.body])}
         paths.setdefault(op.path, {})[op.method] = item
     for query in {op.query for op in chosen if op.query is not None}:
         components.pop(query.__name__, None)  # described as parameters, not a schema

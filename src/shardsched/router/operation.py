@@ -19,6 +19,8 @@ class Operation:
     answer: type | None
     status: int = 200
     body: type | None = None
+    #: the body may be left out (a trigger's options)
+    body_optional: bool = False
     query: type | None = None
     errors: tuple[int, ...] = ()
     tags: tuple[str, ...] = field(default=())

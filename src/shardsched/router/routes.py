@@ -15,6 +15,7 @@ from shardsched.core.models import (
     JobSpec,
     SchedulePreviewRequest,
 )
+from shardsched.core.params import TriggerRequest
 from shardsched.ops.audit import TickList
 from shardsched.router import schemas as q
 from shardsched.router.admin_routes import ADMIN_OPERATIONS
@@ -83,9 +84,11 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "post",
         "/api/v1/jobs/{job_id}/trigger",
-        "Run a job now",
+        "Run a job now (with args of its own); 200 for a repeated idempotency key",
         v.Triggered,
         201,
+        body=TriggerRequest,
+        body_optional=True,
         errors=(404, 409, 422),
         tags=("jobs",),
         handler="trigger",
@@ -301,9 +304,11 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "post",
         "/api/v1/dags/{dag_id}/trigger",
-        "Open a DAG run now",
+        "Open a DAG run now (with args its tasks share)",
         v.DagTriggered,
         201,
+        body=TriggerRequest,
+        body_optional=True,
         errors=(404, 409, 422),
         tags=("dags",),
         handler="trigger_dag",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
@@ -26,6 +26,7 @@ from shardsched.core.models import (
     Schedule,
     SchedulePreviewRequest,
 )
+from shardsched.core.params import TriggerRequest
 from shardsched.core.views import (
     BackfillResult,
     ChangeList,
@@ -165,8 +166,27 @@ def delete_job(c: Handle, job_id: str) -> Plan[Job]:
     return Plan(ops.delete_job(c.deployment, job_id, c.actor))
 
 
-def trigger(c: Handle, job_id: str) -> Plan[Triggered]:
-    return Plan(ops.trigger(c.deployment, job_id, c.actor))
+def trigger_request(
+    args: dict[str, Any] | None = None, idempotency_key: str | None = None
+) -> TriggerRequest:
+    """A trigger's options, validated as the API validates its body."""
+    given = {"args": args, "idempotency_key": idempotency_key}
+    try:
+        return msgspec.convert({k: v for k, v in given.items() if v is not None}, TriggerRequest)
+    except msgspec.ValidationError as exc:
+        raise as_validation_error(exc) from None
+
+
+def trigger(
+    c: Handle,
+    job_id: str,
+    args: dict[str, Any] | None = None,
+    idempotency_key: str | None = None,
+) -> Plan[Triggered]:
+    """Run the job now, with ``args`` instead of its own; a second call with the same
+    ``idempotency_key`` within a day makes no run and returns the first's (``repeated``)."""
+    request = trigger_request(args, idempotency_key)
+    return Plan(ops.trigger(c.deployment, job_id, c.actor, request))
 
 
 def job_versions(c: Handle, job_id: str) -> Plan[JobVersions]:
@@ -307,8 +327,9 @@ def delete_dag(c: Handle, dag_id: str) -> Plan[Dag]:
     return Plan(dag_ops.delete_dag(c.deployment, dag_id, c.actor))
 
 
-def trigger_dag(c: Handle, dag_id: str) -> Plan[DagTriggered]:
-    return Plan(dag_ops.trigger_dag(c.deployment, dag_id, c.actor))
+def trigger_dag(c: Handle, dag_id: str, args: dict[str, Any] | None = None) -> Plan[DagTriggered]:
+    """Open a DAG run now; its tasks get ``args`` (``ctx.args``, ``SHARDSCHED_ARGS``)."""
+    return Plan(dag_ops.trigger_dag(c.deployment, dag_id, c.actor, trigger_request(args)))
 
 
 def list_dag_runs(

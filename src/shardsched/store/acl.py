@@ -70,7 +70,7 @@ WORKER_SHARD_KEYS = (
 #: cannot change, add, resume or re-time a job, nor rewrite its history.
 NODE_SHARD_KEYS = (
     "owner", "epoch", "timer", "jobs", "dags", "job:", "segs:", "vers:", "resumes",
-    "skips:", "chg:", "acts:",
+    "skips:", "chg:", "acts:", "idem:",
 )  # fmt: skip
 #: The global keys a worker writes: its registry entry and the wake tokens. Not the API
 #: tokens or their log, the node registry, the deployment's meta or dev's children.

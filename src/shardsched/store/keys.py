@@ -183,6 +183,10 @@ class ShardKeys:
         """STRING the tail of what a run printed (its worker's --output-tail)."""
         return self.base + "out:" + rid
 
+    def idempotency(self, job_id: str, key: str) -> str:
+        """STRING the run a trigger with idempotency ``key`` made (expires: trigger.lua)."""
+        return self.base + "idem:" + job_id + ":" + key
+
 
 @dataclass(frozen=True, slots=True)
 class GlobalKeys:

@@ -37,6 +37,7 @@ def run_env(claimed: Claimed) -> dict[str, str]:
         "SHARDSCHED_RUN_ID": claimed.run_id,
         "SHARDSCHED_JOB_ID": job_of_run(claimed.run_id),
         "SHARDSCHED_ATTEMPT": str(claimed.attempt),
+        "SHARDSCHED_ARGS": claimed.args_json.decode(),
         "SHARDSCHED_SCHEDULED_FOR": from_ms(claimed.scheduled_for_ms)
         .isoformat()
         .replace("+00:00", "Z"),
@@ -48,7 +49,11 @@ def run_env(claimed: Claimed) -> dict[str, str]:
 
 def _context(claimed: Claimed) -> handlers.HandlerContext:
     return handlers.HandlerContext(
-        claimed.run_id, job_of_run(claimed.run_id), claimed.attempt, claimed.scheduled_for_ms
+        claimed.run_id,
+        job_of_run(claimed.run_id),
+        claimed.attempt,
+        claimed.scheduled_for_ms,
+        claimed.args_json,
     )
 
 

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import trio
 
 PREFIX = "handler:"
@@ -26,6 +27,13 @@ class HandlerContext:
     job_id: str
     attempt: int
     scheduled_for_ms: int
+    #: the run's args as JSON: a trigger's or its DAG run's, else the job's (``args``)
+    args_json: bytes = b"{}"
+
+    @property
+    def args(self) -> Any:
+        """The run's args, decoded (a trigger's ``args`` replace the job's whole)."""
+        return msgspec.json.decode(self.args_json)
 
 
 Handler = Callable[[HandlerContext], Awaitable[Any] | Any]

@@ -49,6 +49,7 @@ class Claimed(NamedTuple):
     attempt: int
     claimed_ms: int  #: the server's clock at the claim
     claimed_local: float  #: trio's clock at the claim
+    run_args: bytes = b""  #: the run's own args JSON (a trigger's, a DAG run's); b"": none
 
     @classmethod
     def of(cls, shard: int, entry: ClaimedEntry, local: float) -> Claimed:
@@ -60,7 +61,15 @@ class Claimed(NamedTuple):
             entry.attempt,
             entry.now_ms,
             local,
+            entry.args_json,
         )
+
+    @property
+    def args_json(self) -> bytes:
+        """The args the run gets, as JSON: its own, else its job's, else ``{}``."""
+        if self.run_args:
+            return self.run_args
+        return bytes(self.spec.args) if self.spec is not None else b"{}"
 
     @property
     def run_id(self) -> str:

@@ -241,14 +241,14 @@ class DagTrigger(enum.IntEnum):
 TRIGGER_DAG = signature(
     "trigger_dag",
     keys=("dag", "ready"),
-    argv=("base", "dag id", "actor"),
+    argv=("base", "dag id", "actor", "args"),
 )
 
 
-def trigger_dag(sk: ShardKeys, dag_id: str, actor: str) -> Call:
-    """A manual DAG run now; reply {DagTrigger, dag_run_id, now_ms} (the caller wakes a
-    worker when it started)."""
-    return TRIGGER_DAG.call((sk.job(dag_id), sk.ready), (sk.base, dag_id, actor))
+def trigger_dag(sk: ShardKeys, dag_id: str, actor: str, args_json: bytes = b"") -> Call:
+    """A manual DAG run now, its tasks given ``args_json``; reply {DagTrigger, dag_run_id,
+    now_ms} (the caller wakes a worker when it started)."""
+    return TRIGGER_DAG.call((sk.job(dag_id), sk.ready), (sk.base, dag_id, actor, args_json))
 
 
 DAG_STALLED = signature(

@@ -20,6 +20,7 @@ class JobReply(enum.IntEnum):
     NO_SUCH_JOB = -1
     DELETED = -2
     VERSION_MOVED = -3  #: update_job: the job changed since the caller read it
+    REPEATED = 2  #: trigger: its idempotency key was used: the first trigger's run answers
 
 
 def raise_refusal(code: int, job_id: str, *, dag: bool = False) -> None:
@@ -157,13 +158,24 @@ def delete_job(sk: ShardKeys, g: GlobalKeys, job_id: str, actor: str) -> Call:
 TRIGGER = signature(
     "trigger",
     keys=("job", "ready"),
-    argv=("base", "job id", "actor"),
+    argv=("base", "job id", "actor", "args", "idempotency key", "key ttl"),
 )
 
 
-def trigger(sk: ShardKeys, job_id: str, actor: str) -> Call:
-    """A manual run now; reply {JobReply, run_id, now_ms}. The caller wakes a worker."""
-    return TRIGGER.call((sk.job(job_id), sk.ready), (sk.base, job_id, actor))
+def trigger(
+    sk: ShardKeys,
+    job_id: str,
+    actor: str,
+    args_json: bytes = b"",
+    idempotency_key: str = "",
+    key_ttl_ms: int = 0,
+) -> Call:
+    """A manual run now, with ``args_json`` instead of the job's args when given; reply
+    {JobReply, run_id, now_ms} (REPEATED: the key's first run). The caller wakes a worker."""
+    return TRIGGER.call(
+        (sk.job(job_id), sk.ready),
+        (sk.base, job_id, actor, args_json, idempotency_key, key_ttl_ms),
+    )
 
 
 BACKFILL = signature(

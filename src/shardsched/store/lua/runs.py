@@ -28,12 +28,13 @@ class ClaimedEntry(NamedTuple):
     token: int  #: the delivery token: which delivery of this run the worker holds
     lease_ms: int  #: the lease deadline (server clock)
     now_ms: int  #: the server's clock at the claim
+    args_json: bytes  #: the run's own args (a trigger's, a DAG run's), b"": the job's
 
 
 def decode_claimed(reply: Sequence[Any]) -> list[ClaimedEntry]:
-    """The runs of a claim or pending_runs reply (8 fields each)."""
+    """The runs of a claim or pending_runs reply (9 fields each)."""
     out = []
-    for i in range(0, len(reply), 8):
+    for i in range(0, len(reply), 9):
         run_id = reply[i + 1].decode()
         _, tick, attempt = parse_run_id(run_id)
         out.append(
@@ -46,6 +47,7 @@ def decode_claimed(reply: Sequence[Any]) -> list[ClaimedEntry]:
                 int(reply[i + 5]),
                 int(reply[i + 6]),
                 int(reply[i + 7]),
+                reply[i + 8] or b"",
             )
         )
     return out
