@@ -57,6 +57,16 @@ async def test_a_handler_gets_the_jobs_args_or_the_triggers(node, worker, http) 
     assert SEEN[override] == {"region": "us"}  # the trigger's replace the job's whole
     runs = {rid: (await http.get(f"/api/v1/runs/{rid}")).json() for rid in (plain, override)}
     assert runs[plain]["args"] is None and runs[override]["args"] == {"region": "us"}
+    # the definition shows them, and a change of anything else keeps them
+    job = (await http.get(f"/api/v1/jobs/{job_id}")).json()
+    assert job["args"] == {"region": "eu", "n": [1, 2]}
+    patched = await http.patch(f"/api/v1/jobs/{job_id}", json={"status": "paused"})
+    assert patched.json()["args"] == {"region": "eu", "n": [1, 2]}, patched.text
+    changed = await http.patch(f"/api/v1/jobs/{job_id}", json={"args": {"region": "ap"}})
+    assert changed.json()["args"] == {"region": "ap"}
+    assert changed.json()["version"] > job["version"]
+    versions = (await http.get(f"/api/v1/jobs/{job_id}/versions")).text
+    assert '"region":"eu"' in versions and '"region":"ap"' in versions, versions
 
 
 async def test_a_command_gets_its_args_as_json_and_its_retries_keep_them(

@@ -151,10 +151,23 @@ async def test_kill_a_worker_and_lease_reclaims_rise(redis_server, redis, dep, t
 async def test_every_node_down_past_the_grace_counts_missed_ticks(redis, dep, redis_server) -> None:
     """Stop the only node; ticks pass their time + grace; a new node finds and counts them
     (its metrics, the shard's counter, the status screen and its exit status)."""
+    every = IntervalSchedule(every_s=0.5)
     spec = JobSpec(
-        name="ticker", schedule=IntervalSchedule(every_s=0.5), command="true", misfire_grace_s=0.2
+        name="ticker",
+        schedule=every,
+        command="true",
+        misfire_grace_s=0.2,
+        labels={"critical": "true"},  # its misses page (deploy/prometheus)
     )
     job_id = (await drive_async(ops.create_job(dep, spec), redis)).job_id
+    # on a shard of its own: the shard's counter below is the ticker's alone
+    plain_at = next(
+        f"plain-{i}"
+        for i in range(100)
+        if dep.keys_for(f"plain-{i}").shard != dep.keys_for(job_id).shard
+    )
+    plain = JobSpec(name="plain", schedule=every, command="true", misfire_grace_s=0.2, id=plain_at)
+    plain_id = (await drive_async(ops.create_job(dep, plain), redis)).job_id
     async with trio.open_nursery() as nursery:
         first = ShardManager(redis, dep, node_id="first", renew_every_s=0.3, lease_ttl_s=1)
         await nursery.start(first.run)
@@ -193,6 +206,18 @@ async def test_every_node_down_past_the_grace_counts_missed_ticks(redis, dep, re
         stats = await redis.execute("HGET", dep.keys_for(job_id).stats, "missed")
         assert int(stats) == count
 
+        async def plain_counted() -> float:
+            text = second.metrics.render()[0].decode()
+            return total(text, "shardsched_jobs_missed_schedule_total", job_id=plain_id)
+
+        plain_count = await wait_until(plain_counted, timeout=15)
+        assert plain_count >= 3
+        text = second.metrics.render()[0].decode()
+        name = "shardsched_jobs_missed_schedule_total"
+        assert total(text, name, job_id=job_id, critical="true") == count
+        assert total(text, name, job_id=plain_id, critical="false") == plain_count
+        assert total(text, name, critical="unknown") == 0
+
         def status() -> subprocess.CompletedProcess[str]:
             return subprocess.run(
                 shardsched_cmd(
@@ -207,7 +232,7 @@ async def test_every_node_down_past_the_grace_counts_missed_ticks(redis, dep, re
         out = await trio.to_thread.run_sync(status)
         assert out.returncode == 1, "missed schedules make status exit 1"
         body = json.loads(out.stdout)
-        assert body["missed"] == count and body["unowned"] == []
+        assert body["missed"] == count + plain_count and body["unowned"] == []
         assert [n["node_id"] for n in body["nodes"]] == ["second"]
         nursery.cancel_scope.cancel()
 

@@ -84,6 +84,7 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
             "status": args.status,
             "name_prefix": args.name_prefix,
             "include_deleted": "true" if args.include_deleted else None,
+            "label": ",".join(f"{k}:{v}" for k, v in args.label or []) or None,
         }
         out = request(api, "GET", "/api/v1/jobs" + page_query(query))
         return (
@@ -286,6 +287,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     lst.add_argument("--status", choices=["active", "paused", "deleted"])
     lst.add_argument("--name-prefix", default=None)
     lst.add_argument("--include-deleted", action="store_true", help="deleted jobs too")
+    lst.add_argument("--label", type=create.key_value, action="append", metavar="KEY=VALUE",
+                     help="only jobs with this label (repeat: all of them)")  # fmt: skip
     for name, text in [
         ("get", "a job"),
         ("resume", "resume a paused job (next fire from now)"),

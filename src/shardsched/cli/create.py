@@ -32,7 +32,7 @@ def json_object_arg(text: str) -> dict[str, Any]:
     return value
 
 
-def _pair(text: str) -> tuple[str, str]:
+def key_value(text: str) -> tuple[str, str]:
     key, eq, value = text.partition("=")
     if not eq or not key:
         raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
@@ -104,8 +104,8 @@ def add_create_parser(jsub: argparse._SubParsersAction, common: argparse.Argumen
     p.add_argument("--backoff", type=duration_arg, metavar="DURATION", help="first retry delay")
     p.add_argument("--catchup", choices=["all", "latest", "none"])
     p.add_argument("--overlap", choices=["allow", "forbid", "replace"])
-    p.add_argument("--env", type=_pair, action="append", metavar="KEY=VALUE")
-    p.add_argument("--label", type=_pair, action="append", metavar="KEY=VALUE")
+    p.add_argument("--env", type=key_value, action="append", metavar="KEY=VALUE")
+    p.add_argument("--label", type=key_value, action="append", metavar="KEY=VALUE")
     p.add_argument(
         "--args", dest="job_args", type=json_object_arg, metavar="JSON", help="its runs' args"
     )

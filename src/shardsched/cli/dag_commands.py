@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shardsched.cli import edit, follow, style
-from shardsched.cli.create import duration_arg, json_object_arg
+from shardsched.cli.create import duration_arg, json_object_arg, key_value
 from shardsched.cli.http import read_body, request
 from shardsched.cli.render import (
     changes_table,
@@ -33,8 +33,12 @@ def run(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
             [[o["dag_id"], style.when(o["next_run_at"]), " ".join(o["task_job_ids"].values())]],
         )
     if cmd == "list":
-        deleted = "&include_deleted=true" if args.include_deleted else ""
-        out = request(api, "GET", f"/api/v1/dags?limit={args.limit}{deleted}")
+        query = {
+            "limit": args.limit,
+            "include_deleted": "true" if args.include_deleted else None,
+            "label": ",".join(f"{k}:{v}" for k, v in args.label or []) or None,
+        }
+        out = request(api, "GET", "/api/v1/dags" + page_query(query))
         return out, lambda o: table(
             ["DAG_ID", "NAME", "STATUS", "TASKS", "ACTIVE", "QUEUED", "NEXT_RUN"],
             [
@@ -101,6 +105,8 @@ def add_parser(
     lst = dsub.add_parser("list", parents=[common], help="every DAG, newest first")
     lst.add_argument("--limit", type=int, default=50)
     lst.add_argument("--include-deleted", action="store_true", help="deleted DAGs too")
+    lst.add_argument("--label", type=key_value, action="append", metavar="KEY=VALUE",
+                     help="only DAGs with this label (repeat: all of them)")  # fmt: skip
     for name, text in [
         ("get", "a DAG and its tasks"),
         ("pause", "stop ticking (open DAG runs finish)"),

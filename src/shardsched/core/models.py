@@ -292,6 +292,7 @@ class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     env: EnvMap | None = None  #: replaces the whole map ({} clears it)
     retention: Retention | None = None  #: replaces the whole policy ({} for the defaults)
     labels: LabelMap | None = None  #: replaces the whole map ({} clears it)
+    args: Args | None = None  #: replaces the whole object ({} clears it)
     status: JobStatus | None = None
     #: With status "paused" (or on a paused job): why, shown on the job.
     pause_reason: Annotated[str, msgspec.Meta(max_length=500)] | None = None

@@ -58,6 +58,7 @@ class Job(msgspec.Struct, kw_only=True):
     env: dict[str, str] = msgspec.field(default_factory=dict)
     retention: Retention | None = None
     labels: dict[str, str] = msgspec.field(default_factory=dict)
+    args: dict[str, Any] = msgspec.field(default_factory=dict)  #: its runs' parameters
 
 
 class Dag(msgspec.Struct, kw_only=True):
@@ -84,6 +85,7 @@ class Dag(msgspec.Struct, kw_only=True):
     max_catchup: int = DEFAULT_MAX_CATCHUP
     retention: Retention | None = None
     labels: dict[str, str] = msgspec.field(default_factory=dict)
+    args: dict[str, Any] = msgspec.field(default_factory=dict)  #: its runs' parameters
 
 
 class DagCreated(msgspec.Struct):

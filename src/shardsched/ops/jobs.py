@@ -189,6 +189,7 @@ def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Jo
         env=spec.env,
         retention=spec.retention,
         labels=spec.labels,
+        args=spec.args,
     )
 
 
@@ -261,6 +262,7 @@ def spec_of(job: Job) -> JobSpec:
         env=job.env,
         retention=job.retention,
         labels=job.labels,
+        args=job.args,
     )
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from shardsched.core.errors import DagNotFound, JobNotFound, ValidationError
+from shardsched.core.labels import matches
 from shardsched.core.models import JobStatus, RunState
 from shardsched.core.views import Dag, DagList, DagRunList, Job, JobList, RunList
 from shardsched.ops import dag_runs
@@ -70,11 +71,13 @@ def _status_and_name(
     name_prefix: str | None,
     within: tuple[str, ...] = (),
     include_deleted: bool = True,
+    labels: dict[str, str] | None = None,
 ) -> Callable[[Any], bool] | None:
-    """The filter of a job or DAG list (both have ``status`` and ``name``); None: keep all.
-    ``within``: the name prefixes of a team's token, which sees nothing else. Without a
-    status, deleted ones are left out unless ``include_deleted``."""
-    if status is None and not name_prefix and not within and include_deleted:
+    """The filter of a job or DAG list (both have ``status``, ``name`` and ``labels``);
+    None: keep all. ``within``: the name prefixes of a team's token, which sees nothing
+    else. Without a status, deleted ones are left out unless ``include_deleted``. With
+    ``labels``, only those that have every one of them."""
+    if status is None and not name_prefix and not within and include_deleted and not labels:
         return None
 
     def keep(item: Job | Dag) -> bool:
@@ -86,6 +89,7 @@ def _status_and_name(
             )
             and (not name_prefix or item.name.startswith(name_prefix))
             and (not within or item.name.startswith(within))
+            and (not labels or matches(item.labels, labels))
         )
 
     return keep
@@ -121,9 +125,10 @@ def jobs_page(
     name_prefix: str | None = None,
     within: tuple[str, ...] = (),
     include_deleted: bool = False,
+    labels: dict[str, str] | None = None,
 ) -> Op:
-    """Jobs, newest first, optionally of one status and with a name prefix."""
-    keep = _status_and_name(status, name_prefix, within, include_deleted)
+    """Jobs, newest first, optionally of one status, with a name prefix and labels."""
+    keep = _status_and_name(status, name_prefix, within, include_deleted, labels)
     keys = [dep.shard(s).jobs for s in range(dep.n_shards)]
     jobs, nxt = yield from _scan(keys, cursor, limit, lambda e: _read_jobs(dep, e), keep)
     return JobList(jobs=jobs, next_cursor=_encode(nxt))
@@ -308,9 +313,10 @@ def dags_page(
     name_prefix: str | None = None,
     within: tuple[str, ...] = (),
     include_deleted: bool = False,
+    labels: dict[str, str] | None = None,
 ) -> Op:
-    """DAGs, newest first, optionally of one status and with a name prefix."""
-    keep = _status_and_name(status, name_prefix, within, include_deleted)
+    """DAGs, newest first, optionally of one status, with a name prefix and labels."""
+    keep = _status_and_name(status, name_prefix, within, include_deleted, labels)
     keys = [dep.shard(s).dags for s in range(dep.n_shards)]
     dags, nxt = yield from _scan(keys, cursor, limit, lambda e: _read_dags(dep, e), keep)
     return DagList(dags=dags, next_cursor=_encode(nxt))

@@ -13,13 +13,15 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
+from msgspec import UNSET, UnsetType
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 
 from shardsched import ops
 from shardsched.core.access import Scope
-from shardsched.core.errors import DagNotFound, DagRunNotFound, JobNotFound
+from shardsched.core.errors import DagNotFound, DagRunNotFound, JobNotFound, ValidationError
+from shardsched.core.labels import parse_label_filter
 from shardsched.core.models import (
     BackfillRequest,
     DagPatch,
@@ -62,6 +64,16 @@ _dag_patch_decoder = msgspec.json.Decoder(DagPatch)
 _preview_decoder = msgspec.json.Decoder(SchedulePreviewRequest)
 _backfill_decoder = msgspec.json.Decoder(BackfillRequest)
 _trigger_decoder = msgspec.json.Decoder(TriggerRequest)
+
+
+def _labels(text: str | UnsetType) -> dict[str, str] | None:
+    """A list's ``?label=`` filter, or None when there is none."""
+    if text is UNSET:
+        return None
+    try:
+        return parse_label_filter(text)
+    except ValidationError as exc:
+        raise http.validation(exc.message, exc.field) from None
 
 
 class Api(AdminHandlers, StreamHandlers):
@@ -123,6 +135,7 @@ class Api(AdminHandlers, StreamHandlers):
             opt(q.name_prefix),
             within,
             q.include_deleted,
+            _labels(q.label),
         )
         return http.json_response(await self._run(op))
 
@@ -208,6 +221,7 @@ class Api(AdminHandlers, StreamHandlers):
             opt(q.name_prefix),
             within,
             q.include_deleted,
+            _labels(q.label),
         )
         return http.json_response(await self._run(op))
 

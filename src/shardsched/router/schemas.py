@@ -26,6 +26,10 @@ CursorText = Annotated[str, msgspec.Meta(min_length=1, max_length=1024)]
 Prefix = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 
 
+#: A list's label filter: ``key:value[,key:value…]`` (core/labels.parse_label_filter).
+LabelFilter = Annotated[str, msgspec.Meta(min_length=3, max_length=2000)]
+
+
 class JobQuery(msgspec.Struct, forbid_unknown_fields=True):
     """GET /api/v1/jobs: newest first."""
 
@@ -34,6 +38,8 @@ class JobQuery(msgspec.Struct, forbid_unknown_fields=True):
     status: JobStatus | UnsetType = UNSET
     name_prefix: Prefix | UnsetType = UNSET
     include_deleted: bool = False  #: deleted jobs are left out unless asked for
+    #: ``key:value`` pairs, comma-separated: jobs with every one (``team:payments``)
+    label: LabelFilter | UnsetType = UNSET
 
 
 class RunQuery(msgspec.Struct, forbid_unknown_fields=True):
@@ -97,6 +103,8 @@ class DagQuery(msgspec.Struct, forbid_unknown_fields=True):
     status: JobStatus | UnsetType = UNSET
     name_prefix: Prefix | UnsetType = UNSET
     include_deleted: bool = False  #: deleted DAGs are left out unless asked for
+    #: ``key:value`` pairs, comma-separated: DAGs with every one
+    label: LabelFilter | UnsetType = UNSET
 
 
 class DagRunQuery(msgspec.Struct, forbid_unknown_fields=True):

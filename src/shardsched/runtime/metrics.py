@@ -142,8 +142,9 @@ class Metrics:
         self.fired = Counter(f"{ns}_runs_fired", "Run records created by firing", registry=r)
         self.missed = Counter(
             f"{ns}_jobs_missed_schedule",
-            "Ticks whose time plus misfire grace passed before they fired (found by the owner)",
-            ["job_id"],
+            "Ticks whose time plus misfire grace passed before they fired (found by the owner); "
+            "critical: the job's label critical is true (unknown: it could not be read)",
+            ["job_id", "critical"],
             registry=r,
         )
         self.quarantined = Counter(

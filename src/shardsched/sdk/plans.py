@@ -137,11 +137,13 @@ def list_jobs(
     status: JobStatus | None = None,
     name_prefix: str | None = None,
     include_deleted: bool = False,
+    labels: dict[str, str] | None = None,
 ) -> Plan[JobList]:
     """A page of jobs, newest first; pass ``next_cursor`` back for the next page. Deleted
-    jobs only with ``include_deleted`` (or ``status=JobStatus.DELETED``)."""
+    jobs only with ``include_deleted`` (or ``status=JobStatus.DELETED``); with ``labels``,
+    those that have every one."""
     op = listing.jobs_page(
-        c.deployment, limit, parse_cursor(cursor), status, name_prefix, (), include_deleted
+        c.deployment, limit, parse_cursor(cursor), status, name_prefix, (), include_deleted, labels
     )
     return Plan(op)
 
@@ -308,9 +310,10 @@ def list_dags(
     status: JobStatus | None = None,
     name_prefix: str | None = None,
     include_deleted: bool = False,
+    labels: dict[str, str] | None = None,
 ) -> Plan[DagList]:
     op = listing.dags_page(
-        c.deployment, limit, parse_cursor(cursor), status, name_prefix, (), include_deleted
+        c.deployment, limit, parse_cursor(cursor), status, name_prefix, (), include_deleted, labels
     )
     return Plan(op)
 

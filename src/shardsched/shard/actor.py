@@ -9,14 +9,17 @@ on the Redis server's clock, or until woken because a job of the shard changed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, NamedTuple
 
+import msgspec
 import trio
 
 from shardsched.core.catchup import decide
+from shardsched.core.labels import LabelsOnly, is_critical
 from shardsched.core.models import Overlap
 from shardsched.core.pacing import Backoff
 from shardsched.core.schedule import NextFireMemo
@@ -28,6 +31,7 @@ from shardsched.store.lua import jobs as jobs_lua
 from shardsched.store.redis import Redis, RedisError
 
 log = logging.getLogger(__name__)
+_labels_decoder = msgspec.json.Decoder(LabelsOnly)
 
 
 #: How far ahead of its tick a due batch is read and planned (the fire script never fires
@@ -178,8 +182,9 @@ class ShardActor:
             elif isinstance(reply, Exception):
                 self.metrics.redis_error(log, f"shard {self.shard}: quarantine", reply, 0)
 
-    def _observe(self, now_ms: int, fired: int, took_s: float) -> None:
-        """Metrics of one applied batch: lags by distinct value, missed ticks, write time."""
+    def _observe(self, now_ms: int, fired: int, took_s: float) -> dict[str, int]:
+        """Metrics of one applied batch: lags by distinct value and write time; returns the
+        ticks found missed, by job (reported by :meth:`_report_missed`)."""
         metrics = self.metrics
         metrics.ledger_write.labels("fire").observe(took_s)
         if fired:
@@ -192,14 +197,38 @@ class ShardActor:
             for lag, count in lags.items():
                 metrics.trigger_lag.observe(lag / 1000, count)
                 metrics.lag_window.add(lag / 1000, count)
-        for job, count in self._missed.items():
-            metrics.missed.labels(metrics.job_label(job)).inc(count)
+        missed, self._missed = self._missed, {}
+        return missed
+
+    async def _report_missed(self, missed: dict[str, int]) -> None:
+        """Count and log missed ticks, each job's with whether it is labelled critical (its
+        spec read now: a miss is rare, and the owner keeps no labels)."""
+        jobs = list(missed)
+        critical = dict.fromkeys(jobs, "unknown")
+        try:
+            specs = await self.redis.pipeline(
+                [("HGET", self.keys.job(job), "spec") for job in jobs]
+            )
+            for job, raw in zip(jobs, specs, strict=True):
+                if isinstance(raw, bytes):
+                    with contextlib.suppress(msgspec.DecodeError):
+                        labels = _labels_decoder.decode(raw).labels
+                        critical[job] = "true" if is_critical(labels) else "false"
+        except RedisError:
+            pass  # counted as unknown: the count itself must not wait for Redis
+        metrics = self.metrics
+        for job, count in missed.items():
+            metrics.missed.labels(metrics.job_label(job), critical[job]).inc(count)
             log.warning(
                 "missed schedule: %d tick(s) past time + grace",
                 count,
-                extra={"job_id": job, "shard": self.shard, "epoch": self.epoch},
+                extra={
+                    "job_id": job,
+                    "shard": self.shard,
+                    "epoch": self.epoch,
+                    "critical": critical[job],
+                },
             )
-        self._missed = {}
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         items: list[firing.FireItem] = []
@@ -234,7 +263,9 @@ class ShardActor:
                 self._wake(self.shard)
             self.fired_total += fired.fired
             if items:
-                self._observe(now_ms, fired.fired, trio.current_time() - started)
+                missed_now = self._observe(now_ms, fired.fired, trio.current_time() - started)
+                if missed_now:
+                    await self._report_missed(missed_now)
             due = fired.due
             if due:
                 planned = self._plan(due, now_ms)
