@@ -184,6 +184,9 @@ async def test_the_cli_and_sdk_pass_args_and_keys(node, http, redis, dep) -> Non
     two = await cli(http, *api, "jobs", "trigger", job_id, *flags)
     assert one.returncode == two.returncode == 0, one.stderr + two.stderr
     assert one.stdout.strip() == two.stdout.strip() != ""
+    assert "the key's first run" in two.stderr and "first run" not in one.stderr
+    shown = await cli(http, *api, "runs", "get", one.stdout.strip())
+    assert shown.returncode == 0 and 'args {"a":1}' in shown.stdout, shown.stdout
     run = (await http.get(f"/api/v1/runs/{one.stdout.strip()}")).json()
     assert run["args"] == {"a": 1}
     bad = await cli(http, *api, "jobs", "trigger", job_id, "--args", "[1")

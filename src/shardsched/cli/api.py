@@ -27,6 +27,7 @@ from shardsched.cli.render import (
     runs_table,
     schedule_text,
     show_job,
+    show_run,
     table,
 )
 
@@ -113,6 +114,8 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
         given = {"args": args.run_args, "idempotency_key": args.idempotency_key}
         options = {k: v for k, v in given.items() if v is not None} or None
         out = request(api, "POST", path + "/trigger", options)
+        if out.get("repeated"):
+            print(f"{out['run_id']}: the key's first run; nothing new", file=sys.stderr)
         if not (args.wait or args.follow):
             return out, lambda o: o["run_id"]
         print(f"triggered {out['run_id']}", file=sys.stderr)
@@ -190,7 +193,7 @@ def _runs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
         return out, lambda o: runs_table(o["runs"]) + more_hint(o)
     path = f"/api/v1/runs/{quoted(args.run_id)}"
     if cmd == "get":
-        return request(api, "GET", path), lambda o: runs_table([o])
+        return request(api, "GET", path), show_run
     if cmd == "wait":
         run = follow.wait_run(api, args.run_id, args.timeout)
         args.exit_status = follow.exit_status(run)
@@ -299,10 +302,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         jsub.add_parser(name, parents=[common], help=text).add_argument("job_id")
     trigger = jsub.add_parser("trigger", parents=[common], help="run now; prints the run id")
     trigger.add_argument("job_id")
-    trigger.add_argument("--args", dest="run_args", type=create.json_object_arg,
-                         metavar="JSON", help="this run's args instead of the job's")  # fmt: skip
-    trigger.add_argument("--idempotency-key", metavar="KEY", help="a second trigger with "
-                         "KEY within a day makes no run: prints the first's id")  # fmt: skip
+    create.trigger_flags(trigger)
     trigger.add_argument("--wait", action="store_true", help="until it ends; its exit code")
     trigger.add_argument("-f", "--follow", action="store_true", help="print its output, and wait")
     follow.timeout_flag(trigger)

@@ -32,6 +32,18 @@ def json_object_arg(text: str) -> dict[str, Any]:
     return value
 
 
+def trigger_flags(p: argparse.ArgumentParser) -> None:
+    """``jobs trigger``'s options: the run's args and an idempotency key."""
+    p.add_argument(
+        "--args", dest="run_args", type=json_object_arg, metavar="JSON",
+        help="this run's args instead of the job's",
+    )  # fmt: skip
+    p.add_argument(
+        "--idempotency-key", metavar="KEY",
+        help="a second trigger with KEY within a day makes no run: prints the first's id",
+    )  # fmt: skip
+
+
 def key_value(text: str) -> tuple[str, str]:
     key, eq, value = text.partition("=")
     if not eq or not key:

@@ -141,7 +141,16 @@ def show_job(job: dict) -> str:
             rows.append([key, style.instant(value) if key == "paused_until" else value])
     if job.get("labels"):
         rows.append(["labels", " ".join(f"{k}={v}" for k, v in sorted(job["labels"].items()))])
+    if job.get("args"):
+        rows.append(["args", json.dumps(job["args"], separators=(",", ":"))])
     return table(["FIELD", "VALUE"], rows)
+
+
+def show_run(run: dict) -> str:
+    """One run: its row, and the args it was given when it has its own."""
+    args = run.get("args")
+    tail = f"\nargs {json.dumps(args, separators=(',', ':'))}" if args else ""
+    return runs_table([run]) + tail
 
 
 def show_dag(dag: dict) -> str:

@@ -106,6 +106,8 @@ def _answers(op: Operation, ref_of: dict[Any, Any]) -> dict[str, Any]:
     else:
         content = _json(ref_of[op.answer])
     answers = {str(op.status): {"description": op.summary, **content}}
+    if op.path.endswith("/jobs/{job_id}/trigger"):
+        answers["200"] = {"description": "The idempotency key was used: its first run", **content}
     if op.method == "put":  # create or replace
         answers = {
             "200": {"description": "Replaced (or unchanged: see Shardsched-Outcome)", **content},
