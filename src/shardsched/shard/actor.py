@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, NamedTuple
@@ -32,6 +33,10 @@ from shardsched.store.redis import Redis, RedisError
 
 log = logging.getLogger(__name__)
 _labels_decoder = msgspec.json.Decoder(LabelsOnly)
+#: How long a job's critical label, read when it missed a tick, is believed.
+CRITICAL_TTL_S = 60.0
+#: The most jobs whose label is remembered (then all are forgotten at once).
+CRITICAL_CACHE_MAX = 10_000
 
 
 #: How far ahead of its tick a due batch is read and planned (the fire script never fires
@@ -86,6 +91,9 @@ class ShardActor:
         self.metrics = metrics or Metrics()
         self._fires: list[int] = []  #: ticks the planned batch fires (for the lag histogram)
         self._missed: dict[str, int] = {}  #: job -> ticks found past time + misfire grace
+        #: job -> (its critical label as the metric says it, trio time read): a catch-up
+        #: finds misses in every batch, and must not pay a read for each
+        self._critical: dict[str, tuple[str, float]] = {}
         #: (job, score, timing) -> its plan, for due jobs planned but not yet fired
         self._kept: dict[tuple[Any, int, Any], _Planned] = {}
         #: (job, planned timer score, reason) of jobs the last planning could not plan
@@ -201,21 +209,27 @@ class ShardActor:
         return missed
 
     async def _report_missed(self, missed: dict[str, int]) -> None:
-        """Count and log missed ticks, each job's with whether it is labelled critical (its
-        spec read now: a miss is rare, and the owner keeps no labels)."""
-        jobs = list(missed)
-        critical = dict.fromkeys(jobs, "unknown")
-        try:
-            specs = await self.redis.pipeline(
-                [("HGET", self.keys.job(job), "spec") for job in jobs]
-            )
+        """Count and log missed ticks, each job's with whether it is labelled critical: its
+        spec is read when the job first misses, then again at most every CRITICAL_TTL_S
+        (the owner keeps no labels, and a miss is rare but comes in runs)."""
+        now = trio.current_time()
+        cache = self._critical
+        if len(cache) > CRITICAL_CACHE_MAX:
+            cache.clear()
+        jobs = [job for job in missed if now - cache.get(job, ("", -math.inf))[1] > CRITICAL_TTL_S]
+        if jobs:
+            try:
+                specs = await self.redis.pipeline(
+                    [("HGET", self.keys.job(job), "spec") for job in jobs]
+                )
+            except RedisError:
+                specs = [None] * len(jobs)  # unknown, and asked again next time
             for job, raw in zip(jobs, specs, strict=True):
                 if isinstance(raw, bytes):
                     with contextlib.suppress(msgspec.DecodeError):
                         labels = _labels_decoder.decode(raw).labels
-                        critical[job] = "true" if is_critical(labels) else "false"
-        except RedisError:
-            pass  # counted as unknown: the count itself must not wait for Redis
+                        cache[job] = ("true" if is_critical(labels) else "false", now)
+        critical = {job: cache.get(job, ("unknown", 0.0))[0] for job in missed}
         metrics = self.metrics
         for job, count in missed.items():
             metrics.missed.labels(metrics.job_label(job), critical[job]).inc(count)
