@@ -10,7 +10,7 @@
 - :class:`LogWatch` reads a child process's output from its pipe as it comes (copying it to
   the log file) and :meth:`LogWatch.wait_for` returns on the line that says what happened:
   "ready", "ERROR".
-- :func:`process_exit` and :func:`pids_gone` wait on process ends.
+- :func:`pids_gone` waits on process ends (pidfds).
 
 Timing logic of one component is tested on trio's autojump clock instead (for example
 tests/worker/test_claim_gate.py).
@@ -159,11 +159,6 @@ class LogWatch:
         state = "ended" if ended else "timed out"
         raise AssertionError(f"{state} before /{pattern}/: {self.text()[-3000:]}")
 
-    async def wait_for(self, pattern: str, timeout: float = 20.0, start: int = 0) -> str:
-        return await trio.to_thread.run_sync(
-            self.wait_for_sync, pattern, timeout, start, abandon_on_cancel=True
-        )
-
     def mark(self) -> int:
         """How many lines there are now: wait_for(..., start=mark()) looks only after."""
         with self._changed:
@@ -174,11 +169,6 @@ def start_logged(cmd: list[str], log: Path, env: dict[str, str] | None = None) -
     """Start ``cmd`` with its output watched and copied to ``log``."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     return LogWatch(proc, log)
-
-
-async def process_exit(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> int:
-    """The process's exit status, waited for in a thread (no polling)."""
-    return await trio.to_thread.run_sync(proc.wait, timeout, abandon_on_cancel=True)
 
 
 def pids_gone(pids: Iterable[int], timeout: float) -> bool:
