@@ -18,14 +18,18 @@
   ARGV[7] the DAG's spec JSON with the task added
   ARGV[8] dag id
   ARGV[9] who adds it (the new version's 'by')
+  ARGV[10] the task's queue ('' the default; lib/queues.lua)
 
   Returns {1, now_ms}; {-1} no such DAG; {-2} deleted; {-3} version moved on; {-4} the
   task name is taken; {-5, i} dependency i (1-based) is not a task of the DAG.
+  A job (or task) of a queue other than the default gets its 'q' field and joins the
+  shard's set of queues (base .. 'queues'; lib/jobqueue.lua).
 ]]
 local rcall = redis.call
 -- @include clock
 -- @include changes
 -- @include versions
+-- @include jobqueue
 local dag_key, task_key = KEYS[1], KEYS[2]
 local name = ARGV[2]
 local cur = rcall('HMGET', dag_key, 'status', 'version', 'kind')
@@ -61,4 +65,5 @@ local version = rcall('HINCRBY', dag_key, 'version', 1)
 log_change(KEYS[4], 'add_task', ARGV[9], version, name)
 rcall('HSET', task_key, 'spec', ARGV[5], 'dag', ARGV[8],
   'status', 'active', 'created', now, 'updated', now, 'version', 1, 'lease', ARGV[6])
+set_job_queue(string.sub(task_key, 1, -5 - #ARGV[8] - 1 - #name), task_key, ARGV[10], true)
 return {1, now}

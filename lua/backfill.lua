@@ -18,13 +18,16 @@
   Keys built from the shard key base (each in KEYS' hash slot): acts:<id>, bfq:<id>, cnt:<id>,
     job:<id>, run:<id>, runs:<id>.
 
-  Returns {1, queued, already, released}: ticks newly queued, ticks that had a run or were
-  queued already, runs started now; {-1} no such job; {-2} the job is deleted.
+  Returns {1, queued, already, released, queues}: ticks newly queued, ticks that had a run
+  or were queued already, runs started now, the queues they went to (lib/queues.lua); {-1} no such job; {-2} the job is deleted.
   Each change of a run's state it makes appends to events (lib/events.lua).
+  Streams of queues other than the default, ready:<queue>, are built from the shard key
+  base (lib/queues.lua).
 ]]
 local rcall = redis.call
 -- @include clock
 -- @include events
+-- @include queues
 -- @include changes
 -- @include live
 local job_key, ready_key = KEYS[1], KEYS[2]
@@ -54,4 +57,4 @@ rcall('HSET', job_key, 'bfm', ARGV[3])
 log_change(base .. 'acts:' .. job, 'backfill', ARGV[4], '',
   ARGV[5] .. ': ' .. queued .. ' ticks queued, ' .. already .. ' had runs')
 local released = backfill_release(base, ready_key, job, now)
-return {1, queued, already, released}
+return {1, queued, already, released, woken_queues()}

@@ -3,7 +3,8 @@
   A worker claims up to N fired runs of one shard: read from the consumer group and move
   each run to running in the same atomic step. The pending entry is the lease.
 
-  KEYS[1] ready       STREAM of fired runs (group created here on first use)
+  KEYS[1] ready       STREAM of fired runs of the default queue (each stream's group is
+                      created here on first use)
   KEYS[2] reclaim_at  STRING when the owner next looks for lapsed leases (ms): lowered to
                       the earliest lease given here, and then published on the wake
                       channel as "r<shard>:<ms>", so the owner's reclaim waits for the
@@ -18,6 +19,9 @@
   ARGV[7] a random number below 2^31 (the caller's, fresh each call): a delivery token is
           it times 1,000 plus the run's delivery count (mod 1,000), so it cannot be
           guessed from the run, and a new delivery's token never equals the last one's
+  ARGV[8..] the queues the worker serves, in the order it claims them ('' the default;
+          none: the default only). Each queue's stream (lib/queues.lua) is read in turn
+          until N runs are claimed, so a worker's first queue is served first.
 
   Returns a flat list, 9 fields per claimed run:
     entry id, run id, job spec JSON, scheduled_for (ms; '' when it is the run id's tick),
@@ -30,85 +34,111 @@
   longer scheduled are acknowledged and dropped. A DAG
   task's run leaves the shard's stall watch (dagwait) when claimed.
   Each change of a run's state it makes appends to events (lib/events.lua).
+  Streams of queues other than the default, ready:<queue>, are built from the shard key
+  base (lib/queues.lua).
 ]]
 local rcall = redis.call
 -- @include clock
 -- @include events
-local ready_key, reclaim_at_key = KEYS[1], KEYS[2]
+-- @include queues
+local reclaim_at_key = KEYS[2]
 local base, group, worker = ARGV[1], ARGV[2], ARGV[3]
 local nonce = tonumber(ARGV[7])
+local wanted = tonumber(ARGV[4])
 
-local reply = redis.pcall('XREADGROUP', 'GROUP', group, worker, 'COUNT', ARGV[4],
-  'STREAMS', ready_key, '>')
-if type(reply) == 'table' and reply.err then
-  if string.find(reply.err, 'NOGROUP') then
-    rcall('XGROUP', 'CREATE', ready_key, group, '0', 'MKSTREAM')
-    reply = rcall('XREADGROUP', 'GROUP', group, worker, 'COUNT', ARGV[4],
-      'STREAMS', ready_key, '>')
-  else
-    return redis.error_reply(reply.err)
+-- Up to `count` new entries of one stream, its group created on first use.
+local function read(ready_key, count)
+  local reply = redis.pcall('XREADGROUP', 'GROUP', group, worker, 'COUNT', count,
+    'STREAMS', ready_key, '>')
+  if type(reply) == 'table' and reply.err then
+    if string.find(reply.err, 'NOGROUP') then
+      rcall('XGROUP', 'CREATE', ready_key, group, '0', 'MKSTREAM')
+      reply = rcall('XREADGROUP', 'GROUP', group, worker, 'COUNT', count,
+        'STREAMS', ready_key, '>')
+    else
+      error(reply)  -- the error reply as it came (a table error is passed on as it is)
+    end
   end
-end
-local out = {}
-if not reply then
-  return out
+  return reply and reply[1][2]
 end
 
-local now = server_now_ms()
-local now_n = tonumber(now)
+local out = {}
+local now, now_n = nil, nil
 local earliest = nil
 local events = {}
 local n_out, n_events = 0, 0
 local claimed_event = event_value('scheduled', 'running', worker, '')  -- the same for all
-for _, entry in ipairs(reply[1][2]) do
-  local eid, rid = entry[1], entry[2][2]
-  local run_key = base .. 'run:' .. rid
-  local run = rcall('HMGET', run_key, 'st', 'dt', 's', 'd')
-  if run[1] ~= 'scheduled' then
-    rcall('XACK', ready_key, group, eid)
-    rcall('XDEL', ready_key, eid)
-  else
-    -- run ids are <job>:<tick>:<attempt> (decode_claimed reads tick and attempt from it)
-    local colon = string.find(rid, ':', 1, true)
-    local job = string.sub(rid, 1, colon - 1)
-    if string.byte(rid, colon + 1) == 116 then
-      -- a manual run's tick is 't<n>' (trigger.lua): only those (and their retries) may
-      -- carry args of their own; a fired run's record is not searched for them
-      run[5] = rcall('HGET', run_key, 'args')
-    end
-    local job_fields = rcall('HMGET', base .. 'job:' .. job, 'spec', 'lease', 'version')
-    if run[4] then
-      -- a DAG run on an earlier version of its DAG runs that version's command (lib/dag)
-      local dag, task = string.match(job, '^([^.]+)%.(.+)$')
-      local dag_run = rcall('HMGET', base .. 'dagrun:' .. run[4], 'tv', 'args')
-      local tv = dag_run[1]
-      run[5] = run[5] or dag_run[2]
-      if tv and tv ~= (rcall('HGET', base .. 'job:' .. dag, 'tv') or '1') then
-        local kept = rcall('HMGET', base .. 'dagv:' .. dag .. ':' .. tv, 's:' .. task,
-          'l:' .. task)
-        if kept[1] then
-          job_fields[1], job_fields[2] = kept[1], kept[2]
+local n_claimed = 0
+local function claim_from(ready_key, count)
+  local entries = read(ready_key, count)
+  if not entries then
+    return
+  end
+  if not now then
+    now = server_now_ms()
+    now_n = tonumber(now)
+  end
+  for _, entry in ipairs(entries) do
+    local eid, rid = entry[1], entry[2][2]
+    local run_key = base .. 'run:' .. rid
+    local run = rcall('HMGET', run_key, 'st', 'dt', 's', 'd')
+    if run[1] ~= 'scheduled' then
+      rcall('XACK', ready_key, group, eid)
+      rcall('XDEL', ready_key, eid)
+    else
+      n_claimed = n_claimed + 1
+      -- run ids are <job>:<tick>:<attempt> (decode_claimed reads tick and attempt from it)
+      local colon = string.find(rid, ':', 1, true)
+      local job = string.sub(rid, 1, colon - 1)
+      if string.byte(rid, colon + 1) == 116 then
+        -- a manual run's tick is 't<n>' (trigger.lua): only those (and their retries) may
+        -- carry args of their own; a fired run's record is not searched for them
+        run[5] = rcall('HGET', run_key, 'args')
+      end
+      local job_fields = rcall('HMGET', base .. 'job:' .. job, 'spec', 'lease', 'version')
+      if run[4] then
+        -- a DAG run on an earlier version of its DAG runs that version's command (lib/dag)
+        local dag, task = string.match(job, '^([^.]+)%.(.+)$')
+        local dag_run = rcall('HMGET', base .. 'dagrun:' .. run[4], 'tv', 'args')
+        local tv = dag_run[1]
+        run[5] = run[5] or dag_run[2]
+        if tv and tv ~= (rcall('HGET', base .. 'job:' .. dag, 'tv') or '1') then
+          local kept = rcall('HMGET', base .. 'dagv:' .. dag .. ':' .. tv, 's:' .. task,
+            'l:' .. task)
+          if kept[1] then
+            job_fields[1], job_fields[2] = kept[1], kept[2]
+          end
         end
       end
+      local lease = now_n + tonumber(job_fields[2] or '30000')
+      if not earliest or lease < earliest then
+        earliest = lease
+      end
+      local token = nonce * 1000 + (tonumber(run[2] or '0') % 1000 + 1) % 1000
+      -- '%d', not Lua's own number formatting ('%.14g': ~3,000 instructions a number)
+      rcall('HSET', run_key, 'st', 'running', 'w', worker, 'l', string.format('%d', lease),
+        'b', now, 'dt', string.format('%d', token), 'e', eid, 'v', job_fields[3] or '')
+      if run[4] then
+        rcall('ZREM', base .. 'dagwait', rid)
+      end
+      events[n_events + 1], events[n_events + 2] = rid, claimed_event
+      n_events = n_events + 2
+      -- nine fields a run, by index: '#out' would look for the end of the list each time
+      out[n_out + 1], out[n_out + 2], out[n_out + 3] = eid, rid, job_fields[1] or ''
+      out[n_out + 4], out[n_out + 5], out[n_out + 6] = run[3] or '', '', token
+      out[n_out + 7], out[n_out + 8], out[n_out + 9] = lease, now, run[5] or ''
+      n_out = n_out + 9
     end
-    local lease = now_n + tonumber(job_fields[2] or '30000')
-    if not earliest or lease < earliest then
-      earliest = lease
+  end
+end
+if #ARGV < 8 then
+  claim_from(KEYS[1], wanted)
+else
+  for i = 8, #ARGV do
+    if n_claimed >= wanted then
+      break
     end
-    local token = nonce * 1000 + (tonumber(run[2] or '0') % 1000 + 1) % 1000
-    -- '%d', not Lua's own number formatting ('%.14g': ~3,000 instructions a number)
-    rcall('HSET', run_key, 'st', 'running', 'w', worker, 'l', string.format('%d', lease),
-      'b', now, 'dt', string.format('%d', token), 'e', eid, 'v', job_fields[3] or '')
-    if run[4] then
-      rcall('ZREM', base .. 'dagwait', rid)
-    end
-    events[n_events + 1], events[n_events + 2] = rid, claimed_event
-    n_events = n_events + 2
-    -- nine fields a run, by index: '#out' would look for the end of the list each time
-    out[n_out + 1], out[n_out + 2], out[n_out + 3] = eid, rid, job_fields[1] or ''
-    out[n_out + 4], out[n_out + 5], out[n_out + 6] = run[3] or '', '', token
-    out[n_out + 7], out[n_out + 8], out[n_out + 9] = lease, now, run[5] or ''
-    n_out = n_out + 9
+    claim_from(ready_of(base, ARGV[i]), wanted - n_claimed)
   end
 end
 flush_events(base, events)

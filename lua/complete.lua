@@ -45,15 +45,22 @@
     dead_letter), job:<id> (read), out:<id>, run:<id>, runs:<id>, skips:<id> (lib/dag's;
     not written by a completion), stats.
 
-  Returns {now_ms, released, code1, code2, ...}: released is 1 when a DAG task or backfill
-  tick was put on the ready stream (the caller wakes a worker, store/ready.py), else 0; a
+  Each run's stream entry is acknowledged on its queue's stream ('q' on its record,
+  lib/queues.lua); a retry keeps the run's queue.
+
+  Returns {now_ms, released, code1, code2, ...}: released is 0 when no DAG task or backfill
+  tick was put on a ready stream, else (the caller wakes a worker, store/ready.py) 1 when
+  all went to the default queue, or the queues they went to (lib/queues.lua); a
   code per item: 1 applied; 0 this very completion
   was applied before (a retry after a lost reply); -1 no such run; -2 the caller no longer
   holds the run (recorded).
+  Streams of queues other than the default, ready:<queue>, are built from the shard key
+  base (lib/queues.lua).
 ]]
 local rcall = redis.call
 -- @include clock
 -- @include events
+-- @include queues
 local ready_key, retries_key, dead_key, autopause_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
 
@@ -77,7 +84,8 @@ end
 
 local now = server_now_ms()
 local out = {now, 0}
-local acked = {}
+local acked = {}  -- entry ids on the default queue's stream
+local acked_on = {}  -- queue -> entry ids on its stream
 local retried = false
 local paused = false
 local released = false
@@ -86,7 +94,7 @@ local ended_event = {}  -- state -> its event's value, reason ''
 for i = 8, #ARGV, 10 do
   local eid, rid, token, state = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local run_key = base .. 'run:' .. rid
-  local run = rcall('HMGET', run_key, 'st', 'w', 'dt', 'd', 'bf', 'e')
+  local run = rcall('HMGET', run_key, 'st', 'w', 'dt', 'd', 'bf', 'e', 'q')
   local code
   if not run[1] then
     code = -1
@@ -153,6 +161,9 @@ for i = 8, #ARGV, 10 do
           if kept[2] then
             rcall('HSET', next_key, 'args', kept[2])  -- a retry runs with the same args
           end
+          if run[7] then
+            rcall('HSET', next_key, 'q', run[7])  -- and on the same queue
+          end
           if run[5] then
             rcall('HSET', next_key, 'bf', '1')
           end
@@ -168,7 +179,16 @@ for i = 8, #ARGV, 10 do
           rcall('HSET', run_key, 'nx', next_rid)
         end
       end
-      acked[#acked + 1] = eid
+      if run[7] then
+        local other = acked_on[run[7]]
+        if not other then
+          other = {}
+          acked_on[run[7]] = other
+        end
+        other[#other + 1] = eid
+      else
+        acked[#acked + 1] = eid
+      end
       code = 1
     else
       rcall('HINCRBY', run_key, 'sx', 1)
@@ -182,10 +202,16 @@ if retried or paused then
   rcall('PUBLISH', ARGV[4], ARGV[5])
 end
 if released then
-  out[2] = 1
+  local queues = woken_queues()
+  out[2] = queues == '' and 1 or queues
 end
 if #acked > 0 then
   rcall('XACK', ready_key, group, unpack(acked))
   rcall('XDEL', ready_key, unpack(acked))
+end
+for q, eids in pairs(acked_on) do
+  local stream = ready_of(base, q)
+  rcall('XACK', stream, group, unpack(eids))
+  rcall('XDEL', stream, unpack(eids))
 end
 return out

@@ -30,13 +30,19 @@
           policy (a allow | f forbid: skip the tick while the job's last run is active |
           r replace: cancel that run, fire this one)
 
-  Returns {1, now_ms, fired, retried, next_ms, job1, score1, timing1, job2, ...}:
+  A run goes to its job's queue's stream (lib/queues.lua): 'ready' for the default queue,
+  ready:<queue> for another, whose name the run's record keeps ('q').
+
+  Returns {1, now_ms, fired, retried, next_ms, queues, job1, score1, timing1, job2, ...}:
     now_ms   the server's clock;
     fired    runs and DAG runs created by this call;
     retried  retry attempts due and moved to the ready stream (with fired: whether the
              caller should wake a worker for this shard, store/ready.py);
     next_ms  the earliest future timer or retry score ('' when both are empty or jobs are
              due);
+    queues   '' when every run made or retried here went to the default queue's stream,
+             else the queues that got runs, comma-separated ('default' for 'ready'): the
+             caller wakes a worker of each;
     then the due jobs (score <= now_ms + look-ahead) with their timing JSON.
   Keys built from the shard key base (each in KEYS' hash slot): dagq:<id>, dagrun:<id>,
     dagwait, events, job:<id>, run:<id>, runs:<id>, skips:<id>. Every run made, skipped,
@@ -47,6 +53,7 @@
 local rcall = redis.call
 -- @include clock
 -- @include events
+-- @include queues
 local timer_key, ready_key, epoch_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local retries_key, autopause_key = KEYS[5], KEYS[6]
 local base = ARGV[2]
@@ -77,6 +84,7 @@ end
 
 local fired = 0
 local applied = 0
+
 local events = {}
 local ACTIVE = {scheduled = true, claimed = true, running = true, retrying = true}
 local now_n = tonumber(now)
@@ -116,9 +124,14 @@ for i = 6, #ARGV, 6 do
       local run_key = base .. 'run:' .. rid
       if rcall('EXISTS', run_key) == 0 then
         -- job, tick and attempt are in the run id; the record keeps only what is not
-        rcall('HSET', run_key, 'st', 'scheduled', 'c', now)
+        local q = rcall('HGET', base .. 'job:' .. job, 'q')
+        if q then
+          rcall('HSET', run_key, 'st', 'scheduled', 'c', now, 'q', q)
+        else
+          rcall('HSET', run_key, 'st', 'scheduled', 'c', now)
+        end
         rcall('ZADD', base .. 'runs:' .. job, fire, rid)
-        rcall('XADD', ready_key, '*', 'r', rid)
+        enqueue(base, rid, q)
         events[#events + 1] = rid
         events[#events + 1] = '>scheduled||'  -- event_value('', 'scheduled', '', '')
         fired = fired + 1
@@ -140,9 +153,10 @@ local retried = 0
 local retry_due = rcall('ZRANGE', retries_key, '-inf', now, 'BYSCORE', 'LIMIT', 0, 500)
 for _, rid in ipairs(retry_due) do
   local run_key = base .. 'run:' .. rid
-  if rcall('HGET', run_key, 'st') == 'retrying' then
+  local run = rcall('HMGET', run_key, 'st', 'q')
+  if run[1] == 'retrying' then
     rcall('HSET', run_key, 'st', 'scheduled')
-    rcall('XADD', ready_key, '*', 'r', rid)
+    enqueue(base, rid, run[2])
     add_event(events, rid, 'retrying', 'scheduled', '', '')
     retried = retried + 1
   end
@@ -159,7 +173,7 @@ end
 local horizon = now_n + tonumber(ARGV[4])
 local due = rcall('ZRANGE', timer_key, '-inf', horizon, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[3]),
   'WITHSCORES')
-local out = {1, now, fired, retried, ''}
+local out = {1, now, fired, retried, '', woken_queues()}
 if #due == 0 then
   local first = rcall('ZRANGE', timer_key, 0, 0, 'WITHSCORES')
   local retry = rcall('ZRANGE', retries_key, 0, 0, 'WITHSCORES')

@@ -5,7 +5,8 @@
   where the caller still holds the run: running on this worker under this delivery token,
   its stream entry pending on it. The completion writes the whole output again at the end.
 
-  KEYS[1] ready   STREAM of fired runs (its pending entries are the leases)
+  KEYS[1] ready   STREAM of fired runs (its pending entries are the leases; a run of
+                  another queue than the default is on its queue's, lib/queues.lua)
   ARGV[1] consumer group
   ARGV[2] worker id
   ARGV[3] shard key base; run:<id> ('ol': bytes printed in all so far), out:<id> (the
@@ -19,19 +20,21 @@
 
   Returns {code1, code2, ...}: 1 written; -2 the caller no longer holds the run (nothing
   written).
+  Streams of queues other than the default, ready:<queue>, are built from the shard key
+  base (lib/queues.lua).
 ]]
 local rcall = redis.call
-local ready_key = KEYS[1]
 local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
 -- @include counters
 -- @include outquota
+-- @include queues
 local job_quota, shard_quota = tonumber(ARGV[4]), tonumber(ARGV[5])
 local out = {}
 for i = 6, #ARGV, 6 do
   local eid, rid, token = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local run_key = base .. 'run:' .. rid
-  local run = rcall('HMGET', run_key, 'st', 'w', 'dt', 'e')
-  local pending = rcall('XPENDING', ready_key, group, eid, eid, 1)
+  local run = rcall('HMGET', run_key, 'st', 'w', 'dt', 'e', 'q')
+  local pending = rcall('XPENDING', ready_of(base, run[5]), group, eid, eid, 1)
   if run[1] == 'running' and run[2] == worker and run[3] == token and run[4] == eid
       and #pending == 1 and pending[1][2] == worker then
     local cut_by = keep_output(base, string.match(rid, '^(.+):[^:]+:%d+$'),

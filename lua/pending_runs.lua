@@ -9,41 +9,53 @@
   ARGV[2] worker id
   ARGV[3] shard key base; run:<id>, job:<id> and dagrun:<id> keys are read from it (same
           hash slot)
-  ARGV[4] how many pending entries to look at, at most
+  ARGV[4] how many pending entries to look at, at most (of each stream)
+  ARGV[5..] the queues the worker serves ('' the default; none: the default only): each
+          queue's stream is looked at (lib/queues.lua)
 
   Returns the claim script's shape, 9 fields per run: entry id, run id, job spec JSON,
   scheduled_for (ms), attempt, delivery token, lease deadline (ms), now (ms), the run's
   args JSON (its own or its DAG run's; '': the job's).
+  Streams of queues other than the default, ready:<queue>, are built from the shard key
+  base (lib/queues.lua).
 ]]
 local rcall = redis.call
 -- @include clock
-local ready_key = KEYS[1]
+-- @include queues
 local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
-local pending = redis.pcall('XPENDING', ready_key, group, '-', '+', ARGV[4], worker)
 local out = {}
-if pending.err then
-  return out  -- no stream or group yet
-end
 local now = server_now_ms()
-for _, entry in ipairs(pending) do
-  local eid = entry[1]
-  local body = rcall('XRANGE', ready_key, eid, eid)
-  local rid = body[1] and body[1][2][2]
-  if rid then
-    local run = rcall('HMGET', base .. 'run:' .. rid, 'st', 'w', 'dt', 's', 'l', 'args', 'd')
-    if run[1] == 'running' and run[2] == worker then
-      local job, tick, attempt = string.match(rid, '^([^:]+):([^:]+):(%d+)$')
-      out[#out + 1] = eid
-      out[#out + 1] = rid
-      out[#out + 1] = rcall('HGET', base .. 'job:' .. job, 'spec') or ''
-      out[#out + 1] = run[4] or tick
-      out[#out + 1] = attempt
-      out[#out + 1] = tonumber(run[3])
-      out[#out + 1] = tonumber(run[5] or '0')
-      out[#out + 1] = now
-      out[#out + 1] = run[6] or (run[7] and rcall('HGET', base .. 'dagrun:' .. run[7], 'args'))
-        or ''
+local function pending_on(ready_key)
+  local pending = redis.pcall('XPENDING', ready_key, group, '-', '+', ARGV[4], worker)
+  if pending.err then
+    return  -- no stream or group yet
+  end
+  for _, entry in ipairs(pending) do
+    local eid = entry[1]
+    local body = rcall('XRANGE', ready_key, eid, eid)
+    local rid = body[1] and body[1][2][2]
+    if rid then
+      local run = rcall('HMGET', base .. 'run:' .. rid, 'st', 'w', 'dt', 's', 'l', 'args', 'd')
+      if run[1] == 'running' and run[2] == worker then
+        local job, tick, attempt = string.match(rid, '^([^:]+):([^:]+):(%d+)$')
+        out[#out + 1] = eid
+        out[#out + 1] = rid
+        out[#out + 1] = rcall('HGET', base .. 'job:' .. job, 'spec') or ''
+        out[#out + 1] = run[4] or tick
+        out[#out + 1] = attempt
+        out[#out + 1] = tonumber(run[3])
+        out[#out + 1] = tonumber(run[5] or '0')
+        out[#out + 1] = now
+        out[#out + 1] = run[6] or (run[7] and rcall('HGET', base .. 'dagrun:' .. run[7], 'args'))
+          or ''
+      end
     end
   end
+end
+if #ARGV < 5 then
+  pending_on(KEYS[1])
+end
+for i = 5, #ARGV do
+  pending_on(ready_of(base, ARGV[i]))
 end
 return out

@@ -14,7 +14,10 @@
   still held: a second ahead when more entries are pending than were looked at, ten
   seconds ahead when none is held (a sweep all the same).
 
-  KEYS[1] ready       STREAM of fired runs
+  Every queue's stream of the shard is looked at: 'ready' and one per queue in the
+  shard's set of queues (lib/queues.lua); a run goes back to its own queue.
+
+  KEYS[1] ready       STREAM of fired runs (the default queue's)
   KEYS[2] epoch       STRING the shard's fencing token
   KEYS[3] stats       HASH shard counters (lease_reclaims, poisoned, quarantined,
                       refused_fire)
@@ -32,13 +35,17 @@
     vers:<id>.
 
   Returns {1, reclaimed, poisoned, reclaim_at ('' when nothing was ever claimed), now_ms,
-  released} (released: DAG tasks released by runs failed here; absent when none looked at),
+  released, queues} (released: DAG tasks released by runs failed here; queues: those runs
+  went back to or were released on, lib/queues.lua; both absent when none looked at),
   or {-1} when the caller's epoch is stale.
   Each change of a run's state it makes appends to events (lib/events.lua).
+  Streams of queues other than the default, ready:<queue>, are built from the shard key
+  base (lib/queues.lua).
 ]]
 local rcall = redis.call
 -- @include clock
 -- @include events
+-- @include queues
 local ready_key, epoch_key, stats_key, reclaim_at_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local timer_key = KEYS[5]
 local group, base = ARGV[2], ARGV[3]
@@ -60,63 +67,77 @@ local at = rcall('GET', reclaim_at_key)
 if at and now_n < tonumber(at) then
   return {1, 0, 0, at, now}  -- no lease can have lapsed yet
 end
-local pending = redis.pcall('XPENDING', ready_key, group, '-', '+', ARGV[4])
-if pending.err then
-  return {1, 0, 0, '', now}  -- no stream or consumer group yet: nothing was ever claimed
-end
 local reclaimed, poisoned, released, quarantined = 0, 0, 0, 0
 local earliest = nil
 local events = {}
-for _, entry in ipairs(pending) do
-  local eid = entry[1]
-  local body = rcall('XRANGE', ready_key, eid, eid)
-  local rid = body[1] and body[1][2][2]
-  local run = rid and rcall('HMGET', base .. 'run:' .. rid, 'st', 'l', 'rc', 'd', 'bf', 'w') or {}
-  if run[1] ~= 'running' then
-    -- completed meanwhile, cancelled, or an orphan entry: nothing holds it any more
-    if run[1] == nil or run[1] ~= 'scheduled' then
-      rcall('XACK', ready_key, group, eid)
-      rcall('XDEL', ready_key, eid)
-    end
-  elseif tonumber(run[2] or '0') >= now_n then
-    local lease = tonumber(run[2])
-    if not earliest or lease < earliest then
-      earliest = lease
-    end
-  else
-    local run_key = base .. 'run:' .. rid
-    local lapses = tonumber(run[3] or '0') + 1
-    rcall('XACK', ready_key, group, eid)
-    rcall('XDEL', ready_key, eid)
-    if lapses >= tonumber(ARGV[5]) then
-      rcall('HSET', run_key, 'st', 'failed', 'rc', lapses, 'f', now,
-        'r', 'lease lapsed ' .. lapses .. ' times in a row (poison run)')
-      add_event(events, rid, 'running', 'failed', run[6], 'poison')
-      rcall('ZADD', base .. 'failures', now, rid)  -- the failure inbox
-      poisoned = poisoned + 1
-      if run[4] then
-        released = released + dag_settle(base, ready_key, run[4], dag_task_of(rid), 'f', now)
-      else
-        local job = string.match(rid, '^(.+):[^:]+:%d+$')
-        local job_key = base .. 'job:' .. job
-        local score = rcall('ZSCORE', timer_key, job)
-        if score and rcall('HGET', job_key, 'status') == 'active' then
-          quarantine_job(job_key, timer_key, base .. 'segs:' .. job, base .. 'vers:' .. job,
-            job, score, 'poison: run ' .. rid .. ' ended its worker ' .. lapses .. ' times',
-            now)
-          quarantined = quarantined + 1
-        end
-        if run[5] then
-          released = released + backfill_done(base, ready_key, job, now)
-        end
+local looked, full = false, false
+local function reclaim_stream(ready_key, q)
+  local pending = redis.pcall('XPENDING', ready_key, group, '-', '+', ARGV[4])
+  if pending.err then
+    return  -- no stream or consumer group yet: nothing was ever claimed from it
+  end
+  looked = true
+  if #pending >= tonumber(ARGV[4]) then
+    full = true
+  end
+  for _, entry in ipairs(pending) do
+    local eid = entry[1]
+    local body = rcall('XRANGE', ready_key, eid, eid)
+    local rid = body[1] and body[1][2][2]
+    local run = rid and rcall('HMGET', base .. 'run:' .. rid, 'st', 'l', 'rc', 'd', 'bf', 'w') or {}
+    if run[1] ~= 'running' then
+      -- completed meanwhile, cancelled, or an orphan entry: nothing holds it any more
+      if run[1] == nil or run[1] ~= 'scheduled' then
+        rcall('XACK', ready_key, group, eid)
+        rcall('XDEL', ready_key, eid)
+      end
+    elseif tonumber(run[2] or '0') >= now_n then
+      local lease = tonumber(run[2])
+      if not earliest or lease < earliest then
+        earliest = lease
       end
     else
-      rcall('HSET', run_key, 'st', 'scheduled', 'rc', lapses, 'w', '', 'l', '')
-      rcall('XADD', ready_key, '*', 'r', rid)
-      add_event(events, rid, 'running', 'scheduled', run[6], 'reclaimed')
-      reclaimed = reclaimed + 1
+      local run_key = base .. 'run:' .. rid
+      local lapses = tonumber(run[3] or '0') + 1
+      rcall('XACK', ready_key, group, eid)
+      rcall('XDEL', ready_key, eid)
+      if lapses >= tonumber(ARGV[5]) then
+        rcall('HSET', run_key, 'st', 'failed', 'rc', lapses, 'f', now,
+          'r', 'lease lapsed ' .. lapses .. ' times in a row (poison run)')
+        add_event(events, rid, 'running', 'failed', run[6], 'poison')
+        rcall('ZADD', base .. 'failures', now, rid)  -- the failure inbox
+        poisoned = poisoned + 1
+        if run[4] then
+          released = released + dag_settle(base, ready_key, run[4], dag_task_of(rid), 'f', now)
+        else
+          local job = string.match(rid, '^(.+):[^:]+:%d+$')
+          local job_key = base .. 'job:' .. job
+          local score = rcall('ZSCORE', timer_key, job)
+          if score and rcall('HGET', job_key, 'status') == 'active' then
+            quarantine_job(job_key, timer_key, base .. 'segs:' .. job, base .. 'vers:' .. job,
+              job, score, 'poison: run ' .. rid .. ' ended its worker ' .. lapses .. ' times',
+              now)
+            quarantined = quarantined + 1
+          end
+          if run[5] then
+            released = released + backfill_done(base, ready_key, job, now)
+          end
+        end
+      else
+        rcall('HSET', run_key, 'st', 'scheduled', 'rc', lapses, 'w', '', 'l', '')
+        enqueue(base, rid, q)
+        add_event(events, rid, 'running', 'scheduled', run[6], 'reclaimed')
+        reclaimed = reclaimed + 1
+      end
     end
   end
+end
+reclaim_stream(ready_key, '')
+for _, q in ipairs(rcall('SMEMBERS', base .. 'queues')) do
+  reclaim_stream(ready_of(base, q), q)
+end
+if not looked then
+  return {1, 0, 0, '', now}  -- no stream or consumer group yet: nothing was ever claimed
 end
 flush_events(base, events)
 if reclaimed > 0 then
@@ -128,10 +149,10 @@ end
 if quarantined > 0 then
   rcall('HINCRBY', stats_key, 'quarantined', quarantined)
 end
-if #pending >= tonumber(ARGV[4]) then
+if full then
   earliest = now_n + 1000  -- more pending than looked at: look again in a second
 end
 -- Nothing held: a sweep in 10 s all the same (entries from before reclaim_at existed).
 earliest = earliest or now_n + 10000
 rcall('SET', reclaim_at_key, earliest)
-return {1, reclaimed, poisoned, earliest, now, released}
+return {1, reclaimed, poisoned, earliest, now, released, woken_queues()}

@@ -20,13 +20,17 @@
   ARGV[11] task names, csv, dependencies first
   ARGV[12] root task names, csv
   ARGV[13] who registers it (the 'by' of version 1)
-  ARGV[14..] items of 6 per task: name, dependencies csv, downstream csv, trigger rule
-          code (s | d | o | n), task spec JSON, lease (ms)
+  ARGV[14..] items of 7 per task: name, dependencies csv, downstream csv, trigger rule
+          code (s | d | o | n), task spec JSON, lease (ms), queue ('' the default;
+          lib/queues.lua)
 
   Returns {now_ms, 1}; {now_ms, -1} when the DAG id is taken (nothing written).
+  A job (or task) of a queue other than the default gets its 'q' field and joins the
+  shard's set of queues (base .. 'queues'; lib/jobqueue.lua).
 ]]
 local rcall = redis.call
 -- @include clock
+-- @include jobqueue
 local timer_key, jobs_key, dags_key = KEYS[1], KEYS[2], KEYS[3]
 local base, dag = ARGV[1], ARGV[4]
 local now = server_now_ms()
@@ -38,12 +42,13 @@ rcall('HSET', dag_key, 'kind', 'dag', 'spec', ARGV[5], 'timing', ARGV[6], 'statu
   'created', now, 'updated', now, 'version', 1, 'first', ARGV[7], 'mar', ARGV[8],
   'sla', ARGV[9], 'cu', ARGV[10], 'tasks', ARGV[11], 'roots', ARGV[12],
   'by', ARGV[13])
-for i = 14, #ARGV, 6 do
+for i = 14, #ARGV, 7 do
   local name = ARGV[i]
   rcall('HSET', dag_key, 'd:' .. name, ARGV[i + 1], 'w:' .. name, ARGV[i + 2],
     'g:' .. name, ARGV[i + 3])
   rcall('HSET', base .. 'job:' .. dag .. '.' .. name, 'spec', ARGV[i + 4], 'dag', dag,
     'status', 'active', 'created', now, 'updated', now, 'version', 1, 'lease', ARGV[i + 5])
+  set_job_queue(base, base .. 'job:' .. dag .. '.' .. name, ARGV[i + 6], true)
 end
 rcall('ZADD', jobs_key, now, dag)
 rcall('ZADD', dags_key, now, dag)

@@ -13,21 +13,25 @@
   ARGV[3] shard number
   ARGV[4] who registers them: the 'by' of version 1 (the change log's 'create' is read
           from it, so a job never changed costs no log key)
-  ARGV[5..] items of 6: job id, spec JSON, timing JSON, first fire (ms, or '' when the
-          job never fires), lease (ms), auto-pause after N failures ('' never)
+  ARGV[5..] items of 7: job id, spec JSON, timing JSON, first fire (ms, or '' when the
+          job never fires), lease (ms), auto-pause after N failures ('' never), queue
+          ('' the default; lib/queues.lua)
 
   Returns {now_ms, code1, code2, ...}: 1 registered, -1 the job id is taken (that job
   untouched).
+  A job (or task) of a queue other than the default gets its 'q' field and joins the
+  shard's set of queues (base .. 'queues'; lib/jobqueue.lua).
 ]]
 local rcall = redis.call
 -- @include clock
+-- @include jobqueue
 local timer_key, jobs_key = KEYS[1], KEYS[2]
 local base = ARGV[1]
 local now = server_now_ms()
 local out = {now}
 local wake = false
 local actor = ARGV[4]
-for i = 5, #ARGV, 6 do
+for i = 5, #ARGV, 7 do
   local job, spec, timing, first, lease = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local job_key = base .. 'job:' .. job
   if rcall('EXISTS', job_key) == 1 then
@@ -39,6 +43,7 @@ for i = 5, #ARGV, 6 do
     if ARGV[i + 5] ~= '' then
       rcall('HSET', job_key, 'apa', ARGV[i + 5])  -- the policy, as a field (lib/autopause)
     end
+    set_job_queue(base, job_key, ARGV[i + 6], true)
     rcall('ZADD', jobs_key, now, job)
     if first ~= '' then
       rcall('ZADD', timer_key, first, job)

@@ -4,7 +4,8 @@
   only where the caller still holds the run (stream entry pending on it and the one the
   run was claimed from, delivery token matching); the pending entry's idle time is reset, so the owner's reclaim scan passes it.
 
-  KEYS[1] ready   STREAM of fired runs
+  KEYS[1] ready   STREAM of fired runs (the default queue's; a run of another queue is on
+                  its queue's stream, lib/queues.lua)
   ARGV[1] consumer group
   ARGV[2] worker id
   ARGV[3] shard key base; run:<id> and job:<id> keys are built from it (same hash slot)
@@ -16,16 +17,18 @@
 
   allow-oom: runs while Redis is full (it adds no more than a few bytes), so leases and
   registrations hold and no owner or worker loses its work to a full Redis.
+  Streams of queues other than the default, ready:<queue>, are built from the shard key
+  base (lib/queues.lua).
 ]]
 local rcall = redis.call
 -- @include clock
-local ready_key = KEYS[1]
+-- @include queues
 local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
 local now = server_now_ms()
 local now_n = tonumber(now)
 local out = {now}
 
-local function pending_owner(eid)
+local function pending_owner(ready_key, eid)
   local pending = rcall('XPENDING', ready_key, group, eid, eid, 1)
   return pending[1] and pending[1][2]
 end
@@ -33,12 +36,13 @@ end
 for i = 4, #ARGV, 3 do
   local eid, rid, token = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local run_key = base .. 'run:' .. rid
-  local run = rcall('HMGET', run_key, 'st', 'w', 'dt', 'e')
+  local run = rcall('HMGET', run_key, 'st', 'w', 'dt', 'e', 'q')
+  local ready_key = ready_of(base, run[5])
   if run[1] == 'cancelled' then
     out[#out + 1] = -3
     out[#out + 1] = 0
   elseif run[1] == 'running' and run[2] == worker and run[3] == token and run[4] == eid
-      and pending_owner(eid) == worker then
+      and pending_owner(ready_key, eid) == worker then
     rcall('XCLAIM', ready_key, group, worker, 0, eid, 'JUSTID')  -- resets its idle time
     local job = string.match(rid, '^([^:]+):')
     local lease = now_n + tonumber(rcall('HGET', base .. 'job:' .. job, 'lease') or '30000')

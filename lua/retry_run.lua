@@ -10,20 +10,23 @@
   ARGV[2] run id
   ARGV[3] who retries it (the job's log of runs by hand, acts:<job>, gets a 'retry')
 
-  Returns {1, new_run_id}; {2, new_run_id} it was retried already (nothing written: a
+  Returns {1, new_run_id, queues} (queues: lib/queues.lua); {2, new_run_id} it was retried already (nothing written: a
   double click must not run the job twice); {-1} no such run; {-2} the run is not
   dead-lettered; {-3} the run is a DAG task's: its DAG run has settled on its failure
   (re-run the DAG instead).
   Each change of a run's state it makes appends to events (lib/events.lua).
+  Streams of queues other than the default, ready:<queue>, are built from the shard key
+  base (lib/queues.lua).
 ]]
 local rcall = redis.call
 -- @include clock
 -- @include events
+-- @include queues
 -- @include changes
 local ready_key, dead_key = KEYS[1], KEYS[2]
 local base, rid = ARGV[1], ARGV[2]
 local run_key = base .. 'run:' .. rid
-local run = rcall('HMGET', run_key, 'st', 's', 'd', 'nx', 'args')
+local run = rcall('HMGET', run_key, 'st', 's', 'd', 'nx', 'args', 'q')
 if not run[1] then
   return {-1}
 end
@@ -48,11 +51,14 @@ end
 if run[5] then
   rcall('HSET', next_key, 'args', run[5])  -- the retry runs with the same args
 end
+if run[6] then
+  rcall('HSET', next_key, 'q', run[6])  -- and on the same queue
+end
 local runs_key = base .. 'runs:' .. job
 rcall('ZADD', runs_key, rcall('ZSCORE', runs_key, rid) or 0, next_rid)
-rcall('XADD', ready_key, '*', 'r', next_rid)
+enqueue(base, next_rid, run[6])
 rcall('ZREM', dead_key, rid)
 rcall('HSET', run_key, 'nx', next_rid)
 log_change(base .. 'acts:' .. job, 'retry', ARGV[3], '', rid .. ' -> ' .. next_rid)
 emit_event(base, next_rid, '', 'scheduled', '', 'retry of ' .. rid)
-return {1, next_rid}
+return {1, next_rid, woken_queues()}

@@ -14,15 +14,21 @@
           ARGV[6] ms makes no run and answers the first one's id
   ARGV[6] how long a key is remembered (ms)
 
-  Returns {1, run_id, now_ms}, or {2, run_id, now_ms} when the key was used before
-  (run_id: that trigger's run); {-1} when the job does not exist; {-2} when it is
+  The run goes to the job's queue (lib/queues.lua).
+
+  Returns {1, run_id, now_ms, queues}, or {2, run_id, now_ms} when the key was used before
+  (run_id: that trigger's run); queues: '' for the default queue, else the job's queue
+  (the caller wakes a worker of it); {-1} when the job does not exist; {-2} when it is
   deleted. Run ids are <job>:t<n>:1 with n the job's trigger count, so two triggers in
   the same millisecond are two runs.
   Each change of a run's state it makes appends to events (lib/events.lua).
+  Streams of queues other than the default, ready:<queue>, are built from the shard key
+  base (lib/queues.lua).
 ]]
 local rcall = redis.call
 -- @include clock
 -- @include events
+-- @include queues
 -- @include changes
 -- @include live
 local job_key, ready_key = KEYS[1], KEYS[2]
@@ -41,7 +47,11 @@ if idem_key then
 end
 local n = rcall('HINCRBY', job_key, 'triggers', 1)
 local rid = job .. ':t' .. n .. ':1'
+local q = rcall('HGET', job_key, 'q')
 rcall('HSET', base .. 'run:' .. rid, 's', now, 'st', 'scheduled', 'c', now)
+if q then
+  rcall('HSET', base .. 'run:' .. rid, 'q', q)
+end
 if args ~= '' then
   rcall('HSET', base .. 'run:' .. rid, 'args', args)
 end
@@ -49,7 +59,7 @@ if idem_key then
   rcall('SET', idem_key, rid, 'PX', ARGV[6])
 end
 rcall('ZADD', base .. 'runs:' .. job, now, rid)
-rcall('XADD', ready_key, '*', 'r', rid)
+enqueue(base, rid, q)
 log_change(base .. 'acts:' .. job, 'trigger', ARGV[3], '', rid)
 emit_event(base, rid, '', 'scheduled', '', 'manual')
-return {1, rid, now}
+return {1, rid, now, woken_queues()}

@@ -15,13 +15,17 @@
   Keys built from the shard key base (each in KEYS' hash slot): cnt:<id>, dagq:<id>, dagrun:<id>,
     dagwait, job:<id>, run:<id>, runs:<id>, skips:<id>.
 
-  Returns {code, dag_run_id, now_ms} with code 1 started or 2 queued; {-1} no such DAG;
+  Returns {code, dag_run_id, now_ms, queues} with code 1 started or 2 queued (queues:
+  what the root tasks went to, lib/queues.lua); {-1} no such DAG;
   {-2} the DAG is deleted. DAG run ids are <dag>:t<n> with n the DAG's trigger count.
   Each change of a run's state it makes appends to events (lib/events.lua).
+  Streams of queues other than the default, ready:<queue>, are built from the shard key
+  base (lib/queues.lua).
 ]]
 local rcall = redis.call
 -- @include clock
 -- @include events
+-- @include queues
 -- @include changes
 local dag_key, ready_key = KEYS[1], KEYS[2]
 local base, dag = ARGV[1], ARGV[2]
@@ -44,4 +48,4 @@ if ARGV[4] ~= '' then
   rcall('HSET', base .. 'dagrun:' .. drid, 'args', ARGV[4])
 end
 log_change(base .. 'acts:' .. dag, 'trigger', ARGV[3], '', drid)
-return {code, drid, now}
+return {code, drid, now, woken_queues()}

@@ -30,10 +30,12 @@
   ARGV[13] who makes the change (the new version's 'by')
   ARGV[14] wake channel
   ARGV[15] shard number
-  ARGV[16..] items of 6 per task: name, dependencies csv, downstream csv, trigger rule
-          code, task spec JSON, lease (ms)
+  ARGV[16..] items of 7 per task: name, dependencies csv, downstream csv, trigger rule
+          code, task spec JSON, lease (ms), queue ('' the default; lib/queues.lua)
 
   Returns {1, version, now_ms}; {-1} no such DAG; {-2} deleted; {-3} version moved on.
+  A job (or task) of a queue other than the default gets its 'q' field and joins the
+  shard's set of queues (base .. 'queues'; lib/jobqueue.lua).
 ]]
 local rcall = redis.call
 -- @include clock
@@ -41,6 +43,7 @@ local rcall = redis.call
 -- @include segments
 -- @include versions
 -- @include counters
+-- @include jobqueue
 local dag_key, timer_key, segs_key = KEYS[1], KEYS[2], KEYS[3]
 local base, dag = ARGV[1], ARGV[2]
 local cur = rcall('HMGET', dag_key, 'status', 'version', 'kind', 'tasks', 'tv', 'ntv', 'roots',
@@ -89,7 +92,7 @@ rcall('HSET', dag_key, 'spec', ARGV[4], 'timing', ARGV[5], 'updated', now, 'by',
   'tv', tv + 1, 'ntv', 0)
 rcall('HDEL', base .. 'cnt:' .. dag, 'ntv')  -- no run is open on the new topology
 local kept_names = {}
-for i = 16, #ARGV, 6 do
+for i = 16, #ARGV, 7 do
   local name = ARGV[i]
   kept_names[name] = true
   rcall('HSET', dag_key, 'd:' .. name, ARGV[i + 1], 'w:' .. name, ARGV[i + 2],
@@ -104,6 +107,7 @@ for i = 16, #ARGV, 6 do
     rcall('HSET', task_key, 'spec', ARGV[i + 4], 'status', 'active', 'updated', now,
       'lease', ARGV[i + 5])
   end
+  set_job_queue(base, task_key, ARGV[i + 6], not was[1])
 end
 for _, t in ipairs(old_tasks) do
   if not kept_names[t] then

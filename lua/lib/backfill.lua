@@ -1,12 +1,13 @@
 -- Backfill pacing: a job's backfill ticks wait in bfq:<job> (ZSET tick -> tick) and at most
 -- 'bfm' of its backfill runs are active at once (its counter 'bfa' counts them). A
 -- backfill run ('bf' on its record) that ends its tick frees a place for the next.
--- Callers define rcall and include events and counters.
+-- Callers define rcall and include events, counters and queues.
 local function backfill_release(base, ready, job, now)
   local job_key = base .. 'job:' .. job
   local limit = tonumber(rcall('HGET', job_key, 'bfm') or '0')
   local active = counter(base, job, 'bfa')
   local released = 0
+  local q = nil  -- the job's queue (lib/queues.lua), read once there is a tick to release
   while active < limit do
     local head = rcall('ZPOPMIN', base .. 'bfq:' .. job)
     if #head == 0 then
@@ -15,9 +16,15 @@ local function backfill_release(base, ready, job, now)
     local rid = job .. ':' .. head[1] .. ':1'
     local run_key = base .. 'run:' .. rid
     if rcall('EXISTS', run_key) == 0 then
+      if q == nil then
+        q = rcall('HGET', job_key, 'q') or ''
+      end
       rcall('HSET', run_key, 'st', 'scheduled', 'c', now, 'bf', '1')
+      if q ~= '' then
+        rcall('HSET', run_key, 'q', q)
+      end
       rcall('ZADD', base .. 'runs:' .. job, head[1], rid)
-      rcall('XADD', ready, '*', 'r', rid)
+      enqueue(base, rid, q)
       emit_event(base, rid, '', 'scheduled', '', 'backfill')
       active = counter_add(base, job, 'bfa', 1)
       released = released + 1

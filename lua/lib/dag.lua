@@ -2,7 +2,8 @@
 -- one shard (ARCHITECTURE.md, Keys), so opening a DAG run, releasing a task and settling a finished one
 -- are each part of one atomic script: a downstream task is released exactly once, decided
 -- on the primary, never by polling. Every change of a task run or a DAG run is an event
--- (lib/events.lua, which callers include first).
+-- (lib/events.lua, which callers include first). Task runs go to their task's queue
+-- (lib/queues.lua, which callers include first too).
 --
 -- The DAG's hash is job:<dag> (it has a timer entry like a job): 'tasks' (names, csv, in
 -- order), 'roots', 'mar' (max active runs), 'cu' (catch-up a|l|n),
@@ -80,8 +81,12 @@ local function dag_release(base, ready, dag, drid, tick, s, task, now, sla)
     if s ~= tick then
       rcall('HSET', run_key, 's', s)  -- a manual DAG run: its tick is 't<n>'
     end
+    local q = rcall('HGET', base .. 'job:' .. dag .. '.' .. task, 'q')  -- lib/queues.lua
+    if q then
+      rcall('HSET', run_key, 'q', q)
+    end
     rcall('ZADD', base .. 'runs:' .. dag .. '.' .. task, s, rid)
-    rcall('XADD', ready, '*', 'r', rid)
+    enqueue(base, rid, q)
     rcall('ZADD', base .. 'dagwait', tonumber(now) + tonumber(sla), rid)
     emit_event(base, rid, '', 'scheduled', '', '')
     released = 1

@@ -26,6 +26,7 @@ import trio
 from shardsched import ops
 from shardsched.core.errors import ConfigError, RedisUnavailable
 from shardsched.core.pacing import Backoff
+from shardsched.core.queues import DEFAULT_QUEUE
 from shardsched.ops.retention import RetentionDefaults
 from shardsched.router.app import create_app
 from shardsched.router.guards import AccessPolicy
@@ -351,6 +352,7 @@ class WorkerOptions:
     #: bytes: a run's tail kept, a job's output in Redis, all output in Redis (0: none)
     output_sizes: tuple[int, int, int] = (64 * 1024, 0, 0)
     metrics: str | None = None  #: HOST:PORT of its /metrics
+    queues: tuple[str, ...] = (DEFAULT_QUEUE,)  #: it claims only these, in this order
 
 
 def serve_worker(o: WorkerOptions) -> None:
@@ -375,6 +377,7 @@ def serve_worker(o: WorkerOptions) -> None:
             sandbox=o.sandbox,
             policy=o.policy,
             output_quota=OutputQuota.of(per_job, total, dep.n_shards, tail),
+            queues=o.queues,
         )
         holder.append(w)
         try:

@@ -165,6 +165,14 @@ async def test_jobs_create_from_flags(node, http) -> None:
     )
     created = json.loads(out.stdout)["job_id"]
     assert (await http.get(f"/api/v1/jobs/{created}")).json()["schedule"]["every_s"] == 5400
+    out = await cli(
+        http, "jobs", "create", "on-gpu", "--every", "1h", "--command", "true", "--queue", "gpu",
+        *api, "--json",
+    )  # fmt: skip
+    created = json.loads(out.stdout)["job_id"]
+    assert (await http.get(f"/api/v1/jobs/{created}")).json()["queue"] == "gpu"
+    out = await cli(http, "jobs", "get", created, *api)
+    assert "queue" in out.stdout and "gpu" in out.stdout, out.stdout
     for args, needle in [
         (("--command", "true"), "exactly one schedule"),
         (("--command", "true", "--every", "1m", "--at", "2030-01-01T00:00:00Z"), "exactly one"),
@@ -172,6 +180,7 @@ async def test_jobs_create_from_flags(node, http) -> None:
         (("--command", "true", "--every", "1m", "--tz", "UTC"), "--tz goes with --cron"),
         (("--command", "true", "--cron", "61 * * * *"), "61"),
         (("--command", "true", "--every", "1m", "--id", "db-backup"), "id_taken"),
+        (("--command", "true", "--every", "1m", "--queue", "GPU"), "queue"),
     ]:
         out = await cli(http, "jobs", "create", "bad", *args, *api)
         assert out.returncode != 0 and needle in out.stderr, (args, out.stderr)

@@ -172,7 +172,7 @@ def test_patch_of_a_missing_or_deleted_job_is_refused_and_writes_nothing(fields,
 def test_trigger_creates_a_run_and_wakes_a_worker() -> None:
     run_id = f"{JOB}:m{NOW_MS}:1"
     canned = Canned(
-        HGET=None, trigger=[1, run_id.encode(), str(NOW_MS).encode()], RPUSH=1, LTRIM=b"OK"
+        HGET=None, trigger=[1, run_id.encode(), str(NOW_MS).encode(), b""], RPUSH=1, LTRIM=b"OK"
     )
     triggered = canned.drive(ops.trigger(DEP, JOB))
     assert triggered.run_id == run_id
@@ -220,7 +220,7 @@ def test_a_transient_error_reply_is_redis_unavailable_not_a_crash() -> None:
 
 def test_backfill_sends_only_owed_ticks_and_counts_what_the_script_did() -> None:
     canned = Canned(
-        HMGET=job_fields(), ZSCORE=None, HGET=None, backfill=[1, 2, 1, 2], RPUSH=1, LTRIM=b"OK"
+        HMGET=job_fields(), ZSCORE=None, HGET=None, backfill=[1, 2, 1, 2, b""], RPUSH=1, LTRIM=b"OK"
     )
     start = datetime.fromtimestamp(NOW_S - 3 * 3600, UTC)
     request = BackfillRequest(since=start, until=datetime.fromtimestamp(NOW_S, UTC))
@@ -246,7 +246,7 @@ def test_retry_of_a_dead_letter_answers_its_next_attempt() -> None:
     rid, next_rid = f"{JOB}:{NOW_MS}:3", f"{JOB}:{NOW_MS}:4"
     run = {"st": b"scheduled", "c": str(NOW_MS).encode(), "s": str(NOW_MS).encode()}
     canned = Canned(
-        retry_run=[1, next_rid.encode()],
+        retry_run=[1, next_rid.encode(), b""],
         RPUSH=1,
         LTRIM=b"OK",
         HMGET=[run.get(f) for f in RUN_FIELDS],
@@ -259,11 +259,11 @@ def test_retry_of_a_dead_letter_answers_its_next_attempt() -> None:
 
 
 def test_a_dag_trigger_starts_or_queues_and_only_a_start_wakes_a_worker() -> None:
-    started = Canned(trigger_dag=[1, f"{DAG}:t1".encode(), str(NOW_MS).encode()], RPUSH=1,
+    started = Canned(trigger_dag=[1, f"{DAG}:t1".encode(), str(NOW_MS).encode(), b""], RPUSH=1,
                      LTRIM=b"OK")  # fmt: skip
     assert started.drive(dag_ops.trigger_dag(DEP, DAG)).state == DagRunState.RUNNING
     assert started.asked("RPUSH")
-    queued = Canned(trigger_dag=[2, f"{DAG}:t2".encode(), str(NOW_MS).encode()])
+    queued = Canned(trigger_dag=[2, f"{DAG}:t2".encode(), str(NOW_MS).encode(), b""])
     assert queued.drive(dag_ops.trigger_dag(DEP, DAG)).state == DagRunState.QUEUED
     with pytest.raises(DagNotFound):
         Canned().drive(dag_ops.trigger_dag(DEP, "job_not_a_dag"))

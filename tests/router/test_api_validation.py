@@ -61,6 +61,9 @@ CASES_422 = [
     ("command over 64 KiB", with_("command", "x" * (64 * 1024 + 1)), "$.command"),
     ("interval under 0.1 s", with_("schedule.every_s", 0.01), "$.schedule.every_s"),
     ("auto-pause of 0", with_("auto_pause_after", 0), "$.auto_pause_after"),
+    ("queue in capitals", with_("queue", "GPU"), "$.queue"),
+    ("queue with a colon", with_("queue", "gpu:1"), "$.queue"),
+    ("queue over 64", with_("queue", "q" * 65), "$.queue"),
     (
         "retry policy type",
         with_("retry_policy", {"max_attempts": "x"}),

@@ -26,6 +26,7 @@ from shardsched.bench import floor
 from shardsched.bench.harness import Procs, bench_redis, percentiles
 from shardsched.core.instants import from_ms
 from shardsched.core.models import CronSchedule, JobSpec, OnceSchedule
+from shardsched.core.queues import stored as stored_queue
 from shardsched.ops import audit
 from shardsched.runtime.lifeline import child_env, lifeline
 from shardsched.sdk import Client
@@ -88,13 +89,25 @@ def plan_boundary(r: redis_py.Redis, mode: str, lead_s: float) -> int:
     return boundary
 
 
-def register(client: Client, n: int, mode: str, boundary: int, command: str) -> float:
-    """Register the jobs; returns the registration rate (jobs/s)."""
+def queue_names(n: int) -> list[str]:
+    """The queues of a burst spread over ``n`` (one: the default queue, as before)."""
+    return ["default"] if n <= 1 else [f"q{i}" for i in range(n)]
+
+
+def register(
+    client: Client, n: int, mode: str, boundary: int, command: str, queues: int = 1
+) -> float:
+    """Register the jobs (job i on queue i mod ``queues``); returns the registration rate
+    (jobs/s)."""
+    names = queue_names(queues)
     if mode == "once":
         schedule: Any = OnceSchedule(at=from_ms(boundary))
     else:
         schedule = CronSchedule(expression="* * * * *")
-    specs = (JobSpec(name=f"burst-{i}", schedule=schedule, command=command) for i in range(n))
+    specs = (
+        JobSpec(name=f"burst-{i}", schedule=schedule, command=command, queue=names[i % len(names)])
+        for i in range(n)
+    )
     start = time.perf_counter()
     created = client.add_jobs(specs, batch=2000)
     elapsed = time.perf_counter() - start
@@ -104,17 +117,22 @@ def register(client: Client, n: int, mode: str, boundary: int, command: str) -> 
     return n / elapsed
 
 
-def wait_done(r: redis_py.Redis, client: Client, n: int, boundary: int, timeout: float) -> None:
+def wait_done(
+    r: redis_py.Redis, client: Client, n: int, boundary: int, timeout: float, queues: int = 1
+) -> None:
     dep = client.deployment
+    streams = [stored_queue(q) for q in queue_names(queues)]
     deadline = time.monotonic() + timeout + max(0, (boundary - server_ms(r)) / 1000)
     while time.monotonic() < deadline:
         pipe = r.pipeline(transaction=False)
         for s in range(dep.n_shards):
             pipe.hget(dep.shard(s).stats, "fired")
-            pipe.xlen(dep.shard(s).ready)
+        for s in range(dep.n_shards):
+            for q in streams:
+                pipe.xlen(dep.shard(s).ready_of(q))
         replies = pipe.execute()
-        fired = sum(int(v or 0) for v in replies[0::2])
-        backlog = sum(replies[1::2])
+        fired = sum(int(v or 0) for v in replies[: dep.n_shards])
+        backlog = sum(replies[dep.n_shards :])
         if fired >= n and backlog == 0:
             return
         time.sleep(0.05)
@@ -182,6 +200,8 @@ def phase(text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> dict:
+    if args.queues > 1 and args.workers < args.queues:
+        raise SystemExit("bench burst: --queues N needs --workers >= N (a group per queue)")
     command = "handler:noop" if args.job_command == "noop" else args.job_command
     with bench_redis(args.redis, args.fsync) as url, Procs() as procs:
         r = bench_client(url)
@@ -195,7 +215,8 @@ def run(args: argparse.Namespace) -> dict:
                 time.sleep(0.5)
         boundary = plan_boundary(r, args.mode, lead)
         phase(f"registering {args.jobs} jobs due at {from_ms(boundary).isoformat()}")
-        register_rate = register(client, args.jobs, args.mode, boundary, command)
+        register_rate = register(client, args.jobs, args.mode, boundary, command, args.queues)
+        names = queue_names(args.queues)
         phase(f"starting {args.nodes} node(s) and {args.workers} worker(s)")
         common = ("--redis", url, "--namespace", ns)
         for i in range(args.nodes):
@@ -209,6 +230,8 @@ def run(args: argparse.Namespace) -> dict:
                 f"bench-worker-{i}",
                 "--concurrency",
                 str(args.concurrency),
+                "--queues",
+                names[i % len(names)],
             )
             start_ready(procs, f"worker{i}", *worker_args, profile=args.profile)
         if server_ms(r) > boundary - 500:
@@ -219,7 +242,7 @@ def run(args: argparse.Namespace) -> dict:
         phase("the burst")
         cpu0 = {name: floor.cpu_seconds(p.pid) for name, p in procs.procs.items()}
         redis_cpu0 = floor.redis_cpu(r)
-        wait_done(r, client, args.jobs, boundary, args.timeout)
+        wait_done(r, client, args.jobs, boundary, args.timeout, args.queues)
         cpu = {name: floor.cpu_seconds(p.pid) - cpu0[name] for name, p in procs.procs.items()}
         redis_cpu = floor.redis_cpu(r) - redis_cpu0
         procs.stop_all(signal.SIGINT if args.profile else signal.SIGTERM)  # py-spy saves on SIGINT
@@ -260,6 +283,7 @@ def run(args: argparse.Namespace) -> dict:
         "nodes": args.nodes,
         "workers": args.workers,
         "concurrency": args.concurrency,
+        "queues": args.queues,
         "shards": args.shards,
         "boundary": from_ms(boundary).isoformat(),
         "runs_read": len(rows),
@@ -322,7 +346,8 @@ def format_result(r: dict) -> str:
     return "\n".join(
         [
             f"burst: {r['jobs']} jobs ({r['mode']}, {r['command']}), fsync {r['fsync']}, "
-            f"{r['nodes']} node(s), {r['workers']} worker(s) x {r['concurrency']}",
+            f"{r['nodes']} node(s), {r['workers']} worker(s) x {r['concurrency']}"
+            + (f" over {r['queues']} queues" if r.get("queues", 1) > 1 else ""),
             row("trigger lag", r["trigger_lag_s"]),
             row("claim lag", r["claim_lag_s"]),
             row("start lag", r["start_lag_s"]),
@@ -353,6 +378,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nodes", type=int, default=1)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--concurrency", type=int, default=1000)
+    p.add_argument(
+        "--queues",
+        type=int,
+        default=1,
+        help="spread the jobs over N queues, worker i serving queue i mod N (1: the default)",
+    )
     p.add_argument("--shards", type=int, default=64)
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument(

@@ -23,6 +23,18 @@ def _config(make: Any, *args: Any) -> Any:
         raise SystemExit(2) from None
 
 
+def _queues(text: str) -> tuple[str, ...]:
+    """``--queues``; a bad name is the command's usage error (exit status 2)."""
+    from shardsched.core.errors import ValidationError
+    from shardsched.core.queues import parse_queues
+
+    try:
+        return parse_queues(text)
+    except ValidationError as exc:
+        print(f"shardsched: --queues: {exc.message}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def http_options(args: argparse.Namespace, bind: str) -> Any:
     """The HttpOptions of the HTTP flags, for ``bind``."""
     from shardsched.service import HttpOptions
@@ -69,6 +81,7 @@ def worker(args: argparse.Namespace) -> None:
 
     sandbox = _config(Sandbox.make, args.run_as, args.limit_memory, args.limit_cpu,
                       args.limit_nofile)  # fmt: skip
+    queues = _queues(args.queues)
     service.serve_worker(
         service.WorkerOptions(
             args.redis,
@@ -82,6 +95,7 @@ def worker(args: argparse.Namespace) -> None:
             policy=_config(CommandPolicy.of, args.handlers_only, args.allow_command),
             output_sizes=_config(output_quota_sizes, args),
             metrics=args.metrics,
+            queues=queues,
         )
     )
 

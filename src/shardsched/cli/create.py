@@ -87,6 +87,8 @@ def body_of(args: argparse.Namespace) -> dict[str, Any]:
         body["labels"] = dict(args.label)
     if args.job_args is not None:
         body["args"] = args.job_args
+    if args.queue is not None:
+        body["queue"] = args.queue
     return body
 
 
@@ -118,6 +120,7 @@ def add_create_parser(jsub: argparse._SubParsersAction, common: argparse.Argumen
     p.add_argument("--overlap", choices=["allow", "forbid", "replace"])
     p.add_argument("--env", type=key_value, action="append", metavar="KEY=VALUE")
     p.add_argument("--label", type=key_value, action="append", metavar="KEY=VALUE")
+    p.add_argument("--queue", metavar="NAME", help="only workers serving it run the job")
     p.add_argument(
         "--args", dest="job_args", type=json_object_arg, metavar="JSON", help="its runs' args"
     )

@@ -71,6 +71,12 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     worker = sub.add_parser("worker", help="claim and execute runs")
     redis_flags(worker)
     worker.add_argument("--concurrency", type=int, default=16)
+    worker.add_argument(
+        "--queues",
+        default="default",
+        metavar="Q1,Q2",
+        help="claim only jobs of these queues, the first first (default: default)",
+    )
     worker.add_argument("--worker-id", default=None)
     worker.add_argument(
         "--import",

@@ -54,7 +54,8 @@ def run_status(args: argparse.Namespace) -> int:
         print(as_text(msgspec.to_builtins(st), output))
     else:
         print(render(st, args.all or output == "wide"))
-    return 1 if st.unowned or st.missed or st.stranded else 0
+    waiting = any(q.unserved and q.ready for q in st.queues)
+    return 1 if st.unowned or st.missed or st.stranded or waiting else 0
 
 
 def render(st: Status, everything: bool = False) -> str:
@@ -122,6 +123,19 @@ def render(st: Status, everything: bool = False) -> str:
                 ],
             ),
         ]
+    queues = [q for q in st.queues if everything or q.unserved or q.queue != "default"]
+    if queues:
+        lines += [
+            "",
+            table(
+                ["QUEUE", "READY", "RUNNING", "WORKERS", "FREE SLOTS", ""],
+                [
+                    [q.queue, q.ready, q.running, q.workers, q.slots_free,
+                     "UNSERVED: no live worker" if q.unserved else ""]
+                    for q in queues
+                ],
+            ),
+        ]  # fmt: skip
     rows = _shard_rows(st, everything)
     if rows:
         headers = ["SHARD", "OWNER", "EPOCH", "READY", "RUNNING", "OVERDUE", "DEAD", "MISSED"]

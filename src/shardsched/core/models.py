@@ -19,6 +19,7 @@ from typing import Annotated, TypeVar
 import msgspec
 
 from shardsched.core.params import Args
+from shardsched.core.queues import DEFAULT_QUEUE, QueueName
 
 _T = TypeVar("_T")
 #: No control characters (C0, DEL, C1) and no invisible format characters (zero-width,
@@ -215,6 +216,7 @@ class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     #: Parameters of its runs (a handler's ``ctx.args``, a command's ``SHARDSCHED_ARGS``);
     #: a manual trigger may give others for its run.
     args: Args = msgspec.field(default_factory=dict)
+    queue: QueueName = DEFAULT_QUEUE  #: only workers serving it run the job (core/queues)
     #: The id to register it under (unset: a random ``job_…``); unique in the namespace.
     #: Not stored in the definition: it is the job's ``job_id``.
     id: JobId | None = None
@@ -248,6 +250,7 @@ class TaskSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     trigger_rule: TriggerRule = TriggerRule.ALL_SUCCESS
     lease_s: LeaseSeconds = 30.0
     env: EnvMap = msgspec.field(default_factory=dict)
+    queue: QueueName = DEFAULT_QUEUE
 
 
 class DagSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -292,6 +295,7 @@ class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     env: EnvMap | None = None  #: replaces the whole map ({} clears it)
     retention: Retention | None = None  #: replaces the whole policy ({} for the defaults)
     labels: LabelMap | None = None  #: replaces the whole map ({} clears it)
+    queue: QueueName | None = None
     args: Args | None = None  #: replaces the whole object ({} clears it)
     status: JobStatus | None = None
     #: With status "paused" (or on a paused job): why, shown on the job.

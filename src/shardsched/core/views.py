@@ -26,6 +26,7 @@ from shardsched.core.models import (
     TaskState,
     TriggerRule,
 )
+from shardsched.core.queues import DEFAULT_QUEUE
 
 
 class Job(msgspec.Struct, kw_only=True):
@@ -59,6 +60,7 @@ class Job(msgspec.Struct, kw_only=True):
     retention: Retention | None = None
     labels: dict[str, str] = msgspec.field(default_factory=dict)
     args: dict[str, Any] = msgspec.field(default_factory=dict)  #: its runs' parameters
+    queue: str = DEFAULT_QUEUE  #: only workers serving it run the job
 
 
 class Dag(msgspec.Struct, kw_only=True):
@@ -229,6 +231,7 @@ class Run(msgspec.Struct, kw_only=True):
     #: The args a trigger gave this run instead of its job's (kept by its retries); None:
     #: the job's, or its DAG run's
     args: dict[str, Any] | None = None
+    queue: str = DEFAULT_QUEUE  #: the queue it was put on (its job's then)
 
 
 class RunList(msgspec.Struct):

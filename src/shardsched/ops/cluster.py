@@ -7,6 +7,7 @@ from datetime import datetime
 import msgspec
 
 from shardsched.core.instants import from_ms
+from shardsched.core.queues import DEFAULT_QUEUE
 from shardsched.store.calls import Call, Op, server_ms
 from shardsched.store.deployment import Deployment
 from shardsched.store.records import NodeInfo, WorkerInfo
@@ -43,6 +44,7 @@ class WorkerView(msgspec.Struct):
     draining: bool
     started_at: datetime | None
     overrunning: int = 0  #: runs it sees running past their job's usual duration
+    queues: list[str] = msgspec.field(default_factory=lambda: [DEFAULT_QUEUE])  #: it serves
 
 
 class WorkerList(msgspec.Struct):
@@ -88,6 +90,7 @@ def list_workers(dep: Deployment) -> Op:
                 draining=info.draining,
                 started_at=from_ms(info.started_ms) if info.started_ms else None,
                 overrunning=info.overrunning,
+                queues=info.queues,
             )
         )
     return WorkerList(views)

@@ -33,6 +33,7 @@ from shardsched.core.models import (
     Timing,
 )
 from shardsched.core.params import TriggerRequest, validate_args
+from shardsched.core.queues import stored as stored_queue
 from shardsched.core.schedule import first_fire_ms
 from shardsched.core.views import Dag, DagCreated, DagTriggered, JobCreated
 from shardsched.store import keys as k
@@ -63,6 +64,7 @@ def task_items(spec: DagSpec) -> tuple[str, str, list[Any]]:
             task.trigger_rule,
             _encoder.encode(task),
             round(task.lease_s * 1000),
+            stored_queue(task.queue),
         )
     return ",".join(topo.order), ",".join(topo.roots), items
 
@@ -221,7 +223,7 @@ def trigger_dag(
     reply = check(reply)
     jobs_lua.raise_refusal(reply[0], dag_id, dag=True)  # DagTrigger's refusals are JobReply's
     if reply[0] == lua.DagTrigger.STARTED:
-        yield ready.push(dep.globals, [sk.shard])
+        yield ready.push(dep.globals, [sk.shard], ready.woken(reply[3]))
     return DagTriggered(
         dag_run_id=reply[1].decode(),
         scheduled_for=from_ms(int(reply[2])),
@@ -256,6 +258,7 @@ def join_dag(dep: Deployment, spec: JobSpec, actor: str = SDK_ACTOR) -> Op:
         trigger_rule=spec.trigger_rule,
         lease_s=spec.lease_s,
         env=spec.env,
+        queue=spec.queue,
     )
     sk = dep.keys_for(dag_id)
     job_id = k.task_job_id(dag_id, spec.name)
@@ -290,6 +293,7 @@ def join_dag(dep: Deployment, spec: JobSpec, actor: str = SDK_ACTOR) -> Op:
                 lease_ms=round(task.lease_s * 1000),
                 dag_json=_encoder.encode(new_spec),
                 actor=actor,
+                queue=stored_queue(task.queue),
             )
         ]
         code = check(reply)[0]

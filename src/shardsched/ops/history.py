@@ -123,7 +123,7 @@ def backfill(dep: Deployment, job_id: str, request: BackfillRequest, actor: str 
     reply = check(reply)
     lua.raise_refusal(reply[0], job_id)
     if reply[3]:
-        yield ready.push(dep.globals, [sk.shard])
+        yield ready.push(dep.globals, [sk.shard], ready.woken(reply[4]))
     return BackfillResult(
         job_id=job_id,
         ticks=len(ticks),

@@ -83,5 +83,5 @@ def trigger(
         (s,) = yield [Call(("HGET", sk.run(run_id), "s"))]
         at = int(check(s) or reply[2])
         return Triggered(run_id=run_id, scheduled_for=from_ms(at), repeated=True)
-    yield ready.push(dep.globals, [sk.shard])
+    yield ready.push(dep.globals, [sk.shard], ready.woken(reply[3]))
     return Triggered(run_id=run_id, scheduled_for=from_ms(int(reply[2])))

@@ -34,6 +34,7 @@ from shardsched.core.models import (
     Timing,
     timing_of,
 )
+from shardsched.core.queues import stored as stored_queue
 from shardsched.core.sameness import same_definition
 from shardsched.core.schedule import first_fire_ms
 from shardsched.core.validation import checked, validate_spec
@@ -128,6 +129,7 @@ def create_jobs(
                 first,
                 round(spec.lease_s * 1000),
                 spec.auto_pause_after,
+                stored_queue(spec.queue),
             )
         )
     shards = list(by_shard)
@@ -190,6 +192,7 @@ def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Jo
         retention=spec.retention,
         labels=spec.labels,
         args=spec.args,
+        queue=spec.queue,
     )
 
 
@@ -237,6 +240,7 @@ def _read_task_job(dep: Deployment, job_id: str, fields: list[bytes]) -> Op:
         dag_id=dag_id,
         trigger_rule=task.trigger_rule,
         env=task.env,
+        queue=task.queue,
     )
 
 
@@ -263,6 +267,7 @@ def spec_of(job: Job) -> JobSpec:
         retention=job.retention,
         labels=job.labels,
         args=job.args,
+        queue=job.queue,
     )
 
 
@@ -373,6 +378,7 @@ def write_spec(
             actor=actor,
             change=_change_of(job.status, status),
             detail=reason or "",
+            queue=stored_queue(spec.queue),
         )
     ]
     code = check(reply)[0]

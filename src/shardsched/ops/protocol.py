@@ -176,7 +176,7 @@ def complete(dep: Deployment, rid: str, req: CompleteRequest) -> Op:
     completed = runs_lua.decode_completed(check(reply))
     (code,) = completed.codes
     if completed.released:
-        yield ready.push(dep.globals, [sk.shard])
+        yield ready.push(dep.globals, [sk.shard], completed.queues)
     if code == runs_lua.Held.NO_SUCH_RUN:
         raise RunNotFound(rid)
     if code == runs_lua.Held.NOT_HELD:

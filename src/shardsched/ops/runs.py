@@ -13,7 +13,7 @@ from shardsched.ops.cold import archive_url, cold_run
 from shardsched.store import ready
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
-from shardsched.store.lua import runs as runs_lua
+from shardsched.store.lua import recovery
 from shardsched.store.records import (
     OUTPUT_LIMIT,
     RUN_FIELDS,
@@ -64,8 +64,8 @@ def get_output(dep: Deployment, rid: str) -> Op:
 def retry_run(dep: Deployment, rid: str, actor: str = SDK_ACTOR) -> Op:
     """Send a dead-lettered run back as a new attempt; returns the new Run."""
     sk = dep.keys_for(rid)
-    (reply,) = yield [runs_lua.retry_run(sk, rid, actor)]
+    (reply,) = yield [recovery.retry_run(sk, rid, actor)]
     reply = check(reply)
-    runs_lua.raise_retry_refusal(reply[0], rid, reply[1].decode() if len(reply) > 1 else None)
-    yield ready.push(dep.globals, [sk.shard])
+    recovery.raise_retry_refusal(reply[0], rid, reply[1].decode() if len(reply) > 1 else None)
+    yield ready.push(dep.globals, [sk.shard], ready.woken(reply[2]))
     return (yield from get_run(dep, reply[1].decode()))

@@ -12,6 +12,7 @@ from datetime import datetime
 import msgspec
 
 from shardsched.core.instants import from_ms
+from shardsched.core.queues import DEFAULT_QUEUE
 from shardsched.ops.cluster import NodeView, WorkerView, cluster_view, list_workers
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
@@ -44,6 +45,19 @@ class ShardStatus(msgspec.Struct):
     failed_1h: int = 0  #: runs that ended failed or dead_letter in the last hour
 
 
+class QueueStatus(msgspec.Struct):
+    """One queue (core/queues.py) over every shard: what waits on it, and who serves it."""
+
+    queue: str
+    ready: int  #: fired, not yet claimed
+    running: int  #: claimed, not yet completed
+    workers: int  #: live workers serving it
+    slots_free: int  #: free slots of those workers
+    #: no live worker serves it: its runs wait until one does (alert
+    #: ShardschedQueueUnserved); a queue is known once a job names it
+    unserved: bool
+
+
 class Status(msgspec.Struct):
     now: datetime
     nodes: list[NodeView]
@@ -64,6 +78,7 @@ class Status(msgspec.Struct):
     failed_1h: int = 0  #: runs that ended failed or dead_letter in the last hour
     #: what ``shardsched dev`` keeps alive, and how often each had to be started again
     supervised: list[Supervised] = msgspec.field(default_factory=list)
+    queues: list[QueueStatus] = msgspec.field(default_factory=list)
 
 
 def queue_depths(dep: Deployment, now_ms: int, stranded_after_ms: int = STRANDED_AFTER_MS) -> Op:
@@ -108,6 +123,43 @@ def queue_depths(dep: Deployment, now_ms: int, stranded_after_ms: int = STRANDED
         counters = tuple(int(v or 0) for v in check(stats))
         n_stranded = 0 if isinstance(stranded[s], Exception) else len(stranded[s])
         out.append((n_ready, n_pending, int(overdue), int(dead), counters, n_stranded, int(failed)))
+    return out
+
+
+def queue_statuses(dep: Deployment, shards: list[ShardStatus], workers: list[WorkerView]) -> Op:
+    """Every queue a job of any shard named, and the default: its runs ready and running
+    over all shards (the default's from ``shards``), and the live workers serving it."""
+    sets = yield [Call(("SMEMBERS", dep.shard(s).queues)) for s in range(dep.n_shards)]
+    streams = sorted(
+        {(s, q.decode()) for s in range(dep.n_shards) for q in check(sets[s])},
+        key=lambda sq: (sq[1], sq[0]),
+    )
+    replies = yield [
+        Call((cmd, dep.shard(s).ready_of(q), *group))
+        for s, q in streams
+        for cmd, group in (("XLEN", ()), ("XPENDING", (CONSUMER_GROUP,)))
+    ]
+    depth = {DEFAULT_QUEUE: [sum(s.ready for s in shards), sum(s.pending for s in shards)]}
+    for i, (_, queue) in enumerate(streams):
+        length, pending = replies[2 * i : 2 * i + 2]
+        n_pending = 0 if isinstance(pending, Exception) else int(pending[0])
+        counts = depth.setdefault(queue, [0, 0])
+        counts[0] += max(int(check(length)) - n_pending, 0)
+        counts[1] += n_pending
+    out = []
+    for queue in sorted(depth.keys() | {q for w in workers for q in w.queues}):
+        serving = [w for w in workers if queue in w.queues and not w.draining]
+        ready, running = depth.get(queue, (0, 0))
+        out.append(
+            QueueStatus(
+                queue=queue,
+                ready=ready,
+                running=running,
+                workers=len(serving),
+                slots_free=sum(w.capacity_free for w in serving),
+                unserved=not serving,
+            )
+        )
     return out
 
 
@@ -156,6 +208,7 @@ def status_view(dep: Deployment, stranded_after_ms: int = STRANDED_AFTER_MS) -> 
             failed,
         ) in zip(view.shards, depths, strict=True)
     ]
+    queues = yield from queue_statuses(dep, shards, workers.workers)
     lags = [n.lag_p99_1m for n in view.nodes if n.lag_p99_1m is not None]
     (children,) = yield [Call(("HGETALL", dep.globals.supervised))]
     return Status(
@@ -165,8 +218,8 @@ def status_view(dep: Deployment, stranded_after_ms: int = STRANDED_AFTER_MS) -> 
         shards=shards,
         slots=sum(w.capacity for w in workers.workers),
         slots_free=sum(w.capacity_free for w in workers.workers),
-        ready=sum(s.ready for s in shards),
-        pending=sum(s.pending for s in shards),
+        ready=sum(q.ready for q in queues),
+        pending=sum(q.running for q in queues),
         trigger_lag_p99_1m=max(lags) if lags else None,
         fired_1m=sum(n.fired_1m for n in view.nodes),
         missed=sum(s.missed for s in shards),
@@ -177,6 +230,7 @@ def status_view(dep: Deployment, stranded_after_ms: int = STRANDED_AFTER_MS) -> 
         stranded=sum(s.stranded for s in shards),
         failed_1h=sum(s.failed_1h for s in shards),
         supervised=sorted((_supervised.decode(c) for c in check(children)[1::2]), key=_by_name),
+        queues=queues,
     )
 
 

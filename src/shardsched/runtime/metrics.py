@@ -210,6 +210,19 @@ class Metrics:
             "Fired runs no worker has taken for 5 minutes (not running anywhere)",
             registry=r,
         )
+        # per queue (core/queues.py): operators name few, so the series stay few
+        self.queue_runs_ready = Gauge(
+            f"{ns}_queue_runs_ready", "Fired runs not yet claimed, per queue", ["queue"], registry=r
+        )
+        self.queue_workers = Gauge(
+            f"{ns}_queue_workers", "Live workers serving the queue", ["queue"], registry=r
+        )
+        self.queue_unserved = Gauge(
+            f"{ns}_queue_unserved",
+            "1 when no live worker serves the queue (its runs wait)",
+            ["queue"],
+            registry=r,
+        )
         self.nodes_alive = Gauge(f"{ns}_nodes_alive", "Nodes with a live heartbeat", registry=r)
         self.workers_alive = Gauge(
             f"{ns}_workers_alive", "Workers with a live heartbeat", registry=r
@@ -288,6 +301,10 @@ def refresh_cluster(metrics: Metrics, status: Any) -> None:
         metrics.queue_ready.labels(label).set(s.ready)
         metrics.queue_pending.labels(label).set(s.pending)
         metrics.timer_overdue.labels(label).set(s.overdue)
+    for q in status.queues:
+        metrics.queue_runs_ready.labels(q.queue).set(q.ready)
+        metrics.queue_workers.labels(q.queue).set(q.workers)
+        metrics.queue_unserved.labels(q.queue).set(1 if q.unserved else 0)
     metrics.dead_letter_size.set(status.dead_letter)
     metrics.runs_stranded.set(status.stranded)
     metrics.workers_alive.set(len(status.workers))

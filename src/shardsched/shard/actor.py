@@ -75,7 +75,7 @@ class ShardActor:
         memo: NextFireMemo,
         batch: int = 500,
         metrics: Metrics | None = None,
-        wake: Callable[[int], None] | None = None,
+        wake: Callable[[int, tuple[str, ...]], None] | None = None,
     ) -> None:
         self.redis = redis
         self.keys = dep.shard(shard)
@@ -85,8 +85,8 @@ class ShardActor:
         self.batch = batch
         self.fired_total = 0
         self.refused = 0
-        #: pushes a wake token for this shard when runs went to its ready stream
-        self._wake = wake or (lambda shard: None)
+        #: pushes a wake token for this shard and each queue whose ready stream got runs
+        self._wake = wake or (lambda shard, queues: None)
         self._woken = trio.Event()
         self.metrics = metrics or Metrics()
         self._fires: list[int] = []  #: ticks the planned batch fires (for the lag histogram)
@@ -274,7 +274,7 @@ class ShardActor:
                 raise LeaseLost(f"shard {self.shard}: epoch {self.epoch} superseded by {fired}")
             now_ms, next_ms = fired.now_ms, fired.next_ms
             if fired.fired or fired.retried:
-                self._wake(self.shard)
+                self._wake(self.shard, fired.queues)
             self.fired_total += fired.fired
             if items:
                 missed_now = self._observe(now_ms, fired.fired, trio.current_time() - started)

@@ -34,7 +34,7 @@ from shardsched.shard.maintenance import MAINTENANCE_EVERY_S, Maintainer
 from shardsched.shard.waker import Waker
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import call_script, redis_calls
-from shardsched.store.lua import leases
+from shardsched.store.lua import leases, recovery
 from shardsched.store.lua import runs as runs_lua
 from shardsched.store.records import NodeInfo
 from shardsched.store.redis import Redis, RedisError
@@ -276,7 +276,7 @@ class ShardManager:
     async def _reclaim_round(self) -> None:
         held = list(self.leases.items())
         calls = [
-            runs_lua.reclaim(self.dep.shard(shard), epoch, 1000, POISON_LAPSES)
+            recovery.reclaim(self.dep.shard(shard), epoch, 1000, POISON_LAPSES)
             for shard, epoch in held
         ]
         if not calls:
@@ -289,7 +289,7 @@ class ShardManager:
                 log.error("reclaim on shard %d failed: %s", shard, reply)
                 self._reclaim_soon(local + MAINTENANCE_EVERY_S)
                 continue
-            done = runs_lua.decode_reclaimed(reply)
+            done = recovery.decode_reclaimed(reply)
             if done is None:
                 continue  # the lease is gone: the manager's renewal round notices
             self._server_ahead_ms = done.now_ms - local * 1000
@@ -297,7 +297,7 @@ class ShardManager:
                 wait = max((done.next_ms - done.now_ms) / 1000, RECLAIM_MIN_WAIT_S)
                 self._reclaim_soon(local + wait)
             if done.requeued:
-                self.waker.wake(shard)
+                self.waker.wake(shard, done.queues)
             if done.reclaimed or done.poisoned:
                 self.reclaimed += done.reclaimed
                 self.metrics.lease_reclaims.inc(done.reclaimed)

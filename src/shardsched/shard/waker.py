@@ -1,16 +1,17 @@
 """The node's wake tokens: one task pushes them for every shard it holds (store/ready.py).
 
-Shard actors call :meth:`Waker.wake` after fire.lua put runs on the ready stream, the
-reclaim round after it sent runs back; the tokens of many shards go in one round trip.
-Once a second the waker also looks for shards whose stream has entries no worker has read
-since the last look, and pushes a token for each: a token lost with a killed worker, or a
-push that failed, costs at most that long.
+Shard actors call :meth:`Waker.wake` after fire.lua put runs on a ready stream, the
+reclaim round after it sent runs back, each naming the queues that got runs; the tokens
+of many shards go in one round trip. Once a second the waker also looks for streams (each
+held shard's, of each of its queues) with entries no worker has read since the last look,
+and pushes a token for each: a token lost with a killed worker, or a push that failed,
+costs at most that long.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import trio
 
@@ -43,12 +44,13 @@ class Waker:
             dep.globals,
             lambda exc, pause: metrics.redis_error(log, "pushing wake tokens", exc, pause),
         )
-        self._seen: dict[int, tuple[int, bytes | None]] = {}
+        self._seen: dict[ready.Wake, tuple[int, bytes | None]] = {}
         self.rewoken = 0  #: tokens pushed for shards found stuck
 
-    def wake(self, shard: int) -> None:
-        """Push a token for ``shard`` soon (with any others asked for meanwhile)."""
-        self._pusher.wake(shard)
+    def wake(self, shard: int, queues: Iterable[str] = ("",)) -> None:
+        """Push a token for ``shard`` onto each queue's LIST soon (with any others asked
+        for meanwhile)."""
+        self._pusher.wake(shard, queues)
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -65,19 +67,30 @@ class Waker:
 
     async def _check(self) -> None:
         shards = self.held()
+        if not shards:
+            self._seen = {}
+            return
+        queue_sets = await redis_calls(
+            self.redis, [Call(("SMEMBERS", self.dep.shard(s).queues)) for s in shards]
+        )
+        streams: list[ready.Wake] = []
+        for shard, queues in zip(shards, queue_sets, strict=True):
+            streams.append((shard, ""))
+            if not isinstance(queues, Exception):
+                streams += [(shard, q.decode()) for q in sorted(queues)]
         calls: list[Call] = []
-        for shard in shards:
-            calls += ready.undelivered(self.dep.shard(shard))
-        replies = await redis_calls(self.redis, calls) if calls else []
-        seen: dict[int, tuple[int, bytes | None]] = {}
-        for i, shard in enumerate(shards):
+        for shard, queue in streams:
+            calls += ready.undelivered(self.dep.shard(shard), queue)
+        replies = await redis_calls(self.redis, calls)
+        seen: dict[ready.Wake, tuple[int, bytes | None]] = {}
+        for i, (shard, queue) in enumerate(streams):
             try:
                 now = ready.decode_undelivered(replies[2 * i : 2 * i + 2])
-            except Exception as exc:  # an error reply: this shard is looked at next time
+            except Exception as exc:  # an error reply: this stream is looked at next time
                 log.error("undelivered check on shard %d failed: %s", shard, exc)
                 continue
-            seen[shard] = now
-            if ready.stuck(now, self._seen.get(shard)):
+            seen[shard, queue] = now
+            if ready.stuck(now, self._seen.get((shard, queue))):
                 self.rewoken += 1
-                self.wake(shard)
+                self.wake(shard, (queue,))
         self._seen = seen

@@ -30,7 +30,7 @@ _SCRIPTS = ("script|load", "script|exists", "evalsha", "eval")
 #: Reads, by Python and inside scripts.
 _READS = (
     "exists", "get", "strlen", "pttl", "hget", "hmget", "hgetall", "hlen", "hexists",
-    "zrange", "zscore", "zcard", "zcount", "lrange",
+    "zrange", "zscore", "zcard", "zcount", "lrange", "smembers", "scard",
     "xrange", "xrevrange", "xlen", "xpending", "xinfo|groups", "xinfo|stream",
 )  # fmt: skip
 #: Writes, inside scripts and out (wake tokens: RPUSH, LTRIM, BLPOP), plus the pub/sub the
@@ -38,7 +38,7 @@ _READS = (
 _WRITES = (
     "set", "append", "del", "incr", "pexpire",
     "hset", "hsetnx", "hdel", "hincrby",
-    "zadd", "zrem", "zpopmin", "rpush", "ltrim", "blpop",
+    "zadd", "zrem", "zpopmin", "rpush", "ltrim", "blpop", "sadd",
     "xadd", "xack", "xdel", "xclaim", "xreadgroup", "xgroup|create",
     "publish", "subscribe", "unsubscribe",
 )  # fmt: skip
@@ -61,7 +61,7 @@ DENIED = ("flushall", "flushdb", "config", "keys", "debug", "shutdown", "monitor
 #: retry, a dead letter, a DAG release, the next backfill tick, a job's counters, a job
 #: handed to the owner for its auto-pause).
 WORKER_SHARD_KEYS = (
-    "ready", "retries", "deadletter", "failures", "dagwait", "dagrun:", "dagv:", "dagq:",
+    "ready", "ready:", "retries", "deadletter", "failures", "dagwait", "dagrun:", "dagv:", "dagq:",
     "stats", "run:", "runs:", "reclaim_at", "bfq:", "events", "out:", "cnt:", "autopause",
 )  # fmt: skip
 #: The keys of a shard only a node writes: the shard's ``owner`` lease and fencing
@@ -70,11 +70,11 @@ WORKER_SHARD_KEYS = (
 #: cannot change, add, resume or re-time a job, nor rewrite its history.
 NODE_SHARD_KEYS = (
     "owner", "epoch", "timer", "jobs", "dags", "job:", "segs:", "vers:", "resumes",
-    "skips:", "chg:", "acts:", "idem:",
+    "skips:", "chg:", "acts:", "idem:", "queues",
 )  # fmt: skip
 #: The global keys a worker writes: its registry entry and the wake tokens. Not the API
 #: tokens or their log, the node registry, the deployment's meta or dev's children.
-WORKER_GLOBAL_KEYS = ("workers", "workerinfo", "ready")
+WORKER_GLOBAL_KEYS = ("workers", "workerinfo", "ready", "ready:*")
 
 
 def key_rules(role: str, namespace: str) -> list[str]:

@@ -48,8 +48,20 @@ class ShardKeys:
 
     @property
     def ready(self) -> str:
-        """STREAM of fired runs, consumed by the ``workers`` group; a pending entry is a lease."""
+        """STREAM of fired runs of the default queue, consumed by the ``workers`` group; a
+        pending entry is a lease."""
         return self.base + "ready"
+
+    def ready_of(self, queue: str) -> str:
+        """STREAM of fired runs of ``queue`` (as stored: '' is the default queue's,
+        :attr:`ready`; core/queues.py, lua/lib/queues.lua)."""
+        return self.base + "ready:" + queue if queue else self.base + "ready"
+
+    @property
+    def queues(self) -> str:
+        """SET of the queues other than the default that the shard's jobs ever named: the
+        streams reclaim and the wake-up check look at besides :attr:`ready`."""
+        return self.base + "queues"
 
     @property
     def retries(self) -> str:
@@ -240,8 +252,13 @@ class GlobalKeys:
     @property
     def ready_tokens(self) -> str:
         """LIST of shard numbers, one per "this shard's ready stream may have runs to
-        claim": an idle worker pops one (BLPOP), so each wakes one worker (store/ready.py)."""
+        claim": an idle worker pops one (BLPOP), so each wakes one worker (store/ready.py).
+        The default queue's; another queue has its own (:meth:`ready_tokens_of`)."""
         return f"{self.namespace}:{{g}}:ready"
+
+    def ready_tokens_of(self, queue: str) -> str:
+        """The wake-token LIST of ``queue`` (as stored, '' the default's)."""
+        return f"{self.namespace}:{{g}}:ready:{queue}" if queue else self.ready_tokens
 
 
 @lru_cache(maxsize=4096)

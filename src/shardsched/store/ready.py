@@ -1,10 +1,13 @@
-"""Waking idle workers with tokens: one LIST of shard numbers, one pop per waiting worker.
+"""Waking idle workers with tokens: one LIST of shard numbers per queue, one pop per
+waiting worker.
 
-A token says "shard N's ready stream may have runs to claim". An idle worker blocks on the
-LIST (``BLPOP``) and Redis hands each token to exactly one waiting worker, the longest
-waiting first. So a firing wakes one worker however large the fleet, and an idle worker
-costs Redis nothing but its connection. (Broadcast pub/sub woke every worker for every
-firing, and each of them then called claim: O(workers) per firing.)
+A token says "shard N's ready stream of queue Q may have runs to claim". An idle worker
+blocks on the LISTs of the queues it serves (``BLPOP``, in its order) and Redis hands each
+token to exactly one waiting worker, the longest waiting first. A worker of another queue
+is never woken for runs it may not take. So a firing wakes one worker however large the
+fleet, and an idle worker costs Redis nothing but its connection. (Broadcast pub/sub
+woke every worker for every firing, and each of them then called claim: O(workers) per
+firing.)
 
 Whoever puts runs on a shard's ready stream pushes a token after its script answered:
 - the owner, after fire.lua and reclaim.lua (``shard/waker.py``);
@@ -14,6 +17,8 @@ Whoever puts runs on a shard's ready stream pushes a token after its script answ
   handed runs back.
 A worker whose first claim on a token came back full passes one token on, so more idle
 workers join a burst, one hop per claim.
+Each script that puts runs on a stream answers which queues got them (lua/lib/queues.lua:
+'' when only the default queue did); :func:`woken` reads that answer.
 
 Tokens are hints. A lost one (a worker killed just after its pop, a push that failed)
 costs latency, never a run: the owner pushes a token for each shard it holds whose stream
@@ -29,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from shardsched.core.queues import DEFAULT_QUEUE
 from shardsched.store.calls import Call
 from shardsched.store.keys import GlobalKeys, ShardKeys
 
@@ -39,21 +45,45 @@ TOKENS_KEPT = 4096
 IDLE_WAIT_S = 30.0
 
 
-def push(g: GlobalKeys, shards: Iterable[int]) -> list[Call]:
-    """The commands that push a token for each shard (none for no shards)."""
-    tokens = list(shards)
-    if not tokens:
-        return []
-    return [
-        Call(("RPUSH", g.ready_tokens, *tokens)),
-        Call(("LTRIM", g.ready_tokens, -TOKENS_KEPT, -1)),
-    ]
+#: A wake: a shard, and a queue as stored ('' the default; core/queues.py).
+Wake = tuple[int, str]
 
 
-def undelivered(sk: ShardKeys) -> list[Call]:
-    """Two reads telling whether the shard's stream holds entries no worker has read:
-    decode the replies with :func:`decode_undelivered`."""
-    return [Call(("XLEN", sk.ready)), Call(("XINFO", "GROUPS", sk.ready))]
+def push(g: GlobalKeys, shards: Iterable[int], queues: Iterable[str] = ("",)) -> list[Call]:
+    """The commands that push a token for each shard onto each queue's LIST (none for no
+    shards or no queues)."""
+    return push_wakes(g, [(s, q) for q in queues for s in shards])
+
+
+def push_wakes(g: GlobalKeys, wakes: Iterable[Wake]) -> list[Call]:
+    """The commands that push each (shard, queue) token, one RPUSH and LTRIM per queue."""
+    by_queue: dict[str, list[int]] = {}
+    for shard, queue in wakes:
+        by_queue.setdefault(queue, []).append(shard)
+    calls = []
+    for queue, tokens in sorted(by_queue.items()):
+        key = g.ready_tokens_of(queue)
+        calls += [Call(("RPUSH", key, *tokens)), Call(("LTRIM", key, -TOKENS_KEPT, -1))]
+    return calls
+
+
+def woken(reply: bytes | str | int | None, any_runs: bool = True) -> tuple[str, ...]:
+    """The queues (as stored) a script's ``queues`` answer names: '' (or 1) is the default
+    queue alone when ``any_runs``; else the names, comma-separated, 'default' for ''."""
+    if isinstance(reply, bytes):
+        reply = reply.decode()
+    if not reply or reply == 1:
+        return ("",) if any_runs else ()
+    if not isinstance(reply, str):
+        return ()
+    return tuple("" if q == DEFAULT_QUEUE else q for q in reply.split(","))
+
+
+def undelivered(sk: ShardKeys, queue: str = "") -> list[Call]:
+    """Two reads telling whether a queue's stream of the shard holds entries no worker has
+    read: decode the replies with :func:`decode_undelivered`."""
+    stream = sk.ready_of(queue)
+    return [Call(("XLEN", stream)), Call(("XINFO", "GROUPS", stream))]
 
 
 def decode_undelivered(replies: Sequence[Any]) -> tuple[int, bytes | None]:

@@ -14,12 +14,13 @@ from shardsched.core.access import TokenAct
 from shardsched.core.ids import parse_run_id, task_job_id
 from shardsched.core.instants import from_ms
 from shardsched.core.models import DagRunState, RunState, TaskState
+from shardsched.core.queues import DEFAULT_QUEUE
 from shardsched.core.views import Change, DagRun, DagTaskRun, Run
 
 #: A run record (``run:<id>`` hash), in the order :func:`run_from_fields` unpacks:
 #: state, created, scheduled_for (manual runs), worker, lease expiry, began, finished,
 #: exit code, reason, DAG run id, job version.
-RUN_FIELDS = ("st", "c", "s", "w", "l", "b", "f", "x", "r", "d", "v", "nx", "args")
+RUN_FIELDS = ("st", "c", "s", "w", "l", "b", "f", "x", "r", "d", "v", "nx", "args", "q")
 #: A job hash, in the order the job readers unpack: spec JSON, status, created, updated,
 #: version, DAG id (a DAG's task), pause reason, paused at, paused until.
 JOB_FIELDS = ("spec", "status", "created", "updated", "version", "dag", "pr", "pa", "pu")
@@ -46,7 +47,7 @@ _LEASED = frozenset({RunState.CLAIMED, RunState.RUNNING})
 def run_from_fields(rid: str, fields: list[bytes | None]) -> Run:
     """A run from its record (:data:`RUN_FIELDS`); job, tick and attempt come from its id
     ``<job>:<tick>:<n>`` (a manual run's tick ``t<n>`` is stored in the record's ``s``)."""
-    st, c, s, w, lease, b, f, x, r, d, v, nx, args = fields
+    st, c, s, w, lease, b, f, x, r, d, v, nx, args, q = fields[:14]
     job_id, tick, attempt = parse_run_id(rid)
     assert st is not None and c is not None
     state = RunState(st.decode())
@@ -67,6 +68,7 @@ def run_from_fields(rid: str, fields: list[bytes | None]) -> Run:
         job_version=int(v) if v else None,
         next_run_id=opt_text(nx),
         args=None if args is None else msgspec.json.decode(args),
+        queue=DEFAULT_QUEUE if not q else q.decode(),
     )
 
 
@@ -80,6 +82,7 @@ class WorkerInfo(msgspec.Struct):
     draining: bool = False
     started_ms: int = 0
     overrunning: int = 0
+    queues: list[str] = msgspec.field(default_factory=lambda: ["default"])  #: it serves
 
 
 class Supervised(msgspec.Struct):

@@ -3,14 +3,14 @@ what a token is): the tokens of many shards in one round trip, a failed push tri
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import trio
 
 from shardsched.core.pacing import Backoff
 from shardsched.store.drive import redis_calls
 from shardsched.store.keys import GlobalKeys
-from shardsched.store.ready import push
+from shardsched.store.ready import Wake, push_wakes
 from shardsched.store.redis import Redis, RedisError
 
 
@@ -25,12 +25,14 @@ class TokenPusher:
         self.redis = redis
         self.g = g
         self.on_error = on_error
-        self._pending: set[int] = set()
+        self._pending: set[Wake] = set()
         self._asked = trio.Event()
 
-    def wake(self, shard: int) -> None:
-        """Push a token for ``shard`` soon (with any others asked for meanwhile)."""
-        self._pending.add(shard)
+    def wake(self, shard: int, queues: Iterable[str] = ("",)) -> None:
+        """Push a token for ``shard`` soon onto each queue's LIST (queues as stored, ''
+        the default), with any others asked for meanwhile."""
+        for queue in queues:
+            self._pending.add((shard, queue))
         self._asked.set()
 
     async def run(self) -> None:
@@ -38,13 +40,13 @@ class TokenPusher:
         while True:
             await self._asked.wait()
             self._asked = trio.Event()
-            shards, self._pending = self._pending, set()
+            wakes, self._pending = self._pending, set()
             try:
-                await redis_calls(self.redis, push(self.g, sorted(shards)))
+                await redis_calls(self.redis, push_wakes(self.g, sorted(wakes)))
                 backoff.reset()
             except RedisError as exc:
                 pause = backoff.next()
                 self.on_error(exc, pause)
-                self._pending |= shards
+                self._pending |= wakes
                 self._asked.set()
                 await trio.sleep(pause)

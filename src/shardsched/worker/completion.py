@@ -44,13 +44,14 @@ class Completer:
         holdings: Holdings,
         overruns: OverrunTracker,
         metrics: Metrics,
-        released: Callable[[int], None],
+        released: Callable[[int, tuple[str, ...]], None],
         quota: lua.OutputQuota = lua.UNLIMITED,
     ) -> None:
         self.redis = redis
         self.quota = quota  #: what output Redis keeps (lua/lib/outquota.lua)
-        #: told of each shard where a completion put runs on the ready stream (DAG tasks
-        #: released, a backfill tick started): the worker claims them or wakes another
+        #: told of each shard (and the queues) where a completion put runs on a ready
+        #: stream (DAG tasks released, a backfill tick started): the worker claims them
+        #: or wakes another
         self.released = released
         self.dep = dep
         self.worker_id = worker_id
@@ -133,9 +134,9 @@ class Completer:
                 self.metrics.redis_error(log, f"completing {len(items)} runs", reply, 0)
                 again += [f for f, _ in items]
                 continue
-            now_ms, freed, codes = lua.decode_completed(reply)
+            now_ms, freed, codes, queues = lua.decode_completed(reply)
             if freed:
-                self.released(shard)
+                self.released(shard, queues)
             for (f, completion), code in zip(items, codes, strict=True):
                 state = completion.state
                 self.holdings.settle(f.claimed.key)

@@ -22,6 +22,8 @@ import msgspec
 import trio
 
 from shardsched.core.pacing import Backoff
+from shardsched.core.queues import DEFAULT_QUEUE
+from shardsched.core.queues import stored as stored_queue
 from shardsched.runtime.metrics import Metrics
 from shardsched.store import ready
 from shardsched.store.calls import Call
@@ -63,8 +65,12 @@ class Worker:
         sandbox: Sandbox | None = None,
         policy: CommandPolicy | None = None,
         output_quota: lua.OutputQuota | None = None,
+        queues: Sequence[str] = (DEFAULT_QUEUE,),
     ) -> None:
         self.redis = redis
+        #: the queues it serves, in the order it claims them (names: core/queues.py)
+        self.queues = tuple(queues)
+        self._stored = tuple(stored_queue(q) for q in self.queues)
         self.dep = dep
         self.worker_id = worker_id or default_worker_id()
         self.concurrency = concurrency
@@ -77,7 +83,8 @@ class Worker:
         self._maybe_ready: set[int] = set()
         self._changed = trio.Event()
         self._idle = trio.Event()  #: set while a slot is free and no shard is known to have work
-        self._from_token: set[int] = set()  #: shards marked by a token, not yet claimed from
+        #: shards marked by a token, not yet claimed from -> the token's queue (as stored)
+        self._from_token: dict[int, str] = {}
         #: passes a token on after a full first claim (other idle workers may take the rest)
         self._pusher = TokenPusher(
             redis,
@@ -118,15 +125,20 @@ class Worker:
     def _poke(self) -> None:
         self._changed.set()
 
-    def _released(self, shard: int) -> None:
-        """A completion of ours put runs on ``shard``'s stream: claim them here if a slot is
-        free (as if a token came, so a full claim passes one on), else wake another."""
-        if self.free > 0 and not self.draining.is_set():
-            self._from_token.add(shard)
+    def _released(self, shard: int, queues: tuple[str, ...]) -> None:
+        """A completion of ours put runs on ``shard``'s streams of ``queues``: claim those
+        of our queues here if a slot is free (as if a token came, so a full claim passes
+        one on), and wake a worker of each other queue."""
+        others = tuple(q for q in queues if q not in self._stored)
+        ours = [q for q in queues if q in self._stored]
+        if ours and self.free > 0 and not self.draining.is_set():
+            self._from_token[shard] = ours[0]
             self._maybe_ready.add(shard)
             self._poke()
         else:
-            self._pusher.wake(shard)
+            others = queues
+        if others:
+            self._pusher.wake(shard, others)
 
     def _mark_all(self) -> None:
         self._maybe_ready.update(range(self.dep.n_shards))
@@ -137,7 +149,9 @@ class Worker:
         await self._take_up_pending()
         self._mark_all()
         task_status.started()
-        waiter = blocking_pop(self.redis, self.dep.globals.ready_tokens)
+        g = self.dep.globals
+        lists = {g.ready_tokens_of(q): q for q in self._stored}
+        waiter = blocking_pop(self.redis, *lists)
         seen = 1
         backoff = Backoff()
         try:
@@ -156,8 +170,9 @@ class Worker:
                     await self._take_up_pending()
                     self._mark_all()
                 if token is not None:
-                    shard = int(token)
-                    self._from_token.add(shard)
+                    key, value = token
+                    shard = int(value)
+                    self._from_token[shard] = lists.get(key, "")
                     self._maybe_ready.add(shard)
                     self._idle = trio.Event()
                     self._poke()
@@ -169,7 +184,8 @@ class Worker:
         """After a (re)connect, first take up runs delivered to this worker id and never
         finished by it (a lost claim reply, a restart under the same id)."""
         calls = [
-            lua.pending_runs(self.dep.shard(s), self.worker_id) for s in range(self.dep.n_shards)
+            lua.pending_runs(self.dep.shard(s), self.worker_id, queues=self._stored)
+            for s in range(self.dep.n_shards)
         ]
         try:
             replies = await redis_calls(self.redis, calls)
@@ -192,7 +208,9 @@ class Worker:
             self._mark_all()
 
     async def _claim(self, shard: int, count: int) -> list[Claimed]:
-        call = lua.claim(self.dep.shard(shard), self.dep.globals, self.worker_id, count)
+        call = lua.claim(
+            self.dep.shard(shard), self.dep.globals, self.worker_id, count, self._stored
+        )
         reply = await call_script(self.redis, call)
         return self._claimed(shard, reply)
 
@@ -252,6 +270,7 @@ class Worker:
                 draining=self.draining.is_set(),
                 started_ms=self._registered_ms,
                 overrunning=sum(self.overruns.overrunning.values()),
+                queues=list(self.queues),
             )
         )
         ttl = round(self.heartbeat_every_s * 3000)
@@ -285,11 +304,11 @@ class Worker:
             except RedisError as exc:  # their leases lapse and the owner reclaims them
                 self.metrics.redis_error(log, "drain: handing back runs", exc, 0)
                 return
-            released = sum(r for _, _, r in sent if isinstance(r, int))
-            log.warning("drain: handed back %s runs", released)
+            replies = [(s, r) for s, _, r in sent if not isinstance(r, Exception)]
+            log.warning("drain: handed back %s runs", sum(int(r[0]) for _, r in replies))
+            wakes = [(s, q) for s, r in replies if int(r[0]) for q in ready.woken(r[1])]
             try:  # other workers may take them at once
-                shards = [shard for shard, _ in groups]
-                await redis_calls(self.redis, ready.push(self.dep.globals, shards))
+                await redis_calls(self.redis, ready.push_wakes(self.dep.globals, wakes))
             except RedisError:
                 pass  # the owner finds them undelivered (store/ready.py)
 
@@ -358,8 +377,8 @@ class Worker:
             if len(claimed) == want:
                 self._maybe_ready.add(shard)  # there may be more
                 if shard in self._from_token:  # and other idle workers may take them
-                    self._pusher.wake(shard)
-            self._from_token.discard(shard)
+                    self._pusher.wake(shard, (self._from_token[shard],))
+            self._from_token.pop(shard, None)
             for c in claimed:
                 self._start(c)
 

@@ -47,6 +47,15 @@ def signature(
 
 def all_signatures() -> dict[str, Signature]:
     """Every script's signature (imports every wrapper module)."""
-    from shardsched.store.lua import dags, firing, jobs, leases, retention, runs, tokens  # noqa: F401
+    from shardsched.store.lua import (  # noqa: F401
+        dags,
+        firing,
+        jobs,
+        leases,
+        recovery,
+        retention,
+        runs,
+        tokens,
+    )
 
     return dict(SIGNATURES)

@@ -29,8 +29,10 @@ def task_item(
     rule: TriggerRule,
     task_json: bytes,
     lease_ms: int,
+    queue: str,
 ) -> tuple[Any, ...]:
-    """One task's item for register_dag and update_dag (6 fields)."""
+    """One task's item for register_dag and update_dag (7 fields; ``queue`` as stored,
+    core/queues.py)."""
     return (
         name,
         ",".join(dict.fromkeys(depends_on)),
@@ -38,6 +40,7 @@ def task_item(
         RULE_CODE[rule],
         task_json,
         lease_ms,
+        queue,
     )
 
 
@@ -59,7 +62,7 @@ REGISTER_DAG = signature(
         "roots",
         "actor",
     ),
-    item=("name", "dependencies", "downstream", "trigger rule", "task spec", "lease"),
+    item=("name", "dependencies", "downstream", "trigger rule", "task spec", "lease", "queue"),
 )
 
 
@@ -126,7 +129,7 @@ UPDATE_DAG = signature(
         "wake channel",
         "shard",
     ),
-    item=("name", "dependencies", "downstream", "trigger rule", "task spec", "lease"),
+    item=("name", "dependencies", "downstream", "trigger rule", "task spec", "lease", "queue"),
 )
 
 
@@ -196,6 +199,7 @@ ADD_DAG_TASK = signature(
         "dag spec",
         "dag id",
         "actor",
+        "queue",
     ),
 )
 
@@ -213,6 +217,7 @@ def add_dag_task(
     lease_ms: int,
     dag_json: bytes,
     actor: str,
+    queue: str = "",
 ) -> Call:
     """Add a task to a DAG if it is still at ``version``; reply {AddTask, ...}."""
     return ADD_DAG_TASK.call(
@@ -227,6 +232,7 @@ def add_dag_task(
             dag_json,
             dag_id,
             actor,
+            queue,
         ),
     )
 
@@ -247,7 +253,7 @@ TRIGGER_DAG = signature(
 
 def trigger_dag(sk: ShardKeys, dag_id: str, actor: str, args_json: bytes = b"") -> Call:
     """A manual DAG run now, its tasks given ``args_json``; reply {DagTrigger, dag_run_id,
-    now_ms} (the caller wakes a worker when it started)."""
+    now_ms, queues} (the caller wakes a worker of each queue, store/ready.py)."""
     return TRIGGER_DAG.call((sk.job(dag_id), sk.ready), (sk.base, dag_id, actor, args_json))
 
 

@@ -12,6 +12,7 @@ from shardsched.store.calls import Call
 from shardsched.store.keys import ShardKeys
 from shardsched.store.lua import signature
 from shardsched.store.lua.runs import Fenced
+from shardsched.store.ready import woken
 
 FIRE = signature(
     "fire",
@@ -95,6 +96,7 @@ class Fired:
     retried: int  #: retry attempts moved to the ready stream
     next_ms: int | None  #: the earliest future timer or retry score; None: none, or due now
     due: list[Due]
+    queues: tuple[str, ...] = ("",)  #: the queues that got runs (store/ready.py)
 
 
 def decode_fired(reply: Sequence[Any]) -> Fired | int:
@@ -102,7 +104,13 @@ def decode_fired(reply: Sequence[Any]) -> Fired | int:
     if reply[0] == Fenced.STALE_EPOCH:
         return int(reply[1])
     next_ms = reply[4]
-    due = [Due(reply[i], int(float(reply[i + 1])), reply[i + 2]) for i in range(5, len(reply), 3)]
+    due = [Due(reply[i], int(float(reply[i + 1])), reply[i + 2]) for i in range(6, len(reply), 3)]
+    queues = woken(reply[5]) if reply[5] else ("",)
     return Fired(
-        int(reply[1]), int(reply[2]), int(reply[3]), int(next_ms) if next_ms else None, due
+        int(reply[1]),
+        int(reply[2]),
+        int(reply[3]),
+        int(next_ms) if next_ms else None,
+        due,
+        queues,
     )

@@ -42,13 +42,14 @@ class NewJob:
     first_ms: int | None  #: None: the job never fires
     lease_ms: int
     auto_pause_after: int | None = None  #: the policy, stored as a field the script reads
+    queue: str = ""  #: as stored (core/queues.py): '' for the default
 
 
 REGISTER_JOB = signature(
     "register_job",
     keys=("timer", "jobs"),
     argv=("base", "wake channel", "shard", "actor"),
-    item=("job id", "spec", "timing", "first fire", "lease", "auto pause after"),
+    item=("job id", "spec", "timing", "first fire", "lease", "auto pause after", "queue"),
 )
 
 
@@ -63,6 +64,7 @@ def register_job(sk: ShardKeys, g: GlobalKeys, jobs: Iterable[NewJob], actor: st
             "" if j.first_ms is None else j.first_ms,
             j.lease_ms,
             "" if j.auto_pause_after is None else j.auto_pause_after,
+            j.queue,
         )
     return REGISTER_JOB.call((sk.timer, sk.jobs), (sk.base, g.wake_channel, sk.shard, actor), items)
 
@@ -92,6 +94,7 @@ UPDATE_JOB = signature(
         "actor",
         "change",
         "detail",
+        "queue",
     ),
 )
 
@@ -114,10 +117,12 @@ def update_job(
     actor: str,
     change: str,
     detail: str = "",
+    queue: str | None = None,
 ) -> Call:
     """Change a job (or a DAG: same hash and timer) if it is still at ``version``.
     ``next_fire``: ms, "" to remove the timer entry, "=" to keep it. ``actor`` did it,
-    ``change`` (update, pause, resume) goes into the change log. Reply {JobReply, ...}."""
+    ``change`` (update, pause, resume) goes into the change log. ``queue`` as stored
+    (core/queues.py), None to keep it. Reply {JobReply, ...}."""
     keys = (sk.job(job_id), sk.timer, sk.segments(job_id), sk.versions(job_id), sk.resumes)
     return UPDATE_JOB.call(
         (*keys, sk.changes(job_id)),
@@ -138,6 +143,7 @@ def update_job(
             actor,
             change,
             detail,
+            "=" if queue is None else queue,
         ),
     )
 
@@ -171,7 +177,8 @@ def trigger(
     key_ttl_ms: int = 0,
 ) -> Call:
     """A manual run now, with ``args_json`` instead of the job's args when given; reply
-    {JobReply, run_id, now_ms} (REPEATED: the key's first run). The caller wakes a worker."""
+    {JobReply, run_id, now_ms, queues} (REPEATED: the key's first run, and no queues). The
+    caller wakes a worker of the queue (store/ready.py)."""
     return TRIGGER.call(
         (sk.job(job_id), sk.ready),
         (sk.base, job_id, actor, args_json, idempotency_key, key_ttl_ms),
@@ -194,8 +201,8 @@ def backfill(
     actor: str,
     window: str,
 ) -> Call:
-    """Queue ticks to run as backfill; reply {JobReply, queued, already, released} (the
-    caller wakes a worker when some were released)."""
+    """Queue ticks to run as backfill; reply {JobReply, queued, already, released,
+    queues} (the caller wakes a worker of each queue when some were released)."""
     return BACKFILL.call(
         (sk.job(job_id), sk.ready),
         (sk.base, job_id, max_concurrent, actor, window),

@@ -8,11 +8,11 @@ import secrets
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from shardsched.core.errors import AlreadyRetried, ConflictError, RunNotFound
 from shardsched.core.ids import parse_run_id
 from shardsched.store.calls import Call
 from shardsched.store.keys import CONSUMER_GROUP, GlobalKeys, ShardKeys
 from shardsched.store.lua import signature
+from shardsched.store.ready import woken
 from shardsched.store.records import OUTPUT_LIMIT
 
 
@@ -57,11 +57,21 @@ CLAIM = signature(
     "claim",
     keys=("ready", "reclaim_at"),
     argv=("base", "group", "worker", "count", "wake channel", "shard", "nonce"),
+    item=("queue",),
 )
 
 
-def claim(sk: ShardKeys, g: GlobalKeys, worker_id: str, count: int) -> Call:
-    """Claim up to ``count`` fired runs of one shard; decode with :func:`decode_claimed`.
+def _queue_items(queues: Sequence[str]) -> tuple[str, ...]:
+    """The queues a claim names (as stored): none when only the default is served, so a
+    deployment without queues claims as it always did."""
+    return () if tuple(queues) == ("",) else tuple(queues)
+
+
+def claim(
+    sk: ShardKeys, g: GlobalKeys, worker_id: str, count: int, queues: Sequence[str] = ("",)
+) -> Call:
+    """Claim up to ``count`` fired runs of one shard from the streams of ``queues`` (as
+    stored, in the order given); decode with :func:`decode_claimed`.
     A lease earlier than any the owner knows of is published to it (:func:`reclaim_hint`).
     Each call carries a fresh random number: the delivery tokens it hands out cannot be
     guessed (only the claimer learns them)."""
@@ -76,6 +86,7 @@ def claim(sk: ShardKeys, g: GlobalKeys, worker_id: str, count: int) -> Call:
             sk.shard,
             secrets.randbits(31),
         ),
+        _queue_items(queues),
     )
 
 
@@ -88,12 +99,19 @@ def reclaim_hint(message: bytes) -> tuple[int, int] | None:
     return int(shard), int(at)
 
 
-PENDING_RUNS = signature("pending_runs", keys=("ready",), argv=("group", "worker", "base", "count"))
+PENDING_RUNS = signature(
+    "pending_runs", keys=("ready",), argv=("group", "worker", "base", "count"), item=("queue",)
+)
 
 
-def pending_runs(sk: ShardKeys, worker_id: str, count: int = 1000) -> Call:
-    """The runs still delivered to this worker id; decode with :func:`decode_claimed`."""
-    return PENDING_RUNS.call((sk.ready,), (CONSUMER_GROUP, worker_id, sk.base, count))
+def pending_runs(
+    sk: ShardKeys, worker_id: str, count: int = 1000, queues: Sequence[str] = ("",)
+) -> Call:
+    """The runs still delivered to this worker id on the streams of ``queues``; decode
+    with :func:`decode_claimed`."""
+    return PENDING_RUNS.call(
+        (sk.ready,), (CONSUMER_GROUP, worker_id, sk.base, count), _queue_items(queues)
+    )
 
 
 class Held(enum.IntEnum):
@@ -274,13 +292,21 @@ def complete(
 
 class Completed(NamedTuple):
     now_ms: int  #: the server's clock
-    released: bool  #: a DAG task or backfill tick went to the ready stream: wake a worker
+    released: bool  #: a DAG task or backfill tick went to a ready stream: wake a worker
     codes: list[Held]  #: one per completion, in the order sent
+    queues: tuple[str, ...] = ()  #: the queues they went to (store/ready.py)
 
 
 def decode_completed(reply: Sequence[Any]) -> Completed:
-    """The server's clock, whether anything was released, and a code per completion."""
-    return Completed(int(reply[0]), reply[1] == 1, [Held(int(code)) for code in reply[2:]])
+    """The server's clock, whether anything was released (and onto which queues), and a
+    code per completion."""
+    released = reply[1] != 0
+    return Completed(
+        int(reply[0]),
+        released,
+        [Held(int(code)) for code in reply[2:]],
+        woken(reply[1]) if released else (),
+    )
 
 
 RELEASE_RUNS = signature(
@@ -292,7 +318,8 @@ RELEASE_RUNS = signature(
 
 
 def release_runs(sk: ShardKeys, worker_id: str, runs: Iterable[Delivery]) -> Call:
-    """Hand runs back at once (a draining worker); the reply is how many were."""
+    """Hand runs back at once (a draining worker); reply {how many were, their queues}
+    (store/ready.py)."""
     return RELEASE_RUNS.call((sk.ready,), (CONSUMER_GROUP, worker_id, sk.base), _flat(runs))
 
 
@@ -301,79 +328,3 @@ class Fenced(enum.IntEnum):
 
     OK = 1
     STALE_EPOCH = -1  #: the caller's epoch is not the shard's: it lost its lease
-
-
-RECLAIM = signature(
-    "reclaim",
-    keys=("ready", "epoch", "stats", "reclaim_at", "timer"),
-    argv=("epoch", "group", "base", "count", "poison limit"),
-)
-
-
-def reclaim(sk: ShardKeys, epoch: int, count: int, poison_limit: int) -> Call:
-    """Send lapsed leases' runs back to scheduled, or fail them as poison and quarantine
-    their job (fenced); decode with :func:`decode_reclaimed`."""
-    return RECLAIM.call(
-        (sk.ready, sk.epoch, sk.stats, sk.reclaim_at, sk.timer),
-        (epoch, CONSUMER_GROUP, sk.base, count, poison_limit),
-    )
-
-
-class Reclaimed(NamedTuple):
-    reclaimed: int  #: runs sent back to scheduled
-    poisoned: int  #: runs failed after too many lapses in a row
-    next_ms: int | None  #: when to look again (server clock); None: nothing ever claimed
-    now_ms: int
-    released: int  #: DAG tasks released by runs failed here
-
-    @property
-    def requeued(self) -> bool:
-        """Whether runs went back to the ready stream (the caller wakes a worker)."""
-        return self.reclaimed > 0 or self.released > 0
-
-
-def decode_reclaimed(reply: Sequence[Any]) -> Reclaimed | None:
-    """The reply; None when the caller's epoch is stale."""
-    if reply[0] == Fenced.STALE_EPOCH:
-        return None
-    at = reply[3]
-    released = int(reply[5]) if len(reply) > 5 else 0
-    return Reclaimed(int(reply[1]), int(reply[2]), int(at) if at else None, int(reply[4]), released)
-
-
-class Retried(enum.IntEnum):
-    """retry_run's first reply field."""
-
-    RETRIED = 1
-    ALREADY_RETRIED = 2  #: nothing written: a double click must not run the job twice
-    NO_SUCH_RUN = -1
-    NOT_DEAD_LETTERED = -2
-    DAG_SETTLED = -3  #: a DAG task's run whose DAG run settled on this failure
-
-
-def raise_retry_refusal(code: int, run_id: str, next_run_id: str | None) -> None:
-    """Raise the project's exception for a refused retry; RETRIED returns."""
-    if code == Retried.NO_SUCH_RUN:
-        raise RunNotFound(run_id)
-    if code == Retried.NOT_DEAD_LETTERED:
-        raise ConflictError(f"run {run_id!r} is not dead-lettered")
-    if code == Retried.DAG_SETTLED:
-        raise ConflictError(
-            f"run {run_id!r} is a DAG task's: its DAG run settled on this failure; "
-            "trigger the DAG again instead"
-        )
-    if code == Retried.ALREADY_RETRIED:
-        raise AlreadyRetried(run_id, next_run_id or "")
-
-
-RETRY_RUN = signature(
-    "retry_run",
-    keys=("ready", "deadletter"),
-    argv=("base", "run id", "actor"),
-)
-
-
-def retry_run(sk: ShardKeys, run_id: str, actor: str) -> Call:
-    """A dead-lettered run as a new attempt; reply {code, new run id} (the caller wakes a
-    worker when retried)."""
-    return RETRY_RUN.call((sk.ready, sk.dead_letter), (sk.base, run_id, actor))

@@ -17,13 +17,17 @@ from shardsched.store.redis.connection import Connection, Redis, RedisURL, reply
 
 
 class BlockingPop:
-    """``BLPOP key timeout`` for one task, reconnecting after a loss (RedisError raised).
-    ``locate`` answers the server that holds ``key`` (asked again at each connect)."""
+    """``BLPOP key… timeout`` for one task, reconnecting after a loss (RedisError raised).
+    The keys share one hash slot; Redis pops from the first non-empty one, in their order.
+    ``locate`` answers the server that holds them (asked again at each connect)."""
 
     def __init__(
-        self, key: str, locate: Callable[[], Awaitable[RedisURL]], connect_timeout: float = 5.0
+        self,
+        keys: tuple[str, ...],
+        locate: Callable[[], Awaitable[RedisURL]],
+        connect_timeout: float = 5.0,
     ) -> None:
-        self.key = key
+        self.keys = keys
         self._locate = locate
         self._connect_timeout = connect_timeout
         self._conn: Connection | None = None
@@ -31,19 +35,20 @@ class BlockingPop:
         #: old (a token popped for nobody), so the caller looks at everything once
         self.connects = 0
 
-    async def pop(self, timeout_s: float) -> bytes | None:
-        """The head of the LIST, waiting up to ``timeout_s``; None on time out."""
+    async def pop(self, timeout_s: float) -> tuple[str, bytes] | None:
+        """(key, its head) of the first LIST with one, waiting up to ``timeout_s``; None on
+        time out."""
         if self._conn is not None and self._conn.broken:
             await self.aclose()  # lost (or cancelled mid-reply): never reused
         if self._conn is None:
             url = await self._locate()
             self._conn = await Connection.open(url, self._connect_timeout, scripts=False)
             self.connects += 1
-        (reply,) = await self._conn.execute_many([("BLPOP", self.key, f"{timeout_s:g}")])
+        (reply,) = await self._conn.execute_many([("BLPOP", *self.keys, f"{timeout_s:g}")])
         if isinstance(reply, hiredis.ReplyError):
             await self.aclose()  # MOVED after a failover: locate again on the next pop
             raise reply_error(reply)
-        return None if reply is None else bytes(reply[1])
+        return None if reply is None else (bytes(reply[0]).decode(), bytes(reply[1]))
 
     async def aclose(self) -> None:
         if self._conn is not None:
@@ -51,8 +56,10 @@ class BlockingPop:
             self._conn = None
 
 
-def blocking_pop(redis: Redis | ClusterRedis, key: str) -> BlockingPop:
-    """A :class:`BlockingPop` of ``key`` on the server (or the cluster node) holding it."""
+def blocking_pop(redis: Redis | ClusterRedis, *keys: str) -> BlockingPop:
+    """A :class:`BlockingPop` of ``keys`` (one hash slot) on the server (or the cluster
+    node) holding them."""
+    key = keys[0]
     if isinstance(redis, ClusterRedis):
         cluster = redis
 
@@ -60,11 +67,11 @@ def blocking_pop(redis: Redis | ClusterRedis, key: str) -> BlockingPop:
             host, port = await cluster.node_of_key(key)
             return RedisURL.parse(node_url(cluster.cluster_url, host, port))
 
-        return BlockingPop(key, locate)
+        return BlockingPop(keys, locate)
 
     url = redis.url
 
     async def fixed() -> RedisURL:
         return url
 
-    return BlockingPop(key, fixed)
+    return BlockingPop(keys, fixed)
