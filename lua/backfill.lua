@@ -13,7 +13,9 @@
   ARGV[3] max concurrent backfill runs of the job
   ARGV[4] who asks (the job's log of runs by hand, acts:<job>, gets a 'backfill')
   ARGV[5] the window asked for, for the log
-  ARGV[6..] ticks (ms)
+  ARGV[6] the band of the runs' priority ('^l' low, '' normal, '^h' high; core/queues.py):
+          kept on the job as 'bfb' for the ticks released later
+  ARGV[7..] ticks (ms)
 
   Keys built from the shard key base (each in KEYS' hash slot): acts:<id>, bfq:<id>, cnt:<id>,
     job:<id>, run:<id>, runs:<id>.
@@ -43,7 +45,7 @@ end
 local now = server_now_ms()
 local queue_key = base .. 'bfq:' .. job
 local queued, already = 0, 0
-for i = 6, #ARGV do
+for i = 7, #ARGV do
   local tick = ARGV[i]
   if rcall('EXISTS', base .. 'run:' .. job .. ':' .. tick .. ':1') == 1
       or rcall('ZSCORE', queue_key, tick) then
@@ -53,7 +55,13 @@ for i = 6, #ARGV do
     queued = queued + 1
   end
 end
-rcall('HSET', job_key, 'bfm', ARGV[3])
+rcall('HSET', job_key, 'bfm', ARGV[3], 'bfb', ARGV[6])
+-- the stream its runs go to joins the shard's set of queues (reclaim and the wake-up check
+-- look at it; the worker's completion that releases the next tick may not write the set)
+local stream = string.gsub(rcall('HGET', job_key, 'q') or '', '%^.*$', '') .. ARGV[6]
+if stream ~= '' then
+  rcall('SADD', base .. 'queues', stream)
+end
 log_change(base .. 'acts:' .. job, 'backfill', ARGV[4], '',
   ARGV[5] .. ': ' .. queued .. ' ticks queued, ' .. already .. ' had runs')
 local released = backfill_release(base, ready_key, job, now)

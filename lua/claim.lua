@@ -19,9 +19,10 @@
   ARGV[7] a random number below 2^31 (the caller's, fresh each call): a delivery token is
           it times 1,000 plus the run's delivery count (mod 1,000), so it cannot be
           guessed from the run, and a new delivery's token never equals the last one's
-  ARGV[8..] the queues the worker serves, in the order it claims them ('' the default;
-          none: the default only). Each queue's stream (lib/queues.lua) is read in turn
-          until N runs are claimed, so a worker's first queue is served first.
+  ARGV[8..] items of 2: a queue as stored ('' the default queue's normal band;
+          core/queues.py) and how many runs at most to take from its stream; none: the
+          default stream only. Each stream (lib/queues.lua) is read in turn until N runs
+          are claimed, so the worker's order (its priorities, then its queues) holds.
 
   Returns a flat list, 9 fields per claimed run:
     entry id, run id, job spec JSON, scheduled_for (ms; '' when it is the run id's tick),
@@ -134,11 +135,11 @@ end
 if #ARGV < 8 then
   claim_from(KEYS[1], wanted)
 else
-  for i = 8, #ARGV do
+  for i = 8, #ARGV, 2 do
     if n_claimed >= wanted then
       break
     end
-    claim_from(ready_of(base, ARGV[i]), wanted - n_claimed)
+    claim_from(ready_of(base, ARGV[i]), math.min(tonumber(ARGV[i + 1]), wanted - n_claimed))
   end
 end
 flush_events(base, events)

@@ -1,6 +1,8 @@
 -- Backfill pacing: a job's backfill ticks wait in bfq:<job> (ZSET tick -> tick) and at most
 -- 'bfm' of its backfill runs are active at once (its counter 'bfa' counts them). A
--- backfill run ('bf' on its record) that ends its tick frees a place for the next.
+-- backfill run ('bf' on its record) that ends its tick frees a place for the next. It goes
+-- to its job's queue in the band the backfill asked for ('bfb' on the job, low when
+-- unset: a backfill never delays scheduled runs; lib/queues.lua).
 -- Callers define rcall and include events, counters and queues.
 local function backfill_release(base, ready, job, now)
   local job_key = base .. 'job:' .. job
@@ -17,7 +19,8 @@ local function backfill_release(base, ready, job, now)
     local run_key = base .. 'run:' .. rid
     if rcall('EXISTS', run_key) == 0 then
       if q == nil then
-        q = rcall('HGET', job_key, 'q') or ''
+        local info = rcall('HMGET', job_key, 'q', 'bfb')
+        q = string.gsub(info[1] or '', '%^.*$', '') .. (info[2] or '^l')
       end
       rcall('HSET', run_key, 'st', 'scheduled', 'c', now, 'bf', '1')
       if q ~= '' then

@@ -8,4 +8,8 @@ local function set_job_queue(base, job_key, q, new)
   elseif not new then
     rcall('HDEL', job_key, 'q')
   end
+  local band = not new and rcall('HGET', job_key, 'bfb')  -- a backfill's (lib/backfill)
+  if band and string.gsub(q, '%^.*$', '') .. band ~= '' then
+    rcall('SADD', base .. 'queues', string.gsub(q, '%^.*$', '') .. band)
+  end
 end

@@ -13,6 +13,7 @@ import msgspec
 import pytest
 
 from shardsched import ops
+from shardsched.core.backfill import BackfillRequest
 from shardsched.core.errors import (
     AlreadyRetried,
     DagNotFound,
@@ -23,7 +24,6 @@ from shardsched.core.errors import (
     RedisUnavailable,
 )
 from shardsched.core.models import (
-    BackfillRequest,
     DagRunState,
     IntervalSchedule,
     JobPatch,

@@ -378,12 +378,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nodes", type=int, default=1)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--concurrency", type=int, default=1000)
-    p.add_argument(
-        "--queues",
-        type=int,
-        default=1,
-        help="spread the jobs over N queues, worker i serving queue i mod N (1: the default)",
-    )
+    p.add_argument("--queues", type=int, default=1, help="over N queues, worker i serving i mod N")
     p.add_argument("--shards", type=int, default=64)
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument(

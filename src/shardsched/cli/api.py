@@ -155,7 +155,7 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
                 for v in o["versions"]
             ],
         )
-    body = {"since": args.since, "until": args.until, "max_concurrent": args.max_concurrent}
+    body = {k: vars(args)[k] for k in ("since", "until", "max_concurrent", "priority")}
     out = request(api, "POST", path + "/backfill", body)
     if args.wait:
         follow.wait_window(api, args.job_id, args.since, args.until, out["ticks"], args.timeout)
@@ -171,13 +171,7 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
 def _runs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     api, cmd = args.api, args.runs_command
     if cmd == "list":
-        query = {
-            "limit": args.limit,
-            "cursor": args.cursor,
-            "state": args.state,
-            "since": args.since,
-            "until": args.until,
-        }
+        query = {**page_args(args), "state": args.state, "since": args.since, "until": args.until}
         out = request(api, "GET", f"/api/v1/jobs/{quoted(args.job_id)}/runs" + page_query(query))
         return out, lambda o: runs_table(o["runs"]) + more_hint(o)
     if cmd == "failed":
@@ -320,6 +314,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     backfill.add_argument("--since", "--start", dest="since", required=True, metavar="RFC3339")
     backfill.add_argument("--until", "--end", dest="until", required=True, metavar="RFC3339")
     backfill.add_argument("--max-concurrent", type=int, default=1)
+    backfill.add_argument("--priority", choices=["high", "normal", "low"], default="low")
     backfill.add_argument("--wait", action="store_true", help="until every tick has run")
     follow.timeout_flag(backfill)
 

@@ -89,6 +89,8 @@ def body_of(args: argparse.Namespace) -> dict[str, Any]:
         body["args"] = args.job_args
     if args.queue is not None:
         body["queue"] = args.queue
+    if args.priority is not None:
+        body["priority"] = args.priority
     return body
 
 
@@ -121,6 +123,9 @@ def add_create_parser(jsub: argparse._SubParsersAction, common: argparse.Argumen
     p.add_argument("--env", type=key_value, action="append", metavar="KEY=VALUE")
     p.add_argument("--label", type=key_value, action="append", metavar="KEY=VALUE")
     p.add_argument("--queue", metavar="NAME", help="only workers serving it run the job")
+    p.add_argument(
+        "--priority", choices=["high", "normal", "low"], help="under contention, higher first"
+    )
     p.add_argument(
         "--args", dest="job_args", type=json_object_arg, metavar="JSON", help="its runs' args"
     )

@@ -135,6 +135,7 @@ def show_job(job: dict) -> str:
         ["updated_at", style.instant(job["updated_at"])],
         ["shard", job["shard"]],
         ["queue", job.get("queue", "default")],
+        ["priority", job.get("priority", "normal")],
     ]
     for key in ("dag_id", "pause_reason", "paused_until", "auto_pause_after"):
         if job.get(key) is not None:
@@ -151,8 +152,8 @@ def show_run(run: dict) -> str:
     """One run: its row, and the args it was given when it has its own."""
     args = run.get("args")
     tail = f"\nargs {json.dumps(args, separators=(',', ':'))}" if args else ""
-    if run.get("queue", "default") != "default":
-        tail += f"\nqueue {run['queue']}"
+    if run.get("queue", "default") != "default" or run.get("priority", "normal") != "normal":
+        tail += f"\nqueue {run.get('queue', 'default')} · priority {run.get('priority')}"
     return runs_table([run]) + tail
 
 

@@ -19,7 +19,7 @@ from typing import Annotated, TypeVar
 import msgspec
 
 from shardsched.core.params import Args
-from shardsched.core.queues import DEFAULT_QUEUE, QueueName
+from shardsched.core.queues import DEFAULT_QUEUE, Priority, QueueName
 
 _T = TypeVar("_T")
 #: No control characters (C0, DEL, C1) and no invisible format characters (zero-width,
@@ -217,6 +217,7 @@ class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     #: a manual trigger may give others for its run.
     args: Args = msgspec.field(default_factory=dict)
     queue: QueueName = DEFAULT_QUEUE  #: only workers serving it run the job (core/queues)
+    priority: Priority = Priority.NORMAL  #: under contention, higher ones are claimed first
     #: The id to register it under (unset: a random ``job_…``); unique in the namespace.
     #: Not stored in the definition: it is the job's ``job_id``.
     id: JobId | None = None
@@ -251,6 +252,7 @@ class TaskSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     lease_s: LeaseSeconds = 30.0
     env: EnvMap = msgspec.field(default_factory=dict)
     queue: QueueName = DEFAULT_QUEUE
+    priority: Priority = Priority.NORMAL
 
 
 class DagSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -296,6 +298,7 @@ class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     retention: Retention | None = None  #: replaces the whole policy ({} for the defaults)
     labels: LabelMap | None = None  #: replaces the whole map ({} clears it)
     queue: QueueName | None = None
+    priority: Priority | None = None
     args: Args | None = None  #: replaces the whole object ({} clears it)
     status: JobStatus | None = None
     #: With status "paused" (or on a paused job): why, shown on the job.
@@ -331,47 +334,6 @@ class TaskState(enum.StrEnum):
     DEAD_LETTER = "dead_letter"
     SKIPPED = "skipped"
     CANCELLED = "cancelled"
-
-
-class BackfillRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """The body of ``POST /api/v1/jobs/{id}/backfill``: run every nominal tick in
-    [since, until] that has no run yet, at most ``max_concurrent`` at a time.
-
-    ``start`` and ``end`` are the window's old names, taken for one more version (the
-    answer then carries a ``Deprecation`` header)."""
-
-    since: AwareDatetime | None = None
-    until: AwareDatetime | None = None
-    max_concurrent: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 1
-    start: AwareDatetime | None = None  #: deprecated: since
-    end: AwareDatetime | None = None  #: deprecated: until
-
-    def __post_init__(self) -> None:
-        for new, old in (("since", "start"), ("until", "end")):
-            given = (getattr(self, new), getattr(self, old))
-            if None not in given:
-                raise ValueError(f"{old} is the old name of {new}: give one - at `$.{old}`")
-            if given == (None, None):
-                raise ValueError(f"Object missing required field `{new}`")
-
-    @property
-    def first(self) -> datetime:
-        """The window's start (``since``, or its old name ``start``)."""
-        first = self.since or self.start
-        assert first is not None  # __post_init__
-        return first
-
-    @property
-    def last(self) -> datetime:
-        """The window's end (``until``, or its old name ``end``)."""
-        last = self.until or self.end
-        assert last is not None  # __post_init__
-        return last
-
-    @property
-    def deprecated(self) -> bool:
-        """The window was given by its old names."""
-        return self.start is not None or self.end is not None
 
 
 class SchedulePreviewRequest(msgspec.Struct, forbid_unknown_fields=True):

@@ -1,15 +1,27 @@
-"""Queues: which workers may run a job. A job (or a DAG task) names one; a worker serves
-a list of them (``shardsched worker --queues gpu,default``) and claims nothing else.
+"""Queues and priorities: which workers may run a job, and which of its runs first.
 
-Each shard keeps one ready stream per queue (store/keys.py): the default queue's is the
-shard's ``ready`` stream of before queues existed, so a deployment that names none runs
-exactly as it did. A run records its queue (``q`` on its record, only when not the
-default), so its retries, reclaims and hand-backs stay on it even if the job moves.
+A job (or a DAG task) names a queue; a worker serves a list of them (``shardsched worker
+--queues gpu,default``) and claims nothing else. A job has a priority too (high, normal,
+low; backfill runs default to low).
+
+Each shard keeps one ready stream per queue and priority (store/keys.py): the default
+queue's normal stream is the shard's ``ready`` stream of before queues existed, so a
+deployment that names none runs exactly as it did. A stream is named by a queue *as
+stored*: the queue's name ('' for the default) and a band suffix ('^h' high, '' normal,
+'^l' low). A run records it (``q`` on its record, only when not ''), so its retries,
+reclaims and hand-backs stay where it was put even if the job moves.
+
+A worker's claim reads its streams band by band, its queues in its order within a band.
+So a higher priority is claimed first, and a lower one is never starved: one claim in
+ten (:data:`SHARE`) first takes a tenth of its count from the low band, one from the
+normal band, before the strict order.
 """
 
 from __future__ import annotations
 
+import enum
 import re
+from collections.abc import Iterable, Sequence
 from typing import Annotated
 
 import msgspec
@@ -24,9 +36,56 @@ QueueName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=QUE
 MAX_WORKER_QUEUES = 16
 
 
-def stored(queue: str) -> str:
-    """A queue as run records, job hashes and scripts carry it: '' for the default."""
-    return "" if queue == DEFAULT_QUEUE else queue
+class Priority(enum.StrEnum):
+    HIGH = "high"
+    NORMAL = "normal"
+    LOW = "low"
+
+
+BAND = {Priority.HIGH: "^h", Priority.NORMAL: "", Priority.LOW: "^l"}
+_PRIORITY_OF_BAND = {band: p for p, band in BAND.items()}
+#: The bands in the order a claim reads them, by the claim's turn (mod 10): in one claim
+#: of ten the low band, in another the normal band, first gets a share (a tenth of the
+#: count, at least one run) before the strict high, normal, low order.
+SHARE = {4: "", 9: "^l"}
+
+
+def stored(queue: str, priority: Priority | str = Priority.NORMAL) -> str:
+    """A queue (and priority) as run records, job hashes and scripts carry it: the name
+    ('' for the default) and the band's suffix."""
+    return ("" if queue == DEFAULT_QUEUE else queue) + BAND[Priority(priority)]
+
+
+def parse_stored(value: str) -> tuple[str, Priority]:
+    """(queue, priority) of a stored queue."""
+    name, caret, band = value.partition("^")
+    return name or DEFAULT_QUEUE, _PRIORITY_OF_BAND.get(caret + band, Priority.NORMAL)
+
+
+def streams(queues: Sequence[str], known: Iterable[str] = ()) -> tuple[str, ...]:
+    """Every stream a worker serving ``queues`` (names) reads, band by band: the normal
+    band's always, a high or low band's when ``known`` (stored queues the shards' jobs
+    named) has it."""
+    have = set(known)
+    out = []
+    for band in ("^h", "", "^l"):
+        for q in queues:
+            s = stored(q) + band
+            if not band or s in have:
+                out.append(s)
+    return tuple(out)
+
+
+def claim_plan(order: Sequence[str], count: int, turn: int) -> list[tuple[str, int]]:
+    """(stream, at most) pairs for one claim of ``count`` over ``order`` (from
+    :func:`streams`): the strict order, after the share of this turn's band (SHARE)."""
+    plan = [(s, count) for s in order]
+    band = SHARE.get(turn % 10)
+    if band is not None:
+        share = max(1, count // 10)
+        first = [(s, share) for s in order if s.endswith(band) and ("^" in s) == bool(band)]
+        plan = first + plan if len(first) < len(order) else plan
+    return plan
 
 
 def parse_queues(text: str, field: str = "--queues") -> tuple[str, ...]:

@@ -26,7 +26,7 @@ from shardsched.core.models import (
     TaskState,
     TriggerRule,
 )
-from shardsched.core.queues import DEFAULT_QUEUE
+from shardsched.core.queues import DEFAULT_QUEUE, Priority
 
 
 class Job(msgspec.Struct, kw_only=True):
@@ -61,6 +61,7 @@ class Job(msgspec.Struct, kw_only=True):
     labels: dict[str, str] = msgspec.field(default_factory=dict)
     args: dict[str, Any] = msgspec.field(default_factory=dict)  #: its runs' parameters
     queue: str = DEFAULT_QUEUE  #: only workers serving it run the job
+    priority: Priority = Priority.NORMAL
 
 
 class Dag(msgspec.Struct, kw_only=True):
@@ -232,6 +233,7 @@ class Run(msgspec.Struct, kw_only=True):
     #: the job's, or its DAG run's
     args: dict[str, Any] | None = None
     queue: str = DEFAULT_QUEUE  #: the queue it was put on (its job's then)
+    priority: Priority = Priority.NORMAL  #: and its priority (a backfill's: low)
 
 
 class RunList(msgspec.Struct):

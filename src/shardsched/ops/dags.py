@@ -64,7 +64,7 @@ def task_items(spec: DagSpec) -> tuple[str, str, list[Any]]:
             task.trigger_rule,
             _encoder.encode(task),
             round(task.lease_s * 1000),
-            stored_queue(task.queue),
+            stored_queue(task.queue, task.priority),
         )
     return ",".join(topo.order), ",".join(topo.roots), items
 
@@ -259,6 +259,7 @@ def join_dag(dep: Deployment, spec: JobSpec, actor: str = SDK_ACTOR) -> Op:
         lease_s=spec.lease_s,
         env=spec.env,
         queue=spec.queue,
+        priority=spec.priority,
     )
     sk = dep.keys_for(dag_id)
     job_id = k.task_job_id(dag_id, spec.name)
@@ -293,7 +294,7 @@ def join_dag(dep: Deployment, spec: JobSpec, actor: str = SDK_ACTOR) -> Op:
                 lease_ms=round(task.lease_s * 1000),
                 dag_json=_encoder.encode(new_spec),
                 actor=actor,
-                queue=stored_queue(task.queue),
+                queue=stored_queue(task.queue, task.priority),
             )
         ]
         code = check(reply)[0]

@@ -8,6 +8,7 @@ from itertools import islice
 import msgspec
 
 from shardsched.core.access import SDK_ACTOR
+from shardsched.core.backfill import BackfillRequest
 from shardsched.core.errors import (
     DagTaskJob,
     JobDeleted,
@@ -15,12 +16,12 @@ from shardsched.core.errors import (
 )
 from shardsched.core.instants import from_ms, to_ms
 from shardsched.core.models import (
-    BackfillRequest,
     JobSpec,
     JobStatus,
     OnceSchedule,
     Schedule,
 )
+from shardsched.core.queues import BAND
 from shardsched.core.ticks import ticks_in
 from shardsched.core.validation import checked
 from shardsched.core.views import (
@@ -118,7 +119,8 @@ def backfill(dep: Deployment, job_id: str, request: BackfillRequest, actor: str 
     archived = {tick for _, tick, _, _ in cold_history(dep, url, [job_id]).firsts.get(job_id, ())}
     owed = [tick for tick in ticks if tick not in archived]
     window = f"{request.first.isoformat()}..{request.last.isoformat()}"
-    call = lua.backfill(sk, job_id, request.max_concurrent, owed, actor, window)
+    band = BAND[request.priority]
+    call = lua.backfill(sk, job_id, request.max_concurrent, owed, actor, window, band)
     (reply,) = yield [call]
     reply = check(reply)
     lua.raise_refusal(reply[0], job_id)

@@ -129,7 +129,7 @@ def create_jobs(
                 first,
                 round(spec.lease_s * 1000),
                 spec.auto_pause_after,
-                stored_queue(spec.queue),
+                stored_queue(spec.queue, spec.priority),
             )
         )
     shards = list(by_shard)
@@ -193,6 +193,7 @@ def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Jo
         labels=spec.labels,
         args=spec.args,
         queue=spec.queue,
+        priority=spec.priority,
     )
 
 
@@ -241,6 +242,7 @@ def _read_task_job(dep: Deployment, job_id: str, fields: list[bytes]) -> Op:
         trigger_rule=task.trigger_rule,
         env=task.env,
         queue=task.queue,
+        priority=task.priority,
     )
 
 
@@ -268,6 +270,7 @@ def spec_of(job: Job) -> JobSpec:
         labels=job.labels,
         args=job.args,
         queue=job.queue,
+        priority=job.priority,
     )
 
 
@@ -378,7 +381,7 @@ def write_spec(
             actor=actor,
             change=_change_of(job.status, status),
             detail=reason or "",
-            queue=stored_queue(spec.queue),
+            queue=stored_queue(spec.queue, spec.priority),
         )
     ]
     code = check(reply)[0]

@@ -12,7 +12,7 @@ from datetime import datetime
 import msgspec
 
 from shardsched.core.instants import from_ms
-from shardsched.core.queues import DEFAULT_QUEUE
+from shardsched.core.queues import DEFAULT_QUEUE, parse_stored
 from shardsched.ops.cluster import NodeView, WorkerView, cluster_view, list_workers
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
@@ -140,10 +140,10 @@ def queue_statuses(dep: Deployment, shards: list[ShardStatus], workers: list[Wor
         for cmd, group in (("XLEN", ()), ("XPENDING", (CONSUMER_GROUP,)))
     ]
     depth = {DEFAULT_QUEUE: [sum(s.ready for s in shards), sum(s.pending for s in shards)]}
-    for i, (_, queue) in enumerate(streams):
+    for i, (_, stream) in enumerate(streams):
         length, pending = replies[2 * i : 2 * i + 2]
         n_pending = 0 if isinstance(pending, Exception) else int(pending[0])
-        counts = depth.setdefault(queue, [0, 0])
+        counts = depth.setdefault(parse_stored(stream)[0], [0, 0])  # all its bands
         counts[0] += max(int(check(length)) - n_pending, 0)
         counts[1] += n_pending
     out = []

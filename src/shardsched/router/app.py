@@ -20,10 +20,10 @@ from starlette.responses import Response
 
 from shardsched import ops
 from shardsched.core.access import Scope
+from shardsched.core.backfill import BackfillRequest
 from shardsched.core.errors import DagNotFound, DagRunNotFound, JobNotFound, ValidationError
 from shardsched.core.labels import parse_label_filter
 from shardsched.core.models import (
-    BackfillRequest,
     DagPatch,
     DagSpec,
     JobPatch,

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from shardsched.core import views as v
 from shardsched.core.access import Scope
+from shardsched.core.backfill import BackfillRequest
 from shardsched.core.models import (
-    BackfillRequest,
     DagPatch,
     DagSpec,
     JobPatch,

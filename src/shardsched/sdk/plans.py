@@ -13,11 +13,11 @@ from typing import Any, Generic, Protocol, TypeVar
 import msgspec
 
 from shardsched import ops
+from shardsched.core.backfill import BackfillRequest
 from shardsched.core.errors import BulkPartiallyApplied, ValidationError
 from shardsched.core.field_errors import field_error
 from shardsched.core.instants import to_ms
 from shardsched.core.models import (
-    BackfillRequest,
     DagSpec,
     JobPatch,
     JobSpec,
@@ -27,6 +27,7 @@ from shardsched.core.models import (
     SchedulePreviewRequest,
 )
 from shardsched.core.params import TriggerRequest
+from shardsched.core.queues import Priority
 from shardsched.core.views import (
     BackfillResult,
     ChangeList,
@@ -209,10 +210,20 @@ def dag_changes(
 
 
 def backfill(
-    c: Handle, job_id: str, since: datetime, until: datetime, max_concurrent: int = 1
+    c: Handle,
+    job_id: str,
+    since: datetime,
+    until: datetime,
+    max_concurrent: int = 1,
+    priority: Priority | str = Priority.LOW,
 ) -> Plan[BackfillResult]:
-    """Run every nominal tick of [since, until] that has no run yet."""
-    request = BackfillRequest(since=since, until=until, max_concurrent=max_concurrent)
+    """Run every nominal tick of [since, until] that has no run yet (at a low priority
+    unless asked: a backfill never delays scheduled runs)."""
+    if priority not in set(Priority):
+        raise ValidationError(f"priority is high, normal or low, not {priority!r}", "$.priority")
+    request = BackfillRequest(
+        since=since, until=until, max_concurrent=max_concurrent, priority=Priority(priority)
+    )
     return Plan(ops.backfill(c.deployment, job_id, request, c.actor))
 
 

@@ -14,7 +14,7 @@ from shardsched.core.access import TokenAct
 from shardsched.core.ids import parse_run_id, task_job_id
 from shardsched.core.instants import from_ms
 from shardsched.core.models import DagRunState, RunState, TaskState
-from shardsched.core.queues import DEFAULT_QUEUE
+from shardsched.core.queues import DEFAULT_QUEUE, Priority, parse_stored
 from shardsched.core.views import Change, DagRun, DagTaskRun, Run
 
 #: A run record (``run:<id>`` hash), in the order :func:`run_from_fields` unpacks:
@@ -49,6 +49,7 @@ def run_from_fields(rid: str, fields: list[bytes | None]) -> Run:
     ``<job>:<tick>:<n>`` (a manual run's tick ``t<n>`` is stored in the record's ``s``)."""
     st, c, s, w, lease, b, f, x, r, d, v, nx, args, q = fields[:14]
     job_id, tick, attempt = parse_run_id(rid)
+    queue, priority = parse_stored(q.decode()) if q else (DEFAULT_QUEUE, Priority.NORMAL)
     assert st is not None and c is not None
     state = RunState(st.decode())
     return Run(
@@ -68,7 +69,8 @@ def run_from_fields(rid: str, fields: list[bytes | None]) -> Run:
         job_version=int(v) if v else None,
         next_run_id=opt_text(nx),
         args=None if args is None else msgspec.json.decode(args),
-        queue=DEFAULT_QUEUE if not q else q.decode(),
+        queue=queue,
+        priority=priority,
     )
 
 

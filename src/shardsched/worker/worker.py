@@ -23,7 +23,6 @@ import trio
 
 from shardsched.core.pacing import Backoff
 from shardsched.core.queues import DEFAULT_QUEUE
-from shardsched.core.queues import stored as stored_queue
 from shardsched.runtime.metrics import Metrics
 from shardsched.store import ready
 from shardsched.store.calls import Call
@@ -42,6 +41,7 @@ from shardsched.worker.leases import LeaseRenewer
 from shardsched.worker.live_output import OutputFlusher
 from shardsched.worker.overruns import OverrunTracker
 from shardsched.worker.sandbox import CommandPolicy, Sandbox
+from shardsched.worker.streams import Streams
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class Worker:
         self.redis = redis
         #: the queues it serves, in the order it claims them (names: core/queues.py)
         self.queues = tuple(queues)
-        self._stored = tuple(stored_queue(q) for q in self.queues)
+        self.streams = Streams(self.queues)
         self.dep = dep
         self.worker_id = worker_id or default_worker_id()
         self.concurrency = concurrency
@@ -129,8 +129,9 @@ class Worker:
         """A completion of ours put runs on ``shard``'s streams of ``queues``: claim those
         of our queues here if a slot is free (as if a token came, so a full claim passes
         one on), and wake a worker of each other queue."""
-        others = tuple(q for q in queues if q not in self._stored)
-        ours = [q for q in queues if q in self._stored]
+        self.streams.learn(queues)
+        others = tuple(q for q in queues if q not in self.streams.all)
+        ours = [q for q in queues if q in self.streams.all]
         if ours and self.free > 0 and not self.draining.is_set():
             self._from_token[shard] = ours[0]
             self._maybe_ready.add(shard)
@@ -140,17 +141,21 @@ class Worker:
         if others:
             self._pusher.wake(shard, others)
 
+    async def _learn_bands(self) -> None:
+        await self.streams.refresh(self.redis, self.dep, self.metrics)
+
     def _mark_all(self) -> None:
         self._maybe_ready.update(range(self.dep.n_shards))
         self._poke()
 
     async def _wait_for_work(self, *, task_status: trio.TaskStatus[None]) -> None:
         """Look at every shard once, then pop a wake token whenever idle."""
+        await self._learn_bands()
         await self._take_up_pending()
         self._mark_all()
         task_status.started()
         g = self.dep.globals
-        lists = {g.ready_tokens_of(q): q for q in self._stored}
+        lists = {g.ready_tokens_of(q): q for q in self.streams.all}
         waiter = blocking_pop(self.redis, *lists)
         seen = 1
         backoff = Backoff()
@@ -167,12 +172,14 @@ class Worker:
                 backoff.reset()
                 if waiter.connects > seen:  # a new connection: a token may have been lost
                     seen = waiter.connects
+                    await self._learn_bands()
                     await self._take_up_pending()
                     self._mark_all()
                 if token is not None:
                     key, value = token
                     shard = int(value)
                     self._from_token[shard] = lists.get(key, "")
+                    self.streams.learn((self._from_token[shard],))
                     self._maybe_ready.add(shard)
                     self._idle = trio.Event()
                     self._poke()
@@ -184,7 +191,7 @@ class Worker:
         """After a (re)connect, first take up runs delivered to this worker id and never
         finished by it (a lost claim reply, a restart under the same id)."""
         calls = [
-            lua.pending_runs(self.dep.shard(s), self.worker_id, queues=self._stored)
+            lua.pending_runs(self.dep.shard(s), self.worker_id, queues=self.streams.all)
             for s in range(self.dep.n_shards)
         ]
         try:
@@ -208,11 +215,11 @@ class Worker:
             self._mark_all()
 
     async def _claim(self, shard: int, count: int) -> list[Claimed]:
-        call = lua.claim(
-            self.dep.shard(shard), self.dep.globals, self.worker_id, count, self._stored
-        )
-        reply = await call_script(self.redis, call)
-        return self._claimed(shard, reply)
+        plan = self.streams.plan(count, shard)
+        call = lua.claim(self.dep.shard(shard), self.dep.globals, self.worker_id, count, plan)
+        claimed = self._claimed(shard, await call_script(self.redis, call))
+        self.streams.took(shard, len(claimed))
+        return claimed
 
     def _claimed(self, shard: int, reply: list[object]) -> list[Claimed]:
         local = trio.current_time()
@@ -280,11 +287,15 @@ class Worker:
             self._registered_ms = now_ms
 
     async def _heartbeat(self) -> None:
+        beats = 0
         while True:
             try:
                 await self._heartbeat_once()
             except RedisError as exc:
                 self.metrics.redis_error(log, "worker heartbeat", exc, self.heartbeat_every_s)
+            beats += 1
+            if beats % 5 == 0:  # a band a job named since (its tokens told us already)
+                await self._learn_bands()
             await trio.sleep(self.heartbeat_every_s)
 
     async def _hand_back(self) -> None:

@@ -188,7 +188,7 @@ def trigger(
 BACKFILL = signature(
     "backfill",
     keys=("job", "ready"),
-    argv=("base", "job id", "max concurrent", "actor", "window"),
+    argv=("base", "job id", "max concurrent", "actor", "window", "band"),
     item=("*",),
 )
 
@@ -200,12 +200,13 @@ def backfill(
     ticks: Sequence[int],
     actor: str,
     window: str,
+    band: str = "^l",
 ) -> Call:
     """Queue ticks to run as backfill; reply {JobReply, queued, already, released,
     queues} (the caller wakes a worker of each queue when some were released)."""
     return BACKFILL.call(
         (sk.job(job_id), sk.ready),
-        (sk.base, job_id, max_concurrent, actor, window),
+        (sk.base, job_id, max_concurrent, actor, window, band),
         ticks,
     )
 

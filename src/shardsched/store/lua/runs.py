@@ -57,21 +57,25 @@ CLAIM = signature(
     "claim",
     keys=("ready", "reclaim_at"),
     argv=("base", "group", "worker", "count", "wake channel", "shard", "nonce"),
-    item=("queue",),
+    item=("queue", "at most"),
 )
 
 
 def _queue_items(queues: Sequence[str]) -> tuple[str, ...]:
-    """The queues a claim names (as stored): none when only the default is served, so a
-    deployment without queues claims as it always did."""
+    """The queues pending_runs names (as stored): none when only the default is served."""
     return () if tuple(queues) == ("",) else tuple(queues)
 
 
 def claim(
-    sk: ShardKeys, g: GlobalKeys, worker_id: str, count: int, queues: Sequence[str] = ("",)
+    sk: ShardKeys,
+    g: GlobalKeys,
+    worker_id: str,
+    count: int,
+    queues: Sequence[str] | Sequence[tuple[str, int]] = ("",),
 ) -> Call:
     """Claim up to ``count`` fired runs of one shard from the streams of ``queues`` (as
-    stored, in the order given); decode with :func:`decode_claimed`.
+    stored, in the order given; each with the most to take from it, or ``count``: see
+    core/queues.claim_plan); decode with :func:`decode_claimed`.
     A lease earlier than any the owner knows of is published to it (:func:`reclaim_hint`).
     Each call carries a fresh random number: the delivery tokens it hands out cannot be
     guessed (only the claimer learns them)."""
@@ -86,8 +90,17 @@ def claim(
             sk.shard,
             secrets.randbits(31),
         ),
-        _queue_items(queues),
+        _claim_items(queues, count),
     )
+
+
+def _claim_items(queues: Sequence[str] | Sequence[tuple[str, int]], count: int) -> list[Any]:
+    """claim.lua's items: none when the default stream alone is read, in full, so a
+    deployment without queues claims as it always did."""
+    pairs = [(q, count) if isinstance(q, str) else q for q in queues]
+    if pairs == [("", count)]:
+        return []
+    return [x for pair in pairs for x in pair]
 
 
 def reclaim_hint(message: bytes) -> tuple[int, int] | None:

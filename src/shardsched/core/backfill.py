@@ -1,0 +1,55 @@
+"""A backfill's request: which window of a job's nominal ticks to run, how many at once,
+and at what priority (low unless asked: a backfill never delays scheduled runs)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+import msgspec
+
+from shardsched.core.models import AwareDatetime
+from shardsched.core.queues import Priority
+
+
+class BackfillRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """The body of ``POST /api/v1/jobs/{id}/backfill``: run every nominal tick in
+    [since, until] that has no run yet, at most ``max_concurrent`` at a time.
+
+    ``start`` and ``end`` are the window's old names, taken for one more version (the
+    answer then carries a ``Deprecation`` header)."""
+
+    since: AwareDatetime | None = None
+    until: AwareDatetime | None = None
+    max_concurrent: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 1
+    start: AwareDatetime | None = None  #: deprecated: since
+    end: AwareDatetime | None = None  #: deprecated: until
+    #: its runs' priority (core/queues.py): low by default, so it never delays scheduled runs
+    priority: Priority = Priority.LOW
+
+    def __post_init__(self) -> None:
+        for new, old in (("since", "start"), ("until", "end")):
+            given = (getattr(self, new), getattr(self, old))
+            if None not in given:
+                raise ValueError(f"{old} is the old name of {new}: give one - at `$.{old}`")
+            if given == (None, None):
+                raise ValueError(f"Object missing required field `{new}`")
+
+    @property
+    def first(self) -> datetime:
+        """The window's start (``since``, or its old name ``start``)."""
+        first = self.since or self.start
+        assert first is not None  # __post_init__
+        return first
+
+    @property
+    def last(self) -> datetime:
+        """The window's end (``until``, or its old name ``end``)."""
+        last = self.until or self.end
+        assert last is not None  # __post_init__
+        return last
+
+    @property
+    def deprecated(self) -> bool:
+        """The window was given by its old names."""
+        return self.start is not None or self.end is not None
