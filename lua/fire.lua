@@ -25,10 +25,11 @@
           them before their tick; an item is only fired once its tick is due
   ARGV[5] ticks of this batch the owner found missed (their time plus misfire grace had
           passed): added to the shard's 'missed' counter
-  ARGV[6..] items of 6: job id, old score, tick to fire ('' none), new score ('' removes
+  ARGV[6..] items of 7: job id, old score, tick to fire ('' none), new score ('' removes
           the entry), skip record ('' none, else "first:last:count:reason"), overlap
           policy (a allow | f forbid: skip the tick while the job's last run is active |
-          r replace: cancel that run, fire this one)
+          r replace: cancel that run, fire this one), queue as stored ('' the default's
+          normal band; as this script reported it with the job due)
 
   A run goes to its job's queue's stream (lib/queues.lua): 'ready' for the default queue,
   ready:<queue> for another, whose name the run's record keeps ('q').
@@ -43,7 +44,8 @@
     queues   '' when every run made or retried here went to the default queue's stream,
              else the queues that got runs, comma-separated ('default' for 'ready'): the
              caller wakes a worker of each;
-    then the due jobs (score <= now_ms + look-ahead) with their timing JSON.
+    then the due jobs (score <= now_ms + look-ahead), each with its timing JSON and its
+    queue as stored ('' the default's normal band).
   Keys built from the shard key base (each in KEYS' hash slot): dagq:<id>, dagrun:<id>,
     dagwait, events, job:<id>, run:<id>, runs:<id>, skips:<id>. Every run made, skipped,
     cancelled or promoted from retrying is an event (lib/events.lua).
@@ -88,7 +90,7 @@ local applied = 0
 local events = {}
 local ACTIVE = {scheduled = true, claimed = true, running = true, retrying = true}
 local now_n = tonumber(now)
-for i = 6, #ARGV, 6 do
+for i = 6, #ARGV, 7 do
   local job, old, fire, new, skip = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local overlap = ARGV[i + 5]
   local score = rcall('ZSCORE', timer_key, job)
@@ -124,8 +126,8 @@ for i = 6, #ARGV, 6 do
       local run_key = base .. 'run:' .. rid
       if rcall('EXISTS', run_key) == 0 then
         -- job, tick and attempt are in the run id; the record keeps only what is not
-        local q = rcall('HGET', base .. 'job:' .. job, 'q')
-        if q then
+        local q = ARGV[i + 6]
+        if q ~= '' then
           rcall('HSET', run_key, 'st', 'scheduled', 'c', now, 'q', q)
         else
           rcall('HSET', run_key, 'st', 'scheduled', 'c', now)
@@ -185,8 +187,10 @@ if #due == 0 then
   return out
 end
 for i = 1, #due, 2 do
+  local info = rcall('HMGET', base .. 'job:' .. due[i], 'timing', 'q')
   out[#out + 1] = due[i]
   out[#out + 1] = due[i + 1]
-  out[#out + 1] = rcall('HGET', base .. 'job:' .. due[i], 'timing') or ''
+  out[#out + 1] = info[1] or ''
+  out[#out + 1] = info[2] or ''
 end
 return out

@@ -12,6 +12,7 @@ end
 -- The queues this call put runs on: the caller wakes a worker of each (store/ready.py).
 local woken = nil  -- queue -> true, for queues other than the default
 local woken_default = false
+local default_stream = nil  -- base .. 'ready', built once a call
 
 -- Put run `rid` on queue q's stream ('' or nil: the default queue's, 'ready').
 local function enqueue(base, rid, q)
@@ -20,7 +21,8 @@ local function enqueue(base, rid, q)
     woken = woken or {}
     woken[q] = true
   else
-    rcall('XADD', base .. 'ready', '*', 'r', rid)
+    default_stream = default_stream or (base .. 'ready')
+    rcall('XADD', default_stream, '*', 'r', rid)
     woken_default = true
   end
 end

@@ -72,7 +72,9 @@ async def test_kill_9_the_owner_mid_dag_run(redis, redis_server, dep, worker, tm
 
         runs = await wait_until(all_finished, timeout=30)
         assert in_flight in {r.dag_run_id for r in runs}
-        assert len(runs) >= 5 and all(r.state == "succeeded" for r in runs), runs
+        # two done before the kill, the one in flight, one after it (the waits above): how
+        # many more ticks fired before the pause depends on the box's timing
+        assert len(runs) >= 4 and all(r.state == "succeeded" for r in runs), runs
         executions = 0
         for r in runs:
             full = await drive(dag_runs.get_dag_run(dep, r.dag_run_id), redis)

@@ -95,7 +95,7 @@ class ShardActor:
         #: finds misses in every batch, and must not pay a read for each
         self._critical: dict[str, tuple[str, float]] = {}
         #: (job, score, timing) -> its plan, for due jobs planned but not yet fired
-        self._kept: dict[tuple[Any, int, Any], _Planned] = {}
+        self._kept: dict[tuple[Any, int, Any, Any], _Planned] = {}
         #: (job, planned timer score, reason) of jobs the last planning could not plan
         self._quarantine: list[tuple[Any, int, str]] = []
 
@@ -110,8 +110,8 @@ class ShardActor:
         planned: list[_Planned] = []
         memo = self.memo
         kept = self._kept
-        for job, old, raw in due:
-            again = kept.get((job, old, raw))
+        for job, old, raw, queue in due:
+            again = kept.get((job, old, raw, queue))
             if again is not None:
                 planned.append(again)
                 continue
@@ -135,7 +135,7 @@ class ShardActor:
             if decision.skip is not None and decision.skip.first < cutoff:
                 late += decision.skip.count
             skip = None if decision.skip is None else decision.skip.encode()
-            item = firing.plan(job, old, decision.fire, decision.new, skip, overlap)
+            item = firing.plan(job, old, decision.fire, decision.new, skip, overlap, queue)
             planned.append(_Planned(item, old, decision.fire, late, raw))
         return planned
 
@@ -152,7 +152,7 @@ class ShardActor:
         for p in planned:
             job = p.item.job
             if p.due > first + SAME_TICK_MS:
-                self._kept[(job, p.due, p.raw)] = p
+                self._kept[(job, p.due, p.raw, p.item.queue)] = p
                 continue
             now_items.append(p.item)
             if p.fire is not None:

@@ -18,7 +18,7 @@ FIRE = signature(
     "fire",
     keys=("timer", "ready", "epoch", "stats", "retries", "autopause"),
     argv=("epoch", "base", "count", "look-ahead", "missed"),
-    item=("job id", "old score", "tick", "new score", "skip record", "overlap"),
+    item=("job id", "old score", "tick", "new score", "skip record", "overlap", "queue"),
 )
 
 
@@ -27,7 +27,7 @@ OVERLAP_CODE = {Overlap.ALLOW: "a", Overlap.FORBID: "f", Overlap.REPLACE: "r"}
 
 
 class FireItem(NamedTuple):
-    """One planned timer entry as fire.lua reads it (its 6 ARGV fields, in order); build
+    """One planned timer entry as fire.lua reads it (its 7 ARGV fields, in order); build
     it with :func:`plan` or :func:`drop`."""
 
     job: Any  #: the timer's member, as fire.lua reported it due
@@ -36,6 +36,7 @@ class FireItem(NamedTuple):
     new: int | str  #: the entry's next score, '' to remove it
     skip: str | bytes  #: a skip record ("first:last:count:reason"), '' for none
     overlap: str  #: :data:`OVERLAP_CODE`
+    queue: Any = b""  #: the job's queue as stored (core/queues.py), as the due batch said
 
 
 def plan(
@@ -45,6 +46,7 @@ def plan(
     new: int | None,
     skip: str | bytes | None,
     overlap: Overlap,
+    queue: Any = b"",
 ) -> FireItem:
     return FireItem(
         job,
@@ -53,12 +55,13 @@ def plan(
         "" if new is None else new,
         "" if skip is None else skip,
         OVERLAP_CODE[overlap],
+        queue,
     )
 
 
 def drop(job: Any, old: int) -> FireItem:
     """Remove a timer entry whose job is gone; fire nothing."""
-    return FireItem(job, old, "", "", "", OVERLAP_CODE[Overlap.ALLOW])
+    return FireItem(job, old, "", "", "", OVERLAP_CODE[Overlap.ALLOW], b"")
 
 
 class Due(NamedTuple):
@@ -67,6 +70,7 @@ class Due(NamedTuple):
     job: Any  #: the timer's member (bytes)
     score: int  #: its tick (ms)
     timing: bytes  #: the job's timing JSON ('' when its hash is gone)
+    queue: bytes  #: its queue as stored (core/queues.py; '' the default's normal band)
 
 
 def fire(
@@ -104,7 +108,10 @@ def decode_fired(reply: Sequence[Any]) -> Fired | int:
     if reply[0] == Fenced.STALE_EPOCH:
         return int(reply[1])
     next_ms = reply[4]
-    due = [Due(reply[i], int(float(reply[i + 1])), reply[i + 2]) for i in range(6, len(reply), 3)]
+    due = [
+        Due(reply[i], int(float(reply[i + 1])), reply[i + 2], reply[i + 3])
+        for i in range(6, len(reply), 4)
+    ]
     queues = woken(reply[5]) if reply[5] else ("",)
     return Fired(
         int(reply[1]),
