@@ -23,6 +23,7 @@ def test_bad_flags_exit_non_zero_with_a_message() -> None:
         (("node", "--redis", "redis://127.0.0.1:1", "--shards", "0"), "--shards"),
         (("worker", "--redis", "redis://127.0.0.1:1", "--concurrency", "0"), "--concurrency"),
         (("worker", "--redis", "redis://127.0.0.1:1", "--queues", "gpu,Bad"), "--queues"),
+        (("dev", "--queues", "a b"), "--queues"),
         (("router",), "--http"),
         (("status", "--redis", "redis://127.0.0.1:1", "--log-level", "LOUD"), "--log-level"),
         (

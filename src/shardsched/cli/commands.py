@@ -103,6 +103,7 @@ def worker(args: argparse.Namespace) -> None:
 def dev(args: argparse.Namespace) -> None:
     from shardsched import dev as dev_command
 
+    args.queues = ",".join(_queues(args.queues))  # a bad name stops dev, not each worker
     dev_command.main(args, *retention_of(args, Path(args.data_dir) / "archive"))
 
 

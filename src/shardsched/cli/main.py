@@ -45,6 +45,9 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     dev.add_argument("--workers", type=int, default=1)
     dev.add_argument("--concurrency", type=int, default=16)
     dev.add_argument(
+        "--queues", default="default", metavar="Q1,Q2", help="the queues its workers serve"
+    )
+    dev.add_argument(
         "--cluster",
         type=int,
         default=0,

@@ -130,6 +130,7 @@ async def run_dev(
     concurrency: int,
     namespace: str,
     cluster: int = 0,
+    queues: str = "default",
     policy: AccessPolicy | None = None,
     tls: service.TlsFiles | None = None,
     archive: str | None = None,
@@ -180,7 +181,7 @@ async def run_dev(
                     archive=archive,
                 )
                 worker = [sys.executable, "-m", "shardsched", "worker", "--namespace", namespace]
-                worker += ["--concurrency", str(concurrency)]
+                worker += ["--concurrency", str(concurrency), "--queues", queues]
                 try:
                     async with trio.open_nursery() as children:
                         for i in range(workers):
@@ -254,6 +255,7 @@ def main(
             concurrency=args.concurrency,
             namespace=args.namespace,
             cluster=args.cluster,
+            queues=args.queues,
             policy=service.access_policy(
                 args.http,
                 insecure_no_auth=args.insecure_no_auth,
