@@ -57,6 +57,7 @@ def _burst_args(args: argparse.Namespace) -> argparse.Namespace:
         nodes=1,
         workers=args.workers,
         concurrency=args.concurrency,
+        queues=1,
         shards=64,
         timeout=300.0,
         lead=3.0,

@@ -22,6 +22,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                 nodes=nodes,
                 workers=workers,
                 concurrency=args.concurrency,
+                queues=1,
                 shards=64,
                 timeout=180.0,
                 no_floor=True,
