@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import trio
+
 from conftest import child_env, drive_list, shardsched_cmd, wait_until
 from shardsched import ops
 from shardsched.core.instants import from_ms
@@ -56,3 +58,30 @@ async def wait_run(
         return runs if ok else None
 
     return await wait_until(reached, timeout=timeout)
+
+
+async def lines_at_least(path: Path, n: int) -> bool:
+    """Whether the file a job writes to has ``n`` lines (one per execution) or more."""
+    return path.exists() and len(path.read_text().splitlines()) >= n
+
+
+async def claims(redis) -> int:
+    """XREADGROUP calls so far on the server: claim.lua makes one per stream it reads."""
+    info = (await redis.execute("INFO", "commandstats")).decode()
+    for line in info.splitlines():
+        if line.startswith("cmdstat_xreadgroup:"):
+            return int(line.split("calls=")[1].split(",")[0])
+    return 0
+
+
+async def settled(redis) -> int:
+    """Wait until no claim has run for half a second (the workers' start-up look at every
+    shard is over); the count then."""
+    last = await claims(redis)
+    with trio.fail_after(20):
+        while True:
+            await trio.sleep(0.5)  # waits out a half second with no claim: quiet is the event
+            now = await claims(redis)
+            if now == last:
+                return now
+            last = now

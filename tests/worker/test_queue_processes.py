@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-from pathlib import Path
 
 import pytest
 import trio
@@ -16,7 +15,7 @@ from conftest import wait_until
 from shardsched.core.queues import Priority
 from shardsched.ops import audit
 from shardsched.store.drive import drive_async
-from workers import once_job, start_worker, wait_run
+from workers import lines_at_least, once_job, start_worker, wait_run
 
 pytestmark = pytest.mark.processes
 
@@ -37,10 +36,6 @@ def workers(redis_server, dep, tmp_path):
             proc.wait()
 
 
-async def _lines(path: Path, n: int) -> bool:
-    return path.exists() and len(path.read_text().splitlines()) >= n
-
-
 async def test_a_killed_workers_run_goes_back_to_its_queue_only(
     node, redis, dep, workers, tmp_path
 ) -> None:
@@ -49,7 +44,7 @@ async def test_a_killed_workers_run_goes_back_to_its_queue_only(
     job_id = await once_job(redis, dep, command, lease_s=1, timeout_s=30, queue="gpu")
     plain = workers("w-plain")  # serves the default queue only: must never run it
     first = workers("w-gpu-a", "--queues", "gpu")
-    await wait_until(lambda: _lines(marks, 1), timeout=15)
+    await wait_until(lambda: lines_at_least(marks, 1), timeout=15)
     first.send_signal(signal.SIGKILL)
     first.wait()
     workers("w-gpu-b", "--queues", "gpu,default")
@@ -71,7 +66,7 @@ async def test_a_draining_worker_hands_a_run_back_onto_its_queue_and_priority(
     first = workers("w-drain", "--queues", "gpu", "--drain-grace", "1")
     job_id = await once_job(redis, dep, command, lease_s=60, queue="gpu", priority=Priority.HIGH)
     await wait_run(redis, dep, job_id, "running", timeout=15)
-    await wait_until(lambda: _lines(flag, 0), timeout=15)
+    await wait_until(lambda: lines_at_least(flag, 0), timeout=15)
     workers("w-other-queue", "--queues", "cpu")
     workers("w-takes-over", "--queues", "cpu,gpu")
     start = trio.current_time()

@@ -29,30 +29,9 @@ from shardsched.store.lua import runs as runs_lua
 from shardsched.store.redis import Redis
 from shardsched.worker.handlers import HandlerContext, handler
 from shardsched.worker.worker import Worker
+from workers import claims, settled
 
 FAR = from_ms(4_000_000_000_000)
-
-
-async def claims(redis: Redis) -> int:
-    """XREADGROUP calls so far on the server: claim.lua makes one per queue it reads."""
-    info = (await redis.execute("INFO", "commandstats")).decode()
-    for line in info.splitlines():
-        if line.startswith("cmdstat_xreadgroup:"):
-            return int(line.split("calls=")[1].split(",")[0])
-    return 0
-
-
-async def settled(redis: Redis) -> int:
-    """Wait until no claim has run for half a second (the workers' start-up look at every
-    shard is over); the count then."""
-    last = await claims(redis)
-    with trio.fail_after(20):
-        while True:
-            await trio.sleep(0.5)  # waits out a half second with no claim: quiet is the event
-            now = await claims(redis)
-            if now == last:
-                return now
-            last = now
 
 
 _attempts: dict[str, int] = {}

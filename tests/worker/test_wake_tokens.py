@@ -18,33 +18,12 @@ from shardsched.store.lua import jobs as jobs_lua
 from shardsched.store.redis import Redis
 from shardsched.worker.handlers import handler
 from shardsched.worker.worker import Worker
+from workers import claims, settled
 
 
 @handler("test-wake-sleep")
 async def _sleeps(ctx: object) -> None:
     await trio.sleep(0.5)
-
-
-async def claims(redis: Redis) -> int:
-    """XREADGROUP calls so far on the server: one per claim.lua call."""
-    info = (await redis.execute("INFO", "commandstats")).decode()
-    for line in info.splitlines():
-        if line.startswith("cmdstat_xreadgroup:"):
-            return int(line.split("calls=")[1].split(",")[0])
-    return 0
-
-
-async def settled(redis: Redis) -> int:
-    """Wait until no claim has run for half a second (the workers' start-up look at every
-    shard is over); the count then."""
-    last = await claims(redis)
-    with trio.fail_after(20):
-        while True:
-            await trio.sleep(0.5)  # waits out a half second with no claim: quiet is the event
-            now = await claims(redis)
-            if now == last:
-                return now
-            last = now
 
 
 async def until(condition, timeout: float) -> None:

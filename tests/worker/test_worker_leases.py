@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-from pathlib import Path
 
 import pytest
 import trio
@@ -17,7 +16,7 @@ from shardsched.core.models import JobSpec, OnceSchedule
 from shardsched.ops import audit
 from shardsched.ops.cluster import list_workers
 from shardsched.store.drive import drive_async
-from workers import once_job, start_worker, wait_run
+from workers import lines_at_least, once_job, start_worker, wait_run
 
 pytestmark = pytest.mark.processes
 
@@ -52,7 +51,7 @@ async def test_killed_worker_run_is_delivered_again_with_the_same_run_id(
     command = f'echo "$SHARDSCHED_RUN_ID $SHARDSCHED_ATTEMPT" >> {marks}; sleep 2'
     job_id = await once_job(redis, dep, command, lease_s=1, timeout_s=30)
     w1 = workers("w1")
-    await wait_until(lambda: _lines(marks, 1), timeout=15)
+    await wait_until(lambda: lines_at_least(marks, 1), timeout=15)
     w1.send_signal(signal.SIGKILL)
     w1.wait()
     workers("w2")
@@ -76,7 +75,7 @@ async def test_paused_worker_cannot_complete_a_run_it_lost(
     command = f'echo "$SHARDSCHED_RUN_ID" >> {marks}; sleep 1.5; echo done'
     job_id = await once_job(redis, dep, command, lease_s=1)
     w1 = workers("w1")
-    await wait_until(lambda: _lines(marks, 1), timeout=15)
+    await wait_until(lambda: lines_at_least(marks, 1), timeout=15)
     w1.send_signal(signal.SIGSTOP)  # a long GC pause, a frozen VM: its lease lapses
     workers("w2")
 
@@ -93,10 +92,6 @@ async def test_paused_worker_cannot_complete_a_run_it_lost(
     assert int(superseded or 0) >= 1, "its renewal or completion was refused and recorded"
 
 
-async def _lines(path: Path, n: int) -> bool:
-    return path.exists() and len(path.read_text().splitlines()) >= n
-
-
 async def test_sigterm_drains_and_hands_runs_back_well_under_a_lease(
     node, redis, dep, workers, tmp_path
 ) -> None:
@@ -105,7 +100,7 @@ async def test_sigterm_drains_and_hands_runs_back_well_under_a_lease(
     w1 = workers("w1", "--drain-grace", "1")
     job_id = await once_job(redis, dep, command, lease_s=60)
     first = (await wait_run(redis, dep, job_id, "running", timeout=15))[0]
-    await wait_until(lambda: _lines(flag, 0), timeout=15)
+    await wait_until(lambda: lines_at_least(flag, 0), timeout=15)
     assert first.claimed_by == "w1"
     workers("w2")
 
@@ -230,7 +225,7 @@ async def test_restart_under_the_same_id_takes_up_its_pending_runs_first(
     marks = tmp_path / "executions"
     job_id = await once_job(redis, dep, f'echo "$SHARDSCHED_RUN_ID" >> {marks}; sleep 1', 60)
     w1 = workers("w1")
-    await wait_until(lambda: _lines(marks, 1), timeout=15)
+    await wait_until(lambda: lines_at_least(marks, 1), timeout=15)
     w1.send_signal(signal.SIGKILL)
     w1.wait()
     start = trio.current_time()
