@@ -36,7 +36,9 @@
   task's run leaves the shard's stall watch (dagwait) when claimed.
   Each change of a run's state it makes appends to events (lib/events.lua).
   Streams of queues other than the default, ready:<queue>, are built from the shard key
-  base (lib/queues.lua).
+  base (lib/queues.lua), and so are those of concurrency keys (ready:<name>@<key><band>)
+  and each queue's ring and set of keys with runs (kring:<queue>, kset:<queue>): a
+  queue's claim takes its keys in turn.
 ]]
 local rcall = redis.call
 -- @include clock
@@ -70,10 +72,11 @@ local events = {}
 local n_out, n_events = 0, 0
 local claimed_event = event_value('scheduled', 'running', worker, '')  -- the same for all
 local n_claimed = 0
+-- Claim up to `count` entries of one stream; returns how many entries it read.
 local function claim_from(ready_key, count)
   local entries = read(ready_key, count)
   if not entries then
-    return
+    return 0
   end
   if not now then
     now = server_now_ms()
@@ -131,15 +134,70 @@ local function claim_from(ready_key, count)
       n_out = n_out + 9
     end
   end
+  return #entries
 end
+
+-- Claim up to `count` runs of queue q (as stored, without a key). While runs with a
+-- concurrency key wait on it (its ring, lib/queues.lua), the queue's own stream ('*' in
+-- the ring) and each key's take one run a turn, so one key's backlog delays another's
+-- run by one turn at most; the next claim starts after the last one served, and a
+-- stream found empty leaves the ring.
+local function claim_queue(q, count)
+  local ring = base .. 'kring:' .. q
+  local n = rcall('LLEN', ring)
+  if n == 0 then
+    claim_from(ready_of(base, q), count)
+    return
+  end
+  local set = base .. 'kset:' .. q
+  if n == 1 and rcall('LINDEX', ring, 0) == '*' then  -- the keys' runs are all claimed
+    rcall('DEL', ring, set)
+    claim_from(ready_of(base, q), count)
+    return
+  end
+  if rcall('SADD', set, '*') == 1 then
+    rcall('RPUSH', ring, '*')
+  end
+  local members = rcall('LRANGE', ring, 0, count - 1)
+  local name, band = string.match(q, '^([^%^]*)(.*)$')
+  local goal = n_claimed + count
+  local empty, last, progress = {}, 0, true
+  while progress and n_claimed < goal do
+    progress = false
+    for i, key in ipairs(members) do
+      if n_claimed >= goal then
+        break
+      end
+      if not empty[key] then
+        local stream = ready_of(base, key == '*' and q or (name .. '@' .. key .. band))
+        if claim_from(stream, 1) > 0 then
+          progress, last = true, i
+        else
+          empty[key] = true
+        end
+      end
+    end
+  end
+  for _ = 1, last do
+    local key = rcall('LPOP', ring)
+    if not empty[key] then
+      rcall('RPUSH', ring, key)
+    end
+  end
+  for key in pairs(empty) do
+    rcall('LREM', ring, 1, key)
+    rcall('SREM', set, key)
+  end
+end
+
 if #ARGV < 8 then
-  claim_from(KEYS[1], wanted)
+  claim_queue('', wanted)
 else
   for i = 8, #ARGV, 2 do
     if n_claimed >= wanted then
       break
     end
-    claim_from(ready_of(base, ARGV[i]), math.min(tonumber(ARGV[i + 1]), wanted - n_claimed))
+    claim_queue(ARGV[i], math.min(tonumber(ARGV[i + 1]), wanted - n_claimed))
   end
 end
 flush_events(base, events)

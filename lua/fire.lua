@@ -51,6 +51,9 @@
     cancelled or promoted from retrying is an event (lib/events.lua).
 
   Returns {-1, current_epoch} when the caller's epoch is stale (only the counter written).
+  A concurrency key's runs have a stream of their own within their queue, and each queue
+  a ring and a set of its keys with runs (kring:<queue>, kset:<queue>), all built from
+  the shard key base (lib/queues.lua).
 ]]
 local rcall = redis.call
 -- @include clock
@@ -88,7 +91,8 @@ local fired = 0
 local applied = 0
 
 local events = {}
-local ACTIVE = {scheduled = true, claimed = true, running = true, retrying = true}
+local ACTIVE = {scheduled = true, claimed = true, running = true, retrying = true,
+  waiting = true}
 local now_n = tonumber(now)
 for i = 6, #ARGV, 7 do
   local job, old, fire, new, skip = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]

@@ -11,13 +11,17 @@
           hash slot)
   ARGV[4] how many pending entries to look at, at most (of each stream)
   ARGV[5..] the queues the worker serves ('' the default; none: the default only): each
-          queue's stream is looked at (lib/queues.lua)
+          queue's stream is looked at (lib/queues.lua), and its concurrency keys' streams
+          (those the shard's set of queues, queues, names)
 
   Returns the claim script's shape, 9 fields per run: entry id, run id, job spec JSON,
   scheduled_for (ms), attempt, delivery token, lease deadline (ms), now (ms), the run's
   args JSON (its own or its DAG run's; '': the job's).
   Streams of queues other than the default, ready:<queue>, are built from the shard key
   base (lib/queues.lua).
+  A concurrency key's runs have a stream of their own within their queue, and each queue
+  a ring and a set of its keys with runs (kring:<queue>, kset:<queue>), all built from
+  the shard key base (lib/queues.lua).
 ]]
 local rcall = redis.call
 -- @include clock
@@ -52,10 +56,19 @@ local function pending_on(ready_key)
     end
   end
 end
+local served = {}
 if #ARGV < 5 then
   pending_on(KEYS[1])
+  served[''] = true
 end
 for i = 5, #ARGV do
   pending_on(ready_of(base, ARGV[i]))
+  served[ARGV[i]] = true
+end
+-- the streams of concurrency keys within those queues (the shard's queues set names them)
+for _, q in ipairs(rcall('SMEMBERS', base .. 'queues')) do
+  if string.find(q, '@', 1, true) and served[(split_key(q))] then
+    pending_on(ready_of(base, q))
+  end
 end
 return out

@@ -18,6 +18,9 @@
   Each change of a run's state it makes appends to events (lib/events.lua).
   Streams of queues other than the default, ready:<queue>, are built from the shard key
   base (lib/queues.lua).
+  A concurrency key's runs have a stream of their own within their queue, and each queue
+  a ring and a set of its keys with runs (kring:<queue>, kset:<queue>), all built from
+  the shard key base (lib/queues.lua).
 ]]
 local rcall = redis.call
 -- @include events

@@ -273,3 +273,26 @@ async def cli(
         )
 
     return await trio.to_thread.run_sync(run)
+
+
+@pytest.fixture
+def workers(redis_server, dep, tmp_path):
+    """Start real worker processes: ``workers(worker_id, *flags, env=…)``; each logs to
+    ``<tmp_path>/<worker_id>.log`` and is killed at the end if still running."""
+    from workers import start_worker  # tests/workers.py imports this module
+
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(worker_id: str, *extra: str, env: dict | None = None) -> subprocess.Popen[bytes]:
+        log = tmp_path / f"{worker_id}.log"
+        procs[worker_id] = start_worker(
+            redis_server.url, dep.namespace, worker_id, log, *extra, env=env
+        )
+        return procs[worker_id]
+
+    yield start
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.kill()
+            proc.wait()

@@ -1,6 +1,10 @@
 -- Queues (core/queues.py): a shard keeps one ready stream per queue, the default queue's
 -- being 'ready'. A queue as scripts carry it is its name, '' (or nil) for the default.
 -- Job hashes ('q') and run records ('q') hold it only when it is not the default.
+-- A run with a concurrency key has a stream of its own key within its queue,
+-- '<name>@<key><band>' (core/concurrency.py): the queue's claims take its keys in turn
+-- (claim.lua). Each queue keeps the keys with runs on their streams in a ring,
+-- base .. 'kring:<queue>' (LIST), and a set of the same, base .. 'kset:<queue>'.
 -- Callers define rcall.
 local function ready_of(base, q)
   if q and q ~= '' then
@@ -14,12 +18,30 @@ local woken = nil  -- queue -> true, for queues other than the default
 local woken_default = false
 local default_stream = nil  -- base .. 'ready', built once a call
 
--- Put run `rid` on queue q's stream ('' or nil: the default queue's, 'ready').
+-- The queue a keyed stream '<name>@<key><band>' belongs to, and the key.
+local function split_key(q)
+  local name, key, band = string.match(q, '^([^@]*)@([^%^]*)(.*)$')
+  return name .. band, key
+end
+
+-- Put run `rid` on queue q's stream ('' or nil: the default queue's, 'ready'); a keyed
+-- one's key joins its queue's ring.
 local function enqueue(base, rid, q)
   if q and q ~= '' then
     rcall('XADD', base .. 'ready:' .. q, '*', 'r', rid)
-    woken = woken or {}
-    woken[q] = true
+    if string.find(q, '@', 1, true) then
+      local plain, key = split_key(q)
+      if rcall('SADD', base .. 'kset:' .. plain, key) == 1 then
+        rcall('RPUSH', base .. 'kring:' .. plain, key)
+      end
+      q = plain
+    end
+    if q == '' then
+      woken_default = true
+    else
+      woken = woken or {}
+      woken[q] = true
+    end
   else
     default_stream = default_stream or (base .. 'ready')
     rcall('XADD', default_stream, '*', 'r', rid)

@@ -64,6 +64,24 @@ CASES_422 = [
     ("queue in capitals", with_("queue", "GPU"), "$.queue"),
     ("queue with a colon", with_("queue", "gpu:1"), "$.queue"),
     ("queue over 64", with_("queue", "q" * 65), "$.queue"),
+    ("concurrency key with a space", with_("concurrency_key", "a b"), "$.concurrency_key"),
+    ("concurrency key with braces", with_("concurrency_key", "{x}"), "$.concurrency_key"),
+    (
+        "concurrency key naming a label not set",
+        with_("concurrency_key", "tenant:{labels.tenant}"),
+        "$.concurrency_key",
+    ),
+    (
+        "concurrency key from a label with a space",
+        {**GOOD, "concurrency_key": "t:{labels.t}", "labels": {"t": "a b"}},
+        "$.concurrency_key",
+    ),
+    ("concurrency limit without a key", with_("concurrency_limit", 3), "$.concurrency_limit"),
+    (
+        "concurrency limit of 0",
+        {**GOOD, "concurrency_key": "k", "concurrency_limit": 0},
+        "$.concurrency_limit",
+    ),
     (
         "retry policy type",
         with_("retry_policy", {"max_attempts": "x"}),

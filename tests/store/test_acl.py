@@ -145,9 +145,10 @@ async def test_a_worker_runs_everything_under_its_role_and_writes_nothing_else(
     a dead letter, an auto-pause, live output and a hand-back all work under it; a token,
     the token log, the node registry, the deployment's meta and a shard's lease are
     refused to it, from a client and from inside a script."""
+    from shardsched.core.concurrency import LimitRequest
     from shardsched.core.models import DagSpec, RetryPolicy, TaskSpec
+    from shardsched.ops import concurrency, tokens
     from shardsched.ops import dags as dag_ops
-    from shardsched.ops import tokens
 
     node_redis = Redis(users["node"], size=8)
     worker_redis = Redis(users["worker"], size=8)
@@ -164,7 +165,15 @@ async def test_a_worker_runs_everything_under_its_role_and_writes_nothing_else(
                 JobSpec(name="talks", schedule=once, command="echo a; sleep 3; echo b"),
                 JobSpec(name="streak", schedule=IntervalSchedule(every_s=0.5),
                         command="exit 1", auto_pause_after=2),
+                # one key, limit 1 (set by the node): one waits, parked and put back
+                JobSpec(name="held-1", schedule=once, command="sleep 0.3",
+                        concurrency_key="acl-key"),
+                JobSpec(name="held-2", schedule=once, command="sleep 0.3",
+                        concurrency_key="acl-key"),
             ]  # fmt: skip
+            await drive_async(
+                concurrency.set_limits(dep, "acl-key", LimitRequest(limit=1), "t"), node_redis
+            )
             created = await drive_async(ops.create_jobs(dep, specs), node_redis)
             dag = DagSpec(
                 name="d",
@@ -181,8 +190,13 @@ async def test_a_worker_runs_everything_under_its_role_and_writes_nothing_else(
                 talks = await drive_async(listing.runs_page(dep, created[1].job_id, 5), node_redis)
                 streak = await drive_async(ops.get_job(dep, created[2].job_id), node_redis)
                 dag_runs = await drive_async(listing.dag_runs_page(dep, dag_id, 5), node_redis)
+                held = [
+                    await drive_async(listing.runs_page(dep, c.job_id, 1), node_redis)
+                    for c in created[3:]
+                ]
                 return (
-                    any(r.state == "dead_letter" for r in fails.runs)
+                    all(h.runs and h.runs[0].state == "succeeded" for h in held)
+                    and any(r.state == "dead_letter" for r in fails.runs)
                     and any(r.state == "succeeded" for r in talks.runs)
                     and streak.status == "paused"
                     and any(r.state == "succeeded" for r in dag_runs.dag_runs)
@@ -197,6 +211,7 @@ async def test_a_worker_runs_everything_under_its_role_and_writes_nothing_else(
         # no script of the worker's was refused on the way (a live-output flush used to be)
         assert "can't run this command" not in caplog.text, caplog.text
         assert "NOPERM" not in caplog.text, caplog.text
+        assert worker.limits.parked >= 1  # the second keyed run waited its turn
 
         g, shard = dep.globals, dep.shard(0)
         streak_id = created[2].job_id
@@ -215,6 +230,9 @@ async def test_a_worker_runs_everything_under_its_role_and_writes_nothing_else(
             ("HSET", sk.versions(streak_id), "1", "x"),
             ("XADD", sk.changes(streak_id), "*", "a", "resume"),
             ("ZADD", sk.resumes, "0", streak_id),
+            # a concurrency key's limits and their log are the nodes' too
+            ("HSET", dep.concurrency("acl-key").limits, "limit", "100"),
+            ("LPUSH", dep.concurrency("acl-key").changes, "x"),
             (
                 "EVAL",
                 "return redis.call('HSET', KEYS[1], 'status', 'active')",
@@ -240,10 +258,20 @@ def test_every_shard_key_is_the_workers_or_the_nodes_alone() -> None:
     import re
     from pathlib import Path
 
-    from shardsched.store.acl import NODE_SHARD_KEYS, WORKER_SHARD_KEYS
+    from shardsched.store.acl import (
+        NODE_CK_KEYS,
+        NODE_SHARD_KEYS,
+        WORKER_CK_KEYS,
+        WORKER_SHARD_KEYS,
+    )
 
     keys_py = (Path(__file__).resolve().parents[2] / "src/shardsched/store/keys.py").read_text()
-    named = set(re.findall(r'self\.base \+ "([a-z_]+:?)"', keys_py))
+    shard_part, _, ck_part = keys_py.partition("class ConcurrencyKeys")
+    ck_part = ck_part.partition("def shard_keys")[0]
+    named = set(re.findall(r'self\.base \+ "([a-z_]+:?)"', shard_part))
     assert named == set(WORKER_SHARD_KEYS) | set(NODE_SHARD_KEYS)
     assert not set(WORKER_SHARD_KEYS) & set(NODE_SHARD_KEYS)
+    ck_named = set(re.findall(r'self\.base \+ "([a-z_]+:?)"', ck_part))
+    assert ck_named == set(WORKER_CK_KEYS) | set(NODE_CK_KEYS)
+    assert not set(WORKER_CK_KEYS) & set(NODE_CK_KEYS)
     assert {"owner", "epoch", "job:", "timer", "segs:", "vers:", "chg:"} <= set(NODE_SHARD_KEYS)

@@ -6,7 +6,6 @@ jobs write themselves."""
 from __future__ import annotations
 
 import signal
-import subprocess
 
 import pytest
 import trio
@@ -15,25 +14,9 @@ from conftest import wait_until
 from shardsched.core.queues import Priority
 from shardsched.ops import audit
 from shardsched.store.drive import drive_async
-from workers import lines_at_least, once_job, start_worker, wait_run
+from workers import lines_at_least, once_job, wait_run
 
 pytestmark = pytest.mark.processes
-
-
-@pytest.fixture
-def workers(redis_server, dep, tmp_path):
-    procs: list[subprocess.Popen[bytes]] = []
-
-    def start(worker_id: str, *extra: str) -> subprocess.Popen[bytes]:
-        log = tmp_path / f"{worker_id}.log"
-        procs.append(start_worker(redis_server.url, dep.namespace, worker_id, log, *extra))
-        return procs[-1]
-
-    yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 async def test_a_killed_workers_run_goes_back_to_its_queue_only(

@@ -16,32 +16,13 @@ from shardsched.core.models import JobSpec, OnceSchedule
 from shardsched.ops import audit
 from shardsched.ops.cluster import list_workers
 from shardsched.store.drive import drive_async
-from workers import lines_at_least, once_job, start_worker, wait_run
+from workers import lines_at_least, once_job, wait_run
 
 pytestmark = pytest.mark.processes
 
 
 async def run_fields(redis, dep, rid: str, *fields: str) -> list:
     return await redis.execute("HMGET", dep.keys_for(rid).run(rid), *fields)
-
-
-@pytest.fixture
-def workers(redis_server, dep, tmp_path):
-    procs: dict[str, subprocess.Popen[bytes]] = {}
-
-    def start(worker_id: str, *extra: str, env: dict | None = None) -> subprocess.Popen[bytes]:
-        log = tmp_path / f"{worker_id}.log"
-        procs[worker_id] = start_worker(
-            redis_server.url, dep.namespace, worker_id, log, *extra, env=env
-        )
-        return procs[worker_id]
-
-    yield start
-    for proc in procs.values():
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)
-            proc.kill()
-            proc.wait()
 
 
 async def test_killed_worker_run_is_delivered_again_with_the_same_run_id(

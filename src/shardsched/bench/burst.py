@@ -23,6 +23,7 @@ from typing import Any
 import redis as redis_py
 
 from shardsched.bench import floor
+from shardsched.bench.burst_plot import plot
 from shardsched.bench.harness import Procs, bench_redis, percentiles
 from shardsched.core.instants import from_ms
 from shardsched.core.models import CronSchedule, JobSpec, OnceSchedule
@@ -95,17 +96,24 @@ def queue_names(n: int) -> list[str]:
 
 
 def register(
-    client: Client, n: int, mode: str, boundary: int, command: str, queues: int = 1
+    client: Client, n: int, mode: str, boundary: int, command: str, queues: int = 1, keys: int = 0
 ) -> float:
-    """Register the jobs (job i on queue i mod ``queues``); returns the registration rate
-    (jobs/s)."""
+    """Register the jobs (job i on queue i mod ``queues``, and with concurrency key ``k<i
+    mod keys>`` when ``keys``: no limit, the keyed path's cost); returns the registration
+    rate (jobs/s)."""
     names = queue_names(queues)
     if mode == "once":
         schedule: Any = OnceSchedule(at=from_ms(boundary))
     else:
         schedule = CronSchedule(expression="* * * * *")
     specs = (
-        JobSpec(name=f"burst-{i}", schedule=schedule, command=command, queue=names[i % len(names)])
+        JobSpec(
+            name=f"burst-{i}",
+            schedule=schedule,
+            command=command,
+            queue=names[i % len(names)],
+            concurrency_key=f"k{i % keys}" if keys else None,
+        )
         for i in range(n)
     )
     start = time.perf_counter()
@@ -118,10 +126,17 @@ def register(
 
 
 def wait_done(
-    r: redis_py.Redis, client: Client, n: int, boundary: int, timeout: float, queues: int = 1
+    r: redis_py.Redis,
+    client: Client,
+    n: int,
+    boundary: int,
+    timeout: float,
+    queues: int = 1,
+    keys: int = 0,
 ) -> None:
     dep = client.deployment
-    streams = [stored_queue(q) for q in queue_names(queues)]
+    key_names: list[str | None] = [f"k{i}" for i in range(keys)] or [None]
+    streams = [stored_queue(q, key=k) for q in queue_names(queues) for k in key_names]
     deadline = time.monotonic() + timeout + max(0, (boundary - server_ms(r)) / 1000)
     while time.monotonic() < deadline:
         pipe = r.pipeline(transaction=False)
@@ -159,40 +174,6 @@ def read_runs(r: redis_py.Redis, client: Client, boundary: int) -> list[list[Any
     return rows
 
 
-def plot(path: str, rows: list[list[Any]], boundary: int, result: dict) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (hist, cum) = plt.subplots(1, 2, figsize=(12, 4.5))
-    series = {
-        "trigger": [(r[1] - r[0]) / 1000 for r in rows if r[1]],
-        "start": [(r[3] - r[0]) / 1000 for r in rows if r[3]],
-        "end to end": [(r[4] - r[0]) / 1000 for r in rows if r[4]],
-    }
-    for label, values in series.items():
-        hist.hist(values, bins=60, alpha=0.55, label=label)
-    hist.set_xlabel("lag after the tick (s)")
-    hist.set_ylabel("runs")
-    hist.set_title("lag distribution")
-    hist.legend()
-    for label, column in (("created", 1), ("started", 3), ("completed", 4)):
-        times = sorted((r[column] - boundary) / 1000 for r in rows if r[column])
-        cum.plot(times, range(1, len(times) + 1), label=label)
-    stream = result.get("stream_floor")
-    if stream:  # measured after the burst on the same Redis: its all read, from 0
-        cum.axvline(stream["all_started_s"], ls=":", color="grey", label="stream floor: all read")
-    cum.set_xlabel("seconds after the boundary")
-    cum.set_ylabel("runs")
-    cum.set_title(
-        f"{result['jobs']} jobs, fsync {result['fsync']}: all created {result['all_triggered_s']} s"
-    )
-    cum.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-
-
 def phase(text: str) -> None:
     """Where a long benchmark is (stderr: the report on stdout stays as it was). A line,
     not a bar: a bar redrawn during the burst would take CPU from what it measures."""
@@ -215,7 +196,9 @@ def run(args: argparse.Namespace) -> dict:
                 time.sleep(0.5)
         boundary = plan_boundary(r, args.mode, lead)
         phase(f"registering {args.jobs} jobs due at {from_ms(boundary).isoformat()}")
-        register_rate = register(client, args.jobs, args.mode, boundary, command, args.queues)
+        register_rate = register(
+            client, args.jobs, args.mode, boundary, command, args.queues, args.keys
+        )
         names = queue_names(args.queues)
         phase(f"starting {args.nodes} node(s) and {args.workers} worker(s)")
         common = ("--redis", url, "--namespace", ns)
@@ -242,7 +225,7 @@ def run(args: argparse.Namespace) -> dict:
         phase("the burst")
         cpu0 = {name: floor.cpu_seconds(p.pid) for name, p in procs.procs.items()}
         redis_cpu0 = floor.redis_cpu(r)
-        wait_done(r, client, args.jobs, boundary, args.timeout, args.queues)
+        wait_done(r, client, args.jobs, boundary, args.timeout, args.queues, args.keys)
         cpu = {name: floor.cpu_seconds(p.pid) - cpu0[name] for name, p in procs.procs.items()}
         redis_cpu = floor.redis_cpu(r) - redis_cpu0
         procs.stop_all(signal.SIGINT if args.profile else signal.SIGTERM)  # py-spy saves on SIGINT
@@ -284,6 +267,7 @@ def run(args: argparse.Namespace) -> dict:
         "workers": args.workers,
         "concurrency": args.concurrency,
         "queues": args.queues,
+        "keys": args.keys,
         "shards": args.shards,
         "boundary": from_ms(boundary).isoformat(),
         "runs_read": len(rows),
@@ -347,7 +331,8 @@ def format_result(r: dict) -> str:
         [
             f"burst: {r['jobs']} jobs ({r['mode']}, {r['command']}), fsync {r['fsync']}, "
             f"{r['nodes']} node(s), {r['workers']} worker(s) x {r['concurrency']}"
-            + (f" over {r['queues']} queues" if r.get("queues", 1) > 1 else ""),
+            + (f" over {r['queues']} queues" if r.get("queues", 1) > 1 else "")
+            + (f" and {r['keys']} concurrency keys" if r.get("keys") else ""),
             row("trigger lag", r["trigger_lag_s"]),
             row("claim lag", r["claim_lag_s"]),
             row("start lag", r["start_lag_s"]),
@@ -379,6 +364,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--concurrency", type=int, default=1000)
     p.add_argument("--queues", type=int, default=1, help="over N queues, worker i serving i mod N")
+    p.add_argument("--keys", type=int, default=0, help="over N concurrency keys (no limit)")
     p.add_argument("--shards", type=int, default=64)
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument(

@@ -58,6 +58,7 @@ def _burst_args(args: argparse.Namespace) -> argparse.Namespace:
         workers=args.workers,
         concurrency=args.concurrency,
         queues=1,
+        keys=0,
         shards=64,
         timeout=300.0,
         lead=3.0,

@@ -23,6 +23,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                 workers=workers,
                 concurrency=args.concurrency,
                 queues=1,
+                keys=0,
                 shards=64,
                 timeout=180.0,
                 no_floor=True,

@@ -131,6 +131,12 @@ def tokens(args: argparse.Namespace) -> int:
     return tokens_cli.main(args)
 
 
+def concurrency(args: argparse.Namespace) -> int:
+    from shardsched.cli import concurrency as concurrency_cli
+
+    return concurrency_cli.main(args)
+
+
 def acl(args: argparse.Namespace) -> int:
     from shardsched.cli import acl as acl_cli
 

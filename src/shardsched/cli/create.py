@@ -91,6 +91,10 @@ def body_of(args: argparse.Namespace) -> dict[str, Any]:
         body["queue"] = args.queue
     if args.priority is not None:
         body["priority"] = args.priority
+    if args.concurrency_key is not None:
+        body["concurrency_key"] = args.concurrency_key
+    if args.concurrency_limit is not None:
+        body["concurrency_limit"] = args.concurrency_limit
     return body
 
 
@@ -128,4 +132,12 @@ def add_create_parser(jsub: argparse._SubParsersAction, common: argparse.Argumen
     )
     p.add_argument(
         "--args", dest="job_args", type=json_object_arg, metavar="JSON", help="its runs' args"
+    )
+    p.add_argument(
+        "--concurrency-key",
+        metavar="KEY",
+        help="runs sharing it are held to its limits; may name labels: 'tenant:{labels.tenant}'",
+    )
+    p.add_argument(
+        "--concurrency-limit", type=int, metavar="N", help="the key's limit unless it has its own"
     )

@@ -162,6 +162,10 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
 
     tokens_cli.add_parser(sub)
     sub.choices["tokens"].set_defaults(execute=cmd.tokens)
+    from shardsched.cli import concurrency as concurrency_cli
+
+    concurrency_cli.add_parser(sub)
+    sub.choices["concurrency"].set_defaults(execute=cmd.concurrency)
     from shardsched.cli import acl as acl_cli
 
     acl_cli.add_parser(sub)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import msgspec
 
+from shardsched.core.concurrency import resolve_key
 from shardsched.core.errors import ValidationError
 from shardsched.core.models import DagSpec, TaskSpec
 from shardsched.core.validation import checked, validate_schedule
@@ -96,4 +97,19 @@ def topology(tasks: Sequence[TaskSpec]) -> Topology:
 def validate_dag(spec: DagSpec) -> Topology:
     checked(spec)
     validate_schedule(spec.schedule)
+    for i, task in enumerate(spec.tasks):
+        stored_task(task, spec.labels, f"$.tasks[{i}]")
     return topology(spec.tasks)
+
+
+def stored_task(task: TaskSpec, labels: dict[str, str], path: str = "$") -> TaskSpec:
+    """The task as stored: its concurrency key resolved over its DAG's ``labels`` (a
+    worker reads a task's key as it is). Raises ValidationError at ``path``."""
+    if task.concurrency_key is None:
+        if task.concurrency_limit is not None:
+            raise _invalid(
+                "a concurrency_limit needs a concurrency_key", f"{path}.concurrency_limit"
+            )
+        return task
+    key = resolve_key(task.concurrency_key, labels, f"{path}.concurrency_key")
+    return msgspec.structs.replace(task, concurrency_key=key)

@@ -18,6 +18,7 @@ from typing import Annotated, TypeVar
 
 import msgspec
 
+from shardsched.core.concurrency import KeyTemplate, Limit
 from shardsched.core.params import Args
 from shardsched.core.queues import DEFAULT_QUEUE, Priority, QueueName
 
@@ -149,7 +150,8 @@ class JobStatus(enum.StrEnum):
 
 class RunState(enum.StrEnum):
     """A run's state: scheduled → claimed → running → succeeded | failed (retried as the
-    next attempt, which starts as retrying) | dead_letter; or skipped, or cancelled."""
+    next attempt, which starts as retrying) | dead_letter; or skipped, or cancelled; a
+    run over its concurrency key's limit goes running → waiting → scheduled."""
 
     SCHEDULED = "scheduled"
     CLAIMED = "claimed"
@@ -160,6 +162,9 @@ class RunState(enum.StrEnum):
     DEAD_LETTER = "dead_letter"
     SKIPPED = "skipped"
     CANCELLED = "cancelled"
+    #: claimed over its concurrency key's limit: waits its turn holding no worker slot,
+    #: then is scheduled again (core/concurrency.py)
+    WAITING = "waiting"
 
 
 class Timing(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -218,6 +223,11 @@ class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     args: Args = msgspec.field(default_factory=dict)
     queue: QueueName = DEFAULT_QUEUE  #: only workers serving it run the job (core/queues)
     priority: Priority = Priority.NORMAL  #: under contention, higher ones are claimed first
+    #: Runs sharing a key are held to its limits (core/concurrency.py); a template over
+    #: the job's labels, e.g. ``tenant:{labels.tenant}``, names one key per tenant.
+    concurrency_key: KeyTemplate | None = None
+    #: The key's limit while the key has none of its own (``PUT /api/v1/concurrency``).
+    concurrency_limit: Limit | None = None
     #: The id to register it under (unset: a random ``job_…``); unique in the namespace.
     #: Not stored in the definition: it is the job's ``job_id``.
     id: JobId | None = None
@@ -253,6 +263,9 @@ class TaskSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     env: EnvMap = msgspec.field(default_factory=dict)
     queue: QueueName = DEFAULT_QUEUE
     priority: Priority = Priority.NORMAL
+    #: A template is over the DAG's labels; stored resolved (ops/dags.py).
+    concurrency_key: KeyTemplate | None = None
+    concurrency_limit: Limit | None = None
 
 
 class DagSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -299,6 +312,8 @@ class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     labels: LabelMap | None = None  #: replaces the whole map ({} clears it)
     queue: QueueName | None = None
     priority: Priority | None = None
+    concurrency_key: KeyTemplate | None = None
+    concurrency_limit: Limit | None = None
     args: Args | None = None  #: replaces the whole object ({} clears it)
     status: JobStatus | None = None
     #: With status "paused" (or on a paused job): why, shown on the job.
@@ -355,6 +370,11 @@ class ExecSpec(msgspec.Struct):
     env: dict[str, str] = msgspec.field(default_factory=dict)
     #: the job's args, left encoded: most runs only pass them on
     args: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"{}"))
+    #: as the job names it: a job's template is resolved over its labels by the worker
+    #: (core/concurrency.py), a DAG task's is stored resolved
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 def timing_of(spec: JobSpec) -> Timing:

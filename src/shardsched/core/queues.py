@@ -50,15 +50,31 @@ _PRIORITY_OF_BAND = {band: p for p, band in BAND.items()}
 SHARE = {4: "", 9: "^l"}
 
 
-def stored(queue: str, priority: Priority | str = Priority.NORMAL) -> str:
+def stored(queue: str, priority: Priority | str = Priority.NORMAL, key: str | None = None) -> str:
     """A queue (and priority) as run records, job hashes and scripts carry it: the name
-    ('' for the default) and the band's suffix."""
-    return ("" if queue == DEFAULT_QUEUE else queue) + BAND[Priority(priority)]
+    ('' for the default), ``@<key>`` for runs of a concurrency key (core/concurrency.py:
+    each key's runs have a stream of their own, which the queue's claims take in turn),
+    and the band's suffix."""
+    name = "" if queue == DEFAULT_QUEUE else queue
+    return name + (f"@{key}" if key else "") + BAND[Priority(priority)]
+
+
+def plain(value: str) -> str:
+    """A stored queue without its concurrency key: the queue's stream (and wake tokens)."""
+    if "@" not in value:
+        return value
+    name, _, rest = value.partition("@")
+    return name + rest[rest.find("^") :] if "^" in rest else name
+
+
+def key_of(value: str) -> str | None:
+    """The concurrency key of a stored queue (None: none)."""
+    return value.partition("@")[2].partition("^")[0] or None
 
 
 def parse_stored(value: str) -> tuple[str, Priority]:
     """(queue, priority) of a stored queue."""
-    name, caret, band = value.partition("^")
+    name, caret, band = plain(value).partition("^")
     return name or DEFAULT_QUEUE, _PRIORITY_OF_BAND.get(caret + band, Priority.NORMAL)
 
 

@@ -9,6 +9,7 @@ from typing import TypeVar
 
 import msgspec
 
+from shardsched.core.concurrency import resolve_key
 from shardsched.core.errors import ValidationError
 from shardsched.core.models import TASK_NAME, CronSchedule, JobSpec, Schedule
 from shardsched.core.params import validate_args
@@ -69,4 +70,8 @@ def validate_spec(spec: JobSpec) -> JobSpec:
     if rp.max_s < rp.base_s:
         raise ValidationError("max_s must be >= base_s", "$.retry_policy.max_s")
     validate_args(spec.args)
+    if spec.concurrency_key is not None:
+        resolve_key(spec.concurrency_key, spec.labels)
+    elif spec.concurrency_limit is not None:
+        raise ValidationError("a concurrency_limit needs a concurrency_key", "$.concurrency_limit")
     return spec

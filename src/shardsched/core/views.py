@@ -62,6 +62,8 @@ class Job(msgspec.Struct, kw_only=True):
     args: dict[str, Any] = msgspec.field(default_factory=dict)  #: its runs' parameters
     queue: str = DEFAULT_QUEUE  #: only workers serving it run the job
     priority: Priority = Priority.NORMAL
+    concurrency_key: str | None = None  #: as it names it (a template over its labels)
+    concurrency_limit: int | None = None
 
 
 class Dag(msgspec.Struct, kw_only=True):
@@ -234,6 +236,8 @@ class Run(msgspec.Struct, kw_only=True):
     args: dict[str, Any] | None = None
     queue: str = DEFAULT_QUEUE  #: the queue it was put on (its job's then)
     priority: Priority = Priority.NORMAL  #: and its priority (a backfill's: low)
+    #: the concurrency key it is held to (resolved; its state ``waiting`` while over it)
+    concurrency_key: str | None = None
 
 
 class RunList(msgspec.Struct):

@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from shardsched.core.access import SDK_ACTOR
-from shardsched.core.dag import validate_dag
+from shardsched.core.dag import stored_task, validate_dag
 from shardsched.core.errors import (
     DagDeleted,
     DagNotFound,
@@ -57,6 +57,7 @@ def task_items(spec: DagSpec) -> tuple[str, str, list[Any]]:
     topo = validate_dag(spec)
     items: list[Any] = []
     for task in spec.tasks:
+        task = stored_task(task, spec.labels)
         items += lua.task_item(
             task.name,
             task.depends_on,
@@ -64,7 +65,7 @@ def task_items(spec: DagSpec) -> tuple[str, str, list[Any]]:
             task.trigger_rule,
             _encoder.encode(task),
             round(task.lease_s * 1000),
-            stored_queue(task.queue, task.priority),
+            stored_queue(task.queue, task.priority, task.concurrency_key),
         )
     return ",".join(topo.order), ",".join(topo.roots), items
 
@@ -260,6 +261,8 @@ def join_dag(dep: Deployment, spec: JobSpec, actor: str = SDK_ACTOR) -> Op:
         env=spec.env,
         queue=spec.queue,
         priority=spec.priority,
+        concurrency_key=spec.concurrency_key,
+        concurrency_limit=spec.concurrency_limit,
     )
     sk = dep.keys_for(dag_id)
     job_id = k.task_job_id(dag_id, spec.name)
@@ -281,6 +284,7 @@ def join_dag(dep: Deployment, spec: JobSpec, actor: str = SDK_ACTOR) -> Op:
         (spec_raw,) = yield [Call(("HGET", sk.job(dag_id), "spec"))]
         new_spec = _dag_decoder.decode(check(spec_raw))
         new_spec.tasks.append(task)
+        stored = stored_task(task, new_spec.labels, "$")
         (reply,) = yield [
             lua.add_dag_task(
                 sk,
@@ -290,11 +294,11 @@ def join_dag(dep: Deployment, spec: JobSpec, actor: str = SDK_ACTOR) -> Op:
                 task=spec.name,
                 dependencies=",".join(task.depends_on),
                 rule=task.trigger_rule,
-                task_json=_encoder.encode(task),
+                task_json=_encoder.encode(stored),
                 lease_ms=round(task.lease_s * 1000),
                 dag_json=_encoder.encode(new_spec),
                 actor=actor,
-                queue=stored_queue(task.queue, task.priority),
+                queue=stored_queue(task.queue, task.priority, stored.concurrency_key),
             )
         ]
         code = check(reply)[0]

@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from shardsched.core.access import SDK_ACTOR
+from shardsched.core.concurrency import key_or_none
 from shardsched.core.errors import (
     DagTaskJob,
     IdTaken,
@@ -129,7 +130,9 @@ def create_jobs(
                 first,
                 round(spec.lease_s * 1000),
                 spec.auto_pause_after,
-                stored_queue(spec.queue, spec.priority),
+                stored_queue(
+                    spec.queue, spec.priority, key_or_none(spec.concurrency_key, spec.labels)
+                ),
             )
         )
     shards = list(by_shard)
@@ -194,6 +197,8 @@ def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Jo
         args=spec.args,
         queue=spec.queue,
         priority=spec.priority,
+        concurrency_key=spec.concurrency_key,
+        concurrency_limit=spec.concurrency_limit,
     )
 
 
@@ -243,6 +248,8 @@ def _read_task_job(dep: Deployment, job_id: str, fields: list[bytes]) -> Op:
         env=task.env,
         queue=task.queue,
         priority=task.priority,
+        concurrency_key=task.concurrency_key,
+        concurrency_limit=task.concurrency_limit,
     )
 
 
@@ -250,28 +257,14 @@ def get_job(dep: Deployment, job_id: str) -> Op:
     return (yield from read_job(dep, job_id))
 
 
+#: What a job's view carries of its definition: every field of the spec but its id (not
+#: part of the definition) and the trigger rule (a DAG task's: the view's may be None).
+_SPEC_FIELDS = tuple(f for f in JobSpec.__struct_fields__ if f not in ("id", "trigger_rule"))
+
+
 def spec_of(job: Job) -> JobSpec:
     """The definition a job was registered (or last changed) with."""
-    return JobSpec(
-        name=job.name,
-        schedule=job.schedule,
-        command=job.command,
-        timeout_s=job.timeout_s,
-        retry_policy=job.retry_policy,
-        depends_on=job.depends_on,
-        catchup=job.catchup,
-        misfire_grace_s=job.misfire_grace_s,
-        overlap=job.overlap,
-        lease_s=job.lease_s,
-        auto_pause_after=job.auto_pause_after,
-        max_catchup=job.max_catchup,
-        env=job.env,
-        retention=job.retention,
-        labels=job.labels,
-        args=job.args,
-        queue=job.queue,
-        priority=job.priority,
-    )
+    return JobSpec(**{f: getattr(job, f) for f in _SPEC_FIELDS})
 
 
 def patch_job(
@@ -381,7 +374,9 @@ def write_spec(
             actor=actor,
             change=_change_of(job.status, status),
             detail=reason or "",
-            queue=stored_queue(spec.queue, spec.priority),
+            queue=stored_queue(
+                spec.queue, spec.priority, key_or_none(spec.concurrency_key, spec.labels)
+            ),
         )
     ]
     code = check(reply)[0]

@@ -47,6 +47,9 @@ class Execution(enum.StrEnum):
     RUNNING = "running"  #: claimed or running under a lease that has not lapsed
     QUEUED = "queued"  #: fired, waiting for a worker, not for long
     RETRYING = "retrying"  #: waiting for its next attempt's backoff
+    #: over its concurrency key's limit, waiting its turn (core/concurrency.py): as long as
+    #: the key's other runs take, so never stranded by age
+    WAITING = "waiting"
     #: fired and not running anywhere past its deadline: waiting for a worker longer than
     #: ``stranded_after_s``, or claimed under a lease that lapsed and was not taken back
     STRANDED = "stranded"
@@ -66,6 +69,8 @@ def execution_of(fields: list[bytes | None], now_ms: int, stranded_after_ms: int
     if state in ("claimed", "running"):
         lapsed = bool(lease) and int(lease) < now_ms - LEASE_GRACE_MS
         return Execution.STRANDED if lapsed else Execution.RUNNING
+    if state == "waiting":
+        return Execution.WAITING
     if state == "retrying":
         late = bool(due) and int(due) < now_ms - stranded_after_ms
         return Execution.STRANDED if late else Execution.RETRYING

@@ -8,7 +8,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from shardsched.core.access import TokenRequest
-from shardsched.ops import audit, protocol, tokens
+from shardsched.core.concurrency import KEY, LimitRequest
+from shardsched.ops import audit, concurrency, protocol, tokens
 from shardsched.ops.cluster import ClusterView, cluster_view, list_workers
 from shardsched.ops.status import status_view
 from shardsched.router import http
@@ -24,6 +25,19 @@ _claim_decoder = msgspec.json.Decoder(protocol.ClaimRequest)
 _renew_decoder = msgspec.json.Decoder(protocol.RenewRequest)
 _complete_decoder = msgspec.json.Decoder(protocol.CompleteRequest)
 _token_decoder = msgspec.json.Decoder(TokenRequest)
+_limits_decoder = msgspec.json.Decoder(LimitRequest)
+
+
+def _key(request: Request) -> str:
+    """The concurrency key a path names (a 422 for one that cannot be a key)."""
+    key: str = request.path_params["key"]
+    if not KEY.match(key):
+        raise http.validation(
+            "not a concurrency key: letters, digits and ._:@=+- (no spaces, slashes or "
+            "braces), at most 128, starting with a letter or digit",
+            "key",
+        )
+    return key
 
 
 class AdminHandlers(ApiBase):
@@ -130,3 +144,23 @@ class AdminHandlers(ApiBase):
         unbound(request)
         q: TokenLogQuery = http.query(request, TokenLogQuery)
         return http.json_response(await self._run(tokens.token_log(self.dep, q.limit)))
+
+    async def list_concurrency_keys(self, request: Request) -> Response:
+        unbound(request)
+        return http.json_response(await self._run(concurrency.list_keys(self.dep)))
+
+    async def get_concurrency_key(self, request: Request) -> Response:
+        unbound(request)
+        return http.json_response(await self._run(concurrency.get_key(self.dep, _key(request))))
+
+    async def set_concurrency_limits(self, request: Request) -> Response:
+        unbound(request)
+        key = _key(request)
+        body = await http.decode(request, _limits_decoder)
+        op = concurrency.set_limits(self.dep, key, body, who(request).name)
+        return http.json_response(await self._run(op))
+
+    async def clear_concurrency_limits(self, request: Request) -> Response:
+        unbound(request)
+        op = concurrency.clear_limits(self.dep, _key(request), who(request).name)
+        return http.json_response(await self._run(op))

@@ -4,6 +4,7 @@ cluster, API tokens and the internal worker protocol (:mod:`.routes` holds the r
 from __future__ import annotations
 
 from shardsched.core.access import Scope, TokenCreated, TokenList, TokenLog, TokenRequest
+from shardsched.core.concurrency import KeyList, KeyView, LimitRequest
 from shardsched.ops import protocol
 from shardsched.ops.audit import AuditReport
 from shardsched.ops.cluster import ClusterView, WorkerList
@@ -160,5 +161,41 @@ ADMIN_OPERATIONS: tuple[Operation, ...] = (
         tags=("tokens",),
         handler="revoke_token",
         scope=Scope.ADMIN,
+    ),
+    Operation(
+        "get",
+        "/api/v1/concurrency",
+        "Concurrency keys with limits of their own or runs waiting: limits, running, waiting",
+        KeyList,
+        tags=("concurrency",),
+        handler="list_concurrency_keys",
+    ),
+    Operation(
+        "get",
+        "/api/v1/concurrency/{key}",
+        "A concurrency key: its limits, runs holding and waiting (with the oldest's lag), changes",
+        KeyView,
+        errors=(422,),
+        tags=("concurrency",),
+        handler="get_concurrency_key",
+    ),
+    Operation(
+        "put",
+        "/api/v1/concurrency/{key}",
+        "Set a key's limit and rate (what is left out is cleared): live, and recorded",
+        KeyView,
+        body=LimitRequest,
+        errors=BODY_ERRORS,
+        tags=("concurrency",),
+        handler="set_concurrency_limits",
+    ),
+    Operation(
+        "delete",
+        "/api/v1/concurrency/{key}",
+        "Remove a key's own limits (its jobs' concurrency_limit holds again); recorded",
+        KeyView,
+        errors=(404, 422),
+        tags=("concurrency",),
+        handler="clear_concurrency_limits",
     ),
 )

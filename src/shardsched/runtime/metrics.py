@@ -223,6 +223,20 @@ class Metrics:
             ["queue"],
             registry=r,
         )
+        # per concurrency key (core/concurrency.py), set by the owner that sweeps it
+        self.key_label = LabelLimiter(job_label_limit)
+        self.key_waiting = Gauge(
+            f"{ns}_concurrency_waiting", "Runs waiting on the key's limits", ["key"], registry=r
+        )
+        self.key_holding = Gauge(
+            f"{ns}_concurrency_holding", "Runs holding the key (running)", ["key"], registry=r
+        )
+        self.key_wait = Gauge(
+            f"{ns}_concurrency_wait_seconds",
+            "How long the key's oldest waiting run has waited (its lag)",
+            ["key"],
+            registry=r,
+        )
         self.nodes_alive = Gauge(f"{ns}_nodes_alive", "Nodes with a live heartbeat", registry=r)
         self.workers_alive = Gauge(
             f"{ns}_workers_alive", "Workers with a live heartbeat", registry=r

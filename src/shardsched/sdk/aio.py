@@ -107,6 +107,10 @@ class AsyncClient:
     trigger_dag = awaitable(plans.trigger_dag)
     list_dag_runs = awaitable(plans.list_dag_runs)
     get_dag_run = awaitable(plans.get_dag_run)
+    set_concurrency_limits = awaitable(plans.set_concurrency_limits)
+    clear_concurrency_limits = awaitable(plans.clear_concurrency_limits)
+    get_concurrency_key = awaitable(plans.get_concurrency_key)
+    list_concurrency_keys = awaitable(plans.list_concurrency_keys)
 
     async def aclose(self) -> None:
         await self._redis.aclose()

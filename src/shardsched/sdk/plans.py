@@ -14,6 +14,7 @@ import msgspec
 
 from shardsched import ops
 from shardsched.core.backfill import BackfillRequest
+from shardsched.core.concurrency import KEY, KeyList, KeyView, LimitRequest, RateLimit
 from shardsched.core.errors import BulkPartiallyApplied, ValidationError
 from shardsched.core.field_errors import field_error
 from shardsched.core.instants import to_ms
@@ -28,6 +29,7 @@ from shardsched.core.models import (
 )
 from shardsched.core.params import TriggerRequest
 from shardsched.core.queues import Priority
+from shardsched.core.validation import checked
 from shardsched.core.views import (
     BackfillResult,
     ChangeList,
@@ -47,7 +49,7 @@ from shardsched.core.views import (
     SchedulePreview,
     Triggered,
 )
-from shardsched.ops import changes, dag_runs, declare, listing
+from shardsched.ops import changes, concurrency, dag_runs, declare, listing
 from shardsched.ops import dags as dag_ops
 from shardsched.ops.pagination import parse_cursor
 from shardsched.ops.preview import preview_schedule
@@ -354,3 +356,36 @@ def list_dag_runs(
 
 def get_dag_run(c: Handle, dag_run_id: str) -> Plan[DagRun]:
     return Plan(dag_runs.get_dag_run(c.deployment, dag_run_id))
+
+
+# concurrency keys ------------------------------------------------
+
+
+def _key(key: str) -> str:
+    if not KEY.match(key):
+        raise ValidationError(f"{key!r} is not a concurrency key", "key")
+    return key
+
+
+def set_concurrency_limits(
+    c: Handle, key: str, limit: int | None = None, rate: tuple[int, float] | None = None
+) -> Plan[KeyView]:
+    """Set ``key``'s limit (runs at once) and ``rate`` (starts, per seconds); what is left
+    out is cleared. Live at the next start, and recorded in the key's change log."""
+    try:
+        request = checked(LimitRequest(limit, None if rate is None else RateLimit(*rate)))
+    except msgspec.ValidationError as exc:
+        raise as_validation_error(exc) from None
+    return Plan(concurrency.set_limits(c.deployment, _key(key), request, c.actor))
+
+
+def clear_concurrency_limits(c: Handle, key: str) -> Plan[KeyView]:
+    return Plan(concurrency.clear_limits(c.deployment, _key(key), c.actor))
+
+
+def get_concurrency_key(c: Handle, key: str) -> Plan[KeyView]:
+    return Plan(concurrency.get_key(c.deployment, _key(key)))
+
+
+def list_concurrency_keys(c: Handle) -> Plan[KeyList]:
+    return Plan(concurrency.list_keys(c.deployment))

@@ -286,6 +286,10 @@ class Client:
     trigger_dag = blocking(plans.trigger_dag)
     list_dag_runs = blocking(plans.list_dag_runs)
     get_dag_run = blocking(plans.get_dag_run)
+    set_concurrency_limits = blocking(plans.set_concurrency_limits)
+    clear_concurrency_limits = blocking(plans.clear_concurrency_limits)
+    get_concurrency_key = blocking(plans.get_concurrency_key)
+    list_concurrency_keys = blocking(plans.list_concurrency_keys)
 
     def close(self) -> None:
         if self._cluster is not None:

@@ -1,6 +1,7 @@
 """An owner's once-a-second chores, beside firing: report DAG tasks released but not
-claimed within their SLA (``lua/dag_stalled.lua``, fenced), and resume the jobs paused
-until now, in every shard the node holds."""
+claimed within their SLA (``lua/dag_stalled.lua``, fenced), resume the jobs paused
+until now, in every shard the node holds, and sweep the concurrency keys those shards
+look after (shard/limits.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from shardsched.core.errors import ShardschedError
 from shardsched.core.pacing import Backoff
 from shardsched.ops import resume_if_due
 from shardsched.runtime.metrics import Metrics
+from shardsched.shard.limits import sweep_keys
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import drive_async, redis_calls
 from shardsched.store.lua import dags as dags_lua
@@ -42,6 +44,7 @@ class Maintainer:
         self.dag_stalled = 0
         self.auto_resumed = 0
         self.rounds = 0  #: maintenance rounds done (what a test counts instead of seconds)
+        self.turns_given = 0  #: waiting runs the sweep of concurrency keys put back
 
     async def run(self) -> None:
         """Every second: report DAG tasks released but not claimed within their SLA, and
@@ -78,6 +81,9 @@ class Maintainer:
                     extra={"shard": shard, "epoch": dict(self.held()).get(shard)},
                 )
         await self._auto_resume([shard for shard, _ in held])
+        self.turns_given += await sweep_keys(
+            self.redis, self.dep, {shard for shard, _ in held}, self.metrics
+        )
 
     async def _auto_resume(self, shards: list[int]) -> None:
         """Resume the owned shards' jobs paused until now or earlier (server clock)."""

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 
 import trio
 
+from shardsched.core.queues import plain
 from shardsched.runtime.metrics import Metrics
 from shardsched.store import ready
 from shardsched.store.calls import Call
@@ -92,5 +93,5 @@ class Waker:
             seen[shard, queue] = now
             if ready.stuck(now, self._seen.get((shard, queue))):
                 self.rewoken += 1
-                self.wake(shard, (queue,))
+                self.wake(shard, (plain(queue),))  # a key's stream: its queue's workers
         self._seen = seen

@@ -30,7 +30,8 @@ _SCRIPTS = ("script|load", "script|exists", "evalsha", "eval")
 #: Reads, by Python and inside scripts.
 _READS = (
     "exists", "get", "strlen", "pttl", "hget", "hmget", "hgetall", "hlen", "hexists",
-    "zrange", "zscore", "zcard", "zcount", "lrange", "smembers", "scard",
+    "zrange", "zscore", "zcard", "zcount", "lrange", "llen", "lindex", "smembers", "scard",
+    "sismember",
     "xrange", "xrevrange", "xlen", "xpending", "xinfo|groups", "xinfo|stream",
 )  # fmt: skip
 #: Writes, inside scripts and out (wake tokens: RPUSH, LTRIM, BLPOP), plus the pub/sub the
@@ -38,7 +39,8 @@ _READS = (
 _WRITES = (
     "set", "append", "del", "incr", "pexpire",
     "hset", "hsetnx", "hdel", "hincrby",
-    "zadd", "zrem", "zpopmin", "rpush", "ltrim", "blpop", "sadd",
+    "zadd", "zrem", "zremrangebyscore", "zpopmin", "rpush", "lpush", "lpop", "lrem", "ltrim",
+    "blpop", "sadd", "srem",
     "xadd", "xack", "xdel", "xclaim", "xreadgroup", "xgroup|create",
     "publish", "subscribe", "unsubscribe",
 )  # fmt: skip
@@ -63,6 +65,7 @@ DENIED = ("flushall", "flushdb", "config", "keys", "debug", "shutdown", "monitor
 WORKER_SHARD_KEYS = (
     "ready", "ready:", "retries", "deadletter", "failures", "dagwait", "dagrun:", "dagv:", "dagq:",
     "stats", "run:", "runs:", "reclaim_at", "bfq:", "events", "out:", "cnt:", "autopause",
+    "waiting", "kring:", "kset:",
 )  # fmt: skip
 #: The keys of a shard only a node writes: the shard's ``owner`` lease and fencing
 #: ``epoch``; what a job is (its hash, timer entry, schedule segments, versions, change and
@@ -74,7 +77,11 @@ NODE_SHARD_KEYS = (
 )  # fmt: skip
 #: The global keys a worker writes: its registry entry and the wake tokens. Not the API
 #: tokens or their log, the node registry, the deployment's meta or dev's children.
-WORKER_GLOBAL_KEYS = ("workers", "workerinfo", "ready", "ready:*")
+WORKER_GLOBAL_KEYS = ("workers", "workerinfo", "ready", "ready:*", "ckwait")
+#: The keys of a concurrency key (store/keys.py ConcurrencyKeys) a worker writes: its
+#: holds, the waiting runs and the starts; not the key's limits or their change log.
+WORKER_CK_KEYS = ("h", "r", "w", "s", "st")
+NODE_CK_KEYS = ("lim", "chg")
 
 
 def key_rules(role: str, namespace: str) -> list[str]:
@@ -90,7 +97,8 @@ def key_rules(role: str, namespace: str) -> list[str]:
         f"%RW~{namespace}:{{*}}:{k}{'*' if k.endswith(':') else ''}" for k in WORKER_SHARD_KEYS
     ]
     shared = [f"%RW~{namespace}:{{g}}:{k}" for k in WORKER_GLOBAL_KEYS]
-    return [f"%R~{namespace}:*", *shard, *shared]
+    ck = [f"%RW~{namespace}:{{ck:*}}:{k}" for k in WORKER_CK_KEYS]
+    return [f"%R~{namespace}:*", *shard, *shared, *ck]
 
 
 def acl_rules(role: str, namespace: str) -> list[str]:

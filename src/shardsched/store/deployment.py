@@ -26,6 +26,14 @@ class Deployment:
     def globals(self) -> k.GlobalKeys:
         return k.GlobalKeys(self.namespace)
 
+    def concurrency(self, key: str) -> k.ConcurrencyKeys:
+        """The keys of concurrency key ``key`` (core/concurrency.py)."""
+        return k.ConcurrencyKeys(self.namespace, key)
+
+    def sweeper_of(self, key: str) -> int:
+        """The shard whose owner sweeps concurrency key ``key`` (shard/limits.py)."""
+        return k.sweeper_shard(key, self.n_shards)
+
 
 def open_deployment(namespace: str, n_shards: int | None, archive: str | None = None) -> Op:
     """Read the deployment's shard count, fixing it at first start, and its archive.

@@ -29,6 +29,12 @@ def shard_of(any_id: str, n_shards: int) -> int:
     return zlib.crc32(shard_key(any_id).encode()) % n_shards
 
 
+def sweeper_shard(concurrency_key: str, n_shards: int) -> int:
+    """The shard whose owner sweeps a concurrency key: its whole name hashed (keys such as
+    ``tenant:a`` and ``tenant:b`` spread over the owners)."""
+    return zlib.crc32(concurrency_key.encode()) % n_shards
+
+
 @dataclass(frozen=True, slots=True)
 class ShardKeys:
     """The keys of one shard."""
@@ -62,6 +68,22 @@ class ShardKeys:
         """SET of the queues other than the default that the shard's jobs ever named: the
         streams reclaim and the wake-up check look at besides :attr:`ready`."""
         return self.base + "queues"
+
+    def key_ring(self, queue: str) -> str:
+        """LIST the concurrency keys with runs on their streams within ``queue`` (as
+        stored), and '*' for the queue's own stream: whose turn a claim takes next
+        (lua/claim.lua, lib/queues.lua)."""
+        return self.base + "kring:" + queue
+
+    def key_set(self, queue: str) -> str:
+        """SET the members of :meth:`key_ring`."""
+        return self.base + "kset:" + queue
+
+    @property
+    def waiting(self) -> str:
+        """ZSET run_id -> since (ms): the shard's runs waiting on a concurrency key's turn
+        (lua/park_runs.lua, unpark_runs.lua)."""
+        return self.base + "waiting"
 
     @property
     def retries(self) -> str:
@@ -256,9 +278,76 @@ class GlobalKeys:
         The default queue's; another queue has its own (:meth:`ready_tokens_of`)."""
         return f"{self.namespace}:{{g}}:ready"
 
+    @property
+    def limited_keys(self) -> str:
+        """SET the concurrency keys with limits of their own (``GET /api/v1/concurrency``)."""
+        return f"{self.namespace}:{{g}}:cklimits"
+
+    @property
+    def waiting_keys(self) -> str:
+        """SET concurrency keys runs may wait on: the owners' sweep looks at each
+        (shard/limits.py); a worker adds one before it parks a run on it."""
+        return f"{self.namespace}:{{g}}:ckwait"
+
     def ready_tokens_of(self, queue: str) -> str:
         """The wake-token LIST of ``queue`` (as stored, '' the default's)."""
         return f"{self.namespace}:{{g}}:ready:{queue}" if queue else self.ready_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class ConcurrencyKeys:
+    """The keys of one concurrency key (core/concurrency.py), tagged ``{ck:<key>}``: one
+    hash slot of their own, apart from every shard's, so the lua/ck_*.lua scripts change a
+    key's state atomically whichever shards its runs are in."""
+
+    namespace: str
+    key: str
+
+    @property
+    def base(self) -> str:
+        return f"{self.namespace}:{{ck:{self.key}}}:"
+
+    @property
+    def holders(self) -> str:
+        """ZSET run_id -> hold deadline (ms): the runs holding the key (executing, or
+        granted and not yet started: :attr:`reserved`)."""
+        return self.base + "h"
+
+    @property
+    def reserved(self) -> str:
+        """SET run_id: holders granted while waiting, put back on their ready stream and
+        not yet claimed."""
+        return self.base + "r"
+
+    @property
+    def waiting(self) -> str:
+        """ZSET run_id -> ms * 1000 + arrival (mod 1000): runs over the limit, in order."""
+        return self.base + "w"
+
+    @property
+    def starts(self) -> str:
+        """ZSET run_id -> ms: starts within the rate limit's interval."""
+        return self.base + "s"
+
+    @property
+    def state(self) -> str:
+        """HASH 'seq' (arrivals), 'jl' (the limit its jobs gave)."""
+        return self.base + "st"
+
+    @property
+    def limits(self) -> str:
+        """HASH 'limit', 'rmax', 'rper' (ms): the key's own limits (a node writes them)."""
+        return self.base + "lim"
+
+    @property
+    def changes(self) -> str:
+        """LIST (capped) of JSON: who set the key's limits, when (lua/ck_set.lua)."""
+        return self.base + "chg"
+
+    def all(self) -> tuple[str, ...]:
+        """The keys every ck script takes, in its KEYS order (not :attr:`limits`, which
+        the scripts read beside :attr:`holders`: a worker may not write it)."""
+        return (self.holders, self.reserved, self.waiting, self.starts, self.state)
 
 
 @lru_cache(maxsize=4096)

@@ -14,7 +14,7 @@ from shardsched.core.access import TokenAct
 from shardsched.core.ids import parse_run_id, task_job_id
 from shardsched.core.instants import from_ms
 from shardsched.core.models import DagRunState, RunState, TaskState
-from shardsched.core.queues import DEFAULT_QUEUE, Priority, parse_stored
+from shardsched.core.queues import DEFAULT_QUEUE, Priority, key_of, parse_stored
 from shardsched.core.views import Change, DagRun, DagTaskRun, Run
 
 #: A run record (``run:<id>`` hash), in the order :func:`run_from_fields` unpacks:
@@ -71,6 +71,7 @@ def run_from_fields(rid: str, fields: list[bytes | None]) -> Run:
         args=None if args is None else msgspec.json.decode(args),
         queue=queue,
         priority=priority,
+        concurrency_key=key_of(q.decode()) if q else None,
     )
 
 

@@ -14,7 +14,7 @@ and every change of state is a method here that checks it is a legal one::
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -141,6 +141,9 @@ class Holdings:
         self.finished_added = trio.Event()
         self._waiting: list[trio.Event] = []  #: tasks waiting for something to run
         self.gate = ClaimGate()  #: the completer gives way to a burst's claims
+        #: told of each delivery that leaves (settled or stopped): its concurrency hold
+        #: goes back (worker/limits.py)
+        self.on_leave: Callable[[Claimed], None] = lambda claimed: None
 
     # -- transitions ----------------------------------------------------------------
 
@@ -199,6 +202,7 @@ class Holdings:
         held = self._get(key, State.RUNNING, State.LOST)
         self._running -= held.state is State.RUNNING
         del self._held[key]
+        self.on_leave(held.claimed)
         return held.state is State.LOST
 
     def take(self, count: int) -> list[Finished]:
@@ -219,8 +223,9 @@ class Holdings:
 
     def settle(self, key: Key) -> None:
         """Redis applied its completion, or refused it as stale: it leaves."""
-        self._get(key, State.COMPLETING)
+        held = self._get(key, State.COMPLETING)
         del self._held[key]
+        self.on_leave(held.claimed)
 
     # -- views ----------------------------------------------------------------------
 

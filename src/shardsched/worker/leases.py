@@ -5,6 +5,7 @@ elsewhere, or that was cancelled, is stopped."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -25,8 +26,16 @@ MIN_RENEW_EVERY_S = 0.2
 
 class LeaseRenewer:
     def __init__(
-        self, redis: Redis, dep: Deployment, worker_id: str, holdings: Holdings, metrics: Metrics
+        self,
+        redis: Redis,
+        dep: Deployment,
+        worker_id: str,
+        holdings: Holdings,
+        metrics: Metrics,
+        also: Callable[[list[Claimed]], Awaitable[None]] | None = None,
     ) -> None:
+        #: renews what else the held runs hold, after their leases (concurrency keys)
+        self.also = also
         self.redis = redis
         self.dep = dep
         self.worker_id = worker_id
@@ -55,6 +64,8 @@ class LeaseRenewer:
             held = self.holdings.leased()
             if held:
                 await self._renew(held)
+                if self.also is not None:
+                    await self.also(held)
 
     async def _renew(self, held: list[Claimed]) -> None:
         def call(shard: int, runs: list[Claimed]) -> Call:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
-from shardsched.core.queues import claim_plan, streams
+from shardsched.core.queues import claim_plan, plain, streams
 from shardsched.core.queues import stored as stored_queue
 from shardsched.runtime.metrics import Metrics
 from shardsched.store.calls import Call
@@ -57,4 +57,4 @@ class Streams:
         except RedisError as exc:
             metrics.redis_error(log, "reading the shards' queues", exc, 0)
             return
-        self.learn(q.decode() for r in replies if isinstance(r, list) for q in r)
+        self.learn(plain(q.decode()) for r in replies if isinstance(r, list) for q in r)

@@ -25,7 +25,6 @@ from shardsched.core.pacing import Backoff
 from shardsched.core.queues import DEFAULT_QUEUE
 from shardsched.runtime.metrics import Metrics
 from shardsched.store import ready
-from shardsched.store.calls import Call
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import call_script, redis_calls
 from shardsched.store.lua import leases
@@ -33,11 +32,12 @@ from shardsched.store.lua import runs as lua
 from shardsched.store.records import WorkerInfo
 from shardsched.store.redis import Redis, RedisError, blocking_pop
 from shardsched.store.token_pusher import TokenPusher
-from shardsched.worker.batching import by_shard, send_per_shard
 from shardsched.worker.completion import Completer
 from shardsched.worker.execution import Executor
+from shardsched.worker.handback import hand_back
 from shardsched.worker.holdings import Claimed, Finished, Holdings, State
 from shardsched.worker.leases import LeaseRenewer
+from shardsched.worker.limits import KeyLimits
 from shardsched.worker.live_output import OutputFlusher
 from shardsched.worker.overruns import OverrunTracker
 from shardsched.worker.sandbox import CommandPolicy, Sandbox
@@ -99,7 +99,13 @@ class Worker:
         )
         self.executor = Executor(pass_env, sandbox, policy, quota.run)
         self.overruns = OverrunTracker(self.holdings, self.metrics)
-        self.renewer = LeaseRenewer(redis, dep, self.worker_id, self.holdings, self.metrics)
+        self.limits = KeyLimits(
+            redis, dep, self.worker_id, self.holdings, self.metrics, self._released
+        )
+        self.holdings.on_leave = self.limits.left
+        self.renewer = LeaseRenewer(
+            redis, dep, self.worker_id, self.holdings, self.metrics, self.limits.renew
+        )
         self.flusher = OutputFlusher(
             redis, dep, self.worker_id, self.holdings, self.metrics, quota=quota
         )
@@ -203,9 +209,9 @@ class Worker:
         for shard, reply in enumerate(replies):
             if isinstance(reply, Exception):
                 continue
-            for c in self._claimed(shard, reply):
-                if c.run_id in held_runs:
-                    continue  # running here, or finished and its completion on the way
+            # not one running here, or finished with its completion on the way
+            pending = [c for c in self._claimed(shard, reply) if c.run_id not in held_runs]
+            for c in await self.limits.admit(shard, pending):
                 log.warning("taking up run %s still pending on this worker", c.run_id)
                 self._start(c)
 
@@ -303,25 +309,7 @@ class Worker:
         held = [h.claimed for h in self.holdings.running()]
         for claimed in held:
             self.holdings.lose(claimed.key)
-
-        def call(shard: int, runs: list[Claimed]) -> Call:
-            deliveries = [c.delivery for c in runs]
-            return lua.release_runs(self.dep.shard(shard), self.worker_id, deliveries)
-
-        groups = by_shard(held, _shard)
-        if groups:
-            try:
-                sent = await send_per_shard(self.redis, groups, call)
-            except RedisError as exc:  # their leases lapse and the owner reclaims them
-                self.metrics.redis_error(log, "drain: handing back runs", exc, 0)
-                return
-            replies = [(s, r) for s, _, r in sent if not isinstance(r, Exception)]
-            log.warning("drain: handed back %s runs", sum(int(r[0]) for _, r in replies))
-            wakes = [(s, q) for s, r in replies if int(r[0]) for q in ready.woken(r[1])]
-            try:  # other workers may take them at once
-                await redis_calls(self.redis, ready.push_wakes(self.dep.globals, wakes))
-            except RedisError:
-                pass  # the owner finds them undelivered (store/ready.py)
+        await hand_back(self.redis, self.dep, self.worker_id, held, self.metrics)
 
     async def _drain_and_leave(self) -> None:
         with trio.move_on_after(self.drain_grace_s):
@@ -331,6 +319,7 @@ class Worker:
         with trio.CancelScope(shield=True), trio.move_on_after(10):
             await self._hand_back()
             await self.completer.flush()  # what did finish (until the 10 s are up)
+            await self.limits.flush()  # their holds: the next waiting runs need not wait
             g = self.dep.globals
             try:
                 await self.redis.pipeline(
@@ -349,6 +338,7 @@ class Worker:
             nursery.start_soon(self.completer.run, name="completer")
             nursery.start_soon(self.executor.watchdog, name="handler-watchdog")
             nursery.start_soon(self.renewer.run, name="lease-renewer")
+            nursery.start_soon(self.limits.run, name="concurrency-holds")
             nursery.start_soon(self.flusher.run, name="output-flusher")
             nursery.start_soon(self.overruns.run, name="overrun-watch")
             try:
@@ -390,9 +380,5 @@ class Worker:
                 if shard in self._from_token:  # and other idle workers may take them
                     self._pusher.wake(shard, (self._from_token[shard],))
             self._from_token.pop(shard, None)
-            for c in claimed:
+            for c in await self.limits.admit(shard, claimed):
                 self._start(c)
-
-
-def _shard(claimed: Claimed) -> int:
-    return claimed.shard
