@@ -139,9 +139,9 @@ end
 
 -- Claim up to `count` runs of queue q (as stored, without a key). While runs with a
 -- concurrency key wait on it (its ring, lib/queues.lua), the queue's own stream ('*' in
--- the ring) and each key's take one run a turn, so one key's backlog delays another's
--- run by one turn at most; the next claim starts after the last one served, and a
--- stream found empty leaves the ring.
+-- the ring) and each key's take turns, an equal share each, so one key's backlog delays
+-- another's run by one turn at most; the next claim starts after the last one served,
+-- and a stream found empty leaves the ring.
 local function claim_queue(q, count)
   local ring = base .. 'kring:' .. q
   local n = rcall('LLEN', ring)
@@ -161,19 +161,22 @@ local function claim_queue(q, count)
   local members = rcall('LRANGE', ring, 0, count - 1)
   local name, band = string.match(q, '^([^%^]*)(.*)$')
   local goal = n_claimed + count
-  local empty, last, progress = {}, 0, true
+  local empty, last, progress, open = {}, 0, true, #members
   while progress and n_claimed < goal do
     progress = false
+    -- each stream's turn takes an equal share of what is left (one run at least), so a
+    -- big claim reads a few entries a stream, and a claim of one takes one from one
+    local share = math.max(1, math.floor((goal - n_claimed) / open))
     for i, key in ipairs(members) do
       if n_claimed >= goal then
         break
       end
       if not empty[key] then
         local stream = ready_of(base, key == '*' and q or (name .. '@' .. key .. band))
-        if claim_from(stream, 1) > 0 then
+        if claim_from(stream, math.min(share, goal - n_claimed)) > 0 then
           progress, last = true, i
         else
-          empty[key] = true
+          empty[key], open = true, open - 1
         end
       end
     end

@@ -244,3 +244,19 @@ async def test_one_keys_backlog_delays_another_keys_run_by_one_turn_at_most(
     starts = [job for job, event, _ in _stamps if event == "start"]
     assert starts.index(quiet) < 4 and starts.index(plain) < 4, starts[:6]
     assert starts.count(noisy) < 20, "the quiet runs waited behind the backlog"
+
+
+async def test_a_keyed_run_whose_token_was_lost_is_found_by_the_owner(
+    nursery: trio.Nursery, node: ShardManager, redis: Redis, dep: ops.Deployment
+) -> None:
+    """A keyed run put on its stream with no wake token (trigger.lua alone) while the only
+    worker waits for one: the owner's look for undelivered runs sees the queue's ring of
+    keys and wakes a worker (shard/waker.py)."""
+    _stamps.clear()
+    worker = await start(nursery, redis, dep, "w-lost-token")
+    await trio.sleep(0.5)  # it looked at every shard and waits for a token now
+    spec = msgspec.structs.replace(keyed("lost", key="lost-token"), schedule=OnceSchedule(at=FAR))
+    job_id = (await drive_async(ops.create_job(dep, spec), redis)).job_id
+    await call_script(redis, jobs_lua.trigger(dep.keys_for(job_id), job_id, "test"))
+    await done(redis, dep, [job_id], timeout=15)
+    assert worker.completed == 1 and node.waker.rewoken >= 1

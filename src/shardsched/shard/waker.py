@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable
 
 import trio
 
-from shardsched.core.queues import plain
 from shardsched.runtime.metrics import Metrics
 from shardsched.store import ready
 from shardsched.store.calls import Call
@@ -78,7 +77,8 @@ class Waker:
         for shard, queues in zip(shards, queue_sets, strict=True):
             streams.append((shard, ""))
             if not isinstance(queues, Exception):
-                streams += [(shard, q.decode()) for q in sorted(queues)]
+                # a key's stream is looked at through its queue's ring of keys
+                streams += [(shard, q.decode()) for q in sorted(queues) if b"@" not in q]
         calls: list[Call] = []
         for shard, queue in streams:
             calls += ready.undelivered(self.dep.shard(shard), queue)
@@ -86,12 +86,12 @@ class Waker:
         seen: dict[ready.Wake, tuple[int, bytes | None]] = {}
         for i, (shard, queue) in enumerate(streams):
             try:
-                now = ready.decode_undelivered(replies[2 * i : 2 * i + 2])
+                now = ready.decode_undelivered(replies[4 * i : 4 * i + 4])
             except Exception as exc:  # an error reply: this stream is looked at next time
                 log.error("undelivered check on shard %d failed: %s", shard, exc)
                 continue
             seen[shard, queue] = now
             if ready.stuck(now, self._seen.get((shard, queue))):
                 self.rewoken += 1
-                self.wake(shard, (plain(queue),))  # a key's stream: its queue's workers
+                self.wake(shard, (queue,))
         self._seen = seen

@@ -80,25 +80,35 @@ def woken(reply: bytes | str | int | None, any_runs: bool = True) -> tuple[str, 
 
 
 def undelivered(sk: ShardKeys, queue: str = "") -> list[Call]:
-    """Two reads telling whether a queue's stream of the shard holds entries no worker has
-    read: decode the replies with :func:`decode_undelivered`."""
-    stream = sk.ready_of(queue)
-    return [Call(("XLEN", stream)), Call(("XINFO", "GROUPS", stream))]
+    """Four reads telling whether a queue's stream of the shard holds entries no worker
+    has read, or its concurrency keys' streams may (their ring is not empty: a key leaves
+    it when a claim finds its stream empty): decode with :func:`decode_undelivered`."""
+    stream, ring = sk.ready_of(queue), sk.key_ring(queue)
+    return [
+        Call(("XLEN", stream)),
+        Call(("XINFO", "GROUPS", stream)),
+        Call(("LLEN", ring)),
+        Call(("LINDEX", ring, 0)),
+    ]
 
 
 def decode_undelivered(replies: Sequence[Any]) -> tuple[int, bytes | None]:
-    """How many entries are undelivered, and the group's last delivered id (None before
-    the first claim). Every acknowledged entry is deleted (claim, complete, reclaim,
-    release_runs), so the stream's length less the group's pending count is the entries
-    not yet read."""
-    length, groups = replies
+    """How many entries (or keys' streams) wait unread, and what moves when a worker reads
+    them: the group's last delivered id (None before the first claim), and the head of
+    the keys' ring, which each claim of them turns. Every acknowledged entry is deleted
+    (claim, complete, reclaim, release_runs), so the stream's length less the group's
+    pending count is the entries not yet read."""
+    length, groups, ring_len, ring_head = replies
     if isinstance(length, Exception):
         raise length
+    keyed = 0 if isinstance(ring_len, Exception) else int(ring_len)
+    head = b"" if isinstance(ring_head, Exception) or ring_head is None else ring_head
     if isinstance(groups, Exception) or not groups:  # no stream, or no group yet
-        return int(length), None
+        return int(length) + keyed, (b"|" + head) if keyed else None
     fields = groups[0]
     info = dict(zip(fields[::2], fields[1::2], strict=True))
-    return int(length) - int(info[b"pending"]), info[b"last-delivered-id"]
+    waiting = int(length) - int(info[b"pending"]) + keyed
+    return waiting, info[b"last-delivered-id"] + b"|" + head
 
 
 def stuck(now: tuple[int, bytes | None], before: tuple[int, bytes | None] | None) -> bool:
