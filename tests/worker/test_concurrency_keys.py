@@ -17,7 +17,7 @@ from shardsched.core.models import JobSpec, OnceSchedule
 from shardsched.ops import concurrency, listing
 from shardsched.shard.manager import ShardManager
 from shardsched.store import keys as k
-from shardsched.store.drive import call_script, drive_async
+from shardsched.store.drive import call_script, drive_async, redis_calls
 from shardsched.store.lua import concurrency as ck_lua
 from shardsched.store.lua import jobs as jobs_lua
 from shardsched.store.lua import runs as runs_lua
@@ -44,6 +44,13 @@ def most_at_once(stamps: list[tuple[str, str, float]]) -> int:
         running += 1 if event == "start" else -1
         peak = max(peak, running)
     return peak
+
+
+def running_at(stamps: list[tuple[str, str, float]], t: float, but: str) -> int:
+    """How many runs (other than ``but``) had started and not ended at ``t``."""
+    started = {job for job, event, at in stamps if event == "start" and at <= t and job != but}
+    ended = {job for job, event, at in stamps if event == "end" and at <= t}
+    return len(started - ended)
 
 
 async def start(nursery: trio.Nursery, redis: Redis, dep, wid: str, slots: int = 4) -> Worker:
@@ -162,11 +169,18 @@ async def test_raising_and_lowering_a_limit_takes_effect_at_the_next_start(
         return sum(1 for s in _stamps if s[1] == "start" and s[2] >= raised_at) >= 3
 
     await wait_until(four_running, timeout=5)
-    await done(redis, dep, ids, timeout=30)
     assert most_at_once(_stamps) == 4
+    await drive_async(concurrency.set_limits(dep, key, LimitRequest(limit=1), "carol"), redis)
+    lowered_at = trio.current_time()
+    await done(redis, dep, ids, timeout=30)
+    # lowered: the runs holding it finish, and a run starts only once no other runs
+    later = [(job, t) for job, event, t in _stamps if event == "start" and t > lowered_at]
+    assert later, "every run started before the limit was lowered: the test tests nothing"
+    for job, t in later:
+        assert running_at(_stamps, t, but=job) == 0, f"{job} started beside another"
     view = await drive_async(concurrency.get_key(dep, key), redis)
-    assert [(c.actor, c.limit) for c in view.changes] == [("bob", 4), ("alice", 1)]
-    assert view.changes[0].at >= view.changes[1].at
+    assert [(c.actor, c.limit) for c in view.changes] == [("carol", 1), ("bob", 4), ("alice", 1)]
+    assert view.changes[0].at >= view.changes[1].at >= view.changes[2].at
 
 
 async def test_a_dead_workers_hold_frees_when_its_lease_lapses(
@@ -215,9 +229,9 @@ async def test_a_rate_limit_paces_starts(
 async def test_one_keys_backlog_delays_another_keys_run_by_one_turn_at_most(
     nursery: trio.Nursery, node: ShardManager, redis: Redis, dep: ops.Deployment
 ) -> None:
-    """A noisy tenant's 200 runs are on the stream before a quiet tenant's one and an
+    """A noisy tenant's 10,000 runs are on the stream before a quiet tenant's one and an
     unkeyed one: with 2 slots, the quiet ones start within the first turns, not after the
-    200 (the claim takes the queue's keys, and its own stream, in turn: lua/claim.lua)."""
+    10,000 (the claim takes the queue's keys, and its own stream, in turn: lua/claim.lua)."""
     _stamps.clear()
     ids: list[str] = []
     for i in range(2000):  # three job ids of one shard
@@ -235,8 +249,8 @@ async def test_one_keys_backlog_delays_another_keys_run_by_one_turn_at_most(
         spec = msgspec.structs.replace(spec, id=job_id, args={"s": 0.05})
         await drive_async(ops.create_job(dep, spec), redis)
     sk = dep.keys_for(noisy)
-    for _ in range(200):
-        await call_script(redis, jobs_lua.trigger(sk, noisy, "test"))
+    for _ in range(10):  # 10,000 runs of the noisy key, before the quiet ones
+        await redis_calls(redis, [jobs_lua.trigger(sk, noisy, "test")] * 1000)
     await call_script(redis, jobs_lua.trigger(sk, quiet, "test"))
     await call_script(redis, jobs_lua.trigger(sk, plain, "test"))
     await start(nursery, redis, dep, "w-fair", slots=2)
