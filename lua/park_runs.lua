@@ -47,6 +47,7 @@ for i = 4, #ARGV, 4 do
       codes[#codes + 1] = 2
     else
       rcall('HSET', run_key, 'st', 'waiting', 'w', '', 'l', '', 'ck', key, 'wt', now)
+      rcall('HDEL', run_key, 'b')  -- not started: its next claim says when it starts
       rcall('ZADD', KEYS[2], now, rid)
       emit_event(base, rid, 'running', 'waiting', worker, key)
       codes[#codes + 1] = 1

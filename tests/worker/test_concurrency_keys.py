@@ -130,6 +130,7 @@ async def test_waiting_runs_start_in_the_order_they_came_and_hold_no_slot(
     runs = [(await drive_list(listing.runs_page(dep, j), redis))[0] for j in ids]
     waiting = [r for r in runs if r.state == "waiting"]
     assert waiting and all(r.concurrency_key == "fifo" and not r.claimed_by for r in waiting)
+    assert all(r.started_at is None for r in waiting)  # parked, not started
     job = await drive_async(ops.get_job(dep, ids[-1]), redis)
     assert job.concurrency_key == "fifo"
     free = msgspec.structs.replace(keyed("free", key="other"), concurrency_key=None)
