@@ -1,8 +1,9 @@
 """Concurrency limits with real worker processes, checked with what the jobs write
 themselves: 200 runs of one key with limit 3 over 4 workers (16 slots) never run more
 than 3 at once by their own start and end stamps, and all 200 finish, exactly once each;
-the same on a 3-master Redis Cluster, where the key's state lives in a slot of its own
-and the runs in others. The audit agrees."""
+a rate of 5 starts a second holds over 4 workers; both again on a 3-master Redis
+Cluster, where the key's state lives in a slot of its own and the runs in others. The
+audit agrees."""
 
 from __future__ import annotations
 
@@ -126,10 +127,21 @@ class TestOnACluster:
         assert len(slots) == 2
         await two_hundred_under_a_limit(redis, dep, workers, tmp_path, by_job=False)
 
+    async def test_a_rate_limit_on_a_cluster(
+        self, nursery, cluster, redis, dep, workers, tmp_path
+    ) -> None:
+        node = ShardManager(redis, dep, node_id="ck-rate-node", renew_every_s=0.5)
+        await nursery.start(node.run)
+        await thirty_under_a_rate(redis, dep, workers, tmp_path)
+
 
 async def test_a_rate_limit_holds_across_worker_processes(
     node, redis, dep, workers, tmp_path
 ) -> None:
+    await thirty_under_a_rate(redis, dep, workers, tmp_path)
+
+
+async def thirty_under_a_rate(redis, dep, workers, tmp_path: Path) -> None:
     """At most 5 starts of the key in any second, 30 runs over 4 workers, by the runs' own
     start stamps (less 0.1 s for the spread of spawning a command after its grant)."""
     stamps = tmp_path / "stamps"
