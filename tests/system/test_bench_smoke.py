@@ -25,6 +25,7 @@ def bench(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return out
 
 
+@pytest.mark.slow  # 6-12 s: the default suite stays near 8 minutes
 def test_burst(tmp_path: Path) -> None:
     data, png = tmp_path / "burst.json", tmp_path / "burst.png"
     bench(
@@ -86,10 +87,13 @@ def test_burst_subprocess_command() -> None:
         "--no-floor",
         "--concurrency",
         "20",
+        "--keys",
+        "3",  # the runs on three concurrency keys: the keyed path, and its streams awaited
     )
-    assert "'missing': 0" in out.stdout
+    assert "'missing': 0" in out.stdout and "and 3 concurrency keys" in out.stdout
 
 
+@pytest.mark.slow  # 6-12 s: the default suite stays near 8 minutes
 def test_steady(tmp_path: Path) -> None:
     data = tmp_path / "steady.json"
     bench("steady", "--rate", "50", "--duration", "2", "--lead", "2", "--json", str(data))
@@ -122,6 +126,7 @@ def test_soak_memory_plateaus_while_the_archive_grows(tmp_path: Path) -> None:
     assert result["audit"]["missing"] == 0 and result["audit"]["dup"] == 0
 
 
+@pytest.mark.slow  # 6-12 s: the default suite stays near 8 minutes
 def test_register_and_footprint(tmp_path: Path) -> None:
     out = bench("register", "--jobs", "2000", "--repeat", "1")
     assert "jobs/s" in out.stdout
@@ -208,6 +213,7 @@ def test_fleet(tmp_path: Path) -> None:
         assert fleet["runs_per_worker"]["max"] >= fleet["runs_per_worker"]["mean"] > 0
 
 
+@pytest.mark.slow  # 6-12 s: the default suite stays near 8 minutes
 def test_instructions(tmp_path: Path) -> None:
     """Redis's instructions per run under callgrind: each script's, their sum, the floor's."""
     data = tmp_path / "instructions.json"
