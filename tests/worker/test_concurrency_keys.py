@@ -172,6 +172,11 @@ async def test_raising_and_lowering_a_limit_takes_effect_at_the_next_start(
     await wait_until(four_running, timeout=5)
     assert most_at_once(_stamps) == 4
     await drive_async(concurrency.set_limits(dep, key, LimitRequest(limit=1), "carol"), redis)
+
+    async def under_it() -> bool:  # runs granted before the change finish (they may start)
+        return (await drive_async(concurrency.get_key(dep, key), redis)).running <= 1
+
+    await wait_until(under_it, timeout=10)
     lowered_at = trio.current_time()
     await done(redis, dep, ids, timeout=30)
     # lowered: the runs holding it finish, and a run starts only once no other runs

@@ -66,10 +66,14 @@ async def _forget(redis: Redis, dep: Deployment, keys: list[str]) -> None:
     g = dep.globals
     await redis.pipeline([("SREM", g.waiting_keys, *keys)])
     replies = await redis_calls(redis, [lua.ck_sweep(dep.concurrency(k)) for k in keys])
-    busy = [
-        k
-        for k, r in zip(keys, replies, strict=True)
-        if isinstance(r, Exception) or lua.decode_swept(r).waiting or lua.decode_swept(r).turns
-    ]
+    busy = [k for k, r in zip(keys, replies, strict=True) if _busy(r)]
     if busy:
         await redis.pipeline([("SADD", g.waiting_keys, *busy)])
+
+
+def _busy(reply: object) -> bool:
+    """Whether a second look found runs waiting (or granted) on a key: it stays listed."""
+    if isinstance(reply, Exception):
+        return True
+    swept = lua.decode_swept(reply)  # type: ignore[arg-type]
+    return bool(swept.waiting or swept.turns)
