@@ -39,7 +39,7 @@ if rcall('GET', epoch_key) ~= ARGV[1] then
 end
 local terminal = {succeeded = true, failed = true, dead_letter = true, skipped = true,
   cancelled = true}
-local settled = {succeeded = true, failed = true}
+local settled = {succeeded = true, failed = true, cancelled = true}
 
 local function expire_run(rid, finished)
   local run_key = base .. 'run:' .. rid

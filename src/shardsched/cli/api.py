@@ -14,11 +14,20 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from shardsched.cli import create, dag_commands, declare, edit, follow, progress, render, style
+from shardsched.cli import (
+    create,
+    dag_commands,
+    declare,
+    edit,
+    follow,
+    progress,
+    render,
+    run_commands,
+    style,
+)
 from shardsched.cli.flags import api_flags
 from shardsched.cli.http import CliError, endpoint, read_body, request
 from shardsched.cli.render import (
-    ago,
     changes_table,
     more_hint,
     page_args,
@@ -27,7 +36,6 @@ from shardsched.cli.render import (
     runs_table,
     schedule_text,
     show_job,
-    show_run,
     table,
 )
 
@@ -168,38 +176,6 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     )
 
 
-def _runs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
-    api, cmd = args.api, args.runs_command
-    if cmd == "list":
-        query = {**page_args(args), "state": args.state, "since": args.since, "until": args.until}
-        out = request(api, "GET", f"/api/v1/jobs/{quoted(args.job_id)}/runs" + page_query(query))
-        return out, lambda o: runs_table(o["runs"]) + more_hint(o)
-    if cmd == "failed":
-        query = {
-            "limit": args.limit,
-            "cursor": args.cursor,
-            "state": args.state,
-            "since": ago(args.since),
-            "until": ago(args.until),
-            "name_prefix": args.name_prefix,
-        }
-        out = request(api, "GET", "/api/v1/runs" + page_query(query))
-        return out, lambda o: runs_table(o["runs"]) + more_hint(o)
-    path = f"/api/v1/runs/{quoted(args.run_id)}"
-    if cmd == "get":
-        return request(api, "GET", path), show_run
-    if cmd == "wait":
-        run = follow.wait_run(api, args.run_id, args.timeout)
-        args.exit_status = follow.exit_status(run)
-        return run, lambda o: runs_table([o])
-    if cmd == "output" and args.follow:
-        follow.follow_output(api, args.run_id)
-        return None, lambda o: ""
-    if cmd == "output":
-        return request(api, "GET", path + "/output"), lambda o: o["output"].rstrip("\n")
-    return request(api, "POST", path + "/retry"), lambda o: runs_table([o])
-
-
 def _dead_letter(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     query = {"limit": args.limit, "cursor": args.cursor}
     out = request(args.api, "GET", "/api/v1/dead-letter" + page_query(query))
@@ -318,35 +294,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     backfill.add_argument("--wait", action="store_true", help="until every tick has run")
     follow.timeout_flag(backfill)
 
-    runs = sub.add_parser("runs", help="inspect runs, read their output, retry dead letters")
-    rsub = runs.add_subparsers(dest="runs_command", required=True)
-    rlist = rsub.add_parser("list", parents=[common], help="a job's runs, newest first")
-    rlist.add_argument("job_id")
-    page(rlist, 50)
-    rlist.add_argument("--state", default=None)
-    rlist.add_argument("--since", default=None, metavar="RFC3339")
-    rlist.add_argument("--until", default=None, metavar="RFC3339")
-    failed = rsub.add_parser(
-        "failed", parents=[common], help="failed and dead-lettered runs of every job, latest first"
-    )
-    page(failed, 50)
-    failed.add_argument("--since", default=None, metavar="WHEN", help="RFC 3339, or 1h (ago)")
-    failed.add_argument("--until", default=None, metavar="WHEN", help="RFC 3339, or 10m (ago)")
-    failed.add_argument("--state", choices=["failed", "dead_letter"], default=None)
-    failed.add_argument("--name-prefix", default=None, help="of jobs (or DAGs) named so")
-    for name, text in [
-        ("get", "a run"),
-        ("retry", "send a dead-lettered run back"),
-    ]:
-        rsub.add_parser(name, parents=[common], help=text).add_argument("run_id")
-    output = rsub.add_parser("output", parents=[common], help="what a run printed (last 64 KiB)")
-    output.add_argument("run_id")
-    output.add_argument("-f", "--follow", action="store_true", help="stream it until it ends")
-    wait = rsub.add_parser(
-        "wait", parents=[common], help="until it ends (through retries); exit with its exit code"
-    )
-    wait.add_argument("run_id")
-    follow.timeout_flag(wait)
+    run_commands.add_parser(sub, common, page)
 
     events = sub.add_parser("events", help="the stream of run state changes")
     esub = events.add_subparsers(dest="events_command", required=True)
@@ -366,7 +314,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 COMMANDS = {
     "jobs": _jobs,
-    "runs": _runs,
+    "runs": run_commands.run,
     "dead-letter": _dead_letter,
     "dags": dag_commands.run,
     "events": _events,

@@ -73,6 +73,10 @@ def run(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
         )
     if cmd == "run":
         return request(api, "GET", f"/api/v1/dag-runs/{quoted(args.dag_run_id)}"), show_dag_run
+    if cmd == "cancel-run":
+        body = {"reason": args.reason} if args.reason else None
+        path = f"/api/v1/dag-runs/{quoted(args.dag_run_id)}/cancel"
+        return request(api, "POST", path, body), show_dag_run
     if cmd == "changes":
         path = f"/api/v1/dags/{quoted(args.dag_id)}/changes" + page_query(page_args(args))
         return request(api, "GET", path), changes_table
@@ -135,3 +139,8 @@ def add_parser(
     page(dchanges, 50)
     run = dsub.add_parser("run", parents=[common], help="one DAG run: every task, attempts")
     run.add_argument("dag_run_id")
+    cancel = dsub.add_parser(
+        "cancel-run", parents=[common], help="cancel a DAG run and its task runs not yet ended"
+    )
+    cancel.add_argument("dag_run_id")
+    cancel.add_argument("--reason", default=None, help="why (recorded with who)")

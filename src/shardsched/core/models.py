@@ -200,6 +200,8 @@ class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     #: then runs it on the DAG's ticks.
     schedule: Schedule | None = None
     timeout_s: PositiveSeconds = 3600.0
+    #: When its run is stopped (timeout, cancel), SIGTERM, then SIGKILL after this long.
+    kill_grace_s: KillGrace = 10.0
     retry_policy: RetryPolicy = msgspec.field(default_factory=RetryPolicy)
     #: Job ids of tasks of one DAG: the new job joins that DAG as task ``name``.
     depends_on: list[Name] = msgspec.field(default_factory=list)
@@ -237,6 +239,8 @@ class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
 TASK_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 TaskName = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=TASK_NAME.pattern)]
 LeaseSeconds = Annotated[float, msgspec.Meta(ge=1, le=3600)]
+#: From SIGTERM to SIGKILL when a run is stopped (timeout or cancel).
+KillGrace = Annotated[float, msgspec.Meta(ge=0, le=3600)]
 #: A job id its user chose: letters, digits, '_' and '-' ('.' and ':' separate a task's
 #: and a run's parts of an id), not starting with ``dag_``, which marks a DAG's ids.
 JOB_ID = re.compile(r"^(?!dag_)[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
@@ -256,6 +260,7 @@ class TaskSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     name: TaskName
     command: Command
     timeout_s: PositiveSeconds = 3600.0
+    kill_grace_s: KillGrace = 10.0
     retry_policy: RetryPolicy = msgspec.field(default_factory=RetryPolicy)
     depends_on: list[TaskName] = msgspec.field(default_factory=list)
     trigger_rule: TriggerRule = TriggerRule.ALL_SUCCESS
@@ -299,6 +304,7 @@ class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     schedule: Schedule | None = None
     command: Command | None = None
     timeout_s: PositiveSeconds | None = None
+    kill_grace_s: KillGrace | None = None
     retry_policy: RetryPolicy | None = None
     depends_on: list[Name] | None = None
     catchup: Catchup | None = None
@@ -334,6 +340,7 @@ class DagRunState(enum.StrEnum):
     SUCCEEDED = "succeeded"  #: every task terminal, none failed for good
     FAILED = "failed"  #: every task terminal, at least one failed for good
     SKIPPED = "skipped"  #: a queued run superseded by a later tick (catch-up ``latest``)
+    CANCELLED = "cancelled"  #: cancelled by hand (its ``reason`` says who and why)
 
 
 class TaskState(enum.StrEnum):
@@ -365,6 +372,7 @@ class ExecSpec(msgspec.Struct):
 
     command: str
     timeout_s: float = 3600.0
+    kill_grace_s: float = 10.0
     lease_s: float = 30.0
     retry_policy: RetryPolicy = msgspec.field(default_factory=RetryPolicy)
     env: dict[str, str] = msgspec.field(default_factory=dict)

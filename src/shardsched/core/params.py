@@ -40,3 +40,9 @@ def validate_args(args: Args | None, field: str = "$.args") -> bytes:
             f"args are {len(raw)} bytes as JSON, more than {ARGS_MAX_BYTES}", field
         )
     return raw
+
+
+class CancelRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """The optional body of a cancel (a run, a DAG run): why, recorded with who."""
+
+    reason: Annotated[str, msgspec.Meta(max_length=500)] = ""

@@ -64,6 +64,7 @@ class Job(msgspec.Struct, kw_only=True):
     priority: Priority = Priority.NORMAL
     concurrency_key: str | None = None  #: as it names it (a template over its labels)
     concurrency_limit: int | None = None
+    kill_grace_s: float = 10.0  #: from SIGTERM to SIGKILL when a run is stopped
 
 
 class Dag(msgspec.Struct, kw_only=True):
@@ -238,6 +239,8 @@ class Run(msgspec.Struct, kw_only=True):
     priority: Priority = Priority.NORMAL  #: and its priority (a backfill's: low)
     #: the concurrency key it is held to (resolved; its state ``waiting`` while over it)
     concurrency_key: str | None = None
+    #: who cancelled it (its ``reason`` says why); None unless ``cancelled`` by hand
+    cancelled_by: str | None = None
 
 
 class RunList(msgspec.Struct):

@@ -72,6 +72,18 @@ def _turns_then_wake(dep: Deployment, key: str, turns: Sequence[str]) -> Op:
         yield ready.push_wakes(dep.globals, wakes)
 
 
+def release_runs(dep: Deployment, runs: Iterable[tuple[str, str]]) -> Op:
+    """Runs that will not start after all (cancelled while scheduled or waiting): each
+    ``(key, run id)`` stops holding or waiting on its key, and the runs next in line get
+    their turn."""
+    by_key: dict[str, list[str]] = defaultdict(list)
+    for key, rid in runs:
+        by_key[key].append(rid)
+    for key, rids in sorted(by_key.items()):
+        (reply,) = yield [lua.ck_release(dep.concurrency(key), rids)]
+        yield from _turns_then_wake(dep, key, list(lua.decode_turns(check(reply))))
+
+
 def set_limits(dep: Deployment, key: str, request: LimitRequest, actor: str) -> Op:
     """Set the key's own limit and rate (what the request leaves out is cleared), in
     effect at the next start, and recorded in its change log."""

@@ -254,6 +254,7 @@ def join_dag(dep: Deployment, spec: JobSpec, actor: str = SDK_ACTOR) -> Op:
         name=spec.name,
         command=spec.command,
         timeout_s=spec.timeout_s,
+        kill_grace_s=spec.kill_grace_s,
         retry_policy=spec.retry_policy,
         depends_on=list(dict.fromkeys(deps)),
         trigger_rule=spec.trigger_rule,

@@ -46,7 +46,7 @@ _TERMINAL = frozenset(
         RunState.CANCELLED,
     )
 )
-_SETTLED = (b"succeeded", b"failed")
+_SETTLED = (b"succeeded", b"failed", b"cancelled")
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +226,7 @@ def _leaving(
             flat = check(next(replies))
             hash_ = {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
             done = hash_.get("f")
-            settled = hash_.get("st") in ("succeeded", "failed")
+            settled = hash_.get("st") in ("succeeded", "failed", "cancelled")
             if settled and leaves(rid, done) and len(expiring) < room:
                 at = from_ms(int(hash_["s"]))
                 records.append(ArchivedRecord("dag_run", owner[rid], rid, at, hash_))

@@ -29,7 +29,6 @@ from shardsched.core.models import (
     JobPatch,
     JobSpec,
     JobStatus,
-    RunState,
     SchedulePreviewRequest,
 )
 from shardsched.core.params import TriggerRequest
@@ -39,6 +38,7 @@ from shardsched.ops import dags as dag_ops
 from shardsched.ops.preview import preview_schedule
 from shardsched.router import docs, http
 from shardsched.router.admin import AdminHandlers
+from shardsched.router.control import ControlHandlers
 from shardsched.router.guards import AccessPolicy, Gate, who
 from shardsched.router.routes import OPERATIONS
 from shardsched.router.schemas import (
@@ -46,7 +46,6 @@ from shardsched.router.schemas import (
     DagQuery,
     DagRunQuery,
     DeadLetterQuery,
-    FailureQuery,
     JobQuery,
     RunQuery,
     TicksQuery,
@@ -76,7 +75,7 @@ def _labels(text: str | UnsetType) -> dict[str, str] | None:
         raise http.validation(exc.message, exc.field) from None
 
 
-class Api(AdminHandlers, StreamHandlers):
+class Api(AdminHandlers, StreamHandlers, ControlHandlers):
     """The handlers of every route (jobs, runs and DAGs here; the rest in :mod:`.admin`)."""
 
     async def create_job(self, request: Request) -> Response:
@@ -283,24 +282,6 @@ class Api(AdminHandlers, StreamHandlers):
         q: DeadLetterQuery = http.query(request, DeadLetterQuery)
         within = who(request).prefixes
         op = listing.dead_letter_page(self.dep, q.limit, *http.cursor(q), within)
-        return http.json_response(await self._run(op))
-
-    async def list_failures(self, request: Request) -> Response:
-        q: FailureQuery = http.query(request, FailureQuery)
-        try:
-            states = frozenset(RunState(s) for s in q.state.split(","))
-        except ValueError:
-            raise http.validation(f"no such run state in {q.state!r}", "$.state") from None
-        op = listing.failures_page(
-            self.dep,
-            q.limit,
-            *http.cursor(q),
-            states,
-            http.ms(q.since),
-            http.ms(q.until),
-            opt(q.name_prefix),
-            who(request).prefixes,
-        )
         return http.json_response(await self._run(op))
 
     async def retry_run(self, request: Request) -> Response:

@@ -15,7 +15,7 @@ from shardsched.core.models import (
     JobSpec,
     SchedulePreviewRequest,
 )
-from shardsched.core.params import TriggerRequest
+from shardsched.core.params import CancelRequest, TriggerRequest
 from shardsched.ops.audit import TickList
 from shardsched.router import schemas as q
 from shardsched.router.admin_routes import ADMIN_OPERATIONS
@@ -151,7 +151,8 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "get",
         "/api/v1/runs",
-        "The failure inbox: failed and dead-lettered runs of every job, latest first",
+        "The failure inbox (failed, dead-lettered), or runs under way (?state=running,"
+        " queued, waiting, retrying), across jobs",
         v.RunList,
         query=q.FailureQuery,
         errors=(422,),
@@ -186,6 +187,17 @@ OPERATIONS: tuple[Operation, ...] = (
         tags=("runs",),
         handler="output_stream",
         operation_id="stream_output",
+    ),
+    Operation(
+        "post",
+        "/api/v1/runs/{run_id}/cancel",
+        "Cancel a run (queued, waiting, retrying or running): it ends cancelled, not retried",
+        v.Run,
+        body=CancelRequest,
+        body_optional=True,
+        errors=(*BODY_ERRORS, 404, 409),
+        tags=("runs",),
+        handler="cancel_run",
     ),
     Operation(
         "post",
@@ -353,6 +365,17 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(404,),
         tags=("dags",),
         handler="get_dag_run",
+    ),
+    Operation(
+        "post",
+        "/api/v1/dag-runs/{dag_run_id}/cancel",
+        "Cancel a DAG run and every task run of it not yet ended",
+        v.DagRun,
+        body=CancelRequest,
+        body_optional=True,
+        errors=(*BODY_ERRORS, 404, 409),
+        tags=("dags",),
+        handler="cancel_dag_run",
     ),
     *ADMIN_OPERATIONS,
 )

@@ -69,7 +69,9 @@ class EventQuery(msgspec.Struct, forbid_unknown_fields=True):
 
 class FailureQuery(msgspec.Struct, forbid_unknown_fields=True):
     """GET /api/v1/runs: failed and dead-lettered runs of every job, most recently ended
-    first; ``state`` is either or both, comma-separated; since/until bound the end."""
+    first; ``state`` is either or both, comma-separated; since/until bound the end. Or,
+    with ``state`` one of running, queued, waiting, retrying: the runs under way in that
+    state across jobs (ops/active.py), filtered by job, queue, worker and label."""
 
     limit: PageSize = DEFAULT_PAGE
     cursor: CursorText | UnsetType = UNSET
@@ -77,6 +79,10 @@ class FailureQuery(msgspec.Struct, forbid_unknown_fields=True):
     since: AwareDatetime | UnsetType = UNSET
     until: AwareDatetime | UnsetType = UNSET
     name_prefix: Prefix | UnsetType = UNSET
+    job: IdText | UnsetType = UNSET  #: runs under way: of this job (a DAG: its tasks')
+    queue: Annotated[str, msgspec.Meta(max_length=200)] | UnsetType = UNSET
+    worker: IdText | UnsetType = UNSET
+    label: LabelFilter | UnsetType = UNSET
 
 
 class DeadLetterQuery(msgspec.Struct, forbid_unknown_fields=True):

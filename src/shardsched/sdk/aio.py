@@ -13,7 +13,7 @@ from shardsched import ops
 from shardsched.core.access import SDK_ACTOR
 from shardsched.core.models import JobSpec
 from shardsched.core.views import JobCreated
-from shardsched.sdk import plans
+from shardsched.sdk import control_plans, plans
 from shardsched.store.drive import drive_async, drive_off_loop
 from shardsched.store.keys import DEFAULT_NAMESPACE
 
@@ -97,6 +97,9 @@ class AsyncClient:
     list_dead_letter = awaitable(plans.list_dead_letter)
     list_failures = awaitable(plans.list_failures)
     retry_run = awaitable(plans.retry_run)
+    cancel_run = awaitable(control_plans.cancel_run)
+    cancel_dag_run = awaitable(control_plans.cancel_dag_run)
+    list_runs_under_way = awaitable(control_plans.list_runs_under_way)
     add_dag = awaitable(plans.add_dag)
     put_dag = awaitable(plans.put_dag)
     get_dag = awaitable(plans.get_dag)

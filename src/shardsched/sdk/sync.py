@@ -15,7 +15,7 @@ from shardsched import ops
 from shardsched.core.access import SDK_ACTOR
 from shardsched.core.models import JobSpec
 from shardsched.core.views import JobCreated
-from shardsched.sdk import plans
+from shardsched.sdk import control_plans, plans
 from shardsched.store.keys import DEFAULT_NAMESPACE
 from shardsched.store.scripts import SCRIPTS
 
@@ -276,6 +276,9 @@ class Client:
     list_dead_letter = blocking(plans.list_dead_letter)
     list_failures = blocking(plans.list_failures)
     retry_run = blocking(plans.retry_run)
+    cancel_run = blocking(control_plans.cancel_run)
+    cancel_dag_run = blocking(control_plans.cancel_dag_run)
+    list_runs_under_way = blocking(control_plans.list_runs_under_way)
     add_dag = blocking(plans.add_dag)
     put_dag = blocking(plans.put_dag)
     get_dag = blocking(plans.get_dag)

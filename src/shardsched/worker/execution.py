@@ -123,6 +123,7 @@ class Executor:
                 spec.timeout_s,
                 env,
                 limit=self._output_limit,
+                kill_grace_s=spec.kill_grace_s,
                 prefix=self._sandbox.prefix,
                 live=live,
             )

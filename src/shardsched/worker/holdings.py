@@ -196,6 +196,19 @@ class Holdings:
             assert held.scope is not None
             held.scope.cancel()
 
+    def cancel(self, key: Key) -> None:
+        """The run was cancelled: a running command is stopped as a timeout would be
+        (SIGTERM, its grace, SIGKILL: worker/runner.py), a handler at once; it reports
+        nothing (its completion would be refused)."""
+        held = self._held.get(key)
+        if held is not None and held.state is State.RUNNING:
+            self._move(held, State.LOST)
+            assert held.scope is not None and held.live is not None
+            if held.live.graceful:
+                held.live.stop.set()
+            else:
+                held.scope.cancel()
+
     def stopped(self, key: Key) -> bool:
         """Its execution ended without an outcome to report (lost, or cancelled): it
         leaves. Whether it had been lost."""

@@ -82,9 +82,12 @@ class LeaseRenewer:
                 continue
             for c, (code, _lease) in zip(runs, lua.decode_renewed(reply), strict=True):
                 if code != lua.Held.APPLIED and self.holdings.state(c.key) is State.RUNNING:
-                    why = "cancelled" if code == lua.Held.CANCELLED else "lost its lease"
-                    log.warning("run %s %s: stopping it", c.run_id, why)
-                    self.holdings.lose(c.key)
+                    if code == lua.Held.CANCELLED:
+                        log.warning("run %s was cancelled: stopping it", c.run_id)
+                        self.holdings.cancel(c.key)
+                    else:
+                        log.warning("run %s lost its lease: stopping it", c.run_id)
+                        self.holdings.lose(c.key)
 
 
 def _shard(claimed: Claimed) -> int:

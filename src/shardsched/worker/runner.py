@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import trio
 
@@ -43,6 +43,10 @@ class LiveOutput:
 
     buf: bytearray
     total: int = 0
+    #: set to stop the command as a timeout would (SIGTERM, the grace, SIGKILL): a cancel
+    stop: trio.Event = field(default_factory=trio.Event)
+    #: a command is running: ``stop`` stops it gracefully (else its scope is cancelled)
+    graceful: bool = False
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -50,6 +54,11 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+async def _cancel_on(event: trio.Event, scope: trio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
 
 
 async def _drain(stream: trio.abc.ReceiveStream, live: LiveOutput, limit: int) -> None:
@@ -144,16 +153,21 @@ async def run_command(
     pgid = pid  # setsid: the child leads its own group
     guard = lifeline()
     guard.hold(pgid, group=True)
-    timed_out = False
+    timed_out = stopped = False
     status: int | None = None
     stream = trio.lowlevel.FdStream(out_fd)
+    live.graceful = True
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_drain, stream, live, limit)
-            with trio.move_on_after(timeout_s):
-                status = await _wait_exit(pid)
+            with trio.move_on_after(timeout_s) as waiting:
+                async with trio.open_nursery() as watch:
+                    watch.start_soon(_cancel_on, live.stop, waiting)
+                    status = await _wait_exit(pid)
+                    watch.cancel_scope.cancel()
             if status is None:
-                timed_out = True
+                stopped = live.stop.is_set()
+                timed_out = not stopped
                 _signal_group(pgid, signal.SIGTERM)
                 with trio.move_on_after(kill_grace_s):
                     status = await _wait_exit(pid)
@@ -173,6 +187,8 @@ async def run_command(
         guard.release(pgid, group=True)
         await stream.aclose()
     output, total = bytes(buf[-limit:]), live.total
+    if stopped:
+        return Outcome(None, "cancelled", output, total)
     if timed_out:
         return Outcome(None, "timeout", output, total)
     if status is None:

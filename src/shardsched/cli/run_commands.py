@@ -1,0 +1,134 @@
+"""``shardsched runs …``: a job's runs, what is under way across jobs, the failure inbox,
+a run's output, and the control over a run (retry a dead letter, cancel), over the HTTP
+API (see :mod:`.api` for the flags every command shares)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from shardsched.cli import follow
+from shardsched.cli.create import key_value
+from shardsched.cli.http import CliError, request
+from shardsched.cli.render import (
+    ago,
+    more_hint,
+    page_args,
+    page_query,
+    quoted,
+    runs_table,
+    show_run,
+)
+
+#: The states ``runs list`` lists across jobs (without a job id).
+UNDER_WAY = ("running", "queued", "waiting", "retrying")
+
+
+def run(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
+    api, cmd = args.api, args.runs_command
+    if cmd == "list":
+        if args.job_id is None:
+            return _under_way(args)
+        query = {**page_args(args), "state": args.state, "since": args.since, "until": args.until}
+        out = request(api, "GET", f"/api/v1/jobs/{quoted(args.job_id)}/runs" + page_query(query))
+        return out, lambda o: runs_table(o["runs"]) + more_hint(o)
+    if cmd == "failed":
+        query = {
+            "limit": args.limit,
+            "cursor": args.cursor,
+            "state": args.state,
+            "since": ago(args.since),
+            "until": ago(args.until),
+            "name_prefix": args.name_prefix,
+        }
+        out = request(api, "GET", "/api/v1/runs" + page_query(query))
+        return out, lambda o: runs_table(o["runs"]) + more_hint(o)
+    path = f"/api/v1/runs/{quoted(args.run_id)}"
+    if cmd == "get":
+        return request(api, "GET", path), show_run
+    if cmd == "wait":
+        run_ = follow.wait_run(api, args.run_id, args.timeout)
+        args.exit_status = follow.exit_status(run_)
+        return run_, lambda o: runs_table([o])
+    if cmd == "output" and args.follow:
+        follow.follow_output(api, args.run_id)
+        return None, lambda o: ""
+    if cmd == "output":
+        return request(api, "GET", path + "/output"), lambda o: o["output"].rstrip("\n")
+    if cmd == "cancel":
+        body = {"reason": args.reason} if args.reason else None
+        return request(api, "POST", path + "/cancel", body), lambda o: runs_table([o])
+    return request(api, "POST", path + "/retry"), lambda o: runs_table([o])
+
+
+def _under_way(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
+    if args.state not in UNDER_WAY:
+        raise CliError(
+            "runs list without a JOB_ID lists runs under way: --state "
+            + "|".join(UNDER_WAY)
+            + " (failed ones: runs failed)"
+        )
+    query = {
+        **page_args(args),
+        "state": args.state,
+        "job": args.job,
+        "queue": args.queue,
+        "worker": args.worker,
+        "label": ",".join(f"{k}:{v}" for k, v in args.label or []) or None,
+    }
+    out = request(args.api, "GET", "/api/v1/runs" + page_query(query))
+    return out, lambda o: runs_table(o["runs"]) + more_hint(o)
+
+
+def add_parser(
+    sub: argparse._SubParsersAction,
+    common: argparse.ArgumentParser,
+    page: Callable[[argparse.ArgumentParser, int], None],
+) -> None:
+    runs = sub.add_parser("runs", help="inspect runs, read their output, retry or cancel them")
+    rsub = runs.add_subparsers(dest="runs_command", required=True)
+    rlist = rsub.add_parser(
+        "list", parents=[common],
+        help="a job's runs, newest first; without JOB_ID, runs under way across jobs",
+    )  # fmt: skip
+    rlist.add_argument("job_id", nargs="?", default=None)
+    page(rlist, 50)
+    rlist.add_argument(
+        "--state", default=None,
+        help="a state; without JOB_ID one of " + ", ".join(UNDER_WAY),
+    )  # fmt: skip
+    rlist.add_argument("--since", default=None, metavar="RFC3339")
+    rlist.add_argument("--until", default=None, metavar="RFC3339")
+    rlist.add_argument("--job", default=None, metavar="JOB_ID", help="under way: a job's (a DAG's)")
+    rlist.add_argument("--queue", default=None, help="under way: on this queue")
+    rlist.add_argument("--worker", default=None, metavar="WORKER_ID", help="under way: held by it")
+    rlist.add_argument("--label", type=key_value, action="append", metavar="KEY=VALUE",
+                       help="under way: of jobs with this label (repeat: all)")  # fmt: skip
+    failed = rsub.add_parser(
+        "failed", parents=[common], help="failed and dead-lettered runs of every job, latest first"
+    )
+    page(failed, 50)
+    failed.add_argument("--since", default=None, metavar="WHEN", help="RFC 3339, or 1h (ago)")
+    failed.add_argument("--until", default=None, metavar="WHEN", help="RFC 3339, or 10m (ago)")
+    failed.add_argument("--state", choices=["failed", "dead_letter"], default=None)
+    failed.add_argument("--name-prefix", default=None, help="of jobs (or DAGs) named so")
+    for name, text in [
+        ("get", "a run"),
+        ("retry", "send a dead-lettered run back"),
+    ]:
+        rsub.add_parser(name, parents=[common], help=text).add_argument("run_id")
+    cancel = rsub.add_parser(
+        "cancel", parents=[common],
+        help="cancel a queued, waiting, retrying or running run (not retried)",
+    )  # fmt: skip
+    cancel.add_argument("run_id")
+    cancel.add_argument("--reason", default=None, help="why (recorded with who)")
+    output = rsub.add_parser("output", parents=[common], help="what a run printed (last 64 KiB)")
+    output.add_argument("run_id")
+    output.add_argument("-f", "--follow", action="store_true", help="stream it until it ends")
+    wait = rsub.add_parser(
+        "wait", parents=[common], help="until it ends (through retries); exit with its exit code"
+    )
+    wait.add_argument("run_id")
+    follow.timeout_flag(wait)

@@ -1,0 +1,98 @@
+"""Run control over HTTP and the CLI: ``POST /runs/{id}/cancel`` and
+``/dag-runs/{id}/cancel`` (who and why recorded, 409 once ended, 404 unknown, 422 a bad
+body that writes nothing, 403 for a read-only token), and ``GET /api/v1/runs?state=…``
+for runs under way across jobs, with its filters."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from conftest import cli, keyspace, wait_until
+from shardsched.core.access import Scope, TokenRequest
+from shardsched.core.instants import from_ms
+from shardsched.core.models import JobSpec, OnceSchedule
+from shardsched.ops import jobs, listing, tokens
+from shardsched.store.drive import drive_async
+
+
+async def _queued(redis, dep, name: str) -> str:
+    spec = JobSpec(name=name, schedule=OnceSchedule(at=from_ms(0)), command="true")
+    job_id = (await drive_async(jobs.create_jobs(dep, [spec]), redis))[0].job_id
+
+    async def scheduled():
+        page = await drive_async(listing.runs_page(dep, job_id), redis)
+        return page.runs[0].run_id if page.runs else None
+
+    return await wait_until(scheduled, timeout=20)
+
+
+async def test_cancel_a_run_over_http_and_the_cli(http, redis, dep, node) -> None:
+    rid = await _queued(redis, dep, "to-cancel")
+    listed = (await http.get("/api/v1/runs", params={"state": "queued"})).json()
+    assert rid in [r["run_id"] for r in listed["runs"]]
+    listed = (await http.get("/api/v1/runs", params={"state": "queued", "job": "x"})).json()
+    assert listed["runs"] == []
+
+    resp = await http.post(f"/api/v1/runs/{rid}/cancel", json={"reason": "not today"})
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["state"] == "cancelled" and body["cancelled_by"] == "test-admin"
+    assert body["reason"] == "cancelled by test-admin: not today"
+    resp = await http.post(f"/api/v1/runs/{rid}/cancel")
+    assert resp.status_code == 409 and resp.json()["error"]["code"] == "conflict"
+    resp = await http.post("/api/v1/runs/nope:1:1/cancel")
+    assert resp.status_code == 404
+
+    other = await _queued(redis, dep, "by-cli")
+    out = await cli(http, "runs", "list", "--state", "queued", "--api", str(http.base_url))
+    assert out.returncode == 0, out.stderr
+    assert other in out.stdout
+    out = await cli(http, "runs", "cancel", other, "--reason", "typo", "--api", str(http.base_url))
+    assert out.returncode == 0, out.stderr
+    assert "cancelled" in out.stdout
+    out = await cli(http, "runs", "list", "--state", "failed", "--api", str(http.base_url))
+    assert out.returncode == 1 and "runs under way" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({"reason": 3}, "$.reason"), ({"reason": "x" * 501}, "$.reason"), ({"why": "x"}, "$.why")],
+)
+async def test_a_bad_cancel_body_is_422_and_writes_nothing(http, redis, dep, node, body, field):
+    rid = await _queued(redis, dep, "keep")
+    before = await keyspace(redis, dep.namespace)
+    resp = await http.post(f"/api/v1/runs/{rid}/cancel", json=body)
+    assert resp.status_code == 422, resp.text
+    assert resp.json()["error"]["details"]["field"] == field
+    after = await keyspace(redis, dep.namespace)
+    assert {k: v for k, v in after.items() if b"events" not in k} == {
+        k: v for k, v in before.items() if b"events" not in k
+    }
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"state": "stuck"},
+        {"state": "failed", "worker": "w1"},
+        {"state": "running", "label": "x"},
+        {"state": "running", "cursor": "%%%"},
+    ],
+)
+async def test_bad_list_queries_are_422(http, params) -> None:
+    resp = await http.get("/api/v1/runs", params=params)
+    assert resp.status_code == 422, resp.text
+
+
+async def test_a_read_only_token_cannot_cancel(http, redis, dep, node) -> None:
+    rid = await _queued(redis, dep, "ro")
+    made = await drive_async(
+        tokens.create_token(dep, TokenRequest(name="viewer", scopes=[Scope.READ]), "t"), redis
+    )
+    headers = {"authorization": f"Bearer {made.token}"}
+    async with httpx.AsyncClient(base_url=http.base_url, headers=headers) as ro:
+        assert (await ro.get("/api/v1/runs", params={"state": "queued"})).status_code == 200
+        resp = await ro.post(f"/api/v1/runs/{rid}/cancel")
+        assert resp.status_code == 403
+    assert (await http.get(f"/api/v1/runs/{rid}")).json()["state"] == "scheduled"
