@@ -48,7 +48,8 @@ fi
 # campaign's "node clock 30 s ahead"), zsh and fish (`shardsched completion` checked in
 # the shells), valgrind (`bench instructions` under callgrind), systemd-analyze (the docs
 # test verifies deploy/systemd's units), a C compiler (a job builds a library another
-# preloads, tests/worker/test_hostile_jobs.py) and openssl (the tests' certificates).
+# preloads, tests/worker/test_hostile_jobs.py), openssl (the tests' certificates) and
+# chromium with its driver (the browser tests of /docs and the dashboard, headless).
 if (( tests )); then
   missing=()
   command -v curl >/dev/null 2>&1 || missing+=(curl)
@@ -59,6 +60,8 @@ if (( tests )); then
   command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
   command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
   command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
   if (( ${#missing[@]} )); then
     apt_install "used by the test suite only" "${missing[@]}"
   fi

@@ -1,6 +1,8 @@
-"""``/docs``: Swagger UI over ``/openapi.json``, served from the swagger-ui-bundle package
-(no CDN: the page works on a machine without the internet). Only the page, its script,
-its stylesheet and a tiny start-up script are served; nothing else of the package."""
+"""``/docs``: Swagger UI 5 over ``/openapi.json`` (an OpenAPI 3.1 document, which Swagger
+UI 4 cannot render), served from the files vendored in ``assets/swagger-ui`` (no CDN: the
+page works on a machine without the internet; ``scripts/vendor_swagger_ui.sh`` refreshes
+them, ``SOURCE`` says from where). Only the page, its script, its stylesheet and a tiny
+start-up script are served."""
 
 from __future__ import annotations
 
@@ -25,13 +27,12 @@ START = b"""window.ui = SwaggerUIBundle({url: "/openapi.json", dom_id: "#ui",
 _FILES = {"swagger-ui.css": "text/css", "swagger-ui-bundle.js": "text/javascript"}
 
 
+_ASSETS = Path(__file__).parent / "assets" / "swagger-ui"
+
+
 @cache
-def _asset(name: str) -> bytes | None:
-    try:
-        import swagger_ui_bundle
-    except ImportError:
-        return None
-    return (Path(swagger_ui_bundle.swagger_ui_path) / name).read_bytes()
+def _asset(name: str) -> bytes:
+    return (_ASSETS / name).read_bytes()
 
 
 async def docs_page(request: Request) -> Response:
@@ -42,7 +43,8 @@ async def docs_asset(request: Request) -> Response:
     name = request.path_params["name"]
     if name == "start.js":
         return Response(START, media_type="text/javascript")
-    body = _asset(name) if name in _FILES else None
-    if body is None:
+    if name not in _FILES:
         raise http.ApiError(404, "not_found", f"GET /docs/{name}")
-    return Response(body, media_type=_FILES[name], headers={"cache-control": "max-age=86400"})
+    return Response(
+        _asset(name), media_type=_FILES[name], headers={"cache-control": "max-age=86400"}
+    )
