@@ -65,6 +65,16 @@ class Job(msgspec.Struct, kw_only=True):
     concurrency_key: str | None = None  #: as it names it (a template over its labels)
     concurrency_limit: int | None = None
     kill_grace_s: float = 10.0  #: from SIGTERM to SIGKILL when a run is stopped
+    #: its newest runs, newest first, when a list asked for them (``?recent=N``)
+    recent_runs: list[RunBrief] | None = None
+
+
+class RunBrief(msgspec.Struct, kw_only=True):
+    """A run as a list's sparkline shows it."""
+
+    run_id: str
+    state: RunState
+    scheduled_for: datetime
 
 
 class Dag(msgspec.Struct, kw_only=True):

@@ -198,6 +198,7 @@ async def run_dev(
                         api = binds[0] if binds else f"http://{http}"
                         task_status.started(
                             f"{hint}jobs start in {scratch}\n"
+                            f"console: {api}/ui/  (log in with the admin token)\n"
                             f"shardsched dev ready: API {api}/api/v1  (redis: {shown})"
                         )
                 finally:

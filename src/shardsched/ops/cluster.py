@@ -21,6 +21,7 @@ class NodeView(msgspec.Struct):
     shards: list[int]
     lag_p99_1m: float | None = None  #: trigger lag p99 of its firings in the last minute (s)
     fired_1m: int = 0  #: runs it fired in the last minute
+    lag_p50_1m: float | None = None  #: and their median (s)
 
 
 class ShardView(msgspec.Struct):
@@ -116,6 +117,7 @@ def cluster_view(dep: Deployment) -> Op:
                 shards=info.shards,
                 lag_p99_1m=info.lag_p99_1m,
                 fired_1m=info.fired_1m,
+                lag_p50_1m=info.lag_p50_1m,
             )
         )
     calls = []

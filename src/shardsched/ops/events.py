@@ -95,7 +95,7 @@ def events_page(
         pos_key = Key(since_ms, -1, 0, 0)
     scope = run_id or job_id
     shards: Sequence[int] = [dep.keys_for(owner_id(scope)).shard] if scope else range(dep.n_shards)
-    keep = _filter(job_id, run_id, state)
+    keep = event_filter(job_id, run_id, state)
     out: list[Event] = []
     for _round in range(_ROUNDS):
         replies = yield [
@@ -140,7 +140,12 @@ def _start(pos: Key | None, shard: int) -> str:
     return f"{pos.ms + 1 if shard < pos.shard else pos.ms}-0"
 
 
-def _filter(job_id: str | None, run_id: str | None, state: str | None) -> Callable[[Event], bool]:
+def event_filter(
+    job_id: str | None, run_id: str | None, state: str | None
+) -> Callable[[Event], bool]:
+    """Whether an event is of the job (a DAG's id: its tasks and DAG runs too), the run
+    and the new state asked for (None: any)."""
+
     def keep(e: Event) -> bool:
         return (
             (job_id is None or e.job_id == job_id or owner_id(e.run_id) == job_id)

@@ -72,12 +72,20 @@ def _status_and_name(
     within: tuple[str, ...] = (),
     include_deleted: bool = True,
     labels: dict[str, str] | None = None,
+    queue: str | None = None,
 ) -> Callable[[Any], bool] | None:
     """The filter of a job or DAG list (both have ``status``, ``name`` and ``labels``);
     None: keep all. ``within``: the name prefixes of a team's token, which sees nothing
     else. Without a status, deleted ones are left out unless ``include_deleted``. With
     ``labels``, only those that have every one of them."""
-    if status is None and not name_prefix and not within and include_deleted and not labels:
+    if (
+        status is None
+        and not name_prefix
+        and not within
+        and include_deleted
+        and not labels
+        and queue is None
+    ):
         return None
 
     def keep(item: Job | Dag) -> bool:
@@ -90,6 +98,7 @@ def _status_and_name(
             and (not name_prefix or item.name.startswith(name_prefix))
             and (not within or item.name.startswith(within))
             and (not labels or matches(item.labels, labels))
+            and (queue is None or getattr(item, "queue", None) == queue)
         )
 
     return keep
@@ -126,9 +135,10 @@ def jobs_page(
     within: tuple[str, ...] = (),
     include_deleted: bool = False,
     labels: dict[str, str] | None = None,
+    queue: str | None = None,
 ) -> Op:
-    """Jobs, newest first, optionally of one status, with a name prefix and labels."""
-    keep = _status_and_name(status, name_prefix, within, include_deleted, labels)
+    """Jobs, newest first, optionally of one status, with a name prefix, labels, a queue."""
+    keep = _status_and_name(status, name_prefix, within, include_deleted, labels, queue)
     keys = [dep.shard(s).jobs for s in range(dep.n_shards)]
     jobs, nxt = yield from _scan(keys, cursor, limit, lambda e: _read_jobs(dep, e), keep)
     return JobList(jobs=jobs, next_cursor=_encode(nxt))

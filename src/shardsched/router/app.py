@@ -36,6 +36,7 @@ from shardsched.core.views import Dag, Job, JobCreated
 from shardsched.ops import access, audit, changes, dag_runs, declare, listing
 from shardsched.ops import dags as dag_ops
 from shardsched.ops.preview import preview_schedule
+from shardsched.ops.recent import recent_runs
 from shardsched.router import docs, http
 from shardsched.router.admin import AdminHandlers
 from shardsched.router.control import ControlHandlers
@@ -52,6 +53,7 @@ from shardsched.router.schemas import (
     opt,
 )
 from shardsched.router.streams import StreamHandlers
+from shardsched.router.ui import Console
 from shardsched.runtime.metrics import Metrics
 from shardsched.store.redis import Redis
 
@@ -135,8 +137,14 @@ class Api(AdminHandlers, StreamHandlers, ControlHandlers):
             within,
             q.include_deleted,
             _labels(q.label),
+            opt(q.queue),
         )
-        return http.json_response(await self._run(op))
+        page = await self._run(op)
+        if q.recent:
+            recent = await self._run(recent_runs(self.dep, [j.job_id for j in page.jobs], q.recent))
+            for job, runs in zip(page.jobs, recent, strict=True):
+                job.recent_runs = runs
+        return http.json_response(page)
 
     async def list_runs(self, request: Request) -> Response:
         q: RunQuery = http.query(request, RunQuery)
@@ -331,6 +339,14 @@ def create_app(
     routes.append(http.route("/internal/openapi.json", get=gated(api.internal_openapi, None)))
     routes.append(http.route("/docs", get=gated(docs.docs_page, None)))
     routes.append(http.route("/docs/{name}", get=gated(docs.docs_asset, None)))
+    console = Console(gate)
+    routes.append(http.route("/", get=console.root))
+    routes.append(http.route("/ui", get=console.root))
+    routes.append(http.route("/ui/", get=console.index))
+    routes.append(http.route("/ui/login", get=console.login_page, post=console.login))
+    routes.append(http.route("/ui/logout", post=console.logout))
+    routes.append(http.route("/ui/session", get=console.session))
+    routes.append(http.route("/ui/assets/{name}", get=console.asset))
 
     async def not_found(request: Request, exc: Exception) -> Response:
         code = getattr(exc, "status_code", 404)

@@ -6,7 +6,8 @@ A scheduler's API runs shell commands on every worker, so the checks are on by d
   ``127.0.0.1``, ``[::1]``), so a web page cannot reach it by DNS rebinding.
 - **Origin**: a browser's cross-site request is refused (403) unless its origin is allowed;
   clients that send no ``Origin`` (the CLI, the SDK, curl) are not affected.
-- **Token**: ``Authorization: Bearer <token>``; 401 when missing or unknown (a revoked
+- **Token**: ``Authorization: Bearer <token>``, or the dashboard's session cookie (with
+  ``X-CSRF-Token`` on a change: :mod:`.session`); 401 when missing or unknown (a revoked
   token is unknown on the next request), 403 when its scopes do not cover the route.
 
 ``--insecure-no-auth`` turns the token check off, and only on a loopback bind.
@@ -23,6 +24,7 @@ from shardsched.core.access import ANONYMOUS, Principal, Scope, bearer
 from shardsched.core.errors import ConfigError
 from shardsched.ops import tokens
 from shardsched.router.http import ApiError
+from shardsched.router.session import CSRF_HEADER, SAFE_METHODS, SESSION_COOKIE, csrf_ok
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis
@@ -114,6 +116,9 @@ class Gate:
         if needed is None or not self.policy.auth:
             return ANONYMOUS
         token = bearer(request.headers.get("authorization"))
+        by_cookie = token is None and SESSION_COOKIE in request.cookies
+        if by_cookie:
+            token = request.cookies[SESSION_COOKIE][:200] or None
         if token is None:
             raise ApiError(
                 401, "unauthorized", "missing credentials: send Authorization: Bearer <token>"
@@ -121,6 +126,11 @@ class Gate:
         who = await drive_async(tokens.authenticate(self.dep, token), self.redis)
         if who is None:
             raise ApiError(401, "unauthorized", "unknown or revoked token")
+        unsafe = request.method not in SAFE_METHODS
+        if by_cookie and unsafe and not csrf_ok(token, request.headers.get(CSRF_HEADER)):
+            raise ApiError(
+                403, "csrf", "a change made with the session cookie needs its X-CSRF-Token"
+            )
         if not who.may(needed):
             scopes = ", ".join(sorted(who.scopes))
             raise ApiError(

@@ -97,15 +97,12 @@ async def decode(request: Request, decoder: msgspec.json.Decoder[Any]) -> Any:
     return decode_bytes(await read_body(request), decoder)
 
 
-async def read_body(request: Request) -> bytes:
-    """The body, refused with a 413 as soon as it passes MAX_BODY, with a 408 when the
-    client sends none of it for the connection's read timeout (a body stalled half-way),
-    and with a 415 unless it is ``application/json``: a browser's cross-site "simple"
-    request (a form, ``text/plain``) cannot be JSON, so no page a user visits can post a
-    job."""
+async def read_raw(request: Request, limit: int) -> bytes:
+    """The body as it came: a 413 as soon as it passes ``limit``, a 408 when it stalls for
+    the connection's read timeout."""
     length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > MAX_BODY:
-        raise ApiError(413, "body_too_large", f"request body over {MAX_BODY} bytes")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise ApiError(413, "body_too_large", f"request body over {limit} bytes")
     idle_s = read_timeout_s(request.scope)
     body = b""
     async with aclosing(request.stream()) as chunks:
@@ -115,10 +112,19 @@ async def read_body(request: Request) -> bytes:
             if waited.cancelled_caught:
                 raise ApiError(408, "request_timeout", f"the request body stalled for {idle_s:g} s")
             if chunk is None:
-                break
+                return body
             body += chunk
-            if len(body) > MAX_BODY:
-                raise ApiError(413, "body_too_large", f"request body over {MAX_BODY} bytes")
+            if len(body) > limit:
+                raise ApiError(413, "body_too_large", f"request body over {limit} bytes")
+
+
+async def read_body(request: Request) -> bytes:
+    """The body, refused with a 413 as soon as it passes MAX_BODY, with a 408 when the
+    client sends none of it for the connection's read timeout (a body stalled half-way),
+    and with a 415 unless it is ``application/json``: a browser's cross-site "simple"
+    request (a form, ``text/plain``) cannot be JSON, so no page a user visits can post a
+    job."""
+    body = await read_raw(request, MAX_BODY)
     kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
     if body and kind != "application/json":
         raise ApiError(

@@ -40,6 +40,9 @@ class JobQuery(msgspec.Struct, forbid_unknown_fields=True):
     include_deleted: bool = False  #: deleted jobs are left out unless asked for
     #: ``key:value`` pairs, comma-separated: jobs with every one (``team:payments``)
     label: LabelFilter | UnsetType = UNSET
+    queue: Annotated[str, msgspec.Meta(max_length=64)] | UnsetType = UNSET
+    #: each job with its newest runs (at most this many; 0: none), for a sparkline
+    recent: Annotated[int, msgspec.Meta(ge=0, le=50)] = 0
 
 
 class RunQuery(msgspec.Struct, forbid_unknown_fields=True):

@@ -1,5 +1,6 @@
-"""The API's live answers: run state changes (a page, or Server-Sent Events) and a running
-run's output as it is written (SSE), each polled from Redis at a short interval."""
+"""The API's live answers: run state changes (a page, or Server-Sent Events, all of a
+process's streams sharing one read per interval: :mod:`.event_hub`) and a running run's
+output as it is written (SSE), each polled from Redis at a short interval."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from shardsched import ops
-from shardsched.core.errors import JobNotFound, RedisUnavailable
+from shardsched.core.errors import JobNotFound, RedisUnavailable, ValidationError
 from shardsched.core.views import EventList, RunOutput
 from shardsched.ops import events
+from shardsched.ops.events import Key
 from shardsched.router import http
 from shardsched.router.base import ApiBase
+from shardsched.router.event_hub import EventHub
 from shardsched.router.guards import who
 from shardsched.router.schemas import EventQuery, opt
 from shardsched.runtime.metrics import Metrics
@@ -91,6 +94,7 @@ class StreamHandlers(ApiBase):
     def __init__(self, redis: Redis, dep: ops.Deployment, metrics: Metrics) -> None:
         super().__init__(redis, dep, metrics)
         self.streams = StreamSlots()
+        self.hub = EventHub(dep, self._run, lambda: self.redis.time_ms(), EVENT_POLL_S)
 
     async def _event_query(self, request: Request) -> EventQuery:
         """The query, and for a team's token the one job or run it may watch."""
@@ -114,34 +118,60 @@ class StreamHandlers(ApiBase):
         return http.json_response(await self._run(op))
 
     async def event_stream(self, request: Request) -> Response:
-        """Server-Sent Events: each event as ``id: <cursor>`` and its JSON, polled every
-        EVENT_POLL_S; a comment line every KEEP_ALIVE_S keeps proxies from closing an idle one."""
+        """Server-Sent Events: each event as ``id: <cursor>`` and its JSON; a comment line
+        every KEEP_ALIVE_S keeps proxies from closing an idle one. Every stream of this
+        process shares one read of Redis per EVENT_POLL_S (:mod:`.event_hub`)."""
         q = await self._event_query(request)
         after = request.headers.get("last-event-id") or opt(q.after)
         since = http.ms(q.since)
         if after is None and since is None:
             since = await self.redis.time_ms()  # live: from now on
-        page: EventList = await self._run(self._events_op(q, after, since))  # 422 up front
+        try:
+            parsed = events.parse_cursor(after) if after else None
+        except ValidationError as exc:
+            raise http.validation(exc.message, exc.field) from None
+        pos: Key = parsed or Key(since or 0, -1, 0, 0)
+        keep = events.event_filter(opt(q.job_id), opt(q.run_id), opt(q.state))
 
         async def body() -> AsyncIterator[bytes]:
-            nonlocal page, after
+            nonlocal pos
             idle = 0.0
             while True:
-                for e in page.events:
-                    yield sse("transition", http.encode(e), e.cursor)
-                after = page.next_cursor or after
-                if not page.events:
+                try:
+                    await self.hub.look()
+                    new = self.hub.after(pos)
+                    if new is None:  # older than what the hub keeps: catch up on our own
+                        own: EventList = await self._run(self._own_page(q, pos))
+                        new = own.events
+                        moved = events.parse_cursor(own.next_cursor) if own.next_cursor else None
+                        pos = max(pos, moved or pos)
+                        if len(new) < q.limit and self.hub.after(pos) is None:
+                            pos = max(pos, self.hub.floor() or pos)  # caught up: join
+                except (http.ApiError, RedisConnectionError, RedisUnavailable):
+                    return  # the client reconnects with Last-Event-ID
+                sent = False
+                for e in new:
+                    key = events.parse_cursor(e.cursor)
+                    if key is not None and key > pos:
+                        pos = key
+                    if keep(e):
+                        sent = True
+                        yield sse("transition", http.encode(e), e.cursor)
+                if not sent:
                     idle += EVENT_POLL_S
                     if idle >= KEEP_ALIVE_S:
                         idle = 0.0
                         yield b": keep-alive\n\n"
-                    await trio.sleep(EVENT_POLL_S)
-                try:
-                    page = await self._run(self._events_op(q, after, None if after else since))
-                except (http.ApiError, RedisConnectionError, RedisUnavailable):
-                    return  # the client reconnects with Last-Event-ID
+                else:
+                    idle = 0.0
+                await trio.sleep(EVENT_POLL_S)
 
         return self._counted(request, body())
+
+    def _own_page(self, q: EventQuery, pos: Key) -> ops.Op:
+        if pos.shard < 0:
+            return self._events_op(q, None, pos.ms)
+        return self._events_op(q, pos.text(), None)
 
     def _counted(self, request: Request, body: AsyncIterator[bytes]) -> Response:
         holder = who(request).name

@@ -125,6 +125,7 @@ class ShardManager:
                 sorted(self.owned),
                 window.quantile(0.99),
                 window.total(),
+                window.quantile(0.5),
             )
         )
         call = leases.heartbeat(g.nodes, g.node_info, self.node_id, self.registration_ttl_ms, info)

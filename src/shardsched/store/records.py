@@ -110,6 +110,7 @@ class NodeInfo(msgspec.Struct):
     shards: list[int] = msgspec.field(default_factory=list)
     lag_p99_1m: float | None = None  #: trigger lag p99 of its firings in the last minute (s)
     fired_1m: int = 0
+    lag_p50_1m: float | None = None  #: and their median (s)
 
 
 #: A DAG run's per-task letter ('t:<task>'): waiting, succeeded, skipped, skipped as

@@ -1,0 +1,378 @@
+// The screens. Each is {render, wants, leave}: render() returns the screen's node from
+// API calls; wants(event) says whether a transition from the event stream changes it.
+import { api, ago, canWrite, h, query, stateTag, time, toast, when, zoneName, ApiError } from "./app.js";
+import { dagGraph, lagChart, sparkline, tickStrip } from "./charts.js";
+
+const enc = encodeURIComponent;
+const link = (href, text) => h("a", { href }, text);
+const jobLink = (id, name) => link(`#/jobs/${enc(id)}`, name || id);
+const runLink = (id) => link(`#/runs/${enc(id)}`, id);
+const table = (head, rows, empty) => rows.length
+  ? h("div", { class: "scroll" }, h("table", {}, h("thead", {}, h("tr", {}, head.map((c) => h("th", { scope: "col" }, c)))),
+    h("tbody", {}, rows.map((r) => h("tr", {}, r.map((c) => h("td", {}, c)))))))
+  : h("p", { class: "muted" }, empty || "None.");
+const field = (id, label, input, help) => h("div", {}, h("label", { for: id }, label), input, help ? h("span", { class: "help" }, help) : null);
+
+// A button that calls the API and reports; hidden from read-only tokens.
+function action(label, run, opts = {}) {
+  if (!canWrite()) return null;
+  return h("button", { type: "button", class: opts.danger ? "danger" : "", onclick: async (e) => {
+    const b = e.currentTarget;
+    if (opts.confirm && !confirm(opts.confirm)) return;
+    b.disabled = true;
+    try { const out = await run(); toast(opts.done ? opts.done(out) : `${label}: done`); if (opts.after) opts.after(out); }
+    catch (err) { toast(`${label}: ${err.message}`); }
+    finally { b.disabled = false; }
+  } }, label);
+}
+
+function runsTable(runs, withJob) {
+  return table(["Run", withJob ? "Job" : null, "State", "Scheduled for", "Started", "Finished", "Worker", "Reason"].filter(Boolean),
+    runs.map((r) => [runLink(r.run_id), withJob ? jobLink(r.job_id) : null, stateTag(r.state), time(r.scheduled_for),
+      time(r.started_at), time(r.finished_at), r.claimed_by || "—", r.reason || ""].filter((c) => c !== null)), "No runs.");
+}
+
+// --- overview -----------------------------------------------------------------------
+const LAG_KEY = "shardsched.lag";
+function overview() {
+  return {
+    wants: () => true,
+    every: 5000,
+    async render() {
+      const [st, cl] = await Promise.all([api("GET", "/api/v1/status"), api("GET", "/api/v1/cluster")]);
+      const samples = JSON.parse(sessionStorage.getItem(LAG_KEY) || "[]");
+      const p50s = cl.nodes.map((n) => n.lag_p50_1m).filter((v) => v !== null && v !== undefined);
+      samples.push({ t: Date.now(), p99: st.trigger_lag_p99_1m, p50: p50s.length ? Math.max(...p50s) : null });
+      while (samples.length > 360) samples.shift();
+      sessionStorage.setItem(LAG_KEY, JSON.stringify(samples));
+      const card = (n, label, href) => h("div", { class: "card" }, h("a", { href }, h("div", { class: "n" }, String(n)), h("div", {}, label)));
+      return h("section", {},
+        h("h1", {}, "Overview"),
+        h("div", { class: "cards" },
+          card(st.nodes.length, "nodes", "#/fleet"), card(st.workers.length, "workers", "#/fleet"),
+          card(`${st.slots_free}/${st.slots}`, "free slots", "#/fleet"), card(st.ready, "runs ready", "#/runs?state=queued"),
+          card(st.pending, "runs running", "#/runs?state=running"), card(st.fired_1m, "fired in 1 min", "#/jobs"),
+          card(st.missed, "missed", "#/jobs?status=active"), card(st.overrunning, "overrunning", "#/runs?state=running"),
+          card(st.dead_letter, "dead-lettered", "#/dead-letter"), card(st.quarantined, "quarantined", "#/jobs?status=paused"),
+          card(st.failed_1h, "failed in 1 h", "#/failures"), card(st.unowned.length, "unowned shards", "#/fleet")),
+        h("h2", {}, "Trigger lag (worst node, last minute)"), lagChart(samples),
+        h("h2", {}, "Queues"),
+        table(["Queue", "Ready", "Running", "Workers", "Free slots"], (st.queues || []).map((q) =>
+          [q.queue + (q.unserved ? " ⚠ UNSERVED" : ""), q.ready, q.running, q.workers, q.slots_free])),
+        h("h2", {}, "Shards"),
+        table(["Shard", "Owner", "Epoch", "Lease until"], cl.shards.map((s) => [s.shard, s.owner || "⚠ none", s.epoch, time(s.lease_expires_at)])));
+    },
+  };
+}
+
+// --- jobs ---------------------------------------------------------------------------
+function jobs(params) {
+  const shown = new Set();
+  return {
+    wants: (e) => shown.has(e.job_id),
+    async render() {
+      const q = { limit: 50, recent: 12, name_prefix: params.q, status: params.status, label: params.label, queue: params.queue, cursor: params.cursor };
+      const page = await api("GET", "/api/v1/jobs" + query(q));
+      shown.clear();
+      page.jobs.forEach((j) => shown.add(j.job_id));
+      const form = h("form", { class: "filters", role: "search", onsubmit: (e) => {
+        e.preventDefault();
+        const f = new FormData(e.target);
+        location.hash = "#/jobs" + query(Object.fromEntries([...f.entries()].filter(([, v]) => v)));
+      } },
+      field("f-q", "Name starts with", h("input", { id: "f-q", name: "q", value: params.q || "" })),
+      field("f-status", "Status", h("select", { id: "f-status", name: "status" }, ["", "active", "paused", "deleted"].map((s) => h("option", { value: s, selected: s === (params.status || "") }, s || "any")))),
+      field("f-label", "Label", h("input", { id: "f-label", name: "label", placeholder: "team:payments", value: params.label || "" })),
+      field("f-queue", "Queue", h("input", { id: "f-queue", name: "queue", value: params.queue || "" })),
+      h("div", {}, h("button", { type: "submit" }, "Filter")));
+      const rows = page.jobs.map((j) => {
+        const last = (j.recent_runs || [])[0];
+        const tz = j.schedule.timezone || "UTC";
+        return [jobLink(j.job_id, j.name), h("code", {}, j.job_id), scheduleText(j.schedule), stateTag(j.status),
+          h("span", {}, time(j.next_run_at), j.next_run_at && tz !== "UTC" ? h("div", { class: "muted" }, when(j.next_run_at, tz)) : null),
+          last ? stateTag(last.state) : h("span", { class: "muted" }, "—"), sparkline(j.recent_runs)];
+      });
+      const more = page.next_cursor ? link("#/jobs" + query({ ...params, cursor: page.next_cursor }), "Next page →") : null;
+      return h("section", {}, h("h1", {}, "Jobs"),
+        canWrite() ? h("p", {}, link("#/new-job", "+ New job")) : null, form,
+        h("p", { class: "muted" }, `Times in ${zoneName()}; a job's own zone below it.`),
+        table(["Name", "Id", "Schedule", "Status", "Next fire", "Last", "Recent runs"], rows, "No jobs match."), more);
+    },
+  };
+}
+
+function scheduleText(s) {
+  if (!s) return "—";
+  if (s.type === "cron") return h("code", {}, s.expression + (s.timezone && s.timezone !== "UTC" ? ` (${s.timezone})` : ""));
+  if (s.type === "interval") return `every ${s.every_s}s`;
+  if (s.type === "once") return `once at ${when(s.at)}`;
+  return JSON.stringify(s);
+}
+
+// --- a new job (the create form) -----------------------------------------------------
+function newJob() {
+  return {
+    async render() {
+      const form = h("form", { class: "filters", onsubmit: async (e) => {
+        e.preventDefault();
+        const f = Object.fromEntries(new FormData(e.target).entries());
+        const schedule = f.kind === "cron" ? { type: "cron", expression: f.expr, timezone: f.tz || "UTC" }
+          : f.kind === "interval" ? { type: "interval", every_s: Number(f.expr) } : { type: "once", at: f.expr };
+        try {
+          const made = await api("POST", "/api/v1/jobs", { name: f.name, command: f.command, schedule });
+          location.hash = `#/jobs/${enc(made.job_id)}`;
+        } catch (err) {
+          const out = document.getElementById("create-error");
+          out.textContent = err.body && err.body.error ? `${err.message} ${JSON.stringify(err.body.error.details || "")}` : err.message;
+        }
+      } },
+      field("n-name", "Name", h("input", { id: "n-name", name: "name", required: true })),
+      field("n-command", "Command", h("input", { id: "n-command", name: "command", required: true, size: 40 })),
+      field("n-kind", "Schedule", h("select", { id: "n-kind", name: "kind" }, ["cron", "interval", "once"].map((k) => h("option", { value: k }, k)))),
+      field("n-expr", "Cron, seconds or time", h("input", { id: "n-expr", name: "expr", required: true, placeholder: "*/5 * * * *" })),
+      field("n-tz", "Zone", h("input", { id: "n-tz", name: "tz", value: "UTC" })),
+      h("div", {}, h("button", { type: "submit" }, "Create")));
+      return h("section", {}, h("h1", {}, "New job"), form, h("p", { id: "create-error", class: "error", role: "alert" }));
+    },
+  };
+}
+
+// --- one job ------------------------------------------------------------------------
+function lineDiff(a, b) {
+  const x = a.split("\n"), y = b.split("\n");
+  const out = [];
+  for (const l of x) if (!y.includes(l)) out.push(h("span", { class: "del" }, "- " + l));
+  for (const l of y) if (!x.includes(l)) out.push(h("span", { class: "add" }, "+ " + l));
+  return out.length ? h("pre", { class: "diff" }, out) : h("p", { class: "muted" }, "(status change only)");
+}
+
+function job(id) {
+  return {
+    wants: (e) => e.job_id === id,
+    async render() {
+      const j = await api("GET", `/api/v1/jobs/${enc(id)}`);
+      const since = new Date(Date.now() - 24 * 3600e3).toISOString();
+      const [runs, versions, ticks, preview] = await Promise.all([
+        api("GET", `/api/v1/jobs/${enc(id)}/runs?limit=20`),
+        api("GET", `/api/v1/jobs/${enc(id)}/versions`).catch(() => ({ versions: [] })),
+        api("GET", `/api/v1/jobs/${enc(id)}/ticks` + query({ since, until: new Date().toISOString(), limit: 500 })).catch(() => ({ ticks: [] })),
+        api("POST", "/api/v1/schedules/preview", { schedule: j.schedule, count: 10 }).catch(() => ({ fire_times: [], suppressed: [] })),
+      ]);
+      const reload = () => this.refresh && this.refresh();
+      const args = h("input", { id: "t-args", placeholder: '{"date": "2026-01-01"}', size: 28 });
+      const reason = h("input", { id: "p-reason", placeholder: "why" });
+      const until = h("input", { id: "p-until", type: "datetime-local" });
+      const bfSince = h("input", { id: "b-since", type: "datetime-local" });
+      const bfUntil = h("input", { id: "b-until", type: "datetime-local" });
+      const bfOut = h("p", { role: "status" });
+      const iso = (v) => (v ? new Date(v).toISOString() : undefined);
+      const actions = canWrite() ? h("div", { class: "actions" },
+        field("t-args", "Args (JSON)", args),
+        action("Trigger", () => api("POST", `/api/v1/jobs/${enc(id)}/trigger`, args.value ? { args: JSON.parse(args.value) } : undefined),
+          { done: (o) => `Triggered ${o.run_id}`, after: (o) => { location.hash = `#/runs/${enc(o.run_id)}`; } }),
+        field("p-reason", "Pause reason", reason), field("p-until", "until", until),
+        j.status === "active" ? action("Pause", () => api("PATCH", `/api/v1/jobs/${enc(id)}`, { status: "paused", pause_reason: reason.value || undefined, paused_until: iso(until.value) }), { after: reload })
+          : action("Resume", () => api("PATCH", `/api/v1/jobs/${enc(id)}`, { status: "active" }), { after: reload }),
+        action("Delete", () => api("DELETE", `/api/v1/jobs/${enc(id)}`), { danger: true, confirm: `Delete ${j.name}? Its history stays.`, after: reload })) : null;
+      const backfill = canWrite() ? h("div", { class: "actions" },
+        field("b-since", "Backfill since", bfSince), field("b-until", "until", bfUntil),
+        h("button", { type: "button", onclick: async () => {
+          const t = await api("GET", `/api/v1/jobs/${enc(id)}/ticks` + query({ since: iso(bfSince.value), until: iso(bfUntil.value), limit: 10000 }));
+          const missing = t.ticks.filter((x) => x.outcome === "missing" || x.outcome === "skipped").length;
+          bfOut.textContent = `Dry run: ${t.ticks.length} ticks in the window, ${missing} without a run would run.`;
+        } }, "Dry run"),
+        action("Backfill", () => api("POST", `/api/v1/jobs/${enc(id)}/backfill`, { since: iso(bfSince.value), until: iso(bfUntil.value) }),
+          { done: (o) => `${o.ticks} ticks: ${o.queued} queued, ${o.already} had a run` }), bfOut) : null;
+      const vers = versions.versions || [];
+      return h("section", {},
+        h("h1", {}, j.name, " ", stateTag(j.status)),
+        j.pause_reason ? h("p", {}, `Paused: ${j.pause_reason}`, j.paused_until ? ` (until ${when(j.paused_until)})` : "") : null,
+        actions,
+        h("h2", {}, "Definition"),
+        h("dl", { class: "kv" }, h("dt", {}, "Id"), h("dd", {}, h("code", {}, j.job_id)), h("dt", {}, "Schedule"), h("dd", {}, scheduleText(j.schedule)),
+          h("dt", {}, "Command"), h("dd", {}, h("code", {}, j.command)), h("dt", {}, "Next fire"), h("dd", {}, time(j.next_run_at)),
+          h("dt", {}, "Queue"), h("dd", {}, j.queue), h("dt", {}, "Version"), h("dd", {}, String(j.version))),
+        h("h2", {}, "Next 10 fire times"),
+        table(["UTC", "On the schedule's clock", "DST"], preview.fire_times.map((f) => [when(f.at, "UTC"), f.local.replace("T", " ").replace(/\.\d+/, ""), f.dst ? `⚠ ${f.dst}` : ""]), "None."),
+        preview.suppressed.length ? h("p", { class: "muted" }, "Not fired: " + preview.suppressed.map((s) => `${s.wall_time} (${s.reason})`).join(", ")) : null,
+        h("h2", {}, "Ticks, last 24 hours"), tickStrip(ticks.ticks || []),
+        h("p", { class: "help" }, "✓ fired · ⏰ late (over a minute) · ↷ skipped (reason on hover) · ? missing · … pending"),
+        backfill,
+        h("h2", {}, "Runs"), runsTable(runs.runs, false),
+        h("h2", {}, "Versions"),
+        vers.length ? h("div", {}, [...vers].reverse().map((v, i, all) => h("details", {},
+          h("summary", {}, `v${v.version} · ${v.status} · from ${when(v.valid_from)} · by ${v.changed_by || "?"}`),
+          i + 1 < all.length ? lineDiff(JSON.stringify(all[i + 1].spec, null, 2), JSON.stringify(v.spec, null, 2)) : h("pre", {}, JSON.stringify(v.spec, null, 2))))) : h("p", { class: "muted" }, "—"));
+    },
+  };
+}
+
+// --- one run ------------------------------------------------------------------------
+function run(id) {
+  let stream = null;
+  const screen = {
+    wants: (e) => e.run_id === id,
+    leave: () => { if (stream) stream.close(); },
+    async render() {
+      const r = await api("GET", `/api/v1/runs/${enc(id)}`);
+      const out = h("pre", { id: "output", "aria-live": "polite", "aria-label": "output" });
+      if (stream) stream.close();
+      stream = new EventSource(`/api/v1/runs/${enc(id)}/output/stream`);
+      stream.addEventListener("output", (m) => { const d = JSON.parse(m.data); if (d.text) out.append(document.createTextNode(d.text)); });
+      stream.addEventListener("end", () => { stream.close(); });
+      const live = ["scheduled", "claimed", "running", "waiting", "retrying"].includes(r.state);
+      return h("section", {},
+        h("h1", {}, "Run ", h("code", {}, r.run_id)), h("p", {}, stateTag(r.state), " of ", jobLink(r.job_id)),
+        h("div", { class: "actions" },
+          live ? action("Cancel", () => api("POST", `/api/v1/runs/${enc(id)}/cancel`, { reason: "from the console" }), { danger: true, confirm: "Cancel this run?", after: () => screen.refresh() }) : null,
+          r.state === "dead_letter" ? action("Retry", () => api("POST", `/api/v1/runs/${enc(id)}/retry`), { after: (o) => { location.hash = `#/runs/${enc(o.run_id)}`; } }) : null),
+        h("dl", { class: "kv" },
+          ...[["Scheduled for", time(r.scheduled_for)], ["Created", time(r.created_at)], ["Started", time(r.started_at)], ["Finished", time(r.finished_at)],
+            ["Attempt", String(r.attempt)], ["Worker", r.claimed_by || "—"], ["Lease until", time(r.lease_expires_at)], ["Exit code", r.exit_code ?? "—"],
+            ["Reason", r.reason || "—"], ["Cancelled by", r.cancelled_by || "—"], ["Queue", r.queue], ["DAG run", r.dag_run_id ? link(`#/dag-runs/${enc(r.dag_run_id)}`, r.dag_run_id) : "—"],
+            ["Next attempt", r.next_run_id ? runLink(r.next_run_id) : "—"]].flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
+        h("h2", {}, "Output"), out);
+    },
+  };
+  return screen;
+}
+
+// --- runs under way, failures, dead letter ----------------------------------------------
+function runsNow(params) {
+  const state = params.state || "running";
+  return {
+    wants: () => true,
+    async render() {
+      const page = await api("GET", "/api/v1/runs" + query({ state, limit: 100, job: params.job, queue: params.queue, worker: params.worker }));
+      const tabs = h("p", {}, ["running", "queued", "waiting", "retrying"].map((s) => [s === state ? h("strong", {}, s) : link(`#/runs?state=${s}`, s), " "]));
+      const rows = page.runs.map((r) => [runLink(r.run_id), jobLink(r.job_id), stateTag(r.state), time(r.started_at || r.scheduled_for), r.claimed_by || "—", r.queue,
+        action("Cancel", () => api("POST", `/api/v1/runs/${enc(r.run_id)}/cancel`, { reason: "from the console" }), { danger: true, confirm: `Cancel ${r.run_id}?` })]);
+      return h("section", {}, h("h1", {}, "Runs under way"), tabs,
+        table(["Run", "Job", "State", "Since", "Worker", "Queue", ""], rows, `Nothing ${state}.`),
+        page.next_cursor ? h("p", { class: "muted" }, "More: use the API's cursor or the CLI.") : null);
+    },
+  };
+}
+
+function failures() {
+  return {
+    wants: (e) => e.new === "failed" || e.new === "dead_letter",
+    async render() {
+      const page = await api("GET", "/api/v1/runs?limit=100");
+      const folded = new Map();
+      for (const r of page.runs) {
+        const tick = r.run_id.replace(/:\d+$/, "");
+        if (!folded.has(tick)) folded.set(tick, { run: r, attempts: 0 });
+        folded.get(tick).attempts += 1;
+      }
+      const rows = [...folded.values()].map(({ run: r, attempts }) => [runLink(r.run_id), jobLink(r.job_id), stateTag(r.state), String(r.attempt) + (attempts > 1 ? ` (${attempts} shown)` : ""),
+        r.reason || (r.exit_code !== null ? `exit ${r.exit_code}` : ""), time(r.finished_at)]);
+      return h("section", {}, h("h1", {}, "Failures"), h("p", { class: "muted" }, "Failed and dead-lettered runs of every job, latest first; attempts of one tick fold into one row."),
+        table(["Run", "Job", "State", "Attempt", "Reason", "Ended"], rows, "No failures."));
+    },
+  };
+}
+
+function deadLetter() {
+  return {
+    wants: (e) => e.new === "dead_letter",
+    async render() {
+      const page = await api("GET", "/api/v1/dead-letter?limit=100");
+      const boxes = [];
+      const rows = page.runs.map((r) => {
+        const box = h("input", { type: "checkbox", value: r.run_id, "aria-label": `select ${r.run_id}` });
+        boxes.push(box);
+        return [box, runLink(r.run_id), jobLink(r.job_id), r.reason || "", time(r.finished_at),
+          action("Retry", () => api("POST", `/api/v1/runs/${enc(r.run_id)}/retry`), { done: (o) => `Retried as ${o.run_id}` })];
+      });
+      const retrySelected = action("Retry selected", async () => {
+        const picked = boxes.filter((b) => b.checked).map((b) => b.value);
+        for (const rid of picked) await api("POST", `/api/v1/runs/${enc(rid)}/retry`);
+        return picked.length;
+      }, { done: (n) => `Retried ${n} runs` });
+      return h("section", {}, h("h1", {}, "Dead letter"), retrySelected,
+        table(["", "Run", "Job", "Reason", "When", ""], rows, "The dead letter is empty."));
+    },
+  };
+}
+
+// --- DAGs -----------------------------------------------------------------------------
+function dagList() {
+  return {
+    async render() {
+      const page = await api("GET", "/api/v1/dags?limit=100");
+      return h("section", {}, h("h1", {}, "DAGs"),
+        table(["Name", "Id", "Status", "Tasks", "Next"], page.dags.map((d) => [link(`#/dags/${enc(d.dag_id)}`, d.name), h("code", {}, d.dag_id), stateTag(d.status), String(d.tasks.length), time(d.next_run_at)]), "No DAGs."));
+    },
+  };
+}
+
+function dag(id) {
+  return {
+    wants: (e) => e.job_id === id || e.job_id.startsWith(id + "."),
+    async render() {
+      const [d, runs] = await Promise.all([api("GET", `/api/v1/dags/${enc(id)}`), api("GET", `/api/v1/dags/${enc(id)}/runs?limit=20`)]);
+      const names = d.tasks.map((t) => t.name);
+      const grid = table(["DAG run", "State", ...names], runs.dag_runs.map((r) => {
+        const by = Object.fromEntries(r.tasks.map((t) => [t.task, t]));
+        return [link(`#/dag-runs/${enc(r.dag_run_id)}`, when(r.scheduled_for)), stateTag(r.state),
+          ...names.map((n) => (by[n] ? (by[n].run_id ? h("a", { href: `#/runs/${enc(by[n].run_id)}` }, stateTag(by[n].state)) : stateTag(by[n].state)) : "—"))];
+      }), "No DAG runs yet.");
+      return h("section", {}, h("h1", {}, d.name, " ", stateTag(d.status)),
+        h("div", { class: "actions" }, action("Trigger", () => api("POST", `/api/v1/dags/${enc(id)}/trigger`), { after: (o) => { location.hash = `#/dag-runs/${enc(o.dag_run_id)}`; } })),
+        h("h2", {}, "Recent DAG runs × tasks"), grid);
+    },
+  };
+}
+
+function dagRun(id) {
+  const dagId = id.split(":")[0];
+  return {
+    wants: (e) => e.job_id === dagId || e.job_id.startsWith(dagId + "."),
+    async render() {
+      const [r, d] = await Promise.all([api("GET", `/api/v1/dag-runs/${enc(id)}`), api("GET", `/api/v1/dags/${enc(dagId)}`)]);
+      const open = r.state === "queued" || r.state === "running";
+      return h("section", {}, h("h1", {}, "DAG run ", h("code", {}, r.dag_run_id), " ", stateTag(r.state)),
+        h("p", {}, "Of ", link(`#/dags/${enc(dagId)}`, d.name), ` · scheduled for ${when(r.scheduled_for)}`, r.reason ? ` · ${r.reason}` : ""),
+        h("div", { class: "actions" }, open ? action("Cancel DAG run", () => api("POST", `/api/v1/dag-runs/${enc(id)}/cancel`, { reason: "from the console" }), { danger: true, confirm: "Cancel this DAG run and its running tasks?", after: () => this.refresh && this.refresh() }) : null),
+        h("div", { class: "scroll", id: "dag-graph" }, dagGraph(r, d.tasks)),
+        table(["Task", "State", "Run", "Released"], r.tasks.map((t) => [t.task, stateTag(t.state), t.run_id ? runLink(t.run_id) : "—", time(t.released_at)])));
+    },
+  };
+}
+
+// --- fleet ----------------------------------------------------------------------------
+function fleet() {
+  return {
+    async render() {
+      const [w, c] = await Promise.all([api("GET", "/api/v1/workers"), api("GET", "/api/v1/cluster")]);
+      return h("section", {}, h("h1", {}, "Fleet"),
+        h("h2", {}, "Workers"),
+        table(["Worker", "Capacity", "Free", "Running", "Queues", "Heartbeat until", "Draining"], w.workers.map((x) =>
+          [x.worker_id, String(x.capacity), String(x.capacity_free), String(x.running), x.queues.join(", "), time(x.expires_at), x.draining ? "yes" : "no"]), "No live workers."),
+        h("h2", {}, "Nodes"),
+        table(["Node", "HTTP", "Shards", "Lag p99 (1 min)", "Fired (1 min)", "Since"], c.nodes.map((n) =>
+          [n.node_id, n.http || "—", n.shards.join(", "), n.lag_p99_1m === null ? "—" : `${Math.round(n.lag_p99_1m * 1000)} ms`, String(n.fired_1m), time(n.started_at)]), "No live nodes."),
+        h("h2", {}, "Shards"),
+        table(["Shard", "Owner", "Epoch", "Lease until"], c.shards.map((s) => [String(s.shard), s.owner || "⚠ none", String(s.epoch), time(s.lease_expires_at)])));
+    },
+  };
+}
+
+export function screens(parts, params) {
+  const [a, b] = parts;
+  if (!a) return overview();
+  if (a === "jobs" && b) return job(b);
+  if (a === "jobs") return jobs(params);
+  if (a === "new-job") return newJob();
+  if (a === "runs" && b) return run(b);
+  if (a === "runs") return runsNow(params);
+  if (a === "failures") return failures();
+  if (a === "dead-letter") return deadLetter();
+  if (a === "dags" && b) return dag(b);
+  if (a === "dags") return dagList();
+  if (a === "dag-runs" && b) return dagRun(b);
+  if (a === "fleet") return fleet();
+  return { render: async () => h("p", { class: "error" }, "No such screen.") };
+}
+export { ApiError, ago };
