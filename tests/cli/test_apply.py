@@ -75,7 +75,13 @@ async def test_apply_creates_updates_prunes_its_own_set_and_dry_runs(
     # a change, a removal: first as a dry run, which writes nothing
     (conf / "jobs.yaml").write_text(JOBS_YAML.split("---")[0].replace("echo report", "echo v2"))
     before = await written(redis, namespace)
-    dry = await cli(http, "apply", "-f", str(conf), "--prune", "--dry-run", *api)
+    # --prune without a named set is refused: every apply without --set shares 'default'
+    unnamed = await cli(http, "apply", "-f", str(conf), "--prune", *api)
+    assert unnamed.returncode == 1 and "name the set with --set" in unnamed.stderr
+    assert await written(redis, namespace) == before
+    dry = await cli(
+        http, "apply", "-f", str(conf), "--prune", "--set", "default", "--dry-run", *api
+    )
     assert dry.returncode == 0, dry.stderr
     assert "update    job nightly-report" in dry.stdout
     assert "-command: echo report" in dry.stdout and "+command: echo v2" in dry.stdout
@@ -85,7 +91,7 @@ async def test_apply_creates_updates_prunes_its_own_set_and_dry_runs(
     assert "(dry run: nothing written)" in dry.stdout
     assert await written(redis, namespace) == before
 
-    done = await cli(http, "apply", "-f", str(conf), "--prune", *api, "--json")
+    done = await cli(http, "apply", "-f", str(conf), "--prune", "--set", "default", *api, "--json")
     outcomes = {d["id"]: d["outcome"] for d in json.loads(done.stdout)}
     assert outcomes == {"nightly-report": "updated", "dag_etl": "unchanged", "heartbeat": "deleted"}
     assert (await http.get("/api/v1/jobs/heartbeat")).json()["status"] == "deleted"
@@ -173,11 +179,20 @@ async def test_jobs_create_from_flags(node, http) -> None:
     assert (await http.get(f"/api/v1/jobs/{created}")).json()["queue"] == "gpu"
     out = await cli(http, "jobs", "get", created, *api)
     assert "queue" in out.stdout and "gpu" in out.stdout, out.stdout
+    # the global --tz only shows times in a zone: the schedule's zone stays UTC; a macro
+    out = await cli(
+        http, "--tz", "Asia/Tokyo", "jobs", "create", "daily", "--cron", "@daily",
+        "--command", "true", *api, "--json",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    daily = (await http.get(f"/api/v1/jobs/{json.loads(out.stdout)['job_id']}")).json()
+    assert daily["schedule"] == {"type": "cron", "expression": "@daily", "timezone": "UTC"}
+    assert daily["next_run_at"].endswith("T00:00:00Z")
     for args, needle in [
         (("--command", "true"), "exactly one schedule"),
         (("--command", "true", "--every", "1m", "--at", "2030-01-01T00:00:00Z"), "exactly one"),
         (("--command", "true", "--every", "soon"), "is not a duration"),
-        (("--command", "true", "--every", "1m", "--tz", "UTC"), "--tz goes with --cron"),
+        (("--command", "true", "--every", "1m", "--tz", "UTC"), "--timezone goes with --cron"),
         (("--command", "true", "--cron", "61 * * * *"), "61"),
         (("--command", "true", "--every", "1m", "--id", "db-backup"), "id_taken"),
         (("--command", "true", "--every", "1m", "--queue", "GPU"), "queue"),

@@ -110,6 +110,21 @@ def _walk(base: str, admin: str, viewer: str, dag_run_id: str) -> dict[str, obje
             g.get_attribute("data-task"): g.get_attribute("data-state")
             for g in d.find_elements(By.CSS_SELECTOR, "g.task")
         }
+        # the failure inbox names the job and shows what it printed; the dead letter
+        # retries a selection, after a dry run
+        d.get(base + "/ui/#/failures")
+        _text(d, "#main table", "breaks-nightly")
+        _text(d, "#main table", "disk full")
+        d.get(base + "/ui/#/dead-letter")
+        WebDriverWait(d, 20).until(
+            ec.presence_of_element_located((By.CSS_SELECTOR, "#main input[type=checkbox]"))
+        )
+        d.find_element(By.CSS_SELECTOR, "#main input[type=checkbox]").click()
+        d.find_element(By.XPATH, "//button[text()='Dry run']").click()
+        _text(d, "#retry-report", "would retry")
+        d.find_element(By.XPATH, "//button[text()='Retry selected']").click()
+        _text(d, "#retry-report", "retried as")
+        seen["retried"] = d.find_element(By.ID, "retry-report").text
         for screen in ("dags", "fleet", "failures", "dead-letter", "runs"):
             d.get(base + f"/ui/#/{screen}")
             WebDriverWait(d, 20).until(
@@ -145,6 +160,12 @@ async def test_the_console_end_to_end_in_a_browser(nursery, node, redis, dep, ht
             TaskSpec(name="load", command="true", depends_on=["transform"]),
         ],
     )
+    broken = {
+        "name": "breaks-nightly", "command": "echo disk full; exit 1",
+        "schedule": {"type": "once", "at": "2020-01-01T00:00:00Z"},
+        "retry_policy": {"max_attempts": 2, "base_s": 0, "jitter": False},
+    }  # fmt: skip
+    assert (await http.post("/api/v1/jobs", json=broken)).status_code == 201
     dag_id = (await drive_async(dags.create_dag(dep, spec), redis)).dag_id
     dag_run_id = (await drive_async(dags.trigger_dag(dep, dag_id), redis)).dag_run_id
     base = str(http.base_url).rstrip("/")
@@ -157,3 +178,4 @@ async def test_the_console_end_to_end_in_a_browser(nursery, node, redis, dep, ht
     assert seen["dag"] == {"extract": "succeeded", "transform": "succeeded", "load": "succeeded"}
     assert seen["fleet"] == "Fleet" and seen["dead-letter"] == "Dead letter"
     assert seen["viewer_buttons"] == []
+    assert "retried as breaks" not in seen["retried"] and "retried as job_" in seen["retried"]

@@ -96,3 +96,67 @@ async def test_a_read_only_token_cannot_cancel(http, redis, dep, node) -> None:
         resp = await ro.post(f"/api/v1/runs/{rid}/cancel")
         assert resp.status_code == 403
     assert (await http.get(f"/api/v1/runs/{rid}")).json()["state"] == "scheduled"
+
+
+async def _dead(http, redis, dep, job_id: str) -> str:
+    async def dead():
+        runs = (await http.get(f"/api/v1/jobs/{job_id}/runs")).json()["runs"]
+        return next((r["run_id"] for r in runs if r["state"] == "dead_letter"), None)
+
+    return await wait_until(dead, timeout=30)
+
+
+async def test_the_failure_inbox_names_things_and_retries_in_bulk(
+    nursery, http, redis, dep, node
+) -> None:
+    from shardsched.worker.worker import Worker
+
+    await nursery.start(Worker(redis, dep, worker_id="w-inbox", concurrency=4).run)
+    fails = {"max_attempts": 2, "base_s": 0, "jitter": False}
+    ids = {}
+    for name in ("boom-a", "boom-b", "other-c"):
+        body = {
+            "name": name, "command": "echo it broke; exit 3",
+            "schedule": {"type": "once", "at": "2020-01-01T00:00:00Z"}, "retry_policy": fails,
+        }  # fmt: skip
+        ids[name] = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
+    dag = {
+        "name": "boom-dag", "schedule": {"type": "interval", "every_s": 86400},
+        "tasks": [{"name": "t", "command": "exit 4", "retry_policy": fails}],
+    }  # fmt: skip
+    dag_id = (await http.post("/api/v1/dags", json=dag)).json()["dag_id"]
+    await http.post(f"/api/v1/dags/{dag_id}/trigger")
+    dead = {name: await _dead(http, redis, dep, job_id) for name, job_id in ids.items()}
+    dead_task = await _dead(http, redis, dep, f"{dag_id}.t")
+
+    inbox = (await http.get("/api/v1/runs", params={"state": "dead_letter"})).json()["runs"]
+    by_id = {r["run_id"]: r for r in inbox}
+    assert by_id[dead["boom-a"]]["job_name"] == "boom-a"
+    assert by_id[dead["boom-a"]]["output_tail"].strip() == "it broke"
+    assert by_id[dead_task]["job_name"] == "boom-dag"
+
+    before = await keyspace(redis, dep.namespace)
+    dry = await http.post("/api/v1/dead-letter/retry", json={"name_prefix": "boom-", "dry_run": True})
+    assert dry.status_code == 200, dry.text
+    out = dry.json()
+    assert sorted(out["would_retry"]) == sorted([dead["boom-a"], dead["boom-b"]])
+    assert [x["run_id"] for x in out["refused"]] == [dead_task]
+    assert "shardsched dags trigger" in out["refused"][0]["reason"]
+    assert await keyspace(redis, dep.namespace) == before  # a dry run writes nothing
+
+    cli_dry = await cli(http, "runs", "retry", "--name-prefix", "boom-", "--dry-run",
+                        "--api", str(http.base_url))  # fmt: skip
+    assert cli_dry.returncode == 0 and "would retry 2, refused 1" in cli_dry.stdout
+
+    done = await http.post(
+        "/api/v1/dead-letter/retry", json={"run_ids": [dead["boom-a"], dead["boom-a"], dead_task]}
+    )
+    assert done.status_code == 201, done.text
+    out = done.json()
+    assert [r["run_id"] for r in out["retried"]] == [dead["boom-a"].rsplit(":", 1)[0] + ":3"]
+    assert [x["run_id"] for x in out["refused"]] == [dead_task]
+    again = (await http.post("/api/v1/dead-letter/retry", json={"run_ids": [dead["boom-a"]]})).json()
+    assert "already retried" in again["refused"][0]["reason"]  # a double click runs it once
+    assert (
+        await http.post("/api/v1/dead-letter/retry", json={"run_ids": ["x"] * 0, "bogus": 1})
+    ).status_code == 422

@@ -17,8 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
-
 from shardsched.bench.harness import bench_redis, percentiles
 from shardsched.core.models import CronSchedule, JobSpec
 from shardsched.runtime.lifeline import child_env
@@ -33,6 +31,8 @@ def _router(url: str, namespace: str, port: int, *extra: str) -> subprocess.Pope
 
 
 def _wait_ready(base: str) -> None:
+    import httpx  # the bench extra's (pip install 'shardsched[bench]')
+
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -45,6 +45,8 @@ def _wait_ready(base: str) -> None:
 
 
 def run(args: argparse.Namespace) -> dict:
+    import httpx  # the bench extra's: imported here, so `bench --help` works without it
+
     namespace = f"benchauth{int(time.time()) % 10**6}"
     with bench_redis(args.redis, "off") as url:
         with Client(url, namespace) as sdk:

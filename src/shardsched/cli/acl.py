@@ -13,7 +13,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "acl",
         help="print the ACL SETUSER commands of the node, worker and reader roles",
-        description=__doc__,
+        description="The Redis ACL users of a deployment, one per role, as commands to paste"
+        " into redis-cli (the passwords are placeholders for you to set).",
     )
     p.add_argument("--namespace", default=DEFAULT_NAMESPACE)
     p.add_argument("--role", choices=sorted(ROLES), action="append", default=None)

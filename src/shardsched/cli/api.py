@@ -28,6 +28,7 @@ from shardsched.cli import (
 from shardsched.cli.flags import api_flags
 from shardsched.cli.http import CliError, endpoint, read_body, request
 from shardsched.cli.render import (
+    ago,
     changes_table,
     more_hint,
     page_args,
@@ -82,10 +83,10 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
                 request(api, "POST", "/api/v1/jobs", b) for b in progress.track(given, "adding")
             ]
             return made, lambda o: "\n".join(
-                f"{c['job_id']}  next run {c['next_run_at']}" for c in o
+                f"{c['job_id']}  next run {style.when(c['next_run_at'])}" for c in o
             )
         out = request(api, "POST", "/api/v1/jobs", given)
-        return out, lambda o: f"{o['job_id']}  next run {o['next_run_at'] or '-'}"
+        return out, lambda o: f"{o['job_id']}  next run {style.when(o['next_run_at']) or '-'}"
     if cmd == "list":
         query = {
             "limit": args.limit,
@@ -287,8 +288,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     pause.add_argument("--until", default=None, metavar="RFC3339", help="resume by itself then")
     backfill = jsub.add_parser("backfill", parents=[common], help="run a window's missing ticks")
     backfill.add_argument("job_id")
-    backfill.add_argument("--since", "--start", dest="since", required=True, metavar="RFC3339")
-    backfill.add_argument("--until", "--end", dest="until", required=True, metavar="RFC3339")
+    backfill.add_argument("--since", "--start", dest="since", required=True, type=ago,
+                          metavar="WHEN", help="RFC 3339, or 2d (ago)")  # fmt: skip
+    backfill.add_argument("--until", "--end", dest="until", required=True, type=ago,
+                          metavar="WHEN", help="RFC 3339, or 1h (ago)")  # fmt: skip
     backfill.add_argument("--max-concurrent", type=int, default=1)
     backfill.add_argument("--priority", choices=["high", "normal", "low"], default="low")
     backfill.add_argument("--wait", action="store_true", help="until every tick has run")
@@ -302,7 +305,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     tail.add_argument("--job", default=None, metavar="JOB_ID", help="a job's (or a DAG's)")
     tail.add_argument("--run", default=None, metavar="RUN_ID")
     tail.add_argument("--state", default=None, help="only changes to this state")
-    tail.add_argument("--since", default=None, metavar="RFC3339")
+    tail.add_argument(
+        "--since", default=None, type=ago, metavar="WHEN", help="RFC 3339, or 1h (ago)"
+    )
     tail.add_argument("--after", default=None, metavar="CURSOR", help="after this event")
     tail.add_argument("--limit", type=int, default=50)
     tail.add_argument("-f", "--follow", action="store_true", help="keep printing new ones")

@@ -31,7 +31,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "concurrency",
         help="concurrency keys: limits, rates, running and waiting runs",
-        description=__doc__,
+        description="Concurrency keys' limits and what waits on them. `set` says the whole of a"
+        " key's limits: --limit 3 --rate 10/60 (at most 3 at once, at most 10 starts in any"
+        " 60 s); what it leaves out is cleared. Each change is live at the next start and"
+        " recorded.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     csub = parser.add_subparsers(dest="concurrency_command", required=True)

@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from shardsched.cli import style
 from shardsched.cli.http import CliError, request
 from shardsched.core.durations import parse_duration
 
@@ -58,9 +59,11 @@ def body_of(args: argparse.Namespace) -> dict[str, Any]:
         raise CliError("give exactly one schedule: --cron EXPR, --every DURATION or --at TIME")
     schedule: dict[str, Any]
     if args.cron is not None:
-        schedule = {"type": "cron", "expression": args.cron, "timezone": args.tz or "UTC"}
-    elif args.tz is not None:
-        raise CliError("--tz goes with --cron (an --every or --at schedule has no wall clock)")
+        schedule = {"type": "cron", "expression": args.cron, "timezone": args.cron_tz or "UTC"}
+    elif args.cron_tz is not None:
+        raise CliError(
+            "--timezone goes with --cron (an --every or --at schedule has no wall clock)"
+        )
     elif args.every is not None:
         schedule = {"type": "interval", "every_s": args.every}
     else:
@@ -100,7 +103,7 @@ def body_of(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_create(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     out = request(args.api, "POST", "/api/v1/jobs", body_of(args))
-    return out, lambda o: f"{o['job_id']}  next run {o['next_run_at'] or '-'}"
+    return out, lambda o: f"{o['job_id']}  next run {style.when(o['next_run_at']) or '-'}"
 
 
 def add_create_parser(jsub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -109,13 +112,20 @@ def add_create_parser(jsub: argparse._SubParsersAction, common: argparse.Argumen
         parents=[common],  # without --tz: here it is the cron's zone (times show in it too)
         help="register a job from flags: jobs create NAME --cron '0 3 * * *' --command CMD",
     )
+    p.set_defaults(tz=None)  # times are shown in the global --tz; never the cron's zone
     p.add_argument("name", help="the job's name")
     p.add_argument(  # dest: ``command`` is the top-level command's name
         "--command", dest="shell_command", metavar="CMD", required=True, help="what it runs (sh -c)"
     )
     when = p.add_argument_group("schedule (exactly one)")
-    when.add_argument("--cron", metavar="EXPR", help="a 5-field cron expression")
-    when.add_argument("--tz", metavar="ZONE", help="the cron's time zone (default UTC)")
+    when.add_argument(
+        "--cron", metavar="EXPR", help="a 5-field cron expression, or @hourly, @daily, @weekly…"
+    )
+    when.add_argument(
+        "--timezone", "--tz", dest="cron_tz", metavar="ZONE",
+        help="the cron's time zone (default UTC); `shardsched --tz ZONE` before the command"
+        " only shows times in ZONE",
+    )  # fmt: skip
     when.add_argument("--every", type=duration_arg, metavar="DURATION", help="e.g. 90s, 20m, 1h30m")
     when.add_argument("--at", metavar="RFC3339", help="once, at this time")
     p.add_argument("--id", help="its id (default: a random job_…)")

@@ -29,6 +29,8 @@ from shardsched.cli.render import quoted, table
 from shardsched.core.models import DagSpec, JobSpec
 from shardsched.core.sameness import plain
 
+#: The apply set of an ``apply`` without ``--set`` (``--prune`` refuses to guess it).
+DEFAULT_SET = "default"
 #: The label ``apply`` puts on what it manages; ``--prune`` looks only at its own set's.
 APPLY_SET = "apply-set"
 KINDS: dict[str, tuple[type[Any], str]] = {"job": (JobSpec, "jobs"), "dag": (DagSpec, "dags")}
@@ -254,7 +256,13 @@ def apply_changes(
 def run_apply(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     if args.no_label and args.prune:
         raise CliError("--prune finds what to delete by its label: it cannot go with --no-label")
-    apply_set = None if args.no_label else args.set
+    if args.prune and args.set is None:
+        raise CliError(
+            "--prune deletes what one apply set applied before and the files no longer"
+            " declare: name the set with --set NAME (every apply without --set shares the"
+            " set 'default', so pruning it would delete what other files declared)"
+        )
+    apply_set = None if args.no_label else (args.set or DEFAULT_SET)
     declared = load(args.file, apply_set)
     prune = args.set if args.prune else None
     changes = plan(args.api, declared, prune)
@@ -320,7 +328,10 @@ def add_apply_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentP
         "apply",
         parents=[common],
         help="make jobs and DAGs match YAML or JSON files (create, update, --prune)",
-        description=__doc__,
+        description="Make the deployment match what YAML or JSON files declare: each job or DAG"
+        " (with `kind` and `id`) is created, updated as a new version, or left unchanged."
+        " --dry-run shows each change as a diff with its next fire times; --prune --set NAME"
+        " deletes what that apply set put there and the files no longer declare.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
@@ -339,9 +350,9 @@ def add_apply_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentP
     )
     p.add_argument(
         "--set",
-        default="default",
+        default=None,
         metavar="NAME",
-        help="the apply set (label apply-set; default: default)",
+        help="the apply set (label apply-set; default: default); --prune needs it named",
     )
     p.add_argument(
         "--no-label",

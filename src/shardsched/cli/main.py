@@ -31,7 +31,11 @@ class _Parser(argparse.ArgumentParser):
 def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     from shardsched._version import __version__
 
-    parser = _Parser(prog="shardsched", description=__doc__)
+    parser = _Parser(
+        prog="shardsched",
+        description="A distributed cron and DAG scheduler on Redis: `shardsched dev` runs one"
+        " on this machine; `shardsched COMMAND --help` says what each command does.",
+    )
     parser.add_argument("--version", action="version", version=f"shardsched {__version__}")
     global_flags(parser)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -200,6 +204,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
             auth,
             burst,
             commands,
+            console,
             dag,
             faults,
             floor,
@@ -216,7 +221,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
 
         bench_sub = bench.add_subparsers(dest="bench_command", required=True)
         modules = (auth, burst, commands, faults, steady, soak, register, footprint, scale, plan)
-        for module in (*modules, takeover, archive, floor, dag, workers, instructions):
+        for module in (*modules, takeover, archive, floor, dag, workers, instructions, console):
             module.add_parser(bench_sub)
     return parser
 

@@ -44,6 +44,8 @@ def run(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
         }
         out = request(api, "GET", "/api/v1/runs" + page_query(query))
         return out, lambda o: runs_table(o["runs"]) + more_hint(o)
+    if cmd == "retry":
+        return _retry(args)
     path = f"/api/v1/runs/{quoted(args.run_id)}"
     if cmd == "get":
         return request(api, "GET", path), show_run
@@ -59,7 +61,44 @@ def run(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     if cmd == "cancel":
         body = {"reason": args.reason} if args.reason else None
         return request(api, "POST", path + "/cancel", body), lambda o: runs_table([o])
-    return request(api, "POST", path + "/retry"), lambda o: runs_table([o])
+    raise CliError(f"runs {cmd}: no such command")
+
+
+def _retry(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
+    ids = args.run_ids
+    filtered = args.since or args.until or args.name_prefix or args.all
+    if len(ids) == 1 and not filtered and not args.dry_run:
+        path = f"/api/v1/runs/{quoted(ids[0])}/retry"
+        return request(args.api, "POST", path), lambda o: runs_table([o])
+    if bool(ids) == bool(filtered):
+        raise CliError(
+            "retry RUN_ID..., or every dead letter matching --since/--until/--name-prefix"
+            " (--all: every one), not both"
+        )
+    body: dict[str, Any] = {"dry_run": args.dry_run}
+    if ids:
+        body["run_ids"] = ids
+    else:
+        body.update(since=args.since, until=args.until, name_prefix=args.name_prefix)
+    out = request(
+        args.api, "POST", "/api/v1/dead-letter/retry", {k: v for k, v in body.items() if v is not None}
+    )
+
+    def show(o: Any) -> str:
+        lines = [f"would retry {rid}" for rid in o["would_retry"]]
+        lines += [f"retried {r['run_id']}" for r in o["retried"]]
+        lines += [f"refused {x['run_id']}: {x['reason']}" for x in o["refused"]]
+        done = len(o["would_retry"]) if o["dry_run"] else len(o["retried"])
+        verb = "would retry" if o["dry_run"] else "retried"
+        lines.append(
+            f"{verb} {done}, refused {len(o['refused'])}"
+            + (" (dry run: nothing written)" if o["dry_run"] else "")
+        )
+        return "\n".join(lines)
+
+    if out["refused"] and not out["retried"] and not out["would_retry"]:
+        args.exit_status = 1
+    return out, show
 
 
 def _under_way(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
@@ -98,8 +137,12 @@ def add_parser(
         "--state", default=None,
         help="a state; without JOB_ID one of " + ", ".join(UNDER_WAY),
     )  # fmt: skip
-    rlist.add_argument("--since", default=None, metavar="RFC3339")
-    rlist.add_argument("--until", default=None, metavar="RFC3339")
+    rlist.add_argument(
+        "--since", default=None, type=ago, metavar="WHEN", help="RFC 3339, or 1h (ago)"
+    )
+    rlist.add_argument(
+        "--until", default=None, type=ago, metavar="WHEN", help="RFC 3339, or 10m (ago)"
+    )
     rlist.add_argument("--job", default=None, metavar="JOB_ID", help="under way: a job's (a DAG's)")
     rlist.add_argument("--queue", default=None, help="under way: on this queue")
     rlist.add_argument("--worker", default=None, metavar="WORKER_ID", help="under way: held by it")
@@ -113,11 +156,17 @@ def add_parser(
     failed.add_argument("--until", default=None, metavar="WHEN", help="RFC 3339, or 10m (ago)")
     failed.add_argument("--state", choices=["failed", "dead_letter"], default=None)
     failed.add_argument("--name-prefix", default=None, help="of jobs (or DAGs) named so")
-    for name, text in [
-        ("get", "a run"),
-        ("retry", "send a dead-lettered run back"),
-    ]:
-        rsub.add_parser(name, parents=[common], help=text).add_argument("run_id")
+    rsub.add_parser("get", parents=[common], help="a run").add_argument("run_id")
+    retry = rsub.add_parser(
+        "retry", parents=[common],
+        help="send dead-lettered runs back: those named, or all matching a filter",
+    )  # fmt: skip
+    retry.add_argument("run_ids", nargs="*", metavar="RUN_ID")
+    retry.add_argument("--since", type=ago, metavar="WHEN", help="dead-lettered since (1h: ago)")
+    retry.add_argument("--until", type=ago, metavar="WHEN", help="dead-lettered until")
+    retry.add_argument("--name-prefix", help="of jobs (or DAGs) named so")
+    retry.add_argument("--all", action="store_true", help="every dead letter (no filter)")
+    retry.add_argument("--dry-run", action="store_true", help="say what it would retry")
     cancel = rsub.add_parser(
         "cancel", parents=[common],
         help="cancel a queued, waiting, retrying or running run (not retried)",

@@ -8,6 +8,7 @@ import sys
 
 import msgspec
 
+from shardsched.cli import style
 from shardsched.cli.http import CliError, endpoint, request
 from shardsched.cli.render import as_text, table
 from shardsched.ops.status import ShardStatus, Status
@@ -85,7 +86,7 @@ def render(st: Status, everything: bool = False) -> str:
                     None if n.lag_p99_1m is None else f"{n.lag_p99_1m * 1000:.0f} ms",
                     n.fired_1m,
                     n.http,
-                    n.expires_at.isoformat(),
+                    style.when(n.expires_at.isoformat()),
                 ]
                 for n in st.nodes
             ],

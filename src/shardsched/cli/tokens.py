@@ -11,6 +11,7 @@ import argparse
 import sys
 from typing import Any
 
+from shardsched.cli import style
 from shardsched.cli.api import common_flags
 from shardsched.cli.flags import redis_flags
 from shardsched.cli.http import CliError, endpoint, request
@@ -25,7 +26,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     tokens = sub.add_parser(
         "tokens",
         help="API tokens: create (shown once), list, revoke",
-        description=__doc__,
+        description="API tokens, through the API (with an admin token) or, to make the first"
+        " one, straight in Redis with --redis. A new token's secret is printed once, on"
+        " stdout; Redis keeps only its hash.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     tsub = tokens.add_subparsers(dest="tokens_command", required=True)
@@ -113,14 +116,17 @@ def _show(args: argparse.Namespace, out: Any) -> str:
     if cmd == "revoke":
         return f"revoked {out['revoked']}"
     if cmd == "log":
-        acts = [[a["at"], a["action"], a["name"], a["by"], a["detail"] or "-"] for a in out["acts"]]
+        acts = [
+            [style.when(a["at"]), a["action"], a["name"], a["by"], a["detail"] or "-"]
+            for a in out["acts"]
+        ]
         return table(["AT", "ACTION", "TOKEN", "BY", "DETAIL"], acts)
     rows = [
         [
             t["name"],
             ",".join(t["scopes"]),
             ",".join(t["prefixes"]) or "-",
-            t["created_at"],
+            style.when(t["created_at"]),
             t["created_by"],
         ]
         for t in out["tokens"]

@@ -3,6 +3,7 @@ how a repeated trigger is told apart from a new one (``idempotency_key``)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 import msgspec
@@ -46,3 +47,19 @@ class CancelRequest(msgspec.Struct, forbid_unknown_fields=True):
     """The optional body of a cancel (a run, a DAG run): why, recorded with who."""
 
     reason: Annotated[str, msgspec.Meta(max_length=500)] = ""
+
+
+RunIdText = Annotated[str, msgspec.Meta(min_length=1, max_length=400)]
+_Aware = Annotated[datetime, msgspec.Meta(tz=True)]
+
+
+class RetryRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """The body of ``POST /api/v1/dead-letter/retry``: the dead-lettered runs named, or (with no
+    ``run_ids``) every one the failure inbox lists ended within [since, until] of jobs
+    named with ``name_prefix``; ``dry_run`` says what it would do and writes nothing."""
+
+    run_ids: Annotated[list[RunIdText], msgspec.Meta(max_length=1000)] | None = None
+    since: _Aware | None = None
+    until: _Aware | None = None
+    name_prefix: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+    dry_run: bool = False

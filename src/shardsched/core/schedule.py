@@ -39,16 +39,32 @@ _LOOKAHEAD = timedelta(hours=3)
 _LONGEST_GAP = timedelta(hours=49)
 
 
+#: Vixie cron's macros, as the five fields they stand for (@reboot has no schedule).
+CRON_MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+
 @lru_cache(maxsize=4096)
 def parse_cron(expression: str) -> tuple[str, ...]:
-    """Return the five fields of a cron expression; raises ValueError if it is not one, or
-    if it never fires (``0 0 30 2 *``: February 30th).
+    """Return the five fields of a cron expression (or of a macro, ``@daily``); raises
+    ValueError if it is not one, or if it never fires (``0 0 30 2 *``: February 30th).
 
     Memoised: validating 25,000 registrations of one expression costs one croniter parse.
     """
-    fields = tuple(expression.split())
+    macro = CRON_MACROS.get(expression.strip().lower())
+    fields = tuple((macro or expression).split())
     if len(fields) != 5:
-        raise ValueError(f"Cron expression must have 5 fields, got {len(fields)}")
+        raise ValueError(
+            f"Cron expression must have 5 fields (or be one of {', '.join(CRON_MACROS)}),"
+            f" got {len(fields)}"
+        )
     expr = " ".join(fields)
     if not croniter.is_valid(expr):
         raise ValueError(f"Invalid cron expression {expression!r}")

@@ -251,6 +251,24 @@ class Run(msgspec.Struct, kw_only=True):
     concurrency_key: str | None = None
     #: who cancelled it (its ``reason`` says why); None unless ``cancelled`` by hand
     cancelled_by: str | None = None
+    #: lists across jobs (the failure inbox, runs under way): its job's (or DAG's) name
+    job_name: str | None = None
+    #: the failure inbox: the last few hundred bytes it printed
+    output_tail: str | None = None
+
+
+class RetryRefusal(msgspec.Struct):
+    run_id: str
+    reason: str  #: why not, and what to do instead
+
+
+class BulkRetry(msgspec.Struct):
+    """What a retry of many dead-lettered runs did (or, as a dry run, would do)."""
+
+    dry_run: bool
+    retried: list[Run]  #: each run's new attempt
+    would_retry: list[str]  #: a dry run's: the runs it would retry
+    refused: list[RetryRefusal]
 
 
 class RunList(msgspec.Struct):

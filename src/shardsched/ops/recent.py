@@ -1,5 +1,6 @@
-"""The latest runs of many jobs at once, for a list's sparkline and last outcome: two
-round trips for a page of jobs (each job's newest run ids, then their states)."""
+"""What lists show beside their rows: the latest runs of many jobs at once (a sparkline
+and the last outcome: two round trips for a page of jobs), and for runs across jobs their
+job's name and the tail of their output (one round trip)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from collections.abc import Sequence
 
 from shardsched.core.instants import from_ms
 from shardsched.core.models import RunState
-from shardsched.core.views import RunBrief
+from shardsched.core.views import Run, RunBrief
+from shardsched.ops.access import owner_id, spec_name
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
 
@@ -40,3 +42,30 @@ def recent_runs(dep: Deployment, job_ids: Sequence[str], count: int) -> Op:
             )
         out.append(briefs)
     return out
+
+
+#: The tail of a failed run's output a list shows (bytes).
+TAIL_BYTES = 400
+
+
+def annotate(dep: Deployment, runs: Sequence[Run], tails: bool) -> Op:
+    """Give each run its job's (or DAG's) name, and with ``tails`` the last TAIL_BYTES of
+    its output: what a list across jobs shows so a person can act on a row."""
+    owners = sorted({owner_id(r.run_id) for r in runs})
+    calls = [Call(("HGET", dep.keys_for(o).job(o), "spec")) for o in owners]
+    if tails:
+        calls += [
+            Call(("GETRANGE", dep.keys_for(r.run_id).output(r.run_id), -TAIL_BYTES, -1))
+            for r in runs
+        ]
+    if not calls:
+        return
+    replies = yield calls
+    names = {
+        o: spec_name(check(raw)) for o, raw in zip(owners, replies[: len(owners)], strict=True)
+    }
+    for i, run in enumerate(runs):
+        run.job_name = names.get(owner_id(run.run_id))
+        if tails:
+            raw = check(replies[len(owners) + i])
+            run.output_tail = raw.decode("utf-8", "replace") if raw else None

@@ -7,18 +7,21 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from shardsched.core.errors import DagRunNotFound, ValidationError
+from shardsched.core.errors import DagRunNotFound, RunNotFound, ValidationError
+from shardsched.core.instants import to_ms
 from shardsched.core.labels import parse_label_filter
 from shardsched.core.models import RunState
-from shardsched.core.params import CancelRequest
-from shardsched.ops import control, listing
+from shardsched.core.params import CancelRequest, RetryRequest
+from shardsched.ops import bulk_retry, control, listing
 from shardsched.ops.active import Active, Filters, active_page
+from shardsched.ops.recent import annotate
 from shardsched.router import http
 from shardsched.router.base import ApiBase
 from shardsched.router.guards import who
 from shardsched.router.schemas import FailureQuery, opt
 
 _cancel_decoder = msgspec.json.Decoder(CancelRequest)
+_retry_decoder = msgspec.json.Decoder(RetryRequest)
 _UNDER_WAY = frozenset({"running", "queued", "scheduled", "waiting", "retrying"})
 
 
@@ -48,7 +51,9 @@ class ControlHandlers(ApiBase):
             opt(q.name_prefix),
             who(request).prefixes,
         )
-        return http.json_response(await self._run(op))
+        page = await self._run(op)
+        await self._run(annotate(self.dep, page.runs, tails=True))
+        return http.json_response(page)
 
     async def _under_way(self, request: Request, q: FailureQuery) -> Response:
         try:
@@ -64,7 +69,9 @@ class ControlHandlers(ApiBase):
                 return http.json_response({"runs": [], "next_cursor": None})
         filters = Filters(opt(q.job), opt(q.queue), opt(q.worker), labels, within)
         op = active_page(self.dep, Active.parse(q.state), q.limit, *http.cursor(q), filters)
-        return http.json_response(await self._run(op))
+        page = await self._run(op)
+        await self._run(annotate(self.dep, page.runs, tails=False))
+        return http.json_response(page)
 
     async def cancel_run(self, request: Request) -> Response:
         rid = await self._run_id(request)
@@ -78,3 +85,24 @@ class ControlHandlers(ApiBase):
         body = await http.optional_body(request, _cancel_decoder) or CancelRequest()
         op = control.cancel_dag_run(self.dep, drid, who(request).name, body.reason)
         return http.json_response(await self._run(op))
+
+    async def retry_runs(self, request: Request) -> Response:
+        """Retry dead-lettered runs, named or by the failure inbox's filter; a team's token
+        retries only its own (others are refused as unknown)."""
+        body: RetryRequest = await http.decode(request, _retry_decoder)
+        principal = who(request)
+        if body.run_ids is None:
+            since = None if body.since is None else to_ms(body.since)
+            until = None if body.until is None else to_ms(body.until)
+            op = bulk_retry.selected(self.dep, since, until, body.name_prefix, principal.prefixes)
+            run_ids: list[str] = await self._run(op)
+        else:
+            run_ids = []
+            for rid in body.run_ids:
+                await self._run_visible(request, rid)
+                run_ids.append(rid)
+        op = bulk_retry.retry_many(self.dep, run_ids, principal.name, body.dry_run)
+        return http.json_response(await self._run(op), 200 if body.dry_run else 201)
+
+    async def _run_visible(self, request: Request, rid: str) -> None:
+        await self._visible(request, rid, RunNotFound(rid))

@@ -15,7 +15,7 @@ from shardsched.core.models import (
     JobSpec,
     SchedulePreviewRequest,
 )
-from shardsched.core.params import CancelRequest, TriggerRequest
+from shardsched.core.params import CancelRequest, RetryRequest, TriggerRequest
 from shardsched.ops.audit import TickList
 from shardsched.router import schemas as q
 from shardsched.router.admin_routes import ADMIN_OPERATIONS
@@ -187,6 +187,18 @@ OPERATIONS: tuple[Operation, ...] = (
         tags=("runs",),
         handler="output_stream",
         operation_id="stream_output",
+    ),
+    Operation(
+        "post",
+        "/api/v1/dead-letter/retry",
+        "Retry dead-lettered runs: those named, or all the failure inbox lists for a filter;"
+        " dry_run says what it would do",
+        v.BulkRetry,
+        201,
+        RetryRequest,
+        errors=(*BODY_ERRORS, 404),
+        tags=("runs",),
+        handler="retry_runs",
     ),
     Operation(
         "post",

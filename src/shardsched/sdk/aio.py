@@ -98,6 +98,7 @@ class AsyncClient:
     list_failures = awaitable(plans.list_failures)
     retry_run = awaitable(plans.retry_run)
     cancel_run = awaitable(control_plans.cancel_run)
+    retry_runs = awaitable(control_plans.retry_runs)
     cancel_dag_run = awaitable(control_plans.cancel_dag_run)
     list_runs_under_way = awaitable(control_plans.list_runs_under_way)
     add_dag = awaitable(plans.add_dag)

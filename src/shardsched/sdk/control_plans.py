@@ -3,8 +3,10 @@ queued, waiting or retrying across jobs, and cancelling a run or a DAG run."""
 
 from __future__ import annotations
 
-from shardsched.core.views import DagRun, Run, RunList
-from shardsched.ops import control
+from collections.abc import Sequence
+
+from shardsched.core.views import BulkRetry, DagRun, Run, RunList
+from shardsched.ops import bulk_retry, control
 from shardsched.ops.active import Active, Filters, active_page
 from shardsched.ops.pagination import parse_cursor
 from shardsched.sdk.plans import Handle, Plan
@@ -38,3 +40,8 @@ def cancel_run(c: Handle, run_id: str, reason: str = "") -> Plan[Run]:
 def cancel_dag_run(c: Handle, dag_run_id: str, reason: str = "") -> Plan[DagRun]:
     """Cancel a DAG run and every task run of it not yet ended."""
     return Plan(control.cancel_dag_run(c.deployment, dag_run_id, c.actor, reason))
+
+
+def retry_runs(c: Handle, run_ids: Sequence[str], dry_run: bool = False) -> Plan[BulkRetry]:
+    """Retry many dead-lettered runs (each refusal says why and what to do instead)."""
+    return Plan(bulk_retry.retry_many(c.deployment, list(run_ids), c.actor, dry_run))

@@ -277,6 +277,7 @@ class Client:
     list_failures = blocking(plans.list_failures)
     retry_run = blocking(plans.retry_run)
     cancel_run = blocking(control_plans.cancel_run)
+    retry_runs = blocking(control_plans.retry_runs)
     cancel_dag_run = blocking(control_plans.cancel_dag_run)
     list_runs_under_way = blocking(control_plans.list_runs_under_way)
     add_dag = blocking(plans.add_dag)

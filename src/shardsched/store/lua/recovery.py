@@ -73,9 +73,10 @@ def raise_retry_refusal(code: int, run_id: str, next_run_id: str | None) -> None
     if code == Retried.NOT_DEAD_LETTERED:
         raise ConflictError(f"run {run_id!r} is not dead-lettered")
     if code == Retried.DAG_SETTLED:
+        dag = run_id.split(".", 1)[0]
         raise ConflictError(
             f"run {run_id!r} is a DAG task's: its DAG run settled on this failure; "
-            "trigger the DAG again instead"
+            f"trigger the DAG again instead (shardsched dags trigger {dag})"
         )
     if code == Retried.ALREADY_RETRIED:
         raise AlreadyRetried(run_id, next_run_id or "")

@@ -83,7 +83,8 @@ export function when(iso, zone) {
   const d = new Date(iso);
   const tz = zone || (utcMode() ? "UTC" : undefined);
   // sv-SE writes ISO-like dates; the zone's short name says which clock it is
-  return d.toLocaleString("sv-SE", { timeZone: tz, hour12: false, timeZoneName: "short" });
+  return d.toLocaleString("sv-SE", { timeZone: tz, hourCycle: "h23", year: "numeric", month: "2-digit",
+    day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short" });
 }
 export function ago(iso) {
   if (!iso) return "";

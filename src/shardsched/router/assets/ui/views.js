@@ -257,18 +257,24 @@ function runsNow(params) {
 function failures() {
   return {
     wants: (e) => e.new === "failed" || e.new === "dead_letter",
+    every: 2000,
     async render() {
       const page = await api("GET", "/api/v1/runs?limit=100");
-      const folded = new Map();
+      const folded = new Map();  // the attempts of one tick: one row, its latest attempt
       for (const r of page.runs) {
         const tick = r.run_id.replace(/:\d+$/, "");
         if (!folded.has(tick)) folded.set(tick, { run: r, attempts: 0 });
         folded.get(tick).attempts += 1;
       }
-      const rows = [...folded.values()].map(({ run: r, attempts }) => [runLink(r.run_id), jobLink(r.job_id), stateTag(r.state), String(r.attempt) + (attempts > 1 ? ` (${attempts} shown)` : ""),
-        r.reason || (r.exit_code !== null ? `exit ${r.exit_code}` : ""), time(r.finished_at)]);
-      return h("section", {}, h("h1", {}, "Failures"), h("p", { class: "muted" }, "Failed and dead-lettered runs of every job, latest first; attempts of one tick fold into one row."),
-        table(["Run", "Job", "State", "Attempt", "Reason", "Ended"], rows, "No failures."));
+      const rows = [...folded.values()].map(({ run: r, attempts }) => [
+        runLink(r.run_id), jobLink(r.job_id, r.job_name || r.job_id), stateTag(r.state),
+        `${r.attempt}` + (attempts > 1 ? ` (${attempts} listed)` : ""),
+        r.reason || (r.exit_code !== null && r.exit_code !== undefined ? `exit ${r.exit_code}` : "—"),
+        r.output_tail ? h("pre", { class: "tail" }, r.output_tail.trimEnd().split("\n").slice(-3).join("\n")) : "",
+        time(r.finished_at)]);
+      return h("section", {}, h("h1", {}, "Failures"),
+        h("p", { class: "muted" }, "Failed and dead-lettered runs of every job, latest first; the attempts of one tick fold into one row."),
+        table(["Run", "Job", "State", "Attempt", "Reason", "Output (tail)", "Ended"], rows, "No failures."));
     },
   };
 }
@@ -277,20 +283,26 @@ function deadLetter() {
   return {
     wants: (e) => e.new === "dead_letter",
     async render() {
-      const page = await api("GET", "/api/v1/dead-letter?limit=100");
+      const page = await api("GET", "/api/v1/runs?state=dead_letter&limit=100");
       const boxes = [];
+      const report = h("div", { role: "status", id: "retry-report" });
+      const show = (out) => {
+        const lines = [...out.would_retry.map((r) => `would retry ${r}`), ...out.retried.map((r) => `retried as ${r.run_id}`),
+          ...out.refused.map((x) => `refused ${x.run_id}: ${x.reason}`)];
+        report.replaceChildren(h("pre", {}, lines.join("\n") || "nothing selected"));
+        return `${out.dry_run ? "would retry" : "retried"} ${out.dry_run ? out.would_retry.length : out.retried.length}, refused ${out.refused.length}`;
+      };
+      const picked = () => boxes.filter((b) => b.checked).map((b) => b.value);
       const rows = page.runs.map((r) => {
         const box = h("input", { type: "checkbox", value: r.run_id, "aria-label": `select ${r.run_id}` });
         boxes.push(box);
-        return [box, runLink(r.run_id), jobLink(r.job_id), r.reason || "", time(r.finished_at),
+        return [box, runLink(r.run_id), jobLink(r.job_id, r.job_name || r.job_id), r.reason || "", time(r.finished_at),
           action("Retry", () => api("POST", `/api/v1/runs/${enc(r.run_id)}/retry`), { done: (o) => `Retried as ${o.run_id}` })];
       });
-      const retrySelected = action("Retry selected", async () => {
-        const picked = boxes.filter((b) => b.checked).map((b) => b.value);
-        for (const rid of picked) await api("POST", `/api/v1/runs/${enc(rid)}/retry`);
-        return picked.length;
-      }, { done: (n) => `Retried ${n} runs` });
-      return h("section", {}, h("h1", {}, "Dead letter"), retrySelected,
+      const bulk = canWrite() ? h("div", { class: "actions" },
+        action("Dry run", () => api("POST", "/api/v1/dead-letter/retry", { run_ids: picked(), dry_run: true }), { done: show }),
+        action("Retry selected", () => api("POST", "/api/v1/dead-letter/retry", { run_ids: picked() }), { done: show })) : null;
+      return h("section", {}, h("h1", {}, "Dead letter"), bulk, report,
         table(["", "Run", "Job", "Reason", "When", ""], rows, "The dead letter is empty."));
     },
   };
