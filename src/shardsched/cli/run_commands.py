@@ -81,7 +81,10 @@ def _retry(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     else:
         body.update(since=args.since, until=args.until, name_prefix=args.name_prefix)
     out = request(
-        args.api, "POST", "/api/v1/dead-letter/retry", {k: v for k, v in body.items() if v is not None}
+        args.api,
+        "POST",
+        "/api/v1/dead-letter/retry",
+        {k: v for k, v in body.items() if v is not None},
     )
 
     def show(o: Any) -> str:

@@ -13,14 +13,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from shardsched.core.errors import DagNotFound, JobNotFound, ValidationError
-from shardsched.core.labels import matches
 from shardsched.core.models import JobStatus, RunState
-from shardsched.core.views import Dag, DagList, DagRunList, Job, JobList, RunList
+from shardsched.core.views import DagList, DagRunList, JobList, RunList
 from shardsched.ops import dag_runs
 from shardsched.ops import dags as dag_ops
 from shardsched.ops.access import owner_id, spec_name
 from shardsched.ops.cold import archive_url, cold_dag_runs, cold_page, merge_page
-from shardsched.ops.jobs import job_calls, plain_job
+from shardsched.ops.job_reads import list_filter, read_jobs, read_kept_jobs
 from shardsched.ops.pagination import Cursor, zpage
 from shardsched.store import keys as k
 from shardsched.store.calls import Call, Op, check
@@ -48,9 +47,11 @@ def _scan(
     returns (objects, next cursor or None)."""
     out: list[Any] = []
     examined = 0
-    while True:
+    greedy = False  # a first round as for no filter; a filter that left the page short
+    while True:  # then reads greedily (pagination.zpage): each entry about once
         batch = limit if keep is None else max(limit, _SCAN_BATCH)
-        entries, more = yield from zpage(keys, after, batch, lo, hi)
+        entries, more = yield from zpage(keys, after, batch, lo, hi, greedy=greedy)
+        greedy = keep is not None
         objs = (yield from read(entries)) if entries else []
         for i, (entry, obj) in enumerate(zip(entries, objs, strict=True)):
             if obj is not None and (keep is None or keep(obj)):
@@ -66,64 +67,11 @@ def _scan(
             return out, more
 
 
-def _status_and_name(
-    status: JobStatus | None,
-    name_prefix: str | None,
-    within: tuple[str, ...] = (),
-    include_deleted: bool = True,
-    labels: dict[str, str] | None = None,
-    queue: str | None = None,
-) -> Callable[[Any], bool] | None:
-    """The filter of a job or DAG list (both have ``status``, ``name`` and ``labels``);
-    None: keep all. ``within``: the name prefixes of a team's token, which sees nothing
-    else. Without a status, deleted ones are left out unless ``include_deleted``. With
-    ``labels``, only those that have every one of them."""
-    if (
-        status is None
-        and not name_prefix
-        and not within
-        and include_deleted
-        and not labels
-        and queue is None
-    ):
-        return None
-
-    def keep(item: Job | Dag) -> bool:
-        return (
-            (
-                item.status == status
-                if status is not None
-                else include_deleted or item.status != JobStatus.DELETED
-            )
-            and (not name_prefix or item.name.startswith(name_prefix))
-            and (not within or item.name.startswith(within))
-            and (not labels or matches(item.labels, labels))
-            and (queue is None or getattr(item, "queue", None) == queue)
-        )
-
-    return keep
-
-
 def _encode(cursor: Cursor | None) -> str | None:
     return None if cursor is None else cursor.encode()
 
 
 # --- jobs --------------------------------------------------------------------------------
-
-
-def _read_jobs(dep: Deployment, entries: Entries) -> Op:
-    """The jobs of index entries in one round trip (DAGs, listed apart, are left out)."""
-    ids = [member.decode() for _, member in entries]
-    calls = [c for job_id in ids for c in job_calls(dep, job_id)]
-    replies = yield calls
-    jobs: list[Job | None] = []
-    for n, job_id in enumerate(ids):
-        fields, score = check(replies[2 * n]), check(replies[2 * n + 1])
-        if k.is_dag_id(job_id) or fields[0] is None or fields[5] is not None:
-            jobs.append(None)
-        else:
-            jobs.append(plain_job(dep, job_id, fields, score))
-    return jobs
 
 
 def jobs_page(
@@ -138,9 +86,16 @@ def jobs_page(
     queue: str | None = None,
 ) -> Op:
     """Jobs, newest first, optionally of one status, with a name prefix, labels, a queue."""
-    keep = _status_and_name(status, name_prefix, within, include_deleted, labels, queue)
+    keep = list_filter(status, name_prefix, within, include_deleted, labels, queue)
     keys = [dep.shard(s).jobs for s in range(dep.n_shards)]
-    jobs, nxt = yield from _scan(keys, cursor, limit, lambda e: _read_jobs(dep, e), keep)
+
+    def read(entries: Entries) -> Op:
+        if keep is None:
+            return (yield from read_jobs(dep, entries))
+        # what the filter needs first: most entries a selective one drops
+        return (yield from read_kept_jobs(dep, entries, keep))
+
+    jobs, nxt = yield from _scan(keys, cursor, limit, read, keep)
     return JobList(jobs=jobs, next_cursor=_encode(nxt))
 
 
@@ -326,7 +281,7 @@ def dags_page(
     labels: dict[str, str] | None = None,
 ) -> Op:
     """DAGs, newest first, optionally of one status, with a name prefix and labels."""
-    keep = _status_and_name(status, name_prefix, within, include_deleted, labels)
+    keep = list_filter(status, name_prefix, within, include_deleted, labels)
     keys = [dep.shard(s).dags for s in range(dep.n_shards)]
     dags, nxt = yield from _scan(keys, cursor, limit, lambda e: _read_dags(dep, e), keep)
     return DagList(dags=dags, next_cursor=_encode(nxt))

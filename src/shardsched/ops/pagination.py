@@ -20,6 +20,9 @@ from shardsched.store.calls import Call, Op, check
 
 #: Extra entries fetched per set beyond the page, to get past ties at the cursor's score.
 _SLACK = 16
+#: A greedy read's entries per set at least: enough to get past a bulk registration's
+#: hundreds of jobs in one millisecond, whose ties would otherwise keep each page short.
+_GREEDY_PER_SET = 64
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -63,12 +66,21 @@ def zpage(
     n: int,
     lo: float = float("-inf"),
     hi: float = float("inf"),
+    greedy: bool = False,
 ) -> Op:
     """The next ``n`` (score, member) of the sets, newest first, with scores in [lo, hi];
-    returns (items, next cursor or None when nothing is left)."""
+    returns (items, next cursor or None when nothing is left).
+
+    ``greedy`` (a filtered scan): read about ``n`` in all, spread over the sets, and
+    return every item known to be in order (all above the newest of the sets' last
+    items read), which may be more or fewer than ``n``: a scan over many sets then
+    reads each entry about once, rather than ``n`` from every set for each ``n`` kept."""
     top = min(hi, after.score) if after else hi
-    fetch = {key: n + _SLACK for key in keys}
+    bound = (after.score, after.member) if after else (0.0, b"")
+    per_key = max(_GREEDY_PER_SET, -(-2 * n // max(1, len(keys)))) if greedy else n
+    fetch = {key: per_key + _SLACK for key in keys}
     found: dict[str, list[tuple[float, bytes]]] = {}
+    fulls: list[str] = []  #: sets with more after what was read
     pending = list(keys)
     while pending:
         replies = yield [
@@ -93,14 +105,23 @@ def zpage(
             flat = check(reply)
             items = [(float(flat[i + 1]), flat[i]) for i in range(0, len(flat), 2)]
             full = len(items) == fetch[key]
-            if after is not None:
-                items = [it for it in items if Cursor(*it) < after]
+            if after is not None:  # plain tuples: a Cursor per item costs a scan its time
+                items = [it for it in items if it < bound]
             found[key] = items
-            if full and len(items) < n + 1:  # the fetch was eaten by ties at the cursor
+            if full and len(items) < per_key + 1:  # the fetch was eaten by ties at the cursor
                 fetch[key] *= 4
                 again.append(key)
+            if full:
+                fulls.append(key)
         pending = again
     merged = sorted((it for items in found.values() for it in items), reverse=True)
+    if greedy:
+        lasts = [found[key][-1] for key in fulls if found[key]]
+        if not lasts:  # every set read to its end
+            return merged, None
+        horizon = max(lasts)  # an item not read is below its set's last: below this
+        page = [it for it in merged if it >= horizon]
+        return page, Cursor(*page[-1])
     page = merged[:n]
     more = len(merged) > n
     return page, (Cursor(*page[-1]) if more and page else None)
