@@ -40,6 +40,7 @@ def test_the_built_wheel_in_a_clean_venv(tmp_path: Path) -> None:
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(ROOT)],
         check=True,
         timeout=600,
+        capture_output=True,
     )
     (wheel,) = dist.glob("shardsched-*.whl")
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
@@ -51,7 +52,7 @@ def test_the_built_wheel_in_a_clean_venv(tmp_path: Path) -> None:
         "-q",
         "--disable-pip-version-check",
     ]
-    subprocess.run([*pip, f"{wheel}[bench]"], check=True, timeout=900)
+    subprocess.run([*pip, f"{wheel}[bench]"], check=True, timeout=900, capture_output=True)
     exe = str(venv / "bin" / "shardsched")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = f"{venv / 'bin'}:/usr/bin:/bin"
@@ -94,4 +95,4 @@ def test_the_built_wheel_in_a_clean_venv(tmp_path: Path) -> None:
                 assert resp.status == 200 and resp.read()
     finally:
         dev.send_signal(signal.SIGTERM)
-        dev.wait(timeout=60)
+        dev.communicate(timeout=60)  # reads the rest and closes the pipe
