@@ -136,7 +136,9 @@ async def test_the_failure_inbox_names_things_and_retries_in_bulk(
     assert by_id[dead_task]["job_name"] == "boom-dag"
 
     before = await keyspace(redis, dep.namespace)
-    dry = await http.post("/api/v1/dead-letter/retry", json={"name_prefix": "boom-", "dry_run": True})
+    dry = await http.post(
+        "/api/v1/dead-letter/retry", json={"name_prefix": "boom-", "dry_run": True}
+    )
     assert dry.status_code == 200, dry.text
     out = dry.json()
     assert sorted(out["would_retry"]) == sorted([dead["boom-a"], dead["boom-b"]])
@@ -155,7 +157,9 @@ async def test_the_failure_inbox_names_things_and_retries_in_bulk(
     out = done.json()
     assert [r["run_id"] for r in out["retried"]] == [dead["boom-a"].rsplit(":", 1)[0] + ":3"]
     assert [x["run_id"] for x in out["refused"]] == [dead_task]
-    again = (await http.post("/api/v1/dead-letter/retry", json={"run_ids": [dead["boom-a"]]})).json()
+    again = (
+        await http.post("/api/v1/dead-letter/retry", json={"run_ids": [dead["boom-a"]]})
+    ).json()
     assert "already retried" in again["refused"][0]["reason"]  # a double click runs it once
     assert (
         await http.post("/api/v1/dead-letter/retry", json={"run_ids": ["x"] * 0, "bogus": 1})

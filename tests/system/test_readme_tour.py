@@ -63,11 +63,13 @@ async def test_readme_tour(dev: str, tmp_path: Path) -> None:
     await wait_until(ready, timeout=30)
     shell, python = tour_blocks("sh"), tour_blocks("python")
     assert len(shell) >= 4 and len(python) >= 1, "the README lost its tour"
-    env = {
-        **child_env(),
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "SHARDSCHED_API": dev,
-    }
+    # as a user's checkout: a .venv beside .shardsched, and nothing of it on PATH until
+    # the tour's first block activates it
+    (tmp_path / ".venv").symlink_to(Path(sys.executable).parent.parent)
+    path = os.pathsep.join(
+        p for p in os.environ["PATH"].split(os.pathsep) if Path(p) != Path(sys.executable).parent
+    )
+    env = {**child_env(), "PATH": path, "SHARDSCHED_API": dev}
     script = "set -euo pipefail\n" + "\n".join(shell)
     out = await trio.to_thread.run_sync(run, ["bash", "-c", script], tmp_path, env)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -79,6 +81,7 @@ async def test_readme_tour(dev: str, tmp_path: Path) -> None:
         assert re.search(rf"^{task}\s+succeeded", dag_run, re.MULTILINE), dag_run
 
     code = "\n".join(python)
-    out = await trio.to_thread.run_sync(run, [sys.executable, "-c", code], tmp_path, env)
+    python_in_venv = str(tmp_path / ".venv" / "bin" / "python")  # the tour's `python`
+    out = await trio.to_thread.run_sync(run, [python_in_venv, "-c", code], tmp_path, env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.split("\n")[:2] == ["succeeded", "pong"], out.stdout
