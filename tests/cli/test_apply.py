@@ -244,3 +244,24 @@ async def test_jobs_edit_applies_with_if_match(node, http, tmp_path: Path) -> No
     out = await cli(http, "jobs", "edit", "edited", *api, env={"EDITOR": f"{sys.executable} {bad}"})
     assert out.returncode == 1 and "every_s" in out.stderr
     assert (await http.get("/api/v1/jobs/edited")).json()["version"] == 3
+    assert "your edit is kept in" in out.stderr
+    # a failed edit reopens the editor with the error above the user's edit (as kubectl
+    # does); fixed there, it applies
+    fixes = tmp_path / "fixes.py"
+    fixes.write_text(
+        "import sys, pathlib\np = pathlib.Path(sys.argv[1])\nt = p.read_text()\n"
+        f"log = pathlib.Path({str(tmp_path / 'seen.log')!r})\n"
+        "before = log.read_text() if log.exists() else ''\n"
+        "log.write_text(before + t + '\\n=====\\n')\n"
+        "if '# error: ' in t:\n"
+        "    p.write_text(t.replace('every_s: -1', 'every_s: 120'))\n"
+        "else:\n"
+        "    p.write_text(t.replace('every_s: 60', 'every_s: -1'))\n"
+    )
+    out = await cli(
+        http, "jobs", "edit", "edited", *api, env={"EDITOR": f"{sys.executable} {fixes}"}
+    )
+    assert out.returncode == 0, out.stderr
+    seen = (tmp_path / "seen.log").read_text().split("=====")
+    assert "# error: " in seen[1] and "every_s" in seen[1] and "every_s: -1" in seen[1]
+    assert (await http.get("/api/v1/jobs/edited")).json()["schedule"]["every_s"] == 120

@@ -101,10 +101,20 @@ async def test_cli_dags(node, worker, http, tmp_path: Path) -> None:
         out = await cli(http, "dags", verb, dag_id, *api)
         assert out.returncode == 0 and out.stdout.split() == [dag_id, status], out
 
+    # YAML, as apply and edit take it (a DAG id needs no prefix when the server makes it)
+    import yaml
+
+    as_yaml = tmp_path / "etl.yaml"
+    as_yaml.write_text(yaml.safe_dump({**body, "name": "etl-from-yaml"}))
+    out = await cli(http, "dags", "add", str(as_yaml), *api, "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["dag_id"].startswith("dag_")
+
     body["tasks"][1]["depends_on"] = ["ghost"]
     for args, stdin, needle in [
         (("dags", "add", "-"), json.dumps(body), "unknown dependency 'ghost' (at $.tasks[1]"),
-        (("dags", "add", "-"), "{not json", "is not JSON"),
+        (("dags", "add", "-"), "{not json", "is neither JSON"),
+        (("dags", "add", "-"), "- a list", "expected a JSON or YAML mapping"),
         (("dags", "add", str(tmp_path / "missing.json")), None, "cannot read"),
         (("dags", "get", "dag_000000000000"), None, "not_found: DAG 'dag_000000000000'"),
         (("dags", "trigger", dag_id), None, "conflict:"),

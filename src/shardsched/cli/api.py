@@ -252,7 +252,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     jobs = sub.add_parser("jobs", help="register, inspect, pause/resume/delete, trigger jobs")
     jsub = jobs.add_subparsers(dest="jobs_command", required=True)
     create.add_create_parser(jsub, common_flags(with_tz=False))
-    add = jsub.add_parser("add", parents=[common], help="register a job from a JSON file")
+    add = jsub.add_parser("add", parents=[common], help="register a job from a JSON or YAML file")
     add.add_argument(
         "file", help="the job as JSON (POST /api/v1/jobs body), or a list of them; - for stdin"
     )

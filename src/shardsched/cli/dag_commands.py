@@ -104,8 +104,8 @@ def add_parser(
 ) -> None:
     dags = sub.add_parser("dags", help="register, inspect, trigger, pause/resume/delete DAGs")
     dsub = dags.add_subparsers(dest="dags_command", required=True)
-    add = dsub.add_parser("add", parents=[common], help="register a DAG from a JSON file")
-    add.add_argument("file", help="the DAG as JSON (POST /api/v1/dags body); - for stdin")
+    add = dsub.add_parser("add", parents=[common], help="register a DAG from a JSON or YAML file")
+    add.add_argument("file", help="the DAG as JSON or YAML (POST /api/v1/dags body); - for stdin")
     lst = dsub.add_parser("list", parents=[common], help="every DAG, newest first")
     lst.add_argument("--limit", type=int, default=50)
     lst.add_argument("--include-deleted", action="store_true", help="deleted DAGs too")

@@ -33,18 +33,62 @@ def run_edit(args: argparse.Namespace, kind: str) -> tuple[Any, Callable[[Any], 
         "# leave it unchanged, or empty, to change nothing.\n"
     )
     text = head + "".join(line + "\n" for line in yaml_lines(now))
-    edited = _edit(text)
-    body = yaml_module().safe_load(edited) if edited.strip() else None
-    if body is None or edited == text:
-        return {"id": any_id, "outcome": "unchanged", "version": version}, _edited
-    if not isinstance(body, dict):
-        raise CliError("the edited definition is not a mapping: nothing changed")
-    normalised(kind, body, "the edited definition")
+    shown, error = text, None
+    while True:
+        edited = _strip_errors(_edit(shown))
+        if error is not None and edited == _strip_errors(shown):
+            kept = _keep(edited)  # saved as it was shown: the user gives up on the fix
+            raise CliError(f"{error} (nothing changed; your edit is kept in {kept})")
+        if not edited.strip() or edited == text:
+            return {"id": any_id, "outcome": "unchanged", "version": version}, _edited
+        try:
+            return _put(args, kind, any_id, path, edited, version)
+        except _Invalid as exc:  # reopened with the error above the edit, as kubectl does
+            error = str(exc)
+            shown = "".join(f"{ERROR_MARK}{line}\n" for line in error.splitlines()) + edited
+
+
+#: How an error is shown above a reopened edit (and taken off again before it is read).
+ERROR_MARK = "# error: "
+
+
+class _Invalid(Exception):
+    """The edit cannot be applied as it is: the user may fix it in the editor."""
+
+
+def _strip_errors(text: str) -> str:
+    lines = text.splitlines(keepends=True)
+    while lines and lines[0].startswith(ERROR_MARK):
+        lines.pop(0)
+    return "".join(lines)
+
+
+def _keep(text: str) -> str:
+    with tempfile.NamedTemporaryFile(
+        "w", prefix="shardsched-edit-", suffix=".yaml", delete=False, encoding="utf-8"
+    ) as f:
+        f.write(text)
+    return f.name
+
+
+def _put(
+    args: argparse.Namespace, kind: str, any_id: str, path: str, edited: str, version: int
+) -> tuple[Any, Callable[[Any], str]]:
+    yaml = yaml_module()
     try:
+        body = yaml.safe_load(edited)
+    except yaml.YAMLError as exc:
+        raise _Invalid(f"not YAML: {exc}") from None
+    if not isinstance(body, dict):
+        raise _Invalid("the edited definition is not a mapping")
+    try:
+        normalised(kind, body, "the edited definition")
         out, headers = exchange(args.api, "PUT", path, body, {"if-match": f'"{version}"'})
     except CliError as exc:
         if str(exc).startswith("precondition_failed"):
             raise CliError(f"{kind} {any_id} changed while you edited it: {exc}") from None
+        if str(exc).startswith(("validation_error", "invalid", "the edited definition")):
+            raise _Invalid(str(exc)) from None
         raise
     outcome = headers.get("shardsched-outcome", "updated")
     return {"id": any_id, "outcome": outcome, "version": out["version"]}, _edited

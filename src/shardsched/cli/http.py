@@ -146,7 +146,8 @@ def exchange(
 
 
 def read_body(source: str) -> Any:
-    """A request body from a JSON file, or stdin for ``-``."""
+    """A request body from a JSON or YAML file (as ``apply`` and ``edit`` read them), or
+    stdin for ``-``."""
     try:
         text = sys.stdin.read() if source == "-" else open(source, encoding="utf-8").read()  # noqa: SIM115
     except OSError as exc:
@@ -154,4 +155,14 @@ def read_body(source: str) -> Any:
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise CliError(f"{source} is not JSON: {exc}") from None
+        json_error = exc
+    import yaml
+
+    try:
+        body = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        why = " ".join(str(exc).split())
+        raise CliError(f"{source} is neither JSON ({json_error}) nor YAML ({why})") from None
+    if not isinstance(body, dict):
+        raise CliError(f"{source}: expected a JSON or YAML mapping")
+    return body
