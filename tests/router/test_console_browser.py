@@ -132,6 +132,16 @@ def _walk(base: str, admin: str, viewer: str, dag_run_id: str) -> dict[str, obje
             )
             _shot(d, screen)
             seen[screen] = d.find_element(By.CSS_SELECTOR, "#main h1").text
+        # a narrow screen (a phone): the page does not scroll sideways; wide tables scroll
+        # in their own box
+        d.set_window_size(390, 844)
+        d.get(job_url)
+        _text(d, "h1", "hello-console")
+        _shot(d, "narrow")
+        seen["narrow_overflow"] = d.execute_script(
+            "return document.documentElement.scrollWidth - window.innerWidth"
+        )
+        d.set_window_size(1280, 900)
         d.find_element(By.CSS_SELECTOR, "#logout button").click()
         WebDriverWait(d, 20).until(ec.presence_of_element_located((By.ID, "token")))
 
@@ -178,4 +188,5 @@ async def test_the_console_end_to_end_in_a_browser(nursery, node, redis, dep, ht
     assert seen["dag"] == {"extract": "succeeded", "transform": "succeeded", "load": "succeeded"}
     assert seen["fleet"] == "Fleet" and seen["dead-letter"] == "Dead letter"
     assert seen["viewer_buttons"] == []
+    assert seen["narrow_overflow"] <= 0
     assert "retried as breaks" not in seen["retried"] and "retried as job_" in seen["retried"]

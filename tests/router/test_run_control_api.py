@@ -164,3 +164,41 @@ async def test_the_failure_inbox_names_things_and_retries_in_bulk(
     assert (
         await http.post("/api/v1/dead-letter/retry", json={"run_ids": ["x"] * 0, "bogus": 1})
     ).status_code == 422
+
+
+async def test_jobs_filtered_by_health_late_and_failing(nursery, http, redis, dep) -> None:
+    # no node: nothing fires, so a job whose tick has passed stays late
+    def once(name: str, at: str, command: str = "true") -> dict:
+        return {"name": name, "command": command, "schedule": {"type": "once", "at": at}}
+
+    late = (await http.post("/api/v1/jobs", json=once("late-one", "2020-01-01T00:00:00Z"))).json()
+    await http.post("/api/v1/jobs", json=once("on-time", "2099-01-01T00:00:00Z"))
+    # a past tick fires at once from registration: make it two minutes overdue
+    timer = dep.keys_for(late["job_id"]).timer
+    await redis.execute("ZADD", timer, "XX", await redis.time_ms() - 120_000, late["job_id"])
+    listed = (await http.get("/api/v1/jobs", params={"health": "late"})).json()["jobs"]
+    assert [j["job_id"] for j in listed] == [late["job_id"]]
+    assert (await http.get("/api/v1/jobs", params={"health": "sick"})).status_code == 422
+
+    from shardsched.shard.manager import ShardManager
+    from shardsched.worker.worker import Worker
+
+    await nursery.start(ShardManager(redis, dep, node_id="n-health", renew_every_s=0.5).run)
+    await nursery.start(Worker(redis, dep, worker_id="w-health", concurrency=4).run)
+    bad = (
+        await http.post("/api/v1/jobs", json=once("bad", "2020-01-01T00:00:00Z", "exit 1"))
+    ).json()
+
+    async def failing():
+        page = (await http.get("/api/v1/jobs", params={"health": "failing"})).json()["jobs"]
+        return page if page else None
+
+    listed = await wait_until(failing, timeout=30)
+    assert [j["job_id"] for j in listed] == [bad["job_id"]]
+    await wait_until(
+        lambda: _none_late(http), timeout=30
+    )  # the owner fired the late ones: none is late now
+
+
+async def _none_late(http) -> bool:
+    return (await http.get("/api/v1/jobs", params={"health": "late"})).json()["jobs"] == []

@@ -86,9 +86,24 @@ class _Listed(msgspec.Struct):
 _listed = msgspec.json.Decoder(_Listed)
 
 
-def read_kept_jobs(dep: Deployment, entries: Entries, keep: Callable[[Any], bool]) -> Op:
+#: A job is late when its next fire is this far behind the server's clock: its shard's
+#: owner fires due ticks within milliseconds, so none is, or it is stuck.
+LATE_MS = 60_000
+#: What a failing job's newest run ended as.
+_FAILED = frozenset({b"failed", b"dead_letter"})
+
+
+def read_kept_jobs(
+    dep: Deployment,
+    entries: Entries,
+    keep: Callable[[Any], bool],
+    health: str | None = None,
+    now_ms: int = 0,
+) -> Op:
     """The jobs of index entries that ``keep`` keeps (None for the others): each job's
-    status and spec first (a light decode), then the whole of the kept ones."""
+    status and spec first (a light decode), then, with ``health``, whether it is
+    ``failing`` (its newest run failed for good) or ``late`` (its next fire LATE_MS
+    behind ``now_ms``), then the whole of the kept ones."""
     ids = [member.decode() for _, member in entries]
     replies = yield [Call(("HMGET", dep.keys_for(j).job(j), "status", "dag", "spec")) for j in ids]
     kept = []
@@ -100,6 +115,20 @@ def read_kept_jobs(dep: Deployment, entries: Entries, keep: Callable[[Any], bool
         light.status = st.decode()
         if keep(light):
             kept.append(i)
+    if health == "late":
+        scores = yield [Call(("ZSCORE", dep.keys_for(ids[i]).timer, ids[i])) for i in kept]
+        kept = [
+            i
+            for i, sc in zip(kept, scores, strict=True)
+            if check(sc) is not None and float(check(sc)) < now_ms - LATE_MS
+        ]
+    elif health == "failing":
+        newest = yield [
+            Call(("ZREVRANGE", dep.keys_for(ids[i]).runs_of(ids[i]), 0, 0)) for i in kept
+        ]
+        last = [(i, check(r)[0].decode()) for i, r in zip(kept, newest, strict=True) if check(r)]
+        states = yield [Call(("HGET", dep.keys_for(rid).run(rid), "st")) for _, rid in last]
+        kept = [i for (i, _), st in zip(last, states, strict=True) if check(st) in _FAILED]
     full = yield from read_jobs(dep, [entries[i] for i in kept])
     out: list[Job | None] = [None] * len(entries)
     for i, job in zip(kept, full, strict=True):

@@ -22,7 +22,7 @@ from shardsched.ops.cold import archive_url, cold_dag_runs, cold_page, merge_pag
 from shardsched.ops.job_reads import list_filter, read_jobs, read_kept_jobs
 from shardsched.ops.pagination import Cursor, zpage
 from shardsched.store import keys as k
-from shardsched.store.calls import Call, Op, check
+from shardsched.store.calls import Call, Op, check, server_ms
 from shardsched.store.deployment import Deployment
 from shardsched.store.records import RUN_FIELDS, dag_run_from, run_from_fields
 
@@ -67,6 +67,10 @@ def _scan(
             return out, more
 
 
+def _any(item: Any) -> bool:
+    return True
+
+
 def _encode(cursor: Cursor | None) -> str | None:
     return None if cursor is None else cursor.encode()
 
@@ -84,16 +88,25 @@ def jobs_page(
     include_deleted: bool = False,
     labels: dict[str, str] | None = None,
     queue: str | None = None,
+    health: str | None = None,
 ) -> Op:
-    """Jobs, newest first, optionally of one status, with a name prefix, labels, a queue."""
+    """Jobs, newest first, optionally of one status, with a name prefix, labels, a queue,
+    and ``health``: ``failing`` (the newest run failed for good) or ``late`` (the next fire
+    is over a minute behind the server's clock)."""
     keep = list_filter(status, name_prefix, within, include_deleted, labels, queue)
+    if health is not None and keep is None:
+        keep = _any
+    now_ms = 0
+    if health == "late":
+        (clock,) = yield [Call(("TIME",))]
+        now_ms = server_ms(check(clock))
     keys = [dep.shard(s).jobs for s in range(dep.n_shards)]
 
     def read(entries: Entries) -> Op:
         if keep is None:
             return (yield from read_jobs(dep, entries))
         # what the filter needs first: most entries a selective one drops
-        return (yield from read_kept_jobs(dep, entries, keep))
+        return (yield from read_kept_jobs(dep, entries, keep, health, now_ms))
 
     jobs, nxt = yield from _scan(keys, cursor, limit, read, keep)
     return JobList(jobs=jobs, next_cursor=_encode(nxt))

@@ -138,6 +138,7 @@ class Api(AdminHandlers, StreamHandlers, ControlHandlers):
             q.include_deleted,
             _labels(q.label),
             opt(q.queue),
+            opt(q.health),
         )
         page = await self._run(op)
         if q.recent:

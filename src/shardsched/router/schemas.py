@@ -9,7 +9,7 @@ None); :func:`opt` turns it into None for the operations.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -41,6 +41,9 @@ class JobQuery(msgspec.Struct, forbid_unknown_fields=True):
     #: ``key:value`` pairs, comma-separated: jobs with every one (``team:payments``)
     label: LabelFilter | UnsetType = UNSET
     queue: Annotated[str, msgspec.Meta(max_length=64)] | UnsetType = UNSET
+    #: ``failing``: its newest run failed for good; ``late``: its next fire is over a
+    #: minute behind the server's clock (no owner fired it)
+    health: Literal["failing", "late"] | UnsetType = UNSET
     #: each job with its newest runs (at most this many; 0: none), for a sparkline
     recent: Annotated[int, msgspec.Meta(ge=0, le=50)] = 0
 

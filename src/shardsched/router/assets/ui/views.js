@@ -52,7 +52,7 @@ function overview() {
           card(st.nodes.length, "nodes", "#/fleet"), card(st.workers.length, "workers", "#/fleet"),
           card(`${st.slots_free}/${st.slots}`, "free slots", "#/fleet"), card(st.ready, "runs ready", "#/runs?state=queued"),
           card(st.pending, "runs running", "#/runs?state=running"), card(st.fired_1m, "fired in 1 min", "#/jobs"),
-          card(st.missed, "missed", "#/jobs?status=active"), card(st.overrunning, "overrunning", "#/runs?state=running"),
+          card(st.missed, "missed", "#/jobs?health=late"), card(st.overrunning, "overrunning", "#/runs?state=running"),
           card(st.dead_letter, "dead-lettered", "#/dead-letter"), card(st.quarantined, "quarantined", "#/jobs?status=paused"),
           card(st.failed_1h, "failed in 1 h", "#/failures"), card(st.unowned.length, "unowned shards", "#/fleet")),
         h("h2", {}, "Trigger lag (worst node, last minute)"), lagChart(samples),
@@ -71,7 +71,7 @@ function jobs(params) {
   return {
     wants: (e) => shown.has(e.job_id),
     async render() {
-      const q = { limit: 50, recent: 12, name_prefix: params.q, status: params.status, label: params.label, queue: params.queue, cursor: params.cursor };
+      const q = { limit: 50, recent: 12, name_prefix: params.q, status: params.status, health: params.health, label: params.label, queue: params.queue, cursor: params.cursor };
       const page = await api("GET", "/api/v1/jobs" + query(q));
       shown.clear();
       page.jobs.forEach((j) => shown.add(j.job_id));
@@ -82,6 +82,7 @@ function jobs(params) {
       } },
       field("f-q", "Name starts with", h("input", { id: "f-q", name: "q", value: params.q || "" })),
       field("f-status", "Status", h("select", { id: "f-status", name: "status" }, ["", "active", "paused", "deleted"].map((s) => h("option", { value: s, selected: s === (params.status || "") }, s || "any")))),
+      field("f-health", "Health", h("select", { id: "f-health", name: "health" }, ["", "failing", "late"].map((s) => h("option", { value: s, selected: s === (params.health || "") }, s || "any")))),
       field("f-label", "Label", h("input", { id: "f-label", name: "label", placeholder: "team:payments", value: params.label || "" })),
       field("f-queue", "Queue", h("input", { id: "f-queue", name: "queue", value: params.queue || "" })),
       h("div", {}, h("button", { type: "submit" }, "Filter")));
