@@ -53,6 +53,10 @@ async def test_cancel_a_run_over_http_and_the_cli(http, redis, dep, node) -> Non
     assert "cancelled" in out.stdout
     out = await cli(http, "runs", "list", "--state", "failed", "--api", str(http.base_url))
     assert out.returncode == 1 and "runs under way" in out.stderr
+    # an empty id would name the list of runs: refused, not a traceback (found using dev)
+    for verb in ("get", "cancel", "output"):
+        out = await cli(http, "runs", verb, "", "--api", str(http.base_url))
+        assert out.returncode == 1 and out.stderr.strip() == "shardsched: the id is empty"
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from shardsched.cli import style
+from shardsched.cli.http import CliError
 from shardsched.core.durations import duration_text, parse_duration
 from shardsched.core.models import UNPRINTABLE
 
@@ -56,6 +57,10 @@ def table(
 
 
 def quoted(value: str) -> str:
+    """An id as one path segment; an empty one is refused (``runs get ""`` would name the
+    list of runs, not a run)."""
+    if not value.strip():
+        raise CliError("the id is empty")
     return urllib.parse.quote(value, safe="")
 
 
