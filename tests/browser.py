@@ -4,7 +4,9 @@ downloaded, and nothing but loopback is reached."""
 
 from __future__ import annotations
 
+import gc
 import shutil
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -36,3 +38,9 @@ def headless_chromium(width: int = 1280, height: int = 900) -> Iterator[webdrive
         yield driver
     finally:
         driver.quit()
+        driver.command_executor.close()  # its pooled sockets to chromedriver
+        # anything of selenium's left for the garbage collector goes now, not as a
+        # ResourceWarning in whichever later test the collector happens to run in
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            gc.collect()
