@@ -205,7 +205,7 @@ class Holdings:
             self._move(held, State.LOST)
             assert held.scope is not None and held.live is not None
             if held.live.graceful:
-                held.live.stop.set()
+                held.live.request_stop()
             else:
                 held.scope.cancel()
 

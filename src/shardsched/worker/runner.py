@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import signal
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import trio
 
@@ -43,10 +43,18 @@ class LiveOutput:
 
     buf: bytearray
     total: int = 0
-    #: set to stop the command as a timeout would (SIGTERM, the grace, SIGKILL): a cancel
-    stop: trio.Event = field(default_factory=trio.Event)
-    #: a command is running: ``stop`` stops it gracefully (else its scope is cancelled)
+    #: a command is running: :meth:`request_stop` stops it gracefully (else the run's
+    #: scope is cancelled)
     graceful: bool = False
+    stopping: bool = False  #: a cancel asked it to stop as a timeout would
+    #: the wait for the command's exit, which a stop request ends early
+    waiting: trio.CancelScope | None = None
+
+    def request_stop(self) -> None:
+        """Stop the command as a timeout would (SIGTERM, the grace, SIGKILL): a cancel."""
+        self.stopping = True
+        if self.waiting is not None:
+            self.waiting.cancel()
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -54,11 +62,6 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-async def _cancel_on(event: trio.Event, scope: trio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()
 
 
 async def _drain(stream: trio.abc.ReceiveStream, live: LiveOutput, limit: int) -> None:
@@ -161,12 +164,13 @@ async def run_command(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_drain, stream, live, limit)
             with trio.move_on_after(timeout_s) as waiting:
-                async with trio.open_nursery() as watch:
-                    watch.start_soon(_cancel_on, live.stop, waiting)
-                    status = await _wait_exit(pid)
-                    watch.cancel_scope.cancel()
+                live.waiting = waiting  # no task of its own per run: a cancel ends the wait
+                if live.stopping:
+                    waiting.cancel()
+                status = await _wait_exit(pid)
+            live.waiting = None
             if status is None:
-                stopped = live.stop.is_set()
+                stopped = live.stopping
                 timed_out = not stopped
                 _signal_group(pgid, signal.SIGTERM)
                 with trio.move_on_after(kill_grace_s):
