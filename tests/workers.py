@@ -65,13 +65,18 @@ async def lines_at_least(path: Path, n: int) -> bool:
     return path.exists() and len(path.read_text().splitlines()) >= n
 
 
-async def claims(redis) -> int:
-    """XREADGROUP calls so far on the server: claim.lua makes one per stream it reads."""
+async def command_calls(redis, command: str) -> int:
+    """How many times the server has run ``command`` so far (INFO commandstats)."""
     info = (await redis.execute("INFO", "commandstats")).decode()
     for line in info.splitlines():
-        if line.startswith("cmdstat_xreadgroup:"):
+        if line.startswith(f"cmdstat_{command}:"):
             return int(line.split("calls=")[1].split(",")[0])
     return 0
+
+
+async def claims(redis) -> int:
+    """XREADGROUP calls so far on the server: claim.lua makes one per stream it reads."""
+    return await command_calls(redis, "xreadgroup")
 
 
 async def settled(redis) -> int:

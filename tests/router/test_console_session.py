@@ -14,6 +14,7 @@ import trio
 
 from conftest import keyspace
 from shardsched.router.session import csrf_of
+from workers import command_calls
 
 
 def _cookie(resp: httpx.Response, name: str) -> str:
@@ -123,11 +124,7 @@ async def test_only_the_named_assets_are_served(http, name) -> None:
 
 
 async def _xrange_calls(redis) -> int:
-    info = (await redis.execute("INFO", "commandstats")).decode()
-    for line in info.splitlines():
-        if line.startswith("cmdstat_xrange:"):
-            return int(line.split("calls=")[1].split(",")[0])
-    return 0
+    return await command_calls(redis, "xrange")
 
 
 async def _streams(http: httpx.AsyncClient, n: int, seconds: float, redis) -> int:
