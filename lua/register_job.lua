@@ -17,14 +17,23 @@
           job never fires), lease (ms), auto-pause after N failures ('' never), queue
           ('' the default; lib/queues.lua)
 
-  Returns {now_ms, code1, code2, ...}: 1 registered, -1 the job id is taken (that job
-  untouched).
+  Returns {now_ms, code1, code2, ...}: 1 registered, 2 re-created, -1 the job id is
+  taken (that job untouched).
+  A deleted job's id is re-created as a new incarnation of it: the job's hash, runs,
+  versions and change log stay (its old history stays readable), its version goes on, its
+  'inc' counts incarnations (absent: 1) and 'born' is when this one began. Its earlier
+  schedule segments stay closed and a new one opens. Run ids cannot collide with the old
+  ones: scheduled ticks are after 'born' (a backfill is refused before it, ops/backfill),
+  and runs by hand go on counting ('triggers').
   A job (or task) of a queue other than the default gets its 'q' field and joins the
   shard's set of queues (base .. 'queues'; lib/jobqueue.lua).
 ]]
 local rcall = redis.call
 -- @include clock
 -- @include jobqueue
+-- @include changes
+-- @include segments
+-- @include versions
 local timer_key, jobs_key = KEYS[1], KEYS[2]
 local base = ARGV[1]
 local now = server_now_ms()
@@ -34,7 +43,32 @@ local actor = ARGV[4]
 for i = 5, #ARGV, 7 do
   local job, spec, timing, first, lease = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local job_key = base .. 'job:' .. job
-  if rcall('EXISTS', job_key) == 1 then
+  local status = rcall('HGET', job_key, 'status')
+  if status == 'deleted' and not rcall('HGET', job_key, 'dag') then
+    local segs_key = base .. 'segs:' .. job
+    materialize_segments(job_key, segs_key)
+    keep_version(job_key, base .. 'vers:' .. job)
+    local version = rcall('HINCRBY', job_key, 'version', 1)
+    local inc = rcall('HINCRBY', job_key, 'inc', 1)
+    if inc == 1 then
+      inc = 2
+      rcall('HSET', job_key, 'inc', 2)
+    end
+    rcall('HSET', job_key, 'spec', spec, 'timing', timing, 'status', 'active',
+      'updated', now, 'lease', lease, 'by', actor, 'born', now, 'first', first)
+    rcall('HDEL', job_key, 'apa', 'cf', 'pr', 'pu', 'pa')
+    if ARGV[i + 5] ~= '' then
+      rcall('HSET', job_key, 'apa', ARGV[i + 5])
+    end
+    set_job_queue(base, job_key, ARGV[i + 6], false)
+    log_change(base .. 'chg:' .. job, 'recreate', actor, version, 'incarnation ' .. inc)
+    if first ~= '' then
+      rcall('RPUSH', segs_key, 'o|' .. first .. '|' .. timing)
+      rcall('ZADD', timer_key, first, job)
+      wake = true
+    end
+    out[#out + 1] = 2
+  elseif status then
     out[#out + 1] = -1
   else
     rcall('HSET', job_key, 'spec', spec, 'timing', timing, 'status', 'active',

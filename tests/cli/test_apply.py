@@ -98,6 +98,16 @@ async def test_apply_creates_updates_prunes_its_own_set_and_dry_runs(
     assert (await http.get(f"/api/v1/jobs/{other.json()['job_id']}")).json()["status"] == "active"
     assert (await http.get("/api/v1/jobs/nightly-report")).json()["version"] == 2
 
+    # the removal reverted (as in git) and applied again: the deleted id comes back
+    (conf / "jobs.yaml").write_text(JOBS_YAML)
+    dry_back = await cli(http, "apply", "-f", str(conf), "--dry-run", *api)
+    assert "recreate  job heartbeat" in dry_back.stdout, dry_back.stdout
+    back = await cli(http, "apply", "-f", str(conf), *api, "--json")
+    assert back.returncode == 0, back.stderr
+    assert {d["id"]: d["outcome"] for d in json.loads(back.stdout)}["heartbeat"] == "created"
+    heartbeat = (await http.get("/api/v1/jobs/heartbeat")).json()
+    assert heartbeat["status"] == "active" and heartbeat["incarnation"] == 2
+
 
 async def test_apply_refuses_a_bad_file_before_writing_anything(
     node, http, redis, namespace, tmp_path: Path

@@ -107,6 +107,8 @@ def job_fields(status: str = "active", version: int = 1, dag: str | None = None)
         "pr": None,
         "pa": None,
         "pu": None,
+        "inc": None,
+        "born": None,
     }
     return [values[f] for f in JOB_FIELDS]
 
@@ -129,7 +131,7 @@ def test_create_asks_the_server_clock_then_registers_in_one_script_call() -> Non
 
 
 def test_create_of_a_taken_id_raises_id_taken() -> None:
-    canned = Canned(TIME=TIME, register_job=[1, 0])
+    canned = Canned(TIME=TIME, register_job=[1, -1])
     with pytest.raises(IdTaken):
         canned.drive(ops.create_job(DEP, msgspec.structs.replace(SPEC, id="mine")))
 

@@ -135,6 +135,9 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
         return run, lambda o: runs_table([o])
     if cmd == "delete":
         return request(api, "DELETE", path), lambda o: f"{o['job_id']}  {o['status']}"
+    if cmd == "restore":
+        out = request(api, "POST", path + "/restore")
+        return out, lambda o: f"{o['job_id']}  {o['status']}  incarnation {o['incarnation']}"
     if cmd == "pause":
         body: dict[str, Any] = {"status": "paused"}
         if args.reason:
@@ -267,6 +270,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         ("get", "a job"),
         ("resume", "resume a paused job (next fire from now)"),
         ("delete", "delete, keeping history"),
+        ("restore", "bring a deleted job back (its last definition) as a new incarnation"),
         ("versions", "the job's definitions over time"),
         ("edit", "change it in $EDITOR (YAML), applied as a new version with If-Match"),
     ]:

@@ -177,12 +177,19 @@ def plan(api: Endpoint, declared: list[Declared], prune: str | None) -> list[Cha
     changes = []
     for d in declared:
         now, view = current(api, d.kind, d.id)
-        if now is None and view is not None:
+        gone = now is None and view is not None
+        if gone and d.kind != "job":
             raise CliError(
-                f"{d.source}: {d.kind} {d.id} was deleted; its id stays with its history"
+                f"{d.source}: {d.kind} {d.id} was deleted; a DAG's id stays with its history"
             )
         want = normalised(d.kind, d.body, d.source)
-        action = "create" if now is None else "unchanged" if now == want else "update"
+        action = (
+            ("recreate" if gone else "create")
+            if now is None
+            else "unchanged"
+            if now == want
+            else "update"
+        )
         diff = list(
             difflib.unified_diff(
                 yaml_lines(now),

@@ -146,6 +146,9 @@ def show_job(job: dict) -> str:
         if job.get(key) is not None:
             value = job[key]
             rows.append([key, style.instant(value) if key == "paused_until" else value])
+    if job.get("incarnation", 1) > 1:
+        since = style.instant(job.get("incarnation_started_at"))
+        rows.append(["incarnation", f"{job['incarnation']} (since {since})"])
     if job.get("labels"):
         rows.append(["labels", " ".join(f"{k}={v}" for k, v in sorted(job["labels"].items()))])
     if job.get("args"):

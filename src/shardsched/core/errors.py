@@ -81,7 +81,10 @@ class JobDeleted(ConflictError):
     """Raised when changing or triggering a job that was deleted."""
 
     def __init__(self, job_id: str) -> None:
-        super().__init__(f"job {job_id!r} is deleted")
+        super().__init__(
+            f"job {job_id!r} is deleted; restore it (POST /api/v1/jobs/{{id}}/restore), or"
+            " create it again under its id: either starts its new incarnation"
+        )
         self.job_id = job_id
 
 

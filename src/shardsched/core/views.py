@@ -65,6 +65,9 @@ class Job(msgspec.Struct, kw_only=True):
     concurrency_key: str | None = None  #: as it names it (a template over its labels)
     concurrency_limit: int | None = None
     kill_grace_s: float = 10.0  #: from SIGTERM to SIGKILL when a run is stopped
+    #: 2 and up: its id was deleted and created again (its earlier runs stay in its history)
+    incarnation: int = 1
+    incarnation_started_at: datetime | None = None  #: when this incarnation began
     #: its newest runs, newest first, when a list asked for them (``?recent=N``)
     recent_runs: list[RunBrief] | None = None
 
@@ -219,6 +222,8 @@ class JobCreated(msgspec.Struct):
 
     job_id: str
     next_run_at: datetime | None
+    #: the id was a deleted job's: this is its new incarnation (its history stays)
+    recreated: bool = False
 
 
 class Run(msgspec.Struct, kw_only=True):

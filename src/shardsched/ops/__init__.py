@@ -7,7 +7,7 @@ and the worker protocol are the submodules of the same name.
 """
 
 from shardsched.ops.history import backfill, job_versions
-from shardsched.ops.job_actions import delete_job, resume_if_due, trigger
+from shardsched.ops.job_actions import delete_job, restore_job, resume_if_due, trigger
 from shardsched.ops.jobs import (
     create_job,
     create_jobs,
@@ -34,6 +34,7 @@ __all__ = [
     "job_versions",
     "open_deployment",
     "patch_job",
+    "restore_job",
     "resume_if_due",
     "retry_run",
     "trigger",

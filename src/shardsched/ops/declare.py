@@ -15,6 +15,7 @@ from shardsched.core.errors import (
     DagDeleted,
     DagNotFound,
     IdTaken,
+    JobDeleted,
     JobNotFound,
     PreconditionFailed,
     ShardschedError,
@@ -59,7 +60,7 @@ def put_job(
     pause stay as they are); returns ``(Job, Outcome)``.
 
     A replaced schedule is planned from now; an unchanged one keeps its next fire. A
-    deleted job is not brought back (its id stays with its history): JobDeleted."""
+    deleted job's id is created again as its new incarnation (its history stays)."""
     if not JOB_ID.match(job_id):
         raise ValidationError(
             "a job id is letters, digits, '_' and '-' (at most 100), not starting with 'dag_'",
@@ -75,7 +76,7 @@ def put_job(
     for _attempt in range(16):
         try:
             job = yield from changeable_job(dep, job_id, if_match)
-        except JobNotFound:
+        except (JobNotFound, JobDeleted):
             if if_match is not None:
                 raise PreconditionFailed(job_id, if_match, None) from None
             try:

@@ -108,6 +108,13 @@ def backfill(dep: Deployment, job_id: str, request: BackfillRequest, actor: str 
         raise DagTaskJob(job_id, job.dag_id)
     if job.status == JobStatus.DELETED:
         raise JobDeleted(job_id)
+    born = job.incarnation_started_at
+    if born is not None and request.first < born:
+        raise ValidationError(
+            f"the job was created again at {born.isoformat()}: its ticks before then belong "
+            "to its earlier incarnation; backfill from then on",
+            "$.since",
+        )
     sk = dep.keys_for(job_id)
     (first,) = yield [Call(("HGET", sk.job(job_id), "first"))]
     anchor = int(check(first) or 0) or to_ms(job.created_at)

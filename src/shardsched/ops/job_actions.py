@@ -6,18 +6,22 @@ Written as :mod:`shardsched.store.calls` generators, like :mod:`.jobs`.
 
 from __future__ import annotations
 
+import msgspec
+
 from shardsched.core.access import SDK_ACTOR, SYSTEM_ACTOR
-from shardsched.core.errors import DagTaskJob, JobDeleted, JobNotFound
+from shardsched.core.errors import ConflictError, DagTaskJob, JobDeleted, JobNotFound
 from shardsched.core.instants import from_ms, to_ms
-from shardsched.core.models import JobPatch, JobStatus
+from shardsched.core.models import JobPatch, JobSpec, JobStatus
 from shardsched.core.params import IDEMPOTENCY_TTL_S, TriggerRequest, validate_args
 from shardsched.core.views import Triggered
-from shardsched.ops.jobs import patch_job, read_job
+from shardsched.ops.jobs import create_jobs, patch_job, read_job
 from shardsched.store import keys as k
 from shardsched.store import ready
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import jobs as lua
+
+_spec_decoder = msgspec.json.Decoder(JobSpec)
 
 
 def resume_if_due(dep: Deployment, job_id: str, until_ms: int) -> Op:
@@ -53,6 +57,20 @@ def delete_job(dep: Deployment, job_id: str, actor: str = SDK_ACTOR) -> Op:
     code = check(reply)[0]
     if code != lua.JobReply.DELETED:  # deleted meanwhile by another DELETE: the same answer
         lua.raise_refusal(code, job_id)
+    return (yield from read_job(dep, job_id))
+
+
+def restore_job(dep: Deployment, job_id: str, actor: str = SDK_ACTOR) -> Op:
+    """Bring a deleted job back with the definition it had, as its new incarnation
+    (register_job.lua); returns the Job. Not deleted: ConflictError."""
+    job = yield from read_job(dep, job_id)
+    if job.dag_id is not None:
+        raise DagTaskJob(job_id, job.dag_id)
+    if job.status != JobStatus.DELETED:
+        raise ConflictError(f"job {job_id!r} is {job.status.value}: only a deleted job is restored")
+    (raw,) = yield [Call(("HGET", dep.keys_for(job_id).job(job_id), "spec"))]
+    spec = msgspec.structs.replace(_spec_decoder.decode(check(raw)), id=job_id)
+    yield from create_jobs(dep, [spec], validated=True, actor=actor)
     return (yield from read_job(dep, job_id))
 
 

@@ -139,17 +139,19 @@ def create_jobs(
     replies = yield [
         lua.register_job(dep.shard(s), dep.globals, by_shard[s], actor) for s in shards
     ]
-    registered: dict[str, bool] = {}
+    registered: dict[str, lua.Registered] = {}
     for s, reply in zip(shards, replies, strict=True):
-        for new, ok in zip(by_shard[s], lua.decode_registered(check(reply)), strict=True):
-            registered[new.job_id] = ok
+        for new, code in zip(by_shard[s], lua.decode_registered(check(reply)), strict=True):
+            registered[new.job_id] = code
     created = []
     first_at = {first: from_ms(first) for first in firsts.values() if first is not None}
     for job_id, first in plan:
-        if not registered[job_id]:  # chosen, or a 48-bit random id collided
+        code = registered[job_id]
+        if code == lua.Registered.TAKEN:  # chosen, or a 48-bit random id collided
             raise IdTaken(job_id)
         at = None if first is None else first_at[first]
-        created.append(JobCreated(job_id=job_id, next_run_at=at))
+        again = code == lua.Registered.RECREATED
+        created.append(JobCreated(job_id=job_id, next_run_at=at, recreated=again))
     return created
 
 
@@ -165,7 +167,8 @@ def job_calls(dep: Deployment, job_id: str) -> list[Call]:
 
 def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Job:
     """A job of its own (not a DAG's task) from its hash fields and timer score."""
-    spec_raw, status, created, updated, version, _dag, reason, paused_at, until = fields
+    spec_raw, status, created, updated, version, _dag, reason, paused_at, until = fields[:9]
+    inc, born = fields[9:11]
     spec = _spec_decoder.decode(spec_raw)
     assert spec.schedule is not None
     return Job(
@@ -200,6 +203,8 @@ def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Jo
         priority=spec.priority,
         concurrency_key=spec.concurrency_key,
         concurrency_limit=spec.concurrency_limit,
+        incarnation=int(inc or 1),
+        incarnation_started_at=opt_ms(born),
     )
 
 

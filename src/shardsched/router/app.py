@@ -119,6 +119,11 @@ class Api(AdminHandlers, StreamHandlers, ControlHandlers):
             await self._run(ops.delete_job(self.dep, job_id, who(request).name))
         )
 
+    async def restore_job(self, request: Request) -> Response:
+        job_id = await self._job(request)
+        op = ops.restore_job(self.dep, job_id, who(request).name)
+        return http.json_response(await self._run(op), 201)
+
     async def trigger(self, request: Request) -> Response:
         job_id = await self._job(request)
         body = await http.optional_body(request, _trigger_decoder)

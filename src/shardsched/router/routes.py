@@ -15,10 +15,11 @@ from shardsched.core.models import (
     JobSpec,
     SchedulePreviewRequest,
 )
-from shardsched.core.params import CancelRequest, RetryRequest, TriggerRequest
+from shardsched.core.params import TriggerRequest
 from shardsched.ops.audit import TickList
 from shardsched.router import schemas as q
 from shardsched.router.admin_routes import ADMIN_OPERATIONS
+from shardsched.router.control_routes import CONTROL_OPERATIONS
 from shardsched.router.operation import BODY_ERRORS, Operation
 
 OPERATIONS: tuple[Operation, ...] = (
@@ -150,17 +151,6 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "get",
-        "/api/v1/runs",
-        "The failure inbox (failed, dead-lettered), or runs under way (?state=running,"
-        " queued, waiting, retrying), across jobs",
-        v.RunList,
-        query=q.FailureQuery,
-        errors=(422,),
-        tags=("runs",),
-        handler="list_failures",
-    ),
-    Operation(
-        "get",
         "/api/v1/runs/{run_id}",
         "A run",
         v.Run,
@@ -187,29 +177,6 @@ OPERATIONS: tuple[Operation, ...] = (
         tags=("runs",),
         handler="output_stream",
         operation_id="stream_output",
-    ),
-    Operation(
-        "post",
-        "/api/v1/dead-letter/retry",
-        "Retry dead-lettered runs: those named, or all the failure inbox lists for a filter;"
-        " dry_run says what it would do",
-        v.BulkRetry,
-        201,
-        RetryRequest,
-        errors=(*BODY_ERRORS, 404),
-        tags=("runs",),
-        handler="retry_runs",
-    ),
-    Operation(
-        "post",
-        "/api/v1/runs/{run_id}/cancel",
-        "Cancel a run (queued, waiting, retrying or running): it ends cancelled, not retried",
-        v.Run,
-        body=CancelRequest,
-        body_optional=True,
-        errors=(*BODY_ERRORS, 404, 409),
-        tags=("runs",),
-        handler="cancel_run",
     ),
     Operation(
         "post",
@@ -378,16 +345,6 @@ OPERATIONS: tuple[Operation, ...] = (
         tags=("dags",),
         handler="get_dag_run",
     ),
-    Operation(
-        "post",
-        "/api/v1/dag-runs/{dag_run_id}/cancel",
-        "Cancel a DAG run and every task run of it not yet ended",
-        v.DagRun,
-        body=CancelRequest,
-        body_optional=True,
-        errors=(*BODY_ERRORS, 404, 409),
-        tags=("dags",),
-        handler="cancel_dag_run",
-    ),
+    *CONTROL_OPERATIONS,
     *ADMIN_OPERATIONS,
 )

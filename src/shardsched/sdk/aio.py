@@ -85,6 +85,7 @@ class AsyncClient:
     pause = awaitable(plans.pause)
     resume = awaitable(plans.resume)
     delete_job = awaitable(plans.delete_job)
+    restore_job = awaitable(plans.restore_job)
     trigger = awaitable(plans.trigger)
     job_versions = awaitable(plans.job_versions)
     job_changes = awaitable(plans.job_changes)

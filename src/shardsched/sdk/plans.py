@@ -171,6 +171,11 @@ def delete_job(c: Handle, job_id: str) -> Plan[Job]:
     return Plan(ops.delete_job(c.deployment, job_id, c.actor))
 
 
+def restore_job(c: Handle, job_id: str) -> Plan[Job]:
+    """A deleted job back with its last definition, as its new incarnation."""
+    return Plan(ops.restore_job(c.deployment, job_id, c.actor))
+
+
 def trigger_request(
     args: dict[str, Any] | None = None, idempotency_key: str | None = None
 ) -> TriggerRequest:

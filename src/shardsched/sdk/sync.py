@@ -264,6 +264,7 @@ class Client:
     pause = blocking(plans.pause)
     resume = blocking(plans.resume)
     delete_job = blocking(plans.delete_job)
+    restore_job = blocking(plans.restore_job)
     trigger = blocking(plans.trigger)
     job_versions = blocking(plans.job_versions)
     job_changes = blocking(plans.job_changes)

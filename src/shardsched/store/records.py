@@ -23,7 +23,20 @@ from shardsched.core.views import Change, DagRun, DagTaskRun, Run
 RUN_FIELDS = ("st", "c", "s", "w", "l", "b", "f", "x", "r", "d", "v", "nx", "args", "q", "cb")
 #: A job hash, in the order the job readers unpack: spec JSON, status, created, updated,
 #: version, DAG id (a DAG's task), pause reason, paused at, paused until.
-JOB_FIELDS = ("spec", "status", "created", "updated", "version", "dag", "pr", "pa", "pu")
+#: (inc: its incarnation when re-created after a delete, born: when that one began)
+JOB_FIELDS = (
+    "spec",
+    "status",
+    "created",
+    "updated",
+    "version",
+    "dag",
+    "pr",
+    "pa",
+    "pu",
+    "inc",
+    "born",
+)
 #: A DAG hash: kind, spec JSON, status, created, updated, version, active runs, stalled.
 DAG_FIELDS = ("kind", "spec", "status", "created", "updated", "version", "nact", "stalled")
 #: The most output kept per run; the worker caps what it sends, the script what it stores.

@@ -69,9 +69,17 @@ def register_job(sk: ShardKeys, g: GlobalKeys, jobs: Iterable[NewJob], actor: st
     return REGISTER_JOB.call((sk.timer, sk.jobs), (sk.base, g.wake_channel, sk.shard, actor), items)
 
 
-def decode_registered(reply: Sequence[Any]) -> list[bool]:
-    """Per job, in the order sent: registered (False: the id is taken)."""
-    return [int(code) == 1 for code in reply[1:]]
+class Registered(enum.IntEnum):
+    """register_job's answer for one job."""
+
+    NEW = 1
+    RECREATED = 2  #: the id was a deleted job's: its new incarnation
+    TAKEN = -1
+
+
+def decode_registered(reply: Sequence[Any]) -> list[Registered]:
+    """Per job, in the order sent: what became of it."""
+    return [Registered(int(code)) for code in reply[1:]]
 
 
 UPDATE_JOB = signature(

@@ -167,7 +167,9 @@ function job(id) {
       const bfUntil = h("input", { id: "b-until", type: "datetime-local" });
       const bfOut = h("p", { role: "status" });
       const iso = (v) => (v ? new Date(v).toISOString() : undefined);
-      const actions = canWrite() ? h("div", { class: "actions" },
+      const actions = canWrite() && j.status === "deleted" ? h("div", { class: "actions" },
+        action("Restore", () => api("POST", `/api/v1/jobs/${enc(id)}/restore`), { confirm: `Bring ${j.name} back as a new incarnation?`, done: (o) => `Restored: incarnation ${o.incarnation}`, after: reload }))
+        : canWrite() ? h("div", { class: "actions" },
         field("t-args", "Args (JSON)", args),
         action("Trigger", () => api("POST", `/api/v1/jobs/${enc(id)}/trigger`, args.value ? { args: JSON.parse(args.value) } : undefined),
           { done: (o) => `Triggered ${o.run_id}`, after: (o) => { location.hash = `#/runs/${enc(o.run_id)}`; } }),
@@ -192,7 +194,8 @@ function job(id) {
         h("h2", {}, "Definition"),
         h("dl", { class: "kv" }, h("dt", {}, "Id"), h("dd", {}, h("code", {}, j.job_id)), h("dt", {}, "Schedule"), h("dd", {}, scheduleText(j.schedule)),
           h("dt", {}, "Command"), h("dd", {}, h("code", {}, j.command)), h("dt", {}, "Next fire"), h("dd", {}, time(j.next_run_at)),
-          h("dt", {}, "Queue"), h("dd", {}, j.queue), h("dt", {}, "Version"), h("dd", {}, String(j.version))),
+          h("dt", {}, "Queue"), h("dd", {}, j.queue), h("dt", {}, "Version"), h("dd", {}, String(j.version)),
+          ...(j.incarnation > 1 ? [h("dt", {}, "Incarnation"), h("dd", {}, `${j.incarnation}, since ${when(j.incarnation_started_at)}`)] : [])),
         h("h2", {}, "Next 10 fire times"),
         table(["UTC", "On the schedule's clock", "DST"], preview.fire_times.map((f) => [when(f.at, "UTC"), f.local.replace("T", " ").replace(/\.\d+/, ""), f.dst ? `⚠ ${f.dst}` : ""]), "None."),
         preview.suppressed.length ? h("p", { class: "muted" }, "Not fired: " + preview.suppressed.map((s) => `${s.wall_time} (${s.reason})`).join(", ")) : null,
