@@ -13,6 +13,8 @@
   ARGV[2] wake channel
   ARGV[3] shard number
   ARGV[4] who deletes it (the last version's 'by')
+  ARGV[5] a job's name, which leaves the shard's index of names ('' a DAG): names and
+          named:<name>, built from the job key's base (lib/names.lua)
 
   Returns {1, now_ms}; {-1} no such job; {-2} already deleted.
 ]]
@@ -20,6 +22,7 @@ local rcall = redis.call
 -- @include clock
 -- @include changes
 -- @include live
+-- @include names
 local job_key, timer_key, segs_key, versions_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
 -- @include segments
@@ -40,5 +43,8 @@ rcall('HDEL', job_key, 'pr', 'pu', 'pa')
 local version = rcall('HINCRBY', job_key, 'version', 1)
 log_change(KEYS[5], 'delete', ARGV[4], version, '')
 rcall('ZREM', timer_key, ARGV[1])
+if ARGV[5] and ARGV[5] ~= '' then
+  name_remove(string.sub(job_key, 1, -5 - #ARGV[1]), ARGV[5], ARGV[1])
+end
 rcall('PUBLISH', ARGV[2], ARGV[3])
 return {1, now}

@@ -13,9 +13,10 @@
   ARGV[3] shard number
   ARGV[4] who registers them: the 'by' of version 1 (the change log's 'create' is read
           from it, so a job never changed costs no log key)
-  ARGV[5..] items of 7: job id, spec JSON, timing JSON, first fire (ms, or '' when the
+  ARGV[5..] items of 8: job id, spec JSON, timing JSON, first fire (ms, or '' when the
           job never fires), lease (ms), auto-pause after N failures ('' never), queue
-          ('' the default; lib/queues.lua)
+          ('' the default; lib/queues.lua), name (the shard's index of names: names
+          and named:<name>, built from the base; lib/names)
 
   Returns {now_ms, code1, code2, ...}: 1 registered, 2 re-created, -1 the job id is
   taken (that job untouched).
@@ -25,6 +26,8 @@
   schedule segments stay closed and a new one opens. Run ids cannot collide with the old
   ones: scheduled ticks are after 'born' (a backfill is refused before it, ops/backfill),
   and runs by hand go on counting ('triggers').
+  Keys of a re-created job built from the base: segs:<id>, vers:<id> (lib/versions) and
+  chg:<id> (lib/changes).
   A job (or task) of a queue other than the default gets its 'q' field and joins the
   shard's set of queues (base .. 'queues'; lib/jobqueue.lua).
 ]]
@@ -34,13 +37,14 @@ local rcall = redis.call
 -- @include changes
 -- @include segments
 -- @include versions
+-- @include names
 local timer_key, jobs_key = KEYS[1], KEYS[2]
 local base = ARGV[1]
 local now = server_now_ms()
 local out = {now}
 local wake = false
 local actor = ARGV[4]
-for i = 5, #ARGV, 7 do
+for i = 5, #ARGV, 8 do
   local job, spec, timing, first, lease = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local job_key = base .. 'job:' .. job
   local status = rcall('HGET', job_key, 'status')
@@ -67,6 +71,7 @@ for i = 5, #ARGV, 7 do
       rcall('ZADD', timer_key, first, job)
       wake = true
     end
+    name_add(base, ARGV[i + 7], job)
     out[#out + 1] = 2
   elseif status then
     out[#out + 1] = -1
@@ -79,6 +84,7 @@ for i = 5, #ARGV, 7 do
     end
     set_job_queue(base, job_key, ARGV[i + 6], true)
     rcall('ZADD', jobs_key, now, job)
+    name_add(base, ARGV[i + 7], job)
     if first ~= '' then
       rcall('ZADD', timer_key, first, job)
       wake = true

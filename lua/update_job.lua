@@ -31,6 +31,9 @@
   ARGV[15] the change, for the log: update | pause | resume
   ARGV[16] its detail ('' none), for the log
   ARGV[17] the job's queue ('' the default; '=' or absent: as it is; lib/queues.lua)
+  ARGV[18] a job's name at the version read ('' for a DAG)
+  ARGV[19] its name now ('' for a DAG): a rename moves it in the shard's index of names
+           (names and named:<name>, built from the base; lib/names.lua)
 
   Returns {1, version, now_ms}; {-1} no such job; {-2} deleted; {-3} version moved on.
   A job (or task) of a queue other than the default gets its 'q' field and joins the
@@ -40,6 +43,7 @@ local rcall = redis.call
 -- @include clock
 -- @include changes
 -- @include jobqueue
+-- @include names
 local job_key, timer_key, segs_key, versions_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
 -- @include segments
@@ -66,8 +70,13 @@ local version = rcall('HINCRBY', job_key, 'version', 1)
 rcall('HSET', job_key, 'spec', ARGV[3], 'timing', ARGV[4], 'status', ARGV[5],
   'updated', now, 'lease', ARGV[7], 'by', ARGV[14])
 log_change(KEYS[6], ARGV[15], ARGV[14], version, ARGV[16])
+local base = string.sub(job_key, 1, -5 - #job)
 if ARGV[17] and ARGV[17] ~= '=' then
-  set_job_queue(string.sub(job_key, 1, -5 - #job), job_key, ARGV[17], false)
+  set_job_queue(base, job_key, ARGV[17], false)
+end
+if ARGV[19] and ARGV[18] ~= ARGV[19] then
+  name_remove(base, ARGV[18], job)
+  name_add(base, ARGV[19], job)
 end
 if ARGV[13] ~= '' then
   rcall('HSET', job_key, 'apa', ARGV[13])

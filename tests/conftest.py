@@ -160,7 +160,8 @@ LIVENESS_KEYS = ("ready", "nodes", "nodeinfo", "workers", "workerinfo")
 async def keyspace(redis: Redis, namespace: str) -> dict[bytes, bytes]:
     """Every key of a namespace with its DUMP: equal snapshots mean nothing was written.
     Liveness is left out: idle workers pop wake tokens whenever they like, and nodes and
-    workers write their heartbeat records on their own clocks."""
+    workers write their heartbeat records on their own clocks. So is each shard's
+    ``names_indexed`` mark, set once by its owner's first maintenance round."""
     keys: list[bytes] = []
     cursor = b"0"
     while True:
@@ -171,7 +172,7 @@ async def keyspace(redis: Redis, namespace: str) -> dict[bytes, bytes]:
         if cursor == b"0":
             break
     volatile = {f"{namespace}:{{g}}:{name}".encode() for name in LIVENESS_KEYS}
-    keys = [key for key in keys if key not in volatile]
+    keys = [key for key in keys if key not in volatile and not key.endswith(b"}:names_indexed")]
     dumps = await redis.pipeline([("DUMP", key) for key in keys]) if keys else []
     return dict(zip(keys, dumps, strict=True))
 

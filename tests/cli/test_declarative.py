@@ -107,11 +107,11 @@ async def test_chosen_ids_are_validated_unique_and_never_overwritten_by_post(
     assert (await http.get("/api/v1/jobs/etl-load")).json()["command"] == "echo v1"
 
 
-async def test_a_deleted_id_is_not_reused(node, http) -> None:
+async def test_a_deleted_id_comes_back_as_a_new_incarnation(node, http) -> None:
     await http.put("/api/v1/jobs/gone", json=JOB)
     assert (await http.delete("/api/v1/jobs/gone")).status_code == 200
     reply = await http.put("/api/v1/jobs/gone", json=JOB)
-    assert reply.status_code == 409 and "deleted" in reply.json()["error"]["message"]
+    assert reply.status_code == 201 and reply.json()["incarnation"] == 2
 
 
 async def test_a_paused_job_stays_paused_and_a_new_schedule_is_replanned(node, http) -> None:

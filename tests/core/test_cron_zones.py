@@ -79,6 +79,7 @@ def distinct_behaviours(zones: list[str]) -> list[str]:
     return sorted(seen.values())
 
 
+@pytest.mark.slow  # ~10 s: every zone
 def test_every_distinct_zone_clock_across_its_offset_changes() -> None:
     """The default run: one zone per distinct clock, every shape."""
     zones = distinct_behaviours(ZONES)

@@ -225,7 +225,8 @@ async def test_events_tail_on_the_command_line(node, worker, http) -> None:
         assert ["-> running" in lines[1], "-> succeeded" in lines[2]] == [True, True]
     finally:
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=10) == 0
+        # waited in a thread: this trio loop serves the API the CLI may still be talking to
+        assert await trio.to_thread.run_sync(lambda: proc.wait(timeout=10)) == 0
         proc.stdout.close()
         proc.stderr.close()
     once = await trio.to_thread.run_sync(

@@ -131,6 +131,7 @@ async def test_kill_9_a_master_while_jobs_fire(cluster: LocalCluster, redis, dep
     assert report.missing <= report.expected * 0.05, report
 
 
+@pytest.mark.slow  # ~10 s
 async def test_resharding_while_jobs_fire_loses_nothing(cluster: LocalCluster, redis, dep) -> None:
     """Move slots between masters (redis-cli --cluster reshard) while jobs fire: MOVED and
     ASK are followed, and the audit finds every tick once."""

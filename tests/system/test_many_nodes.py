@@ -168,6 +168,7 @@ async def test_full_outage_catch_up_follows_each_policy(redis, namespace, nodes_
     assert report.skipped_by_reason.keys() == {"catchup_latest", "misfire"}
 
 
+@pytest.mark.slow  # ~9 s
 async def test_nodes_join_one_at_a_time_and_shards_spread_evenly(
     redis, namespace, nodes_for
 ) -> None:

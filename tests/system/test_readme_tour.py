@@ -49,6 +49,7 @@ def run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Completed
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow  # ~12 s; CI runs the slow step too
 async def test_readme_tour(dev: str, tmp_path: Path) -> None:
     """Every block exactly as printed: the only thing told is where dev's API is
     (SHARDSCHED_API, which the tour's first block reads)."""

@@ -110,6 +110,7 @@ async def run_long_job(node_fixtures, seconds: int, timeout_s: int, wait_s: floa
         proc.wait()
 
 
+@pytest.mark.slow  # ~16 s
 async def test_a_15s_job_on_an_idle_worker_succeeds(
     node, redis, dep, redis_server, tmp_path
 ) -> None:

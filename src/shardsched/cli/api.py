@@ -26,6 +26,7 @@ from shardsched.cli import (
     style,
 )
 from shardsched.cli.flags import api_flags
+from shardsched.cli.handles import job_id_of
 from shardsched.cli.http import CliError, endpoint, read_body, request
 from shardsched.cli.render import (
     ago,
@@ -116,6 +117,8 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
                 + more_hint(o)
             ),
         )
+    if cmd != "restore":  # a deleted job has left the index of names: its id only
+        args.job_id = job_id_of(api, args.job_id)
     path = f"/api/v1/jobs/{quoted(args.job_id)}"
     if cmd == "get":
         return request(api, "GET", path), show_job

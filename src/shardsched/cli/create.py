@@ -102,7 +102,8 @@ def body_of(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_create(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
-    out = request(args.api, "POST", "/api/v1/jobs", body_of(args))
+    path = "/api/v1/jobs" + ("" if args.allow_duplicate_name else "?unique_name=true")
+    out = request(args.api, "POST", path, body_of(args))
     return out, lambda o: f"{o['job_id']}  next run {style.when(o['next_run_at']) or '-'}"
 
 
@@ -113,7 +114,12 @@ def add_create_parser(jsub: argparse._SubParsersAction, common: argparse.Argumen
         help="register a job from flags: jobs create NAME --cron '0 3 * * *' --command CMD",
     )
     p.set_defaults(tz=None)  # times are shown in the global --tz; never the cron's zone
-    p.add_argument("name", help="the job's name")
+    p.add_argument("name", help="the job's name: a handle other commands take in its id's place")
+    p.add_argument(
+        "--allow-duplicate-name",
+        action="store_true",
+        help="make it even if a job has this name (commands then need an id to tell them apart)",
+    )
     p.add_argument(  # dest: ``command`` is the top-level command's name
         "--command", dest="shell_command", metavar="CMD", required=True, help="what it runs (sh -c)"
     )

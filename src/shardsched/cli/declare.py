@@ -26,6 +26,7 @@ import msgspec
 from shardsched.cli import progress, style
 from shardsched.cli.http import CliError, Endpoint, exchange, request
 from shardsched.cli.render import quoted, table
+from shardsched.core.ids import dag_id_of
 from shardsched.core.models import DagSpec, JobSpec
 from shardsched.core.sameness import plain
 
@@ -114,6 +115,8 @@ def load(paths: Iterable[str], apply_set: str | None) -> list[Declared]:
                     raise CliError(f"{source}: kind must be job or dag, not {kind!r}")
                 if not isinstance(any_id, str) or not any_id:
                     raise CliError(f"{source}: every object needs an id")
+                if kind == "dag":  # ``etl`` is stored (and answered) as ``dag_etl``
+                    any_id = dag_id_of(any_id)
                 if (kind, any_id) in seen:
                     raise CliError(
                         f"{source}: {kind} {any_id} is declared in {seen[kind, any_id]} too"

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from shardsched.cli.declare import KINDS, current, normalised, yaml_lines, yaml_module
+from shardsched.cli.handles import job_id_of
 from shardsched.cli.http import CliError, exchange
 from shardsched.cli.render import quoted
 
@@ -21,7 +22,7 @@ from shardsched.cli.render import quoted
 def run_edit(args: argparse.Namespace, kind: str) -> tuple[Any, Callable[[Any], str]]:
     """Open the definition in $VISUAL or $EDITOR, then put it back with If-Match: the
     version read, so an edit made meanwhile by someone else is not overwritten."""
-    any_id = args.job_id if kind == "job" else args.dag_id
+    any_id = job_id_of(args.api, args.job_id) if kind == "job" else args.dag_id
     path = f"/api/v1/{KINDS[kind][1]}/{quoted(any_id)}"
     now, view = current(args.api, kind, any_id)
     if now is None:

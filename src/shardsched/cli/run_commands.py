@@ -10,6 +10,7 @@ from typing import Any
 
 from shardsched.cli import follow
 from shardsched.cli.create import key_value
+from shardsched.cli.handles import job_id_of
 from shardsched.cli.http import CliError, request
 from shardsched.cli.render import (
     ago,
@@ -31,7 +32,8 @@ def run(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
         if args.job_id is None:
             return _under_way(args)
         query = {**page_args(args), "state": args.state, "since": args.since, "until": args.until}
-        out = request(api, "GET", f"/api/v1/jobs/{quoted(args.job_id)}/runs" + page_query(query))
+        job_id = job_id_of(api, args.job_id)
+        out = request(api, "GET", f"/api/v1/jobs/{quoted(job_id)}/runs" + page_query(query))
         return out, lambda o: runs_table(o["runs"]) + more_hint(o)
     if cmd == "failed":
         query = {

@@ -65,6 +65,24 @@ class IdTaken(ConflictError):
         self.id = any_id
 
 
+class NameTaken(ConflictError):
+    """Raised when a job is created with a unique name (``unique_name``) that another job
+    has (``job_ids``; empty: one is being created with it at this moment)."""
+
+    def __init__(self, name: str, job_ids: list[str]) -> None:
+        held = (
+            f"job {', '.join(job_ids)} is named {name!r}"
+            if job_ids
+            else f"a job named {name!r} is being created right now"
+        )
+        super().__init__(
+            f"{held}: choose another name, or ask for a second job of that name"
+            " (unique_name=false; shardsched jobs create --allow-duplicate-name)"
+        )
+        self.name = name
+        self.job_ids = job_ids
+
+
 class PreconditionFailed(ConflictError):
     """Raised when a change names the version it expects (``If-Match``) and the job or
     DAG is at another one (``current``; None when it does not exist): nothing changed."""

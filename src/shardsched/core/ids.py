@@ -40,6 +40,18 @@ def is_dag_id(any_id: str) -> bool:
     return any_id.startswith("dag_") and "." not in any_id and ":" not in any_id
 
 
+def dag_id_of(handle: str) -> str:
+    """A DAG's id as stored from the id a user gave: ``etl`` is ``dag_etl`` (the prefix is
+    how a run id says it is a DAG's), ``dag_etl`` stays as it is."""
+    return handle if handle.startswith("dag_") else "dag_" + handle
+
+
+def dag_run_id_of(handle: str) -> str:
+    """A DAG run id ``<dag_id>:<tick>`` with its DAG's id as stored (:func:`dag_id_of`)."""
+    head, sep, rest = handle.partition(":")
+    return dag_id_of(head) + sep + rest if sep and head else handle
+
+
 def task_job_id(dag_id: str, task: str) -> str:
     return f"{dag_id}.{task}"
 

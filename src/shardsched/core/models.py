@@ -244,8 +244,9 @@ KillGrace = Annotated[float, msgspec.Meta(ge=0, le=3600)]
 #: A job id its user chose: letters, digits, '_' and '-' ('.' and ':' separate a task's
 #: and a run's parts of an id), not starting with ``dag_``, which marks a DAG's ids.
 JOB_ID = re.compile(r"^(?!dag_)[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
-#: A DAG id its user chose: ``dag_`` and then letters, digits, '_' and '-'.
-DAG_ID = re.compile(r"^dag_[A-Za-z0-9_-]{1,96}$")
+#: A DAG id its user chose: letters, digits, '_' and '-'; stored with a ``dag_`` prefix
+#: (core/ids.dag_id_of: ``etl`` is ``dag_etl``, the id its answers show).
+DAG_ID = re.compile(r"^(?:dag_[A-Za-z0-9_-]{1,96}|(?!dag_)[A-Za-z0-9][A-Za-z0-9_-]{0,95})$")
 JobId = Annotated[str, msgspec.Meta(pattern=JOB_ID.pattern)]
 DagId = Annotated[str, msgspec.Meta(pattern=DAG_ID.pattern)]
 

@@ -23,6 +23,7 @@ from shardsched.core.errors import (
     ShardschedError,
     ValidationError,
 )
+from shardsched.core.ids import dag_id_of
 from shardsched.core.instants import from_ms
 from shardsched.core.models import (
     DagRunState,
@@ -75,7 +76,7 @@ def create_dag(dep: Deployment, spec: DagSpec, actor: str = SDK_ACTOR) -> Op:
     order, roots, items = task_items(spec)
     (now,) = yield [Call(("TIME",))]
     first = first_fire_ms(spec.schedule, server_ms(now))
-    dag_id = spec.id or k.new_dag_id()
+    dag_id = dag_id_of(spec.id) if spec.id else k.new_dag_id()
     spec = msgspec.structs.replace(spec, id=None)  # the id is the key, not the definition
     sk = dep.keys_for(dag_id)
     (reply,) = yield [

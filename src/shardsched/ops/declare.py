@@ -21,6 +21,7 @@ from shardsched.core.errors import (
     ShardschedError,
     ValidationError,
 )
+from shardsched.core.ids import dag_id_of
 from shardsched.core.models import DAG_ID, JOB_ID, DagSpec, JobSpec, JobStatus
 from shardsched.core.sameness import same_definition
 from shardsched.core.schedule import first_fire_ms
@@ -109,9 +110,10 @@ def put_dag(
     paused DAG stays paused."""
     if not DAG_ID.match(dag_id):
         raise ValidationError(
-            "a DAG id is 'dag_' and then letters, digits, '_' and '-' (at most 100)", "$.id"
+            "a DAG id is letters, digits, '_' and '-' (at most 96; stored as dag_<id>)", "$.id"
         )
-    check_body_id(dag_id, spec.id)
+    dag_id = dag_id_of(dag_id)
+    check_body_id(dag_id, None if spec.id is None else dag_id_of(spec.id))
     spec = _dag_decoder.decode(msgspec.json.encode(msgspec.structs.replace(spec, id=None)))
     order, roots, items = dags.task_items(spec)  # validates: nothing written if bad
     wanted = msgspec.json.encode(spec)

@@ -53,7 +53,7 @@ def delete_job(dep: Deployment, job_id: str, actor: str = SDK_ACTOR) -> Op:
     if job.status == JobStatus.DELETED:
         return job
     sk = dep.keys_for(job_id)
-    (reply,) = yield [lua.delete_job(sk, dep.globals, job_id, actor)]
+    (reply,) = yield [lua.delete_job(sk, dep.globals, job_id, actor, job.name)]
     code = check(reply)[0]
     if code != lua.JobReply.DELETED:  # deleted meanwhile by another DELETE: the same answer
         lua.raise_refusal(code, job_id)

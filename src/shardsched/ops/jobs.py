@@ -39,20 +39,13 @@ from shardsched.core.queues import stored as stored_queue
 from shardsched.core.sameness import same_definition
 from shardsched.core.schedule import first_fire_ms
 from shardsched.core.validation import checked, validate_spec
-from shardsched.core.views import (
-    Job,
-    JobCreated,
-)
+from shardsched.core.views import Job, JobCreated
 from shardsched.ops.dags import join_dag
 from shardsched.store import keys as k
 from shardsched.store.calls import Call, Op, check, server_ms
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import jobs as lua
-from shardsched.store.records import (
-    JOB_FIELDS,
-    opt_ms,
-    opt_text,
-)
+from shardsched.store.records import JOB_FIELDS, opt_ms, opt_text
 
 _spec_encoder = msgspec.json.Encoder()
 _spec_decoder = msgspec.json.Decoder(JobSpec)
@@ -133,6 +126,7 @@ def create_jobs(
                 stored_queue(
                     spec.queue, spec.priority, key_or_none(spec.concurrency_key, spec.labels)
                 ),
+                spec.name,
             )
         )
     shards = list(by_shard)
@@ -384,6 +378,7 @@ def write_spec(
             queue=stored_queue(
                 spec.queue, spec.priority, key_or_none(spec.concurrency_key, spec.labels)
             ),
+            rename=(job.name, spec.name),
         )
     ]
     code = check(reply)[0]

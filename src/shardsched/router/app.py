@@ -22,6 +22,7 @@ from shardsched import ops
 from shardsched.core.access import Scope
 from shardsched.core.backfill import BackfillRequest
 from shardsched.core.errors import DagNotFound, DagRunNotFound, JobNotFound, ValidationError
+from shardsched.core.ids import dag_id_of, dag_run_id_of
 from shardsched.core.labels import parse_label_filter
 from shardsched.core.models import (
     DagPatch,
@@ -32,9 +33,10 @@ from shardsched.core.models import (
     SchedulePreviewRequest,
 )
 from shardsched.core.params import TriggerRequest
-from shardsched.core.views import Dag, Job, JobCreated
-from shardsched.ops import access, audit, changes, dag_runs, declare, listing
+from shardsched.core.views import Dag, Job, JobCreated, JobList
+from shardsched.ops import access, audit, changes, dag_runs, declare, listing, names
 from shardsched.ops import dags as dag_ops
+from shardsched.ops.job_reads import list_filter
 from shardsched.ops.preview import preview_schedule
 from shardsched.ops.recent import recent_runs
 from shardsched.router import docs, http
@@ -44,6 +46,7 @@ from shardsched.router.guards import AccessPolicy, Gate, who
 from shardsched.router.routes import OPERATIONS
 from shardsched.router.schemas import (
     ChangeQuery,
+    CreateQuery,
     DagQuery,
     DagRunQuery,
     DeadLetterQuery,
@@ -81,10 +84,12 @@ class Api(AdminHandlers, StreamHandlers, ControlHandlers):
     """The handlers of every route (jobs, runs and DAGs here; the rest in :mod:`.admin`)."""
 
     async def create_job(self, request: Request) -> Response:
+        q: CreateQuery = http.query(request, CreateQuery)
         spec = await http.decode(request, _spec_decoder)
         access.require_name(who(request), spec.name)
         await self._dependencies(request, spec.depends_on)
-        created: JobCreated = await self._run(ops.create_job(self.dep, spec, who(request).name))
+        create = names.create_named if q.unique_name else ops.create_job
+        created: JobCreated = await self._run(create(self.dep, spec, who(request).name))
         return http.json_response(created, 201)
 
     async def get_job(self, request: Request) -> Response:
@@ -133,6 +138,8 @@ class Api(AdminHandlers, StreamHandlers, ControlHandlers):
     async def list_jobs(self, request: Request) -> Response:
         q: JobQuery = http.query(request, JobQuery)
         within = who(request).prefixes
+        if q.name is not msgspec.UNSET:
+            return http.json_response(await self._named(q, q.name, within))
         op = listing.jobs_page(
             self.dep,
             q.limit,
@@ -151,6 +158,15 @@ class Api(AdminHandlers, StreamHandlers, ControlHandlers):
             for job, runs in zip(page.jobs, recent, strict=True):
                 job.recent_runs = runs
         return http.json_response(page)
+
+    async def _named(self, q: JobQuery, name: str, within: tuple[str, ...]) -> JobList:
+        """The jobs of exactly ``name``, filtered as a page would be."""
+        keep = list_filter(
+            opt(q.status), opt(q.name_prefix), within, q.include_deleted, _labels(q.label),
+            opt(q.queue),
+        )  # fmt: skip
+        jobs = await self._run(names.jobs_named(self.dep, name, include_deleted=True))
+        return JobList([job for job in jobs if keep is None or keep(job)][: q.limit])
 
     async def list_runs(self, request: Request) -> Response:
         q: RunQuery = http.query(request, RunQuery)
@@ -245,7 +261,7 @@ class Api(AdminHandlers, StreamHandlers, ControlHandlers):
     async def put_dag(self, request: Request) -> Response:
         """Create the DAG under the path's id or replace its definition (201, 200)."""
         spec = await http.decode(request, _dag_decoder)
-        dag_id: str = request.path_params["dag_id"]
+        dag_id = dag_id_of(request.path_params["dag_id"])
         access.require_name(who(request), spec.name)
         await self._not_others(request, dag_id, DagNotFound(dag_id))
         op = declare.put_dag(self.dep, dag_id, spec, http.if_match(request), who(request).name)
@@ -284,7 +300,7 @@ class Api(AdminHandlers, StreamHandlers, ControlHandlers):
         return http.json_response(await self._run(op))
 
     async def get_dag_run(self, request: Request) -> Response:
-        drid = request.path_params["dag_run_id"]
+        drid = dag_run_id_of(request.path_params["dag_run_id"])
         await self._visible(request, drid, DagRunNotFound(drid))
         return http.json_response(await self._run(dag_runs.get_dag_run(self.dep, drid)))
 

@@ -20,6 +20,7 @@ from shardsched.core.errors import (
     RunNotFound,
     ValidationError,
 )
+from shardsched.core.ids import dag_id_of
 from shardsched.ops import access
 from shardsched.router import http
 from shardsched.router.guards import who
@@ -78,7 +79,7 @@ class ApiBase:
         return job_id
 
     async def _dag(self, request: Request) -> str:
-        dag_id: str = request.path_params["dag_id"]
+        dag_id = dag_id_of(request.path_params["dag_id"])  # ``etl`` names ``dag_etl``
         await self._visible(request, dag_id, DagNotFound(dag_id))
         return dag_id
 

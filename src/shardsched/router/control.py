@@ -8,6 +8,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from shardsched.core.errors import DagRunNotFound, RunNotFound, ValidationError
+from shardsched.core.ids import dag_run_id_of
 from shardsched.core.instants import to_ms
 from shardsched.core.labels import parse_label_filter
 from shardsched.core.models import RunState
@@ -80,7 +81,7 @@ class ControlHandlers(ApiBase):
         return http.json_response(await self._run(op))
 
     async def cancel_dag_run(self, request: Request) -> Response:
-        drid = request.path_params["dag_run_id"]
+        drid = dag_run_id_of(request.path_params["dag_run_id"])
         await self._visible(request, drid, DagRunNotFound(drid))
         body = await http.optional_body(request, _cancel_decoder) or CancelRequest()
         op = control.cancel_dag_run(self.dep, drid, who(request).name, body.reason)

@@ -26,10 +26,11 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "post",
         "/api/v1/jobs",
-        "Register a job",
+        "Register a job (?unique_name=true: refused if a job has its name)",
         v.JobCreated,
         201,
         JobSpec,
+        query=q.CreateQuery,
         errors=(*BODY_ERRORS, 409),
         tags=("jobs",),
         handler="create_job",

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from shardsched.core.models import AwareDatetime, JobStatus, RunState
+from shardsched.core.models import AwareDatetime, JobStatus, Name, RunState
 
 T = TypeVar("T")
 
@@ -37,6 +37,8 @@ class JobQuery(msgspec.Struct, forbid_unknown_fields=True):
     cursor: CursorText | UnsetType = UNSET
     status: JobStatus | UnsetType = UNSET
     name_prefix: Prefix | UnsetType = UNSET
+    #: the jobs of exactly this name (from the shards' index of names; one page, no cursor)
+    name: Name | UnsetType = UNSET
     include_deleted: bool = False  #: deleted jobs are left out unless asked for
     #: ``key:value`` pairs, comma-separated: jobs with every one (``team:payments``)
     label: LabelFilter | UnsetType = UNSET
@@ -46,6 +48,13 @@ class JobQuery(msgspec.Struct, forbid_unknown_fields=True):
     health: Literal["failing", "late"] | UnsetType = UNSET
     #: each job with its newest runs (at most this many; 0: none), for a sparkline
     recent: Annotated[int, msgspec.Meta(ge=0, le=50)] = 0
+
+
+class CreateQuery(msgspec.Struct, forbid_unknown_fields=True):
+    """POST /api/v1/jobs."""
+
+    #: refuse the job (409) if a job not deleted has its name already
+    unique_name: bool = False
 
 
 class RunQuery(msgspec.Struct, forbid_unknown_fields=True):

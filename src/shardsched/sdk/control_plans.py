@@ -1,11 +1,13 @@
 """The SDK's plans for runs under way (:mod:`.plans` has the rest): what is running,
-queued, waiting or retrying across jobs, and cancelling a run or a DAG run."""
+queued, waiting or retrying across jobs, and cancelling a run or a DAG run; and
+restoring a deleted job."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shardsched.core.views import BulkRetry, DagRun, Run, RunList
+from shardsched import ops
+from shardsched.core.views import BulkRetry, DagRun, Job, Run, RunList
 from shardsched.ops import bulk_retry, control
 from shardsched.ops.active import Active, Filters, active_page
 from shardsched.ops.pagination import parse_cursor
@@ -45,3 +47,8 @@ def cancel_dag_run(c: Handle, dag_run_id: str, reason: str = "") -> Plan[DagRun]
 def retry_runs(c: Handle, run_ids: Sequence[str], dry_run: bool = False) -> Plan[BulkRetry]:
     """Retry many dead-lettered runs (each refusal says why and what to do instead)."""
     return Plan(bulk_retry.retry_many(c.deployment, list(run_ids), c.actor, dry_run))
+
+
+def restore_job(c: Handle, job_id: str) -> Plan[Job]:
+    """A deleted job back with its last definition, as its new incarnation."""
+    return Plan(ops.restore_job(c.deployment, job_id, c.actor))

@@ -49,7 +49,7 @@ from shardsched.core.views import (
     SchedulePreview,
     Triggered,
 )
-from shardsched.ops import changes, concurrency, dag_runs, declare, listing
+from shardsched.ops import changes, concurrency, dag_runs, declare, listing, names
 from shardsched.ops import dags as dag_ops
 from shardsched.ops.pagination import parse_cursor
 from shardsched.ops.preview import preview_schedule
@@ -116,8 +116,16 @@ def add_validated(c: Handle, specs: Sequence[JobSpec]) -> Plan[list[JobCreated]]
     return Plan(ops.create_jobs(c.deployment, specs, True, c.actor))
 
 
-def add_job(c: Handle, spec: JobSpec) -> Plan[JobCreated]:
+def add_job(c: Handle, spec: JobSpec, unique_name: bool = False) -> Plan[JobCreated]:
+    """Register a job; ``unique_name``: refused (NameTaken) if a job has its name."""
+    if unique_name:
+        return Plan(names.create_named(c.deployment, spec, c.actor))
     return Plan(ops.create_job(c.deployment, spec, c.actor))
+
+
+def jobs_named(c: Handle, name: str) -> Plan[list[Job]]:
+    """The jobs (not deleted) of exactly this name, oldest first."""
+    return Plan(names.jobs_named(c.deployment, name))
 
 
 def put_job(
@@ -169,11 +177,6 @@ def resume(c: Handle, job_id: str) -> Plan[Job]:
 
 def delete_job(c: Handle, job_id: str) -> Plan[Job]:
     return Plan(ops.delete_job(c.deployment, job_id, c.actor))
-
-
-def restore_job(c: Handle, job_id: str) -> Plan[Job]:
-    """A deleted job back with its last definition, as its new incarnation."""
-    return Plan(ops.restore_job(c.deployment, job_id, c.actor))
 
 
 def trigger_request(

@@ -1,7 +1,8 @@
 """An owner's once-a-second chores, beside firing: report DAG tasks released but not
 claimed within their SLA (``lua/dag_stalled.lua``, fenced), resume the jobs paused
-until now, in every shard the node holds, and sweep the concurrency keys those shards
-look after (shard/limits.py)."""
+until now, in every shard the node holds, sweep the concurrency keys those shards
+look after (shard/limits.py), and, once per shard, index the names of jobs made before
+shards kept an index of names (``lua/index_names.lua``, fenced)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from shardsched.shard.limits import sweep_keys
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import drive_async, redis_calls
 from shardsched.store.lua import dags as dags_lua
+from shardsched.store.lua import jobs as jobs_lua
 from shardsched.store.lua import runs as runs_lua
 from shardsched.store.redis import Redis, RedisError
 
@@ -45,6 +47,7 @@ class Maintainer:
         self.auto_resumed = 0
         self.rounds = 0  #: maintenance rounds done (what a test counts instead of seconds)
         self.turns_given = 0  #: waiting runs the sweep of concurrency keys put back
+        self.names_indexed: set[int] = set()  #: shards whose older jobs' names are indexed
 
     async def run(self) -> None:
         """Every second: report DAG tasks released but not claimed within their SLA, and
@@ -80,10 +83,24 @@ class Maintainer:
                     stalled[1],
                     extra={"shard": shard, "epoch": dict(self.held()).get(shard)},
                 )
+        await self._index_names([(s, e) for s, e in held if s not in self.names_indexed])
         await self._auto_resume([shard for shard, _ in held])
         self.turns_given += await sweep_keys(
             self.redis, self.dep, {shard for shard, _ in held}, self.metrics
         )
+
+    async def _index_names(self, todo: list[tuple[int, int]]) -> None:
+        """A slice of each shard's older jobs into its index of names, until it is done."""
+        if not todo:
+            return
+        calls = [jobs_lua.index_names(self.dep.shard(shard), epoch) for shard, epoch in todo]
+        for (shard, _), reply in zip(todo, await redis_calls(self.redis, calls), strict=True):
+            if isinstance(reply, Exception):
+                log.error("indexing names on shard %d failed: %s", shard, reply)
+            elif reply[0] == 0:
+                self.names_indexed.add(shard)
+                if reply[1]:
+                    log.info("shard %d: names of its older jobs indexed", shard)
 
     async def _auto_resume(self, shards: list[int]) -> None:
         """Resume the owned shards' jobs paused until now or earlier (server clock)."""

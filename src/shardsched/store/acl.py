@@ -69,11 +69,13 @@ WORKER_SHARD_KEYS = (
 )  # fmt: skip
 #: The keys of a shard only a node writes: the shard's ``owner`` lease and fencing
 #: ``epoch``; what a job is (its hash, timer entry, schedule segments, versions, change and
-#: action logs, the job and DAG indexes, resumes and skip records), so a worker's password
-#: cannot change, add, resume or re-time a job, nor rewrite its history.
+#: action logs, the job and DAG indexes and the index of names, resumes and skip
+#: records), so a worker's password cannot change, add, resume or re-time a job, nor
+#: rewrite its history.
 NODE_SHARD_KEYS = (
     "owner", "epoch", "timer", "jobs", "dags", "job:", "segs:", "vers:", "resumes",
-    "skips:", "chg:", "acts:", "idem:", "queues",
+    "skips:", "chg:", "acts:", "idem:", "queues", "names", "named:", "nclaim:",
+    "names_indexed",
 )  # fmt: skip
 #: The global keys a worker writes: its registry entry and the wake tokens. Not the API
 #: tokens or their log, the node registry, the deployment's meta or dev's children.

@@ -147,6 +147,27 @@ class ShardKeys:
         """HASH counters of the shard (refused stale writes, …)."""
         return self.base + "stats"
 
+    @property
+    def names(self) -> str:
+        """HASH name -> job id ('*' when several jobs of the shard share it): the shard's
+        jobs of their own by name (lua/lib/names.lua)."""
+        return self.base + "names"
+
+    def named(self, name: str) -> str:
+        """SET the ids of the shard's jobs named ``name``, when there are several."""
+        return self.base + "named:" + name
+
+    def name_claim(self, name: str) -> str:
+        """STRING (short-lived) a creation asking for a unique ``name`` holds it, in the
+        shard ``name`` hashes to, while it looks and registers (ops/names.py)."""
+        return self.base + "nclaim:" + name
+
+    @property
+    def names_indexed(self) -> str:
+        """STRING the shard's jobs made before the index of names are in it (the owner's
+        index_names.lua; absent: not yet, or where it has got to)."""
+        return self.base + "names_indexed"
+
     def job(self, job_id: str) -> str:
         """HASH the job: spec JSON, timing JSON, status, times, version. Written by the
         owner and the API only (a worker's Redis role may not)."""

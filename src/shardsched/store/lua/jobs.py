@@ -43,13 +43,14 @@ class NewJob:
     lease_ms: int
     auto_pause_after: int | None = None  #: the policy, stored as a field the script reads
     queue: str = ""  #: as stored (core/queues.py): '' for the default
+    name: str = ""  #: for the shard's index of names (lua/lib/names.lua)
 
 
 REGISTER_JOB = signature(
     "register_job",
     keys=("timer", "jobs"),
     argv=("base", "wake channel", "shard", "actor"),
-    item=("job id", "spec", "timing", "first fire", "lease", "auto pause after", "queue"),
+    item=("job id", "spec", "timing", "first fire", "lease", "auto pause after", "queue", "name"),
 )
 
 
@@ -65,6 +66,7 @@ def register_job(sk: ShardKeys, g: GlobalKeys, jobs: Iterable[NewJob], actor: st
             j.lease_ms,
             "" if j.auto_pause_after is None else j.auto_pause_after,
             j.queue,
+            j.name,
         )
     return REGISTER_JOB.call((sk.timer, sk.jobs), (sk.base, g.wake_channel, sk.shard, actor), items)
 
@@ -103,6 +105,8 @@ UPDATE_JOB = signature(
         "change",
         "detail",
         "queue",
+        "old name",
+        "new name",
     ),
 )
 
@@ -126,11 +130,13 @@ def update_job(
     change: str,
     detail: str = "",
     queue: str | None = None,
+    rename: tuple[str, str] = ("", ""),
 ) -> Call:
     """Change a job (or a DAG: same hash and timer) if it is still at ``version``.
     ``next_fire``: ms, "" to remove the timer entry, "=" to keep it. ``actor`` did it,
     ``change`` (update, pause, resume) goes into the change log. ``queue`` as stored
-    (core/queues.py), None to keep it. Reply {JobReply, ...}."""
+    (core/queues.py), None to keep it. ``rename``: a job's name at ``version`` and its
+    new one, for the shard's index of names. Reply {JobReply, ...}."""
     keys = (sk.job(job_id), sk.timer, sk.segments(job_id), sk.versions(job_id), sk.resumes)
     return UPDATE_JOB.call(
         (*keys, sk.changes(job_id)),
@@ -152,6 +158,7 @@ def update_job(
             change,
             detail,
             "=" if queue is None else queue,
+            *rename,
         ),
     )
 
@@ -159,14 +166,16 @@ def update_job(
 DELETE_JOB = signature(
     "delete_job",
     keys=("job", "timer", "segs", "versions", "changes"),
-    argv=("job id", "wake channel", "shard", "actor"),
+    argv=("job id", "wake channel", "shard", "actor", "name"),
 )
 
 
-def delete_job(sk: ShardKeys, g: GlobalKeys, job_id: str, actor: str) -> Call:
-    """Delete a job or a DAG, keeping its history; reply {JobReply, now_ms}."""
+def delete_job(sk: ShardKeys, g: GlobalKeys, job_id: str, actor: str, name: str = "") -> Call:
+    """Delete a job or a DAG, keeping its history (``name``: a job's, which leaves the
+    shard's index of names); reply {JobReply, now_ms}."""
     keys = (sk.job(job_id), sk.timer, sk.segments(job_id), sk.versions(job_id))
-    return DELETE_JOB.call((*keys, sk.changes(job_id)), (job_id, g.wake_channel, sk.shard, actor))
+    argv = (job_id, g.wake_channel, sk.shard, actor, name)
+    return DELETE_JOB.call((*keys, sk.changes(job_id)), argv)
 
 
 TRIGGER = signature(
@@ -238,3 +247,15 @@ def quarantine(sk: ShardKeys, epoch: int, job_id: str, score: Any, reason: str) 
         (sk.job(job_id), sk.timer, sk.segments(job_id), sk.versions(job_id), sk.epoch, sk.stats),
         (epoch, job_id, score, reason),
     )
+
+
+INDEX_NAMES = signature(
+    "index_names", keys=("jobs", "epoch", "indexed", "names"), argv=("epoch", "base", "count")
+)
+
+
+def index_names(sk: ShardKeys, epoch: int, count: int = 2000) -> Call:
+    """The owner adds a slice of the shard's older jobs to its index of names (fenced);
+    reply {1, added} more to come, {0, added} done, {-1} stale epoch."""
+    keys = (sk.jobs, sk.epoch, sk.names_indexed, sk.names)
+    return INDEX_NAMES.call(keys, (epoch, sk.base, count))

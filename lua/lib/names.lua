@@ -1,0 +1,43 @@
+-- The shard's index of its jobs' names (a job of its own, not a DAG's task), so that a
+-- name can be a handle (GET /api/v1/jobs?name=): names (HASH name -> job id, or '*' when
+-- several jobs of the shard share it; then named:<name> is the SET of their ids). Kept by
+-- the scripts that create, rename and delete a job (register_job, update_job,
+-- delete_job) and built once for jobs older than it (index_names). Callers define rcall.
+local function name_add(base, name, job)
+  if name == '' then
+    return
+  end
+  local names = base .. 'names'
+  local cur = rcall('HGET', names, name)
+  if not cur then
+    rcall('HSET', names, name, job)
+  elseif cur == '*' then
+    rcall('SADD', base .. 'named:' .. name, job)
+  elseif cur ~= job then
+    rcall('SADD', base .. 'named:' .. name, cur, job)
+    rcall('HSET', names, name, '*')
+  end
+end
+
+local function name_remove(base, name, job)
+  if name == '' then
+    return
+  end
+  local names = base .. 'names'
+  local cur = rcall('HGET', names, name)
+  if cur == job then
+    rcall('HDEL', names, name)
+  elseif cur == '*' then
+    local set = base .. 'named:' .. name
+    rcall('SREM', set, job)
+    if rcall('SCARD', set) <= 1 then
+      local left = rcall('SMEMBERS', set)
+      rcall('DEL', set)
+      if left[1] then
+        rcall('HSET', names, name, left[1])
+      else
+        rcall('HDEL', names, name)
+      end
+    end
+  end
+end
