@@ -13,8 +13,8 @@
   ARGV[2] wake channel
   ARGV[3] shard number
   ARGV[4] who deletes it (the last version's 'by')
-  ARGV[5] a job's name, which leaves the shard's index of names ('' a DAG): names and
-          named:<name>, built from the job key's base (lib/names.lua)
+  ARGV[5] a job's name, which leaves the shard's index of names ('' a DAG):
+          names:<bucket> and named:<name>, built from the job key's base (lib/names.lua)
 
   Returns {1, now_ms}; {-1} no such job; {-2} already deleted.
 ]]

@@ -8,7 +8,8 @@
   KEYS[1] jobs    ZSET job_id -> creation (ms): the slices are ranks of it
   KEYS[2] epoch   STRING the shard's fencing token
   KEYS[3] indexed STRING 'done', or the rank the next slice starts at (absent: 0)
-  KEYS[4] names   HASH name -> job id (lib/names; named:<name> SETs built from the base)
+  Keys built from the base: job:<id>, and the index of names, names:<bucket> HASHes and
+  named:<name> SETs (lib/names).
   ARGV[1] epoch the caller holds
   ARGV[2] shard key base; job:<id> is built from it (same hash slot)
   ARGV[3] how many jobs a slice looks at

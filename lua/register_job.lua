@@ -15,8 +15,8 @@
           from it, so a job never changed costs no log key)
   ARGV[5..] items of 8: job id, spec JSON, timing JSON, first fire (ms, or '' when the
           job never fires), lease (ms), auto-pause after N failures ('' never), queue
-          ('' the default; lib/queues.lua), name (the shard's index of names: names
-          and named:<name>, built from the base; lib/names)
+          ('' the default; lib/queues.lua), name (the shard's index of names:
+          names:<bucket> and named:<name>, built from the base; lib/names)
 
   Returns {now_ms, code1, code2, ...}: 1 registered, 2 re-created, -1 the job id is
   taken (that job untouched).

@@ -33,7 +33,7 @@
   ARGV[17] the job's queue ('' the default; '=' or absent: as it is; lib/queues.lua)
   ARGV[18] a job's name at the version read ('' for a DAG)
   ARGV[19] its name now ('' for a DAG): a rename moves it in the shard's index of names
-           (names and named:<name>, built from the base; lib/names.lua)
+           (names:<bucket> and named:<name>, built from the base; lib/names.lua)
 
   Returns {1, version, now_ms}; {-1} no such job; {-2} deleted; {-3} version moved on.
   A job (or task) of a queue other than the default gets its 'q' field and joins the

@@ -1,17 +1,25 @@
 -- The shard's index of its jobs' names (a job of its own, not a DAG's task), so that a
--- name can be a handle (GET /api/v1/jobs?name=): names (HASH name -> job id, or '*' when
--- several jobs of the shard share it; then named:<name> is the SET of their ids). Kept by
--- the scripts that create, rename and delete a job (register_job, update_job,
--- delete_job) and built once for jobs older than it (index_names). Callers define rcall.
+-- name can be a handle (GET /api/v1/jobs?name=): names:<bucket> (HASH name -> job id, or
+-- '*' when several jobs of the shard share it; then named:<name> is the SET of their
+-- ids). A name's bucket is the first two hex digits of its SHA-1 (store/keys.py computes
+-- the same): 256 small hashes stay compact listpacks where one big one would cost a
+-- hash table's ~100 bytes an entry. Kept by the scripts that create, rename and delete a
+-- job (register_job, update_job, delete_job) and built once for jobs older than it
+-- (index_names). Callers define rcall.
+local function names_key(base, name)
+  return base .. 'names:' .. string.sub(redis.sha1hex(name), 1, 2)
+end
+
 local function name_add(base, name, job)
   if name == '' then
     return
   end
-  local names = base .. 'names'
+  local names = names_key(base, name)
+  if rcall('HSETNX', names, name, job) == 1 then
+    return  -- the common case: the first job of that name in the shard
+  end
   local cur = rcall('HGET', names, name)
-  if not cur then
-    rcall('HSET', names, name, job)
-  elseif cur == '*' then
+  if cur == '*' then
     rcall('SADD', base .. 'named:' .. name, job)
   elseif cur ~= job then
     rcall('SADD', base .. 'named:' .. name, cur, job)
@@ -23,7 +31,7 @@ local function name_remove(base, name, job)
   if name == '' then
     return
   end
-  local names = base .. 'names'
+  local names = names_key(base, name)
   local cur = rcall('HGET', names, name)
   if cur == job then
     rcall('HDEL', names, name)

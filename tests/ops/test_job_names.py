@@ -4,9 +4,13 @@ jobs made before the index existed."""
 
 from __future__ import annotations
 
+import pytest
 import trio
 
 from conftest import cli, wait_until
+from shardsched import AsyncClient
+from shardsched.core.errors import NameTaken
+from shardsched.core.models import CronSchedule, JobSpec
 
 HOURLY = {"type": "cron", "expression": "0 * * * *"}
 
@@ -53,7 +57,7 @@ async def test_unique_names_and_the_index_through_rename_and_delete(node, http, 
         await http.delete(f"/api/v1/jobs/{job_id}")
     assert await named(http, "dup") == [many[0]]
     sk = dep.keys_for(many[0])
-    assert await redis.execute("HGET", sk.names, "dup") == many[0].encode()
+    assert await redis.execute("HGET", sk.names("dup"), "dup") == many[0].encode()
     for s in range(dep.n_shards):
         assert await redis.execute("EXISTS", dep.shard(s).named("dup")) == 0
 
@@ -80,7 +84,9 @@ async def test_the_owner_indexes_jobs_made_before_the_index(node, http, redis, d
     await http.delete(f"/api/v1/jobs/{gone}")
     # as a deployment of a version before the index: no names, no marker
     for s in range(dep.n_shards):
-        await redis.execute("DEL", dep.shard(s).names, dep.shard(s).names_indexed)
+        sk = dep.shard(s)
+        buckets = await redis.execute("KEYS", sk.base + "names:*")
+        await redis.execute("DEL", sk.names_indexed, *buckets)
     node.maintainer.names_indexed.clear()
     assert await named(http, "old-7") == []
 
@@ -127,3 +133,18 @@ async def test_the_cli_takes_a_name_where_an_id_goes(node, http) -> None:
     assert ambiguous.returncode == 1 and "2 jobs are named 'nightly'" in ambiguous.stderr
     missing = await cli(http, "jobs", "get", "nobody-by-that-name", *api)
     assert missing.returncode == 1 and "not_found" in missing.stderr
+
+
+async def test_the_sdk_finds_by_name_restores_and_refuses_a_taken_name(node, redis_server, dep):
+    spec = JobSpec(name="sdk-named", schedule=CronSchedule(expression="0 * * * *"), command="true")
+    async with await AsyncClient.open(redis_server.url, dep.namespace) as client:
+        made = await client.add_job(spec, unique_name=True)
+        with pytest.raises(NameTaken) as taken:
+            await client.add_job(spec, unique_name=True)
+        assert taken.value.job_ids == [made.job_id]
+        assert [j.job_id for j in await client.jobs_named("sdk-named")] == [made.job_id]
+        await client.delete_job(made.job_id)
+        assert await client.jobs_named("sdk-named") == []
+        back = await client.restore_job(made.job_id)
+        assert back.incarnation == 2 and back.status == "active"
+        assert [j.job_id for j in await client.jobs_named("sdk-named")] == [made.job_id]

@@ -16,9 +16,11 @@ from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
 from browser import headless_chromium
+from conftest import wait_until
 from shardsched.core.access import Scope, TokenRequest
 from shardsched.core.models import DagSpec, IntervalSchedule, TaskSpec
 from shardsched.ops import dags, tokens
+from shardsched.shard import maintenance
 from shardsched.store.drive import drive_async
 from shardsched.worker.worker import Worker
 
@@ -63,6 +65,8 @@ def _walk(base: str, admin: str, viewer: str, dag_run_id: str) -> dict[str, obje
         _text(d, "#live", "live")
         _shot(d, "overview")
         seen["overview"] = d.find_element(By.ID, "main").text
+        charts = d.find_elements(By.CSS_SELECTOR, "#main svg[role=img]")
+        seen["lag_chart"] = [c.get_attribute("aria-label") for c in charts]
 
         # create a job through the form; it fires every 2 s
         d.get(base + "/ui/#/new-job")
@@ -153,7 +157,14 @@ def _walk(base: str, admin: str, viewer: str, dag_run_id: str) -> dict[str, obje
     return seen
 
 
-async def test_the_console_end_to_end_in_a_browser(nursery, node, redis, dep, http) -> None:
+async def _lag_points(http, n: int) -> bool:
+    return len((await http.get("/api/v1/status/lag")).json()["points"]) >= n
+
+
+async def test_the_console_end_to_end_in_a_browser(
+    nursery, node, redis, dep, http, monkeypatch
+) -> None:
+    monkeypatch.setattr(maintenance, "LAG_SAMPLE_S", 0.3)  # the overview's chart has samples
     await nursery.start(Worker(redis, dep, worker_id="w-console", concurrency=4).run)
     admin = http.headers["authorization"].removeprefix("Bearer ")
     viewer = (
@@ -179,8 +190,10 @@ async def test_the_console_end_to_end_in_a_browser(nursery, node, redis, dep, ht
     dag_id = (await drive_async(dags.create_dag(dep, spec), redis)).dag_id
     dag_run_id = (await drive_async(dags.trigger_dag(dep, dag_id), redis)).dag_run_id
     base = str(http.base_url).rstrip("/")
+    await wait_until(lambda: _lag_points(http, 2))
     seen = await trio.to_thread.run_sync(_walk, base, admin, viewer, dag_run_id)
     assert "Overview" in seen["overview"] and "free slots" in seen["overview"]
+    assert any(label.startswith("trigger lag") for label in seen["lag_chart"]), seen["lag_chart"]
     assert "Next 10 fire times" in seen["job"] and "Ticks, last 24 hours" in seen["job"]
     assert "hello from the console" in seen["run"] and "w-console" in seen["run"]
     assert "paused" in seen["paused"]

@@ -281,6 +281,23 @@ class RunList(msgspec.Struct):
     next_cursor: str | None = None  #: pass as ?cursor= for the next page; None on the last
 
 
+class LagPoint(msgspec.Struct, kw_only=True):
+    """One node's trigger lag over the minute before ``at`` (None: it fired nothing)."""
+
+    at: datetime
+    node_id: str
+    p50_s: float | None
+    p99_s: float | None
+    fired_1m: int
+
+
+class LagHistory(msgspec.Struct, kw_only=True):
+    """GET /api/v1/status/lag: the nodes' lag samples, oldest first."""
+
+    points: list[LagPoint]
+    truncated: bool = False  #: the window held more than one answer's worth
+
+
 class JobList(msgspec.Struct):
     jobs: list[Job]
     next_cursor: str | None = None

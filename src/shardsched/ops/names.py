@@ -27,7 +27,7 @@ CLAIM_MS = 10_000
 
 def job_ids_named(dep: Deployment, name: str) -> Op:
     """The ids the shards' indexes hold for ``name`` (sorted); two round trips at most."""
-    replies = yield [Call(("HGET", dep.shard(s).names, name)) for s in range(dep.n_shards)]
+    replies = yield [Call(("HGET", dep.shard(s).names(name), name)) for s in range(dep.n_shards)]
     ids: list[str] = []
     several = []
     for s, reply in enumerate(replies):

@@ -11,12 +11,13 @@ from shardsched.core.access import TokenRequest
 from shardsched.core.concurrency import KEY, LimitRequest
 from shardsched.ops import audit, concurrency, protocol, tokens
 from shardsched.ops.cluster import ClusterView, cluster_view, list_workers
+from shardsched.ops.lag_history import lag_history
 from shardsched.ops.status import status_view
 from shardsched.router import http
 from shardsched.router.base import ApiBase
 from shardsched.router.guards import as_worker, unbound, who
 from shardsched.router.openapi import openapi_document
-from shardsched.router.schemas import AuditQuery, Health, Readiness, TokenLogQuery
+from shardsched.router.schemas import AuditQuery, Health, LagQuery, Readiness, TokenLogQuery
 from shardsched.router.server import STOPPING_KEY
 from shardsched.runtime.metrics import refresh_cluster
 
@@ -99,6 +100,11 @@ class AdminHandlers(ApiBase):
     async def status(self, request: Request) -> Response:
         unbound(request)
         return http.json_response(await self._run(status_view(self.dep)))
+
+    async def lag_history(self, request: Request) -> Response:
+        q: LagQuery = http.query(request, LagQuery)
+        op = lag_history(self.dep, http.ms(q.since), http.ms(q.until))
+        return http.json_response(await self._run(op))
 
     async def prometheus(self, request: Request) -> Response:
         """This process's series, and the cluster's state read from Redis now."""

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from shardsched.core.access import Scope, TokenCreated, TokenList, TokenLog, TokenRequest
 from shardsched.core.concurrency import KeyList, KeyView, LimitRequest
+from shardsched.core.views import LagHistory
 from shardsched.ops import protocol
 from shardsched.ops.audit import AuditReport
 from shardsched.ops.cluster import ClusterView, WorkerList
 from shardsched.ops.status import Status
 from shardsched.router.operation import BODY_ERRORS, Operation
-from shardsched.router.schemas import AuditQuery, Health, Readiness, TokenLogQuery
+from shardsched.router.schemas import AuditQuery, Health, LagQuery, Readiness, TokenLogQuery
 
 ADMIN_OPERATIONS: tuple[Operation, ...] = (
     Operation(
@@ -90,6 +91,17 @@ ADMIN_OPERATIONS: tuple[Operation, ...] = (
         tags=("operations",),
         handler="status",
         operation_id="get_status",
+    ),
+    Operation(
+        "get",
+        "/api/v1/status/lag",
+        "Each node's trigger lag p50/p99 over time (a sample every 15 s, kept a day)",
+        LagHistory,
+        query=LagQuery,
+        errors=(422,),
+        tags=("operations",),
+        handler="lag_history",
+        operation_id="get_lag_history",
     ),
     Operation(
         "get",

@@ -50,6 +50,13 @@ class JobQuery(msgspec.Struct, forbid_unknown_fields=True):
     recent: Annotated[int, msgspec.Meta(ge=0, le=50)] = 0
 
 
+class LagQuery(msgspec.Struct, forbid_unknown_fields=True):
+    """GET /api/v1/status/lag: the samples in [since, until] (default the last hour)."""
+
+    since: AwareDatetime | UnsetType = UNSET
+    until: AwareDatetime | UnsetType = UNSET
+
+
 class CreateQuery(msgspec.Struct, forbid_unknown_fields=True):
     """POST /api/v1/jobs."""
 

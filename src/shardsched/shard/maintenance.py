@@ -2,11 +2,14 @@
 claimed within their SLA (``lua/dag_stalled.lua``, fenced), resume the jobs paused
 until now, in every shard the node holds, sweep the concurrency keys those shards
 look after (shard/limits.py), and, once per shard, index the names of jobs made before
-shards kept an index of names (``lua/index_names.lua``, fenced)."""
+shards kept an index of names (``lua/index_names.lua``, fenced); and every
+LAG_SAMPLE_S, record the node's trigger lag in the deployment's lag history (a day of it,
+for the console's chart: ops/lag_history.py)."""
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 
 import trio
@@ -27,6 +30,9 @@ log = logging.getLogger(__name__)
 
 #: How often the owner reports stalled DAG tasks and resumes jobs paused until now.
 MAINTENANCE_EVERY_S = 1.0
+#: How often a node adds its trigger lag (p50/p99 of the last minute) to the history.
+LAG_SAMPLE_S = 15.0
+LAG_KEPT_MS = 86_400_000
 
 
 class Maintainer:
@@ -38,8 +44,11 @@ class Maintainer:
         dep: Deployment,
         metrics: Metrics,
         held: Callable[[], list[tuple[int, int]]],
+        node_id: str = "",
     ) -> None:
         self.redis = redis
+        self.node_id = node_id
+        self._lag_sampled = -math.inf  #: trio's clock at the last lag sample
         self.dep = dep
         self.metrics = metrics
         self.held = held
@@ -65,6 +74,8 @@ class Maintainer:
                 await trio.sleep(pause)
 
     async def _maintenance_round(self) -> None:
+        if trio.current_time() - self._lag_sampled >= LAG_SAMPLE_S:
+            await self._sample_lag()
         held = self.held()
         if not held:
             return
@@ -88,6 +99,21 @@ class Maintainer:
         self.turns_given += await sweep_keys(
             self.redis, self.dep, {shard for shard, _ in held}, self.metrics
         )
+
+    async def _sample_lag(self) -> None:
+        """The node's lag over the last minute into the lag history (kept a day). Not
+        written while Redis is full (OOM): the chart shows a gap, firing goes on."""
+        window = self.metrics.lag_window
+        p50, p99 = window.quantile(0.5), window.quantile(0.99)
+        now_ms = await self.redis.time_ms()
+        fields = ["n", self.node_id, "p50", "" if p50 is None else f"{p50:.6f}"]
+        fields += ["p99", "" if p99 is None else f"{p99:.6f}", "f", str(window.total())]
+        key = self.dep.globals.lag_history
+        try:
+            await self.redis.execute("XADD", key, "MINID", now_ms - LAG_KEPT_MS, "*", *fields)
+        except RedisError as exc:
+            log.debug("lag sample not recorded: %s", exc)
+        self._lag_sampled = trio.current_time()
 
     async def _index_names(self, todo: list[tuple[int, int]]) -> None:
         """A slice of each shard's older jobs into its index of names, until it is done."""

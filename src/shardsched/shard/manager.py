@@ -98,7 +98,8 @@ class ShardManager:
         self.reclaimed = 0
         self.reclaim_rounds = 0
         self.lease_rounds = 0  #: lease rounds done (what a test waits on for "a round later")
-        self.maintainer = Maintainer(redis, dep, self.metrics, lambda: list(self.leases.items()))
+        held = lambda: list(self.leases.items())  # noqa: E731
+        self.maintainer = Maintainer(redis, dep, self.metrics, held, self.node_id)
         self.waker = Waker(redis, dep, self.metrics, lambda: list(self.leases))
         self._started_ms = 0
         #: trio's clock when the next reclaim round is due, and the server's clock less

@@ -74,7 +74,7 @@ WORKER_SHARD_KEYS = (
 #: rewrite its history.
 NODE_SHARD_KEYS = (
     "owner", "epoch", "timer", "jobs", "dags", "job:", "segs:", "vers:", "resumes",
-    "skips:", "chg:", "acts:", "idem:", "queues", "names", "named:", "nclaim:",
+    "skips:", "chg:", "acts:", "idem:", "queues", "names:", "named:", "nclaim:",
     "names_indexed",
 )  # fmt: skip
 #: The global keys a worker writes: its registry entry and the wake tokens. Not the API

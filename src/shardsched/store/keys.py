@@ -7,6 +7,7 @@ which carries the same tag. Global keys are tagged ``{g}``. No other module form
 
 from __future__ import annotations
 
+import hashlib
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -147,11 +148,11 @@ class ShardKeys:
         """HASH counters of the shard (refused stale writes, …)."""
         return self.base + "stats"
 
-    @property
-    def names(self) -> str:
-        """HASH name -> job id ('*' when several jobs of the shard share it): the shard's
-        jobs of their own by name (lua/lib/names.lua)."""
-        return self.base + "names"
+    def names(self, name: str) -> str:
+        """HASH name -> job id ('*' when several jobs of the shard share it): the bucket
+        (of 256, by the name's SHA-1) of the shard's index of its jobs' names
+        (lua/lib/names.lua)."""
+        return self.base + "names:" + hashlib.sha1(name.encode()).hexdigest()[:2]
 
     def named(self, name: str) -> str:
         """SET the ids of the shard's jobs named ``name``, when there are several."""
@@ -266,6 +267,12 @@ class GlobalKeys:
     def workers(self) -> str:
         """ZSET worker_id -> heartbeat expiry (ms, server clock): the live workers."""
         return f"{self.namespace}:{{g}}:workers"
+
+    @property
+    def lag_history(self) -> str:
+        """STREAM each node's trigger lag p50/p99 over the last minute, sampled every
+        LAG_SAMPLE_S, kept a day (MINID): the console's lag chart (ops/lag_history.py)."""
+        return f"{self.namespace}:{{g}}:lag"
 
     @property
     def worker_info(self) -> str:

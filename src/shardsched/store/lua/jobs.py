@@ -250,12 +250,12 @@ def quarantine(sk: ShardKeys, epoch: int, job_id: str, score: Any, reason: str) 
 
 
 INDEX_NAMES = signature(
-    "index_names", keys=("jobs", "epoch", "indexed", "names"), argv=("epoch", "base", "count")
+    "index_names", keys=("jobs", "epoch", "indexed"), argv=("epoch", "base", "count")
 )
 
 
 def index_names(sk: ShardKeys, epoch: int, count: int = 2000) -> Call:
     """The owner adds a slice of the shard's older jobs to its index of names (fenced);
     reply {1, added} more to come, {0, added} done, {-1} stale epoch."""
-    keys = (sk.jobs, sk.epoch, sk.names_indexed, sk.names)
+    keys = (sk.jobs, sk.epoch, sk.names_indexed)
     return INDEX_NAMES.call(keys, (epoch, sk.base, count))

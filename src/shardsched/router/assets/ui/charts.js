@@ -14,7 +14,7 @@ export function sparkline(runs) {
 // Samples [{t, p50, p99}] (seconds) as two lines over time.
 export function lagChart(samples) {
   const W = 560, H = 160, L = 44, B = 22;
-  if (samples.length < 2) return h("p", { class: "muted" }, "The chart fills as samples arrive (one each time the overview refreshes).");
+  if (samples.length < 2) return h("p", { class: "muted" }, "The chart fills as the nodes record their lag (a sample every 15 s).");
   const t0 = samples[0].t, t1 = samples[samples.length - 1].t;
   const top = Math.max(0.001, ...samples.map((s) => s.p99 || 0)) * 1.15;
   const x = (t) => L + ((t - t0) / Math.max(1, t1 - t0)) * (W - L - 8);

@@ -33,18 +33,42 @@ function runsTable(runs, withJob) {
 }
 
 // --- overview -----------------------------------------------------------------------
-const LAG_KEY = "shardsched.lag";
+// The nodes' lag samples (GET /api/v1/status/lag: every 15 s, kept a day), fetched from
+// the last one on: the chart starts with the last hour, whenever the page was opened.
+const lagPoints = [];
+async function lagSamples() {
+  const last = lagPoints.length ? lagPoints[lagPoints.length - 1].at : null;
+  const since = last ? new Date(Date.parse(last) + 1).toISOString() : undefined;
+  const out = await api("GET", "/api/v1/status/lag" + query({ since })).catch(() => ({ points: [] }));
+  lagPoints.push(...out.points);
+  const hourAgo = Date.now() - 3600e3;
+  while (lagPoints.length && Date.parse(lagPoints[0].at) < hourAgo) lagPoints.shift();
+  // one bucket per sampling period (15 s; the median gap between a node's samples), each
+  // the worst node's
+  const lastOf = new Map(), gaps = [];
+  for (const p of lagPoints) {
+    const t = Date.parse(p.at);
+    if (lastOf.has(p.node_id)) gaps.push(t - lastOf.get(p.node_id));
+    lastOf.set(p.node_id, t);
+  }
+  gaps.sort((a, b) => a - b);
+  const width = Math.max(100, gaps.length ? gaps[Math.floor(gaps.length / 2)] : 15e3);
+  const buckets = new Map();
+  for (const p of lagPoints) {
+    const t = Math.floor(Date.parse(p.at) / width) * width;
+    const b = buckets.get(t) || { t, p50: null, p99: null };
+    if (p.p50_s !== null) b.p50 = Math.max(b.p50 ?? 0, p.p50_s);
+    if (p.p99_s !== null) b.p99 = Math.max(b.p99 ?? 0, p.p99_s);
+    buckets.set(t, b);
+  }
+  return [...buckets.values()];
+}
 function overview() {
   return {
     wants: () => true,
     every: 5000,
     async render() {
-      const [st, cl] = await Promise.all([api("GET", "/api/v1/status"), api("GET", "/api/v1/cluster")]);
-      const samples = JSON.parse(sessionStorage.getItem(LAG_KEY) || "[]");
-      const p50s = cl.nodes.map((n) => n.lag_p50_1m).filter((v) => v !== null && v !== undefined);
-      samples.push({ t: Date.now(), p99: st.trigger_lag_p99_1m, p50: p50s.length ? Math.max(...p50s) : null });
-      while (samples.length > 360) samples.shift();
-      sessionStorage.setItem(LAG_KEY, JSON.stringify(samples));
+      const [st, cl, samples] = await Promise.all([api("GET", "/api/v1/status"), api("GET", "/api/v1/cluster"), lagSamples()]);
       const card = (n, label, href) => h("div", { class: "card" }, h("a", { href }, h("div", { class: "n" }, String(n)), h("div", {}, label)));
       return h("section", {},
         h("h1", {}, "Overview"),
@@ -55,7 +79,7 @@ function overview() {
           card(st.missed, "missed", "#/jobs?health=late"), card(st.overrunning, "overrunning", "#/runs?state=running"),
           card(st.dead_letter, "dead-lettered", "#/dead-letter"), card(st.quarantined, "quarantined", "#/jobs?status=paused"),
           card(st.failed_1h, "failed in 1 h", "#/failures"), card(st.unowned.length, "unowned shards", "#/fleet")),
-        h("h2", {}, "Trigger lag (worst node, last minute)"), lagChart(samples),
+        h("h2", {}, "Trigger lag, last hour (worst node; p99 and p50 of each minute, every 15 s)"), lagChart(samples),
         h("h2", {}, "Queues"),
         table(["Queue", "Ready", "Running", "Workers", "Free slots"], (st.queues || []).map((q) =>
           [q.queue + (q.unserved ? " ⚠ UNSERVED" : ""), q.ready, q.running, q.workers, q.slots_free])),
@@ -283,17 +307,20 @@ function failures() {
   };
 }
 
+let lastRetryReport = null;
 function deadLetter() {
   return {
     wants: (e) => e.new === "dead_letter",
     async render() {
       const page = await api("GET", "/api/v1/runs?state=dead_letter&limit=100");
       const boxes = [];
-      const report = h("div", { role: "status", id: "retry-report" });
+      // the last answer outlives a redraw (a retried run failing again redraws the list)
+      const report = h("div", { role: "status", id: "retry-report" }, lastRetryReport ? h("pre", {}, lastRetryReport) : null);
       const show = (out) => {
         const lines = [...out.would_retry.map((r) => `would retry ${r}`), ...out.retried.map((r) => `retried as ${r.run_id}`),
           ...out.refused.map((x) => `refused ${x.run_id}: ${x.reason}`)];
-        report.replaceChildren(h("pre", {}, lines.join("\n") || "nothing selected"));
+        lastRetryReport = lines.join("\n") || "nothing selected";
+        report.replaceChildren(h("pre", {}, lastRetryReport));
         return `${out.dry_run ? "would retry" : "retried"} ${out.dry_run ? out.would_retry.length : out.retried.length}, refused ${out.refused.length}`;
       };
       const picked = () => boxes.filter((b) => b.checked).map((b) => b.value);
