@@ -34,6 +34,9 @@
   ARGV[18] a job's name at the version read ('' for a DAG)
   ARGV[19] its name now ('' for a DAG): a rename moves it in the shard's index of names
            (names:<bucket> and named:<name>, built from the base; lib/names.lua)
+  ARGV[20] '1': a deleted one may be brought back (a DAG created again or restored: its
+           next incarnation, 'inc' counting them and 'born' when this one began; its
+           history stays; ARGV[15] says 'recreate'); absent: a deleted one is refused
 
   Returns {1, version, now_ms}; {-1} no such job; {-2} deleted; {-3} version moved on.
   A job (or task) of a queue other than the default gets its 'q' field and joins the
@@ -54,7 +57,7 @@ local cur = rcall('HMGET', job_key, 'status', 'version')
 if not cur[1] then
   return {-1}
 end
-if cur[1] == 'deleted' then
+if cur[1] == 'deleted' and ARGV[20] ~= '1' then
   return {-2}
 end
 if cur[2] ~= ARGV[2] then
@@ -67,6 +70,10 @@ if ARGV[10] == '1' then
 end
 keep_version(job_key, versions_key)
 local version = rcall('HINCRBY', job_key, 'version', 1)
+if cur[1] == 'deleted' then
+  local inc = rcall('HINCRBY', job_key, 'inc', 1)
+  rcall('HSET', job_key, 'born', now, 'inc', math.max(inc, 2))
+end
 rcall('HSET', job_key, 'spec', ARGV[3], 'timing', ARGV[4], 'status', ARGV[5],
   'updated', now, 'lease', ARGV[7], 'by', ARGV[14])
 log_change(KEYS[6], ARGV[15], ARGV[14], version, ARGV[16])

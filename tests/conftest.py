@@ -154,7 +154,8 @@ async def admin_token(redis: Redis, dep: ops.Deployment, name: str = "test-admin
     return str(created.token)
 
 
-LIVENESS_KEYS = ("ready", "nodes", "nodeinfo", "workers", "workerinfo")
+#: (and ``lag``, the history of the nodes' trigger lag each node adds to every 15 s)
+LIVENESS_KEYS = ("ready", "nodes", "nodeinfo", "workers", "workerinfo", "lag")
 
 
 async def keyspace(redis: Redis, namespace: str) -> dict[bytes, bytes]:

@@ -90,3 +90,47 @@ async def test_a_deleted_id_comes_back_as_a_new_incarnation(node, worker, http) 
     assert timedelta(0) < datetime.fromisoformat(put.json()["incarnation_started_at"]) - (
         datetime.fromisoformat(job["incarnation_started_at"])
     )
+
+
+async def test_a_deleted_dag_comes_back_as_a_new_incarnation(node, worker, http) -> None:
+    dag = {
+        "name": "wf",
+        "schedule": EVERY,
+        "max_active_runs": 1,
+        "tasks": [
+            {"name": "a", "command": "true"},
+            {"name": "b", "command": "true", "depends_on": ["a"]},
+        ],
+    }
+
+    async def dag_runs(after: float = 0) -> list[dict]:
+        out = (await http.get("/api/v1/dags/wf/runs", params={"limit": 200})).json()["dag_runs"]
+        return [r for r in out if r["state"] == "succeeded" and ms(r["scheduled_for"]) >= after]
+
+    assert (await http.put("/api/v1/dags/wf", json=dag)).status_code == 201
+    await wait_until(lambda: _at_least(dag_runs(), 2))
+    gone = (await http.delete("/api/v1/dags/wf")).json()
+    assert gone["status"] == "deleted"
+    old = {r["dag_run_id"] for r in (await http.get("/api/v1/dags/wf/runs")).json()["dag_runs"]}
+
+    again = await http.put("/api/v1/dags/wf", json={**dag, "max_active_runs": 2})
+    assert again.status_code == 201, again.text
+    body = again.json()
+    assert body["status"] == "active" and body["incarnation"] == 2 and body["max_active_runs"] == 2
+    born = ms(body["incarnation_started_at"])
+    await wait_until(lambda: _at_least(dag_runs(after=born), 2))
+    now = {r["dag_run_id"] for r in (await http.get("/api/v1/dags/wf/runs")).json()["dag_runs"]}
+    assert old <= now, "the earlier incarnation's DAG runs stay"
+    changes = (await http.get("/api/v1/dags/wf/changes")).json()["changes"]
+    assert "recreate" in [c["action"] for c in changes]
+
+    await http.delete("/api/v1/dags/wf")
+    restored = await http.post("/api/v1/dags/wf/restore")
+    assert restored.status_code == 201 and restored.json()["incarnation"] == 3
+    assert restored.json()["max_active_runs"] == 2
+    assert (await http.post("/api/v1/dags/wf/restore")).status_code == 409
+    await http.patch("/api/v1/dags/wf", json={"status": "paused"})
+
+
+async def _at_least(runs, n: int) -> bool:
+    return len(await runs) >= n

@@ -8,6 +8,7 @@ import signal
 import subprocess
 from contextlib import aclosing
 from datetime import datetime
+from pathlib import Path
 
 import httpx
 import trio
@@ -226,7 +227,19 @@ async def test_events_tail_on_the_command_line(node, worker, http) -> None:
     finally:
         proc.send_signal(signal.SIGINT)
         # waited in a thread: this trio loop serves the API the CLI may still be talking to
-        assert await trio.to_thread.run_sync(lambda: proc.wait(timeout=10)) == 0
+        try:
+            code = await trio.to_thread.run_sync(lambda: proc.wait(timeout=10))
+        except subprocess.TimeoutExpired:
+            # what the process made of the signal (ignored or blocked?), then end it
+            status = Path(f"/proc/{proc.pid}/status").read_text()
+            stack = Path(f"/proc/{proc.pid}/wchan").read_text()
+            proc.kill()
+            proc.wait()
+            proc.stdout.close()
+            proc.stderr.close()
+            sig = [line for line in status.splitlines() if line.startswith("Sig")]
+            raise AssertionError(f"SIGINT did not end the tail: {sig}, wchan {stack}") from None
+        assert code == 0
         proc.stdout.close()
         proc.stderr.close()
     once = await trio.to_thread.run_sync(

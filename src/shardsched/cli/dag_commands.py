@@ -92,6 +92,8 @@ def run(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     path = f"/api/v1/dags/{quoted(args.dag_id)}"
     if cmd == "delete":
         out = request(api, "DELETE", path)
+    elif cmd == "restore":
+        out = request(api, "POST", path + "/restore")
     else:
         out = request(api, "PATCH", path, {"status": "paused" if cmd == "pause" else "active"})
     return out, lambda o: f"{o['dag_id']}  {o['status']}"
@@ -116,6 +118,7 @@ def add_parser(
         ("pause", "stop ticking (open DAG runs finish)"),
         ("resume", "tick again from now"),
         ("delete", "delete, keeping history"),
+        ("restore", "bring a deleted DAG back (its last definition) as a new incarnation"),
         ("edit", "change it in $EDITOR (YAML), applied as a new version with If-Match"),
     ]:
         dsub.add_parser(name, parents=[common], help=text).add_argument("dag_id")

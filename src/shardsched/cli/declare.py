@@ -181,10 +181,6 @@ def plan(api: Endpoint, declared: list[Declared], prune: str | None) -> list[Cha
     for d in declared:
         now, view = current(api, d.kind, d.id)
         gone = now is None and view is not None
-        if gone and d.kind != "job":
-            raise CliError(
-                f"{d.source}: {d.kind} {d.id} was deleted; a DAG's id stays with its history"
-            )
         want = normalised(d.kind, d.body, d.source)
         action = (
             ("recreate" if gone else "create")

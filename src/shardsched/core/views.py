@@ -105,6 +105,8 @@ class Dag(msgspec.Struct, kw_only=True):
     retention: Retention | None = None
     labels: dict[str, str] = msgspec.field(default_factory=dict)
     args: dict[str, Any] = msgspec.field(default_factory=dict)  #: its runs' parameters
+    incarnation: int = 1  #: 2 and up: its id was deleted and created again
+    incarnation_started_at: datetime | None = None
 
 
 class DagCreated(msgspec.Struct):

@@ -17,6 +17,7 @@ import msgspec
 from shardsched.core.access import SDK_ACTOR
 from shardsched.core.dag import stored_task, validate_dag
 from shardsched.core.errors import (
+    ConflictError,
     DagDeleted,
     DagNotFound,
     IdTaken,
@@ -117,7 +118,7 @@ def dag_calls(dep: Deployment, dag_id: str) -> list[Call]:
 
 def dag_from(dep: Deployment, dag_id: str, replies: Sequence[Any]) -> Dag:
     fields, score, queued, counted = (check(r) for r in replies)
-    kind, spec_raw, status, created, updated, version, active, stalled = fields
+    kind, spec_raw, status, created, updated, version, active, stalled, inc, born = fields
     if kind != b"dag" or not k.is_dag_id(dag_id):
         raise DagNotFound(dag_id)
     spec = _dag_decoder.decode(spec_raw)
@@ -143,6 +144,8 @@ def dag_from(dep: Deployment, dag_id: str, replies: Sequence[Any]) -> Dag:
         max_catchup=spec.max_catchup,
         retention=spec.retention,
         labels=spec.labels,
+        incarnation=int(inc or 1),
+        incarnation_started_at=None if born is None else from_ms(int(born)),
     )
 
 
@@ -193,6 +196,45 @@ def set_dag_status(dep: Deployment, dag_id: str, status: JobStatus, actor: str =
         if code == jobs_lua.JobReply.OK:
             return (yield from get_dag(dep, dag_id))
     raise ShardschedError(f"DAG {dag_id!r} is being changed concurrently; try again")
+
+
+def restore_dag(dep: Deployment, dag_id: str, actor: str = SDK_ACTOR) -> Op:
+    """Bring a deleted DAG back with its last definition, as its next incarnation (its
+    DAG runs and changes stay; its ticks begin from now); returns the Dag. Not deleted:
+    ConflictError."""
+    dag = yield from get_dag(dep, dag_id)
+    if dag.status != JobStatus.DELETED:
+        raise ConflictError(f"DAG {dag_id!r} is {dag.status.value}: only a deleted one is restored")
+    sk = dep.keys_for(dag_id)
+    spec_raw, timing, now = yield [
+        Call(("HGET", sk.job(dag_id), "spec")),
+        Call(("HGET", sk.job(dag_id), "timing")),
+        Call(("TIME",)),
+    ]
+    first = first_fire_ms(dag.schedule, server_ms(check(now)))
+    (reply,) = yield [
+        jobs_lua.update_job(
+            sk,
+            dep.globals,
+            dag_id,
+            version=dag.version,
+            spec_json=check(spec_raw),
+            timing_json=check(timing),
+            status=JobStatus.ACTIVE.value,
+            next_fire="" if first is None else first,
+            lease_ms=0,
+            roll=True,
+            actor=actor,
+            change="recreate",
+            detail=f"incarnation {dag.incarnation + 1}",
+            revive=True,
+        )
+    ]
+    code = check(reply)[0]
+    jobs_lua.raise_refusal(code, dag_id, dag=True)
+    if code != jobs_lua.JobReply.OK:  # changed meanwhile: read it again
+        return (yield from restore_dag(dep, dag_id, actor))
+    return (yield from get_dag(dep, dag_id))
 
 
 def delete_dag(dep: Deployment, dag_id: str, actor: str = SDK_ACTOR) -> Op:

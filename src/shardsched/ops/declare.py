@@ -107,7 +107,7 @@ def put_dag(
     """Create the DAG ``dag_id`` with ``spec``, or replace its definition (tasks added,
     removed, re-wired, their commands, its schedule and limits) as a new version; returns
     ``(Dag, Outcome)``. DAG runs already open finish on the version they opened on; a
-    paused DAG stays paused."""
+    paused DAG stays paused; a deleted one comes back as its next incarnation."""
     if not DAG_ID.match(dag_id):
         raise ValidationError(
             "a DAG id is letters, digits, '_' and '-' (at most 96; stored as dag_<id>)", "$.id"
@@ -117,6 +117,7 @@ def put_dag(
     spec = _dag_decoder.decode(msgspec.json.encode(msgspec.structs.replace(spec, id=None)))
     order, roots, items = dags.task_items(spec)  # validates: nothing written if bad
     wanted = msgspec.json.encode(spec)
+    revived = False
     for _attempt in range(16):
         try:
             dag = yield from dags.get_dag(dep, dag_id)
@@ -128,15 +129,19 @@ def put_dag(
             except IdTaken:
                 continue
             return (yield from dags.get_dag(dep, dag_id)), Outcome.CREATED
-        if dag.status == JobStatus.DELETED:
-            raise DagDeleted(dag_id)
+        if dag.status == JobStatus.DELETED:  # created again: its next incarnation, then as below
+            if if_match is not None and dag.version != if_match:
+                raise PreconditionFailed(dag_id, if_match, dag.version)
+            dag = yield from dags.restore_dag(dep, dag_id, actor)
+            if_match = None
+            revived = True
         if if_match is not None and dag.version != if_match:
             raise PreconditionFailed(dag_id, if_match, dag.version)
         sk = dep.keys_for(dag_id)
         (raw, now) = yield [Call(("HGET", sk.job(dag_id), "spec")), Call(("TIME",))]
         old = _dag_decoder.decode(check(raw))
         if same_definition(old, spec):
-            return dag, Outcome.UNCHANGED
+            return dag, Outcome.CREATED if revived else Outcome.UNCHANGED
         timing = msgspec.json.encode(dags.dag_timing(spec))
         next_fire: int | str = "="
         if msgspec.json.encode(old.schedule) != msgspec.json.encode(spec.schedule):
@@ -167,6 +172,7 @@ def put_dag(
         if code == JobReply.DELETED:
             raise DagDeleted(dag_id)
         if code == JobReply.OK:
-            return (yield from dags.get_dag(dep, dag_id)), Outcome.UPDATED
+            done = Outcome.CREATED if revived else Outcome.UPDATED
+            return (yield from dags.get_dag(dep, dag_id)), done
         # NO_SUCH_JOB: gone meanwhile; VERSION_MOVED: read it again
     raise ShardschedError(f"DAG {dag_id!r} is being changed concurrently; try again")

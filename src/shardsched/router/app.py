@@ -284,6 +284,11 @@ class Api(AdminHandlers, StreamHandlers, ControlHandlers):
             await self._run(dag_ops.delete_dag(self.dep, dag_id, who(request).name))
         )
 
+    async def restore_dag(self, request: Request) -> Response:
+        dag_id = await self._dag(request)
+        op = dag_ops.restore_dag(self.dep, dag_id, who(request).name)
+        return http.json_response(await self._run(op), 201)
+
     async def trigger_dag(self, request: Request) -> Response:
         dag_id = await self._dag(request)
         body = await http.optional_body(request, _trigger_decoder)

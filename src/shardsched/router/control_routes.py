@@ -1,5 +1,5 @@
 """The routes of an operator's control over runs across jobs (the failure inbox, what is
-under way, retry and cancel) and over a deleted job (restore): part of the route table
+under way, retry and cancel) and over a deleted job or DAG (restore): part of the route table
 (:mod:`.routes`)."""
 
 from __future__ import annotations
@@ -10,6 +10,17 @@ from shardsched.router import schemas as q
 from shardsched.router.operation import BODY_ERRORS, Operation
 
 CONTROL_OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "post",
+        "/api/v1/dags/{dag_id}/restore",
+        "Bring a deleted DAG back with its last definition, as a new incarnation (its"
+        " earlier DAG runs stay in its history)",
+        v.Dag,
+        201,
+        errors=(404, 409),
+        tags=("dags",),
+        handler="restore_dag",
+    ),
     Operation(
         "post",
         "/api/v1/jobs/{job_id}/restore",

@@ -87,6 +87,7 @@ class AsyncClient:
     resume = awaitable(plans.resume)
     delete_job = awaitable(plans.delete_job)
     restore_job = awaitable(control_plans.restore_job)
+    restore_dag = awaitable(control_plans.restore_dag)
     trigger = awaitable(plans.trigger)
     job_versions = awaitable(plans.job_versions)
     job_changes = awaitable(plans.job_changes)

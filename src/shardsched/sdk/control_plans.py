@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from shardsched import ops
-from shardsched.core.views import BulkRetry, DagRun, Job, Run, RunList
+from shardsched.core.views import BulkRetry, Dag, DagRun, Job, Run, RunList
 from shardsched.ops import bulk_retry, control
+from shardsched.ops import dags as dag_ops
 from shardsched.ops.active import Active, Filters, active_page
 from shardsched.ops.pagination import parse_cursor
 from shardsched.sdk.plans import Handle, Plan
@@ -52,3 +53,8 @@ def retry_runs(c: Handle, run_ids: Sequence[str], dry_run: bool = False) -> Plan
 def restore_job(c: Handle, job_id: str) -> Plan[Job]:
     """A deleted job back with its last definition, as its new incarnation."""
     return Plan(ops.restore_job(c.deployment, job_id, c.actor))
+
+
+def restore_dag(c: Handle, dag_id: str) -> Plan[Dag]:
+    """A deleted DAG back with its last definition, as its new incarnation."""
+    return Plan(dag_ops.restore_dag(c.deployment, dag_id, c.actor))

@@ -266,6 +266,7 @@ class Client:
     resume = blocking(plans.resume)
     delete_job = blocking(plans.delete_job)
     restore_job = blocking(control_plans.restore_job)
+    restore_dag = blocking(control_plans.restore_dag)
     trigger = blocking(plans.trigger)
     job_versions = blocking(plans.job_versions)
     job_changes = blocking(plans.job_changes)

@@ -38,7 +38,9 @@ JOB_FIELDS = (
     "born",
 )
 #: A DAG hash: kind, spec JSON, status, created, updated, version, active runs, stalled.
-DAG_FIELDS = ("kind", "spec", "status", "created", "updated", "version", "nact", "stalled")
+DAG_FIELDS = (
+    "kind", "spec", "status", "created", "updated", "version", "nact", "stalled", "inc", "born"
+)  # fmt: skip
 #: The most output kept per run; the worker caps what it sends, the script what it stores.
 OUTPUT_LIMIT = 64 * 1024
 

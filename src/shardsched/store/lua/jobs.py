@@ -107,6 +107,7 @@ UPDATE_JOB = signature(
         "queue",
         "old name",
         "new name",
+        "revive",
     ),
 )
 
@@ -131,12 +132,14 @@ def update_job(
     detail: str = "",
     queue: str | None = None,
     rename: tuple[str, str] = ("", ""),
+    revive: bool = False,
 ) -> Call:
     """Change a job (or a DAG: same hash and timer) if it is still at ``version``.
     ``next_fire``: ms, "" to remove the timer entry, "=" to keep it. ``actor`` did it,
     ``change`` (update, pause, resume) goes into the change log. ``queue`` as stored
     (core/queues.py), None to keep it. ``rename``: a job's name at ``version`` and its
-    new one, for the shard's index of names. Reply {JobReply, ...}."""
+    new one, for the shard's index of names. ``revive``: a deleted DAG may come back (its
+    next incarnation). Reply {JobReply, ...}."""
     keys = (sk.job(job_id), sk.timer, sk.segments(job_id), sk.versions(job_id), sk.resumes)
     return UPDATE_JOB.call(
         (*keys, sk.changes(job_id)),
@@ -159,6 +162,7 @@ def update_job(
             detail,
             "=" if queue is None else queue,
             *rename,
+            "1" if revive else "0",
         ),
     )
 

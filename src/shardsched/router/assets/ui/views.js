@@ -362,7 +362,9 @@ function dag(id) {
           ...names.map((n) => (by[n] ? (by[n].run_id ? h("a", { href: `#/runs/${enc(by[n].run_id)}` }, stateTag(by[n].state)) : stateTag(by[n].state)) : "—"))];
       }), "No DAG runs yet.");
       return h("section", {}, h("h1", {}, d.name, " ", stateTag(d.status)),
-        h("div", { class: "actions" }, action("Trigger", () => api("POST", `/api/v1/dags/${enc(id)}/trigger`), { after: (o) => { location.hash = `#/dag-runs/${enc(o.dag_run_id)}`; } })),
+        h("div", { class: "actions" }, d.status === "deleted"
+          ? action("Restore", () => api("POST", `/api/v1/dags/${enc(id)}/restore`), { confirm: `Bring ${d.name} back as a new incarnation?`, done: (o) => `Restored: incarnation ${o.incarnation}`, after: () => this.refresh && this.refresh() })
+          : action("Trigger", () => api("POST", `/api/v1/dags/${enc(id)}/trigger`), { after: (o) => { location.hash = `#/dag-runs/${enc(o.dag_run_id)}`; } })),
         h("h2", {}, "Recent DAG runs × tasks"), grid);
     },
   };
