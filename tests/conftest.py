@@ -38,6 +38,11 @@ TEST_SHARDS = 8
 #: The deadline of a `slow` test (the default, pyproject's `timeout`, is 300 s).
 SLOW_TIMEOUT_S = 900
 
+# A suite started in the background (``cmd &`` in a script) inherits SIGINT ignored, and
+# so would every process it starts: a test that interrupts a CLI would wait for ever.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
