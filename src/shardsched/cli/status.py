@@ -65,7 +65,7 @@ def render(st: Status, everything: bool = False) -> str:
     lag = "-" if st.trigger_lag_p99_1m is None else f"{st.trigger_lag_p99_1m * 1000:.0f} ms"
     owned = len(st.shards) - len(st.unowned)
     lines = [
-        f"shardsched status at {st.now.isoformat()}",
+        f"shardsched status at {style.local(st.now).strftime('%Y-%m-%d %H:%M:%S %Z')}",
         f"shards {owned}/{len(st.shards)} owned"
         + (f" (UNOWNED: {', '.join(map(str, st.unowned))})" if st.unowned else "")
         + f" · nodes {len(st.nodes)} · workers {len(st.workers)}"
