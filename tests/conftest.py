@@ -167,7 +167,9 @@ async def keyspace(redis: Redis, namespace: str) -> dict[bytes, bytes]:
     """Every key of a namespace with its DUMP: equal snapshots mean nothing was written.
     Liveness is left out: idle workers pop wake tokens whenever they like, and nodes and
     workers write their heartbeat records on their own clocks. So is each shard's
-    ``names_indexed`` mark, set once by its owner's first maintenance round."""
+    ``names_indexed`` mark, set once by its owner's first maintenance round, and a ready
+    stream with no entries: a worker's first claim on a shard creates its consumer group
+    (and so the stream) whenever the worker happens to look there."""
     keys: list[bytes] = []
     cursor = b"0"
     while True:
@@ -179,6 +181,10 @@ async def keyspace(redis: Redis, namespace: str) -> dict[bytes, bytes]:
             break
     volatile = {f"{namespace}:{{g}}:{name}".encode() for name in LIVENESS_KEYS}
     keys = [key for key in keys if key not in volatile and not key.endswith(b"}:names_indexed")]
+    streams = [key for key in keys if b"}:ready" in key and b"{g}" not in key]
+    lengths = await redis.pipeline([("XLEN", key) for key in streams]) if streams else []
+    empty = {key for key, n in zip(streams, lengths, strict=True) if n == 0}
+    keys = [key for key in keys if key not in empty]
     dumps = await redis.pipeline([("DUMP", key) for key in keys]) if keys else []
     return dict(zip(keys, dumps, strict=True))
 

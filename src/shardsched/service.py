@@ -33,6 +33,7 @@ from shardsched.router.guards import AccessPolicy
 from shardsched.router.server import TlsFiles, serve_http, split_bind
 from shardsched.runtime.heap import freeze_startup
 from shardsched.runtime.metrics import Metrics
+from shardsched.runtime.tracing import tracer_from_env
 from shardsched.shard.manager import ShardManager
 from shardsched.shard.retention import Retainer
 from shardsched.store.archive import open_archive
@@ -362,7 +363,7 @@ def serve_worker(o: WorkerOptions) -> None:
             importlib.import_module(module)
         except Exception as exc:
             raise SystemExit(f"shardsched: --import {module}: {exc!r}") from None
-    holder: list[Worker] = []
+    holder, tracer = list[Worker](), tracer_from_env("shardsched-worker")
 
     async def worker(task_status: trio.TaskStatus[list[str]]) -> None:
         redis, dep = await open_redis(o.redis, o.namespace, None)
@@ -378,6 +379,7 @@ def serve_worker(o: WorkerOptions) -> None:
             policy=o.policy,
             output_quota=OutputQuota.of(per_job, total, dep.n_shards, tail),
             queues=o.queues,
+            tracer=tracer,
         )
         holder.append(w)
         try:
@@ -390,4 +392,9 @@ def serve_worker(o: WorkerOptions) -> None:
         for w in holder:
             w.drain()
 
-    run_until_signal(worker, lambda binds: f"worker ready {' '.join(binds or [])}".strip(), drain)
+    try:
+        ready = lambda binds: f"worker ready {' '.join(binds or [])}".strip()  # noqa: E731
+        run_until_signal(worker, ready, drain)
+    finally:
+        if tracer is not None:
+            tracer.shutdown()  # what the batch processor still holds goes out

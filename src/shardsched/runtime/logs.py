@@ -3,7 +3,9 @@
 Events carry their identifiers as ``extra`` fields (``run_id``, ``job_id``, ``shard``,
 ``epoch``, ``dag_run_id``, ``worker_id``, ``node_id``), which become keys of the line, so a
 log pipeline can join a run's story across the node that fired it and the worker that ran
-it. ``--log-format text`` gives the classic one-line text for people at a terminal.
+it. With tracing on (runtime/tracing.py), a line written under a span carries its
+``trace_id`` and ``span_id``. ``--log-format text`` gives the classic one-line text for
+people at a terminal.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import json
 import logging
 import sys
 from datetime import UTC, datetime
+
+from shardsched.runtime.tracing import current_ids
 
 #: Fields an event may carry (logging's ``extra``), copied into the JSON line.
 FIELDS = ("run_id", "job_id", "shard", "epoch", "dag_run_id", "dag_id", "worker_id", "node_id")
@@ -29,6 +33,8 @@ class JsonFormatter(logging.Formatter):
             value = record.__dict__.get(name)
             if value is not None:
                 line[name] = value
+        if (ids := current_ids()) is not None:
+            line["trace_id"], line["span_id"] = ids
         if record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
         return json.dumps(line, default=str)

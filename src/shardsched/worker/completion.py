@@ -19,10 +19,12 @@ from shardsched.core.models import RetryPolicy
 from shardsched.core.pacing import Backoff
 from shardsched.core.retry import verdict
 from shardsched.runtime.metrics import Metrics
+from shardsched.runtime.tracing import RunTracer
 from shardsched.store.calls import Call
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import runs as lua
 from shardsched.store.redis import Redis, RedisError
+from shardsched.worker import spans
 from shardsched.worker.batching import by_shard, send_per_shard
 from shardsched.worker.holdings import Finished, Holdings
 from shardsched.worker.overruns import OverrunTracker
@@ -46,8 +48,10 @@ class Completer:
         metrics: Metrics,
         released: Callable[[int, tuple[str, ...]], None],
         quota: lua.OutputQuota = lua.UNLIMITED,
+        tracer: RunTracer | None = None,
     ) -> None:
         self.redis = redis
+        self.tracer = tracer
         self.quota = quota  #: what output Redis keeps (lua/lib/outquota.lua)
         #: told of each shard (and the queues) where a completion put runs on a ready
         #: stream (DAG tasks released, a backfill tick started): the worker claims them
@@ -145,6 +149,8 @@ class Completer:
                     if code == lua.Held.APPLIED:
                         ended[state] += 1
                         self._record(f, state, now_ms)
+                        final = completion.retry_at == ""
+                        spans.completed(self.tracer, f, state, final, self.worker_id, now_ms)
                 else:
                     self.refused += 1
                     log.warning(

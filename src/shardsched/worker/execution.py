@@ -12,6 +12,7 @@ import trio
 
 from shardsched.core.ids import dag_run_of, job_of_run
 from shardsched.core.instants import from_ms
+from shardsched.runtime.tracing import current_traceparent
 from shardsched.worker import handlers
 from shardsched.worker.holdings import Claimed
 from shardsched.worker.runner import OUTPUT_LIMIT, LiveOutput, Outcome, run_command
@@ -118,6 +119,8 @@ class Executor:
             if refused := self._policy.refusal(spec.command):
                 return Outcome(None, refused, b"")
             env = {**self._base_env, **spec.env, **run_env(claimed)}
+            if (parent := current_traceparent()) is not None:  # the execution's span
+                env["TRACEPARENT"] = parent
             return await run_command(
                 spec.command,
                 spec.timeout_s,

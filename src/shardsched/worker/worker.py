@@ -23,7 +23,9 @@ import trio
 
 from shardsched.core.pacing import Backoff
 from shardsched.core.queues import DEFAULT_QUEUE
+from shardsched.runtime import tracing
 from shardsched.runtime.metrics import Metrics
+from shardsched.runtime.tracing import RunTracer
 from shardsched.store import ready
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import call_script, redis_calls
@@ -32,6 +34,7 @@ from shardsched.store.lua import runs as lua
 from shardsched.store.records import WorkerInfo
 from shardsched.store.redis import Redis, RedisError, blocking_pop
 from shardsched.store.token_pusher import TokenPusher
+from shardsched.worker import spans
 from shardsched.worker.completion import Completer
 from shardsched.worker.execution import Executor
 from shardsched.worker.handback import hand_back
@@ -66,8 +69,10 @@ class Worker:
         policy: CommandPolicy | None = None,
         output_quota: lua.OutputQuota | None = None,
         queues: Sequence[str] = (DEFAULT_QUEUE,),
+        tracer: RunTracer | None = None,
     ) -> None:
         self.redis = redis
+        self.tracer = tracer  #: None: tracing is off (runtime/tracing.py)
         #: the queues it serves, in the order it claims them (names: core/queues.py)
         self.queues = tuple(queues)
         self.streams = Streams(self.queues)
@@ -118,6 +123,7 @@ class Worker:
             self.metrics,
             self._released,
             quota,
+            tracer,
         )
 
     @property
@@ -244,7 +250,10 @@ class Worker:
         self.holdings.claim(claimed)
         if self.executor.is_inline(claimed):
             started_ms = claimed.server_ms()
-            outcome = self.executor.run_inline(claimed)
+            span = spans.start(self.tracer, claimed, self.worker_id)
+            with tracing.current(span):
+                outcome = self.executor.run_inline(claimed)
+            spans.end(span, outcome, claimed.server_ms())
             self.holdings.finish(Finished(claimed, outcome, started_ms, inline=True))
         else:
             self.free -= 1
@@ -254,12 +263,14 @@ class Worker:
         started_ms = claimed.server_ms()
         key, h = claimed.key, self.holdings
         outcome = None
+        span = spans.start(self.tracer, claimed, self.worker_id)
         try:
-            with trio.CancelScope() as scope:
+            with trio.CancelScope() as scope, tracing.current(span):
                 live = h.start(key, scope)
                 self.renewer.started(claimed)
                 outcome = await self.executor.run(claimed, live)
         finally:
+            spans.end(span, outcome, claimed.server_ms())
             self.free += 1
             self._poke()
             if outcome is not None and h.state(key) is State.RUNNING:

@@ -1,0 +1,200 @@
+"""Traces of firings (issue #32, first part): the worker's spans, their parentage from the
+run id alone, TRACEPARENT in a command's environment, the context in a handler, and log
+lines joinable with traces. Checked with the SDK's in-memory exporter."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import logging
+import threading
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from conftest import child_env, wait_until
+from shardsched.core import trace_ids
+from shardsched.runtime import tracing
+from shardsched.runtime.logs import JsonFormatter
+from shardsched.runtime.tracing import RunTracer, enabled_by
+from shardsched.worker.handlers import HandlerContext, handler
+from shardsched.worker.worker import Worker
+from workers import once_job, start_worker, wait_run
+
+SEEN: dict[str, object] = {}
+
+
+@handler("test-trace-context")
+def _seen(ctx: HandlerContext) -> None:
+    span = trace.get_current_span().get_span_context()
+    SEEN[ctx.run_id] = (span.trace_id, span.span_id)
+
+
+@pytest.fixture
+def spans() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+async def traced(nursery, redis, dep, spans) -> Worker:
+    w = Worker(redis, dep, worker_id="w-traced", tracer=RunTracer.for_tests(spans))
+    await nursery.start(w.run)
+    return w
+
+
+def _by(spans: InMemorySpanExporter, name: str, run_id: str) -> list:
+    return [
+        s
+        for s in spans.get_finished_spans()
+        if s.name == name and (s.attributes or {}).get("shardsched.run_id") == run_id
+    ]
+
+
+async def test_a_runs_spans_share_its_firings_trace(node, traced, http, spans, tmp_path) -> None:
+    out = tmp_path / "tp"
+    body = {
+        "name": "traced",
+        "command": f"printenv TRACEPARENT > {out}; exit 1",
+        "schedule": {"type": "once", "at": "2020-01-01T00:00:00Z"},
+        "retry_policy": {"max_attempts": 2, "base_s": 0, "jitter": False},
+    }
+    job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
+
+    async def dead() -> list | None:
+        runs = (await http.get(f"/api/v1/jobs/{job_id}/runs")).json()["runs"]
+        return runs if any(r["state"] == "dead_letter" for r in runs) else None
+
+    runs = await wait_until(dead, timeout=20)
+    second = next(r["run_id"] for r in runs if r["state"] == "dead_letter")
+    first = trace_ids.previous_attempt(second)
+    assert first is not None
+    await wait_until(lambda: _emitted(spans, second))
+    trace_id = trace_ids.trace_id(second)
+    assert trace_id == trace_ids.trace_id(first)
+    (root,) = [s for s in spans.get_finished_spans() if s.name == "shardsched.firing"]
+    assert root.parent is None and root.context.trace_id == trace_id
+    assert root.context.span_id == trace_ids.firing_span_id(second)
+    assert root.attributes["shardsched.state"] == "dead_letter"
+    assert not root.status.is_ok
+    for run_id in (first, second):
+        (attempt,) = _by(spans, "shardsched.attempt", run_id)
+        assert attempt.context.span_id == trace_ids.attempt_span_id(run_id)
+        assert attempt.parent.span_id == root.context.span_id
+        (execute,) = _by(spans, "shardsched.execute", run_id)
+        assert execute.parent.span_id == attempt.context.span_id
+        assert execute.context.trace_id == trace_id
+        assert execute.attributes["process.exit_code"] == 1
+        assert execute.attributes["shardsched.worker_id"] == "w-traced"
+        assert execute.attributes["shardsched.attempt"] == int(run_id.rsplit(":", 1)[1])
+    (again,) = _by(spans, "shardsched.attempt", second)
+    assert [link.context.span_id for link in again.links] == [trace_ids.attempt_span_id(first)]
+    # the job's TRACEPARENT names its execution's span (the second attempt wrote last)
+    (execute,) = _by(spans, "shardsched.execute", second)
+    want = trace_ids.traceparent(trace_id, execute.context.span_id, True)
+    assert out.read_text().strip() == want
+
+
+async def _emitted(spans: InMemorySpanExporter, run_id: str) -> bool:
+    return any(s.name == "shardsched.firing" for s in spans.get_finished_spans())
+
+
+async def test_a_handler_runs_in_its_executions_context(node, traced, http, spans) -> None:
+    body = {"name": "h", "command": "handler:test-trace-context",
+            "schedule": {"type": "once", "at": "2020-01-01T00:00:00Z"}}  # fmt: skip
+    job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
+    await wait_until(lambda: _emitted(spans, job_id))
+    (execute,) = [s for s in spans.get_finished_spans() if s.name == "shardsched.execute"]
+    run_id = execute.attributes["shardsched.run_id"]
+    assert run_id.startswith(job_id)
+    assert SEEN[run_id] == (execute.context.trace_id, execute.context.span_id)
+
+
+def test_log_lines_carry_the_current_span(spans: InMemorySpanExporter) -> None:
+    tracer = RunTracer.for_tests(spans)
+    span = tracer.start_delivery("job_x:1000:1", 7, {}, 1000)
+    record = logging.LogRecord("t", logging.INFO, __file__, 1, "hello", None, None)
+    with tracing.current(span):
+        line = json.loads(JsonFormatter().format(record))
+    span.end()
+    assert line["trace_id"] == f"{trace_ids.trace_id('job_x:1000:1'):032x}"
+    assert line["span_id"] == f"{trace_ids.delivery_span_id('job_x:1000:1', 7):016x}"
+    assert "trace_id" not in json.loads(JsonFormatter().format(record))
+
+
+def test_tracing_is_on_only_when_the_environment_asks() -> None:
+    assert not enabled_by({})
+    assert enabled_by({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"})
+    assert enabled_by({"OTEL_TRACES_EXPORTER": "otlp"})
+    assert not enabled_by({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "x"})
+    assert not enabled_by({"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "otlp"})
+    assert RunTracer.from_env("x", {}) is None
+
+
+def test_ids_are_the_same_in_every_process_and_differ_per_delivery() -> None:
+    run = "job_a:5000:1"
+    assert trace_ids.trace_id(run) == trace_ids.trace_id("job_a:5000:3")
+    assert trace_ids.trace_id(run) != trace_ids.trace_id("job_a:6000:1")
+    assert trace_ids.trace_id("dag_x.a:5000:1") == trace_ids.trace_id("dag_x.b:5000:2")
+    assert trace_ids.delivery_span_id(run, 1001) != trace_ids.delivery_span_id(run, 2002)
+    assert trace_ids.previous_attempt(run) is None
+
+
+class _Receiver(http.server.BaseHTTPRequestHandler):
+    """An OTLP/HTTP traces receiver: decodes each protobuf export request it is sent."""
+
+    got: list[tuple[str, dict]] = []
+
+    def do_POST(self) -> None:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+
+        body = self.rfile.read(int(self.headers["content-length"]))
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        for resource_spans in request.resource_spans:
+            attrs = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
+            for scope in resource_spans.scope_spans:
+                for span in scope.spans:
+                    _Receiver.got.append((self.path, {"service": attrs.get("service.name"),
+                        "name": span.name, "trace_id": span.trace_id.hex(),
+                        "parent": span.parent_span_id.hex()}))  # fmt: skip
+        self.send_response(200)
+        self.send_header("content-type", "application/x-protobuf")
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+async def test_a_worker_process_exports_over_otlp_http(node, redis_server, redis, dep, tmp_path):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _Receiver.got.clear()
+    env = {
+        **child_env(),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}",
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+    }
+    proc = start_worker(redis_server.url, dep.namespace, "w-otlp", tmp_path / "w.log", env=env)
+    try:
+        job_id = await once_job(redis, dep, "true", lease_s=10)
+        runs = await wait_run(redis, dep, job_id, "succeeded", timeout=30)
+
+        async def exported() -> bool:
+            return {"shardsched.firing", "shardsched.attempt", "shardsched.execute"} <= {
+                s["name"] for _, s in _Receiver.got
+            }
+
+        await wait_until(exported, timeout=20)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        server.shutdown()
+        server.server_close()
+    want = f"{trace_ids.trace_id(runs[0].run_id):032x}"
+    assert {path for path, _ in _Receiver.got} == {"/v1/traces"}
+    assert {s["trace_id"] for _, s in _Receiver.got} == {want}
+    assert {s["service"] for _, s in _Receiver.got} == {"shardsched-worker"}
