@@ -149,8 +149,9 @@ class Completer:
                     if code == lua.Held.APPLIED:
                         ended[state] += 1
                         self._record(f, state, now_ms)
-                        final = completion.retry_at == ""
-                        spans.completed(self.tracer, f, state, final, self.worker_id, now_ms)
+                        if self.tracer is not None:
+                            final = completion.retry_at == ""
+                            spans.completed(self.tracer, f, state, final, self.worker_id, now_ms)
                 else:
                     self.refused += 1
                     log.warning(

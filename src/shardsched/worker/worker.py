@@ -250,10 +250,13 @@ class Worker:
         self.holdings.claim(claimed)
         if self.executor.is_inline(claimed):
             started_ms = claimed.server_ms()
-            span = spans.start(self.tracer, claimed, self.worker_id)
-            with tracing.current(span):
+            if self.tracer is None:  # the burst's path: not even a context manager
                 outcome = self.executor.run_inline(claimed)
-            spans.end(span, outcome, claimed.server_ms())
+            else:
+                span = spans.start(self.tracer, claimed, self.worker_id)
+                with tracing.current(span):
+                    outcome = self.executor.run_inline(claimed)
+                spans.end(span, outcome, claimed.server_ms())
             self.holdings.finish(Finished(claimed, outcome, started_ms, inline=True))
         else:
             self.free -= 1
