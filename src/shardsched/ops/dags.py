@@ -170,71 +170,73 @@ def set_dag_status(dep: Deployment, dag_id: str, status: JobStatus, actor: str =
         if status == JobStatus.ACTIVE:
             first = first_fire_ms(dag.schedule, server_ms(now))
             next_fire = "" if first is None else first
-        sk = dep.keys_for(dag_id)
-        spec_raw, timing = yield [
-            Call(("HGET", sk.job(dag_id), "spec")),
-            Call(("HGET", sk.job(dag_id), "timing")),
-        ]
-        (reply,) = yield [
-            jobs_lua.update_job(
-                sk,
-                dep.globals,
-                dag_id,
-                version=dag.version,
-                spec_json=check(spec_raw),
-                timing_json=check(timing),
-                status=status.value,
-                next_fire=next_fire,
-                lease_ms=0,
-                roll=True,
-                actor=actor,
-                change="pause" if status == JobStatus.PAUSED else "resume",
-            )
-        ]
-        code = check(reply)[0]
-        jobs_lua.raise_refusal(code, dag_id, dag=True)
-        if code == jobs_lua.JobReply.OK:
+        change = "pause" if status == JobStatus.PAUSED else "resume"
+        if (yield from _write_status(dep, dag, status, next_fire, actor, change)):
             return (yield from get_dag(dep, dag_id))
     raise ShardschedError(f"DAG {dag_id!r} is being changed concurrently; try again")
+
+
+def _write_status(
+    dep: Deployment,
+    dag: Dag,
+    status: JobStatus,
+    next_fire: int | str,
+    actor: str,
+    change: str,
+    detail: str = "",
+) -> Op:
+    """A DAG's status (and next fire) rewritten over its definition as it is, if it is
+    still at ``dag.version`` (update_job.lua; from deleted only as a ``recreate``);
+    returns whether it was written."""
+    sk = dep.keys_for(dag.dag_id)
+    spec_raw, timing = yield [
+        Call(("HGET", sk.job(dag.dag_id), "spec")),
+        Call(("HGET", sk.job(dag.dag_id), "timing")),
+    ]
+    (reply,) = yield [
+        jobs_lua.update_job(
+            sk,
+            dep.globals,
+            dag.dag_id,
+            version=dag.version,
+            spec_json=check(spec_raw),
+            timing_json=check(timing),
+            status=status.value,
+            next_fire=next_fire,
+            lease_ms=0,
+            roll=True,
+            actor=actor,
+            change=change,
+            detail=detail,
+            revive=change == "recreate",
+        )
+    ]
+    code = check(reply)[0]
+    jobs_lua.raise_refusal(code, dag.dag_id, dag=True)
+    return code == jobs_lua.JobReply.OK
 
 
 def restore_dag(dep: Deployment, dag_id: str, actor: str = SDK_ACTOR) -> Op:
     """Bring a deleted DAG back with its last definition, as its next incarnation (its
     DAG runs and changes stay; its ticks begin from now); returns the Dag. Not deleted:
     ConflictError."""
-    dag = yield from get_dag(dep, dag_id)
-    if dag.status != JobStatus.DELETED:
-        raise ConflictError(f"DAG {dag_id!r} is {dag.status.value}: only a deleted one is restored")
-    sk = dep.keys_for(dag_id)
-    spec_raw, timing, now = yield [
-        Call(("HGET", sk.job(dag_id), "spec")),
-        Call(("HGET", sk.job(dag_id), "timing")),
-        Call(("TIME",)),
-    ]
-    first = first_fire_ms(dag.schedule, server_ms(check(now)))
-    (reply,) = yield [
-        jobs_lua.update_job(
-            sk,
-            dep.globals,
-            dag_id,
-            version=dag.version,
-            spec_json=check(spec_raw),
-            timing_json=check(timing),
-            status=JobStatus.ACTIVE.value,
-            next_fire="" if first is None else first,
-            lease_ms=0,
-            roll=True,
-            actor=actor,
-            change="recreate",
-            detail=f"incarnation {dag.incarnation + 1}",
-            revive=True,
-        )
-    ]
-    code = check(reply)[0]
-    jobs_lua.raise_refusal(code, dag_id, dag=True)
-    if code != jobs_lua.JobReply.OK:  # changed meanwhile: read it again
-        return (yield from restore_dag(dep, dag_id, actor))
-    return (yield from get_dag(dep, dag_id))
+    for _attempt in range(16):
+        dag = yield from get_dag(dep, dag_id)
+        if dag.status != JobStatus.DELETED:
+            raise ConflictError(
+                f"DAG {dag_id!r} is {dag.status.value}: only a deleted one is restored"
+            )
+        (now,) = yield [Call(("TIME",))]
+        first = first_fire_ms(dag.schedule, server_ms(now))
+        next_fire = "" if first is None else first
+        detail = f"incarnation {dag.incarnation + 1}"
+        if (
+            yield from _write_status(
+                dep, dag, JobStatus.ACTIVE, next_fire, actor, "recreate", detail
+            )
+        ):
+            return (yield from get_dag(dep, dag_id))
+    raise ShardschedError(f"DAG {dag_id!r} is being changed concurrently; try again")
 
 
 def delete_dag(dep: Deployment, dag_id: str, actor: str = SDK_ACTOR) -> Op:
