@@ -32,7 +32,11 @@ class Live:
         self.proc = proc
 
     #: keys the running node rewrites on its own (its heartbeat, the lease it renews)
-    VOLATILE = (b":{g}:nodes", b":{g}:nodeinfo", b"}:owner", b"}:stats")
+    #: written by the node on its own clock: its heartbeat, leases, counters, the lag it
+    #: samples every 15 s, and each shard's mark that its older jobs' names are indexed
+    VOLATILE = (
+        b":{g}:nodes", b":{g}:nodeinfo", b"}:owner", b"}:stats", b":{g}:lag", b"}:names_indexed"
+    )  # fmt: skip
 
     def keyspace(self) -> dict[bytes, bytes]:
         keys = sorted(
