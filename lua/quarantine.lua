@@ -20,10 +20,14 @@
   ARGV[3] the timer score the owner planned from (ms)
   ARGV[4] reason (recorded as 'quarantined: <reason>', at most 400 bytes kept)
 
+  The job's event (active>quarantined) goes to the events STREAM built from the job key's
+  shard key base (lib/events.lua).
+
   Returns 1 quarantined; 0 the job changed meanwhile (nothing written); -1 epoch superseded.
 ]]
 local rcall = redis.call
 -- @include clock
+-- @include events
 local job_key, timer_key, segs_key, versions_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local epoch_key, stats_key = KEYS[5], KEYS[6]
 

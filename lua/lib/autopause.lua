@@ -4,7 +4,8 @@
 -- fails for good, so the success path pays nothing: the completion (a worker's script,
 -- whose Redis role may not write a job) lists the job in the shard's 'autopause' set, and
 -- the owner's next fire call (fenced by its epoch) decides, before it fires anything.
--- Callers (fire.lua) define rcall.
+-- The job's own event (its id, active>paused) goes on the shard's event stream. Callers
+-- (fire.lua) define rcall and include events.
 
 -- The owner pauses the job if its streak reached its limit. Needs lib/segments.lua and
 -- lib/versions.lua.
@@ -41,5 +42,7 @@ local function auto_pause_check(base, job, now)
     'pr', 'auto-paused after ' .. limit .. ' consecutive failures')
   rcall('HINCRBY', job_key, 'version', 1)
   rcall('ZREM', timer_key, job)
+  emit_event(base, job, 'active', 'paused', '', 'auto-paused after ' .. limit ..
+    ' consecutive failures')
   return true
 end

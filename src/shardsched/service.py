@@ -33,13 +33,14 @@ from shardsched.router.guards import AccessPolicy
 from shardsched.router.server import TlsFiles, serve_http, split_bind
 from shardsched.runtime.heap import freeze_startup
 from shardsched.runtime.metrics import Metrics
-from shardsched.runtime.tracing import tracer_from_env
+from shardsched.runtime.tracing import RunTracer, tracer_from_env
 from shardsched.shard.manager import ShardManager
 from shardsched.shard.retention import Retainer
 from shardsched.store.archive import open_archive
 from shardsched.store.drive import drive_async
 from shardsched.store.lua.runs import OutputQuota
-from shardsched.store.redis import Redis, RedisError, ReplyError, connect
+from shardsched.store.redis import Redis, RedisError, connect
+from shardsched.store.redis_config import check_redis_config
 from shardsched.worker.sandbox import CommandPolicy, Sandbox
 from shardsched.worker.worker import Worker
 
@@ -78,28 +79,6 @@ def _safe(url: str) -> str:
     return re.sub(r"(//[^:/@]*:)[^@]*@", r"\1***@", url)
 
 
-async def check_redis_config(redis: Redis, allow_eviction: bool) -> None:
-    """Refuse an eviction policy: any of them can drop leases or ledger entries (see the
-    README, "Deployments and their durability").
-    A Redis user without CONFIG (the node's ACL role has none) cannot look: say so, and go
-    on; the operator who made the user answers for the policy."""
-    try:
-        _, policy = await redis.execute("CONFIG", "GET", "maxmemory-policy")
-    except ReplyError as exc:
-        if not str(exc).startswith("NOPERM"):
-            raise
-        log.warning(
-            "cannot check Redis maxmemory-policy (this user may not run CONFIG): it must be "
-            "noeviction, or a full Redis may evict leases and ledger entries"
-        )
-        return
-    if policy != b"noeviction":
-        msg = f"Redis maxmemory-policy is {policy.decode()!r}; shardsched needs 'noeviction'"
-        if not allow_eviction:
-            raise ConfigError(msg + " (or pass --allow-eviction)")
-        log.warning("%s; continuing because --allow-eviction was given", msg)
-
-
 async def run_node(
     redis: Redis,
     dep: ops.Deployment,
@@ -113,6 +92,7 @@ async def run_node(
     retention: RetentionDefaults | None = None,
     archive: str | None = None,
     stop: trio.Event | None = None,
+    tracer: RunTracer | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """The shard manager, the HTTP API unless ``http`` is None, and, with ``retention``
@@ -121,7 +101,9 @@ async def run_node(
     returns; cancellation stops everything at once."""
     if http:
         policy = policy or access_policy(http)  # refuses a bad --http before any lease
-    manager = ShardManager(redis, dep, node_id, lease_ttl_s, renew_every_s, http=http)
+    manager = ShardManager(
+        redis, dep, node_id, lease_ttl_s, renew_every_s, http=http, tracer=tracer
+    )
     async with trio.open_nursery() as actors:
         await actors.start(manager.run, name="shard-manager")
         if retention is not None and archive:
@@ -297,6 +279,7 @@ def serve_node(o: NodeOptions) -> None:
     async def node(task_status: trio.TaskStatus[list[str]]) -> None:
         policy = None if o.http is None else o.http.policy()  # refused before any wait
         redis, dep = await open_redis(o.redis, o.namespace, o.shards, archive=o.archive)
+        tracer = tracer_from_env("shardsched-node")
         try:
             await check_redis_config(redis, o.allow_eviction)
             await run_node(
@@ -311,9 +294,12 @@ def serve_node(o: NodeOptions) -> None:
                 retention=o.retention,
                 archive=o.archive,
                 stop=stop,
+                tracer=tracer,
                 task_status=task_status,
             )
         finally:
+            if tracer is not None:
+                tracer.shutdown()  # what the batch processor still holds goes out
             with trio.CancelScope(shield=True):
                 await redis.aclose()  # last: the leases were handed back through it
 

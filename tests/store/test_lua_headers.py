@@ -56,7 +56,8 @@ def test_lua_builds_no_keys_from_argv_but_the_base() -> None:
 def test_every_key_a_script_builds_is_named_in_keys_py() -> None:
     """Keys built inside scripts (``base .. 'run:' .. id``) are the shard's own keys, each
     named in store/keys.py, so Python and Lua agree on where everything lives."""
-    keys_py = (Path(__file__).resolve().parents[2] / "src/shardsched/store/keys.py").read_text()
+    store = Path(__file__).resolve().parents[2] / "src/shardsched/store"
+    keys_py = "".join(p.read_text() for p in (store / "keys.py", store / "notify_keys.py"))
     named = set(re.findall(r'self\.base \+ "([a-z_]+:?)"', keys_py))
     lua = Path(__file__).resolve().parents[2] / "lua"
     built: set[str] = set()

@@ -5,8 +5,11 @@ run id, the ledger's key, carries the trace from the node that fires a tick to e
 worker that runs an attempt of it. One trace per firing (a tick of a job; a DAG run for
 every task of it), so a repeating job is many short traces, never one endless one.
 
-- the firing (the root span): its id from the tick, ended when the tick's run ends for good
-- an attempt (a run id ``<job>:<tick>:<n>``): a child of the firing, linked to attempt n-1
+- the firing (the root span): its id from the tick (or the DAG run), ended when the tick's
+  run (or the DAG run) ends for good
+- a DAG task's tick (``<dag>.<task>:<tick>``): a child of its DAG run's firing
+- an attempt (a run id ``<job>:<tick>:<n>``): a child of the firing (a DAG task's: of its
+  task's span), linked to attempt n-1
 - a delivery of an attempt (claim, execution, renewals): a child of its attempt, named by
   the delivery token too, so a run delivered again after a lost lease never reuses an id
 
@@ -35,12 +38,34 @@ def firing_of(run_id: str) -> str:
 
 def trace_id(run_id: str) -> int:
     """The 128-bit trace id of the firing a run belongs to."""
-    return _id(b"sstrace", firing_of(run_id), 16)
+    return firing_trace_id(firing_of(run_id))
 
 
 def firing_span_id(run_id: str) -> int:
     """The root span's id: the firing (a tick, or a DAG run) the run belongs to."""
-    return _id(b"ssfiring", firing_of(run_id), 8)
+    return firing_root_id(firing_of(run_id))
+
+
+def firing_trace_id(firing: str) -> int:
+    """The trace id of a firing named as :func:`firing_of` names it (``<job>:<tick>``, or
+    a DAG run's id): what the node knows as it fires a tick."""
+    return _id(b"sstrace", firing, 16)
+
+
+def firing_root_id(firing: str) -> int:
+    """The root span's id of a firing named as :func:`firing_of` names it."""
+    return _id(b"ssfiring", firing, 8)
+
+
+def task_span_id(run_id: str) -> int:
+    """The span of a DAG task's tick (every attempt of it), child of its DAG run's root."""
+    parts = parse_run_id(run_id)
+    return _id(b"sstask", f"{parts.job_id}:{parts.tick}", 8)
+
+
+def attempt_parent_id(run_id: str) -> int:
+    """An attempt's parent: its task's span in a DAG run, else its firing's root."""
+    return task_span_id(run_id) if dag_run_of(run_id) else firing_span_id(run_id)
 
 
 def attempt_span_id(run_id: str) -> int:

@@ -43,6 +43,7 @@ from shardsched.router import docs, http
 from shardsched.router.admin import AdminHandlers
 from shardsched.router.control import ControlHandlers
 from shardsched.router.guards import AccessPolicy, Gate, who
+from shardsched.router.notify_handlers import NotifyHandlers
 from shardsched.router.routes import OPERATIONS
 from shardsched.router.schemas import (
     ChangeQuery,
@@ -80,7 +81,7 @@ def _labels(text: str | UnsetType) -> dict[str, str] | None:
         raise http.validation(exc.message, exc.field) from None
 
 
-class Api(AdminHandlers, StreamHandlers, ControlHandlers):
+class Api(AdminHandlers, StreamHandlers, ControlHandlers, NotifyHandlers):
     """The handlers of every route (jobs, runs and DAGs here; the rest in :mod:`.admin`)."""
 
     async def create_job(self, request: Request) -> Response:

@@ -57,6 +57,14 @@ class LagQuery(msgspec.Struct, forbid_unknown_fields=True):
     until: AwareDatetime | UnsetType = UNSET
 
 
+class DeliveryQuery(msgspec.Struct, forbid_unknown_fields=True):
+    """GET /api/v1/notifications/deliveries."""
+
+    limit: Annotated[int, msgspec.Meta(ge=1, le=500)] = 50
+    channel: str | UnsetType = UNSET
+    state: Literal["pending", "retrying", "delivered", "failed"] | UnsetType = UNSET
+
+
 class CreateQuery(msgspec.Struct, forbid_unknown_fields=True):
     """POST /api/v1/jobs."""
 

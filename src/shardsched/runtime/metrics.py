@@ -152,6 +152,12 @@ class Metrics:
             "Jobs paused by their shard owner because they could not be planned",
             registry=r,
         )
+        self.notifications = Counter(
+            f"{ns}_notification_attempts",
+            "Delivery attempts of notification messages, by outcome (delivered, retry, failed)",
+            ["outcome"],
+            registry=r,
+        )
         self.ownership_changes = Counter(
             f"{ns}_shard_ownership_changes",
             "Shard leases this node acquired (each is a new epoch: the seed's leader_term)",

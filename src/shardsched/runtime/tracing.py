@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from shardsched.core import trace_ids
+from shardsched.core.ids import dag_run_of
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -161,7 +162,8 @@ class RunTracer:
         error: str | None,
     ) -> None:
         """The span of an attempt, emitted once, by the worker whose completion Redis
-        applied: under the firing, linked to the attempt before it."""
+        applied: under the firing (a DAG task's: under its task), linked to the attempt
+        before it."""
         from opentelemetry.trace import Link, SpanContext, Status, StatusCode, TraceFlags
 
         trace = trace_ids.trace_id(run_id)
@@ -174,7 +176,7 @@ class RunTracer:
         try:
             span = self.tracer.start_span(
                 "shardsched.attempt",
-                context=self._under(trace, trace_ids.firing_span_id(run_id)),
+                context=self._under(trace, trace_ids.attempt_parent_id(run_id)),
                 attributes=attributes,
                 links=links,
                 start_time=start_ms * 1_000_000,
@@ -188,24 +190,90 @@ class RunTracer:
     def firing_ended(
         self, run_id: str, attributes: dict[str, Any], start_ms: int, end_ms: int, state: str
     ) -> None:
-        """The root span of a firing, emitted when its run ended for good (succeeded,
-        failed, dead-lettered, cancelled): from its scheduled time to that end."""
+        """A run ended for good (succeeded, failed, dead-lettered, cancelled): the root span
+        of its firing, from its scheduled time to that end; a DAG task's run ends its
+        task's span instead (the DAG run's root ends with the DAG run, :meth:`root`)."""
+        attributes = {**attributes, "shardsched.state": state}
+        if dag_run_of(run_id):
+            trace = trace_ids.trace_id(run_id)
+            self._emit(
+                "shardsched.task",
+                trace,
+                trace_ids.task_span_id(run_id),
+                self._under(trace, trace_ids.firing_span_id(run_id)),
+                attributes,
+                start_ms,
+                end_ms,
+                None if state == "succeeded" else state,
+            )
+        else:
+            self.root(trace_ids.firing_of(run_id), attributes, start_ms, end_ms, state)
+
+    def root(
+        self, firing: str, attributes: dict[str, Any], start_ms: int, end_ms: int, state: str
+    ) -> None:
+        """The root span of a firing (``<job>:<tick>``, or a DAG run's id) that ended."""
         from opentelemetry.context import Context
+
+        self._emit(
+            "shardsched.firing",
+            trace_ids.firing_trace_id(firing),
+            trace_ids.firing_root_id(firing),
+            Context(),
+            {**attributes, "shardsched.state": state},
+            start_ms,
+            end_ms,
+            None if state == "succeeded" else state,
+        )
+
+    def fired(self, firing: str, attributes: dict[str, Any], start_ms: int, end_ms: int) -> None:
+        """The owner's ledger write of a tick (fire.lua), under the firing's root."""
+        trace = trace_ids.firing_trace_id(firing)
+        ctx = self._under(trace, trace_ids.firing_root_id(firing))
+        self._emit("shardsched.fire", trace, None, ctx, attributes, start_ms, end_ms, None)
+
+    def child(
+        self,
+        name: str,
+        run_id: str,
+        parent: int,
+        attributes: dict[str, Any],
+        start_ms: int,
+        end_ms: int,
+        error: str | None = None,
+    ) -> None:
+        """A span of a run's trace under the span ``parent`` (a claim under its attempt, a
+        renewal under its delivery), with an id of its own."""
+        trace = trace_ids.trace_id(run_id)
+        ctx = self._under(trace, parent)
+        self._emit(name, trace, None, ctx, attributes, start_ms, end_ms, error)
+
+    def _emit(
+        self,
+        name: str,
+        trace: int,
+        span_id: int | None,
+        ctx: Any,
+        attributes: dict[str, Any],
+        start_ms: int,
+        end_ms: int,
+        error: str | None,
+    ) -> None:
+        """Start and end one span at once: ``span_id`` given, the span takes it (and, with
+        an empty ``ctx``, the trace id ``trace`` too)."""
         from opentelemetry.trace import Status, StatusCode
 
-        _next_ids.set((trace_ids.trace_id(run_id), trace_ids.firing_span_id(run_id)))
+        if span_id is not None:
+            _next_ids.set((trace, span_id))
         try:
             span = self.tracer.start_span(
-                "shardsched.firing",
-                context=Context(),
-                attributes={**attributes, "shardsched.state": state},
-                start_time=start_ms * 1_000_000,
+                name, context=ctx, attributes=attributes, start_time=start_ms * 1_000_000
             )
         finally:
             _next_ids.set(None)
-        if state != "succeeded":
-            span.set_status(Status(StatusCode.ERROR, state))
-        span.end(end_time=end_ms * 1_000_000)
+        if error is not None:
+            span.set_status(Status(StatusCode.ERROR, error))
+        span.end(end_time=max(end_ms, start_ms) * 1_000_000)
 
 
 def tracer_from_env(service: str) -> RunTracer | None:

@@ -20,11 +20,13 @@ import msgspec
 import trio
 
 from shardsched.core.catchup import decide
+from shardsched.core.ids import is_dag_id
 from shardsched.core.labels import LabelsOnly, is_critical
 from shardsched.core.models import Overlap
 from shardsched.core.pacing import Backoff
 from shardsched.core.schedule import NextFireMemo
 from shardsched.runtime.metrics import Metrics
+from shardsched.runtime.tracing import RunTracer
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import call_script, redis_calls
 from shardsched.store.lua import firing
@@ -76,7 +78,9 @@ class ShardActor:
         batch: int = 500,
         metrics: Metrics | None = None,
         wake: Callable[[int, tuple[str, ...]], None] | None = None,
+        tracer: RunTracer | None = None,
     ) -> None:
+        self.tracer = tracer  #: None: tracing is off (runtime/tracing.py)
         self.redis = redis
         self.keys = dep.shard(shard)
         self.shard = shard
@@ -244,6 +248,26 @@ class ShardActor:
                 },
             )
 
+    def _traced(self, items: list[firing.FireItem], start_ms: int, end_ms: int) -> None:
+        """A span for each tick the fire call wrote (under its firing's root)."""
+        assert self.tracer is not None
+        for item in items:
+            if item.tick == "":
+                continue
+            job = item.job.decode() if isinstance(item.job, bytes) else str(item.job)
+            firing_key = f"{job}:{item.tick}"
+            attributes: dict[str, Any] = {
+                "shardsched.shard": self.shard,
+                "shardsched.epoch": self.epoch,
+                "shardsched.tick": int(item.tick),
+            }
+            if is_dag_id(job):
+                attributes["shardsched.dag_run_id"] = firing_key
+            else:
+                attributes["shardsched.job_id"] = job
+                attributes["shardsched.run_id"] = f"{firing_key}:1"
+            self.tracer.fired(firing_key, attributes, start_ms, end_ms)
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         items: list[firing.FireItem] = []
         task_status.started()
@@ -276,6 +300,9 @@ class ShardActor:
             if fired.fired or fired.retried:
                 self._wake(self.shard, fired.queues)
             self.fired_total += fired.fired
+            if items and self.tracer is not None:
+                took_ms = round((trio.current_time() - started) * 1000)
+                self._traced(items, now_ms - took_ms, now_ms)
             if items:
                 missed_now = self._observe(now_ms, fired.fired, trio.current_time() - started)
                 if missed_now:

@@ -4,9 +4,10 @@ Each round (every ``heartbeat_every_s``) it heartbeats into the node registry, l
 live nodes, computes the shards it should own (:mod:`shardsched.core.assignment`), renews
 the leases it holds (every ``renew_every_s``), hands over the ones it should no longer own
 (actor stopped first, lease released after, so the next owner starts at once rather than
-after a TTL), and acquires
-the ones it should own whose lease is free, lapsed, or held by a node gone from the
-registry (killed: taken over within a registration TTL, not a lease TTL).
+after a TTL), and acquires the ones it should own whose lease is free, lapsed, or held by
+a node gone from the registry (killed: taken over within a registration TTL, not a lease
+TTL). Beside them run the node's chores (maintenance, wake tokens, the event follower
+and the notification dispatcher).
 
 Ownership is a Redis lease plus a fencing epoch (``lua/acquire_lease.lua``). An actor is
 cancelled the moment its renewal fails; every script it calls is fenced by the epoch
@@ -29,7 +30,10 @@ from shardsched.core.errors import ShardschedError
 from shardsched.core.pacing import Backoff
 from shardsched.core.schedule import NextFireMemo
 from shardsched.runtime.metrics import Metrics
+from shardsched.runtime.tracing import RunTracer
 from shardsched.shard.actor import LeaseLost, ShardActor
+from shardsched.shard.dispatcher import Dispatcher
+from shardsched.shard.follower import EventFollower
 from shardsched.shard.maintenance import MAINTENANCE_EVERY_S, Maintainer
 from shardsched.shard.waker import Waker
 from shardsched.store.deployment import Deployment
@@ -42,7 +46,7 @@ from shardsched.store.redis import Redis, RedisError
 log = logging.getLogger(__name__)
 
 #: The longest the owner goes without a reclaim round (the earliest lease deadline it
-#: knows of, lua/claim.lua tells it of earlier ones, usually comes first).
+#: knows of usually comes first; lua/claim.lua tells it of earlier ones).
 RECLAIM_MAX_WAIT_S = 10.0
 #: The shortest pause between reclaim rounds (a deadline due this very millisecond).
 RECLAIM_MIN_WAIT_S = 0.01
@@ -79,7 +83,9 @@ class ShardManager:
         http: str | None = None,
         metrics: Metrics | None = None,
         heartbeat_every_s: float = HEARTBEAT_EVERY_S,
+        tracer: RunTracer | None = None,
     ) -> None:
+        self.tracer = tracer  #: None: tracing is off (runtime/tracing.py)
         self.redis = redis
         self.dep = dep
         self.node_id = node_id or default_node_id()
@@ -101,16 +107,13 @@ class ShardManager:
         held = lambda: list(self.leases.items())  # noqa: E731
         self.maintainer = Maintainer(redis, dep, self.metrics, held, self.node_id)
         self.waker = Waker(redis, dep, self.metrics, lambda: list(self.leases))
+        self.follower = EventFollower(redis, dep, self.metrics, held, tracer)
+        self.dispatcher = Dispatcher(redis, dep, self.metrics, self.node_id)
         self._started_ms = 0
-        #: trio's clock when the next reclaim round is due, and the server's clock less
-        #: trio's (ms), to read claim.lua's deadlines (server clock) on trio's
+        #: the next reclaim round (trio's clock); the server's clock less trio's (ms)
         self._reclaim_at = -math.inf
         self._reclaim_sooner = trio.Event()
         self._server_ahead_ms: float | None = None
-
-    @property
-    def dag_stalled(self) -> int:
-        return self.maintainer.dag_stalled
 
     @property
     def auto_resumed(self) -> int:
@@ -157,6 +160,7 @@ class ShardManager:
                 self.batch,
                 self.metrics,
                 wake=self.waker.wake,
+                tracer=self.tracer,
             )
             self.leases[shard] = actor.epoch
             self.metrics.ownership_changes.labels(str(shard)).inc()
@@ -335,6 +339,8 @@ class ShardManager:
                 nursery.start_soon(self._reclaim_loop, name="reclaimer")
                 nursery.start_soon(self.maintainer.run, name="maintenance")
                 nursery.start_soon(self.waker.run, name="waker")
+                nursery.start_soon(self.follower.run, name="event-follower")
+                nursery.start_soon(self.dispatcher.run, name="notification-dispatcher")
                 started = False
                 backoff = Backoff(first=self.renew_every_s / 4, cap=self.renew_every_s)
                 renew_at = -math.inf

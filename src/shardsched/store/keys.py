@@ -20,6 +20,7 @@ from shardsched.core.ids import new_job_id as new_job_id
 from shardsched.core.ids import run_id as run_id
 from shardsched.core.ids import shard_key as shard_key
 from shardsched.core.ids import task_job_id as task_job_id
+from shardsched.store.notify_keys import NotifyKeys
 
 DEFAULT_NAMESPACE = "ss"
 DEFAULT_SHARDS = 64
@@ -162,6 +163,16 @@ class ShardKeys:
         """STRING (short-lived) a creation asking for a unique ``name`` holds it, in the
         shard ``name`` hashes to, while it looks and registers (ops/names.py)."""
         return self.base + "nclaim:" + name
+
+    @property
+    def follow_cursor(self) -> str:
+        """STRING the last event its owner's follower read (lua/follow_events.lua)."""
+        return self.base + "evfollow"
+
+    @property
+    def failing(self) -> str:
+        """SET jobs with a failure noted: their next success is a recovery."""
+        return self.base + "failing"
 
     @property
     def names_indexed(self) -> str:
@@ -316,6 +327,10 @@ class GlobalKeys:
         """SET concurrency keys runs may wait on: the owners' sweep looks at each
         (shard/limits.py); a worker adds one before it parks a run on it."""
         return f"{self.namespace}:{{g}}:ckwait"
+
+    @property
+    def notify(self) -> NotifyKeys:  # store/notify_keys.py
+        return NotifyKeys(f"{self.namespace}:{{g}}:")
 
     def ready_tokens_of(self, queue: str) -> str:
         """The wake-token LIST of ``queue`` (as stored, '' the default's)."""

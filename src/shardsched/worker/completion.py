@@ -151,7 +151,10 @@ class Completer:
                         self._record(f, state, now_ms)
                         if self.tracer is not None:
                             final = completion.retry_at == ""
-                            spans.completed(self.tracer, f, state, final, self.worker_id, now_ms)
+                            took_ms = round((trio.current_time() - started) * 1000)
+                            spans.completed(
+                                self.tracer, f, state, final, self.worker_id, now_ms, took_ms
+                            )
                 else:
                     self.refused += 1
                     log.warning(

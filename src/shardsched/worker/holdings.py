@@ -50,6 +50,7 @@ class Claimed(NamedTuple):
     claimed_ms: int  #: the server's clock at the claim
     claimed_local: float  #: trio's clock at the claim
     run_args: bytes = b""  #: the run's own args JSON (a trigger's, a DAG run's); b"": none
+    claim_took_ms: int = 0  #: how long the claim call took (known when tracing is on)
 
     @classmethod
     def of(cls, shard: int, entry: ClaimedEntry, local: float) -> Claimed:

@@ -10,10 +10,12 @@ from collections.abc import Awaitable, Callable
 import trio
 
 from shardsched.runtime.metrics import Metrics
+from shardsched.runtime.tracing import RunTracer
 from shardsched.store.calls import Call
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import runs as lua
 from shardsched.store.redis import Redis, RedisError
+from shardsched.worker import spans
 from shardsched.worker.batching import by_shard, send_per_shard
 from shardsched.worker.holdings import Claimed, Holdings, State
 
@@ -33,7 +35,9 @@ class LeaseRenewer:
         holdings: Holdings,
         metrics: Metrics,
         also: Callable[[list[Claimed]], Awaitable[None]] | None = None,
+        tracer: RunTracer | None = None,
     ) -> None:
+        self.tracer = tracer  #: None: tracing is off (worker/spans.py)
         #: renews what else the held runs hold, after their leases (concurrency keys)
         self.also = also
         self.redis = redis
@@ -71,6 +75,7 @@ class LeaseRenewer:
         def call(shard: int, runs: list[Claimed]) -> Call:
             return lua.renew_runs(self.dep.shard(shard), self.worker_id, [c.delivery for c in runs])
 
+        started = trio.current_time()
         try:
             sent = await send_per_shard(self.redis, by_shard(held, _shard), call)
         except RedisError as exc:
@@ -81,6 +86,10 @@ class LeaseRenewer:
                 self.metrics.redis_error(log, "lease renewal", reply, self.every)
                 continue
             for c, (code, _lease) in zip(runs, lua.decode_renewed(reply), strict=True):
+                if self.tracer is not None:
+                    took_ms = round((trio.current_time() - started) * 1000)
+                    error = None if code == lua.Held.APPLIED else lua.Held(int(code)).name.lower()
+                    spans.renewed(self.tracer, c, self.worker_id, took_ms, error)
                 if code != lua.Held.APPLIED and self.holdings.state(c.key) is State.RUNNING:
                     if code == lua.Held.CANCELLED:
                         log.warning("run %s was cancelled: stopping it", c.run_id)

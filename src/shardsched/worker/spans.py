@@ -1,11 +1,16 @@
-"""The worker's spans of a run (runtime/tracing.py): one per delivery while it executes,
-then, once Redis applied its completion, its attempt's and, when the run ended for good,
-its firing's. Nothing here runs when tracing is off (the tracer is None)."""
+"""The worker's spans of a run (runtime/tracing.py): its claim and its completion (the
+script calls, under the attempt), one per delivery while it executes, with a span per
+lease renewal under it, then, once Redis applied its completion, its attempt's and, when
+the run ended for good, its firing's (a DAG task's: its task's). Nothing here runs when
+tracing is off (the tracer is None)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import trio
+
+from shardsched.core import trace_ids
 from shardsched.core.ids import dag_run_of, job_of_run
 from shardsched.runtime.tracing import RunTracer
 
@@ -56,14 +61,57 @@ def end(span: Span | None, outcome: Outcome | None, end_ms: int) -> None:
 
 
 def completed(
-    tracer: RunTracer | None, f: Finished, state: str, final: bool, worker_id: str, now_ms: int
+    tracer: RunTracer | None,
+    f: Finished,
+    state: str,
+    final: bool,
+    worker_id: str,
+    now_ms: int,
+    took_ms: int,
 ) -> None:
-    """Redis applied this completion: the attempt's span, and the firing's if it ended."""
+    """Redis applied this completion (the call took ``took_ms``): its span, the attempt's,
+    and the firing's if the run ended for good."""
     if tracer is None:
         return
     c = f.claimed
     attributes = {**run_attributes(c, worker_id), "shardsched.state": state}
     error = None if state == "succeeded" else (f.outcome.reason or state)
-    tracer.attempt_ended(c.run_id, attributes, c.claimed_ms, now_ms, error)
+    attempt = trace_ids.attempt_span_id(c.run_id)
+    tracer.child("shardsched.complete", c.run_id, attempt, attributes, now_ms - took_ms, now_ms)
+    tracer.attempt_ended(c.run_id, attributes, c.claimed_ms - c.claim_took_ms, now_ms, error)
     if final:
         tracer.firing_ended(c.run_id, attributes, c.scheduled_for_ms, now_ms, state)
+
+
+def claimed(
+    tracer: RunTracer, runs: list[Claimed], worker_id: str, started: float
+) -> list[Claimed]:
+    """The claim call that delivered ``runs`` (begun at trio's ``started``), under each
+    attempt; returns the runs knowing how long it took (their attempt starts with it)."""
+    took_ms = round((trio.current_time() - started) * 1000)
+    runs = [c._replace(claim_took_ms=took_ms) for c in runs]
+    for c in runs:
+        attributes = {**run_attributes(c, worker_id), "shardsched.delivery": c.delivery.token}
+        tracer.child(
+            "shardsched.claim",
+            c.run_id,
+            trace_ids.attempt_span_id(c.run_id),
+            attributes,
+            c.claimed_ms - took_ms,
+            c.claimed_ms,
+        )
+    return runs
+
+
+def renewed(tracer: RunTracer, c: Claimed, worker_id: str, took_ms: int, error: str | None) -> None:
+    """A lease renewal of a delivery (the call took ``took_ms``), under its execution."""
+    end = c.server_ms()
+    tracer.child(
+        "shardsched.renew",
+        c.run_id,
+        trace_ids.delivery_span_id(c.run_id, c.delivery.token),
+        run_attributes(c, worker_id),
+        end - took_ms,
+        end,
+        error,
+    )

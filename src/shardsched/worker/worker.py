@@ -5,10 +5,9 @@ consumer-group read and the move to ``running`` are one atomic step). While it h
 slot and no shard to look at, it waits for a wake token (``BLPOP``, store/ready.py): Redis
 hands each token to one waiting worker, so a firing costs the same whatever the size of the
 fleet. It looks at every shard once at start and after its waiting connection is lost
-(and every ``sweep_every_s``, when set). The parts it composes, each a
-module: what it holds (:mod:`.holdings`), running a run (:mod:`.execution`), keeping
-leases (:mod:`.leases`), sending outcomes (:mod:`.completion`) and noticing overruns
-(:mod:`.overruns`).
+(and every ``sweep_every_s``, when set). The parts it composes, each a module: what it
+holds (:mod:`.holdings`), running a run (:mod:`.execution`), keeping leases
+(:mod:`.leases`), sending outcomes (:mod:`.completion`), noticing overruns (:mod:`.overruns`).
 """
 
 from __future__ import annotations
@@ -109,7 +108,7 @@ class Worker:
         )
         self.holdings.on_leave = self.limits.left
         self.renewer = LeaseRenewer(
-            redis, dep, self.worker_id, self.holdings, self.metrics, self.limits.renew
+            redis, dep, self.worker_id, self.holdings, self.metrics, self.limits.renew, tracer
         )
         self.flusher = OutputFlusher(
             redis, dep, self.worker_id, self.holdings, self.metrics, quota=quota
@@ -229,7 +228,10 @@ class Worker:
     async def _claim(self, shard: int, count: int) -> list[Claimed]:
         plan = self.streams.plan(count, shard)
         call = lua.claim(self.dep.shard(shard), self.dep.globals, self.worker_id, count, plan)
+        started = trio.current_time()
         claimed = self._claimed(shard, await call_script(self.redis, call))
+        if self.tracer is not None and claimed:  # the claim's span, under each attempt
+            claimed = spans.claimed(self.tracer, claimed, self.worker_id, started)
         self.streams.took(shard, len(claimed))
         return claimed
 

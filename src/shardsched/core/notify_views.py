@@ -1,0 +1,96 @@
+"""What the API answers about notifications: channels (a webhook's secret never shown),
+rules, and the delivery record of each message."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+import msgspec
+
+from shardsched.core.notify import Channel, Kind
+
+
+class ChannelView(msgspec.Struct, kw_only=True):
+    name: str
+    kind: Literal["webhook", "apprise"]
+    url: str
+    signed: bool  #: a webhook with a secret (the secret itself is never answered)
+    headers: list[str]  #: the names of its extra headers (their values are not answered)
+    max_per_minute: int
+    max_attempts: int
+    retry_base_s: float
+    timeout_s: float
+
+    @classmethod
+    def of(cls, name: str, c: Channel) -> ChannelView:
+        url = c.url
+        if c.kind == "apprise" and "://" in url:  # an apprise url often holds a password
+            url = url.split("://", 1)[0] + "://…"
+        return cls(
+            name=name,
+            kind=c.kind,
+            url=url,
+            signed=bool(c.secret),
+            headers=sorted(c.headers),
+            max_per_minute=c.max_per_minute,
+            max_attempts=c.max_attempts,
+            retry_base_s=c.retry_base_s,
+            timeout_s=c.timeout_s,
+        )
+
+
+class ChannelList(msgspec.Struct, kw_only=True):
+    channels: list[ChannelView]
+
+
+class RuleView(msgspec.Struct, kw_only=True):
+    id: str
+    events: list[Kind]
+    channels: list[str]
+    job_id: str | None
+    dag_id: str | None
+    labels: dict[str, str]
+    group_s: float
+    enabled: bool
+    description: str
+
+
+class RuleList(msgspec.Struct, kw_only=True):
+    rules: list[RuleView]
+
+
+class DeliveryAttempt(msgspec.Struct, kw_only=True):
+    at: datetime
+    outcome: str  #: delivered | retry | failed
+    took_ms: int
+    answer: str  #: the receiver's answer (an HTTP status) or the error
+
+
+class Delivery(msgspec.Struct, kw_only=True):
+    id: str  #: the message id (a webhook's Idempotency-Key)
+    channel: str
+    rule: str
+    state: str  #: pending | retrying | delivered | failed
+    created_at: datetime
+    attempts: list[DeliveryAttempt]
+    next_attempt_at: datetime | None
+    title: str
+    total: int  #: matches the message carries
+    body: dict[str, Any] | None = None  #: the message itself (asked for by id)
+
+
+class DeliveryList(msgspec.Struct, kw_only=True):
+    deliveries: list[Delivery]
+
+
+class Removed(msgspec.Struct, kw_only=True):
+    """A channel or rule removed."""
+
+    removed: str
+
+
+class TestSent(msgspec.Struct, kw_only=True):
+    """A test message made: its delivery shows under its id within seconds."""
+
+    id: str
