@@ -12,13 +12,15 @@
   ARGV[3] how many to look at, at most
 
   Keys built from the shard key base (each in KEYS' hash slot): dagrun:<id>, job:<id>,
-    run:<id>.
+    run:<id>, and the events stream: each stalled run is an event (scheduled>scheduled,
+    detail 'stalled: ...'), which notifications hear of as a missed deadline.
 
   Returns {1, stalled, dag_id1, dag_id2, ...} (the DAG of each stalled run), or {-1}
   when the caller's epoch is stale.
 ]]
 local rcall = redis.call
 -- @include clock
+-- @include events
 local wait_key, epoch_key, stats_key = KEYS[1], KEYS[2], KEYS[3]
 local base = ARGV[2]
 if rcall('GET', epoch_key) ~= ARGV[1] then
@@ -32,6 +34,8 @@ for _, rid in ipairs(rcall('ZRANGE', wait_key, '-inf', now, 'BYSCORE', 'LIMIT', 
   local run = rcall('HMGET', base .. 'run:' .. rid, 'st', 'd')
   if run[1] == 'scheduled' then
     rcall('HSET', base .. 'run:' .. rid, 'stl', now)
+    emit_event(base, rid, 'scheduled', 'scheduled', '',
+      'stalled: released and still unclaimed past its DAG\'s stall SLA')
     if run[2] then
       rcall('HINCRBY', base .. 'dagrun:' .. run[2], 'stl', 1)
       local dag = string.match(run[2], '^([^:]+)')

@@ -160,7 +160,7 @@ async def admin_token(redis: Redis, dep: ops.Deployment, name: str = "test-admin
 
 
 #: (and ``lag``, the history of the nodes' trigger lag each node adds to every 15 s)
-LIVENESS_KEYS = ("ready", "nodes", "nodeinfo", "workers", "workerinfo", "lag")
+LIVENESS_KEYS = ("ready", "nodes", "nodeinfo", "workers", "workerinfo", "lag", "ntflease")
 
 
 async def keyspace(redis: Redis, namespace: str) -> dict[bytes, bytes]:
@@ -169,7 +169,8 @@ async def keyspace(redis: Redis, namespace: str) -> dict[bytes, bytes]:
     workers write their heartbeat records on their own clocks. So is each shard's
     ``names_indexed`` mark, set once by its owner's first maintenance round, and a ready
     stream with no entries: a worker's first claim on a shard creates its consumer group
-    (and so the stream) whenever the worker happens to look there."""
+    (and so the stream) whenever the worker happens to look there; the notification
+    outbox alike when empty (the dispatcher makes it as it takes its lease)."""
     keys: list[bytes] = []
     cursor = b"0"
     while True:
@@ -181,7 +182,9 @@ async def keyspace(redis: Redis, namespace: str) -> dict[bytes, bytes]:
             break
     volatile = {f"{namespace}:{{g}}:{name}".encode() for name in LIVENESS_KEYS}
     keys = [key for key in keys if key not in volatile and not key.endswith(b"}:names_indexed")]
-    streams = [key for key in keys if b"}:ready" in key and b"{g}" not in key]
+    streams = [
+        key for key in keys if (b"}:ready" in key and b"{g}" not in key) or key.endswith(b"ntfout")
+    ]
     lengths = await redis.pipeline([("XLEN", key) for key in streams]) if streams else []
     empty = {key for key, n in zip(streams, lengths, strict=True) if n == 0}
     keys = [key for key in keys if key not in empty]

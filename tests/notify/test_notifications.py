@@ -211,3 +211,63 @@ async def test_the_api_refuses_what_cannot_work_and_never_shows_a_secret(http) -
     assert (await http.delete(f"/api/v1/notifications/rules/{rule}")).status_code == 404
     assert (await http.delete("/api/v1/notifications/channels/x")).status_code == 200
     assert (await http.get("/api/v1/notifications/deliveries/nothing")).status_code == 404
+
+
+async def test_an_overrunning_run_and_a_stalled_dag_task_are_noted(node, worker, http) -> None:
+    with receiver() as rec:
+        await _channel(http, "late", kind="webhook", url=rec.url)
+        await _rule(http, events=["overrunning", "deadline_missed"], channels=["late"], group_s=0)
+        rounds = node.follower.rounds
+        await wait_until(lambda: _at_least(node.follower.rounds, rounds + 2), timeout=10)
+        # past 90 % of its 12 s timeout (10.8 s) the worker tells of it (it looks every
+        # second), then kills it at 12 s
+        long_id = await _job(http, "slow", "sleep 30", timeout_s=12)
+        dag = {
+            "name": "stuck",
+            "schedule": {"type": "cron", "expression": "30 2 * * *"},
+            "stall_sla_s": 0.5,
+            "tasks": [{"name": "t", "command": "true", "queue": "nobody-serves-this"}],
+        }
+        made = await http.post("/api/v1/dags", json=dag)
+        assert made.status_code == 201, made.text
+        dag_id = made.json()["dag_id"]
+        assert (await http.post(f"/api/v1/dags/{dag_id}/trigger")).status_code == 201
+
+        async def both() -> dict | None:
+            seen = {b["items"][0]["kind"]: b["items"][0] for b in rec.bodies()}
+            return seen if {"overrunning", "deadline_missed"} <= set(seen) else None
+
+        seen = await wait_until(both, timeout=40)
+        assert seen["overrunning"]["job_id"] == long_id
+        assert seen["overrunning"]["reason"].startswith("overrunning: running")
+        assert seen["deadline_missed"]["job_id"] == f"{dag_id}.t"
+        assert seen["deadline_missed"]["dag_run_id"].startswith(dag_id + ":")
+        assert "stall SLA" in seen["deadline_missed"]["reason"]
+
+
+async def test_alertmanagers_alerts_go_out_over_the_same_channels(node, http) -> None:
+    with receiver() as rec:
+        await _channel(http, "pager", kind="webhook", url=rec.url)
+        await _rule(http, events=["alert"], channels=["pager"], group_s=0)
+        alert = {
+            "status": "firing",
+            "labels": {"alertname": "ShardschedShardUnowned", "severity": "page"},
+            "annotations": {"summary": "shard 3 has no owner"},
+            "startsAt": "2026-12-03T10:00:00Z",
+            "fingerprint": "abc123",
+        }
+        payload = {"version": "4", "status": "firing", "receiver": "shardsched",
+                   "alerts": [alert]}  # fmt: skip
+        taken = await http.post("/api/v1/notifications/alerts", json=payload)
+        assert taken.status_code == 200 and taken.json() == {"received": 1, "noted": 1}
+        again = await http.post("/api/v1/notifications/alerts", json=payload)  # a repeat
+        assert again.json()["noted"] == 0
+        resolved = {**payload, "alerts": [{**alert, "status": "resolved"}]}
+        assert (await http.post("/api/v1/notifications/alerts", json=resolved)).json()["noted"] == 1
+        await wait_until(lambda: _at_least(sum(b["total"] for b in rec.bodies()), 2), timeout=30)
+        items = [i for b in rec.bodies() for i in b["items"]]  # one message or two
+        assert [i["reason"].split(":")[0] for i in items] == ["firing", "resolved"]
+        assert items[0]["name"] == "ShardschedShardUnowned"
+        assert "shard 3 has no owner" in rec.bodies()[0]["text"]
+        bad = await http.post("/api/v1/notifications/alerts", json={"alerts": "nope"})
+        assert bad.status_code == 422

@@ -35,7 +35,8 @@ class Live:
     #: written by the node on its own clock: its heartbeat, leases, counters, the lag it
     #: samples every 15 s, and each shard's mark that its older jobs' names are indexed
     VOLATILE = (
-        b":{g}:nodes", b":{g}:nodeinfo", b"}:owner", b"}:stats", b":{g}:lag", b"}:names_indexed"
+        b":{g}:nodes", b":{g}:nodeinfo", b"}:owner", b"}:stats", b":{g}:lag", b"}:names_indexed",
+        b":{g}:ntflease", b":{g}:ntfout",
     )  # fmt: skip
 
     def keyspace(self) -> dict[bytes, bytes]:

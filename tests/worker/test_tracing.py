@@ -18,6 +18,7 @@ from shardsched.core import trace_ids
 from shardsched.runtime import tracing
 from shardsched.runtime.logs import JsonFormatter
 from shardsched.runtime.tracing import RunTracer, enabled_by
+from shardsched.shard.manager import ShardManager
 from shardsched.worker.handlers import HandlerContext, handler
 from shardsched.worker.worker import Worker
 from workers import once_job, start_worker, wait_run
@@ -198,3 +199,98 @@ async def test_a_worker_process_exports_over_otlp_http(node, redis_server, redis
     assert {path for path, _ in _Receiver.got} == {"/v1/traces"}
     assert {s["trace_id"] for _, s in _Receiver.got} == {want}
     assert {s["service"] for _, s in _Receiver.got} == {"shardsched-worker"}
+
+
+@pytest.fixture
+async def traced_node(nursery, redis, dep, spans) -> ShardManager:
+    manager = ShardManager(
+        redis, dep, node_id="n-traced", renew_every_s=0.5, tracer=RunTracer.for_tests(spans)
+    )
+    await nursery.start(manager.run)
+    return manager
+
+
+def _named(spans: InMemorySpanExporter, name: str) -> list:
+    return [s for s in spans.get_finished_spans() if s.name == name]
+
+
+async def test_the_nodes_fire_and_the_workers_claim_and_completion_join_the_trace(
+    traced_node, traced, http, spans
+) -> None:
+    body = {
+        "name": "ok",
+        "command": "true",
+        "schedule": {"type": "once", "at": "2020-01-01T00:00:00Z"},
+    }
+    job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
+    await wait_until(lambda: _emitted(spans, job_id))
+    (root,) = _named(spans, "shardsched.firing")
+    run_id = root.attributes["shardsched.run_id"]
+    trace = trace_ids.trace_id(run_id)
+    assert root.context.trace_id == trace and root.attributes["shardsched.state"] == "succeeded"
+    (fire,) = [s for s in _named(spans, "shardsched.fire") if s.context.trace_id == trace]
+    assert fire.parent.span_id == root.context.span_id
+    assert fire.attributes["shardsched.run_id"] == run_id
+    assert fire.attributes["shardsched.epoch"] >= 1
+    assert fire.attributes["shardsched.shard"] == traced_node.dep.keys_for(job_id).shard
+    (attempt,) = _by(spans, "shardsched.attempt", run_id)
+    for name in ("shardsched.claim", "shardsched.complete", "shardsched.execute"):
+        (span,) = _by(spans, name, run_id)
+        assert span.parent.span_id == attempt.context.span_id, name
+        assert span.context.trace_id == trace
+    (claim,) = _by(spans, "shardsched.claim", run_id)
+    assert claim.start_time >= attempt.start_time  # the attempt begins with its claim
+
+
+async def test_renewals_nest_under_their_delivery_and_a_cancelled_run_ends_its_firing(
+    traced_node, traced, http, spans
+) -> None:
+    body = {"name": "long", "command": "sleep 30", "lease_s": 1,
+            "schedule": {"type": "once", "at": "2020-01-01T00:00:00Z"}}  # fmt: skip
+    job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
+
+    async def renewed() -> list:
+        return _named(spans, "shardsched.renew")
+
+    (renew, *_) = await wait_until(renewed, timeout=20)
+    run_id = renew.attributes["shardsched.run_id"]
+    assert run_id.startswith(job_id)
+    (claim,) = _by(spans, "shardsched.claim", run_id)
+    token = claim.attributes["shardsched.delivery"]
+    assert renew.parent.span_id == trace_ids.delivery_span_id(run_id, token)
+    cancelled = await http.post(f"/api/v1/runs/{run_id}/cancel", json={"reason": "enough"})
+    assert cancelled.status_code == 200, cancelled.text
+    await wait_until(lambda: _emitted(spans, job_id), timeout=20)
+    (root,) = _named(spans, "shardsched.firing")
+    assert root.context.span_id == trace_ids.firing_span_id(run_id)
+    assert root.attributes["shardsched.state"] == "cancelled"
+
+
+async def test_a_dag_run_is_one_trace_with_a_span_per_task(
+    traced_node, traced, http, spans
+) -> None:
+    dag = {
+        "name": "etl",
+        "schedule": {"type": "cron", "expression": "30 2 * * *"},
+        "tasks": [
+            {"name": "extract", "command": "true"},
+            {"name": "load", "command": "true", "depends_on": ["extract"]},
+        ],
+    }
+    dag_id = (await http.post("/api/v1/dags", json=dag)).json()["dag_id"]
+    drid = (await http.post(f"/api/v1/dags/{dag_id}/trigger")).json()["dag_run_id"]
+    await wait_until(lambda: _emitted(spans, drid), timeout=20)
+    (root,) = _named(spans, "shardsched.firing")
+    assert root.attributes["shardsched.dag_run_id"] == drid
+    assert root.attributes["shardsched.state"] == "succeeded"
+    tasks = _named(spans, "shardsched.task")
+    assert sorted(t.attributes["shardsched.job_id"] for t in tasks) == [
+        f"{dag_id}.extract",
+        f"{dag_id}.load",
+    ]
+    for task in tasks:
+        assert task.parent.span_id == root.context.span_id
+        assert task.context.trace_id == root.context.trace_id
+        run_id = task.attributes["shardsched.run_id"]
+        (attempt,) = _by(spans, "shardsched.attempt", run_id)
+        assert attempt.parent.span_id == task.context.span_id

@@ -131,6 +131,12 @@ def tokens(args: argparse.Namespace) -> int:
     return tokens_cli.main(args)
 
 
+def notify(args: argparse.Namespace) -> int:
+    from shardsched.cli import notify as notify_cli
+
+    return notify_cli.main(args)
+
+
 def concurrency(args: argparse.Namespace) -> int:
     from shardsched.cli import concurrency as concurrency_cli
 

@@ -166,6 +166,10 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
 
     tokens_cli.add_parser(sub)
     sub.choices["tokens"].set_defaults(execute=cmd.tokens)
+    from shardsched.cli import notify as notify_cli
+
+    notify_cli.add_parser(sub)
+    sub.choices["notify"].set_defaults(execute=cmd.notify)
     from shardsched.cli import concurrency as concurrency_cli
 
     concurrency_cli.add_parser(sub)

@@ -3,8 +3,9 @@ which channels carry it.
 
 A notification starts as a transition on a shard's event stream (lua/lib/events.lua),
 read by the shard's owner (shard/follower.py): a run that failed for good or was
-dead-lettered, ticks skipped as missed, a job quarantined or auto-paused, and the first
-success of a job after such failures (recovered). :func:`noted` picks those out of one
+dead-lettered, ticks skipped as missed, a job quarantined or auto-paused, a run
+overrunning (its worker tells), a deadline missed (a DAG task past its stall SLA), and the
+first success of a job after such failures (recovered). :func:`noted` picks those out of one
 stream entry; a :class:`Rule` says whose of them go to which :class:`Channel`.
 """
 
@@ -27,6 +28,10 @@ class Kind(enum.StrEnum):
     RECOVERED = "recovered"  #: the first success of a job after a failure noted here
     QUARANTINED = "quarantined"  #: the owner could not plan a job, or its run was poison
     AUTO_PAUSED = "auto_paused"  #: a job paused after its auto_pause_after failures
+    OVERRUNNING = "overrunning"  #: a run past 2x its job's recent p99, or 90 % of its timeout
+    #: a deadline passed: today a DAG task released and unclaimed past its stall SLA
+    DEADLINE_MISSED = "deadline_missed"
+    ALERT = "alert"  #: a Prometheus alert firing or resolved, from Alertmanager's webhook
 
 
 #: skip reasons (core/catchup.py) that mean ticks owed were not run
@@ -161,6 +166,10 @@ def noted(events: list[tuple[str, str]]) -> tuple[list[Noted], list[tuple[str, s
             out.append(Noted(Kind.QUARANTINED, rid, rid, detail, worker))
         elif new == "paused" and old == "active" and ":" not in rid:
             out.append(Noted(Kind.AUTO_PAUSED, rid, rid, detail, worker))
+        elif new == old == "running" and detail.startswith("overrunning"):
+            out.append(Noted(Kind.OVERRUNNING, rid, _job_of(rid), detail, worker))
+        elif new == old == "scheduled" and detail.startswith("stalled"):
+            out.append(Noted(Kind.DEADLINE_MISSED, rid, _job_of(rid), detail, worker))
     return out, succeeded
 
 

@@ -23,6 +23,9 @@ _WHAT = {
     Kind.RECOVERED: "recovered",
     Kind.QUARANTINED: "quarantined",
     Kind.AUTO_PAUSED: "auto-paused",
+    Kind.OVERRUNNING: "overrunning",
+    Kind.DEADLINE_MISSED: "missed a deadline",
+    Kind.ALERT: "alert",
 }
 
 

@@ -169,6 +169,9 @@ async def run_dev(
                         "when run in this directory, or set SHARDSCHED_TOKEN; curl needs "
                         f'-H "Authorization: Bearer $(cat {token_file})"\n'
                     )
+                # notifications link to the console's run pages (shard/dispatcher.py)
+                scheme = "https://" if tls else "http://"
+                os.environ.setdefault("SHARDSCHED_PUBLIC_URL", scheme + http)
                 node = partial(
                     service.run_node,
                     redis,

@@ -34,6 +34,10 @@ def items_of(matches: list[dict[str, str]]) -> list[Item]:
             continue
         rid, job_id = f.get("id", ""), f.get("j", "")
         item = Item(kind=Kind(kind), at=from_ms(int(f.get("at") or 0)), job_id=job_id)
+        if kind == Kind.ALERT:  # rid: the alert's name (ops/notify_alerts.py)
+            item.name, item.reason = rid, f.get("d") or None
+            items.append(item)
+            continue
         if rid != job_id:
             if is_dag_run(rid):
                 item.dag_run_id = rid
@@ -56,6 +60,8 @@ def enrich(dep: Deployment, items: list[Item], public_url: str | None) -> Op:
     """The items with what the ledger says of them (one round trip)."""
     calls: list[Call] = []
     for item in items:
+        if item.kind == Kind.ALERT:
+            continue
         sk = dep.keys_for(owner_id(item.job_id))
         calls.append(Call(("HGET", sk.job(owner_id(item.job_id)), "spec")))
         if item.run_id:
@@ -64,6 +70,8 @@ def enrich(dep: Deployment, items: list[Item], public_url: str | None) -> Op:
     replies = yield calls
     at = 0
     for item in items:
+        if item.kind == Kind.ALERT:
+            continue
         spec = replies[at]
         at += 1
         if isinstance(spec, bytes):

@@ -9,6 +9,7 @@ from starlette.responses import Response
 from shardsched.core.notify import Channel, Rule
 from shardsched.core.notify_views import Removed, TestSent
 from shardsched.ops import notify
+from shardsched.ops.notify_alerts import AmPayload, take_alerts
 from shardsched.router import http
 from shardsched.router.base import ApiBase
 from shardsched.router.guards import unbound
@@ -16,6 +17,7 @@ from shardsched.router.schemas import DeliveryQuery
 
 _channel_decoder = msgspec.json.Decoder(Channel)
 _rule_decoder = msgspec.json.Decoder(Rule)
+_alerts_decoder = msgspec.json.Decoder(AmPayload)
 
 
 def _opt(value: object) -> str | None:
@@ -78,3 +80,7 @@ class NotifyHandlers(ApiBase):
         unbound(request)
         msg_id = request.path_params["msg_id"]
         return http.json_response(await self._run(notify.delivery(self.dep, msg_id)))
+
+    async def take_alerts(self, request: Request) -> Response:
+        body = await http.decode(request, _alerts_decoder)
+        return http.json_response(await self._run(take_alerts(self.dep, body)))

@@ -16,6 +16,7 @@ from shardsched.core.notify_views import (
     RuleView,
     TestSent,
 )
+from shardsched.ops.notify_alerts import AlertsTaken, AmPayload
 from shardsched.router.operation import BODY_ERRORS, Operation
 from shardsched.router.schemas import DeliveryQuery
 
@@ -77,7 +78,7 @@ NOTIFY_OPERATIONS: tuple[Operation, ...] = (
         "post",
         "/api/v1/notifications/rules",
         "Add a rule: which events (failed, dead_letter, missed, recovered, quarantined,"
-        " auto_paused) of which jobs go to which channels",
+        " auto_paused, overrunning, deadline_missed) of which jobs go to which channels",
         RuleView,
         201,
         Rule,
@@ -119,6 +120,19 @@ NOTIFY_OPERATIONS: tuple[Operation, ...] = (
         tags=_TAGS,
         handler="list_deliveries",
         scope=Scope.ADMIN,
+    ),
+    Operation(
+        "post",
+        "/api/v1/notifications/alerts",
+        "Alertmanager's webhook: each alert goes to the channels of the rules listening for"
+        " `alert` (a token with the write scope)",
+        AlertsTaken,
+        200,
+        AmPayload,
+        errors=BODY_ERRORS,
+        tags=_TAGS,
+        handler="take_alerts",
+        scope=Scope.WRITE,
     ),
     Operation(
         "get",

@@ -13,7 +13,7 @@ from shardsched import ops
 from shardsched.core.access import SDK_ACTOR
 from shardsched.core.models import JobSpec
 from shardsched.core.views import JobCreated
-from shardsched.sdk import control_plans, plans
+from shardsched.sdk import control_plans, notify_plans, plans
 from shardsched.store.drive import drive_async, drive_off_loop
 from shardsched.store.keys import DEFAULT_NAMESPACE
 
@@ -104,6 +104,16 @@ class AsyncClient:
     retry_runs = awaitable(control_plans.retry_runs)
     cancel_dag_run = awaitable(control_plans.cancel_dag_run)
     list_runs_under_way = awaitable(control_plans.list_runs_under_way)
+    put_channel = awaitable(notify_plans.put_channel)
+    list_channels = awaitable(notify_plans.list_channels)
+    delete_channel = awaitable(notify_plans.delete_channel)
+    add_rule = awaitable(notify_plans.add_rule)
+    put_rule = awaitable(notify_plans.put_rule)
+    list_rules = awaitable(notify_plans.list_rules)
+    delete_rule = awaitable(notify_plans.delete_rule)
+    test_channel = awaitable(notify_plans.test_channel)
+    list_deliveries = awaitable(notify_plans.list_deliveries)
+    get_delivery = awaitable(notify_plans.get_delivery)
     add_dag = awaitable(plans.add_dag)
     put_dag = awaitable(plans.put_dag)
     get_dag = awaitable(plans.get_dag)

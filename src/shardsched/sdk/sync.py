@@ -15,7 +15,7 @@ from shardsched import ops
 from shardsched.core.access import SDK_ACTOR
 from shardsched.core.models import JobSpec
 from shardsched.core.views import JobCreated
-from shardsched.sdk import control_plans, plans
+from shardsched.sdk import control_plans, notify_plans, plans
 from shardsched.store.keys import DEFAULT_NAMESPACE
 from shardsched.store.scripts import SCRIPTS
 
@@ -283,6 +283,16 @@ class Client:
     retry_runs = blocking(control_plans.retry_runs)
     cancel_dag_run = blocking(control_plans.cancel_dag_run)
     list_runs_under_way = blocking(control_plans.list_runs_under_way)
+    put_channel = blocking(notify_plans.put_channel)
+    list_channels = blocking(notify_plans.list_channels)
+    delete_channel = blocking(notify_plans.delete_channel)
+    add_rule = blocking(notify_plans.add_rule)
+    put_rule = blocking(notify_plans.put_rule)
+    list_rules = blocking(notify_plans.list_rules)
+    delete_rule = blocking(notify_plans.delete_rule)
+    test_channel = blocking(notify_plans.test_channel)
+    list_deliveries = blocking(notify_plans.list_deliveries)
+    get_delivery = blocking(notify_plans.get_delivery)
     add_dag = blocking(plans.add_dag)
     put_dag = blocking(plans.put_dag)
     get_dag = blocking(plans.get_dag)

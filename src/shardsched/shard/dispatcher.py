@@ -154,6 +154,8 @@ class Dispatcher:
         self._config_at = trio.current_time()
 
     async def _read_outbox(self) -> None:
+        if not await self.redis.execute("XLEN", self.g.notify.outbox):
+            return  # nothing noted (an idle deployment reads no more than this)
         start = self._pending_from or ">"
         reply = await self.redis.execute(
             "XREADGROUP", "GROUP", lua.DISPATCH_GROUP, "d", "COUNT", 5000,

@@ -31,7 +31,7 @@ _SCRIPTS = ("script|load", "script|exists", "evalsha", "eval")
 _READS = (
     "exists", "get", "strlen", "pttl", "hget", "hmget", "hgetall", "hlen", "hexists",
     "zrange", "zscore", "zcard", "zcount", "lrange", "llen", "lindex", "smembers", "scard",
-    "sismember",
+    "sismember", "smismember", "getrange",
     "xrange", "xrevrange", "xlen", "xpending", "xinfo|groups", "xinfo|stream",
 )  # fmt: skip
 #: Writes, inside scripts and out (wake tokens: RPUSH, LTRIM, BLPOP), plus the pub/sub the

@@ -1,6 +1,7 @@
 """Which running runs overrun: longer than twice their job's recent p99 here, or 90 % of
-their timeout. A gauge per job, a log line when a job starts overrunning, and the count
-the worker publishes in the registry."""
+their timeout. A gauge per job, a log line when a job starts overrunning, the count the
+worker publishes in the registry, and, once per run, an event on its shard's stream
+(``running>running``, detail ``overrunning: …``) that notifications hear of."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import trio
 
 from shardsched.core.ids import job_of_run
 from shardsched.runtime.metrics import Metrics
+from shardsched.store.deployment import Deployment
+from shardsched.store.redis import Redis, RedisError
 from shardsched.worker.holdings import Claimed, Holdings
 
 log = logging.getLogger(__name__)
@@ -20,12 +23,23 @@ log = logging.getLogger(__name__)
 RECENT_DURATIONS = 50
 DURATION_JOBS = 10_000
 OVERRUN_CHECK_S = 1.0
+EVENTS_KEPT = 10_000  #: as lua/lib/events.lua caps a shard's event stream
 
 
 class OverrunTracker:
-    def __init__(self, holdings: Holdings, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        holdings: Holdings,
+        metrics: Metrics,
+        redis: Redis | None = None,
+        dep: Deployment | None = None,
+        worker_id: str = "",
+    ) -> None:
         self.holdings = holdings
         self.metrics = metrics
+        self.redis, self.dep, self.worker_id = redis, dep, worker_id
+        #: runs told of on their shard's event stream (each once)
+        self._told: OrderedDict[tuple[str, int], None] = OrderedDict()
         #: recent durations (s) of each job's runs here (bounded, least recent dropped)
         self._durations: OrderedDict[str, deque[float]] = OrderedDict()
         self.overrunning: dict[str, int] = {}
@@ -65,9 +79,36 @@ class OverrunTracker:
         while True:
             await self.holdings.wait_running()
             await trio.sleep(OVERRUN_CHECK_S)
-            self._check(trio.current_time())
+            news = self._check(trio.current_time())
+            if news:
+                await self._tell(news)
 
-    def _check(self, now: float) -> None:
+    async def _tell(self, news: list[tuple[Claimed, float, float]]) -> None:
+        """One event per run that started overrunning (a Redis error: told next time)."""
+        if self.redis is None or self.dep is None:
+            return
+        commands = []
+        for claimed, elapsed, limit in news:
+            detail = f"overrunning: running {elapsed:.0f}s, past its {limit:.0f}s"
+            value = f"running>running|{self.worker_id}|{detail}"
+            events = self.dep.shard(claimed.shard).events
+            commands.append(
+                ("XADD", events, "MAXLEN", "~", EVENTS_KEPT, "*", claimed.run_id, value)
+            )
+        try:
+            await self.redis.pipeline(commands)
+        except RedisError as exc:
+            self.metrics.redis_error(log, "telling of overrunning runs", exc, 0)
+            return
+        for claimed, _, _ in news:
+            self._told[claimed.key] = None
+            if len(self._told) > DURATION_JOBS:
+                self._told.popitem(last=False)
+
+    def _check(self, now: float) -> list[tuple[Claimed, float, float]]:
+        """Update the gauges; returns the runs overrunning not yet told of (with their
+        elapsed time and limit)."""
+        news: list[tuple[Claimed, float, float]] = []
         gauge, ratio, label = (
             self.metrics.overrunning,
             self.metrics.overrun_ratio,
@@ -77,7 +118,10 @@ class OverrunTracker:
         ratios: dict[str, float] = {}
         for claimed in [held.claimed for held in self.holdings.running()]:
             elapsed = now - claimed.claimed_local
-            if elapsed > self.threshold(claimed):
+            limit = self.threshold(claimed)
+            if elapsed > limit:
+                if claimed.key not in self._told:
+                    news.append((claimed, elapsed, limit))
                 job_id = job_of_run(claimed.run_id)
                 counts[job_id] = counts.get(job_id, 0) + 1
                 p99 = self.p99(job_id)
@@ -92,3 +136,4 @@ class OverrunTracker:
             gauge.labels(label(job_id)).set(count)
             ratio.labels(label(job_id)).set(ratios.get(job_id, 0.0))
         self.overrunning = counts
+        return news

@@ -102,7 +102,7 @@ class Worker:
             lua.DEFAULT_JOB_OUTPUT_QUOTA, lua.DEFAULT_OUTPUT_QUOTA, dep.n_shards
         )
         self.executor = Executor(pass_env, sandbox, policy, quota.run)
-        self.overruns = OverrunTracker(self.holdings, self.metrics)
+        self.overruns = OverrunTracker(self.holdings, self.metrics, redis, dep, self.worker_id)
         self.limits = KeyLimits(
             redis, dep, self.worker_id, self.holdings, self.metrics, self._released
         )

@@ -1,0 +1,78 @@
+"""Notifications through the CLI and the SDK (issue #32): the same operations as the API,
+a clear message and a non-zero exit for what cannot work, and no secret on a command
+line or in an answer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import trio
+
+from conftest import cli, wait_until
+from notify.receiver import receiver
+from shardsched.core.errors import ConflictError, ValidationError
+from shardsched.core.notify import Channel, Kind, Rule
+from shardsched.sdk import Client
+
+
+async def test_the_cli_manages_channels_and_rules_and_shows_deliveries(node, http) -> None:
+    api = ("--api", str(http.base_url))
+    with receiver() as rec:
+        made = await cli(http, "notify", "channels", "set", "hook", "--webhook", rec.url,
+                         "--secret-env", "HOOK_SECRET", "--header", "X-Team=data", *api,
+                         env={"HOOK_SECRET": "from-env"})  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        listed = await cli(http, "notify", "channels", "list", *api)
+        assert "hook" in listed.stdout and "yes" in listed.stdout
+        assert "from-env" not in listed.stdout
+        rule = await cli(http, "notify", "rules", "add", "--on", "failed,dead_letter",
+                         "--channel", "hook", "--label", "team=data", "--json", *api)  # fmt: skip
+        assert rule.returncode == 0, rule.stderr
+        rule_id = json.loads(rule.stdout)["id"]
+        sent = await cli(http, "notify", "channels", "test", "hook", *api)
+        assert sent.returncode == 0 and "test message" in sent.stdout, sent.stderr
+        await wait_until(lambda: _any(rec.requests), timeout=30)
+        assert rec.requests[0]["headers"]["X-Team"] == "data"
+        assert rec.requests[0]["headers"]["X-Shardsched-Signature"].startswith("v1=")
+
+        async def delivered() -> bool:
+            shown = await cli(http, "notify", "deliveries", "--state", "delivered", *api)
+            return "HTTP 200" in shown.stdout
+
+        await wait_until(delivered, timeout=30)
+        used = await cli(http, "notify", "channels", "rm", "hook", *api)
+        assert used.returncode != 0 and rule_id in used.stderr
+        bad = await cli(http, "notify", "rules", "add", "--on", "exploded", "--channel", "hook",
+                        *api)  # fmt: skip
+        assert bad.returncode != 0 and "exploded" in bad.stderr
+        unset = await cli(http, "notify", "channels", "set", "x", "--webhook", rec.url,
+                          "--secret-env", "NOT_SET_ANYWHERE", *api)  # fmt: skip
+        assert unset.returncode != 0 and "NOT_SET_ANYWHERE" in unset.stderr
+        assert (await cli(http, "notify", "rules", "rm", rule_id, *api)).returncode == 0
+        assert (await cli(http, "notify", "channels", "rm", "hook", *api)).returncode == 0
+
+
+async def _any(items: list) -> bool:
+    return bool(items)
+
+
+async def test_the_sdk_manages_notifications(redis_server, dep) -> None:
+    def tour() -> None:
+        with Client(redis_server.url, dep.namespace) as client:
+            view = client.put_channel("ops", Channel(kind="webhook", url="http://127.0.0.1:1/"))
+            assert view.name == "ops" and not view.signed
+            rule = client.add_rule(Rule(events=[Kind.FAILED], channels=["ops"]))
+            assert [r.id for r in client.list_rules().rules] == [rule.id]
+            with pytest.raises(ValidationError):
+                client.add_rule(Rule(events=[Kind.FAILED], channels=["nope"]))
+            with pytest.raises(ConflictError):
+                client.delete_channel("ops")
+            msg_id = client.test_channel("ops")
+            assert client.get_delivery(msg_id).state == "pending"
+            assert [d.id for d in client.list_deliveries().deliveries] == [msg_id]
+            client.delete_rule(rule.id)
+            client.delete_channel("ops")
+            assert client.list_channels().channels == []
+
+    await trio.to_thread.run_sync(tour)
