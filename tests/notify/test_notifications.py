@@ -88,7 +88,7 @@ async def _count(items: list) -> int:
 async def test_a_burst_of_failures_is_one_message_per_group_and_rate(node, worker, http) -> None:
     with receiver() as rec:
         await _channel(http, "burst", kind="webhook", url=rec.url, max_per_minute=1)
-        await _rule(http, events=["failed", "dead_letter"], channels=["burst"], group_s=1,
+        await _rule(http, events=["failed", "dead_letter"], channels=["burst"], group_s=5,
                     labels={"wave": "1"})  # fmt: skip
         jobs = [
             await _job(http, f"j{i}", "handler:test-notify-fail", labels={"wave": "1"})
@@ -211,6 +211,11 @@ async def test_the_api_refuses_what_cannot_work_and_never_shows_a_secret(http) -
     assert (await http.delete(f"/api/v1/notifications/rules/{rule}")).status_code == 404
     assert (await http.delete("/api/v1/notifications/channels/x")).status_code == 200
     assert (await http.get("/api/v1/notifications/deliveries/nothing")).status_code == 404
+    weird = await http.get("/api/v1/notifications/deliveries/%7Bx%7D%00")
+    assert weird.status_code == 404
+    badid = await http.put("/api/v1/notifications/rules/nr_UPPER%21", json={"events": ["failed"],
+                           "channels": ["x"]})  # fmt: skip
+    assert badid.status_code == 422
 
 
 async def test_an_overrunning_run_and_a_stalled_dag_task_are_noted(node, worker, http) -> None:

@@ -294,3 +294,27 @@ async def test_a_dag_run_is_one_trace_with_a_span_per_task(
         run_id = task.attributes["shardsched.run_id"]
         (attempt,) = _by(spans, "shardsched.attempt", run_id)
         assert attempt.parent.span_id == task.context.span_id
+
+
+async def test_an_unsampled_firing_costs_no_span_anywhere(nursery, redis, dep, http) -> None:
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    spans = InMemorySpanExporter()
+    tracer = RunTracer.for_tests(spans, sampler=ALWAYS_OFF)
+    manager = ShardManager(redis, dep, node_id="n-off", renew_every_s=0.5, tracer=tracer)
+    await nursery.start(manager.run)
+    w = Worker(redis, dep, worker_id="w-off", tracer=tracer)
+    await nursery.start(w.run)
+    body = {
+        "name": "ok",
+        "command": "true",
+        "schedule": {"type": "once", "at": "2020-01-01T00:00:00Z"},
+    }
+    job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
+
+    async def done() -> bool:
+        runs = (await http.get(f"/api/v1/jobs/{job_id}/runs")).json()["runs"]
+        return bool(runs) and runs[0]["state"] == "succeeded"
+
+    await wait_until(done, timeout=20)
+    assert spans.get_finished_spans() == ()

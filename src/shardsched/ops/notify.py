@@ -5,6 +5,7 @@ shard/dispatcher.py) within seconds of a change."""
 
 from __future__ import annotations
 
+import re
 import secrets
 
 import msgspec
@@ -28,6 +29,8 @@ from shardsched.store.lua import notify as lua
 _channel = msgspec.json.Decoder(Channel)
 _rule = msgspec.json.Decoder(Rule)
 MAX_LISTED = 500
+_RULE_ID = re.compile(r"^nr_[a-z0-9_-]{1,40}$")
+_MSG_ID = re.compile(r"^[a-z0-9-]{1,40}$")
 
 
 def _rule_view(rule_id: str, r: Rule) -> RuleView:
@@ -92,8 +95,8 @@ def put_rule(dep: Deployment, rule: Rule, rule_id: str | None = None) -> Op:
     """Create a rule (``rule_id`` None: a new id) or replace one; its channels must exist.
     Returns (RuleView, created)."""
     rule.check()
-    if rule_id is not None and not rule_id.startswith("nr_"):
-        raise ValidationError("a rule id starts with nr_", "$.id")
+    if rule_id is not None and not _RULE_ID.match(rule_id):
+        raise ValidationError("a rule id is nr_ and 1-40 of a-z 0-9 _ -", "$.id")
     (known,) = yield [Call(("HMGET", dep.globals.notify.channels, *rule.channels))]
     missing = [c for c, v in zip(rule.channels, check(known), strict=True) if v is None]
     if missing:
@@ -196,6 +199,8 @@ def deliveries(
 
 def delivery(dep: Deployment, msg_id: str) -> Op:
     """One message: its body and every attempt."""
+    if not _MSG_ID.match(msg_id):
+        raise NotFoundError(f"notification {msg_id!r} not found")
     raw, attempts = yield [
         Call(("HGETALL", dep.globals.notify.message(msg_id))),
         Call(("LRANGE", dep.globals.notify.attempts(msg_id), 0, -1)),

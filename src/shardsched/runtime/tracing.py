@@ -33,6 +33,7 @@ _next_ids: contextvars.ContextVar[tuple[int | None, int] | None] = contextvars.C
     "shardsched_next_span_ids", default=None
 )
 _active = False  #: a RunTracer exists in this process (logs look for the current span)
+_SAMPLED: Any = None  #: TraceFlags.SAMPLED, once OpenTelemetry is imported
 
 
 def enabled_by(env: Mapping[str, str]) -> bool:
@@ -76,11 +77,13 @@ class RunTracer:
 
     def __init__(self, provider: TracerProvider, service: str) -> None:
         from opentelemetry import trace
+        from opentelemetry.trace import TraceFlags
 
-        global _active
-        _active = True
+        global _active, _SAMPLED
+        _active, _SAMPLED = True, TraceFlags(TraceFlags.SAMPLED)
         self.provider = provider
         self.tracer = trace.get_tracer("shardsched", tracer_provider=provider)
+        self._decided: dict[str, bool] = {}  #: run id -> sampled (samples())
         self.service = service
 
     @classmethod
@@ -110,18 +113,35 @@ class RunTracer:
         return cls(provider, service)
 
     @classmethod
-    def for_tests(cls, exporter: Any, service: str = "shardsched-test") -> RunTracer:
+    def for_tests(
+        cls, exporter: Any, service: str = "shardsched-test", sampler: Any = None
+    ) -> RunTracer:
         """A tracer handing each span to ``exporter`` as it ends (an in-memory one)."""
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-        provider = TracerProvider(id_generator=_fixed_ids())
+        provider = TracerProvider(id_generator=_fixed_ids(), sampler=sampler)
         provider.add_span_processor(SimpleSpanProcessor(exporter))
         return cls(provider, service)
 
     def shutdown(self) -> None:
         """Export what is left (the batch processor's queue)."""
         self.provider.shutdown()
+
+    def samples(self, run_id: str) -> bool:
+        """Whether the firing of ``run_id`` is traced (the sampler decides by its trace
+        id, alike in every process): an unsampled firing costs no span at all. Asked at
+        a run's claim, start and completion: decided once (a bounded memo)."""
+        decided = self._decided.get(run_id)
+        if decided is None:
+            if len(self._decided) >= 100_000:
+                self._decided.clear()
+            decided = self._decided[run_id] = self._sampled(trace_ids.trace_id(run_id))
+        return decided
+
+    def samples_firing(self, firing: str) -> bool:
+        """:meth:`samples` for a firing named as trace_ids.firing_of names it."""
+        return self._sampled(trace_ids.firing_trace_id(firing))
 
     def _sampled(self, trace: int) -> bool:
         result = self.provider.sampler.should_sample(None, trace, "shardsched.firing")
@@ -130,10 +150,10 @@ class RunTracer:
     def _under(self, trace: int, span: int) -> Any:
         """A context whose current span is the remote span ``span`` of trace ``trace``."""
         from opentelemetry import trace as api
-        from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+        from opentelemetry.trace import NonRecordingSpan, SpanContext
 
-        flags = TraceFlags(TraceFlags.SAMPLED if self._sampled(trace) else TraceFlags.DEFAULT)
-        parent = SpanContext(trace, span, is_remote=True, trace_flags=flags)
+        # only sampled firings get spans (callers ask :meth:`samples` first)
+        parent = SpanContext(trace, span, is_remote=True, trace_flags=_SAMPLED)
         return api.set_span_in_context(NonRecordingSpan(parent))
 
     def start_delivery(

@@ -20,13 +20,13 @@ import msgspec
 import trio
 
 from shardsched.core.catchup import decide
-from shardsched.core.ids import is_dag_id
 from shardsched.core.labels import LabelsOnly, is_critical
 from shardsched.core.models import Overlap
 from shardsched.core.pacing import Backoff
 from shardsched.core.schedule import NextFireMemo
 from shardsched.runtime.metrics import Metrics
 from shardsched.runtime.tracing import RunTracer
+from shardsched.shard.fire_spans import FireSpans
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import call_script, redis_calls
 from shardsched.store.lua import firing
@@ -80,7 +80,8 @@ class ShardActor:
         wake: Callable[[int, tuple[str, ...]], None] | None = None,
         tracer: RunTracer | None = None,
     ) -> None:
-        self.tracer = tracer  #: None: tracing is off (runtime/tracing.py)
+        #: the fire spans made while idle (None: tracing is off, runtime/tracing.py)
+        self.spans = None if tracer is None else FireSpans(tracer, shard)
         self.redis = redis
         self.keys = dep.shard(shard)
         self.shard = shard
@@ -248,26 +249,6 @@ class ShardActor:
                 },
             )
 
-    def _traced(self, items: list[firing.FireItem], start_ms: int, end_ms: int) -> None:
-        """A span for each tick the fire call wrote (under its firing's root)."""
-        assert self.tracer is not None
-        for item in items:
-            if item.tick == "":
-                continue
-            job = item.job.decode() if isinstance(item.job, bytes) else str(item.job)
-            firing_key = f"{job}:{item.tick}"
-            attributes: dict[str, Any] = {
-                "shardsched.shard": self.shard,
-                "shardsched.epoch": self.epoch,
-                "shardsched.tick": int(item.tick),
-            }
-            if is_dag_id(job):
-                attributes["shardsched.dag_run_id"] = firing_key
-            else:
-                attributes["shardsched.job_id"] = job
-                attributes["shardsched.run_id"] = f"{firing_key}:1"
-            self.tracer.fired(firing_key, attributes, start_ms, end_ms)
-
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         items: list[firing.FireItem] = []
         task_status.started()
@@ -300,9 +281,9 @@ class ShardActor:
             if fired.fired or fired.retried:
                 self._wake(self.shard, fired.queues)
             self.fired_total += fired.fired
-            if items and self.tracer is not None:
+            if items and self.spans is not None:
                 took_ms = round((trio.current_time() - started) * 1000)
-                self._traced(items, now_ms - took_ms, now_ms)
+                self.spans.note(items, self.epoch, now_ms - took_ms, now_ms)
             if items:
                 missed_now = self._observe(now_ms, fired.fired, trio.current_time() - started)
                 if missed_now:
@@ -325,5 +306,9 @@ class ShardActor:
             self._kept = {}
             # Wake a little early: the due batch comes back planned, and fires on the tick.
             wait = (next_ms - now_ms - LOOKAHEAD_MS) / 1000 if next_ms else MAX_IDLE_S
+            if self.spans is not None and self.spans.backlog:
+                emitted = trio.current_time()  # half the idle time at most, then a look
+                self.spans.emit(min(max(wait, 0.0), MAX_IDLE_S) / 2)
+                wait -= trio.current_time() - emitted
             with trio.move_on_after(min(max(wait, 0.0), MAX_IDLE_S)):
                 await self._woken.wait()

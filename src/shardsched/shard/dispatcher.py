@@ -181,17 +181,28 @@ class Dispatcher:
             if group is None:
                 group = self.groups[key] = Group(now)
             group.entries.append((eid, fields))
-        if stale:
-            await self.redis.execute("XACK", self.g.notify.outbox, lua.DISPATCH_GROUP, *stale)
-            await self.redis.execute("XDEL", self.g.notify.outbox, *stale)
+        await self._drop(stale)
+
+    async def _drop(self, entries: list[str]) -> None:
+        """Take matches no rule or channel wants any more off the outbox."""
+        for i in range(0, len(entries), ACK_CHUNK):
+            chunk = entries[i : i + ACK_CHUNK]
+            await self.redis.pipeline(
+                [
+                    ("XACK", self.g.notify.outbox, lua.DISPATCH_GROUP, *chunk),
+                    ("XDEL", self.g.notify.outbox, *chunk),
+                ]
+            )
 
     async def _compose_ready(self) -> None:
         now = trio.current_time()
         for key, group in list(self.groups.items()):
             rule_id, channel_name = key
             rule, channel = self.rules.get(rule_id), self.channels.get(channel_name)
-            if rule is None or channel is None:
-                continue  # the next read of the outbox acks them away
+            if rule is None or channel is None:  # deleted meanwhile: nobody to tell
+                del self.groups[key]
+                await self._drop([eid for eid, _ in group.entries])
+                continue
             if now - group.opened < rule.group_s:
                 continue
             bucket = self.buckets.get(channel_name)

@@ -141,11 +141,11 @@ class EventFollower:
         successes: dict[str, str] = {}  #: job -> a run of it that succeeded here
         for entry_id, flat in entries:
             eid = entry_id.decode()
-            events = [(flat[i].decode(), flat[i + 1].decode()) for i in range(0, len(flat), 2)]
             if self.tracer is not None:
-                self._roots(_ms(eid), events)
+                self._roots(_ms(eid), _ended_elsewhere(flat))
             if not wanted:
                 continue
+            events = [(flat[i].decode(), flat[i + 1].decode()) for i in range(0, len(flat), 2)]
             found, succeeded = noted(events)
             notes += [(eid, i, n) for i, n in enumerate(found) if n.kind in wanted]
             if Kind.RECOVERED in wanted:
@@ -224,6 +224,8 @@ class EventFollower:
             if new not in ("succeeded", "failed", "cancelled", "dead_letter"):
                 continue
             if is_dag_run(rid):
+                if not self.tracer.samples_firing(rid):
+                    continue
                 dag_id, _, tick = rid.partition(":")
                 start = int(tick) if tick.isdigit() else at_ms
                 attributes = {"shardsched.dag_run_id": rid, "shardsched.job_id": dag_id}
@@ -236,6 +238,8 @@ class EventFollower:
                 parts = parse_run_id(rid)
             except ValueError:
                 continue
+            if not self.tracer.samples(rid):
+                continue
             attributes = {"shardsched.run_id": rid, "shardsched.job_id": parts.job_id}
             if drid := dag_run_of(rid):
                 attributes["shardsched.dag_run_id"] = drid
@@ -244,3 +248,15 @@ class EventFollower:
 
 
 _FAILURES = (Kind.FAILED, Kind.DEAD_LETTER, Kind.QUARANTINED, Kind.AUTO_PAUSED)
+
+
+def _ended_elsewhere(flat: list[bytes]) -> list[tuple[str, str]]:
+    """The events of an entry that may end a firing no worker completes (a DAG run's, a
+    cancellation, a poison run), found on the raw bytes: a burst's entries hold hundreds
+    of completions each, which are left undecoded."""
+    out = []
+    for i in range(0, len(flat), 2):
+        rid, value = flat[i], flat[i + 1]
+        if rid.count(b":") == 1 or b">cancelled|" in value or value.endswith(b"|poison"):
+            out.append((rid.decode(), value.decode()))
+    return out

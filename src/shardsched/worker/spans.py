@@ -36,7 +36,7 @@ def run_attributes(claimed: Claimed, worker_id: str) -> dict[str, Any]:
 
 def start(tracer: RunTracer | None, claimed: Claimed, worker_id: str) -> Span | None:
     """The execution span of this delivery (None: tracing is off)."""
-    if tracer is None:
+    if tracer is None or not tracer.samples(claimed.run_id):
         return None
     attributes = run_attributes(claimed, worker_id)
     return tracer.start_delivery(
@@ -71,7 +71,7 @@ def completed(
 ) -> None:
     """Redis applied this completion (the call took ``took_ms``): its span, the attempt's,
     and the firing's if the run ended for good."""
-    if tracer is None:
+    if tracer is None or not tracer.samples(f.claimed.run_id):
         return
     c = f.claimed
     attributes = {**run_attributes(c, worker_id), "shardsched.state": state}
@@ -89,8 +89,13 @@ def claimed(
     """The claim call that delivered ``runs`` (begun at trio's ``started``), under each
     attempt; returns the runs knowing how long it took (their attempt starts with it)."""
     took_ms = round((trio.current_time() - started) * 1000)
-    runs = [c._replace(claim_took_ms=took_ms) for c in runs]
+    out = []
     for c in runs:
+        if not tracer.samples(c.run_id):
+            out.append(c)
+            continue
+        c = c._replace(claim_took_ms=took_ms)
+        out.append(c)
         attributes = {**run_attributes(c, worker_id), "shardsched.delivery": c.delivery.token}
         tracer.child(
             "shardsched.claim",
@@ -100,11 +105,13 @@ def claimed(
             c.claimed_ms - took_ms,
             c.claimed_ms,
         )
-    return runs
+    return out
 
 
 def renewed(tracer: RunTracer, c: Claimed, worker_id: str, took_ms: int, error: str | None) -> None:
     """A lease renewal of a delivery (the call took ``took_ms``), under its execution."""
+    if not tracer.samples(c.run_id):
+        return
     end = c.server_ms()
     tracer.child(
         "shardsched.renew",
