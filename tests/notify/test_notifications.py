@@ -276,3 +276,23 @@ async def test_alertmanagers_alerts_go_out_over_the_same_channels(node, http) ->
         assert "shard 3 has no owner" in rec.bodies()[0]["text"]
         bad = await http.post("/api/v1/notifications/alerts", json={"alerts": "nope"})
         assert bad.status_code == 422
+
+
+async def test_ticks_missed_past_their_grace_are_noted(node, worker, http, redis, dep) -> None:
+    with receiver() as rec:
+        await _channel(http, "miss", kind="webhook", url=rec.url)
+        await _rule(http, events=["missed"], channels=["miss"], group_s=0)
+        body = {"name": "hourly", "command": "true", "misfire_grace_s": 1,
+                "schedule": {"type": "interval", "every_s": 3600}}  # fmt: skip
+        job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
+        rounds = node.follower.rounds
+        await wait_until(lambda: _at_least(node.follower.rounds, rounds + 2), timeout=10)
+        # as after an outage: its next tick is a minute past, its grace (1 s) long gone
+        sk = dep.keys_for(job_id)
+        now_ms = await redis.time_ms()
+        await redis.execute("ZADD", sk.timer, "XX", now_ms - 60_000, job_id)
+        await redis.execute("PUBLISH", dep.globals.wake_channel, str(sk.shard))
+        await wait_until(lambda: _count(rec.bodies()), timeout=40)
+        (item,) = rec.bodies()[0]["items"]
+        assert item["kind"] == "missed" and item["job_id"] == job_id and item["name"] == "hourly"
+        assert item["reason"].startswith("missed: 1 tick(s)")

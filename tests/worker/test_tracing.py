@@ -318,3 +318,23 @@ async def test_an_unsampled_firing_costs_no_span_anywhere(nursery, redis, dep, h
 
     await wait_until(done, timeout=20)
     assert spans.get_finished_spans() == ()
+
+
+async def test_a_runs_page_names_its_trace(node, worker, http, monkeypatch) -> None:
+    body = {
+        "name": "t",
+        "command": "true",
+        "schedule": {"type": "once", "at": "2020-01-01T00:00:00Z"},
+    }
+    job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
+
+    async def ran() -> str | None:
+        runs = (await http.get(f"/api/v1/jobs/{job_id}/runs")).json()["runs"]
+        return runs[0]["run_id"] if runs else None
+
+    run_id = await wait_until(ran)
+    got = (await http.get(f"/api/v1/runs/{run_id}")).json()
+    assert got["trace_id"] == f"{trace_ids.trace_id(run_id):032x}" and got["trace_url"] is None
+    monkeypatch.setenv("SHARDSCHED_TRACE_URL", "http://127.0.0.1:16686/trace/{trace_id}")
+    got = (await http.get(f"/api/v1/runs/{run_id}")).json()
+    assert got["trace_url"] == f"http://127.0.0.1:16686/trace/{got['trace_id']}"

@@ -3,7 +3,7 @@ which channels carry it.
 
 A notification starts as a transition on a shard's event stream (lua/lib/events.lua),
 read by the shard's owner (shard/follower.py): a run that failed for good or was
-dead-lettered, ticks skipped as missed, a job quarantined or auto-paused, a run
+dead-lettered, missed ticks (the owner's finding), a job quarantined or auto-paused, a run
 overrunning (its worker tells), a deadline missed (a DAG task past its stall SLA), and the
 first success of a job after such failures (recovered). :func:`noted` picks those out of one
 stream entry; a :class:`Rule` says whose of them go to which :class:`Channel`.
@@ -24,7 +24,9 @@ from shardsched.core.ids import dag_run_of, is_dag_id
 class Kind(enum.StrEnum):
     FAILED = "failed"  #: a run (or a DAG run) failed with no attempt left
     DEAD_LETTER = "dead_letter"  #: a run was dead-lettered
-    MISSED = "missed"  #: ticks skipped as missed (misfire grace passed, catch-up bounds)
+    #: ticks whose time plus misfire grace passed before they fired (late or skipped),
+    #: as the owner found them (the missed-schedule metric's count)
+    MISSED = "missed"
     RECOVERED = "recovered"  #: the first success of a job after a failure noted here
     QUARANTINED = "quarantined"  #: the owner could not plan a job, or its run was poison
     AUTO_PAUSED = "auto_paused"  #: a job paused after its auto_pause_after failures
@@ -34,8 +36,6 @@ class Kind(enum.StrEnum):
     ALERT = "alert"  #: a Prometheus alert firing or resolved, from Alertmanager's webhook
 
 
-#: skip reasons (core/catchup.py) that mean ticks owed were not run
-MISSED_REASONS = ("misfire", "catchup_limit", "catchup_latest")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 
@@ -160,8 +160,8 @@ def noted(events: list[tuple[str, str]]) -> tuple[list[Noted], list[tuple[str, s
             head, _, attempt = rid.rpartition(":")
             if not (attempt.isdigit() and f"{head}:{int(attempt) + 1}" in retrying):
                 out.append(Noted(Kind.FAILED, rid, _job_of(rid), detail, worker))
-        elif new == "skipped" and detail.split(" ", 1)[0] in MISSED_REASONS:
-            out.append(Noted(Kind.MISSED, rid, _job_of(rid), detail, worker))
+        elif new == old == "active" and detail.startswith("missed") and ":" not in rid:
+            out.append(Noted(Kind.MISSED, rid, rid, detail, worker))
         elif new == "quarantined" and ":" not in rid:
             out.append(Noted(Kind.QUARANTINED, rid, rid, detail, worker))
         elif new == "paused" and old == "active" and ":" not in rid:

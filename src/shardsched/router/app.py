@@ -9,6 +9,7 @@ one error shape (:class:`~shardsched.router.schemas.ErrorBody`).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -210,9 +211,12 @@ class Api(AdminHandlers, StreamHandlers, ControlHandlers, NotifyHandlers):
         return http.json_response(await self._run(op))
 
     async def get_run(self, request: Request) -> Response:
-        return http.json_response(
-            await self._run(ops.get_run(self.dep, await self._run_id(request)))
-        )
+        run = await self._run(ops.get_run(self.dep, await self._run_id(request)))
+        if (template := os.environ.get("SHARDSCHED_TRACE_URL")) and run.trace_id:
+            # e.g. http://jaeger:16686/trace/{trace_id} (docs/tracing.md)
+            url = template.replace("{trace_id}", run.trace_id)
+            run = msgspec.structs.replace(run, trace_url=url)
+        return http.json_response(run)
 
     async def get_output(self, request: Request) -> Response:
         rid = await self._run_id(request)

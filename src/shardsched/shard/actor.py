@@ -47,6 +47,7 @@ LOOKAHEAD_MS = 300
 
 #: Longest sleep without a look at the timer: a safety net for a lost wake message only.
 MAX_IDLE_S = 30.0
+EVENTS_KEPT = 10_000  #: as lua/lib/events.lua caps a shard's event stream
 
 
 #: Due entries whose ticks are this close (ms) fire in one call.
@@ -236,7 +237,9 @@ class ShardActor:
                         cache[job] = ("true" if is_critical(labels) else "false", now)
         critical = {job: cache.get(job, ("unknown", 0.0))[0] for job in missed}
         metrics = self.metrics
+        told: list[str] = []  #: each job's event (notifications hear of it: core/notify.py)
         for job, count in missed.items():
+            told += [job, f"active>active||missed: {count} tick(s) past time + misfire grace"]
             metrics.missed.labels(metrics.job_label(job), critical[job]).inc(count)
             log.warning(
                 "missed schedule: %d tick(s) past time + grace",
@@ -247,6 +250,10 @@ class ShardActor:
                     "epoch": self.epoch,
                     "critical": critical[job],
                 },
+            )
+        with contextlib.suppress(RedisError):  # a full Redis: the metric and log still say it
+            await self.redis.execute(
+                "XADD", self.keys.events, "MAXLEN", "~", EVENTS_KEPT, "*", *told
             )
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
