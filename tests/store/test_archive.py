@@ -13,6 +13,7 @@ import duckdb
 import msgspec
 import pytest
 
+from shardsched.core import trace_ids
 from shardsched.core.models import RunState
 from shardsched.core.views import Run
 from shardsched.store.archive import SCHEMA, Archive, ArchivedRecord
@@ -38,6 +39,7 @@ def run(n: int, job: str = "job_a", state: RunState = RunState.SUCCEEDED, **fiel
         reason=None if state == RunState.SUCCEEDED else "exit 2",
         job_version=3,
     )
+    base["trace_id"] = f"{trace_ids.trace_id(str(base['run_id'])):032x}"  # as Redis's say
     return Run(**{**base, **fields})
 
 

@@ -262,7 +262,7 @@ class Run(msgspec.Struct, kw_only=True):
     job_name: str | None = None
     #: the failure inbox: the last few hundred bytes it printed
     output_tail: str | None = None
-    #: its firing's trace id (32 hex; asked for one run): the same whether or not tracing
+    #: its firing's trace id (32 hex): the same whether or not tracing
     #: is on, since every process derives it from the run id (docs/tracing.md)
     trace_id: str | None = None
     #: where to see that trace, when the API is given SHARDSCHED_TRACE_URL

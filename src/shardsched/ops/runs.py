@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import msgspec
-
-from shardsched.core import trace_ids
 from shardsched.core.access import SDK_ACTOR
 from shardsched.core.errors import (
     RunNotFound,
 )
 from shardsched.core.views import (
-    Run,
     RunOutput,
 )
 from shardsched.ops.cold import archive_url, cold_run
@@ -34,13 +30,8 @@ def get_run(dep: Deployment, rid: str) -> Op:
         archived = cold_run(dep, (yield from archive_url(dep)), rid)
         if archived is None:
             raise RunNotFound(rid)
-        return _traced(archived.run)
-    return _traced(run_from_fields(rid, fields))
-
-
-def _traced(run: Run) -> Run:
-    """The run with its firing's trace id (core/trace_ids.py)."""
-    return msgspec.structs.replace(run, trace_id=f"{trace_ids.trace_id(run.run_id):032x}")
+        return archived.run
+    return run_from_fields(rid, fields)
 
 
 def get_output(dep: Deployment, rid: str) -> Op:

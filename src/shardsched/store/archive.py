@@ -41,6 +41,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from shardsched.core import trace_ids
 from shardsched.core.models import RunState
 from shardsched.core.views import Run
 
@@ -374,6 +375,7 @@ def _dedupe(table: pa.Table) -> list[ArchivedRun]:
                 job_version=row["job_version"],
                 archived=True,
                 next_run_id=row["next_run_id"],
+                trace_id=f"{trace_ids.trace_id(row['run_id']):032x}",
             ),
             row["output"] or b"",
             row["archived_at"],

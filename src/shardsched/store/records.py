@@ -10,6 +10,7 @@ from datetime import datetime
 
 import msgspec
 
+from shardsched.core import trace_ids
 from shardsched.core.access import TokenAct
 from shardsched.core.ids import parse_run_id, task_job_id
 from shardsched.core.instants import from_ms
@@ -68,6 +69,7 @@ def run_from_fields(rid: str, fields: list[bytes | None]) -> Run:
     assert st is not None and c is not None
     state = RunState(st.decode())
     return Run(
+        trace_id=f"{trace_ids.trace_id(rid):032x}",
         run_id=rid,
         job_id=job_id,
         dag_run_id=opt_text(d),
