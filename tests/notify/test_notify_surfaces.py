@@ -30,6 +30,15 @@ async def test_the_cli_manages_channels_and_rules_and_shows_deliveries(node, htt
                          "--channel", "hook", "--label", "team=data", "--json", *api)  # fmt: skip
         assert rule.returncode == 0, rule.stderr
         rule_id = json.loads(rule.stdout)["id"]
+        # as a table (no --json): one line naming the rule
+        shown = await cli(
+            http, "notify", "rules", "add", "--on", "missed", "--channel", "hook", *api
+        )
+        assert shown.returncode == 0 and shown.stdout.startswith("rule nr_"), shown.stderr
+        other = shown.stdout.split()[1].rstrip(":")
+        assert (await cli(http, "notify", "rules", "rm", other, *api)).returncode == 0
+        table = await cli(http, "notify", "rules", "list", *api)
+        assert rule_id in table.stdout and other not in table.stdout
         sent = await cli(http, "notify", "channels", "test", "hook", *api)
         assert sent.returncode == 0 and "test message" in sent.stdout, sent.stderr
         await wait_until(lambda: _any(rec.requests), timeout=30)

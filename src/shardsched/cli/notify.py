@@ -151,9 +151,14 @@ def _call(args: argparse.Namespace) -> Any:
 
 
 def _show(args: argparse.Namespace, out: Any) -> str:
+    """The answer as a person reads it (each answer's shape says which it is)."""
     if "removed" in out:
         return f"removed {out['removed']}"
-    if "channels" in out and isinstance(out["channels"], list) and "name" not in out:
+    if "events" in out:  # a rule
+        return f"rule {out['id']}: {','.join(out['events'])} -> {','.join(out['channels'])}"
+    if "kind" in out and "name" in out:  # a channel
+        return f"channel {out['name']} ({out['kind']}) set"
+    if set(out) == {"channels"}:
         rows = [
             [c["name"], c["kind"], c["url"], "yes" if c["signed"] else "-", c["max_per_minute"]]
             for c in out["channels"]
@@ -168,7 +173,7 @@ def _show(args: argparse.Namespace, out: Any) -> str:
     if "deliveries" in out:
         rows = [_delivery_row(d) for d in out["deliveries"]]
         return table(["ID", "CHANNEL", "STATE", "TRIES", "LAST ANSWER", "MADE", "TITLE"], rows)
-    if "attempts" in out:
+    if "attempts" in out:  # one delivery
         lines = [" ".join(str(c) for c in _delivery_row(out))]
         lines += [
             f"  {style.when(a['at'])} {a['outcome']} {a['answer']} ({a['took_ms']} ms)"
@@ -176,13 +181,7 @@ def _show(args: argparse.Namespace, out: Any) -> str:
         ]
         body = out.get("body") or {}
         return "\n".join([*lines, "", str(body.get("text", ""))])
-    if "events" in out:
-        return f"rule {out['id']}: {','.join(out['events'])} -> {','.join(out['channels'])}"
-    if "kind" in out:
-        return f"channel {out['name']} ({out['kind']}) set"
-    if "id" in out:
-        return f"test message {out['id']} made (see: shardsched notify deliveries {out['id']})"
-    return str(out)
+    return f"test message {out['id']} made (see: shardsched notify deliveries {out['id']})"
 
 
 def _scope(rule: dict[str, Any]) -> str:
