@@ -62,6 +62,7 @@ def _post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> Sen
             return Sent(True, False, f"HTTP {response.status}")
     except urllib.error.HTTPError as exc:
         code = exc.code
+        exc.close()  # it holds the connection: closed now, not whenever it is collected
         return Sent(False, code >= 500 or code in _RETRIED_4XX, f"HTTP {code}")
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
