@@ -406,3 +406,40 @@ async def test_token_acts_are_logged_and_a_token_goes_by_its_hash_too(base, redi
         ("created", "ci", "root-admin"),
     ], seen
     assert log[1]["detail"] == "by hash" and log[2]["detail"] == "read"
+
+
+async def test_notification_routes_refuse_every_scope_below_theirs(base, redis, dep) -> None:
+    """A channel holds a webhook's secret and decides where messages go: every route of
+    notifications is for admin tokens only (Alertmanager's hook: write). Read, write and
+    worker tokens are refused 403 on each, on a real channel and rule, and change nothing."""
+    admin = await token(redis, dep, "admin", Scope.ADMIN)
+    channel = {"kind": "webhook", "url": "http://127.0.0.1:9/hook", "secret": "s3cret"}
+    async with client(base, admin) as ok:
+        made = await ok.put("/api/v1/notifications/channels/ops", json=channel)
+        assert made.status_code == 201, made.text
+        rule = await ok.post(
+            "/api/v1/notifications/rules", json={"events": ["failed"], "channels": ["ops"]}
+        )
+        assert rule.status_code == 201, rule.text
+    names = {"name": "ops", "rule_id": rule.json()["id"], "msg_id": "m1"}
+    lower = {
+        s: await token(redis, dep, s.value, s) for s in (Scope.READ, Scope.WRITE, Scope.WORKER)
+    }
+    before = await keyspace(redis, dep.namespace)
+    ops_ = [op for op in OPERATIONS if op.path.startswith("/api/v1/notifications/")]
+    assert len(ops_) >= 10
+    tried = 0
+    for op in ops_:
+        path = re.sub(r"\{([^}]+)\}", lambda m: names[m.group(1)], op.path)
+        body = {"events": ["failed"], "channels": ["ops"]} if op.body is not None else None
+        for scope, secret in lower.items():
+            if op.needed() == Scope.WRITE and scope == Scope.WRITE:
+                continue  # the alerts hook is the write scope's
+            async with client(base, secret) as c:
+                reply = await c.request(op.method.upper(), path, json=body)
+            assert reply.status_code == 403, (scope, op.method, path, reply.text)
+            assert reply.json()["error"]["code"] == "forbidden"
+            assert "s3cret" not in reply.text
+            tried += 1
+    assert tried >= 30
+    assert await keyspace(redis, dep.namespace) == before

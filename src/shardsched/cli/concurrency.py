@@ -6,12 +6,11 @@ leaves out is cleared. Each change is live at the next start and recorded."""
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from shardsched.cli.api import common_flags
 from shardsched.cli.http import CliError, endpoint, request
-from shardsched.cli.render import formatted, quoted, table
+from shardsched.cli.render import answer, quoted, table
 
 
 def _rate(text: str) -> dict[str, Any]:
@@ -102,11 +101,4 @@ def _show(args: argparse.Namespace, out: Any) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        out = _call(args)
-    except CliError as exc:
-        print(f"shardsched: {exc}", file=sys.stderr)
-        return 1
-    output = "json" if args.json else (args.output or "table")
-    print(formatted(out, output, lambda o: _show(args, o)))
-    return 0
+    return answer(args, lambda: _call(args), lambda out: _show(args, out))

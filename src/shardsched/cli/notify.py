@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 from shardsched.cli import style
 from shardsched.cli.api import common_flags
 from shardsched.cli.http import CliError, endpoint, request
-from shardsched.cli.render import formatted, quoted, table
+from shardsched.cli.render import answer, quoted, table
 
 KINDS = (
     "failed", "dead_letter", "missed", "recovered", "quarantined", "auto_paused",
@@ -197,11 +196,4 @@ def _delivery_row(d: dict[str, Any]) -> list[Any]:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        out = _call(args)
-    except CliError as exc:
-        print(f"shardsched: {exc}", file=sys.stderr)
-        return 1
-    output = "json" if args.json else (args.output or "table")
-    print(formatted(out, output, lambda o: _show(args, o)))
-    return 0
+    return answer(args, lambda: _call(args), lambda out: _show(args, out))

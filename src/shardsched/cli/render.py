@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -262,6 +263,19 @@ def formatted(out: Any, output: str, show: Callable[[Any], str]) -> str:
     if output == "name":
         return "\n".join(_ids(out))
     return show(out)
+
+
+def answer(args: Any, call: Callable[[], Any], show: Callable[[Any], str]) -> int:
+    """A command's whole life: make its call, then print the answer in the form asked
+    (``--json`` or ``-o``, a table by default); a refusal is a message and exit code 1."""
+    try:
+        out = call()
+    except CliError as exc:
+        print(f"shardsched: {exc}", file=sys.stderr)
+        return 1
+    output = "json" if args.json else (args.output or "table")
+    print(formatted(out, output, show))
+    return 0
 
 
 def _ids(out: Any) -> list[str]:

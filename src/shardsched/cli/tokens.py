@@ -15,7 +15,7 @@ from shardsched.cli import style
 from shardsched.cli.api import common_flags
 from shardsched.cli.flags import redis_flags
 from shardsched.cli.http import CliError, endpoint, request
-from shardsched.cli.render import formatted, quoted, table
+from shardsched.cli.render import answer, quoted, table
 from shardsched.core.access import Scope
 
 
@@ -135,11 +135,5 @@ def _show(args: argparse.Namespace, out: Any) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        out = _in_redis(args) if args.redis else _through_api(args)
-    except CliError as exc:
-        print(f"shardsched: {exc}", file=sys.stderr)
-        return 1
-    output = "json" if args.json else (args.output or "table")
-    print(formatted(out, output, lambda o: _show(args, o)))
-    return 0
+    call = _in_redis if args.redis else _through_api
+    return answer(args, lambda: call(args), lambda out: _show(args, out))

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Iterator
+from typing import TypeVar
 
 import msgspec
 
@@ -29,8 +31,19 @@ from shardsched.store.lua import notify as lua
 _channel = msgspec.json.Decoder(Channel)
 _rule = msgspec.json.Decoder(Rule)
 MAX_LISTED = 500
+T = TypeVar("T")
 _RULE_ID = re.compile(r"^nr_[a-z0-9_-]{1,40}$")
 _MSG_ID = re.compile(r"^[a-z0-9-]{1,40}$")
+
+
+def decoded_entries(raw: list[bytes], decoder: msgspec.json.Decoder[T]) -> Iterator[tuple[str, T]]:
+    """A hash's (field, value) pairs from HGETALL's flat reply whose value decodes; one
+    written by a later version (a shape this one cannot read) is passed over."""
+    for i in range(0, len(raw), 2):
+        try:
+            yield raw[i].decode(), decoder.decode(raw[i + 1])
+        except msgspec.DecodeError:
+            continue
 
 
 def _rule_view(rule_id: str, r: Rule) -> RuleView:
@@ -58,12 +71,7 @@ def put_channel(dep: Deployment, name: str, channel: Channel) -> Op:
 
 def list_channels(dep: Deployment) -> Op:
     (raw,) = yield [Call(("HGETALL", dep.globals.notify.channels))]
-    views = []
-    for i in range(0, len(check(raw)), 2):
-        try:
-            views.append(ChannelView.of(raw[i].decode(), _channel.decode(raw[i + 1])))
-        except msgspec.DecodeError:
-            continue
+    views = [ChannelView.of(name, c) for name, c in decoded_entries(check(raw), _channel)]
     return ChannelList(channels=sorted(views, key=lambda v: v.name))
 
 
@@ -82,12 +90,7 @@ def delete_channel(dep: Deployment, name: str) -> Op:
 
 
 def _rules(raw: list[bytes]) -> list[RuleView]:
-    out = []
-    for i in range(0, len(raw), 2):
-        try:
-            out.append(_rule_view(raw[i].decode(), _rule.decode(raw[i + 1])))
-        except msgspec.DecodeError:
-            continue
+    out = [_rule_view(rule_id, r) for rule_id, r in decoded_entries(raw, _rule)]
     return sorted(out, key=lambda r: r.id)
 
 

@@ -20,128 +20,138 @@ from shardsched.ops.notify_alerts import AlertsTaken, AmPayload
 from shardsched.router.operation import BODY_ERRORS, Operation
 from shardsched.router.schemas import DeliveryQuery
 
-_TAGS = ("notifications",)
+_BASE = "/api/v1/notifications"
+
+
+def _op(
+    method: str,
+    path: str,
+    summary: str,
+    answer: type,
+    status: int = 200,
+    body: type | None = None,
+    *,
+    handler: str,
+    query: type | None = None,
+    errors: tuple[int, ...] = (),
+    scope: Scope = Scope.ADMIN,
+) -> Operation:
+    """An operation under ``_BASE``, tagged notifications, for admin tokens unless said."""
+    return Operation(
+        method,
+        _BASE + path,
+        summary,
+        answer,
+        status,
+        body,
+        query=query,
+        errors=errors,
+        tags=("notifications",),
+        handler=handler,
+        scope=scope,
+    )
+
+
 NOTIFY_OPERATIONS: tuple[Operation, ...] = (
-    Operation(
+    _op(
         "get",
-        "/api/v1/notifications/channels",
+        "/channels",
         "Notification channels (a webhook's secret and header values are never shown)",
         ChannelList,
-        tags=_TAGS,
         handler="list_channels",
-        scope=Scope.ADMIN,
     ),
-    Operation(
+    _op(
         "put",
-        "/api/v1/notifications/channels/{name}",
+        "/channels/{name}",
         "Add or replace a channel: a webhook (JSON, HMAC-signed with its secret) or an"
         " apprise URL (Slack, email, ...)",
         ChannelView,
         200,
         Channel,
         errors=BODY_ERRORS,
-        tags=_TAGS,
         handler="put_channel",
-        scope=Scope.ADMIN,
     ),
-    Operation(
+    _op(
         "delete",
-        "/api/v1/notifications/channels/{name}",
+        "/channels/{name}",
         "Remove a channel no rule sends to",
         Removed,
         errors=(404, 409),
-        tags=_TAGS,
         handler="delete_channel",
-        scope=Scope.ADMIN,
     ),
-    Operation(
+    _op(
         "post",
-        "/api/v1/notifications/channels/{name}/test",
+        "/channels/{name}/test",
         "Send a test message over a channel (see it under deliveries)",
         TestSent,
         201,
         errors=(404,),
-        tags=_TAGS,
         handler="test_channel",
-        scope=Scope.ADMIN,
     ),
-    Operation(
+    _op(
         "get",
-        "/api/v1/notifications/rules",
+        "/rules",
         "Notification rules",
         RuleList,
-        tags=_TAGS,
         handler="list_rules",
-        scope=Scope.ADMIN,
     ),
-    Operation(
+    _op(
         "post",
-        "/api/v1/notifications/rules",
+        "/rules",
         "Add a rule: which events (failed, dead_letter, missed, recovered, quarantined,"
         " auto_paused, overrunning, deadline_missed) of which jobs go to which channels",
         RuleView,
         201,
         Rule,
         errors=BODY_ERRORS,
-        tags=_TAGS,
         handler="create_rule",
-        scope=Scope.ADMIN,
     ),
-    Operation(
+    _op(
         "put",
-        "/api/v1/notifications/rules/{rule_id}",
+        "/rules/{rule_id}",
         "Replace a rule (or add it under this id)",
         RuleView,
         200,
         Rule,
         errors=BODY_ERRORS,
-        tags=_TAGS,
         handler="put_rule",
-        scope=Scope.ADMIN,
     ),
-    Operation(
+    _op(
         "delete",
-        "/api/v1/notifications/rules/{rule_id}",
+        "/rules/{rule_id}",
         "Remove a rule",
         Removed,
         errors=(404,),
-        tags=_TAGS,
         handler="delete_rule",
-        scope=Scope.ADMIN,
     ),
-    Operation(
+    _op(
         "get",
-        "/api/v1/notifications/deliveries",
+        "/deliveries",
         "Messages, newest first, with every delivery attempt (?channel=, ?state=pending,"
         " retrying, delivered, failed)",
         DeliveryList,
         query=DeliveryQuery,
         errors=(422,),
-        tags=_TAGS,
         handler="list_deliveries",
-        scope=Scope.ADMIN,
     ),
-    Operation(
+    _op(
         "post",
-        "/api/v1/notifications/alerts",
+        "/alerts",
         "Alertmanager's webhook: each alert goes to the channels of the rules listening for"
         " `alert` (a token with the write scope)",
         AlertsTaken,
         200,
         AmPayload,
         errors=BODY_ERRORS,
-        tags=_TAGS,
         handler="take_alerts",
         scope=Scope.WRITE,
     ),
-    Operation(
+    _op(
         "get",
-        "/api/v1/notifications/deliveries/{msg_id}",
+        "/deliveries/{msg_id}",
         "One message: its body and every delivery attempt",
         Delivery,
         errors=(404,),
-        tags=_TAGS,
         handler="get_delivery",
-        scope=Scope.ADMIN,
     ),
 )

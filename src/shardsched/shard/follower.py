@@ -22,17 +22,17 @@ from typing import Any
 import msgspec
 import trio
 
-from shardsched.core.errors import ShardschedError
 from shardsched.core.ids import dag_run_of, parse_run_id
 from shardsched.core.labels import LabelsOnly
 from shardsched.core.notify import Kind, Noted, Rule, is_dag_run, noted
-from shardsched.core.pacing import Backoff
+from shardsched.ops.notify import decoded_entries
 from shardsched.runtime.metrics import Metrics
 from shardsched.runtime.tracing import RunTracer
+from shardsched.shard.rounds import every
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import redis_calls
 from shardsched.store.lua import notify as lua
-from shardsched.store.redis import Redis, RedisError
+from shardsched.store.redis import Redis
 
 log = logging.getLogger(__name__)
 
@@ -72,30 +72,23 @@ class EventFollower:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
-        backoff = Backoff(first=FOLLOW_EVERY_S, cap=10.0)
-        while True:
-            await trio.sleep(FOLLOW_EVERY_S)
-            try:
-                await self.round()
-                self.rounds += 1
-                backoff.reset()
-            except (RedisError, ShardschedError) as exc:
-                pause = backoff.next()
-                self.metrics.redis_error(log, "following events", exc, pause)
-                await trio.sleep(pause)
+        await every(
+            FOLLOW_EVERY_S,
+            self._counted_round,
+            what="following events",
+            metrics=self.metrics,
+            log=log,
+        )
+
+    async def _counted_round(self) -> None:
+        await self.round()
+        self.rounds += 1
 
     async def _read_rules(self) -> None:
         if trio.current_time() - self._rules_read < RULES_EVERY_S:
             return
         raw = await self.redis.execute("HGETALL", self.dep.globals.notify.rules)
-        rules = []
-        for i in range(0, len(raw), 2):
-            try:
-                rule = _rules_decoder.decode(raw[i + 1])
-            except msgspec.DecodeError:
-                continue  # written by a later version: not ours to read
-            if rule.enabled:
-                rules.append((raw[i].decode(), rule))
+        rules = [(i, rule) for i, rule in decoded_entries(raw, _rules_decoder) if rule.enabled]
         self.rules = rules
         self._rules_read = trio.current_time()
 

@@ -15,10 +15,10 @@ from collections.abc import Callable
 import trio
 
 from shardsched.core.errors import ShardschedError
-from shardsched.core.pacing import Backoff
 from shardsched.ops import resume_if_due
 from shardsched.runtime.metrics import Metrics
 from shardsched.shard.limits import sweep_keys
+from shardsched.shard.rounds import every
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import drive_async, redis_calls
 from shardsched.store.lua import dags as dags_lua
@@ -61,17 +61,17 @@ class Maintainer:
     async def run(self) -> None:
         """Every second: report DAG tasks released but not claimed within their SLA, and
         resume the jobs paused until now, in every owned shard."""
-        backoff = Backoff(first=MAINTENANCE_EVERY_S, cap=10.0)
-        while True:
-            await trio.sleep(MAINTENANCE_EVERY_S)
-            try:
-                await self._maintenance_round()
-                self.rounds += 1
-                backoff.reset()
-            except (RedisError, ShardschedError) as exc:
-                pause = backoff.next()
-                self.metrics.redis_error(log, "maintenance round", exc, pause)
-                await trio.sleep(pause)
+        await every(
+            MAINTENANCE_EVERY_S,
+            self._counted_round,
+            what="maintenance round",
+            metrics=self.metrics,
+            log=log,
+        )
+
+    async def _counted_round(self) -> None:
+        await self._maintenance_round()
+        self.rounds += 1
 
     async def _maintenance_round(self) -> None:
         if trio.current_time() - self._lag_sampled >= LAG_SAMPLE_S:
