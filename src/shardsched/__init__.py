@@ -22,6 +22,7 @@ from shardsched.core.errors import (
 from shardsched.core.models import (
     CronSchedule,
     DagSpec,
+    DstPolicy,
     IntervalSchedule,
     JobPatch,
     JobSpec,
@@ -60,6 +61,7 @@ __all__ = [
     "DagRunNotFound",
     "DagSpec",
     "DagTaskJob",
+    "DstPolicy",
     "IntervalSchedule",
     "Job",
     "JobDeleted",

@@ -198,11 +198,20 @@ async def test_jobs_create_from_flags(node, http) -> None:
     daily = (await http.get(f"/api/v1/jobs/{json.loads(out.stdout)['job_id']}")).json()
     assert daily["schedule"] == {"type": "cron", "expression": "@daily", "timezone": "UTC"}
     assert daily["next_run_at"].endswith("T00:00:00Z")
+    out = await cli(
+        http, "jobs", "create", "berlin", "--cron", "30 2 * * *", "--tz", "Europe/Berlin",
+        "--dst-gap", "skip", "--dst-repeat", "both", "--command", "true", *api, "--json",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    berlin = (await http.get(f"/api/v1/jobs/{json.loads(out.stdout)['job_id']}")).json()
+    assert berlin["schedule"]["dst"] == {"gap": "skip", "repeat": "both"}
     for args, needle in [
         (("--command", "true"), "exactly one schedule"),
         (("--command", "true", "--every", "1m", "--at", "2030-01-01T00:00:00Z"), "exactly one"),
         (("--command", "true", "--every", "soon"), "is not a duration"),
-        (("--command", "true", "--every", "1m", "--tz", "UTC"), "--timezone goes with --cron"),
+        (("--command", "true", "--every", "1m", "--tz", "UTC"), "--timezone and --dst-* go"),
+        (("--command", "true", "--every", "1m", "--dst-gap", "skip"), "go with --cron"),
+        (("--command", "true", "--cron", "@daily", "--dst-gap", "later"), "invalid choice"),
         (("--command", "true", "--cron", "61 * * * *"), "61"),
         (("--command", "true", "--every", "1m", "--id", "db-backup"), "id_taken"),
         (("--command", "true", "--every", "1m", "--queue", "GPU"), "queue"),

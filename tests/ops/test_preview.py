@@ -89,6 +89,11 @@ async def test_preview_over_http_and_sdk(http, redis_server, dep) -> None:
         "local": "2026-03-29T03:30:00+02:00",
         "dst": "dst_shifted",
     }
+    skip = {**body, "schedule": {**body["schedule"], "dst": {"gap": "skip"}}}
+    reply = await http.post("/api/v1/schedules/preview", json=skip)
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["fire_times"][0]["at"] == "2026-03-30T00:30:00Z"
+    assert reply.json()["suppressed"] == [{"wall_time": "2026-03-29T02:30:00", "reason": "dst_gap"}]
     now = await http.post(
         "/api/v1/schedules/preview", json={"schedule": {"type": "interval", "every_s": 60}}
     )
@@ -103,6 +108,7 @@ async def test_preview_over_http_and_sdk(http, redis_server, dep) -> None:
             "$.schedule.timezone",
         ),
         ({**body, "colour": 1}, "$.colour"),
+        ({**body, "schedule": {**body["schedule"], "dst": {"gap": "later"}}}, "$.schedule.dst.gap"),
     ]:
         reply = await http.post("/api/v1/schedules/preview", json=bad)
         assert reply.status_code == 422, (bad, reply.text)

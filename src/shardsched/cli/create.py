@@ -58,11 +58,14 @@ def body_of(args: argparse.Namespace) -> dict[str, Any]:
     if len(given) != 1:
         raise CliError("give exactly one schedule: --cron EXPR, --every DURATION or --at TIME")
     schedule: dict[str, Any]
+    dst = {k: v for k, v in (("gap", args.dst_gap), ("repeat", args.dst_repeat)) if v}
     if args.cron is not None:
         schedule = {"type": "cron", "expression": args.cron, "timezone": args.cron_tz or "UTC"}
-    elif args.cron_tz is not None:
+        if dst:
+            schedule["dst"] = dst
+    elif args.cron_tz is not None or dst:
         raise CliError(
-            "--timezone goes with --cron (an --every or --at schedule has no wall clock)"
+            "--timezone and --dst-* go with --cron (an --every or --at schedule has no wall clock)"
         )
     elif args.every is not None:
         schedule = {"type": "interval", "every_s": args.every}
@@ -131,6 +134,16 @@ def add_create_parser(jsub: argparse._SubParsersAction, common: argparse.Argumen
         "--timezone", "--tz", dest="cron_tz", metavar="ZONE",
         help="the cron's time zone (default UTC); `shardsched --tz ZONE` before the command"
         " only shows times in ZONE",
+    )  # fmt: skip
+    when.add_argument(
+        "--dst-gap", choices=["shift", "skip"],
+        help="a wall time the clock skips in spring: fire it shifted past the gap, or skip it"
+        " (default: shift a fixed hour, skip under a wildcard hour, as Vixie cron)",
+    )  # fmt: skip
+    when.add_argument(
+        "--dst-repeat", choices=["first", "second", "both"],
+        help="a wall time the clock shows twice in autumn: fire its first, its second or both"
+        " (default: first for a fixed hour, both under a wildcard hour)",
     )  # fmt: skip
     when.add_argument("--every", type=duration_arg, metavar="DURATION", help="e.g. 90s, 20m, 1h30m")
     when.add_argument("--at", metavar="RFC3339", help="once, at this time")

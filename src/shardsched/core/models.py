@@ -76,11 +76,39 @@ EnvMap = Annotated[
 ]
 
 
+class DstGap(enum.StrEnum):
+    """A matching wall time the clock skips (spring forward)."""
+
+    SHIFT = "shift"  #: fire once, moved forward by the size of the gap
+    SKIP = "skip"  #: no firing: recorded skipped (``dst_gap``)
+
+
+class DstRepeat(enum.StrEnum):
+    """A matching wall time the clock shows twice (fall back)."""
+
+    FIRST = "first"  #: fire at its first occurrence only
+    SECOND = "second"  #: fire at its second occurrence only
+    BOTH = "both"  #: fire at both
+
+
+class DstPolicy(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """What a cron schedule does at a DST change. A field left out keeps Vixie cron's
+    rule for it (core/schedule.py): a fixed-hour job shifts past a gap and fires at the
+    first of a repeated time; a job whose hour field is ``*`` or ``*/n`` has no firing in
+    a gap and fires at both occurrences of a repeated time."""
+
+    gap: DstGap | None = None
+    repeat: DstRepeat | None = None
+
+
 class CronSchedule(msgspec.Struct, tag="cron", tag_field="type", forbid_unknown_fields=True):
-    """A 5-field cron expression evaluated on the wall clock of ``timezone``."""
+    """A 5-field cron expression evaluated on the wall clock of ``timezone``; ``dst`` says
+    what it does when that clock jumps (default: Vixie cron's rule, :class:`DstPolicy`)."""
 
     expression: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
     timezone: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] = "UTC"
+    #: left out (UNSET, never encoded): Vixie cron's rule, as before the field existed
+    dst: DstPolicy | msgspec.UnsetType = msgspec.UNSET
 
 
 class IntervalSchedule(

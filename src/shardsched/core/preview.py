@@ -4,50 +4,16 @@ clock, with every firing a DST change moves or suppresses called out (the rule o
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from itertools import islice
 
-from croniter import croniter
-
+from shardsched.core.dst import dst_decisions, zone_info
 from shardsched.core.instants import from_ms, to_ms
 from shardsched.core.models import CronSchedule, IntervalSchedule, Schedule, SchedulePreviewRequest
-from shardsched.core.schedule import classify, first_fire_ms, parse_cron, zone_info
+from shardsched.core.schedule import first_fire_ms, parse_cron
 from shardsched.core.ticks import walk
 from shardsched.core.validation import checked, validate_schedule
 from shardsched.core.views import FireTime, SchedulePreview, SuppressedTime
-
-
-def _dst_notes(
-    schedule: CronSchedule, after: datetime, until: datetime
-) -> tuple[dict[datetime, str], list[SuppressedTime]]:
-    """DST notes of the fire instants in (after, until], and the suppressed wall times."""
-    fields = parse_cron(schedule.expression)
-    tz = zone_info(schedule.timezone)
-    wildcard = fields[1].startswith("*")
-    notes: dict[datetime, str] = {}
-    suppressed: list[SuppressedTime] = []
-    start = after.astimezone(tz).replace(tzinfo=None) - timedelta(hours=3)
-    try:
-        end = until.astimezone(tz).replace(tzinfo=None) + timedelta(hours=3)
-    except OverflowError:
-        end = datetime.max
-    it = croniter(" ".join(fields), start)
-    while True:
-        try:
-            wall = it.get_next(datetime)
-        except (ValueError, OverflowError):  # past year 9999
-            break
-        if wall > end:
-            break
-        fires, reason = classify(wall, tz, wildcard)
-        for instant, note in fires:
-            if note and after < instant <= until:
-                notes[instant] = note
-        if reason:
-            nominal = wall.replace(tzinfo=tz, fold=1 if reason == "dst_repeat_skipped" else 0)
-            if after < nominal.astimezone(UTC) <= until:
-                suppressed.append(SuppressedTime(wall_time=wall.isoformat(), reason=reason))
-    return notes, suppressed
 
 
 def _first_after(schedule: Schedule, after_ms: int) -> int | None:
@@ -69,7 +35,11 @@ def preview(request: SchedulePreviewRequest, now_ms: int) -> SchedulePreview:
     notes: dict[datetime, str] = {}
     suppressed: list[SuppressedTime] = []
     if isinstance(schedule, CronSchedule) and times:
-        notes, suppressed = _dst_notes(schedule, from_ms(after_ms), from_ms(times[-1]))
+        fields = parse_cron(schedule.expression)
+        notes, skipped = dst_decisions(
+            fields, schedule.timezone, schedule.dst, from_ms(after_ms), from_ms(times[-1])
+        )
+        suppressed = [SuppressedTime(wall_time=w.isoformat(), reason=r) for _, w, r in skipped]
     fire_times = [
         FireTime(at=from_ms(t), local=from_ms(t).astimezone(tz), dst=notes.get(from_ms(t)))
         for t in times

@@ -14,6 +14,13 @@ The rule is Vixie cron's, which operators already know:
   only at the first occurrence: "30 2 * * *" in Berlin fires at 02:30 CEST, not again at
   02:30 CET.
 
+That is the default. A schedule's ``dst`` policy (:class:`~shardsched.core.models.DstPolicy`)
+sets either half explicitly for every hour field: ``gap: shift | skip`` and
+``repeat: first | second | both``. Every wall time that does not fire is a recorded
+decision, never a silence: :func:`classify` names it (``dst_gap``, ``dst_repeat_skipped``:
+the second occurrence, ``dst_first_skipped``: the first), the preview lists it and the
+ledger shows it as a skipped tick (:func:`suppressed_between`).
+
 Everything is in integer milliseconds since the epoch (the Redis server's clock), and a
 memo keyed by (schedule, previous fire) makes 25,000 jobs on the same expression cost one
 computation.
@@ -21,15 +28,23 @@ computation.
 
 from __future__ import annotations
 
-import zoneinfo
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import lru_cache
 
 import msgspec
 from croniter import CroniterBadDateError, croniter
 
+from shardsched.core.dst import dst_rule, instants, zone_info
 from shardsched.core.instants import MAX_MS, from_ms, to_ms
-from shardsched.core.models import CronSchedule, IntervalSchedule, OnceSchedule, Schedule, Timing
+from shardsched.core.models import (
+    CronSchedule,
+    DstPolicy,
+    DstRepeat,
+    IntervalSchedule,
+    OnceSchedule,
+    Schedule,
+    Timing,
+)
 
 #: Longer than any DST shift: how far ahead we look for a fall-back.
 _LOOKAHEAD = timedelta(hours=3)
@@ -75,53 +90,28 @@ def parse_cron(expression: str) -> tuple[str, ...]:
     return fields
 
 
-@lru_cache(maxsize=256)
-def zone_info(name: str) -> zoneinfo.ZoneInfo:
-    return zoneinfo.ZoneInfo(name)
-
-
-def classify(
-    wall: datetime, zone: zoneinfo.ZoneInfo, hour_wildcard: bool
-) -> tuple[list[tuple[datetime, str | None]], str | None]:
-    """What the DST rule makes of a matching wall-clock time: the UTC instants it fires at,
-    each with a note ("dst_shifted": moved past a spring-forward gap; "dst_repeated": the
-    second occurrence of a repeated hour), and why an occurrence does not fire, if one
-    does not ("dst_gap": the wall time does not exist; "dst_repeat_skipped": the repeated
-    occurrence of a fixed-hour time)."""
-    first = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
-    second = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
-    if first == second:
-        return [(first, None)], None
-    exists = first.astimezone(zone).replace(tzinfo=None) == wall
-    if not exists:  # in a spring-forward gap; fold=0 maps it past the gap
-        return ([], "dst_gap") if hour_wildcard else ([(first, "dst_shifted")], None)
-    if hour_wildcard:
-        return [(first, None), (second, "dst_repeated")], None
-    return [(first, None)], "dst_repeat_skipped"
-
-
-def _instants(wall: datetime, zone: zoneinfo.ZoneInfo, hour_wildcard: bool) -> list[datetime]:
-    """The UTC instants at which a matching wall-clock time fires (0, 1 or 2 of them)."""
-    return [instant for instant, _ in classify(wall, zone, hour_wildcard)[0]]
-
-
-def cron_next_ms(expression: str, timezone: str, after_ms: int) -> int:
+def cron_next_ms(
+    expression: str,
+    timezone: str,
+    after_ms: int,
+    dst: DstPolicy | msgspec.UnsetType = msgspec.UNSET,
+) -> int:
     """The first firing of a cron schedule strictly after ``after_ms``.
 
     Raises ValueError when the expression never matches.
     """
     fields = parse_cron(expression)
     expr = " ".join(fields)
-    hour_wildcard = fields[1].startswith("*")
+    gap, repeat = dst_rule(fields, dst)
     zone = zone_info(timezone)
     after = from_ms(after_ms)
     local = after.astimezone(zone)
     wall = local.replace(tzinfo=None, fold=0)
     # Wall times at or behind `after`'s can still fire later in real time when the clock
     # repeats them: `after`'s own wall time always (its second occurrence), and just before
-    # a fall-back the whole repeated stretch. Only wildcard-hour jobs fire in both.
+    # a fall-back the whole repeated stretch: a rule that fires a second occurrence.
     behind = timedelta(0)
-    if hour_wildcard:
+    if repeat != DstRepeat.FIRST:
         offset_now = local.utcoffset()
         offset_soon = (after + _LOOKAHEAD).astimezone(zone).utcoffset()
         if offset_now is not None and offset_soon is not None and offset_soon < offset_now:
@@ -139,7 +129,7 @@ def cron_next_ms(expression: str, timezone: str, after_ms: int) -> int:
                 raise OverflowError(str(exc)) from None
             raise
         first = first or candidate
-        for instant in _instants(candidate, zone, hour_wildcard):
+        for instant in instants(candidate, zone, gap, repeat):
             if instant > after and (best is None or instant < best):
                 best = instant
         if best is not None and candidate > wall:
@@ -175,8 +165,8 @@ def next_fire_ms(schedule: Schedule, prev_ms: int) -> int | None:
 
 def _first_fire_ms(schedule: Schedule, now_ms: int) -> int | None:
     match schedule:
-        case CronSchedule(expression=expr, timezone=tz):
-            return cron_next_ms(expr, tz, now_ms)
+        case CronSchedule(expression=expr, timezone=tz, dst=dst):
+            return cron_next_ms(expr, tz, now_ms, dst)
         case IntervalSchedule(every_s=every, start_at=start):
             every_ms = max(round(every * 1000), 1)
             if start is None:
@@ -194,8 +184,8 @@ def _first_fire_ms(schedule: Schedule, now_ms: int) -> int | None:
 
 def _next_fire_ms(schedule: Schedule, prev_ms: int) -> int | None:
     match schedule:
-        case CronSchedule(expression=expr, timezone=tz):
-            return cron_next_ms(expr, tz, prev_ms)
+        case CronSchedule(expression=expr, timezone=tz, dst=dst):
+            return cron_next_ms(expr, tz, prev_ms, dst)
         case IntervalSchedule(every_s=every):
             return prev_ms + round(every * 1000)
         case OnceSchedule():

@@ -338,7 +338,9 @@ class FireTime(msgspec.Struct):
 
 class SuppressedTime(msgspec.Struct):
     wall_time: str  #: the matching wall-clock time that does not fire
-    reason: str  #: "dst_gap" (does not exist) | "dst_repeat_skipped" (its second occurrence)
+    #: "dst_gap" (does not exist) | "dst_repeat_skipped" (its second occurrence) |
+    #: "dst_first_skipped" (its first occurrence, under `repeat: second`)
+    reason: str
 
 
 class SchedulePreview(msgspec.Struct):

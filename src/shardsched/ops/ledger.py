@@ -18,9 +18,11 @@ from itertools import islice
 import msgspec
 
 from shardsched.core.catchup import Skip
+from shardsched.core.dst import suppressed_between
 from shardsched.core.errors import JobNotFound
-from shardsched.core.instants import from_ms
-from shardsched.core.models import IntervalSchedule, Timing
+from shardsched.core.instants import from_ms, to_ms
+from shardsched.core.models import CronSchedule, IntervalSchedule, Timing
+from shardsched.core.schedule import parse_cron
 from shardsched.core.ticks import ticks_in
 from shardsched.ops.cold import archive_url, cold_history
 from shardsched.store import keys as k
@@ -249,18 +251,36 @@ def _segments(events: list[bytes]) -> list[Segment]:
     return segments
 
 
+def _bound(segment: Segment, hi: int) -> int:
+    """The last instant of [.., hi] the segment expects ticks in."""
+    if segment.end is not None:
+        return min(hi, segment.end - 1)
+    if segment.closed_at is not None:
+        return min(hi, segment.closed_at)
+    return hi
+
+
 def nominal_ticks(segment: Segment, lo: int, hi: int) -> Iterator[int]:
     """The segment's ticks in [lo, hi], jumping straight to lo where the schedule allows."""
-    bound = hi
-    if segment.end is not None:
-        bound = min(bound, segment.end - 1)
-    elif segment.closed_at is not None:
-        bound = min(bound, segment.closed_at)
     schedule = segment.timing.schedule
     if isinstance(schedule, IntervalSchedule):  # the segment's first fire is its phase
         schedule = IntervalSchedule(every_s=schedule.every_s)
-    ticks = ticks_in(schedule, segment.first, max(lo, segment.first), bound)
+    ticks = ticks_in(schedule, segment.first, max(lo, segment.first), _bound(segment, hi))
     yield from islice(ticks, MAX_TICKS)
+
+
+def dst_skipped(segment: Segment, lo: int, hi: int) -> list[tuple[int, str]]:
+    """The wall times of a cron segment in [lo, hi] its DST rule does not fire at (where
+    they stand on the real clock, and why: core/dst.py): skipped ticks, by decision."""
+    schedule = segment.timing.schedule
+    lo, hi = max(lo, segment.first), _bound(segment, hi)
+    if not isinstance(schedule, CronSchedule) or hi < lo:
+        return []
+    fields = parse_cron(schedule.expression)
+    found = suppressed_between(
+        fields, schedule.timezone, schedule.dst, from_ms(lo - 1), from_ms(hi)
+    )
+    return [(to_ms(s.instant), s.reason) for s in found]
 
 
 def account(
@@ -315,4 +335,22 @@ def account(
             records.append(TickRecord(from_ms(tick), Outcome.PENDING))
         else:
             records.append(TickRecord(from_ms(tick), Outcome.MISSING))
-    return records
+    return _with_dst_skips(records, history.segments, lo, hi, limit)
+
+
+def _with_dst_skips(
+    records: list[TickRecord], segments: list[Segment], lo: int, hi: int, limit: int | None
+) -> list[TickRecord]:
+    """The records with the segments' DST decisions among them, in order (one at the
+    instant of a tick is that tick's, not another record)."""
+    seen = {r.tick for r in records}
+    extra = [
+        TickRecord(from_ms(t), Outcome.SKIPPED, reason=reason)
+        for segment in segments
+        for t, reason in dst_skipped(segment, lo, hi)
+        if from_ms(t) not in seen
+    ]
+    if not extra:
+        return records
+    merged = sorted(records + extra, key=lambda r: r.tick)
+    return merged if limit is None else merged[: limit + 1]
