@@ -25,11 +25,13 @@
           them before their tick; an item is only fired once its tick is due
   ARGV[5] ticks of this batch the owner found missed (their time plus misfire grace had
           passed): added to the shard's 'missed' counter
-  ARGV[6..] items of 7: job id, old score, tick to fire ('' none), new score ('' removes
+  ARGV[6..] items of 8: job id, old score, tick to fire ('' none), new score ('' removes
           the entry), skip record ('' none, else "first:last:count:reason"), overlap
           policy (a allow | f forbid: skip the tick while the job's last run is active |
           r replace: cancel that run, fire this one), queue as stored ('' the default's
-          normal band; as this script reported it with the job due)
+          normal band; as this script reported it with the job due), planned time of the
+          tick ('' when it is the tick itself; else the tick plus the job's spread offset,
+          core/jitter.py: kept on the run record as 'pl')
 
   A run goes to its job's queue's stream (lib/queues.lua): 'ready' for the default queue,
   ready:<queue> for another, whose name the run's record keeps ('q').
@@ -94,7 +96,7 @@ local events = {}
 local ACTIVE = {scheduled = true, claimed = true, running = true, retrying = true,
   waiting = true}
 local now_n = tonumber(now)
-for i = 6, #ARGV, 7 do
+for i = 6, #ARGV, 8 do
   local job, old, fire, new, skip = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local overlap = ARGV[i + 5]
   local score = rcall('ZSCORE', timer_key, job)
@@ -135,6 +137,9 @@ for i = 6, #ARGV, 7 do
           rcall('HSET', run_key, 'st', 'scheduled', 'c', now, 'q', q)
         else
           rcall('HSET', run_key, 'st', 'scheduled', 'c', now)
+        end
+        if ARGV[i + 7] ~= '' then
+          rcall('HSET', run_key, 'pl', ARGV[i + 7])
         end
         rcall('ZADD', base .. 'runs:' .. job, fire, rid)
         enqueue(base, rid, q)

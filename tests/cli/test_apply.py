@@ -200,11 +200,13 @@ async def test_jobs_create_from_flags(node, http) -> None:
     assert daily["next_run_at"].endswith("T00:00:00Z")
     out = await cli(
         http, "jobs", "create", "berlin", "--cron", "30 2 * * *", "--tz", "Europe/Berlin",
-        "--dst-gap", "skip", "--dst-repeat", "both", "--command", "true", *api, "--json",
+        "--dst-gap", "skip", "--dst-repeat", "both", "--spread", "90s", "--command", "true",
+        *api, "--json",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     berlin = (await http.get(f"/api/v1/jobs/{json.loads(out.stdout)['job_id']}")).json()
     assert berlin["schedule"]["dst"] == {"gap": "skip", "repeat": "both"}
+    assert berlin["spread_s"] == 90
     for args, needle in [
         (("--command", "true"), "exactly one schedule"),
         (("--command", "true", "--every", "1m", "--at", "2030-01-01T00:00:00Z"), "exactly one"),

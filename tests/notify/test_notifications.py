@@ -85,6 +85,7 @@ async def _count(items: list) -> int:
     return len(items)
 
 
+@pytest.mark.slow  # moved out of the default run to keep it under 8 min
 async def test_a_burst_of_failures_is_one_message_per_group_and_rate(node, worker, http) -> None:
     with receiver() as rec:
         await _channel(http, "burst", kind="webhook", url=rec.url, max_per_minute=1)
@@ -218,6 +219,7 @@ async def test_the_api_refuses_what_cannot_work_and_never_shows_a_secret(http) -
     assert badid.status_code == 422
 
 
+@pytest.mark.slow  # moved out of the default run to keep it under 8 min
 async def test_an_overrunning_run_and_a_stalled_dag_task_are_noted(node, worker, http) -> None:
     with receiver() as rec:
         await _channel(http, "late", kind="webhook", url=rec.url)

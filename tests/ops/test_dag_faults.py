@@ -16,6 +16,7 @@ from shardsched.store.drive import drive_async as drive
 pytestmark = pytest.mark.processes
 
 
+@pytest.mark.slow  # moved out of the default run to keep it under 8 min
 async def test_kill_9_the_owner_mid_dag_run(redis, redis_server, dep, worker, tmp_path: Path):
     """A DAG ticking every second, its runs of three sequential tasks in flight: the node
     owning its shard is killed. Every DAG run completes (the ones in flight, and the ticks

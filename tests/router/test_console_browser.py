@@ -7,8 +7,10 @@ shows. With SHARDSCHED_SCREENSHOTS=<dir>, each screen is saved there (docs/img).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
+import pytest
 import trio
 from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.common.by import By
@@ -89,6 +91,8 @@ def _walk(base: str, admin: str, viewer: str, dag_run_id: str) -> dict[str, obje
         _text(d, "#output", "hello from the console")
         _shot(d, "run")
         seen["run"] = d.find_element(By.ID, "main").text
+        trace = d.find_element(By.XPATH, "//dt[text()='Trace']/following-sibling::dd[1]/a")
+        seen["trace"] = (trace.get_attribute("href"), trace.text)
 
         # pause it, with a reason
         d.get(job_url)
@@ -161,10 +165,12 @@ async def _lag_points(http, n: int) -> bool:
     return len((await http.get("/api/v1/status/lag")).json()["points"]) >= n
 
 
+@pytest.mark.slow  # moved out of the default run to keep it under 8 min
 async def test_the_console_end_to_end_in_a_browser(
     nursery, node, redis, dep, http, monkeypatch
 ) -> None:
     monkeypatch.setattr(maintenance, "LAG_SAMPLE_S", 0.3)  # the overview's chart has samples
+    monkeypatch.setenv("SHARDSCHED_TRACE_URL", "http://127.0.0.1:16686/trace/{trace_id}")
     await nursery.start(Worker(redis, dep, worker_id="w-console", concurrency=4).run)
     admin = http.headers["authorization"].removeprefix("Bearer ")
     viewer = (
@@ -196,6 +202,9 @@ async def test_the_console_end_to_end_in_a_browser(
     assert any(label.startswith("trigger lag") for label in seen["lag_chart"]), seen["lag_chart"]
     assert "Next 10 fire times" in seen["job"] and "Ticks, last 24 hours" in seen["job"]
     assert "hello from the console" in seen["run"] and "w-console" in seen["run"]
+    href, trace_id = seen["trace"]  # the run page's Trace row links to the trace (#32)
+    assert re.fullmatch(r"[0-9a-f]{32}", trace_id), trace_id
+    assert href == f"http://127.0.0.1:16686/trace/{trace_id}"
     assert "paused" in seen["paused"]
     assert "hello-console" in seen["jobs"]
     assert seen["dag"] == {"extract": "succeeded", "transform": "succeeded", "load": "succeeded"}

@@ -4,6 +4,7 @@ status-code check never saw)."""
 
 from __future__ import annotations
 
+import pytest
 import trio
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
@@ -30,6 +31,7 @@ def _operations(base: str) -> tuple[list[tuple[str, str]], str]:
         return ops, driver.find_element(By.TAG_NAME, "body").text
 
 
+@pytest.mark.slow  # moved out of the default run to keep it under 8 min
 async def test_docs_render_the_openapi_31_document_with_every_operation(http) -> None:
     spec = (await http.get("/openapi.json")).json()
     assert spec["openapi"].startswith("3.1")

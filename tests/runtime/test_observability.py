@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import httpx
+import pytest
 import trio
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
@@ -60,6 +61,7 @@ def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen(shardsched_cmd(*args), stdout=out, stderr=out, env=child_env())
 
 
+@pytest.mark.slow  # moved out of the default run to keep it under 8 min
 async def test_kill_a_worker_and_lease_reclaims_rise(redis_server, redis, dep, tmp_path) -> None:
     """A real node process and a real worker process, both scraped over HTTP; the worker is
     killed -9 mid-run; the node's lease_reclaim_total rises. Both log JSON lines."""

@@ -3,6 +3,7 @@ per job per fire batch, beside the jobs that are on time."""
 
 from __future__ import annotations
 
+import pytest
 import trio
 
 from conftest import drive_list
@@ -12,6 +13,7 @@ from shardsched.ops import listing
 from shardsched.store.drive import drive_async
 
 
+@pytest.mark.slow  # moved out of the default run to keep it under 8 min
 async def test_a_backlog_of_100k_ticks_drains_beside_on_time_jobs(node, redis, dep) -> None:
     on_time = [
         c.job_id

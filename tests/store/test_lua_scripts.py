@@ -33,7 +33,7 @@ async def fire(redis: Redis, dep: ops.Deployment, shard: int, epoch: int, *tripl
     items = []
     for i in range(0, len(triples), 3):
         job, old, new = triples[i : i + 3]
-        items += [job, old, old, new, "", "a", ""]
+        items += [job, old, old, new, "", "a", "", ""]
     keys = (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries, sk.autopause)
     return await redis.script("fire", keys, (*head, *items))
 

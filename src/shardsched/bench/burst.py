@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -24,8 +25,9 @@ import redis as redis_py
 
 from shardsched.bench import floor
 from shardsched.bench.burst_plot import plot
-from shardsched.bench.harness import Procs, bench_redis, percentiles
+from shardsched.bench.harness import Procs, bench_redis, per_second, percentiles
 from shardsched.core.instants import from_ms
+from shardsched.core.jitter import offset_ms
 from shardsched.core.models import CronSchedule, JobSpec, OnceSchedule
 from shardsched.core.queues import stored as stored_queue
 from shardsched.ops import audit
@@ -96,11 +98,18 @@ def queue_names(n: int) -> list[str]:
 
 
 def register(
-    client: Client, n: int, mode: str, boundary: int, command: str, queues: int = 1, keys: int = 0
+    client: Client,
+    n: int,
+    mode: str,
+    boundary: int,
+    command: str,
+    queues: int = 1,
+    keys: int = 0,
+    spread_s: float = 0.0,
 ) -> float:
     """Register the jobs (job i on queue i mod ``queues``, and with concurrency key ``k<i
-    mod keys>`` when ``keys``: no limit, the keyed path's cost); returns the registration
-    rate (jobs/s)."""
+    mod keys>`` when ``keys``: no limit, the keyed path's cost; each spread over
+    ``spread_s``); returns the registration rate (jobs/s)."""
     names = queue_names(queues)
     if mode == "once":
         schedule: Any = OnceSchedule(at=from_ms(boundary))
@@ -113,13 +122,16 @@ def register(
             command=command,
             queue=names[i % len(names)],
             concurrency_key=f"k{i % keys}" if keys else None,
+            spread_s=spread_s,
         )
         for i in range(n)
     )
     start = time.perf_counter()
     created = client.add_jobs(specs, batch=2000)
     elapsed = time.perf_counter() - start
-    wrong = sum(1 for c in created if c.next_run_at != from_ms(boundary))
+    wrong = sum(  # each on the boundary, or its own offset after it
+        1 for c in created if c.next_run_at != from_ms(boundary + offset_ms(c.job_id, spread_s))
+    )
     if wrong:
         raise RuntimeError(f"{wrong} jobs do not fire at the boundary; registration crossed it")
     return n / elapsed
@@ -155,7 +167,8 @@ def wait_done(
 
 
 def read_runs(r: redis_py.Redis, client: Client, boundary: int) -> list[list[Any]]:
-    """(scheduled, created, claimed, started, finished, succeeded) of every burst run."""
+    """(planned, created, claimed, started, finished, succeeded) of every burst run: its
+    planned time is the boundary, or with a spread the boundary plus the job's offset."""
     dep = client.deployment
     rows = []
     for s in range(dep.n_shards):
@@ -164,12 +177,12 @@ def read_runs(r: redis_py.Redis, client: Client, boundary: int) -> list[list[Any
         job_ids = [j.decode() for j in members]
         pipe = r.pipeline(transaction=False)
         for job_id in job_ids:
-            pipe.hmget(sk.run(f"{job_id}:{boundary}:1"), "c", "b", "xs", "f", "st")
+            pipe.hmget(sk.run(f"{job_id}:{boundary}:1"), "c", "b", "xs", "f", "st", "pl")
         for fields in pipe.execute():
             if fields[0] is None:
                 continue
-            *times, state = fields
-            row = [boundary] + [int(v) if v else None for v in times]
+            *times, state, planned = fields
+            row = [int(planned or boundary)] + [int(v) if v else None for v in times]
             rows.append([*row, int(state == b"succeeded")])
     return rows
 
@@ -197,7 +210,7 @@ def run(args: argparse.Namespace) -> dict:
         boundary = plan_boundary(r, args.mode, lead)
         phase(f"registering {args.jobs} jobs due at {from_ms(boundary).isoformat()}")
         register_rate = register(
-            client, args.jobs, args.mode, boundary, command, args.queues, args.keys
+            client, args.jobs, args.mode, boundary, command, args.queues, args.keys, args.spread_s
         )
         names = queue_names(args.queues)
         phase(f"starting {args.nodes} node(s) and {args.workers} worker(s)")
@@ -294,7 +307,7 @@ def run(args: argparse.Namespace) -> dict:
         "trigger_overhead_ratio": (
             round(all_triggered / floor_s, 3) if floor_s and all_triggered else None
         ),
-        "machine": {"cores": _cores(), "redis_version": info.get("redis_version")},
+        "machine": {"cores": os.cpu_count() or 0, "redis_version": info.get("redis_version")},
         "stream_floor": stream,
         "started_over_stream_floor": (
             round(result_started / stream["all_started_s"], 2)
@@ -302,6 +315,8 @@ def run(args: argparse.Namespace) -> dict:
             else None
         ),
         "cpu_us_per_run": floor.per_run(cpu, redis_cpu, args.jobs),
+        "spread_s": args.spread_s,
+        "created_per_second": per_second([row[1] for row in rows if row[1]], boundary),
         "scripts": scripts,
     }
     print(format_result(result))
@@ -315,12 +330,6 @@ def run(args: argparse.Namespace) -> dict:
     if getattr(args, "keep_rows", False):
         result["rows"] = rows
     return result
-
-
-def _cores() -> int:
-    import os
-
-    return os.cpu_count() or 0
 
 
 def format_result(r: dict) -> str:
@@ -343,6 +352,7 @@ def format_result(r: dict) -> str:
             f"  redis floor {r['redis_floor_s']} s ({r['redis_floor_fires_per_s']} fires/s); "
             f"overhead ratio {r['trigger_overhead_ratio']}",
             f"  audit: {r['audit']}; registration {r['register_jobs_per_s']} jobs/s",
+            *([f"  created per second: {r['created_per_second']}"] if r.get("spread_s") else []),
             *floor.report_lines(r),
         ]
     )
@@ -366,6 +376,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--queues", type=int, default=1, help="over N queues, worker i serving i mod N")
     p.add_argument("--keys", type=int, default=0, help="over N concurrency keys (no limit)")
     p.add_argument("--shards", type=int, default=64)
+    p.add_argument("--spread-s", type=float, default=0.0, help="each job's ticks spread over S")
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument(
         "--lead",

@@ -159,3 +159,14 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
 
 def median(values: list[float]) -> float:
     return round(statistics.median(values), 3)
+
+
+def per_second(instants_ms: list[int], origin_ms: int) -> list[int]:
+    """How many of the instants fall in each whole second from ``origin_ms`` on (a
+    histogram: index k counts [origin + k s, origin + k + 1 s))."""
+    counts: list[int] = []
+    for t in instants_ms:
+        k = max(0, (t - origin_ms) // 1000)
+        counts.extend([0] * (k + 1 - len(counts)))
+        counts[k] += 1
+    return counts

@@ -101,6 +101,8 @@ def body_of(args: argparse.Namespace) -> dict[str, Any]:
         body["concurrency_key"] = args.concurrency_key
     if args.concurrency_limit is not None:
         body["concurrency_limit"] = args.concurrency_limit
+    if args.spread is not None:
+        body["spread_s"] = args.spread
     return body
 
 
@@ -147,6 +149,10 @@ def add_create_parser(jsub: argparse._SubParsersAction, common: argparse.Argumen
     )  # fmt: skip
     when.add_argument("--every", type=duration_arg, metavar="DURATION", help="e.g. 90s, 20m, 1h30m")
     when.add_argument("--at", metavar="RFC3339", help="once, at this time")
+    p.add_argument(
+        "--spread", type=duration_arg, metavar="DURATION",
+        help="run each tick at the job's own stable offset within DURATION after it (e.g. 1m)",
+    )  # fmt: skip
     p.add_argument("--id", help="its id (default: a random job_…)")
     p.add_argument("--timeout", type=duration_arg, metavar="DURATION", help="default 1h")
     p.add_argument("--retries", type=int, metavar="N", help="attempts after the first fails")

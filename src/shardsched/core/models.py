@@ -19,6 +19,7 @@ from typing import Annotated, TypeVar
 import msgspec
 
 from shardsched.core.concurrency import KeyTemplate, Limit
+from shardsched.core.jitter import has_h, resolve_h
 from shardsched.core.params import Args
 from shardsched.core.queues import DEFAULT_QUEUE, Priority, QueueName
 
@@ -39,6 +40,8 @@ GraceSeconds = Annotated[float, msgspec.Meta(ge=0, le=366 * 86400)]
 #: Late ticks a job may owe at most; older ones are recorded skipped (``catchup_limit``).
 MaxCatchup = Annotated[int, msgspec.Meta(ge=1, le=100_000)]
 DEFAULT_MAX_CATCHUP = 1000
+#: A job's spread: its ticks run at a stable offset in [0, spread_s) (core/jitter.py).
+SpreadSeconds = Annotated[float, msgspec.Meta(ge=0, le=86400)]
 AwareDatetime = Annotated[datetime, msgspec.Meta(tz=True)]
 #: Environment variables the dynamic loader, libc, shells and language runtimes act on
 #: before (or instead of) the job's own code: a job may not set them (docs/security.md).
@@ -207,6 +210,8 @@ class Timing(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     misfire_grace_s: float = 60.0
     overlap: Overlap = Overlap.ALLOW
     max_catchup: int = DEFAULT_MAX_CATCHUP
+    #: the spread (core/jitter.py): timer scores are planned times, ticks nominal
+    spread_s: float = 0.0
 
 
 class Retention(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -258,6 +263,9 @@ class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     concurrency_key: KeyTemplate | None = None
     #: The key's limit while the key has none of its own (``PUT /api/v1/concurrency``).
     concurrency_limit: Limit | None = None
+    #: Spread the job's ticks: each runs at the job's own stable offset in [0, spread_s)
+    #: after its nominal time (derived from its id; its run ids keep the nominal tick).
+    spread_s: SpreadSeconds = 0.0
     #: The id to register it under (unset: a random ``job_…``); unique in the namespace.
     #: Not stored in the definition: it is the job's ``job_id``.
     id: JobId | None = None
@@ -350,6 +358,7 @@ class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     concurrency_key: KeyTemplate | None = None
     concurrency_limit: Limit | None = None
     args: Args | None = None  #: replaces the whole object ({} clears it)
+    spread_s: SpreadSeconds | None = None
     status: JobStatus | None = None
     #: With status "paused" (or on a paused job): why, shown on the job.
     pause_reason: Annotated[str, msgspec.Meta(max_length=500)] | None = None
@@ -393,6 +402,9 @@ class SchedulePreviewRequest(msgspec.Struct, forbid_unknown_fields=True):
     schedule: Schedule
     count: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 10
     after: AwareDatetime | None = None  #: default: now (the server's clock)
+    #: whose ``H`` fields and spread offset to show (a job's id; default: as for id "")
+    job_id: Annotated[str, msgspec.Meta(max_length=200)] = ""
+    spread_s: SpreadSeconds = 0.0  #: show each tick's planned time with this spread
 
 
 class ExecSpec(msgspec.Struct):
@@ -414,6 +426,23 @@ class ExecSpec(msgspec.Struct):
     labels: dict[str, str] = msgspec.field(default_factory=dict)
 
 
-def timing_of(spec: JobSpec) -> Timing:
+def timing_of(spec: JobSpec, job_id: str) -> Timing:
+    """What the shard actor needs of a job, with the ``H`` of its cron resolved for it."""
     assert spec.schedule is not None, "a job of its own has a schedule (validate_spec)"
-    return Timing(spec.schedule, spec.catchup, spec.misfire_grace_s, spec.overlap, spec.max_catchup)
+    schedule = resolved(spec.schedule, job_id)
+    return Timing(
+        schedule, spec.catchup, spec.misfire_grace_s, spec.overlap, spec.max_catchup, spec.spread_s
+    )
+
+
+def per_job(schedule: Schedule) -> bool:
+    """Whether the schedule stands for something else per job (a cron with ``H``)."""
+    return isinstance(schedule, CronSchedule) and has_h(schedule.expression)
+
+
+def resolved(schedule: Schedule, member_id: str) -> Schedule:
+    """The schedule with the ``H`` fields of its cron (if any) resolved for one job."""
+    if isinstance(schedule, CronSchedule) and per_job(schedule):
+        expression = resolve_h(schedule.expression, member_id)
+        return msgspec.structs.replace(schedule, expression=expression)
+    return schedule

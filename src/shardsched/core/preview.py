@@ -9,7 +9,14 @@ from itertools import islice
 
 from shardsched.core.dst import dst_decisions, zone_info
 from shardsched.core.instants import from_ms, to_ms
-from shardsched.core.models import CronSchedule, IntervalSchedule, Schedule, SchedulePreviewRequest
+from shardsched.core.jitter import offset_ms
+from shardsched.core.models import (
+    CronSchedule,
+    IntervalSchedule,
+    Schedule,
+    SchedulePreviewRequest,
+    resolved,
+)
 from shardsched.core.schedule import first_fire_ms, parse_cron
 from shardsched.core.ticks import walk
 from shardsched.core.validation import checked, validate_schedule
@@ -27,8 +34,9 @@ def _first_after(schedule: Schedule, after_ms: int) -> int | None:
 
 def preview(request: SchedulePreviewRequest, now_ms: int) -> SchedulePreview:
     """The next ``request.count`` fire times after ``request.after`` (default: now)."""
-    schedule: Schedule = checked(request).schedule
-    validate_schedule(schedule)
+    validate_schedule(checked(request).schedule)
+    schedule = resolved(request.schedule, request.job_id)
+    off = offset_ms(request.job_id, request.spread_s)
     after_ms = now_ms if request.after is None else to_ms(request.after)
     times = list(islice(walk(schedule, _first_after(schedule, after_ms)), request.count))
     tz = zone_info(schedule.timezone) if isinstance(schedule, CronSchedule) else UTC
@@ -41,7 +49,12 @@ def preview(request: SchedulePreviewRequest, now_ms: int) -> SchedulePreview:
         )
         suppressed = [SuppressedTime(wall_time=w.isoformat(), reason=r) for _, w, r in skipped]
     fire_times = [
-        FireTime(at=from_ms(t), local=from_ms(t).astimezone(tz), dst=notes.get(from_ms(t)))
+        FireTime(
+            at=from_ms(t),
+            local=from_ms(t).astimezone(tz),
+            dst=notes.get(from_ms(t)),
+            planned=from_ms(t + off) if off else None,
+        )
         for t in times
     ]
     return SchedulePreview(fire_times=fire_times, suppressed=suppressed)

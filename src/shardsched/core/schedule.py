@@ -36,6 +36,7 @@ from croniter import CroniterBadDateError, croniter
 
 from shardsched.core.dst import dst_rule, instants, zone_info
 from shardsched.core.instants import MAX_MS, from_ms, to_ms
+from shardsched.core.jitter import offset_ms
 from shardsched.core.models import (
     CronSchedule,
     DstPolicy,
@@ -155,6 +156,47 @@ def first_fire_ms(schedule: Schedule, now_ms: int) -> int | None:
         return None
 
 
+def first_planned_ms(timing: Timing, member_id: str, now_ms: int) -> int | None:
+    """A job's first timer score from ``now_ms``: its first nominal tick whose planned time
+    (the tick plus the job's spread offset, core/jitter.py) is after now, as planned; an
+    interval with no ``start_at`` has its phase at now, whatever the offset.
+    ``timing`` has its ``H`` resolved (models.timing_of)."""
+    offset = offset_ms(member_id, timing.spread_s)
+    schedule = timing.schedule
+    if isinstance(schedule, IntervalSchedule) and schedule.start_at is None:
+        # its phase is its creation: spread jobs made together run apart, not together
+        return now_ms + max(round(schedule.every_s * 1000), 1) + offset
+    first = first_fire_ms(schedule, now_ms - offset)
+    return None if first is None else first + offset
+
+
+class FirstFires:
+    """First timer scores of many jobs registered at one instant (a bulk registration):
+    one walk of a cron timing's ticks over its spread window, shared by every job of that
+    timing, whatever each one's offset."""
+
+    def __init__(self, now_ms: int) -> None:
+        self.now_ms = now_ms
+        self._ticks: dict[bytes, list[int | None]] = {}
+
+    def of(self, raw: bytes, timing: Timing, member_id: str) -> int | None:
+        if not isinstance(timing.schedule, CronSchedule):
+            return first_planned_ms(timing, member_id, self.now_ms)  # arithmetic
+        ticks = self._ticks.get(raw)
+        if ticks is None:  # every tick from now - spread on, and the first after now
+            spread_ms = round(timing.spread_s * 1000)
+            tick = first_fire_ms(timing.schedule, self.now_ms - spread_ms)
+            ticks = self._ticks[raw] = [tick]
+            while tick is not None and tick <= self.now_ms:
+                tick = next_fire_ms(timing.schedule, tick)
+                ticks.append(tick)
+        offset = offset_ms(member_id, timing.spread_s)
+        for tick in ticks:
+            if tick is None or tick > self.now_ms - offset:
+                return None if tick is None else tick + offset
+        return None  # unreachable: the last tick is after now
+
+
 def next_fire_ms(schedule: Schedule, prev_ms: int) -> int | None:
     """The firing after the one at ``prev_ms``; None when the schedule is exhausted."""
     try:
@@ -208,6 +250,7 @@ class NextFireMemo:
         self._max = max_entries
         self._next: dict[tuple[bytes, int], int | None] = {}
         self._timings: dict[bytes, Timing] = {}
+        self._offsets: dict[tuple[bytes | str, float], int] = {}
 
     def timing(self, raw: bytes) -> Timing:
         timing = self._timings.get(raw)
@@ -216,6 +259,18 @@ class NextFireMemo:
                 self._timings.clear()
             timing = self._timings[raw] = _timing_decoder.decode(raw)
         return timing
+
+    def offset(self, member: bytes | str, spread_s: float) -> int:
+        """A job's spread offset (core/jitter.py), remembered: a spread job is planned
+        at each of its ticks."""
+        key = (member, spread_s)
+        off = self._offsets.get(key)
+        if off is None:
+            if len(self._offsets) >= self._max:
+                self._offsets.clear()
+            name = member.decode() if isinstance(member, bytes) else member
+            off = self._offsets[key] = offset_ms(name, spread_s)
+        return off
 
     def next_after(self, raw: bytes, prev_ms: int) -> int | None:
         key = (raw, prev_ms)

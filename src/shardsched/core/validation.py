@@ -11,6 +11,7 @@ import msgspec
 
 from shardsched.core.concurrency import resolve_key
 from shardsched.core.errors import ValidationError
+from shardsched.core.jitter import has_h, resolve_h
 from shardsched.core.models import TASK_NAME, CronSchedule, JobSpec, Schedule
 from shardsched.core.params import validate_args
 from shardsched.core.schedule import parse_cron
@@ -35,8 +36,12 @@ def validate_schedule(schedule: Schedule, path: str = "$.schedule") -> None:
     Raises msgspec.ValidationError naming the field.
     """
     if isinstance(schedule, CronSchedule):
-        try:
-            parse_cron(schedule.expression)
+        try:  # an H stands for one value per job: any job's is valid alike
+            parse_cron(
+                resolve_h(schedule.expression, "")
+                if has_h(schedule.expression)
+                else schedule.expression
+            )
         except ValueError as exc:
             raise ValidationError(str(exc), f"{path}.expression") from None
         try:

@@ -65,6 +65,7 @@ class Job(msgspec.Struct, kw_only=True):
     concurrency_key: str | None = None  #: as it names it (a template over its labels)
     concurrency_limit: int | None = None
     kill_grace_s: float = 10.0  #: from SIGTERM to SIGKILL when a run is stopped
+    spread_s: float = 0.0  #: its ticks run at its stable offset in [0, spread_s)
     #: 2 and up: its id was deleted and created again (its earlier runs stay in its history)
     incarnation: int = 1
     incarnation_started_at: datetime | None = None  #: when this incarnation began
@@ -265,6 +266,9 @@ class Run(msgspec.Struct, kw_only=True):
     #: its firing's trace id (32 hex): the same whether or not tracing
     #: is on, since every process derives it from the run id (docs/tracing.md)
     trace_id: str | None = None
+    #: when its tick was planned to run, if not at ``scheduled_for``: the nominal tick plus
+    #: its job's spread offset (``spread_s``; not kept by the cold archive)
+    planned_for: datetime | None = None
     #: where to see that trace, when the API is given SHARDSCHED_TRACE_URL
     trace_url: str | None = None
 
@@ -334,6 +338,7 @@ class FireTime(msgspec.Struct):
     at: datetime  #: UTC
     local: datetime  #: the same instant on the schedule's wall clock (with its offset)
     dst: str | None = None  #: "dst_shifted" (moved past a gap) | "dst_repeated" (2nd of 2)
+    planned: datetime | None = None  #: with a spread: when the tick runs (UTC)
 
 
 class SuppressedTime(msgspec.Struct):

@@ -33,10 +33,11 @@ from shardsched.core.models import (
     JobStatus,
     TaskSpec,
     Timing,
+    resolved,
 )
 from shardsched.core.params import TriggerRequest, validate_args
 from shardsched.core.queues import stored as stored_queue
-from shardsched.core.schedule import first_fire_ms
+from shardsched.core.schedule import first_planned_ms
 from shardsched.core.views import Dag, DagCreated, DagTriggered, JobCreated
 from shardsched.store import keys as k
 from shardsched.store import ready
@@ -50,9 +51,20 @@ _encoder = msgspec.json.Encoder()
 _dag_decoder = msgspec.json.Decoder(DagSpec)
 
 
-def dag_timing(spec: DagSpec) -> Timing:
-    """A DAG's timer entry fires like a job's; concurrency is max_active_runs' business."""
-    return Timing(spec.schedule, spec.catchup, spec.misfire_grace_s, max_catchup=spec.max_catchup)
+def dag_timing(spec: DagSpec, dag_id: str) -> Timing:
+    """A DAG's timer entry fires like a job's (the ``H`` of its cron resolved for it);
+    concurrency is max_active_runs' business."""
+    schedule = resolved(spec.schedule, dag_id)
+    return Timing(schedule, spec.catchup, spec.misfire_grace_s, max_catchup=spec.max_catchup)
+
+
+def _timing_of_view(dag: Dag) -> Timing:
+    schedule = resolved(dag.schedule, dag.dag_id)
+    return Timing(schedule, dag.catchup, dag.misfire_grace_s, max_catchup=dag.max_catchup)
+
+
+def dag_first_ms(spec: DagSpec, dag_id: str, now_ms: int) -> int | None:
+    return first_planned_ms(dag_timing(spec, dag_id), dag_id, now_ms)
 
 
 def task_items(spec: DagSpec) -> tuple[str, str, list[Any]]:
@@ -76,8 +88,8 @@ def create_dag(dep: Deployment, spec: DagSpec, actor: str = SDK_ACTOR) -> Op:
     """Register a DAG (validated first: nothing is written for an invalid one)."""
     order, roots, items = task_items(spec)
     (now,) = yield [Call(("TIME",))]
-    first = first_fire_ms(spec.schedule, server_ms(now))
     dag_id = dag_id_of(spec.id) if spec.id else k.new_dag_id()
+    first = dag_first_ms(spec, dag_id, server_ms(now))
     spec = msgspec.structs.replace(spec, id=None)  # the id is the key, not the definition
     sk = dep.keys_for(dag_id)
     (reply,) = yield [
@@ -86,7 +98,7 @@ def create_dag(dep: Deployment, spec: DagSpec, actor: str = SDK_ACTOR) -> Op:
             dep.globals,
             dag_id,
             spec_json=_encoder.encode(spec),
-            timing_json=_encoder.encode(dag_timing(spec)),
+            timing_json=_encoder.encode(dag_timing(spec, dag_id)),
             first_ms=first,
             max_active_runs=spec.max_active_runs,
             stall_sla_ms=round(spec.stall_sla_s * 1000),
@@ -168,7 +180,7 @@ def set_dag_status(dep: Deployment, dag_id: str, status: JobStatus, actor: str =
         (now,) = yield [Call(("TIME",))]
         next_fire: int | str = ""
         if status == JobStatus.ACTIVE:
-            first = first_fire_ms(dag.schedule, server_ms(now))
+            first = first_planned_ms(_timing_of_view(dag), dag_id, server_ms(now))
             next_fire = "" if first is None else first
         change = "pause" if status == JobStatus.PAUSED else "resume"
         if (yield from _write_status(dep, dag, status, next_fire, actor, change)):
@@ -227,7 +239,7 @@ def restore_dag(dep: Deployment, dag_id: str, actor: str = SDK_ACTOR) -> Op:
                 f"DAG {dag_id!r} is {dag.status.value}: only a deleted one is restored"
             )
         (now,) = yield [Call(("TIME",))]
-        first = first_fire_ms(dag.schedule, server_ms(now))
+        first = first_planned_ms(_timing_of_view(dag), dag_id, server_ms(now))
         next_fire = "" if first is None else first
         detail = f"incarnation {dag.incarnation + 1}"
         if (

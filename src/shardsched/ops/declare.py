@@ -24,7 +24,6 @@ from shardsched.core.errors import (
 from shardsched.core.ids import dag_id_of
 from shardsched.core.models import DAG_ID, JOB_ID, DagSpec, JobSpec, JobStatus
 from shardsched.core.sameness import same_definition
-from shardsched.core.schedule import first_fire_ms
 from shardsched.core.validation import validate_spec
 from shardsched.ops import dags
 from shardsched.ops.jobs import changeable_job, create_jobs, read_job, write_spec
@@ -142,10 +141,10 @@ def put_dag(
         old = _dag_decoder.decode(check(raw))
         if same_definition(old, spec):
             return dag, Outcome.CREATED if revived else Outcome.UNCHANGED
-        timing = msgspec.json.encode(dags.dag_timing(spec))
+        timing = msgspec.json.encode(dags.dag_timing(spec, dag_id))
         next_fire: int | str = "="
         if msgspec.json.encode(old.schedule) != msgspec.json.encode(spec.schedule):
-            first = first_fire_ms(spec.schedule, server_ms(now))
+            first = dags.dag_first_ms(spec, dag_id, server_ms(now))
             next_fire = "" if first is None else first
         if dag.status == JobStatus.PAUSED:
             next_fire = ""
@@ -158,7 +157,7 @@ def put_dag(
                 spec_json=wanted,
                 timing_json=timing,
                 next_fire=next_fire,
-                roll=timing != msgspec.json.encode(dags.dag_timing(old)),
+                roll=timing != msgspec.json.encode(dags.dag_timing(old, dag_id)),
                 max_active_runs=spec.max_active_runs,
                 stall_sla_ms=round(spec.stall_sla_s * 1000),
                 catchup=spec.catchup,

@@ -15,11 +15,13 @@ from shardsched.core.errors import (
     ValidationError,
 )
 from shardsched.core.instants import from_ms, to_ms
+from shardsched.core.jitter import offset_ms
 from shardsched.core.models import (
     JobSpec,
     JobStatus,
     OnceSchedule,
     Schedule,
+    resolved,
 )
 from shardsched.core.queues import BAND
 from shardsched.core.ticks import ticks_in
@@ -117,10 +119,12 @@ def backfill(dep: Deployment, job_id: str, request: BackfillRequest, actor: str 
         )
     sk = dep.keys_for(job_id)
     (first,) = yield [Call(("HGET", sk.job(job_id), "first"))]
-    anchor = int(check(first) or 0) or to_ms(job.created_at)
+    # the job's first timer score was planned: its tick plus the spread offset
+    planned = int(check(first) or 0)
+    anchor = planned - offset_ms(job_id, job.spread_s) if planned else to_ms(job.created_at)
     if isinstance(job.schedule, OnceSchedule):
         anchor = to_ms(job.schedule.at)
-    ticks = _ticks_in(job.schedule, anchor, lo, hi)
+    ticks = _ticks_in(resolved(job.schedule, job_id), anchor, lo, hi)
     # a tick whose run left Redis for the archive ran: it is not run again
     url = yield from archive_url(dep)
     archived = {tick for _, tick, _, _ in cold_history(dep, url, [job_id]).firsts.get(job_id, ())}

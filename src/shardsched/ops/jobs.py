@@ -26,18 +26,17 @@ from shardsched.core.errors import (
 from shardsched.core.field_errors import field_error, within
 from shardsched.core.instants import from_ms, to_ms
 from shardsched.core.models import (
-    Catchup,
     JobPatch,
     JobSpec,
     JobStatus,
-    Overlap,
     TaskSpec,
     Timing,
+    per_job,
     timing_of,
 )
 from shardsched.core.queues import stored as stored_queue
 from shardsched.core.sameness import same_definition
-from shardsched.core.schedule import first_fire_ms
+from shardsched.core.schedule import FirstFires, first_planned_ms
 from shardsched.core.validation import checked, validate_spec
 from shardsched.core.views import Job, JobCreated
 from shardsched.ops.dags import join_dag
@@ -90,30 +89,31 @@ def create_jobs(
         return created
     (now,) = yield [Call(("TIME",))]
     now_ms = server_ms(now)
-    firsts: dict[bytes, int | None] = {}  # one cron computation per distinct schedule
+    firsts = FirstFires(now_ms)  # one cron computation per distinct timing
     # Specs built in a loop share one schedule object (alive all batch long, so ids hold).
-    timings: dict[tuple[int, Catchup, float, Overlap, int], bytes] = {}
+    timings: dict[tuple[Any, ...], tuple[bytes, Timing]] = {}
     by_shard: dict[int, list[lua.NewJob]] = {}
     plan = []
     for spec in specs:
         job_id = spec.id or k.new_job_id()
         if spec.id is not None:  # the id is the job's key, not part of its definition
             spec = msgspec.structs.replace(spec, id=None)
+        assert spec.schedule is not None  # validated: a job of its own has one
         timing_key = (
             id(spec.schedule),
             spec.catchup,
             spec.misfire_grace_s,
             spec.overlap,
             spec.max_catchup,
+            spec.spread_s,
+            job_id if per_job(spec.schedule) else "",  # its H is its own
         )
-        timing = timings.get(timing_key)
-        if timing is None:
-            timing = timings[timing_key] = _spec_encoder.encode(timing_of(spec))
-        assert spec.schedule is not None  # validated: a job of its own has one
-        key = _spec_encoder.encode(spec.schedule)
-        if key not in firsts:
-            firsts[key] = first_fire_ms(spec.schedule, now_ms)
-        first = firsts[key]
+        known = timings.get(timing_key)
+        if known is None:
+            made = timing_of(spec, job_id)
+            known = timings[timing_key] = (_spec_encoder.encode(made), made)
+        timing = known[0]
+        first = firsts.of(timing, known[1], job_id)
         plan.append((job_id, first))
         by_shard.setdefault(k.shard_of(job_id, dep.n_shards), []).append(
             lua.NewJob(
@@ -138,12 +138,12 @@ def create_jobs(
         for new, code in zip(by_shard[s], lua.decode_registered(check(reply)), strict=True):
             registered[new.job_id] = code
     created = []
-    first_at = {first: from_ms(first) for first in firsts.values() if first is not None}
+    first_at: dict[int, datetime] = {}  # one datetime per distinct instant
     for job_id, first in plan:
         code = registered[job_id]
         if code == lua.Registered.TAKEN:  # chosen, or a 48-bit random id collided
             raise IdTaken(job_id)
-        at = None if first is None else first_at[first]
+        at = None if first is None else first_at.setdefault(first, from_ms(first))
         again = code == lua.Registered.RECREATED
         created.append(JobCreated(job_id=job_id, next_run_at=at, recreated=again))
     return created
@@ -197,6 +197,7 @@ def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Jo
         priority=spec.priority,
         concurrency_key=spec.concurrency_key,
         concurrency_limit=spec.concurrency_limit,
+        spread_s=spec.spread_s,
         incarnation=int(inc or 1),
         incarnation_started_at=opt_ms(born),
     )
@@ -346,14 +347,16 @@ def write_spec(
         return job  # nothing changes (a repeated pause or resume): no new version
     (now,) = yield [Call(("TIME",))]
     now_ms = server_ms(now)
-    timing = _spec_encoder.encode(timing_of(spec))
-    roll = status != job.status or timing != _spec_encoder.encode(timing_of(spec_of(job)))
+    timing = _spec_encoder.encode(timing_of(spec, job.job_id))
+    roll = status != job.status or timing != _spec_encoder.encode(
+        timing_of(spec_of(job), job.job_id)
+    )
     next_fire: int | str
     if status == JobStatus.PAUSED:
         next_fire = ""
-    elif replan or job.status == JobStatus.PAUSED:
-        assert spec.schedule is not None  # validated: a job of its own has one
-        first = first_fire_ms(spec.schedule, now_ms)
+    elif replan or job.status == JobStatus.PAUSED or spec.spread_s != job.spread_s:
+        # (a new spread moves the offset its timer score was planned with)
+        first = first_planned_ms(timing_of(spec, job.job_id), job.job_id, now_ms)
         next_fire = "" if first is None else first
     else:
         next_fire = "="

@@ -21,6 +21,7 @@ from shardsched.core.catchup import Skip
 from shardsched.core.dst import suppressed_between
 from shardsched.core.errors import JobNotFound
 from shardsched.core.instants import from_ms, to_ms
+from shardsched.core.jitter import offset_ms
 from shardsched.core.models import CronSchedule, IntervalSchedule, Timing
 from shardsched.core.schedule import parse_cron
 from shardsched.core.ticks import ticks_in
@@ -130,6 +131,7 @@ class TickRecord(msgspec.Struct, omit_defaults=True):
     lag_s: float | None = None
     reason: str | None = None
     decided_at: datetime | None = None
+    planned: datetime | None = None  #: the tick plus the job's spread offset, if any
 
 
 class TickList(msgspec.Struct):
@@ -208,11 +210,15 @@ def load_histories(dep: Deployment, job_ids: list[str]) -> Op:
         for rid, tick, c, backfill in cold.firsts.get(job_id, ()):
             if rid not in hot:  # archived, and gone from Redis (or hot would win)
                 by_tick[tick].append((rid, c, backfill))
+        segments = _segments(segs, job_id)
+        timer = None if score is None else int(float(score))
+        if timer is not None and segments:  # the timer's score is a planned time
+            timer -= offset_ms(job_id, segments[-1].timing.spread_s)
         histories.append(
             JobHistory(
                 job_id=job_id,
-                segments=_segments(segs),
-                timer=None if score is None else int(float(score)),
+                segments=segments,
+                timer=timer,
                 runs=dict(by_tick),
                 skips=[_skip(raw) for raw in dict.fromkeys([*skips, *cold.skips.get(job_id, ())])],
                 quarantined=bool(reason and reason.startswith(b"quarantined:")),
@@ -237,17 +243,22 @@ def _skip(raw: bytes) -> tuple[Skip, int]:
     return Skip.decode(text), int(decided)
 
 
-def _segments(events: list[bytes]) -> list[Segment]:
+def _segments(events: list[bytes], job_id: str) -> list[Segment]:
+    """The segments as nominal ticks: a segment's first fire and its end are timer scores,
+    planned times, each its tick plus the job's spread offset then (core/jitter.py)."""
     segments: list[Segment] = []
     for raw in events:
         kind, _, rest = raw.decode().partition("|")
         if kind == "o":
-            first, _, timing = rest.partition("|")
-            segments.append(Segment(int(first), _timing_decoder.decode(timing), None, None))
+            first, _, text = rest.partition("|")
+            timing = _timing_decoder.decode(text)
+            off = offset_ms(job_id, timing.spread_s)
+            segments.append(Segment(int(first) - off, timing, None, None))
         elif kind == "c" and segments and segments[-1].closed_at is None:
             score, _, at = rest.partition("|")
-            segments[-1].end = int(float(score)) if score else None
-            segments[-1].closed_at = int(at)
+            off = offset_ms(job_id, segments[-1].timing.spread_s)
+            segments[-1].end = int(float(score)) - off if score else None
+            segments[-1].closed_at = int(at) - off  # ticks planned after it did not fire
     return segments
 
 
@@ -302,6 +313,8 @@ def account(
     open_segment = history.segments[-1] if history.segments else None
     pending_from = history.timer if open_segment and open_segment.closed_at is None else None
     ticks = heapq.merge(*(nominal_ticks(segment, lo, hi) for segment in history.segments))
+    spread = open_segment.timing.spread_s if open_segment else 0.0
+    off = offset_ms(history.job_id, spread)
     previous = None
     for tick in ticks:
         if tick == previous:
@@ -324,7 +337,9 @@ def account(
             )
         elif runs:
             rid, created, _ = runs[0]
-            records.append(TickRecord(from_ms(tick), Outcome.FIRED, rid, (created - tick) / 1000))
+            lag = (created - tick - off) / 1000  # a spread tick is late from its planned time
+            planned = from_ms(tick + off) if off else None
+            records.append(TickRecord(from_ms(tick), Outcome.FIRED, rid, lag, planned=planned))
         elif skip:
             records.append(
                 TickRecord(

@@ -238,10 +238,18 @@ def backfill(
 
 
 def next_fire_times(
-    c: Handle, schedule: Schedule, count: int = 10, after: datetime | None = None
+    c: Handle,
+    schedule: Schedule,
+    count: int = 10,
+    after: datetime | None = None,
+    job_id: str = "",
+    spread_s: float = 0.0,
 ) -> Plan[SchedulePreview]:
-    """The schedule's next fire times (UTC and its wall clock), DST moves flagged."""
-    request = SchedulePreviewRequest(schedule=schedule, count=count, after=after)
+    """The schedule's next fire times (UTC and its wall clock), DST moves flagged; its
+    ``H`` fields and its ticks' planned times as for ``job_id`` with ``spread_s``."""
+    request = SchedulePreviewRequest(
+        schedule=schedule, count=count, after=after, job_id=job_id, spread_s=spread_s
+    )
     return Plan(preview_schedule(request))
 
 

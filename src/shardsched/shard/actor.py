@@ -59,7 +59,7 @@ class _Planned(NamedTuple):
 
     item: firing.FireItem
     due: int  #: its timer score: the fire script applies it from then on
-    fire: int | None  #: the tick it fires, if any
+    fire: int | None  #: when the tick it fires was planned for, if any (its lag's zero)
     late: int  #: ticks found past their time plus the misfire grace
     raw: Any  #: the timing JSON it was planned from
 
@@ -130,19 +130,24 @@ class ShardActor:
                 timing = memo.timing(raw)
                 overlap = timing.overlap
                 grace_ms = round(timing.misfire_grace_s * 1000)
-                decision = decide(timing, old, now_ms, partial(memo.next_after, raw))
+                # With a spread, the timer holds planned times: decide on the nominal
+                # clock (the job's ticks, and now, less its offset), then plan it back.
+                off = memo.offset(job, timing.spread_s) if timing.spread_s else 0
+                decision = decide(timing, old - off, now_ms - off, partial(memo.next_after, raw))
             except Exception as exc:  # whatever it is, it must not stop the shard
                 # Neither fired blindly nor dropped: paused with the reason (quarantine.lua).
                 self._quarantine.append((job, old, f"{type(exc).__name__}: {exc}"[:400]))
                 continue
-            cutoff, late = now_ms - grace_ms, 0
+            cutoff, late = now_ms - off - grace_ms, 0
             if decision.fire is not None:
                 late += decision.fire < cutoff
             if decision.skip is not None and decision.skip.first < cutoff:
                 late += decision.skip.count
             skip = None if decision.skip is None else decision.skip.encode()
-            item = firing.plan(job, old, decision.fire, decision.new, skip, overlap, queue)
-            planned.append(_Planned(item, old, decision.fire, late, raw))
+            new = None if decision.new is None else decision.new + off
+            item = firing.plan(job, old, decision.fire, new, skip, overlap, queue, off)
+            fire = None if decision.fire is None else decision.fire + off  # lag: vs planned
+            planned.append(_Planned(item, old, fire, late, raw))
         return planned
 
     def _take(self, planned: list[_Planned]) -> tuple[list[firing.FireItem], int]:

@@ -18,7 +18,7 @@ FIRE = signature(
     "fire",
     keys=("timer", "ready", "epoch", "stats", "retries", "autopause"),
     argv=("epoch", "base", "count", "look-ahead", "missed"),
-    item=("job id", "old score", "tick", "new score", "skip record", "overlap", "queue"),
+    item=("job id", "old score", "tick", "new score", "skip record", "overlap", "queue", "planned"),
 )
 
 
@@ -27,7 +27,7 @@ OVERLAP_CODE = {Overlap.ALLOW: "a", Overlap.FORBID: "f", Overlap.REPLACE: "r"}
 
 
 class FireItem(NamedTuple):
-    """One planned timer entry as fire.lua reads it (its 7 ARGV fields, in order); build
+    """One planned timer entry as fire.lua reads it (its 8 ARGV fields, in order); build
     it with :func:`plan` or :func:`drop`."""
 
     job: Any  #: the timer's member, as fire.lua reported it due
@@ -37,6 +37,8 @@ class FireItem(NamedTuple):
     skip: str | bytes  #: a skip record ("first:last:count:reason"), '' for none
     overlap: str  #: :data:`OVERLAP_CODE`
     queue: Any = b""  #: the job's queue as stored (core/queues.py), as the due batch said
+    #: when the tick runs, if not at the tick: the tick plus the job's spread offset
+    planned: int | str = ""
 
 
 def plan(
@@ -47,7 +49,10 @@ def plan(
     skip: str | bytes | None,
     overlap: Overlap,
     queue: Any = b"",
+    offset: int = 0,
 ) -> FireItem:
+    """``tick`` and ``skip`` are nominal; ``old`` and ``new`` timer scores, planned: the
+    nominal tick plus ``offset`` (the job's spread, core/jitter.py)."""
     return FireItem(
         job,
         old,
@@ -56,12 +61,13 @@ def plan(
         "" if skip is None else skip,
         OVERLAP_CODE[overlap],
         queue,
+        tick + offset if offset and tick is not None else "",
     )
 
 
 def drop(job: Any, old: int) -> FireItem:
     """Remove a timer entry whose job is gone; fire nothing."""
-    return FireItem(job, old, "", "", "", OVERLAP_CODE[Overlap.ALLOW], b"")
+    return FireItem(job, old, "", "", "", OVERLAP_CODE[Overlap.ALLOW], b"", "")
 
 
 class Due(NamedTuple):
