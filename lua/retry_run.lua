@@ -9,6 +9,8 @@
   ARGV[1] shard key base; run:<id> and runs:<job> keys are built from it (same hash slot)
   ARGV[2] run id
   ARGV[3] who retries it (the job's log of runs by hand, acts:<job>, gets a 'retry')
+  ARGV[4] '1': a run that failed for good (state failed, no next attempt) is sent back
+          too (a gap-aware backfill, ops/backfill_gaps.py); '' only a dead-lettered one
 
   Returns {1, new_run_id, queues} (queues: lib/queues.lua); {2, new_run_id} it was retried already (nothing written: a
   double click must not run the job twice); {-1} no such run; {-2} the run is not
@@ -36,7 +38,7 @@ end
 if run[4] then
   return {2, run[4]}
 end
-if run[1] ~= 'dead_letter' then
+if run[1] ~= 'dead_letter' and not (run[1] == 'failed' and ARGV[4] == '1') then
   return {-2}
 end
 if run[3] then

@@ -3,6 +3,7 @@
 from typing import TYPE_CHECKING
 
 from shardsched._version import __version__
+from shardsched.core.dst_policy import DstPolicy
 from shardsched.core.errors import (
     AlreadyRetried,
     BulkPartiallyApplied,
@@ -22,7 +23,6 @@ from shardsched.core.errors import (
 from shardsched.core.models import (
     CronSchedule,
     DagSpec,
-    DstPolicy,
     IntervalSchedule,
     JobPatch,
     JobSpec,

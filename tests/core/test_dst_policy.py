@@ -11,8 +11,9 @@ import msgspec
 import pytest
 
 from shardsched.core.dst import suppressed_between
+from shardsched.core.dst_policy import DstGap, DstPolicy, DstRepeat
 from shardsched.core.instants import from_ms, to_ms
-from shardsched.core.models import CronSchedule, DstGap, DstPolicy, DstRepeat
+from shardsched.core.models import CronSchedule
 from shardsched.core.schedule import first_fire_ms, next_fire_ms, parse_cron
 
 

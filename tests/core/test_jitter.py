@@ -12,7 +12,8 @@ import pytest
 from croniter import croniter
 
 from shardsched.core.jitter import offset_ms, resolve_h
-from shardsched.core.models import CronSchedule, IntervalSchedule, JobSpec, timing_of
+from shardsched.core.models import CronSchedule, IntervalSchedule, JobSpec
+from shardsched.core.timing import timing_of
 
 IDS = [f"job_{n:06x}" for n in range(2000)]
 

@@ -6,6 +6,7 @@ need runs), so each example stays true as printed."""
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,11 @@ import trio
 from shardsched import Client
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-BLOCKS = re.findall(r"```python example\n(.*?)```", README.read_text(), re.DOTALL)
+#: a block may sit in a list item: indented, as its fence is
+BLOCKS = [
+    textwrap.dedent(code)
+    for code in re.findall(r"```python example\n(.*?)^ *```", README.read_text(), re.DOTALL | re.M)
+]
 
 
 def test_the_readme_has_examples() -> None:

@@ -153,6 +153,9 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
         return out, lambda o: f"{o['job_id']}  {o['status']}"
     if cmd == "changes":
         return request(api, "GET", path + "/changes" + page_query(page_args(args))), changes_table
+    if cmd == "stats":
+        window = page_query({"since": args.since, "until": args.until})
+        return request(api, "GET", path + "/stats" + window), _stats_text
     if cmd == "versions":
         out = request(api, "GET", path + "/versions")
         return out, lambda o: table(
@@ -171,16 +174,41 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
             ],
         )
     body = {k: vars(args)[k] for k in ("since", "until", "max_concurrent", "priority")}
+    if args.only:
+        body["only"] = [g.strip() for g in args.only.split(",") if g.strip()]
+    if args.dry_run:
+        body["dry_run"] = True
     out = request(api, "POST", path + "/backfill", body)
-    if args.wait:
+    if args.wait and not args.dry_run:
         follow.wait_window(api, args.job_id, args.since, args.until, out["ticks"], args.timeout)
+    return out, _backfill_text
+
+
+def _stats_text(o: dict[str, Any]) -> str:
+    skipped = ", ".join(f"{n} {reason}" for reason, n in sorted(o["skipped"].items())) or "0"
     return (
-        out,
-        lambda o: (
-            f"{o['ticks']} ticks: {o['queued']} queued, {o['already']} had a run, "
-            f"{o['started']} started"
-        ),
+        f"{o['job_id']} from {style.when(o['since'])} to {style.when(o['until'])}\n"
+        f"  {o['ticks']} ticks: {o['fired']} fired ({o['late']} late), skipped {skipped}, "
+        f"{o['missed']} missed, {o['pending']} pending\n  {o['summary']}"
     )
+
+
+def _backfill_text(o: dict[str, Any]) -> str:
+    if o.get("dry_run"):
+        rows = [[style.when(t["tick"]), t["gap"], t.get("reason") or t.get("run_id") or ""]
+                for t in o["listed"]]  # fmt: skip
+        more = o["picked"] - len(o["listed"])
+        text = f"dry run: {o['picked']} of {o['ticks']} ticks would run"
+        return (
+            text
+            + ("\n" + table(["TICK", "GAP", "WHY"], rows) if rows else "")
+            + (f"\n… and {more} more" if more > 0 else "")
+        )
+    text = (
+        f"{o['ticks']} ticks: {o['queued']} queued, {o['already']} had a run, "
+        f"{o['started']} started"
+    )
+    return text + (f", {o['retried']} failed ones run again" if o.get("retried") else "")
 
 
 def _dead_letter(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
@@ -278,6 +306,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         ("edit", "change it in $EDITOR (YAML), applied as a new version with If-Match"),
     ]:
         jsub.add_parser(name, parents=[common], help=text).add_argument("job_id")
+    stats = jsub.add_parser(
+        "stats", parents=[common], help="its ticks counted: fired, late, skipped, missed"
+    )
+    stats.add_argument("job_id")
+    stats.add_argument("--since", type=ago, default=None, help="default: a day ago")
+    stats.add_argument("--until", type=ago, default=None, help="default: now")
     trigger = jsub.add_parser("trigger", parents=[common], help="run now; prints the run id")
     trigger.add_argument("job_id")
     create.trigger_flags(trigger)
@@ -301,6 +335,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                           metavar="WHEN", help="RFC 3339, or 1h (ago)")  # fmt: skip
     backfill.add_argument("--max-concurrent", type=int, default=1)
     backfill.add_argument("--priority", choices=["high", "normal", "low"], default="low")
+    backfill.add_argument(
+        "--only", metavar="GAPS",
+        help="only the ticks the ledger shows missing, skipped or failed (comma-separated;"
+        " failed ones run again as a new attempt); default: every tick without a run",
+    )  # fmt: skip
+    backfill.add_argument("--dry-run", action="store_true", help="list what would run")
     backfill.add_argument("--wait", action="store_true", help="until every tick has run")
     follow.timeout_flag(backfill)
 

@@ -3,6 +3,7 @@ and at what priority (low unless asked: a backfill never delays scheduled runs).
 
 from __future__ import annotations
 
+import enum
 from datetime import datetime
 from typing import Annotated
 
@@ -10,6 +11,19 @@ import msgspec
 
 from shardsched.core.models import AwareDatetime
 from shardsched.core.queues import Priority
+
+
+class Gap(enum.StrEnum):
+    """Which ticks of the window a backfill runs, as the ledger shows them."""
+
+    MISSING = "missing"  #: no run and no recorded decision: lost (the audit's missing)
+    SKIPPED = "skipped"  #: skipped by a recorded policy decision (overlap, catch-up, …)
+    #: its run ended badly (dead-lettered, or failed for good): run again as a new attempt
+    FAILED = "failed"
+
+
+#: What a backfill runs unless told: every tick without a run.
+NO_RUN = (Gap.MISSING, Gap.SKIPPED)
 
 
 class BackfillRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -26,6 +40,10 @@ class BackfillRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=
     end: AwareDatetime | None = None  #: deprecated: until
     #: its runs' priority (core/queues.py): low by default, so it never delays scheduled runs
     priority: Priority = Priority.LOW
+    #: only these ticks (default: every tick without a run, ``missing`` and ``skipped``);
+    #: a DST decision (``dst_*``) is never a gap: it is the schedule's own
+    only: Annotated[list[Gap], msgspec.Meta(min_length=1, max_length=3)] | None = None
+    dry_run: bool = False  #: list what would run, write nothing
 
     def __post_init__(self) -> None:
         for new, old in (("since", "start"), ("until", "end")):

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import msgspec
 from croniter import croniter
 
-from shardsched.core.models import DstGap, DstPolicy, DstRepeat
+from shardsched.core.dst_policy import DstGap, DstPolicy, DstRepeat
 
 #: Longer than any DST shift: how far either side of an offset change a wall time can be
 #: moved or repeated by it.

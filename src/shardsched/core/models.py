@@ -19,7 +19,7 @@ from typing import Annotated, TypeVar
 import msgspec
 
 from shardsched.core.concurrency import KeyTemplate, Limit
-from shardsched.core.jitter import has_h, resolve_h
+from shardsched.core.dst_policy import DstPolicy
 from shardsched.core.params import Args
 from shardsched.core.queues import DEFAULT_QUEUE, Priority, QueueName
 
@@ -79,39 +79,13 @@ EnvMap = Annotated[
 ]
 
 
-class DstGap(enum.StrEnum):
-    """A matching wall time the clock skips (spring forward)."""
-
-    SHIFT = "shift"  #: fire once, moved forward by the size of the gap
-    SKIP = "skip"  #: no firing: recorded skipped (``dst_gap``)
-
-
-class DstRepeat(enum.StrEnum):
-    """A matching wall time the clock shows twice (fall back)."""
-
-    FIRST = "first"  #: fire at its first occurrence only
-    SECOND = "second"  #: fire at its second occurrence only
-    BOTH = "both"  #: fire at both
-
-
-class DstPolicy(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """What a cron schedule does at a DST change. A field left out keeps Vixie cron's
-    rule for it (core/schedule.py): a fixed-hour job shifts past a gap and fires at the
-    first of a repeated time; a job whose hour field is ``*`` or ``*/n`` has no firing in
-    a gap and fires at both occurrences of a repeated time."""
-
-    gap: DstGap | None = None
-    repeat: DstRepeat | None = None
-
-
 class CronSchedule(msgspec.Struct, tag="cron", tag_field="type", forbid_unknown_fields=True):
     """A 5-field cron expression evaluated on the wall clock of ``timezone``; ``dst`` says
     what it does when that clock jumps (default: Vixie cron's rule, :class:`DstPolicy`)."""
 
     expression: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
     timezone: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] = "UTC"
-    #: left out (UNSET, never encoded): Vixie cron's rule, as before the field existed
-    dst: DstPolicy | msgspec.UnsetType = msgspec.UNSET
+    dst: DstPolicy | msgspec.UnsetType = msgspec.UNSET  #: left out: not encoded, Vixie's rule
 
 
 class IntervalSchedule(
@@ -424,25 +398,3 @@ class ExecSpec(msgspec.Struct):
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
     labels: dict[str, str] = msgspec.field(default_factory=dict)
-
-
-def timing_of(spec: JobSpec, job_id: str) -> Timing:
-    """What the shard actor needs of a job, with the ``H`` of its cron resolved for it."""
-    assert spec.schedule is not None, "a job of its own has a schedule (validate_spec)"
-    schedule = resolved(spec.schedule, job_id)
-    return Timing(
-        schedule, spec.catchup, spec.misfire_grace_s, spec.overlap, spec.max_catchup, spec.spread_s
-    )
-
-
-def per_job(schedule: Schedule) -> bool:
-    """Whether the schedule stands for something else per job (a cron with ``H``)."""
-    return isinstance(schedule, CronSchedule) and has_h(schedule.expression)
-
-
-def resolved(schedule: Schedule, member_id: str) -> Schedule:
-    """The schedule with the ``H`` fields of its cron (if any) resolved for one job."""
-    if isinstance(schedule, CronSchedule) and per_job(schedule):
-        expression = resolve_h(schedule.expression, member_id)
-        return msgspec.structs.replace(schedule, expression=expression)
-    return schedule

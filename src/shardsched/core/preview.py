@@ -10,15 +10,10 @@ from itertools import islice
 from shardsched.core.dst import dst_decisions, zone_info
 from shardsched.core.instants import from_ms, to_ms
 from shardsched.core.jitter import offset_ms
-from shardsched.core.models import (
-    CronSchedule,
-    IntervalSchedule,
-    Schedule,
-    SchedulePreviewRequest,
-    resolved,
-)
+from shardsched.core.models import CronSchedule, IntervalSchedule, Schedule, SchedulePreviewRequest
 from shardsched.core.schedule import first_fire_ms, parse_cron
 from shardsched.core.ticks import walk
+from shardsched.core.timing import resolved
 from shardsched.core.validation import checked, validate_schedule
 from shardsched.core.views import FireTime, SchedulePreview, SuppressedTime
 

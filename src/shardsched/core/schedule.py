@@ -35,17 +35,10 @@ import msgspec
 from croniter import CroniterBadDateError, croniter
 
 from shardsched.core.dst import dst_rule, instants, zone_info
+from shardsched.core.dst_policy import DstPolicy, DstRepeat
 from shardsched.core.instants import MAX_MS, from_ms, to_ms
 from shardsched.core.jitter import offset_ms
-from shardsched.core.models import (
-    CronSchedule,
-    DstPolicy,
-    DstRepeat,
-    IntervalSchedule,
-    OnceSchedule,
-    Schedule,
-    Timing,
-)
+from shardsched.core.models import CronSchedule, IntervalSchedule, OnceSchedule, Schedule, Timing
 
 #: Longer than any DST shift: how far ahead we look for a fall-back.
 _LOOKAHEAD = timedelta(hours=3)

@@ -26,18 +26,11 @@ from shardsched.core.errors import (
 )
 from shardsched.core.ids import dag_id_of
 from shardsched.core.instants import from_ms
-from shardsched.core.models import (
-    DagRunState,
-    DagSpec,
-    JobSpec,
-    JobStatus,
-    TaskSpec,
-    Timing,
-    resolved,
-)
+from shardsched.core.models import DagRunState, DagSpec, JobSpec, JobStatus, TaskSpec, Timing
 from shardsched.core.params import TriggerRequest, validate_args
 from shardsched.core.queues import stored as stored_queue
 from shardsched.core.schedule import first_planned_ms
+from shardsched.core.timing import resolved
 from shardsched.core.views import Dag, DagCreated, DagTriggered, JobCreated
 from shardsched.store import keys as k
 from shardsched.store import ready

@@ -16,27 +16,24 @@ from shardsched.core.errors import (
 )
 from shardsched.core.instants import from_ms, to_ms
 from shardsched.core.jitter import offset_ms
-from shardsched.core.models import (
-    JobSpec,
-    JobStatus,
-    OnceSchedule,
-    Schedule,
-    resolved,
-)
+from shardsched.core.models import JobSpec, JobStatus, OnceSchedule, Schedule
 from shardsched.core.queues import BAND
 from shardsched.core.ticks import ticks_in
+from shardsched.core.timing import resolved
 from shardsched.core.validation import checked
 from shardsched.core.views import (
     BackfillResult,
     JobVersion,
     JobVersions,
 )
+from shardsched.ops import backfill_gaps
 from shardsched.ops.cold import archive_url, cold_history
 from shardsched.ops.jobs import read_job
 from shardsched.store import ready
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import jobs as lua
+from shardsched.store.lua import recovery
 
 _spec_decoder = msgspec.json.Decoder(JobSpec)
 
@@ -125,22 +122,51 @@ def backfill(dep: Deployment, job_id: str, request: BackfillRequest, actor: str 
     if isinstance(job.schedule, OnceSchedule):
         anchor = to_ms(job.schedule.at)
     ticks = _ticks_in(resolved(job.schedule, job_id), anchor, lo, hi)
-    # a tick whose run left Redis for the archive ran: it is not run again
-    url = yield from archive_url(dep)
-    archived = {tick for _, tick, _, _ in cold_history(dep, url, [job_id]).firsts.get(job_id, ())}
-    owed = [tick for tick in ticks if tick not in archived]
+    picked = None
+    if request.only is not None or request.dry_run:  # what the ledger shows, tick by tick
+        picked = yield from backfill_gaps.pick(dep, job_id, lo, hi, request.only)
+        owed = picked.runless
+        listed = picked.listed[: backfill_gaps.MAX_LISTED]
+        if request.dry_run:
+            return BackfillResult(
+                job_id=job_id,
+                ticks=len(ticks),
+                queued=0,
+                already=0,
+                started=0,
+                dry_run=True,
+                listed=listed,
+                picked=len(picked.listed),
+            )
+    else:
+        # a tick whose run left Redis for the archive ran: it is not run again
+        url = yield from archive_url(dep)
+        archived = {t for _, t, _, _ in cold_history(dep, url, [job_id]).firsts.get(job_id, ())}
+        owed = [tick for tick in ticks if tick not in archived]
     window = f"{request.first.isoformat()}..{request.last.isoformat()}"
     band = BAND[request.priority]
     call = lua.backfill(sk, job_id, request.max_concurrent, owed, actor, window, band)
     (reply,) = yield [call]
     reply = check(reply)
     lua.raise_refusal(reply[0], job_id)
-    if reply[3]:
-        yield ready.push(dep.globals, [sk.shard], ready.woken(reply[4]))
+    queues = set(ready.woken(reply[4])) if reply[3] else set()
+    retried = 0
+    if picked is not None and picked.failed:  # ended badly: each sent back as a new attempt
+        replies = yield [recovery.retry_run(sk, rid, actor, True) for rid in picked.failed]
+        for again in replies:
+            again = check(again)
+            if again[0] == 1:
+                retried += 1
+                queues |= set(ready.woken(again[2]))
+    if queues:
+        yield ready.push(dep.globals, [sk.shard], tuple(queues))
     return BackfillResult(
         job_id=job_id,
         ticks=len(ticks),
         queued=reply[1],
         already=reply[2] + len(ticks) - len(owed),
         started=reply[3],
+        retried=retried,
+        listed=None if picked is None else picked.listed[: backfill_gaps.MAX_LISTED],
+        picked=None if picked is None else len(picked.listed),
     )

@@ -25,18 +25,11 @@ from shardsched.core.errors import (
 )
 from shardsched.core.field_errors import field_error, within
 from shardsched.core.instants import from_ms, to_ms
-from shardsched.core.models import (
-    JobPatch,
-    JobSpec,
-    JobStatus,
-    TaskSpec,
-    Timing,
-    per_job,
-    timing_of,
-)
+from shardsched.core.models import JobPatch, JobSpec, JobStatus, TaskSpec, Timing
 from shardsched.core.queues import stored as stored_queue
 from shardsched.core.sameness import same_definition
 from shardsched.core.schedule import FirstFires, first_planned_ms
+from shardsched.core.timing import per_job, timing_of
 from shardsched.core.validation import checked, validate_spec
 from shardsched.core.views import Job, JobCreated
 from shardsched.ops.dags import join_dag
@@ -292,7 +285,7 @@ def patch_job(
         changes = {f: v for f, v in changes.items() if v is not None}
         spec = msgspec.structs.replace(spec_of(job), **changes)
         validate_spec(spec)
-        status = patch.status or job.status
+        status = JobStatus(patch.status) if patch.status else job.status  # SDK: a str too
         reason: str | None = None
         until: datetime | None = None
         if status == JobStatus.PAUSED:  # a paused job keeps what the patch does not change

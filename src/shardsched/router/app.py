@@ -57,6 +57,7 @@ from shardsched.router.schemas import (
     TicksQuery,
     opt,
 )
+from shardsched.router.stats_handlers import StatsHandlers
 from shardsched.router.streams import StreamHandlers
 from shardsched.router.ui import Console
 from shardsched.runtime.metrics import Metrics
@@ -82,7 +83,7 @@ def _labels(text: str | UnsetType) -> dict[str, str] | None:
         raise http.validation(exc.message, exc.field) from None
 
 
-class Api(AdminHandlers, StreamHandlers, ControlHandlers, NotifyHandlers):
+class Api(AdminHandlers, StreamHandlers, ControlHandlers, NotifyHandlers, StatsHandlers):
     """The handlers of every route (jobs, runs and DAGs here; the rest in :mod:`.admin`)."""
 
     async def create_job(self, request: Request) -> Response:

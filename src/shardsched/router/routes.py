@@ -153,6 +153,18 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "get",
+        "/api/v1/jobs/{job_id}/stats",
+        "A job's ticks over a window counted: fired, late, skipped by reason, missed, and"
+        " its effective cadence beside the configured one",
+        v.JobStats,
+        query=q.StatsQuery,
+        errors=(404, 422),
+        tags=("jobs",),
+        handler="job_stats",
+        operation_id="get_job_stats",
+    ),
+    Operation(
+        "get",
         "/api/v1/runs/{run_id}",
         "A run",
         v.Run,
@@ -326,6 +338,17 @@ OPERATIONS: tuple[Operation, ...] = (
         tags=("dags",),
         handler="dag_ticks",
         operation_id="list_dag_ticks",
+    ),
+    Operation(
+        "get",
+        "/api/v1/dags/{dag_id}/stats",
+        "A DAG's ticks over a window counted (as a job's)",
+        v.JobStats,
+        query=q.StatsQuery,
+        errors=(404, 422),
+        tags=("dags",),
+        handler="dag_stats",
+        operation_id="get_dag_stats",
     ),
     Operation(
         "get",

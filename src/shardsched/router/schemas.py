@@ -168,6 +168,13 @@ class TicksQuery(msgspec.Struct, forbid_unknown_fields=True, rename={"from_": "f
         return since, until, old
 
 
+class StatsQuery(msgspec.Struct, forbid_unknown_fields=True):
+    """GET /api/v1/jobs/{id}/stats: the ticks of [since, until] (default the last day)."""
+
+    since: AwareDatetime | UnsetType = UNSET
+    until: AwareDatetime | UnsetType = UNSET
+
+
 class AuditQuery(msgspec.Struct, forbid_unknown_fields=True):
     """GET /api/v1/audit: ticks due within the last ``settle_s`` are in flight, not owed;
     a run later than ``late_after_s`` is late; one fired and idle ``stranded_after_s``."""

@@ -147,6 +147,14 @@ class Metrics:
             ["job_id", "critical"],
             registry=r,
         )
+        self.ticks_skipped = Counter(
+            f"{ns}_ticks_skipped",
+            "Ticks the owner's catch-up policy recorded skipped, by reason (misfire,"
+            " catchup_latest, catchup_limit): one series per reason, whatever the fleet's size"
+            " (per job: GET /jobs/{id}/stats)",
+            ["reason"],
+            registry=r,
+        )
         self.quarantined = Counter(
             f"{ns}_jobs_quarantined",
             "Jobs paused by their shard owner because they could not be planned",

@@ -13,7 +13,7 @@ from shardsched import ops
 from shardsched.core.access import SDK_ACTOR
 from shardsched.core.models import JobSpec
 from shardsched.core.views import JobCreated
-from shardsched.sdk import control_plans, notify_plans, plans
+from shardsched.sdk import control_plans, history_plans, notify_plans, plans
 from shardsched.store.drive import drive_async, drive_off_loop
 from shardsched.store.keys import DEFAULT_NAMESPACE
 
@@ -89,11 +89,12 @@ class AsyncClient:
     restore_job = awaitable(control_plans.restore_job)
     restore_dag = awaitable(control_plans.restore_dag)
     trigger = awaitable(plans.trigger)
-    job_versions = awaitable(plans.job_versions)
-    job_changes = awaitable(plans.job_changes)
-    dag_changes = awaitable(plans.dag_changes)
-    backfill = awaitable(plans.backfill)
-    next_fire_times = awaitable(plans.next_fire_times)
+    job_versions = awaitable(history_plans.job_versions)
+    job_stats = awaitable(history_plans.job_stats)
+    job_changes = awaitable(history_plans.job_changes)
+    dag_changes = awaitable(history_plans.dag_changes)
+    backfill = awaitable(history_plans.backfill)
+    next_fire_times = awaitable(history_plans.next_fire_times)
     get_run = awaitable(plans.get_run)
     list_runs = awaitable(plans.list_runs)
     get_output = awaitable(plans.get_output)

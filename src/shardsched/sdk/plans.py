@@ -13,7 +13,6 @@ from typing import Any, Generic, Protocol, TypeVar
 import msgspec
 
 from shardsched import ops
-from shardsched.core.backfill import BackfillRequest
 from shardsched.core.concurrency import KEY, KeyList, KeyView, LimitRequest, RateLimit
 from shardsched.core.errors import BulkPartiallyApplied, ValidationError
 from shardsched.core.field_errors import field_error
@@ -24,15 +23,10 @@ from shardsched.core.models import (
     JobSpec,
     JobStatus,
     RunState,
-    Schedule,
-    SchedulePreviewRequest,
 )
 from shardsched.core.params import TriggerRequest
-from shardsched.core.queues import Priority
 from shardsched.core.validation import checked
 from shardsched.core.views import (
-    BackfillResult,
-    ChangeList,
     Dag,
     DagCreated,
     DagList,
@@ -42,17 +36,14 @@ from shardsched.core.views import (
     Job,
     JobCreated,
     JobList,
-    JobVersions,
     Run,
     RunList,
     RunOutput,
-    SchedulePreview,
     Triggered,
 )
-from shardsched.ops import changes, concurrency, dag_runs, declare, listing, names
+from shardsched.ops import concurrency, dag_runs, declare, listing, names
 from shardsched.ops import dags as dag_ops
 from shardsched.ops.pagination import parse_cursor
-from shardsched.ops.preview import preview_schedule
 from shardsched.store.deployment import Deployment
 
 T = TypeVar("T")
@@ -200,57 +191,6 @@ def trigger(
     ``idempotency_key`` within a day makes no run and returns the first's (``repeated``)."""
     request = trigger_request(args, idempotency_key)
     return Plan(ops.trigger(c.deployment, job_id, c.actor, request))
-
-
-def job_versions(c: Handle, job_id: str) -> Plan[JobVersions]:
-    return Plan(ops.job_versions(c.deployment, job_id))
-
-
-def job_changes(
-    c: Handle, job_id: str, limit: int = 50, cursor: str | None = None
-) -> Plan[ChangeList]:
-    """Who changed the job, how and when, newest first (``next_cursor`` for more)."""
-    return Plan(changes.job_changes(c.deployment, job_id, limit, cursor))
-
-
-def dag_changes(
-    c: Handle, dag_id: str, limit: int = 50, cursor: str | None = None
-) -> Plan[ChangeList]:
-    return Plan(changes.dag_changes(c.deployment, dag_id, limit, cursor))
-
-
-def backfill(
-    c: Handle,
-    job_id: str,
-    since: datetime,
-    until: datetime,
-    max_concurrent: int = 1,
-    priority: Priority | str = Priority.LOW,
-) -> Plan[BackfillResult]:
-    """Run every nominal tick of [since, until] that has no run yet (at a low priority
-    unless asked: a backfill never delays scheduled runs)."""
-    if priority not in set(Priority):
-        raise ValidationError(f"priority is high, normal or low, not {priority!r}", "$.priority")
-    request = BackfillRequest(
-        since=since, until=until, max_concurrent=max_concurrent, priority=Priority(priority)
-    )
-    return Plan(ops.backfill(c.deployment, job_id, request, c.actor))
-
-
-def next_fire_times(
-    c: Handle,
-    schedule: Schedule,
-    count: int = 10,
-    after: datetime | None = None,
-    job_id: str = "",
-    spread_s: float = 0.0,
-) -> Plan[SchedulePreview]:
-    """The schedule's next fire times (UTC and its wall clock), DST moves flagged; its
-    ``H`` fields and its ticks' planned times as for ``job_id`` with ``spread_s``."""
-    request = SchedulePreviewRequest(
-        schedule=schedule, count=count, after=after, job_id=job_id, spread_s=spread_s
-    )
-    return Plan(preview_schedule(request))
 
 
 # runs ------------------------------------------------------------

@@ -15,7 +15,7 @@ from shardsched import ops
 from shardsched.core.access import SDK_ACTOR
 from shardsched.core.models import JobSpec
 from shardsched.core.views import JobCreated
-from shardsched.sdk import control_plans, notify_plans, plans
+from shardsched.sdk import control_plans, history_plans, notify_plans, plans
 from shardsched.store.keys import DEFAULT_NAMESPACE
 from shardsched.store.scripts import SCRIPTS
 
@@ -268,11 +268,12 @@ class Client:
     restore_job = blocking(control_plans.restore_job)
     restore_dag = blocking(control_plans.restore_dag)
     trigger = blocking(plans.trigger)
-    job_versions = blocking(plans.job_versions)
-    job_changes = blocking(plans.job_changes)
-    dag_changes = blocking(plans.dag_changes)
-    backfill = blocking(plans.backfill)
-    next_fire_times = blocking(plans.next_fire_times)
+    job_versions = blocking(history_plans.job_versions)
+    job_stats = blocking(history_plans.job_stats)
+    job_changes = blocking(history_plans.job_changes)
+    dag_changes = blocking(history_plans.dag_changes)
+    backfill = blocking(history_plans.backfill)
+    next_fire_times = blocking(history_plans.next_fire_times)
     get_run = blocking(plans.get_run)
     list_runs = blocking(plans.list_runs)
     get_output = blocking(plans.get_output)

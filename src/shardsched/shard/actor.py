@@ -97,6 +97,7 @@ class ShardActor:
         self.metrics = metrics or Metrics()
         self._fires: list[int] = []  #: ticks the planned batch fires (for the lag histogram)
         self._missed: dict[str, int] = {}  #: job -> ticks found past time + misfire grace
+        self._skips: dict[str, int] = {}  #: reason -> ticks the planned batch skips
         #: job -> (its critical label as the metric says it, trio time read): a catch-up
         #: finds misses in every batch, and must not pay a read for each
         self._critical: dict[str, tuple[str, float]] = {}
@@ -159,6 +160,7 @@ class ShardActor:
         now_items: list[firing.FireItem] = []
         fires = self._fires = []
         missed = self._missed = {}
+        skips = self._skips = {}
         self._kept = {}
         for p in planned:
             job = p.item.job
@@ -170,6 +172,9 @@ class ShardActor:
                 fires.append(p.fire)
             if p.late:
                 missed[job.decode() if isinstance(job, bytes) else job] = p.late
+            if p.item.skip:  # "first:last:count:reason"
+                _, _, count, reason = str(p.item.skip).split(":", 3)
+                skips[reason] = skips.get(reason, 0) + int(count)
         return now_items, first
 
     async def _apply_quarantines(self) -> None:
@@ -216,6 +221,9 @@ class ShardActor:
             for lag, count in lags.items():
                 metrics.trigger_lag.observe(lag / 1000, count)
                 metrics.lag_window.add(lag / 1000, count)
+        for reason, count in self._skips.items():
+            metrics.ticks_skipped.labels(reason).inc(count)
+        self._skips = {}
         missed, self._missed = self._missed, {}
         return missed
 

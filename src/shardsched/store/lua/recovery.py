@@ -85,11 +85,13 @@ def raise_retry_refusal(code: int, run_id: str, next_run_id: str | None) -> None
 RETRY_RUN = signature(
     "retry_run",
     keys=("ready", "deadletter"),
-    argv=("base", "run id", "actor"),
+    argv=("base", "run id", "actor", "failed too"),
 )
 
 
-def retry_run(sk: ShardKeys, run_id: str, actor: str) -> Call:
-    """A dead-lettered run as a new attempt; reply {code, new run id, queues} (the caller
-    wakes a worker of the queue when retried)."""
-    return RETRY_RUN.call((sk.ready, sk.dead_letter), (sk.base, run_id, actor))
+def retry_run(sk: ShardKeys, run_id: str, actor: str, failed_too: bool = False) -> Call:
+    """A dead-lettered run (``failed_too``: or one that failed for good, as a gap-aware
+    backfill asks) as a new attempt; reply {code, new run id, queues} (the caller wakes a
+    worker of the queue when retried)."""
+    flag = "1" if failed_too else ""
+    return RETRY_RUN.call((sk.ready, sk.dead_letter), (sk.base, run_id, actor, flag))

@@ -1,0 +1,32 @@
+"""What the shard actor needs of a job, made from its spec: its :class:`Timing`, with the
+``H`` fields of its cron resolved for it (core/jitter.py). The spec keeps the ``H``; the
+stored timing holds the plain expression, so the hot path never sees one."""
+
+from __future__ import annotations
+
+import msgspec
+
+from shardsched.core.jitter import has_h, resolve_h
+from shardsched.core.models import CronSchedule, JobSpec, Schedule, Timing
+
+
+def timing_of(spec: JobSpec, job_id: str) -> Timing:
+    """What the shard actor needs of a job, with the ``H`` of its cron resolved for it."""
+    assert spec.schedule is not None, "a job of its own has a schedule (validate_spec)"
+    schedule = resolved(spec.schedule, job_id)
+    return Timing(
+        schedule, spec.catchup, spec.misfire_grace_s, spec.overlap, spec.max_catchup, spec.spread_s
+    )
+
+
+def per_job(schedule: Schedule) -> bool:
+    """Whether the schedule stands for something else per job (a cron with ``H``)."""
+    return isinstance(schedule, CronSchedule) and has_h(schedule.expression)
+
+
+def resolved(schedule: Schedule, member_id: str) -> Schedule:
+    """The schedule with the ``H`` fields of its cron (if any) resolved for one job."""
+    if isinstance(schedule, CronSchedule) and per_job(schedule):
+        expression = resolve_h(schedule.expression, member_id)
+        return msgspec.structs.replace(schedule, expression=expression)
+    return schedule

@@ -1,0 +1,104 @@
+"""The SDK's plans of a job's history and time: its versions and change logs, its ticks
+counted (``job_stats``), a backfill (gap-aware with ``only``), and a schedule's preview.
+Each is an I/O-free :class:`Plan` the sync and async clients drive (sdk/sync.py,
+sdk/aio.py), as sdk/plans.py's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from shardsched import ops
+from shardsched.core.backfill import BackfillRequest, Gap
+from shardsched.core.errors import ValidationError
+from shardsched.core.instants import to_ms
+from shardsched.core.models import Schedule, SchedulePreviewRequest
+from shardsched.core.queues import Priority
+from shardsched.core.views import (
+    BackfillResult,
+    ChangeList,
+    JobStats,
+    JobVersions,
+    SchedulePreview,
+)
+from shardsched.ops import changes
+from shardsched.ops.job_stats import job_stats as job_stats_op
+from shardsched.ops.preview import preview_schedule
+from shardsched.sdk.plans import Handle, Plan
+
+
+def job_stats(
+    c: Handle, job_id: str, since: datetime | None = None, until: datetime | None = None
+) -> Plan[JobStats]:
+    """The job's (or DAG's) ticks over [since, until] (default the last day) counted:
+    fired, late, skipped by reason, missed, and its effective cadence."""
+    lo = None if since is None else to_ms(since)
+    hi = None if until is None else to_ms(until)
+    return Plan(job_stats_op(c.deployment, job_id, lo, hi))
+
+
+def job_versions(c: Handle, job_id: str) -> Plan[JobVersions]:
+    return Plan(ops.job_versions(c.deployment, job_id))
+
+
+def job_changes(
+    c: Handle, job_id: str, limit: int = 50, cursor: str | None = None
+) -> Plan[ChangeList]:
+    """Who changed the job, how and when, newest first (``next_cursor`` for more)."""
+    return Plan(changes.job_changes(c.deployment, job_id, limit, cursor))
+
+
+def dag_changes(
+    c: Handle, dag_id: str, limit: int = 50, cursor: str | None = None
+) -> Plan[ChangeList]:
+    return Plan(changes.dag_changes(c.deployment, dag_id, limit, cursor))
+
+
+def backfill(
+    c: Handle,
+    job_id: str,
+    since: datetime,
+    until: datetime,
+    max_concurrent: int = 1,
+    priority: Priority | str = Priority.LOW,
+    only: Sequence[str] | None = None,
+    dry_run: bool = False,
+) -> Plan[BackfillResult]:
+    """Run every nominal tick of [since, until] that has no run yet (at a low priority
+    unless asked: a backfill never delays scheduled runs); ``only``: just the ticks the
+    ledger shows ``missing``, ``skipped`` or ``failed`` (run again as a new attempt);
+    ``dry_run``: list them, run nothing."""
+    if priority not in set(Priority):
+        raise ValidationError(f"priority is high, normal or low, not {priority!r}", "$.priority")
+    gaps = None if only is None else [_gap(g) for g in only]
+    request = BackfillRequest(
+        since=since,
+        until=until,
+        max_concurrent=max_concurrent,
+        priority=Priority(priority),
+        only=gaps,
+        dry_run=dry_run,
+    )
+    return Plan(ops.backfill(c.deployment, job_id, request, c.actor))
+
+
+def _gap(name: str) -> Gap:
+    if name not in set(Gap):
+        raise ValidationError(f"only takes missing, skipped or failed, not {name!r}", "$.only")
+    return Gap(name)
+
+
+def next_fire_times(
+    c: Handle,
+    schedule: Schedule,
+    count: int = 10,
+    after: datetime | None = None,
+    job_id: str = "",
+    spread_s: float = 0.0,
+) -> Plan[SchedulePreview]:
+    """The schedule's next fire times (UTC and its wall clock), DST moves flagged; its
+    ``H`` fields and its ticks' planned times as for ``job_id`` with ``spread_s``."""
+    request = SchedulePreviewRequest(
+        schedule=schedule, count=count, after=after, job_id=job_id, spread_s=spread_s
+    )
+    return Plan(preview_schedule(request))
