@@ -6,6 +6,8 @@
   pause or delete in between wins): create the run record <job>:<fire>:1 unless it exists
   (the create-if-absent is the dedupe) and append it to the ready stream; store the skip
   record if the catch-up policy skipped ticks; move the timer entry to <new> or remove it.
+  An item that fires or skips and removes the entry (its schedule is exhausted) marks its
+  job 'nf' = 'exhausted': why an active job has no timer entry (check_timers.lua).
   A DAG's timer entry (id dag_...) opens the DAG run <dag>:<fire> instead, releasing its
   root tasks or queueing it under max_active_runs (lib/dag.lua).
 
@@ -154,6 +156,12 @@ for i = 6, #ARGV, 8 do
     end
     if new == '' then
       rcall('ZREM', timer_key, job)
+      if fire ~= '' or skip ~= '' then  -- its schedule is exhausted: said on the job
+        local job_key = base .. 'job:' .. job
+        if rcall('EXISTS', job_key) == 1 then
+          rcall('HSET', job_key, 'nf', 'exhausted')
+        end
+      end
     else
       rcall('ZADD', timer_key, new, job)
     end

@@ -20,6 +20,8 @@
 
   Returns {now_ms, code1, code2, ...}: 1 registered, 2 re-created, -1 the job id is
   taken (that job untouched).
+  A job registered with no first fire (its schedule never fires) is marked 'nf'
+  ('exhausted': the reason it has no timer entry, which check_timers.lua reads).
   A deleted job's id is re-created as a new incarnation of it: the job's hash, runs,
   versions and change log stay (its old history stays readable), its version goes on, its
   'inc' counts incarnations (absent: 1) and 'born' is when this one began. Its earlier
@@ -60,7 +62,7 @@ for i = 5, #ARGV, 8 do
     end
     rcall('HSET', job_key, 'spec', spec, 'timing', timing, 'status', 'active',
       'updated', now, 'lease', lease, 'by', actor, 'born', now, 'first', first)
-    rcall('HDEL', job_key, 'apa', 'cf', 'pr', 'pu', 'pa')
+    rcall('HDEL', job_key, 'apa', 'cf', 'pr', 'pu', 'pa', 'nf')
     if ARGV[i + 5] ~= '' then
       rcall('HSET', job_key, 'apa', ARGV[i + 5])
     end
@@ -70,6 +72,8 @@ for i = 5, #ARGV, 8 do
       rcall('RPUSH', segs_key, 'o|' .. first .. '|' .. timing)
       rcall('ZADD', timer_key, first, job)
       wake = true
+    else
+      rcall('HSET', job_key, 'nf', 'exhausted')
     end
     name_add(base, ARGV[i + 7], job)
     out[#out + 1] = 2
@@ -88,6 +92,8 @@ for i = 5, #ARGV, 8 do
     if first ~= '' then
       rcall('ZADD', timer_key, first, job)
       wake = true
+    else
+      rcall('HSET', job_key, 'nf', 'exhausted')  -- never fires: said so (check_timers)
     end
     out[#out + 1] = 1
   end

@@ -19,7 +19,9 @@
   ARGV[3] spec JSON
   ARGV[4] timing JSON
   ARGV[5] status: active | paused
-  ARGV[6] next fire (ms), '' to remove the timer entry, '=' to keep it as it is
+  ARGV[6] next fire (ms), '' to remove the timer entry, '=' to keep it as it is (an
+          active job given '' never fires again: marked 'nf' = 'exhausted', the reason
+          check_timers.lua reads; a next fire clears it)
   ARGV[7] lease (ms)
   ARGV[8] wake channel
   ARGV[9] shard number
@@ -96,8 +98,12 @@ if new == '=' then
 end
 if new == '' then
   rcall('ZREM', timer_key, job)
+  if ARGV[5] == 'active' and ARGV[6] ~= '=' then
+    rcall('HSET', job_key, 'nf', 'exhausted')  -- active, and never fires again: said so
+  end
 else
   rcall('ZADD', timer_key, new, job)
+  rcall('HDEL', job_key, 'nf')
 end
 if ARGV[10] == '1' then
   if cur[1] == 'active' then

@@ -66,6 +66,8 @@ class Job(msgspec.Struct, kw_only=True):
     concurrency_limit: int | None = None
     kill_grace_s: float = 10.0  #: from SIGTERM to SIGKILL when a run is stopped
     spread_s: float = 0.0  #: its ticks run at its stable offset in [0, spread_s)
+    #: why an active job has no ``next_run_at``: "exhausted" (its schedule fires no more)
+    no_next_run: str | None = None
     #: 2 and up: its id was deleted and created again (its earlier runs stay in its history)
     incarnation: int = 1
     incarnation_started_at: datetime | None = None  #: when this incarnation began
@@ -180,7 +182,8 @@ class Change(msgspec.Struct, kw_only=True):
     """One entry of a job's or DAG's change log: who did what, when."""
 
     at: datetime
-    action: str  #: create, update, pause, resume, delete, trigger, backfill, retry, add_task
+    #: create, update, pause, resume, delete, trigger, backfill, retry, add_task, repair
+    action: str
     by: str | None  #: a token's name, an SDK client's actor, or "scheduler"
     version: int | None = None  #: the version it made (None: it made none, e.g. a trigger)
     detail: str | None = None  #: the run it started, the window, the pause reason…

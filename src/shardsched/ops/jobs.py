@@ -155,7 +155,7 @@ def job_calls(dep: Deployment, job_id: str) -> list[Call]:
 def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Job:
     """A job of its own (not a DAG's task) from its hash fields and timer score."""
     spec_raw, status, created, updated, version, _dag, reason, paused_at, until = fields[:9]
-    inc, born = fields[9:11]
+    inc, born, nf = fields[9:12]
     spec = _spec_decoder.decode(spec_raw)
     assert spec.schedule is not None
     return Job(
@@ -191,6 +191,7 @@ def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Jo
         concurrency_key=spec.concurrency_key,
         concurrency_limit=spec.concurrency_limit,
         spread_s=spec.spread_s,
+        no_next_run=opt_text(nf) if score is None else None,
         incarnation=int(inc or 1),
         incarnation_started_at=opt_ms(born),
     )

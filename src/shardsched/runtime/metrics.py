@@ -155,6 +155,12 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.timer_repairs = Counter(
+            f"{ns}_timer_repairs",
+            "Active jobs found with no timer entry and no reason why, re-planned by their"
+            " owner (a job that would otherwise never fire again: investigate)",
+            registry=r,
+        )
         self.quarantined = Counter(
             f"{ns}_jobs_quarantined",
             "Jobs paused by their shard owner because they could not be planned",

@@ -1,7 +1,8 @@
 """An owner's once-a-second chores, beside firing: report DAG tasks released but not
 claimed within their SLA (``lua/dag_stalled.lua``, fenced), resume the jobs paused
 until now, in every shard the node holds, sweep the concurrency keys those shards
-look after (shard/limits.py), and, once per shard, index the names of jobs made before
+look after (shard/limits.py), look at a slice of one shard's jobs for an active job with
+no timer entry (shard/liveness.py), and, once per shard, index the names of jobs made before
 shards kept an index of names (``lua/index_names.lua``, fenced); and every
 LAG_SAMPLE_S, record the node's trigger lag in the deployment's lag history (a day of it,
 for the console's chart: ops/lag_history.py)."""
@@ -18,6 +19,7 @@ from shardsched.core.errors import ShardschedError
 from shardsched.ops import resume_if_due
 from shardsched.runtime.metrics import Metrics
 from shardsched.shard.limits import sweep_keys
+from shardsched.shard.liveness import TimerCheck
 from shardsched.shard.rounds import every
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import drive_async, redis_calls
@@ -57,6 +59,7 @@ class Maintainer:
         self.rounds = 0  #: maintenance rounds done (what a test counts instead of seconds)
         self.turns_given = 0  #: waiting runs the sweep of concurrency keys put back
         self.names_indexed: set[int] = set()  #: shards whose older jobs' names are indexed
+        self.timers = TimerCheck(redis, dep, metrics)  #: liveness (shard/liveness.py)
 
     async def run(self) -> None:
         """Every second: report DAG tasks released but not claimed within their SLA, and
@@ -99,6 +102,7 @@ class Maintainer:
         self.turns_given += await sweep_keys(
             self.redis, self.dep, {shard for shard, _ in held}, self.metrics
         )
+        await self.timers.round(held)
 
     async def _sample_lag(self) -> None:
         """The node's lag over the last minute into the lag history (kept a day). Not

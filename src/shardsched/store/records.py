@@ -26,7 +26,8 @@ RUN_FIELDS = (
 )  # fmt: skip
 #: A job hash, in the order the job readers unpack: spec JSON, status, created, updated,
 #: version, DAG id (a DAG's task), pause reason, paused at, paused until.
-#: (inc: its incarnation when re-created after a delete, born: when that one began)
+#: (inc: its incarnation when re-created after a delete, born: when that one began; nf:
+#: why an active job has no next fire, lua/check_timers.lua)
 JOB_FIELDS = (
     "spec",
     "status",
@@ -39,6 +40,7 @@ JOB_FIELDS = (
     "pu",
     "inc",
     "born",
+    "nf",
 )
 #: A DAG hash: kind, spec JSON, status, created, updated, version, active runs, stalled.
 DAG_FIELDS = (

@@ -53,6 +53,7 @@ def all_signatures() -> dict[str, Signature]:
         firing,
         jobs,
         leases,
+        liveness,
         notify,
         recovery,
         retention,
