@@ -30,7 +30,10 @@
   ARGV[6..] items of 8: job id, old score, tick to fire ('' none), new score ('' removes
           the entry), skip record ('' none, else "first:last:count:reason"), overlap
           policy (a allow | f forbid: skip the tick while the job's last run is active |
-          r replace: cancel that run, fire this one), queue as stored ('' the default's
+          r replace: cancel that run, fire this one; followed by ':<n>' when the job
+          stops after n fires: its count 'fc' grows with each run made, and at n its
+          entry goes, its schedule segment closes (segs:<id>) and it is marked 'nf' =
+          'max_fires'), queue as stored ('' the default's
           normal band; as this script reported it with the job due), planned time of the
           tick ('' when it is the tick itself; else the tick plus the job's spread offset,
           core/jitter.py: kept on the run record as 'pl')
@@ -100,7 +103,12 @@ local ACTIVE = {scheduled = true, claimed = true, running = true, retrying = tru
 local now_n = tonumber(now)
 for i = 6, #ARGV, 8 do
   local job, old, fire, new, skip = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
-  local overlap = ARGV[i + 5]
+  local overlap, max_fires = ARGV[i + 5], nil
+  if #overlap > 1 then
+    max_fires = tonumber(string.sub(overlap, 3))
+    overlap = string.sub(overlap, 1, 1)
+  end
+  local spent = false  -- its last allowed fire made now
   local score = rcall('ZSCORE', timer_key, job)
   -- compare-and-set on the timer; and never before the tick (planned ahead of it)
   if score and tonumber(score) == tonumber(old) and tonumber(old) <= now_n then
@@ -148,13 +156,23 @@ for i = 6, #ARGV, 8 do
         events[#events + 1] = rid
         events[#events + 1] = '>scheduled||'  -- event_value('', 'scheduled', '', '')
         fired = fired + 1
+        if max_fires and rcall('HINCRBY', base .. 'job:' .. job, 'fc', 1) >= max_fires then
+          spent = true
+        end
       end
     end
     if skip ~= '' then
       local first, last, count, reason = string.match(skip, '^([^:]+):([^:]+):([^:]+):(.+)$')
       record_skip(base, job, first, last, count, reason, now)
     end
-    if new == '' then
+    if spent then  -- its schedule ends at this tick: its segment closes after it
+      local job_key, segs_key = base .. 'job:' .. job, base .. 'segs:' .. job
+      rcall('ZREM', timer_key, job)
+      rcall('HSET', job_key, 'nf', 'max_fires')
+      materialize_segments(job_key, segs_key)
+      local planned = ARGV[i + 7] ~= '' and ARGV[i + 7] or fire
+      rcall('RPUSH', segs_key, 'c|' .. (tonumber(planned) + 1) .. '|' .. now)
+    elseif new == '' then
       rcall('ZREM', timer_key, job)
       if fire ~= '' or skip ~= '' then  -- its schedule is exhausted: said on the job
         local job_key = base .. 'job:' .. job

@@ -62,7 +62,7 @@ for i = 5, #ARGV, 8 do
     end
     rcall('HSET', job_key, 'spec', spec, 'timing', timing, 'status', 'active',
       'updated', now, 'lease', lease, 'by', actor, 'born', now, 'first', first)
-    rcall('HDEL', job_key, 'apa', 'cf', 'pr', 'pu', 'pa', 'nf')
+    rcall('HDEL', job_key, 'apa', 'cf', 'pr', 'pu', 'pa', 'nf', 'fc')
     if ARGV[i + 5] ~= '' then
       rcall('HSET', job_key, 'apa', ARGV[i + 5])
     end

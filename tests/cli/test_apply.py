@@ -201,12 +201,13 @@ async def test_jobs_create_from_flags(node, http) -> None:
     out = await cli(
         http, "jobs", "create", "berlin", "--cron", "30 2 * * *", "--tz", "Europe/Berlin",
         "--dst-gap", "skip", "--dst-repeat", "both", "--spread", "90s", "--command", "true",
-        *api, "--json",
+        "--max-fires", "7", "--ends-at", "2031-01-01T00:00:00Z", *api, "--json",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     berlin = (await http.get(f"/api/v1/jobs/{json.loads(out.stdout)['job_id']}")).json()
     assert berlin["schedule"]["dst"] == {"gap": "skip", "repeat": "both"}
-    assert berlin["spread_s"] == 90
+    assert berlin["spread_s"] == 90 and berlin["max_fires"] == 7 and berlin["fires_left"] == 7
+    assert berlin["ends_at"] == "2031-01-01T00:00:00Z"
     for args, needle in [
         (("--command", "true"), "exactly one schedule"),
         (("--command", "true", "--every", "1m", "--at", "2030-01-01T00:00:00Z"), "exactly one"),

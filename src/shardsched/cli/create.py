@@ -103,6 +103,9 @@ def body_of(args: argparse.Namespace) -> dict[str, Any]:
         body["concurrency_limit"] = args.concurrency_limit
     if args.spread is not None:
         body["spread_s"] = args.spread
+    for flag in ("starts_at", "ends_at", "max_fires"):
+        if getattr(args, flag) is not None:
+            body[flag] = getattr(args, flag)
     return body
 
 
@@ -153,6 +156,9 @@ def add_create_parser(jsub: argparse._SubParsersAction, common: argparse.Argumen
         "--spread", type=duration_arg, metavar="DURATION",
         help="run each tick at the job's own stable offset within DURATION after it (e.g. 1m)",
     )  # fmt: skip
+    p.add_argument("--starts-at", metavar="RFC3339", help="no tick before (its window's start)")
+    p.add_argument("--ends-at", metavar="RFC3339", help="no tick after (its window's end)")
+    p.add_argument("--max-fires", type=int, metavar="N", help="stop after N fires")
     p.add_argument("--id", help="its id (default: a random job_…)")
     p.add_argument("--timeout", type=duration_arg, metavar="DURATION", help="default 1h")
     p.add_argument("--retries", type=int, metavar="N", help="attempts after the first fails")

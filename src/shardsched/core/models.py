@@ -20,6 +20,7 @@ import msgspec
 
 from shardsched.core.concurrency import KeyTemplate, Limit
 from shardsched.core.dst_policy import DstPolicy
+from shardsched.core.env_names import EnvMap
 from shardsched.core.params import Args
 from shardsched.core.queues import DEFAULT_QUEUE, Priority, QueueName
 
@@ -42,28 +43,8 @@ MaxCatchup = Annotated[int, msgspec.Meta(ge=1, le=100_000)]
 DEFAULT_MAX_CATCHUP = 1000
 #: A job's spread: its ticks run at a stable offset in [0, spread_s) (core/jitter.py).
 SpreadSeconds = Annotated[float, msgspec.Meta(ge=0, le=86400)]
+MaxFires = Annotated[int, msgspec.Meta(ge=1, le=1_000_000_000)]
 AwareDatetime = Annotated[datetime, msgspec.Meta(tz=True)]
-#: Environment variables the dynamic loader, libc, shells and language runtimes act on
-#: before (or instead of) the job's own code: a job may not set them (docs/security.md).
-#: From glibc's list of variables it drops for setuid programs (unsecvars.h), the shells'
-#: start-up and parsing variables, and the interpreters' start-up options.
-DENIED_ENV_PREFIXES = ("LD_", "DYLD_", "MALLOC_", "GLIBC_", "PYTHON", "PERL5", "RUBY", "LUA_")
-DENIED_ENV_NAMES = (
-    "GCONV_PATH", "GETCONF_DIR", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH", "NIS_PATH",
-    "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS", "TZDIR", "BASH_ENV", "ENV", "IFS",
-    "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND", "PERLLIB", "PERLIO", "NODE_OPTIONS",
-    "NODE_PATH", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "TCLLIBPATH",
-    "OPENSSL_CONF", "OPENSSL_ENGINES", "OPENSSL_MODULES",
-)  # fmt: skip
-_DENIED = "|".join([*DENIED_ENV_PREFIXES, *(f"{name}$" for name in DENIED_ENV_NAMES)])
-ENV_NAME_PATTERN = rf"^(?!SHARDSCHED_)(?!(?:{_DENIED}))[A-Za-z_][A-Za-z0-9_]*$"
-#: A job's own environment variables: a shell name, not one of the worker's SHARDSCHED_*
-#: run variables (which always win) nor one of the denied names above; a value up to 4 KiB
-#: with no NUL; up to 100 of them. Not secret: they are stored and shown with the job.
-EnvName = Annotated[
-    str,
-    msgspec.Meta(min_length=1, max_length=128, pattern=ENV_NAME_PATTERN),
-]
 #: Labels: what an operator tags a job or DAG with (a team, a service, the apply set that
 #: manages it: ``shardsched apply --prune`` removes only its own set's).
 LabelKey = Annotated[
@@ -72,10 +53,6 @@ LabelKey = Annotated[
 LabelMap = Annotated[
     dict[LabelKey, Annotated[str, msgspec.Meta(max_length=200, pattern=_PRINTABLE)]],
     msgspec.Meta(max_length=32),
-]
-EnvMap = Annotated[
-    dict[EnvName, Annotated[str, msgspec.Meta(max_length=4096, pattern=_NO_NUL)]],
-    msgspec.Meta(max_length=100),
 ]
 
 
@@ -186,6 +163,9 @@ class Timing(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     max_catchup: int = DEFAULT_MAX_CATCHUP
     #: the spread (core/jitter.py): timer scores are planned times, ticks nominal
     spread_s: float = 0.0
+    starts_ms: int | None = None  #: no tick before
+    ends_ms: int | None = None  #: no tick after
+    max_fires: int | None = None  #: fire.lua counts its fires and stops it there
 
 
 class Retention(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -240,6 +220,12 @@ class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     #: Spread the job's ticks: each runs at the job's own stable offset in [0, spread_s)
     #: after its nominal time (derived from its id; its run ids keep the nominal tick).
     spread_s: SpreadSeconds = 0.0
+    #: Its ticks only from ``starts_at`` on and up to ``ends_at`` (outside them it has none)
+    starts_at: AwareDatetime | None = None
+    ends_at: AwareDatetime | None = None
+    #: Stop after this many fires (its runs by hand and backfills do not count); the job
+    #: then says ``no_next_run: max_fires``. Not retention's ``max_runs``.
+    max_fires: MaxFires | None = None
     #: The id to register it under (unset: a random ``job_…``); unique in the namespace.
     #: Not stored in the definition: it is the job's ``job_id``.
     id: JobId | None = None
@@ -333,6 +319,9 @@ class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     concurrency_limit: Limit | None = None
     args: Args | None = None  #: replaces the whole object ({} clears it)
     spread_s: SpreadSeconds | None = None
+    starts_at: AwareDatetime | None = None
+    ends_at: AwareDatetime | None = None
+    max_fires: MaxFires | None = None
     status: JobStatus | None = None
     #: With status "paused" (or on a paused job): why, shown on the job.
     pause_reason: Annotated[str, msgspec.Meta(max_length=500)] | None = None

@@ -156,11 +156,27 @@ def first_planned_ms(timing: Timing, member_id: str, now_ms: int) -> int | None:
     ``timing`` has its ``H`` resolved (models.timing_of)."""
     offset = offset_ms(member_id, timing.spread_s)
     schedule = timing.schedule
+    starts = timing.starts_ms
     if isinstance(schedule, IntervalSchedule) and schedule.start_at is None:
-        # its phase is its creation: spread jobs made together run apart, not together
-        return now_ms + max(round(schedule.every_s * 1000), 1) + offset
-    first = first_fire_ms(schedule, now_ms - offset)
-    return None if first is None else first + offset
+        # its phase is its creation (or its window's start): spread jobs made together
+        # run apart, not together
+        every = max(round(schedule.every_s * 1000), 1)
+        first: int | None = starts if starts is not None and starts > now_ms else now_ms + every
+    else:
+        after = now_ms - offset if starts is None else max(now_ms - offset, starts - 1)
+        first = first_fire_ms(schedule, after)
+    return None if first is None or beyond(timing, first) else first + offset
+
+
+def beyond(timing: Timing, tick: int) -> bool:
+    """Whether a tick is past the end of the timing's window (``ends_at``)."""
+    return timing.ends_ms is not None and tick > timing.ends_ms
+
+
+def timing_next_ms(timing: Timing, prev_ms: int) -> int | None:
+    """The tick after ``prev_ms`` within the timing's window (None past ``ends_at``)."""
+    tick = next_fire_ms(timing.schedule, prev_ms)
+    return None if tick is None or beyond(timing, tick) else tick
 
 
 class FirstFires:
@@ -173,8 +189,9 @@ class FirstFires:
         self._ticks: dict[bytes, list[int | None]] = {}
 
     def of(self, raw: bytes, timing: Timing, member_id: str) -> int | None:
-        if not isinstance(timing.schedule, CronSchedule):
-            return first_planned_ms(timing, member_id, self.now_ms)  # arithmetic
+        windowed = timing.starts_ms is not None or timing.ends_ms is not None
+        if not isinstance(timing.schedule, CronSchedule) or windowed:
+            return first_planned_ms(timing, member_id, self.now_ms)  # arithmetic, or rare
         ticks = self._ticks.get(raw)
         if ticks is None:  # every tick from now - spread on, and the first after now
             spread_ms = round(timing.spread_s * 1000)
@@ -273,5 +290,5 @@ class NextFireMemo:
             pass
         if len(self._next) >= self._max:
             self._next.clear()
-        value = self._next[key] = next_fire_ms(self.timing(raw).schedule, prev_ms)
+        value = self._next[key] = timing_next_ms(self.timing(raw), prev_ms)
         return value

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import msgspec
 
+from shardsched.core.instants import to_ms
 from shardsched.core.jitter import has_h, resolve_h
 from shardsched.core.models import CronSchedule, JobSpec, Schedule, Timing
 
@@ -15,7 +16,15 @@ def timing_of(spec: JobSpec, job_id: str) -> Timing:
     assert spec.schedule is not None, "a job of its own has a schedule (validate_spec)"
     schedule = resolved(spec.schedule, job_id)
     return Timing(
-        schedule, spec.catchup, spec.misfire_grace_s, spec.overlap, spec.max_catchup, spec.spread_s
+        schedule,
+        spec.catchup,
+        spec.misfire_grace_s,
+        spec.overlap,
+        spec.max_catchup,
+        spec.spread_s,
+        None if spec.starts_at is None else to_ms(spec.starts_at),
+        None if spec.ends_at is None else to_ms(spec.ends_at),
+        spec.max_fires,
     )
 
 

@@ -71,6 +71,8 @@ def validate_spec(spec: JobSpec) -> JobSpec:
         raise ValidationError("Object missing required field `schedule`", "$.schedule")
     else:
         validate_schedule(spec.schedule)
+    if spec.starts_at and spec.ends_at and spec.ends_at < spec.starts_at:
+        raise ValidationError("ends_at is before starts_at", "$.ends_at")
     rp = spec.retry_policy
     if rp.max_s < rp.base_s:
         raise ValidationError("max_s must be >= base_s", "$.retry_policy.max_s")

@@ -66,8 +66,13 @@ class Job(msgspec.Struct, kw_only=True):
     concurrency_limit: int | None = None
     kill_grace_s: float = 10.0  #: from SIGTERM to SIGKILL when a run is stopped
     spread_s: float = 0.0  #: its ticks run at its stable offset in [0, spread_s)
-    #: why an active job has no ``next_run_at``: "exhausted" (its schedule fires no more)
+    #: why an active job has no ``next_run_at``: "exhausted" (its schedule fires no more),
+    #: "window_ended" (past its ``ends_at``), "max_fires" (it fired them all)
     no_next_run: str | None = None
+    starts_at: datetime | None = None  #: no tick before
+    ends_at: datetime | None = None  #: no tick after
+    max_fires: int | None = None
+    fires_left: int | None = None  #: of max_fires
     #: 2 and up: its id was deleted and created again (its earlier runs stay in its history)
     incarnation: int = 1
     incarnation_started_at: datetime | None = None  #: when this incarnation began

@@ -155,7 +155,7 @@ def job_calls(dep: Deployment, job_id: str) -> list[Call]:
 def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Job:
     """A job of its own (not a DAG's task) from its hash fields and timer score."""
     spec_raw, status, created, updated, version, _dag, reason, paused_at, until = fields[:9]
-    inc, born, nf = fields[9:12]
+    inc, born, nf, fc = fields[9:13]
     spec = _spec_decoder.decode(spec_raw)
     assert spec.schedule is not None
     return Job(
@@ -191,10 +191,21 @@ def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Jo
         concurrency_key=spec.concurrency_key,
         concurrency_limit=spec.concurrency_limit,
         spread_s=spec.spread_s,
-        no_next_run=opt_text(nf) if score is None else None,
+        no_next_run=_no_next_run(opt_text(nf), spec) if score is None else None,
+        starts_at=spec.starts_at,
+        ends_at=spec.ends_at,
+        max_fires=spec.max_fires,
+        fires_left=None if spec.max_fires is None else max(0, spec.max_fires - int(fc or 0)),
         incarnation=int(inc or 1),
         incarnation_started_at=opt_ms(born),
     )
+
+
+def _no_next_run(nf: str | None, spec: JobSpec) -> str | None:
+    """Why an active job has no timer entry, as the job says it."""
+    if nf == "exhausted" and spec.ends_at is not None:
+        return "window_ended"
+    return nf
 
 
 def read_job(dep: Deployment, job_id: str) -> Op:
@@ -348,10 +359,17 @@ def write_spec(
     next_fire: int | str
     if status == JobStatus.PAUSED:
         next_fire = ""
-    elif replan or job.status == JobStatus.PAUSED or spec.spread_s != job.spread_s:
+    elif (
+        replan
+        or job.status == JobStatus.PAUSED
+        or (spec.spread_s, spec.starts_at, spec.ends_at, spec.max_fires)
+        != (job.spread_s, job.starts_at, job.ends_at, job.max_fires)
+    ):
         # (a new spread moves the offset its timer score was planned with)
         first = first_planned_ms(timing_of(spec, job.job_id), job.job_id, now_ms)
-        next_fire = "" if first is None else first
+        fired = (job.max_fires or 0) - (job.fires_left or 0)  # fires counted (with max_fires)
+        spent = spec.max_fires is not None and fired >= spec.max_fires
+        next_fire = "" if first is None or spent else first
     else:
         next_fire = "="
     (reply,) = yield [

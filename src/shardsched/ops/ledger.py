@@ -273,10 +273,13 @@ def _bound(segment: Segment, hi: int) -> int:
 
 def nominal_ticks(segment: Segment, lo: int, hi: int) -> Iterator[int]:
     """The segment's ticks in [lo, hi], jumping straight to lo where the schedule allows."""
-    schedule = segment.timing.schedule
+    timing = segment.timing
+    schedule = timing.schedule
     if isinstance(schedule, IntervalSchedule):  # the segment's first fire is its phase
         schedule = IntervalSchedule(every_s=schedule.every_s)
-    ticks = ticks_in(schedule, segment.first, max(lo, segment.first), _bound(segment, hi))
+    lo = max(lo, segment.first, timing.starts_ms or 0)  # its window: starts_at, ends_at
+    bound = _bound(segment, hi if timing.ends_ms is None else min(hi, timing.ends_ms))
+    ticks = ticks_in(schedule, segment.first, lo, bound)
     yield from islice(ticks, MAX_TICKS)
 
 
@@ -315,6 +318,8 @@ def account(
     ticks = heapq.merge(*(nominal_ticks(segment, lo, hi) for segment in history.segments))
     spread = open_segment.timing.spread_s if open_segment else 0.0
     off = offset_ms(history.job_id, spread)
+    max_fires = open_segment.timing.max_fires if open_segment else None
+    fired = 0
     previous = None
     for tick in ticks:
         if tick == previous:
@@ -322,6 +327,8 @@ def account(
         previous = tick
         if limit is not None and len(records) > limit:
             break
+        if max_fires is not None and fired >= max_fires:
+            break  # it fired them all: no tick of it is owed after
         runs = history.runs.get(tick, [])
         skip = None
         i = bisect.bisect_right(firsts, tick) - 1
@@ -337,6 +344,7 @@ def account(
             )
         elif runs:
             rid, created, _ = runs[0]
+            fired += 1
             lag = (created - tick - off) / 1000  # a spread tick is late from its planned time
             planned = from_ms(tick + off) if off else None
             records.append(TickRecord(from_ms(tick), Outcome.FIRED, rid, lag, planned=planned))

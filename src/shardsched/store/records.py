@@ -27,7 +27,7 @@ RUN_FIELDS = (
 #: A job hash, in the order the job readers unpack: spec JSON, status, created, updated,
 #: version, DAG id (a DAG's task), pause reason, paused at, paused until.
 #: (inc: its incarnation when re-created after a delete, born: when that one began; nf:
-#: why an active job has no next fire, lua/check_timers.lua)
+#: why an active job has no next fire, lua/check_timers.lua; fc: its fires, with max_fires)
 JOB_FIELDS = (
     "spec",
     "status",
@@ -41,6 +41,7 @@ JOB_FIELDS = (
     "inc",
     "born",
     "nf",
+    "fc",
 )
 #: A DAG hash: kind, spec JSON, status, created, updated, version, active runs, stalled.
 DAG_FIELDS = (

@@ -50,16 +50,19 @@ def plan(
     overlap: Overlap,
     queue: Any = b"",
     offset: int = 0,
+    max_fires: int | None = None,
 ) -> FireItem:
     """``tick`` and ``skip`` are nominal; ``old`` and ``new`` timer scores, planned: the
-    nominal tick plus ``offset`` (the job's spread, core/jitter.py)."""
+    nominal tick plus ``offset`` (the job's spread, core/jitter.py). ``max_fires``: the
+    script counts the job's fires and ends its schedule at the last."""
+    code = OVERLAP_CODE[overlap]
     return FireItem(
         job,
         old,
         "" if tick is None else tick,
         "" if new is None else new,
         "" if skip is None else skip,
-        OVERLAP_CODE[overlap],
+        code if max_fires is None else f"{code}:{max_fires}",
         queue,
         tick + offset if offset and tick is not None else "",
     )

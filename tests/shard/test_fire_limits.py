@@ -1,0 +1,92 @@
+"""A schedule's window and its number of fires: ``starts_at``/``ends_at`` bound its
+ticks, ``max_fires`` stops it after that many (counted by fire.lua as it makes each run,
+so no owner's crash can run one too many); the job says why it fires no more, and how
+many it has left, and the audit expects nothing of it past its end."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import trio
+
+from conftest import wait_until
+from shardsched.core.instants import from_ms
+
+
+def _at(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+async def _job(http, **body) -> dict:
+    spec = {"name": "limited", "command": "true", "schedule": {"type": "interval", "every_s": 1}}
+    reply = await http.post("/api/v1/jobs", json={**spec, **body})
+    assert reply.status_code == 201, reply.text
+    return (await http.get(f"/api/v1/jobs/{reply.json()['job_id']}")).json()
+
+
+async def _runs(http, job_id: str) -> list[dict]:
+    return (await http.get(f"/api/v1/jobs/{job_id}/runs")).json()["runs"]
+
+
+async def test_max_fires_stops_the_job_and_says_so(node, worker, http) -> None:
+    job = await _job(http, max_fires=3)
+    job_id = job["job_id"]
+    assert job["max_fires"] == 3 and job["fires_left"] == 3
+
+    async def stopped() -> bool:
+        return (await http.get(f"/api/v1/jobs/{job_id}")).json()["no_next_run"] == "max_fires"
+
+    await wait_until(stopped, timeout=20)
+    await trio.sleep(2)  # nothing more comes
+    runs = await _runs(http, job_id)
+    assert len(runs) == 3, runs
+    now = (await http.get(f"/api/v1/jobs/{job_id}")).json()
+    assert now["fires_left"] == 0 and now["next_run_at"] is None and now["status"] == "active"
+    ticks = (await http.get(f"/api/v1/jobs/{job_id}/ticks")).json()["ticks"]
+    assert [t["outcome"] for t in ticks] == ["fired"] * 3  # nothing owed after its last
+
+    raised = await http.patch(f"/api/v1/jobs/{job_id}", json={"max_fires": 5})
+    assert raised.status_code == 200 and raised.json()["fires_left"] == 2
+    await wait_until(stopped, timeout=20)
+    await trio.sleep(1.5)
+    assert len(await _runs(http, job_id)) == 5
+    audit = (await http.get("/api/v1/audit")).json()
+    assert audit["missing"] == 0 and audit["duplicated"] == 0, audit
+
+
+async def test_a_window_bounds_the_ticks(node, worker, http, redis) -> None:
+    now = from_ms(await redis.time_ms())
+    starts, ends = now + timedelta(seconds=2), now + timedelta(seconds=4.5)
+    job = await _job(http, starts_at=starts.isoformat(), ends_at=ends.isoformat())
+    job_id = job["job_id"]
+    assert _at(job["next_run_at"]) == starts  # its phase: the window's start
+    assert _at(job["starts_at"]) == starts and _at(job["ends_at"]) == ends
+
+    async def ended() -> bool:
+        got = (await http.get(f"/api/v1/jobs/{job_id}")).json()
+        return got["no_next_run"] == "window_ended"
+
+    await wait_until(ended, timeout=20)
+    runs = await _runs(http, job_id)
+    ticks = sorted(_at(r["scheduled_for"]) for r in runs)
+    assert ticks == [starts + timedelta(seconds=s) for s in (0, 1, 2)], ticks
+    bad = await http.post(
+        "/api/v1/jobs",
+        json={
+            "name": "backwards",
+            "command": "true",
+            "schedule": {"type": "interval", "every_s": 1},
+            "starts_at": ends.isoformat(),
+            "ends_at": starts.isoformat(),
+        },
+    )
+    assert bad.status_code == 422 and bad.json()["error"]["details"]["field"] == "$.ends_at"
+    cron = await _job(
+        http,
+        name="cron-window",
+        schedule={"type": "cron", "expression": "* * * * *"},
+        starts_at="2030-01-01T00:00:30Z",
+    )
+    assert cron["next_run_at"] == "2030-01-01T00:01:00Z"
+    audit = (await http.get("/api/v1/audit")).json()
+    assert audit["missing"] == 0 and audit["duplicated"] == 0, audit
