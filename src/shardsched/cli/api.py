@@ -149,8 +149,10 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
             body["paused_until"] = args.until
         return request(api, "PATCH", path, body), lambda o: f"{o['job_id']}  {o['status']}"
     if cmd == "resume":
-        out = request(api, "PATCH", path, {"status": "active"})
-        return out, lambda o: f"{o['job_id']}  {o['status']}"
+        body = {"dry_run": True} if args.dry_run else {}
+        if args.catchup:
+            body["catchup"] = args.catchup
+        return request(api, "POST", path + "/resume", body), _resume_text
     if cmd == "changes":
         return request(api, "GET", path + "/changes" + page_query(page_args(args))), changes_table
     if cmd == "stats":
@@ -182,6 +184,19 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     if args.wait and not args.dry_run:
         follow.wait_window(api, args.job_id, args.since, args.until, out["ticks"], args.timeout)
     return out, _backfill_text
+
+
+def _resume_text(o: dict[str, Any]) -> str:
+    ticks = [style.when(t) for t in o["owed"]]
+    listed = "".join(f"\n  {t}" for t in ticks[:50]) + (
+        f"\n  … and {len(ticks) - 50} more" if len(ticks) > 50 else ""
+    )
+    if o["dry_run"]:
+        return f"dry run ({o['catchup']}): {len(ticks)} tick(s) of the pause would run{listed}"
+    return (
+        f"{o['job_id']}  {o['job']['status']} ({o['catchup']}): {len(ticks)} tick(s) of the"
+        f" pause run, {o['queued']} queued{listed}"
+    )
 
 
 def _stats_text(o: dict[str, Any]) -> str:
@@ -299,13 +314,21 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                      help="only jobs with this label (repeat: all of them)")  # fmt: skip
     for name, text in [
         ("get", "a job"),
-        ("resume", "resume a paused job (next fire from now)"),
         ("delete", "delete, keeping history"),
         ("restore", "bring a deleted job back (its last definition) as a new incarnation"),
         ("versions", "the job's definitions over time"),
         ("edit", "change it in $EDITOR (YAML), applied as a new version with If-Match"),
     ]:
         jsub.add_parser(name, parents=[common], help=text).add_argument("job_id")
+    resume = jsub.add_parser(
+        "resume", parents=[common], help="resume a paused job (by default its next fire from now)"
+    )
+    resume.add_argument("job_id")
+    resume.add_argument(
+        "--catchup", choices=["skip", "latest", "all"],
+        help="the ticks its pause went over: none, the latest, or all (default: its on_resume)",
+    )  # fmt: skip
+    resume.add_argument("--dry-run", action="store_true", help="list what would run")
     stats = jsub.add_parser(
         "stats", parents=[common], help="its ticks counted: fired, late, skipped, missed"
     )

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import msgspec
 
-from shardsched.core.models import AwareDatetime
+from shardsched.core.models import AwareDatetime, OnResume
 from shardsched.core.queues import Priority
 
 
@@ -71,3 +71,13 @@ class BackfillRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=
     def deprecated(self) -> bool:
         """The window was given by its old names."""
         return self.start is not None or self.end is not None
+
+
+class ResumeRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """The body of ``POST /api/v1/jobs/{id}/resume``: resume a paused job, and run the
+    ticks its pause went over as ``catchup`` says (default: the job's ``on_resume``), at
+    most ``max_concurrent`` at a time; ``dry_run`` lists them and changes nothing."""
+
+    catchup: OnResume | None = None
+    dry_run: bool = False
+    max_concurrent: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 1

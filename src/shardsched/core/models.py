@@ -107,6 +107,14 @@ class Catchup(enum.StrEnum):
     NONE = "none"  #: a tick later than misfire_grace_s is recorded skipped, not fired
 
 
+class OnResume(enum.StrEnum):
+    """What a resume does with the ticks its pause went over."""
+
+    SKIP = "skip"  #: none of them: fire from now on (the default)
+    LATEST = "latest"  #: the latest of them, now
+    ALL = "all"  #: all of them (the newest max_catchup), paced as a backfill
+
+
 class Overlap(enum.StrEnum):
     """What a tick does when a run of the same job is still active."""
 
@@ -226,6 +234,8 @@ class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     #: Stop after this many fires (its runs by hand and backfills do not count); the job
     #: then says ``no_next_run: max_fires``. Not retention's ``max_runs``.
     max_fires: MaxFires | None = None
+    #: What resuming it does with the ticks its pause went over (a resume may say otherwise)
+    on_resume: OnResume = OnResume.SKIP
     #: The id to register it under (unset: a random ``job_…``); unique in the namespace.
     #: Not stored in the definition: it is the job's ``job_id``.
     id: JobId | None = None
@@ -322,6 +332,7 @@ class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     starts_at: AwareDatetime | None = None
     ends_at: AwareDatetime | None = None
     max_fires: MaxFires | None = None
+    on_resume: OnResume | None = None
     status: JobStatus | None = None
     #: With status "paused" (or on a paused job): why, shown on the job.
     pause_reason: Annotated[str, msgspec.Meta(max_length=500)] | None = None

@@ -17,6 +17,7 @@ from shardsched.core.models import (
     DagRunState,
     JobSpec,
     JobStatus,
+    OnResume,
     Overlap,
     Retention,
     RetryPolicy,
@@ -73,6 +74,7 @@ class Job(msgspec.Struct, kw_only=True):
     ends_at: datetime | None = None  #: no tick after
     max_fires: int | None = None
     fires_left: int | None = None  #: of max_fires
+    on_resume: OnResume = OnResume.SKIP  #: what a resume does with the ticks of the pause
     #: 2 and up: its id was deleted and created again (its earlier runs stay in its history)
     incarnation: int = 1
     incarnation_started_at: datetime | None = None  #: when this incarnation began
@@ -227,6 +229,17 @@ class BackfillTick(msgspec.Struct, omit_defaults=True):
     gap: str  #: missing | skipped | failed
     reason: str | None = None  #: a skipped tick's recorded reason
     run_id: str | None = None  #: a failed tick's last attempt, run again as the next one
+
+
+class ResumeResult(msgspec.Struct):
+    """What a resume did (or, dry, would do) with the ticks its pause went over."""
+
+    job_id: str
+    catchup: str  #: skip | latest | all
+    owed: list[datetime]  #: the ticks of the pause it runs (the newest max_catchup at most)
+    dry_run: bool
+    job: Job | None = None  #: the job, resumed (None on a dry run)
+    queued: int = 0  #: of the owed ticks, queued for a run (the rest had one)
 
 
 class BackfillResult(msgspec.Struct):

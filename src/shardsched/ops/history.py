@@ -23,6 +23,7 @@ from shardsched.core.timing import resolved
 from shardsched.core.validation import checked
 from shardsched.core.views import (
     BackfillResult,
+    Job,
     JobVersion,
     JobVersions,
 )
@@ -94,6 +95,18 @@ def _ticks_in(schedule: Schedule, anchor_ms: int, lo: int, hi: int) -> list[int]
     return ticks
 
 
+def job_anchor(dep: Deployment, job: Job) -> Op:
+    """The tick a job's nominal ticks are walked from (an interval's phase): its first
+    fire's tick (its first timer score less its spread offset), or a once job's instant."""
+    if isinstance(job.schedule, OnceSchedule):
+        return to_ms(job.schedule.at)
+    (first,) = yield [Call(("HGET", dep.keys_for(job.job_id).job(job.job_id), "first"))]
+    planned = int(check(first) or 0)
+    if not planned:
+        return to_ms(job.created_at)
+    return planned - offset_ms(job.job_id, job.spread_s)
+
+
 def backfill(dep: Deployment, job_id: str, request: BackfillRequest, actor: str = SDK_ACTOR) -> Op:
     """Run every nominal tick of [since, until] that has no run yet, paced by max_concurrent
     (returns BackfillResult). The runs are the scheduler's own run ids, so a tick that ran
@@ -115,12 +128,7 @@ def backfill(dep: Deployment, job_id: str, request: BackfillRequest, actor: str 
             "$.since",
         )
     sk = dep.keys_for(job_id)
-    (first,) = yield [Call(("HGET", sk.job(job_id), "first"))]
-    # the job's first timer score was planned: its tick plus the spread offset
-    planned = int(check(first) or 0)
-    anchor = planned - offset_ms(job_id, job.spread_s) if planned else to_ms(job.created_at)
-    if isinstance(job.schedule, OnceSchedule):
-        anchor = to_ms(job.schedule.at)
+    anchor = yield from job_anchor(dep, job)
     ticks = _ticks_in(resolved(job.schedule, job_id), anchor, lo, hi)
     picked = None
     if request.only is not None or request.dry_run:  # what the ledger shows, tick by tick

@@ -196,6 +196,7 @@ def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Jo
         ends_at=spec.ends_at,
         max_fires=spec.max_fires,
         fires_left=None if spec.max_fires is None else max(0, spec.max_fires - int(fc or 0)),
+        on_resume=spec.on_resume,
         incarnation=int(inc or 1),
         incarnation_started_at=opt_ms(born),
     )

@@ -57,8 +57,8 @@ from shardsched.router.schemas import (
     TicksQuery,
     opt,
 )
-from shardsched.router.stats_handlers import StatsHandlers
 from shardsched.router.streams import StreamHandlers
+from shardsched.router.time_handlers import TimeHandlers
 from shardsched.router.ui import Console
 from shardsched.runtime.metrics import Metrics
 from shardsched.store.redis import Redis
@@ -83,7 +83,7 @@ def _labels(text: str | UnsetType) -> dict[str, str] | None:
         raise http.validation(exc.message, exc.field) from None
 
 
-class Api(AdminHandlers, StreamHandlers, ControlHandlers, NotifyHandlers, StatsHandlers):
+class Api(AdminHandlers, StreamHandlers, ControlHandlers, NotifyHandlers, TimeHandlers):
     """The handlers of every route (jobs, runs and DAGs here; the rest in :mod:`.admin`)."""
 
     async def create_job(self, request: Request) -> Response:

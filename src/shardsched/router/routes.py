@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from shardsched.core import views as v
 from shardsched.core.access import Scope
-from shardsched.core.backfill import BackfillRequest
+from shardsched.core.backfill import BackfillRequest, ResumeRequest
 from shardsched.core.models import (
     DagPatch,
     DagSpec,
@@ -162,6 +162,20 @@ OPERATIONS: tuple[Operation, ...] = (
         tags=("jobs",),
         handler="job_stats",
         operation_id="get_job_stats",
+    ),
+    Operation(
+        "post",
+        "/api/v1/jobs/{job_id}/resume",
+        "Resume a paused job, running the ticks its pause went over as chosen (skip,"
+        " latest, all; default its on_resume); dry_run lists them",
+        v.ResumeResult,
+        200,
+        ResumeRequest,
+        body_optional=True,
+        errors=(404, 409, 422),
+        tags=("jobs",),
+        handler="resume_job",
+        operation_id="resume_job",
     ),
     Operation(
         "get",

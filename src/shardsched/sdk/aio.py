@@ -91,6 +91,7 @@ class AsyncClient:
     trigger = awaitable(plans.trigger)
     job_versions = awaitable(history_plans.job_versions)
     job_stats = awaitable(history_plans.job_stats)
+    resume_job = awaitable(history_plans.resume_job)
     job_changes = awaitable(history_plans.job_changes)
     dag_changes = awaitable(history_plans.dag_changes)
     backfill = awaitable(history_plans.backfill)

@@ -9,21 +9,23 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from shardsched import ops
-from shardsched.core.backfill import BackfillRequest, Gap
+from shardsched.core.backfill import BackfillRequest, Gap, ResumeRequest
 from shardsched.core.errors import ValidationError
 from shardsched.core.instants import to_ms
-from shardsched.core.models import Schedule, SchedulePreviewRequest
+from shardsched.core.models import OnResume, Schedule, SchedulePreviewRequest
 from shardsched.core.queues import Priority
 from shardsched.core.views import (
     BackfillResult,
     ChangeList,
     JobStats,
     JobVersions,
+    ResumeResult,
     SchedulePreview,
 )
 from shardsched.ops import changes
 from shardsched.ops.job_stats import job_stats as job_stats_op
 from shardsched.ops.preview import preview_schedule
+from shardsched.ops.resume import resume_job as resume_op
 from shardsched.sdk.plans import Handle, Plan
 
 
@@ -102,3 +104,19 @@ def next_fire_times(
         schedule=schedule, count=count, after=after, job_id=job_id, spread_s=spread_s
     )
     return Plan(preview_schedule(request))
+
+
+def resume_job(
+    c: Handle,
+    job_id: str,
+    catchup: str | None = None,
+    dry_run: bool = False,
+    max_concurrent: int = 1,
+) -> Plan[ResumeResult]:
+    """Resume a paused job, running the ticks its pause went over as ``catchup`` says
+    (skip, latest, all; default the job's ``on_resume``); ``dry_run`` lists them."""
+    if catchup is not None and catchup not in set(OnResume):
+        raise ValidationError(f"catchup is skip, latest or all, not {catchup!r}", "$.catchup")
+    choice = None if catchup is None else OnResume(catchup)
+    request = ResumeRequest(catchup=choice, dry_run=dry_run, max_concurrent=max_concurrent)
+    return Plan(resume_op(c.deployment, job_id, request, c.actor))

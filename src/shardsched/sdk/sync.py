@@ -270,6 +270,7 @@ class Client:
     trigger = blocking(plans.trigger)
     job_versions = blocking(history_plans.job_versions)
     job_stats = blocking(history_plans.job_stats)
+    resume_job = blocking(history_plans.resume_job)
     job_changes = blocking(history_plans.job_changes)
     dag_changes = blocking(history_plans.dag_changes)
     backfill = blocking(history_plans.backfill)

@@ -1,0 +1,74 @@
+"""Resume choices: a paused job's resume runs the ticks its pause went over as chosen
+(skip, latest, all), per job (``on_resume``) or per call, shown first as a dry run that
+changes nothing; run under the scheduler's own run ids, so nothing runs twice."""
+
+from __future__ import annotations
+
+import trio
+
+from conftest import cli, keyspace, wait_until
+from shardsched.core.instants import to_ms
+
+
+async def _paused_job(http, **body) -> str:
+    spec = {"name": "resumed", "command": "true", "schedule": {"type": "interval", "every_s": 1}}
+    job_id = (await http.post("/api/v1/jobs", json={**spec, **body})).json()["job_id"]
+
+    async def ran() -> bool:
+        return bool((await http.get(f"/api/v1/jobs/{job_id}/runs")).json()["runs"])
+
+    await wait_until(ran, timeout=20)
+    await http.patch(f"/api/v1/jobs/{job_id}", json={"status": "paused"})
+    return job_id
+
+
+def _ms(text: str) -> int:
+    from datetime import datetime
+
+    return to_ms(datetime.fromisoformat(text.replace("Z", "+00:00")))
+
+
+async def test_resume_dry_runs_then_all(node, worker, http, redis, dep) -> None:
+    job_id = await _paused_job(http)
+    await trio.sleep(3.5)  # three or four ticks go by, paused
+    before = await keyspace(redis, dep.namespace)
+    url = f"/api/v1/jobs/{job_id}/resume"
+    skip = (await http.post(url, json={"catchup": "skip", "dry_run": True})).json()
+    latest = (await http.post(url, json={"catchup": "latest", "dry_run": True})).json()
+    every = (await http.post(url, json={"catchup": "all", "dry_run": True})).json()
+    assert skip["owed"] == [] and skip["dry_run"] and skip["job"] is None
+    assert 3 <= len(every["owed"]) <= 5, every
+    assert latest["owed"] == every["owed"][-1:]
+    paused_at = _ms((await http.get(f"/api/v1/jobs/{job_id}")).json()["paused_at"])
+    assert all(_ms(t) >= paused_at for t in every["owed"])
+    api = ("--api", str(http.base_url))
+    shown = await cli(http, "jobs", "resume", job_id, "--catchup", "all", "--dry-run", *api)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith(f"dry run (all): {len(every['owed'])} tick(s)")
+    assert await keyspace(redis, dep.namespace) == before  # dry runs change nothing
+
+    done = (await http.post(url, json={"catchup": "all"})).json()
+    assert done["job"]["status"] == "active" and done["queued"] == len(done["owed"])
+
+    async def all_ran() -> bool:
+        runs = (await http.get(f"/api/v1/jobs/{job_id}/runs", params={"limit": 100})).json()
+        ids = {r["run_id"]: r["state"] for r in runs["runs"]}
+        return all(ids.get(f"{job_id}:{_ms(t)}:1") == "succeeded" for t in done["owed"])
+
+    await wait_until(all_ran, timeout=20)
+    again = await http.post(url, json={"catchup": "all"})
+    assert again.status_code == 409  # active: nothing to resume
+    assert again.json()["error"]["code"] == "conflict"
+    await http.patch(f"/api/v1/jobs/{job_id}", json={"status": "paused"})
+    audit = (await http.get("/api/v1/audit")).json()
+    assert audit["missing"] == 0 and audit["duplicated"] == 0, audit
+
+
+async def test_a_jobs_on_resume_is_its_default(node, worker, http) -> None:
+    job_id = await _paused_job(http, name="latest", on_resume="latest")
+    assert (await http.get(f"/api/v1/jobs/{job_id}")).json()["on_resume"] == "latest"
+    await trio.sleep(2.5)
+    done = (await http.post(f"/api/v1/jobs/{job_id}/resume")).json()
+    assert done["catchup"] == "latest" and len(done["owed"]) == 1
+    bad = await http.post(f"/api/v1/jobs/{job_id}/resume", json={"catchup": "some"})
+    assert bad.status_code == 422 and bad.json()["error"]["details"]["field"] == "$.catchup"
