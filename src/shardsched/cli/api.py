@@ -24,6 +24,7 @@ from shardsched.cli import (
     render,
     run_commands,
     style,
+    time_text,
 )
 from shardsched.cli.flags import api_flags
 from shardsched.cli.handles import job_id_of
@@ -152,12 +153,12 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
         body = {"dry_run": True} if args.dry_run else {}
         if args.catchup:
             body["catchup"] = args.catchup
-        return request(api, "POST", path + "/resume", body), _resume_text
+        return request(api, "POST", path + "/resume", body), time_text.resume_text
     if cmd == "changes":
         return request(api, "GET", path + "/changes" + page_query(page_args(args))), changes_table
     if cmd == "stats":
         window = page_query({"since": args.since, "until": args.until})
-        return request(api, "GET", path + "/stats" + window), _stats_text
+        return request(api, "GET", path + "/stats" + window), time_text.stats_text
     if cmd == "versions":
         out = request(api, "GET", path + "/versions")
         return out, lambda o: table(
@@ -183,47 +184,7 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     out = request(api, "POST", path + "/backfill", body)
     if args.wait and not args.dry_run:
         follow.wait_window(api, args.job_id, args.since, args.until, out["ticks"], args.timeout)
-    return out, _backfill_text
-
-
-def _resume_text(o: dict[str, Any]) -> str:
-    ticks = [style.when(t) for t in o["owed"]]
-    listed = "".join(f"\n  {t}" for t in ticks[:50]) + (
-        f"\n  … and {len(ticks) - 50} more" if len(ticks) > 50 else ""
-    )
-    if o["dry_run"]:
-        return f"dry run ({o['catchup']}): {len(ticks)} tick(s) of the pause would run{listed}"
-    return (
-        f"{o['job_id']}  {o['job']['status']} ({o['catchup']}): {len(ticks)} tick(s) of the"
-        f" pause run, {o['queued']} queued{listed}"
-    )
-
-
-def _stats_text(o: dict[str, Any]) -> str:
-    skipped = ", ".join(f"{n} {reason}" for reason, n in sorted(o["skipped"].items())) or "0"
-    return (
-        f"{o['job_id']} from {style.when(o['since'])} to {style.when(o['until'])}\n"
-        f"  {o['ticks']} ticks: {o['fired']} fired ({o['late']} late), skipped {skipped}, "
-        f"{o['missed']} missed, {o['pending']} pending\n  {o['summary']}"
-    )
-
-
-def _backfill_text(o: dict[str, Any]) -> str:
-    if o.get("dry_run"):
-        rows = [[style.when(t["tick"]), t["gap"], t.get("reason") or t.get("run_id") or ""]
-                for t in o["listed"]]  # fmt: skip
-        more = o["picked"] - len(o["listed"])
-        text = f"dry run: {o['picked']} of {o['ticks']} ticks would run"
-        return (
-            text
-            + ("\n" + table(["TICK", "GAP", "WHY"], rows) if rows else "")
-            + (f"\n… and {more} more" if more > 0 else "")
-        )
-    text = (
-        f"{o['ticks']} ticks: {o['queued']} queued, {o['already']} had a run, "
-        f"{o['started']} started"
-    )
-    return text + (f", {o['retried']} failed ones run again" if o.get("retried") else "")
+    return out, time_text.backfill_text
 
 
 def _dead_letter(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:

@@ -8,10 +8,10 @@ and the worker protocol are the submodules of the same name.
 
 from shardsched.ops.history import backfill, job_versions
 from shardsched.ops.job_actions import delete_job, restore_job, resume_if_due, trigger
+from shardsched.ops.job_read import get_job
 from shardsched.ops.jobs import (
     create_job,
     create_jobs,
-    get_job,
     patch_job,
     validate_specs,
 )

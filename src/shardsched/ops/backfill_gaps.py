@@ -12,7 +12,7 @@ from datetime import datetime
 
 from shardsched.core.backfill import NO_RUN, Gap
 from shardsched.core.instants import to_ms
-from shardsched.core.views import BackfillTick
+from shardsched.core.time_views import BackfillTick
 from shardsched.ops.ledger import Outcome, account, load_history
 from shardsched.store.calls import Call, Op, check, server_ms
 from shardsched.store.deployment import Deployment

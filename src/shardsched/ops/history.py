@@ -19,14 +19,10 @@ from shardsched.core.jitter import offset_ms
 from shardsched.core.models import JobSpec, JobStatus, OnceSchedule, Schedule
 from shardsched.core.queues import BAND
 from shardsched.core.ticks import ticks_in
+from shardsched.core.time_views import BackfillResult
 from shardsched.core.timing import resolved
 from shardsched.core.validation import checked
-from shardsched.core.views import (
-    BackfillResult,
-    Job,
-    JobVersion,
-    JobVersions,
-)
+from shardsched.core.views import Job, JobVersion, JobVersions
 from shardsched.ops import backfill_gaps
 from shardsched.ops.cold import archive_url, cold_history
 from shardsched.ops.jobs import read_job

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from shardsched.core.durations import duration_text
 from shardsched.core.instants import from_ms
-from shardsched.core.views import JobStats
+from shardsched.core.time_views import JobStats
 from shardsched.ops.ledger import Outcome, account, load_history
 from shardsched.store.calls import Call, Op, server_ms
 from shardsched.store.deployment import Deployment

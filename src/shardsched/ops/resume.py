@@ -17,9 +17,9 @@ from shardsched.core.instants import from_ms, to_ms
 from shardsched.core.models import JobPatch, JobStatus, OnResume
 from shardsched.core.queues import Priority
 from shardsched.core.ticks import ticks_in
+from shardsched.core.time_views import ResumeResult
 from shardsched.core.timing import resolved
 from shardsched.core.validation import checked
-from shardsched.core.views import ResumeResult
 from shardsched.ops.history import backfill, job_anchor
 from shardsched.ops.jobs import patch_job, read_job
 from shardsched.store.calls import Call, Op, server_ms

@@ -5,6 +5,7 @@ routes from it and :mod:`.openapi` the OpenAPI document, so the two cannot drift
 
 from __future__ import annotations
 
+from shardsched.core import time_views as tv
 from shardsched.core import views as v
 from shardsched.core.access import Scope
 from shardsched.core.backfill import BackfillRequest, ResumeRequest
@@ -132,7 +133,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "post",
         "/api/v1/jobs/{job_id}/backfill",
         "Run the missing ticks of a window",
-        v.BackfillResult,
+        tv.BackfillResult,
         202,
         BackfillRequest,
         errors=(*BODY_ERRORS, 404, 409),
@@ -156,7 +157,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/api/v1/jobs/{job_id}/stats",
         "A job's ticks over a window counted: fired, late, skipped by reason, missed, and"
         " its effective cadence beside the configured one",
-        v.JobStats,
+        tv.JobStats,
         query=q.StatsQuery,
         errors=(404, 422),
         tags=("jobs",),
@@ -168,7 +169,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/api/v1/jobs/{job_id}/resume",
         "Resume a paused job, running the ticks its pause went over as chosen (skip,"
         " latest, all; default its on_resume); dry_run lists them",
-        v.ResumeResult,
+        tv.ResumeResult,
         200,
         ResumeRequest,
         body_optional=True,
@@ -357,7 +358,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "get",
         "/api/v1/dags/{dag_id}/stats",
         "A DAG's ticks over a window counted (as a job's)",
-        v.JobStats,
+        tv.JobStats,
         query=q.StatsQuery,
         errors=(404, 422),
         tags=("dags",),

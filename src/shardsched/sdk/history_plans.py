@@ -14,14 +14,8 @@ from shardsched.core.errors import ValidationError
 from shardsched.core.instants import to_ms
 from shardsched.core.models import OnResume, Schedule, SchedulePreviewRequest
 from shardsched.core.queues import Priority
-from shardsched.core.views import (
-    BackfillResult,
-    ChangeList,
-    JobStats,
-    JobVersions,
-    ResumeResult,
-    SchedulePreview,
-)
+from shardsched.core.time_views import BackfillResult, JobStats, ResumeResult
+from shardsched.core.views import ChangeList, JobVersions, SchedulePreview
 from shardsched.ops import changes
 from shardsched.ops.job_stats import job_stats as job_stats_op
 from shardsched.ops.preview import preview_schedule

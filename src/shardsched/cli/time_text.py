@@ -1,0 +1,49 @@
+"""How the CLI shows a schedule's time: a resume's owed ticks, a job's ticks counted, a
+backfill (or its dry run's list)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shardsched.cli import style
+from shardsched.cli.render import table
+
+
+def resume_text(o: dict[str, Any]) -> str:
+    ticks = [style.when(t) for t in o["owed"]]
+    listed = "".join(f"\n  {t}" for t in ticks[:50]) + (
+        f"\n  … and {len(ticks) - 50} more" if len(ticks) > 50 else ""
+    )
+    if o["dry_run"]:
+        return f"dry run ({o['catchup']}): {len(ticks)} tick(s) of the pause would run{listed}"
+    return (
+        f"{o['job_id']}  {o['job']['status']} ({o['catchup']}): {len(ticks)} tick(s) of the"
+        f" pause run, {o['queued']} queued{listed}"
+    )
+
+
+def stats_text(o: dict[str, Any]) -> str:
+    skipped = ", ".join(f"{n} {reason}" for reason, n in sorted(o["skipped"].items())) or "0"
+    return (
+        f"{o['job_id']} from {style.when(o['since'])} to {style.when(o['until'])}\n"
+        f"  {o['ticks']} ticks: {o['fired']} fired ({o['late']} late), skipped {skipped}, "
+        f"{o['missed']} missed, {o['pending']} pending\n  {o['summary']}"
+    )
+
+
+def backfill_text(o: dict[str, Any]) -> str:
+    if o.get("dry_run"):
+        rows = [[style.when(t["tick"]), t["gap"], t.get("reason") or t.get("run_id") or ""]
+                for t in o["listed"]]  # fmt: skip
+        more = o["picked"] - len(o["listed"])
+        text = f"dry run: {o['picked']} of {o['ticks']} ticks would run"
+        return (
+            text
+            + ("\n" + table(["TICK", "GAP", "WHY"], rows) if rows else "")
+            + (f"\n… and {more} more" if more > 0 else "")
+        )
+    text = (
+        f"{o['ticks']} ticks: {o['queued']} queued, {o['already']} had a run, "
+        f"{o['started']} started"
+    )
+    return text + (f", {o['retried']} failed ones run again" if o.get("retried") else "")
