@@ -109,6 +109,8 @@ def job_fields(status: str = "active", version: int = 1, dag: str | None = None)
         "pu": None,
         "inc": None,
         "born": None,
+        "nf": None,
+        "fc": None,
     }
     return [values[f] for f in JOB_FIELDS]
 
