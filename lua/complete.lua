@@ -9,6 +9,9 @@
   stale completion is refused and counted on the run (its 'sx' field: a superseded
   execution), never applied.
 
+  A success re-arms the job's dead-man's switch, if it has one ('dms' on the job: its
+  entry in the shard's deadman ZSET moves to now + dms; lua/deadlines.lua).
+
   A failed attempt with a retry time inserts the next attempt (a new run record,
   <job>:<tick>:<attempt + 1>, state 'retrying') into the retry timer, due then; a run
   ending 'dead_letter' is listed in the shard's dead-letter set. A DAG task's run ending
@@ -149,6 +152,12 @@ for i = 8, #ARGV, 10 do
           end
           if state ~= 'succeeded' and auto_pause_suspect(job, now) then
             paused = true
+          end
+          if state == 'succeeded' then  -- a dead-man's switch, if the job has one, re-armed
+            local within = rcall('HGET', base .. 'job:' .. job, 'dms')
+            if within then
+              rcall('ZADD', base .. 'deadman', now + tonumber(within), job)
+            end
           end
         end
       else

@@ -33,7 +33,10 @@
           r replace: cancel that run, fire this one; followed by ':<n>' when the job
           stops after n fires: its count 'fc' grows with each run made, and at n its
           entry goes, its schedule segment closes (segs:<id>) and it is marked 'nf' =
-          'max_fires'), queue as stored ('' the default's
+          'max_fires'; ':s<ms>' and ':f<ms>' index each run it makes in the shard's
+          deadlines ZSET, 's|<run>' ('sk|<run>' with ':k': skipped if late) at its planned
+          time plus the start deadline, 'f|<run>' plus the finish deadline:
+          lua/deadlines.lua), queue as stored ('' the default's
           normal band; as this script reported it with the job due), planned time of the
           tick ('' when it is the tick itself; else the tick plus the job's spread offset,
           core/jitter.py: kept on the run record as 'pl')
@@ -54,7 +57,7 @@
     then the due jobs (score <= now_ms + look-ahead), each with its timing JSON and its
     queue as stored ('' the default's normal band).
   Keys built from the shard key base (each in KEYS' hash slot): dagq:<id>, dagrun:<id>,
-    dagwait, events, job:<id>, run:<id>, runs:<id>, skips:<id>. Every run made, skipped,
+    dagwait, deadlines, events, job:<id>, run:<id>, runs:<id>, skips:<id>. Every run made, skipped,
     cancelled or promoted from retrying is an event (lib/events.lua).
 
   Returns {-1, current_epoch} when the caller's epoch is stale (only the counter written).
@@ -103,9 +106,19 @@ local ACTIVE = {scheduled = true, claimed = true, running = true, retrying = tru
 local now_n = tonumber(now)
 for i = 6, #ARGV, 8 do
   local job, old, fire, new, skip = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
-  local overlap, max_fires = ARGV[i + 5], nil
+  local overlap, max_fires, start_dl, finish_dl, skip_late = ARGV[i + 5], nil, nil, nil, ''
   if #overlap > 1 then
-    max_fires = tonumber(string.sub(overlap, 3))
+    for key, value in string.gmatch(overlap, ':(%a)(%d*)') do
+      if key == 'm' then
+        max_fires = tonumber(value)
+      elseif key == 's' then
+        start_dl = tonumber(value)
+      elseif key == 'f' then
+        finish_dl = tonumber(value)
+      elseif key == 'k' then
+        skip_late = 'k'
+      end
+    end
     overlap = string.sub(overlap, 1, 1)
   end
   local spent = false  -- its last allowed fire made now
@@ -158,6 +171,15 @@ for i = 6, #ARGV, 8 do
         fired = fired + 1
         if max_fires and rcall('HINCRBY', base .. 'job:' .. job, 'fc', 1) >= max_fires then
           spent = true
+        end
+        if start_dl or finish_dl then  -- from the tick's planned time
+          local planned = tonumber(ARGV[i + 7] ~= '' and ARGV[i + 7] or fire)
+          if start_dl then
+            rcall('ZADD', base .. 'deadlines', planned + start_dl, 's' .. skip_late .. '|' .. rid)
+          end
+          if finish_dl then
+            rcall('ZADD', base .. 'deadlines', planned + finish_dl, 'f|' .. rid)
+          end
         end
       end
     end

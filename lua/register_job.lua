@@ -13,10 +13,11 @@
   ARGV[3] shard number
   ARGV[4] who registers them: the 'by' of version 1 (the change log's 'create' is read
           from it, so a job never changed costs no log key)
-  ARGV[5..] items of 8: job id, spec JSON, timing JSON, first fire (ms, or '' when the
+  ARGV[5..] items of 9: job id, spec JSON, timing JSON, first fire (ms, or '' when the
           job never fires), lease (ms), auto-pause after N failures ('' never), queue
           ('' the default; lib/queues.lua), name (the shard's index of names:
-          names:<bucket> and named:<name>, built from the base; lib/names)
+          names:<bucket> and named:<name>, built from the base; lib/names), its dead-man's
+          switch (ms; '' none: else kept as 'dms' and armed in deadman at now + it)
 
   Returns {now_ms, code1, code2, ...}: 1 registered, 2 re-created, -1 the job id is
   taken (that job untouched).
@@ -29,7 +30,7 @@
   ones: scheduled ticks are after 'born' (a backfill is refused before it, ops/backfill),
   and runs by hand go on counting ('triggers').
   Keys of a re-created job built from the base: segs:<id>, vers:<id> (lib/versions) and
-  chg:<id> (lib/changes).
+  chg:<id> (lib/changes); and deadman, the shard's ZSET of dead-man's switches.
   A job (or task) of a queue other than the default gets its 'q' field and joins the
   shard's set of queues (base .. 'queues'; lib/jobqueue.lua).
 ]]
@@ -44,9 +45,18 @@ local timer_key, jobs_key = KEYS[1], KEYS[2]
 local base = ARGV[1]
 local now = server_now_ms()
 local out = {now}
+
+local function arm_deadman(job_key, job, within)
+  if within ~= '' then
+    rcall('HSET', job_key, 'dms', within)
+    rcall('ZADD', base .. 'deadman', now + tonumber(within), job)
+  else
+    rcall('HDEL', job_key, 'dms')
+  end
+end
 local wake = false
 local actor = ARGV[4]
-for i = 5, #ARGV, 8 do
+for i = 5, #ARGV, 9 do
   local job, spec, timing, first, lease = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local job_key = base .. 'job:' .. job
   local status = rcall('HGET', job_key, 'status')
@@ -76,6 +86,7 @@ for i = 5, #ARGV, 8 do
       rcall('HSET', job_key, 'nf', 'exhausted')
     end
     name_add(base, ARGV[i + 7], job)
+    arm_deadman(job_key, job, ARGV[i + 8])
     out[#out + 1] = 2
   elseif status then
     out[#out + 1] = -1
@@ -89,6 +100,7 @@ for i = 5, #ARGV, 8 do
     set_job_queue(base, job_key, ARGV[i + 6], true)
     rcall('ZADD', jobs_key, now, job)
     name_add(base, ARGV[i + 7], job)
+    arm_deadman(job_key, job, ARGV[i + 8])
     if first ~= '' then
       rcall('ZADD', timer_key, first, job)
       wake = true

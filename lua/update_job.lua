@@ -40,6 +40,9 @@
            next incarnation, 'inc' counting them and 'born' when this one began; its
            history stays; ARGV[15] says 'recreate'); absent: a deleted one is refused
 
+  ARGV[21] its dead-man's switch (ms; '' none; '=' or absent: as it is): kept as 'dms',
+           armed in deadman (built from the base) at now + it unless armed already
+
   Returns {1, version, now_ms}; {-1} no such job; {-2} deleted; {-3} version moved on.
   A job (or task) of a queue other than the default gets its 'q' field and joins the
   shard's set of queues (base .. 'queues'; lib/jobqueue.lua).
@@ -91,6 +94,15 @@ if ARGV[13] ~= '' then
   rcall('HSET', job_key, 'apa', ARGV[13])
 else
   rcall('HDEL', job_key, 'apa')
+end
+if ARGV[21] and ARGV[21] ~= '=' then
+  if ARGV[21] == '' then
+    rcall('HDEL', job_key, 'dms')
+    rcall('ZREM', base .. 'deadman', job)
+  else
+    rcall('HSET', job_key, 'dms', ARGV[21])
+    rcall('ZADD', base .. 'deadman', 'NX', now + tonumber(ARGV[21]), job)
+  end
 end
 local new = ARGV[6]
 if new == '=' then

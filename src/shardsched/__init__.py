@@ -24,7 +24,6 @@ from shardsched.core.models import (
     CronSchedule,
     DagSpec,
     IntervalSchedule,
-    JobPatch,
     JobSpec,
     OnceSchedule,
     RetryPolicy,
@@ -32,6 +31,7 @@ from shardsched.core.models import (
     TaskSpec,
     TriggerRule,
 )
+from shardsched.core.patches import JobPatch
 from shardsched.core.views import Dag, DagRun, Job, Run
 
 if TYPE_CHECKING:

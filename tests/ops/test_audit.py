@@ -62,6 +62,7 @@ async def test_audit_counts_and_exit_codes(node, redis, redis_server, dep) -> No
 
 
 def ops_patch_paused():
-    from shardsched.core.models import JobPatch, JobStatus
+    from shardsched.core.models import JobStatus
+    from shardsched.core.patches import JobPatch
 
     return JobPatch(status=JobStatus.PAUSED)

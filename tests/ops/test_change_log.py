@@ -12,7 +12,8 @@ import trio
 from conftest import child_env, shardsched_cmd, wait_until
 from shardsched import ops
 from shardsched.core.access import Scope, TokenRequest
-from shardsched.core.models import IntervalSchedule, JobPatch, JobSpec
+from shardsched.core.models import IntervalSchedule, JobSpec
+from shardsched.core.patches import JobPatch
 from shardsched.ops import changes, tokens
 from shardsched.sdk import AsyncClient
 from shardsched.store.drive import drive_async

@@ -23,14 +23,9 @@ from shardsched.core.errors import (
     JobNotFound,
     RedisUnavailable,
 )
-from shardsched.core.models import (
-    DagRunState,
-    IntervalSchedule,
-    JobPatch,
-    JobSpec,
-    JobStatus,
-)
+from shardsched.core.models import DagRunState, IntervalSchedule, JobSpec, JobStatus
 from shardsched.core.params import TriggerRequest
+from shardsched.core.patches import JobPatch
 from shardsched.ops import dags as dag_ops
 from shardsched.ops import runs as run_ops
 from shardsched.store.calls import Call, Op

@@ -14,12 +14,12 @@ from shardsched.core.instants import from_ms
 from shardsched.core.models import (
     DagSpec,
     IntervalSchedule,
-    JobPatch,
     JobSpec,
     OnceSchedule,
     RetryPolicy,
     TaskSpec,
 )
+from shardsched.core.patches import JobPatch
 from shardsched.ops import dag_runs, dags, listing
 from shardsched.shard.manager import ShardManager
 from shardsched.store import keys as k

@@ -15,7 +15,8 @@ import trio
 from conftest import child_env, shardsched_cmd, wait_until
 from shardsched import ops
 from shardsched.core.instants import from_ms
-from shardsched.core.models import JobPatch, JobSpec, OnceSchedule
+from shardsched.core.models import JobSpec, OnceSchedule
+from shardsched.core.patches import JobPatch
 from shardsched.ops import listing
 from shardsched.store.drive import drive_async
 from shardsched.worker import handlers

@@ -174,6 +174,9 @@ class Timing(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     starts_ms: int | None = None  #: no tick before
     ends_ms: int | None = None  #: no tick after
     max_fires: int | None = None  #: fire.lua counts its fires and stops it there
+    start_deadline_ms: int | None = None  #: fire.lua indexes each run it makes by it
+    finish_deadline_ms: int | None = None
+    skip_late_start: bool = False
 
 
 class Retention(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -236,6 +239,15 @@ class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     max_fires: MaxFires | None = None
     #: What resuming it does with the ticks its pause went over (a resume may say otherwise)
     on_resume: OnResume = OnResume.SKIP
+    #: Deadlines, from each tick's planned time: a run not started (or not finished) by
+    #: then is flagged on the run, in a metric and as a notification (deadline_missed);
+    #: with ``skip_late_start`` a run not started in time is skipped instead, recorded.
+    start_deadline_s: PositiveSeconds | None = None
+    finish_deadline_s: PositiveSeconds | None = None
+    skip_late_start: bool = False
+    #: A dead-man's switch: say so when the job has had no successful run for this long
+    #: (including when nothing ran at all), and again each such stretch it stays silent.
+    expect_success_within_s: PositiveSeconds | None = None
     #: The id to register it under (unset: a random ``job_…``); unique in the namespace.
     #: Not stored in the definition: it is the job's ``job_id``.
     id: JobId | None = None
@@ -302,48 +314,6 @@ class DagSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     labels: LabelMap = msgspec.field(default_factory=dict)
     #: The id to register it under (unset: a random ``dag_…``); unique in the namespace.
     id: DagId | None = None
-
-
-class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """The body of ``PATCH /api/v1/jobs/{id}``: any subset of the spec, or a status change."""
-
-    name: Name | None = None
-    schedule: Schedule | None = None
-    command: Command | None = None
-    timeout_s: PositiveSeconds | None = None
-    kill_grace_s: KillGrace | None = None
-    retry_policy: RetryPolicy | None = None
-    depends_on: list[Name] | None = None
-    catchup: Catchup | None = None
-    misfire_grace_s: GraceSeconds | None = None
-    max_catchup: MaxCatchup | None = None
-    overlap: Overlap | None = None
-    lease_s: Annotated[float, msgspec.Meta(ge=1, le=3600)] | None = None
-    auto_pause_after: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
-    env: EnvMap | None = None  #: replaces the whole map ({} clears it)
-    retention: Retention | None = None  #: replaces the whole policy ({} for the defaults)
-    labels: LabelMap | None = None  #: replaces the whole map ({} clears it)
-    queue: QueueName | None = None
-    priority: Priority | None = None
-    concurrency_key: KeyTemplate | None = None
-    concurrency_limit: Limit | None = None
-    args: Args | None = None  #: replaces the whole object ({} clears it)
-    spread_s: SpreadSeconds | None = None
-    starts_at: AwareDatetime | None = None
-    ends_at: AwareDatetime | None = None
-    max_fires: MaxFires | None = None
-    on_resume: OnResume | None = None
-    status: JobStatus | None = None
-    #: With status "paused" (or on a paused job): why, shown on the job.
-    pause_reason: Annotated[str, msgspec.Meta(max_length=500)] | None = None
-    #: With status "paused": resume by itself then (the shard owner does it).
-    paused_until: AwareDatetime | None = None
-
-
-class DagPatch(msgspec.Struct, forbid_unknown_fields=True):
-    """The body of ``PATCH /api/v1/dags/{id}``: pause or resume."""
-
-    status: JobStatus
 
 
 class DagRunState(enum.StrEnum):

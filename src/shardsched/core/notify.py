@@ -168,9 +168,17 @@ def noted(events: list[tuple[str, str]]) -> tuple[list[Noted], list[tuple[str, s
             out.append(Noted(Kind.AUTO_PAUSED, rid, rid, detail, worker))
         elif new == old == "running" and detail.startswith("overrunning"):
             out.append(Noted(Kind.OVERRUNNING, rid, _job_of(rid), detail, worker))
-        elif new == old == "scheduled" and detail.startswith("stalled"):
+        elif _late(old, new, detail):
             out.append(Noted(Kind.DEADLINE_MISSED, rid, _job_of(rid), detail, worker))
+        elif new == old == "active" and detail.startswith("no success") and ":" not in rid:
+            out.append(Noted(Kind.DEADLINE_MISSED, rid, rid, detail, worker))
     return out, succeeded
+
+
+def _late(old: str, new: str, detail: str) -> bool:
+    """A DAG task past its stall SLA, or a run past its start or finish deadline."""
+    stalled = new == old == "scheduled" and detail.startswith("stalled")
+    return stalled or detail.startswith("deadline:")
 
 
 def is_dag_run(rid: str) -> bool:

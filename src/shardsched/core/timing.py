@@ -25,7 +25,14 @@ def timing_of(spec: JobSpec, job_id: str) -> Timing:
         None if spec.starts_at is None else to_ms(spec.starts_at),
         None if spec.ends_at is None else to_ms(spec.ends_at),
         spec.max_fires,
+        _ms(spec.start_deadline_s),
+        _ms(spec.finish_deadline_s),
+        spec.skip_late_start,
     )
+
+
+def _ms(seconds: float | None) -> int | None:
+    return None if seconds is None else round(seconds * 1000)
 
 
 def per_job(schedule: Schedule) -> bool:

@@ -75,6 +75,10 @@ class Job(msgspec.Struct, kw_only=True):
     max_fires: int | None = None
     fires_left: int | None = None  #: of max_fires
     on_resume: OnResume = OnResume.SKIP  #: what a resume does with the ticks of the pause
+    start_deadline_s: float | None = None
+    finish_deadline_s: float | None = None
+    skip_late_start: bool = False
+    expect_success_within_s: float | None = None
     #: 2 and up: its id was deleted and created again (its earlier runs stay in its history)
     incarnation: int = 1
     incarnation_started_at: datetime | None = None  #: when this incarnation began

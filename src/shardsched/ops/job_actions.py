@@ -11,8 +11,9 @@ import msgspec
 from shardsched.core.access import SDK_ACTOR, SYSTEM_ACTOR
 from shardsched.core.errors import ConflictError, DagTaskJob, JobDeleted, JobNotFound
 from shardsched.core.instants import from_ms, to_ms
-from shardsched.core.models import JobPatch, JobSpec, JobStatus
+from shardsched.core.models import JobSpec, JobStatus
 from shardsched.core.params import IDEMPOTENCY_TTL_S, TriggerRequest, validate_args
+from shardsched.core.patches import JobPatch
 from shardsched.core.views import Triggered
 from shardsched.ops.jobs import create_jobs, patch_job, read_job
 from shardsched.store import keys as k

@@ -71,6 +71,10 @@ def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Jo
         max_fires=spec.max_fires,
         fires_left=None if spec.max_fires is None else max(0, spec.max_fires - int(fc or 0)),
         on_resume=spec.on_resume,
+        start_deadline_s=spec.start_deadline_s,
+        finish_deadline_s=spec.finish_deadline_s,
+        skip_late_start=spec.skip_late_start,
+        expect_success_within_s=spec.expect_success_within_s,
         incarnation=int(inc or 1),
         incarnation_started_at=opt_ms(born),
     )

@@ -24,7 +24,8 @@ from shardsched.core.errors import (
 )
 from shardsched.core.field_errors import field_error, within
 from shardsched.core.instants import from_ms, to_ms
-from shardsched.core.models import JobPatch, JobSpec, JobStatus, TaskSpec, Timing
+from shardsched.core.models import JobSpec, JobStatus, TaskSpec, Timing
+from shardsched.core.patches import JobPatch
 from shardsched.core.queues import stored as stored_queue
 from shardsched.core.sameness import same_definition
 from shardsched.core.schedule import FirstFires, first_planned_ms
@@ -119,6 +120,7 @@ def create_jobs(
                     spec.queue, spec.priority, key_or_none(spec.concurrency_key, spec.labels)
                 ),
                 spec.name,
+                _ms(spec.expect_success_within_s),
             )
         )
     shards = list(by_shard)
@@ -276,6 +278,7 @@ def write_spec(
                 spec.queue, spec.priority, key_or_none(spec.concurrency_key, spec.labels)
             ),
             rename=(job.name, spec.name),
+            deadman_ms=_ms(spec.expect_success_within_s),
         )
     ]
     code = check(reply)[0]
@@ -283,6 +286,10 @@ def write_spec(
     if code != lua.JobReply.OK:
         return None
     return (yield from read_job(dep, job.job_id))
+
+
+def _ms(seconds: float | None) -> int | None:
+    return None if seconds is None else round(seconds * 1000)
 
 
 def _change_of(was: JobStatus, now: JobStatus) -> str:

@@ -14,7 +14,8 @@ from shardsched.core.access import SDK_ACTOR
 from shardsched.core.backfill import BackfillRequest, ResumeRequest
 from shardsched.core.errors import ConflictError, DagTaskJob, JobDeleted
 from shardsched.core.instants import from_ms, to_ms
-from shardsched.core.models import JobPatch, JobStatus, OnResume
+from shardsched.core.models import JobStatus, OnResume
+from shardsched.core.patches import JobPatch
 from shardsched.core.queues import Priority
 from shardsched.core.ticks import ticks_in
 from shardsched.core.time_views import ResumeResult

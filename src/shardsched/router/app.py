@@ -25,15 +25,9 @@ from shardsched.core.backfill import BackfillRequest
 from shardsched.core.errors import DagNotFound, DagRunNotFound, JobNotFound, ValidationError
 from shardsched.core.ids import dag_id_of, dag_run_id_of
 from shardsched.core.labels import parse_label_filter
-from shardsched.core.models import (
-    DagPatch,
-    DagSpec,
-    JobPatch,
-    JobSpec,
-    JobStatus,
-    SchedulePreviewRequest,
-)
+from shardsched.core.models import DagSpec, JobSpec, JobStatus, SchedulePreviewRequest
 from shardsched.core.params import TriggerRequest
+from shardsched.core.patches import DagPatch, JobPatch
 from shardsched.core.views import Dag, Job, JobCreated, JobList
 from shardsched.ops import access, audit, changes, dag_runs, declare, listing, names
 from shardsched.ops import dags as dag_ops

@@ -9,14 +9,9 @@ from shardsched.core import time_views as tv
 from shardsched.core import views as v
 from shardsched.core.access import Scope
 from shardsched.core.backfill import BackfillRequest, ResumeRequest
-from shardsched.core.models import (
-    DagPatch,
-    DagSpec,
-    JobPatch,
-    JobSpec,
-    SchedulePreviewRequest,
-)
+from shardsched.core.models import DagSpec, JobSpec, SchedulePreviewRequest
 from shardsched.core.params import TriggerRequest
+from shardsched.core.patches import DagPatch, JobPatch
 from shardsched.ops.audit import TickList
 from shardsched.router import schemas as q
 from shardsched.router.admin_routes import ADMIN_OPERATIONS

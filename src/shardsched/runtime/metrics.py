@@ -161,6 +161,14 @@ class Metrics:
             " owner (a job that would otherwise never fire again: investigate)",
             registry=r,
         )
+        self.deadlines_missed = Counter(
+            f"{ns}_deadlines_missed",
+            "Deadlines missed, by kind: start (a run not started by its start deadline),"
+            " finish (not finished by its finish deadline), success (a job's dead-man's"
+            " switch: no successful run within expect_success_within_s)",
+            ["kind"],
+            registry=r,
+        )
         self.quarantined = Counter(
             f"{ns}_jobs_quarantined",
             "Jobs paused by their shard owner because they could not be planned",

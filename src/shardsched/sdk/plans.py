@@ -17,14 +17,9 @@ from shardsched.core.concurrency import KEY, KeyList, KeyView, LimitRequest, Rat
 from shardsched.core.errors import BulkPartiallyApplied, ValidationError
 from shardsched.core.field_errors import field_error
 from shardsched.core.instants import to_ms
-from shardsched.core.models import (
-    DagSpec,
-    JobPatch,
-    JobSpec,
-    JobStatus,
-    RunState,
-)
+from shardsched.core.models import DagSpec, JobSpec, JobStatus, RunState
 from shardsched.core.params import TriggerRequest
+from shardsched.core.patches import JobPatch
 from shardsched.core.validation import checked
 from shardsched.core.views import (
     Dag,

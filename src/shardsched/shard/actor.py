@@ -146,9 +146,7 @@ class ShardActor:
                 late += decision.skip.count
             skip = None if decision.skip is None else decision.skip.encode()
             new = None if decision.new is None else decision.new + off
-            item = firing.plan(
-                job, old, decision.fire, new, skip, overlap, queue, off, timing.max_fires
-            )
+            item = firing.plan(job, old, decision.fire, new, skip, overlap, queue, off, timing)
             fire = None if decision.fire is None else decision.fire + off  # lag: vs planned
             planned.append(_Planned(item, old, fire, late, raw))
         return planned

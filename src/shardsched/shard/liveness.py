@@ -1,4 +1,5 @@
-"""Liveness: an active job always has a next fire, or a recorded reason why not.
+"""Liveness: an active job always has a next fire, or a recorded reason why not; and the
+owner's watch over deadlines (:func:`watch_deadlines`).
 
 A job whose timer entry is gone (a bug, a hand-edited Redis, a restore gone wrong) would
 silently never fire again, as schedulers are known to do. Each maintenance round the
@@ -89,3 +90,37 @@ class TimerCheck:
                 ", ".join(j.decode() for j in done[2:12]),
                 extra={"shard": shard, "epoch": epoch},
             )
+
+
+async def watch_deadlines(
+    redis: Redis, dep: Deployment, metrics: Metrics, held: list[tuple[int, int]]
+) -> int:
+    """Each held shard's due deadlines and dead-man's switches, looked at (one round trip;
+    lua/deadlines.lua records each miss); returns how many were missed."""
+    if not held:
+        return 0
+    calls = [lua.deadlines(dep.shard(shard), epoch) for shard, epoch in held]
+    total = 0
+    for (shard, _), reply in zip(held, await redis_calls(redis, calls), strict=True):
+        if isinstance(reply, Exception):
+            log.error("deadlines of shard %d: %s", shard, reply)
+            continue
+        missed = lua.decode_missed(reply)
+        if missed is None:
+            continue
+        for kind, n in (
+            ("start", missed.started_late),
+            ("finish", missed.finished_late),
+            ("success", len(missed.silent)),
+        ):
+            if n:
+                metrics.deadlines_missed.labels(kind).inc(n)
+                total += n
+        if missed.silent:
+            log.warning(
+                "shard %d: no successful run within its dead-man's switch: %s",
+                shard,
+                ", ".join(missed.silent[:10]),
+                extra={"shard": shard},
+            )
+    return total

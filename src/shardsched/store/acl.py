@@ -61,11 +61,11 @@ DENIED = ("flushall", "flushdb", "config", "keys", "debug", "shutdown", "monitor
 #: The keys of a shard a worker writes (a family ending in ':' is one key per id): its
 #: claims, renewals, completions, output and hand-backs, and what a completion does (a
 #: retry, a dead letter, a DAG release, the next backfill tick, a job's counters, a job
-#: handed to the owner for its auto-pause).
+#: handed to the owner for its auto-pause, a success re-arming its dead-man's switch).
 WORKER_SHARD_KEYS = (
     "ready", "ready:", "retries", "deadletter", "failures", "dagwait", "dagrun:", "dagv:", "dagq:",
     "stats", "run:", "runs:", "reclaim_at", "bfq:", "events", "out:", "cnt:", "autopause",
-    "waiting", "kring:", "kset:",
+    "waiting", "kring:", "kset:", "deadman",
 )  # fmt: skip
 #: The keys of a shard only a node writes: the shard's ``owner`` lease and fencing
 #: ``epoch``; what a job is (its hash, timer entry, schedule segments, versions, change and
@@ -75,7 +75,7 @@ WORKER_SHARD_KEYS = (
 NODE_SHARD_KEYS = (
     "owner", "epoch", "timer", "jobs", "dags", "job:", "segs:", "vers:", "resumes",
     "skips:", "chg:", "acts:", "idem:", "queues", "names:", "named:", "nclaim:",
-    "names_indexed", "evfollow", "failing",
+    "names_indexed", "evfollow", "failing", "deadlines",
 )  # fmt: skip
 #: The global keys a worker writes: its registry entry and the wake tokens. Not the API
 #: tokens or their log, the node registry, the deployment's meta or dev's children.

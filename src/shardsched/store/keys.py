@@ -21,6 +21,7 @@ from shardsched.core.ids import run_id as run_id
 from shardsched.core.ids import shard_key as shard_key
 from shardsched.core.ids import task_job_id as task_job_id
 from shardsched.store.notify_keys import NotifyKeys
+from shardsched.store.watch_keys import WatchKeys
 
 DEFAULT_NAMESPACE = "ss"
 DEFAULT_SHARDS = 64
@@ -32,8 +33,7 @@ def shard_of(any_id: str, n_shards: int) -> int:
 
 
 def sweeper_shard(concurrency_key: str, n_shards: int) -> int:
-    """The shard whose owner sweeps a concurrency key: its whole name hashed (keys such as
-    ``tenant:a`` and ``tenant:b`` spread over the owners)."""
+    """The shard whose owner sweeps a concurrency key (its whole name hashed)."""
     return zlib.crc32(concurrency_key.encode()) % n_shards
 
 
@@ -83,8 +83,7 @@ class ShardKeys:
 
     @property
     def waiting(self) -> str:
-        """ZSET run_id -> since (ms): the shard's runs waiting on a concurrency key's turn
-        (lua/park_runs.lua, unpark_runs.lua)."""
+        """ZSET run_id -> since (ms): runs waiting on a concurrency key's turn."""
         return self.base + "waiting"
 
     @property
@@ -109,14 +108,17 @@ class ShardKeys:
         return self.base + "dags"
 
     @property
+    def watch(self) -> WatchKeys:  # the owner's watches: deadlines, dead-man's switches
+        return WatchKeys(self.base)
+
+    @property
     def dag_wait(self) -> str:
         """ZSET run_id → stall deadline (ms): DAG task runs released and not yet claimed."""
         return self.base + "dagwait"
 
     def dag_run(self, dag_run_id: str) -> str:
-        """HASH one DAG run: state, times, and per task its state ``t:<task>`` and latest
-        run id ``r:<task>``. A DAG's own hash is ``job:<dag_id>`` (it has a timer entry
-        like a job); its runs index ``runs:<dag_id>`` lists its DAG run ids."""
+        """HASH one DAG run: state, times, per task its state ``t:<task>`` and latest run
+        id ``r:<task>`` (a DAG's own hash is ``job:<dag_id>``, its runs ``runs:<id>``)."""
         return self.base + "dagrun:" + dag_run_id
 
     def dag_version(self, dag_id: str, topology_version: int) -> str:

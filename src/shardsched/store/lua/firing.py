@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any, NamedTuple
 
-from shardsched.core.models import Overlap
+from shardsched.core.models import Overlap, Timing
 from shardsched.store.calls import Call
 from shardsched.store.keys import ShardKeys
 from shardsched.store.lua import signature
@@ -50,19 +50,29 @@ def plan(
     overlap: Overlap,
     queue: Any = b"",
     offset: int = 0,
-    max_fires: int | None = None,
+    timing: Timing | None = None,
 ) -> FireItem:
     """``tick`` and ``skip`` are nominal; ``old`` and ``new`` timer scores, planned: the
-    nominal tick plus ``offset`` (the job's spread, core/jitter.py). ``max_fires``: the
-    script counts the job's fires and ends its schedule at the last."""
+    nominal tick plus ``offset`` (the job's spread, core/jitter.py). The ``timing``'s
+    ``max_fires`` and deadlines ride on the overlap code (fire.lua reads no job field
+    for them): ``:m<n>`` the script counts the job's fires and ends it at the n-th,
+    ``:s<ms>``/``:f<ms>`` it indexes the run by its start/finish deadline, ``:k`` a run
+    not started by its deadline is skipped."""
     code = OVERLAP_CODE[overlap]
+    if timing is not None:
+        if timing.max_fires is not None:
+            code += f":m{timing.max_fires}"
+        if timing.start_deadline_ms is not None:
+            code += f":s{timing.start_deadline_ms}" + (":k" if timing.skip_late_start else "")
+        if timing.finish_deadline_ms is not None:
+            code += f":f{timing.finish_deadline_ms}"
     return FireItem(
         job,
         old,
         "" if tick is None else tick,
         "" if new is None else new,
         "" if skip is None else skip,
-        code if max_fires is None else f"{code}:{max_fires}",
+        code,
         queue,
         tick + offset if offset and tick is not None else "",
     )

@@ -44,13 +44,24 @@ class NewJob:
     auto_pause_after: int | None = None  #: the policy, stored as a field the script reads
     queue: str = ""  #: as stored (core/queues.py): '' for the default
     name: str = ""  #: for the shard's index of names (lua/lib/names.lua)
+    deadman_ms: int | None = None  #: its dead-man's switch (lua/deadlines.lua)
 
 
 REGISTER_JOB = signature(
     "register_job",
     keys=("timer", "jobs"),
     argv=("base", "wake channel", "shard", "actor"),
-    item=("job id", "spec", "timing", "first fire", "lease", "auto pause after", "queue", "name"),
+    item=(
+        "job id",
+        "spec",
+        "timing",
+        "first fire",
+        "lease",
+        "auto pause after",
+        "queue",
+        "name",
+        "dead man",
+    ),
 )
 
 
@@ -67,6 +78,7 @@ def register_job(sk: ShardKeys, g: GlobalKeys, jobs: Iterable[NewJob], actor: st
             "" if j.auto_pause_after is None else j.auto_pause_after,
             j.queue,
             j.name,
+            "" if j.deadman_ms is None else j.deadman_ms,
         )
     return REGISTER_JOB.call((sk.timer, sk.jobs), (sk.base, g.wake_channel, sk.shard, actor), items)
 
@@ -108,6 +120,7 @@ UPDATE_JOB = signature(
         "old name",
         "new name",
         "revive",
+        "dead man",
     ),
 )
 
@@ -133,6 +146,7 @@ def update_job(
     queue: str | None = None,
     rename: tuple[str, str] = ("", ""),
     revive: bool = False,
+    deadman_ms: int | str | None = "=",
 ) -> Call:
     """Change a job (or a DAG: same hash and timer) if it is still at ``version``.
     ``next_fire``: ms, "" to remove the timer entry, "=" to keep it. ``actor`` did it,
@@ -163,6 +177,7 @@ def update_job(
             "=" if queue is None else queue,
             *rename,
             "1" if revive else "0",
+            "" if deadman_ms is None else deadman_ms,
         ),
     )
 

@@ -1,6 +1,7 @@
 """The wrappers of liveness: finding active jobs with no timer entry and no reason why
 (check_timers.lua), and putting their entries back as a recorded decision
-(repair_timers.lua). Used by the owner's sweep, shard/liveness.py."""
+(repair_timers.lua), and the watch over deadlines and dead-man's switches
+(deadlines.lua). Used by the owner's maintenance, shard/liveness.py."""
 
 from __future__ import annotations
 
@@ -70,3 +71,35 @@ def repair_timers(
     return REPAIR_TIMERS.call(
         (sk.timer, sk.epoch, sk.stats), (epoch, sk.base, g.wake_channel, sk.shard), list(flat)
     )
+
+
+DEADLINES = signature(
+    "deadlines",
+    keys=("deadlines", "deadman", "epoch", "stats"),
+    argv=("epoch", "base", "count"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Missed:
+    """What one look at a shard's deadlines found."""
+
+    started_late: int  #: runs not started by their start deadline
+    finished_late: int  #: runs not finished by their finish deadline
+    skipped: int  #: of the started late, skipped (their job asked for it)
+    silent: list[str]  #: jobs whose dead-man's switch fired
+
+
+def deadlines(sk: ShardKeys, epoch: int, count: int = 1000) -> Call:
+    """Look at the shard's due deadlines and dead-man's switches (fenced); decode with
+    :func:`decode_missed`."""
+    w = sk.watch
+    return DEADLINES.call((w.deadlines, w.deadman, sk.epoch, sk.stats), (epoch, sk.base, count))
+
+
+def decode_missed(reply: Sequence[Any]) -> Missed | None:
+    """None when the caller's epoch is stale."""
+    if reply[0] != 1:
+        return None
+    silent = [j.decode() if isinstance(j, bytes) else str(j) for j in reply[5:]]
+    return Missed(int(reply[1]), int(reply[2]), int(reply[3]), silent)
