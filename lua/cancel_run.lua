@@ -14,7 +14,7 @@
   KEYS[3] waiting   ZSET run id -> since: runs waiting on a concurrency key's turn
   KEYS[4] dagwait   ZSET released DAG task runs not yet claimed
   ARGV[1] shard key base; run:<id>, runs:<id>, dagrun:<id>, acts:<id>, cnt:<id>, bfq:<id>,
-          job:<id>, dagq:<id>, dagv:<id>, skips:<id>, events keys are built from it (same
+          job:<id>, dagq:<id>, dagv:<id>, skips:<id>, buf:<id>, events keys are built from it (same
           hash slot)
   ARGV[2] run id
   ARGV[3] who cancels it (the job's log of runs by hand, acts:<job>, gets a 'cancel')
@@ -42,6 +42,7 @@ local rcall = redis.call
 -- @include dag
 -- @include backfill
 -- @include cancel
+-- @include buffer
 local ready_key = KEYS[1]
 local sets = {retries = KEYS[2], waiting = KEYS[3], dagwait = KEYS[4]}
 local base, rid, actor, why = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
@@ -67,5 +68,7 @@ if run[3] then
   dag_settle(base, ready_key, run[3], dag_task_of(rid), 'f', now)
 elseif run[4] then
   backfill_done(base, ready_key, job, now)
+else
+  buffer_ends(base, job, rid, now)  -- a tick its overlap buffered runs next
 end
 return {1, rid, run[1], run[5] or '', released_queues()}

@@ -9,6 +9,8 @@
   stale completion is refused and counted on the run (its 'sx' field: a superseded
   execution), never applied.
 
+  A run that ends its job's active tick releases the oldest tick its overlap buffered
+  (buf:<job>, lib/buffer.lua).
   A success re-arms the job's dead-man's switch, if it has one ('dms' on the job: its
   entry in the shard's deadman ZSET moves to now + dms; lua/deadlines.lua).
 
@@ -45,8 +47,9 @@
 
   Keys built from the shard key base (each in KEYS' hash slot): bfq:<id>, cnt:<id>,
     dagq:<id>, dagrun:<id>, dagv:<id>, dagwait, events, failures (runs ended failed or
-    dead_letter), job:<id> (read), out:<id>, run:<id>, runs:<id>, skips:<id> (lib/dag's;
-    not written by a completion), stats.
+    dead_letter), job:<id> (read; its 'act' when a buffered tick runs), out:<id>,
+    run:<id>, runs:<id>, skips:<id> (lib/dag's; not written by a completion), stats,
+    buf:<id> (lib/buffer.lua), deadman.
 
   Each run's stream entry is acknowledged on its queue's stream ('q' on its record,
   lib/queues.lua); a retry keeps the run's queue.
@@ -74,6 +77,7 @@ local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
 -- @include counters
 -- @include dag
 -- @include backfill
+-- @include buffer
 -- @include outquota
 local job_quota, shard_quota = tonumber(ARGV[6]), tonumber(ARGV[7])
 
@@ -152,6 +156,9 @@ for i = 8, #ARGV, 10 do
           end
           if state ~= 'succeeded' and auto_pause_suspect(job, now) then
             paused = true
+          end
+          if buffer_ends(base, job, rid, now) > 0 then  -- a buffered tick's turn
+            released = true
           end
           if state == 'succeeded' then  -- a dead-man's switch, if the job has one, re-armed
             local within = rcall('HGET', base .. 'job:' .. job, 'dms')

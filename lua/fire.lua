@@ -30,7 +30,9 @@
   ARGV[6..] items of 8: job id, old score, tick to fire ('' none), new score ('' removes
           the entry), skip record ('' none, else "first:last:count:reason"), overlap
           policy (a allow | f forbid: skip the tick while the job's last run is active |
-          r replace: cancel that run, fire this one; followed by ':<n>' when the job
+          r replace: cancel that run, fire this one | b buffer_one, B buffer_all: the tick
+          waits in buf:<job> for that run to end, lib/buffer.lua; one, or up to 1,000,
+          beyond which it is skipped 'overlap_buffer_full'; followed by ':<n>' when the job
           stops after n fires: its count 'fc' grows with each run made, and at n its
           entry goes, its schedule segment closes (segs:<id>) and it is marked 'nf' =
           'max_fires'; ':s<ms>' and ':f<ms>' index each run it makes in the shard's
@@ -57,7 +59,7 @@
     then the due jobs (score <= now_ms + look-ahead), each with its timing JSON and its
     queue as stored ('' the default's normal band).
   Keys built from the shard key base (each in KEYS' hash slot): dagq:<id>, dagrun:<id>,
-    dagwait, deadlines, events, job:<id>, run:<id>, runs:<id>, skips:<id>. Every run made, skipped,
+    dagwait, deadlines, events, job:<id>, run:<id>, runs:<id>, skips:<id>, buf:<id>. Every run made, skipped,
     cancelled or promoted from retrying is an event (lib/events.lua).
 
   Returns {-1, current_epoch} when the caller's epoch is stale (only the counter written).
@@ -79,6 +81,7 @@ local base = ARGV[2]
 -- @include segments
 -- @include versions
 -- @include autopause
+-- @include buffer
 
 local current = rcall('GET', epoch_key)
 if current ~= ARGV[1] then
@@ -134,6 +137,11 @@ for i = 6, #ARGV, 8 do
       if active and ACTIVE[active_state or ''] then
         if overlap == 'f' then
           record_skip(base, job, fire, fire, 1, 'overlap', now)
+          fire = ''
+        elseif overlap == 'b' or overlap == 'B' then  -- waits for the active run to end
+          if not buffer_push(base, job, fire, overlap == 'b' and 1 or 1000) then
+            record_skip(base, job, fire, fire, 1, 'overlap_buffer_full', now)
+          end
           fire = ''
         else
           rcall('HSET', active_key, 'st', 'cancelled', 'f', now,

@@ -164,7 +164,7 @@ def add_create_parser(jsub: argparse._SubParsersAction, common: argparse.Argumen
     p.add_argument("--retries", type=int, metavar="N", help="attempts after the first fails")
     p.add_argument("--backoff", type=duration_arg, metavar="DURATION", help="first retry delay")
     p.add_argument("--catchup", choices=["all", "latest", "none"])
-    p.add_argument("--overlap", choices=["allow", "forbid", "replace"])
+    p.add_argument("--overlap", choices=["allow", "forbid", "replace", "buffer_one", "buffer_all"])
     p.add_argument("--env", type=key_value, action="append", metavar="KEY=VALUE")
     p.add_argument("--label", type=key_value, action="append", metavar="KEY=VALUE")
     p.add_argument("--queue", metavar="NAME", help="only workers serving it run the job")

@@ -121,6 +121,8 @@ class Overlap(enum.StrEnum):
     ALLOW = "allow"  #: run concurrently
     FORBID = "forbid"  #: record the new tick skipped
     REPLACE = "replace"  #: cancel the active run, start the new one
+    BUFFER_ONE = "buffer_one"  #: at most one tick waits for the active run; later: skipped
+    BUFFER_ALL = "buffer_all"  #: ticks wait in order (up to 1,000; beyond: skipped)
 
 
 class TriggerRule(enum.StrEnum):

@@ -159,6 +159,7 @@ class JobHistory:
     quarantined: bool = False  #: paused by its owner because it could not be planned
     #: its runs in the cold archive: run id -> (state, the attempt that followed)
     archived: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    buffered: set[int] = field(default_factory=set)  #: ticks its overlap holds for later
 
 
 def load_histories(dep: Deployment, job_ids: list[str]) -> Op:
@@ -172,11 +173,12 @@ def load_histories(dep: Deployment, job_ids: list[str]) -> Op:
             Call(("ZRANGE", sk.runs_of(job_id), 0, -1, "WITHSCORES")),
             Call(("ZRANGE", sk.skips(job_id), 0, -1)),
             Call(("ZSCORE", sk.timer, job_id)),
+            Call(("LRANGE", sk.watch.buffer(job_id), 0, -1)),
         ]
     replies = yield calls
     scheduled_of = []
     for n, job_id in enumerate(job_ids):
-        (first, _timing, _pr), _segs, runs, _skips, _score = replies[5 * n : 5 * n + 5]
+        (first, _timing, _pr), _segs, runs, _skips, _score, _buf = replies[6 * n : 6 * n + 6]
         if _timing is None:
             raise JobNotFound(job_id)
         dag = k.is_dag_id(job_id)  # a DAG's runs index lists its DAG runs <dag>:<tick>
@@ -197,7 +199,7 @@ def load_histories(dep: Deployment, job_ids: list[str]) -> Op:
     cold = cold_history(dep, (yield from archive_url(dep)), job_ids)
     histories = []
     for n, (job_id, scheduled) in enumerate(zip(job_ids, scheduled_of, strict=True)):
-        (first, timing, reason), segs, _runs, skips, score = replies[5 * n : 5 * n + 5]
+        (first, timing, reason), segs, _runs, skips, score, buffered = replies[6 * n : 6 * n + 6]
         if not segs and first:  # never changed: its one segment is in the job hash
             segs = [b"o|" + first + b"|" + timing]
         by_tick: dict[int, list[tuple[str, int, bool]]] = defaultdict(list)
@@ -223,6 +225,7 @@ def load_histories(dep: Deployment, job_ids: list[str]) -> Op:
                 skips=[_skip(raw) for raw in dict.fromkeys([*skips, *cold.skips.get(job_id, ())])],
                 quarantined=bool(reason and reason.startswith(b"quarantined:")),
                 archived=cold.states.get(job_id, {}),
+                buffered={int(t) for t in buffered},
             )
         )
     return histories
@@ -354,7 +357,7 @@ def account(
                     from_ms(tick), Outcome.SKIPPED, reason=skip[0], decided_at=from_ms(skip[1])
                 )
             )
-        elif pending_from is not None and tick >= pending_from:
+        elif (pending_from is not None and tick >= pending_from) or tick in history.buffered:
             records.append(TickRecord(from_ms(tick), Outcome.PENDING))
         else:
             records.append(TickRecord(from_ms(tick), Outcome.MISSING))

@@ -65,7 +65,7 @@ DENIED = ("flushall", "flushdb", "config", "keys", "debug", "shutdown", "monitor
 WORKER_SHARD_KEYS = (
     "ready", "ready:", "retries", "deadletter", "failures", "dagwait", "dagrun:", "dagv:", "dagq:",
     "stats", "run:", "runs:", "reclaim_at", "bfq:", "events", "out:", "cnt:", "autopause",
-    "waiting", "kring:", "kset:", "deadman",
+    "waiting", "kring:", "kset:", "deadman", "buf:",
 )  # fmt: skip
 #: The keys of a shard only a node writes: the shard's ``owner`` lease and fencing
 #: ``epoch``; what a job is (its hash, timer entry, schedule segments, versions, change and

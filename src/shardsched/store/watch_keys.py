@@ -1,5 +1,6 @@
-"""A shard's keys of what its owner watches over time, in the shard's hash slot: the runs'
-start and finish deadlines, and the jobs' dead-man's switches (lua/deadlines.lua)."""
+"""A shard's keys of its jobs' time policies, in the shard's hash slot: the runs' start and
+finish deadlines and the jobs' dead-man's switches (lua/deadlines.lua), and the ticks a
+buffered overlap holds (lua/lib/buffer.lua)."""
 
 from __future__ import annotations
 
@@ -22,3 +23,8 @@ class WatchKeys:
         armed at registration and by each success (complete.lua), fired by
         lua/deadlines.lua."""
         return self.base + "deadman"
+
+    def buffer(self, job_id: str) -> str:
+        """LIST the ticks a job's overlap (buffer_one, buffer_all) holds while its active
+        run goes on, oldest first: fire.lua pushes, a completion or cancel releases."""
+        return self.base + "buf:" + job_id

@@ -23,7 +23,13 @@ FIRE = signature(
 
 
 #: The letter fire.lua reads for what a tick does while the job's last run is active.
-OVERLAP_CODE = {Overlap.ALLOW: "a", Overlap.FORBID: "f", Overlap.REPLACE: "r"}
+OVERLAP_CODE = {
+    Overlap.ALLOW: "a",
+    Overlap.FORBID: "f",
+    Overlap.REPLACE: "r",
+    Overlap.BUFFER_ONE: "b",
+    Overlap.BUFFER_ALL: "B",
+}
 
 
 class FireItem(NamedTuple):
