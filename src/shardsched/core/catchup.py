@@ -12,6 +12,10 @@ from now, never by walking every tick since the outage began. A skip record's ``
 exact up to :data:`COUNT_WALK` cron ticks and estimated from their spacing beyond (it only
 feeds the missed-schedule metric; the audit expands a skip's range tick by tick).
 
+A run-once-per-window schedule decides as ``catchup: none`` whose grace is its window:
+its tick fires while its window is open, and a window that closed unseen is skipped
+(``window_closed``).
+
 ``catchup: all`` owes at most ``max_catchup`` ticks: the older ones are recorded skipped
 (``catchup_limit``) in one decision, the newest ``max_catchup`` fire one per pass, so one
 job's backlog takes one item of each fire batch and never holds up other jobs' ticks.
@@ -22,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from shardsched.core.models import Catchup, IntervalSchedule, Timing
+from shardsched.core.models import Catchup, IntervalSchedule, Timing, WindowSchedule
 
 #: Cron ticks walked exactly when counting a skipped stretch; beyond, estimated.
 COUNT_WALK = 256
@@ -137,6 +141,18 @@ def decide(timing: Timing, old: int, now: int, next_after: NextAfter) -> Decisio
     now = max(now, old)
     ticks = Ticks(timing, old, next_after)
     policy = timing.catchup
+    window = timing.schedule if isinstance(timing.schedule, WindowSchedule) else None
+    if policy == Catchup.NONE or window is not None:
+        # a window's tick fires while its window is open, whatever the policy
+        grace_ms = round((window.duration_s if window else timing.misfire_grace_s) * 1000)
+        if now - old <= grace_ms:
+            return Decision(old, next_after(old))
+        # Skip every tick later than the grace; the first one inside it (or in the
+        # future) becomes the timer entry and fires normally.
+        kept = ticks.at_or_after(now - grace_ms)
+        last = ticks.latest(now - grace_ms - 1) if kept is None or kept > old else old
+        reason = "window_closed" if window else "misfire"
+        return Decision(None, kept, Skip(old, last, ticks.count(old, last), reason))
     if policy == Catchup.ALL:
         limit = max(timing.max_catchup, 1)
         keep_from = ticks.back(now, limit)
@@ -145,15 +161,6 @@ def decide(timing: Timing, old: int, now: int, next_after: NextAfter) -> Decisio
             skip = Skip(old, last_skipped, ticks.count(old, last_skipped), "catchup_limit")
             return Decision(None, keep_from, skip)
         return Decision(old, next_after(old))
-    if policy == Catchup.NONE:
-        grace_ms = round(timing.misfire_grace_s * 1000)
-        if now - old <= grace_ms:
-            return Decision(old, next_after(old))
-        # Skip every tick later than the grace; the first one inside it (or in the
-        # future) becomes the timer entry and fires normally.
-        kept = ticks.at_or_after(now - grace_ms)
-        last = ticks.latest(now - grace_ms - 1) if kept is None or kept > old else old
-        return Decision(None, kept, Skip(old, last, ticks.count(old, last), "misfire"))
     # LATEST: of the ticks due now, fire the last and record the others skipped.
     latest = ticks.latest(now)
     if latest == old:

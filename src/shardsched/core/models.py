@@ -81,7 +81,19 @@ class OnceSchedule(msgspec.Struct, tag="once", tag_field="type", forbid_unknown_
     at: AwareDatetime
 
 
-Schedule = CronSchedule | IntervalSchedule | OnceSchedule
+class WindowSchedule(msgspec.Struct, tag="window", tag_field="type", forbid_unknown_fields=True):
+    """Run once per window: a window opens at each tick of ``cron`` (on the wall clock of
+    ``timezone``) and lasts ``duration_s``. Its one run starts as early as a worker is
+    free; a tick found late (every node down a while) still fires while its window is
+    open; a run not started when its window closes is skipped (``start_deadline``), and a
+    window that closed before its tick was even seen is skipped ``window_closed``."""
+
+    cron: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    duration_s: Annotated[float, msgspec.Meta(ge=1, le=366 * 86400)]
+    timezone: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] = "UTC"
+
+
+Schedule = CronSchedule | IntervalSchedule | OnceSchedule | WindowSchedule
 
 
 class Backoff(enum.StrEnum):

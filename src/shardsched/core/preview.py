@@ -10,7 +10,13 @@ from itertools import islice
 from shardsched.core.dst import dst_decisions, zone_info
 from shardsched.core.instants import from_ms, to_ms
 from shardsched.core.jitter import offset_ms
-from shardsched.core.models import CronSchedule, IntervalSchedule, Schedule, SchedulePreviewRequest
+from shardsched.core.models import (
+    CronSchedule,
+    IntervalSchedule,
+    Schedule,
+    SchedulePreviewRequest,
+    WindowSchedule,
+)
 from shardsched.core.schedule import first_fire_ms, parse_cron
 from shardsched.core.ticks import walk
 from shardsched.core.timing import resolved
@@ -34,7 +40,9 @@ def preview(request: SchedulePreviewRequest, now_ms: int) -> SchedulePreview:
     off = offset_ms(request.job_id, request.spread_s)
     after_ms = now_ms if request.after is None else to_ms(request.after)
     times = list(islice(walk(schedule, _first_after(schedule, after_ms)), request.count))
-    tz = zone_info(schedule.timezone) if isinstance(schedule, CronSchedule) else UTC
+    tz = (
+        zone_info(schedule.timezone) if isinstance(schedule, CronSchedule | WindowSchedule) else UTC
+    )
     notes: dict[datetime, str] = {}
     suppressed: list[SuppressedTime] = []
     if isinstance(schedule, CronSchedule) and times:

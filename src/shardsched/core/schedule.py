@@ -38,7 +38,14 @@ from shardsched.core.dst import dst_rule, instants, zone_info
 from shardsched.core.dst_policy import DstPolicy, DstRepeat
 from shardsched.core.instants import MAX_MS, from_ms, to_ms
 from shardsched.core.jitter import offset_ms
-from shardsched.core.models import CronSchedule, IntervalSchedule, OnceSchedule, Schedule, Timing
+from shardsched.core.models import (
+    CronSchedule,
+    IntervalSchedule,
+    OnceSchedule,
+    Schedule,
+    Timing,
+    WindowSchedule,
+)
 
 #: Longer than any DST shift: how far ahead we look for a fall-back.
 _LOOKAHEAD = timedelta(hours=3)
@@ -190,7 +197,7 @@ class FirstFires:
 
     def of(self, raw: bytes, timing: Timing, member_id: str) -> int | None:
         windowed = timing.starts_ms is not None or timing.ends_ms is not None
-        if not isinstance(timing.schedule, CronSchedule) or windowed:
+        if not isinstance(timing.schedule, CronSchedule | WindowSchedule) or windowed:
             return first_planned_ms(timing, member_id, self.now_ms)  # arithmetic, or rare
         ticks = self._ticks.get(raw)
         if ticks is None:  # every tick from now - spread on, and the first after now
@@ -219,6 +226,8 @@ def _first_fire_ms(schedule: Schedule, now_ms: int) -> int | None:
     match schedule:
         case CronSchedule(expression=expr, timezone=tz, dst=dst):
             return cron_next_ms(expr, tz, now_ms, dst)
+        case WindowSchedule(cron=expr, timezone=tz):  # a window opens at each cron tick
+            return cron_next_ms(expr, tz, now_ms)
         case IntervalSchedule(every_s=every, start_at=start):
             every_ms = max(round(every * 1000), 1)
             if start is None:
@@ -238,6 +247,8 @@ def _next_fire_ms(schedule: Schedule, prev_ms: int) -> int | None:
     match schedule:
         case CronSchedule(expression=expr, timezone=tz, dst=dst):
             return cron_next_ms(expr, tz, prev_ms, dst)
+        case WindowSchedule(cron=expr, timezone=tz):
+            return cron_next_ms(expr, tz, prev_ms)
         case IntervalSchedule(every_s=every):
             return prev_ms + round(every * 1000)
         case OnceSchedule():

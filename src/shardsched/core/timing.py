@@ -8,13 +8,17 @@ import msgspec
 
 from shardsched.core.instants import to_ms
 from shardsched.core.jitter import has_h, resolve_h
-from shardsched.core.models import CronSchedule, JobSpec, Schedule, Timing
+from shardsched.core.models import CronSchedule, JobSpec, Schedule, Timing, WindowSchedule
 
 
 def timing_of(spec: JobSpec, job_id: str) -> Timing:
     """What the shard actor needs of a job, with the ``H`` of its cron resolved for it."""
     assert spec.schedule is not None, "a job of its own has a schedule (validate_spec)"
     schedule = resolved(spec.schedule, job_id)
+    start_deadline, skip_late = spec.start_deadline_s, spec.skip_late_start
+    if isinstance(schedule, WindowSchedule):  # its one run starts inside its window or not
+        start_deadline = min(start_deadline or schedule.duration_s, schedule.duration_s)
+        skip_late = True
     return Timing(
         schedule,
         spec.catchup,
@@ -25,9 +29,9 @@ def timing_of(spec: JobSpec, job_id: str) -> Timing:
         None if spec.starts_at is None else to_ms(spec.starts_at),
         None if spec.ends_at is None else to_ms(spec.ends_at),
         spec.max_fires,
-        _ms(spec.start_deadline_s),
+        _ms(start_deadline),
         _ms(spec.finish_deadline_s),
-        spec.skip_late_start,
+        skip_late,
     )
 
 

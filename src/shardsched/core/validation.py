@@ -12,7 +12,7 @@ import msgspec
 from shardsched.core.concurrency import resolve_key
 from shardsched.core.errors import ValidationError
 from shardsched.core.jitter import has_h, resolve_h
-from shardsched.core.models import TASK_NAME, CronSchedule, JobSpec, Schedule
+from shardsched.core.models import TASK_NAME, CronSchedule, JobSpec, Schedule, WindowSchedule
 from shardsched.core.params import validate_args
 from shardsched.core.schedule import parse_cron
 
@@ -35,6 +35,9 @@ def validate_schedule(schedule: Schedule, path: str = "$.schedule") -> None:
 
     Raises msgspec.ValidationError naming the field.
     """
+    if isinstance(schedule, WindowSchedule):
+        validate_schedule(CronSchedule(expression=schedule.cron, timezone=schedule.timezone))
+        return
     if isinstance(schedule, CronSchedule):
         try:  # an H stands for one value per job: any job's is valid alike
             parse_cron(
