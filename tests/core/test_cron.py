@@ -145,3 +145,29 @@ def test_memo_computes_once_per_expression_and_tick() -> None:
         assert memo.next_after(raw, prev) == first
     assert len(memo._next) == 1
     assert isinstance(memo.timing(raw).schedule, CronSchedule)
+
+
+def test_last_day_weekday_and_nth_weekday_of_the_month() -> None:
+    """``L`` (the month's last day), ``W`` (the weekday nearest a day), ``#`` (the n-th
+    weekday of the month) and ``L<d>`` (its last such weekday), as croniter reads them;
+    ``LW`` (the last weekday) it does not read, and neither do we: refused at once.
+    Expected dates worked out from the 2026 calendar."""
+    from datetime import UTC, datetime
+
+    from shardsched.core.instants import from_ms, to_ms
+    from shardsched.core.schedule import cron_next_ms, parse_cron
+
+    def three(expression: str) -> list[str]:
+        out, t = [], to_ms(datetime(2026, 1, 1, tzinfo=UTC))
+        for _ in range(3):
+            t = cron_next_ms(expression, "UTC", t)
+            out.append(from_ms(t).date().isoformat())
+        return out
+
+    assert three("0 0 L * *") == ["2026-01-31", "2026-02-28", "2026-03-31"]
+    assert three("0 0 * * 5#3") == ["2026-01-16", "2026-02-20", "2026-03-20"]  # 3rd Friday
+    assert three("0 0 * * L5") == ["2026-01-30", "2026-02-27", "2026-03-27"]  # last Friday
+    # the 15th, or the weekday nearest it: Feb 15 and Mar 15 2026 are Sundays
+    assert three("0 0 15W * *") == ["2026-01-15", "2026-02-16", "2026-03-16"]
+    with pytest.raises(ValueError):
+        parse_cron("0 0 LW * *")
