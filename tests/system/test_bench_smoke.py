@@ -88,7 +88,7 @@ def test_burst_subprocess_command() -> None:
         "--concurrency",
         "20",
         "--keys",
-        "5",  # the runs on three concurrency keys: the keyed path, and its streams awaited
+        "3",  # the runs on three concurrency keys: the keyed path, and its streams awaited
     )
     assert "'missing': 0" in out.stdout and "and 3 concurrency keys" in out.stdout
 
