@@ -41,6 +41,7 @@ async def sse_events(http: httpx.AsyncClient, path: str) -> list[tuple[str, dict
     return out
 
 
+@pytest.mark.slow  # out of the default run, which stays near 8 min
 async def test_output_is_written_while_the_job_runs_and_streamed(
     node, worker, http, redis, dep
 ) -> None:

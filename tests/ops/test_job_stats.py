@@ -4,6 +4,7 @@ node's skip counter is one series per reason, whatever the fleet's size."""
 
 from __future__ import annotations
 
+import pytest
 import trio
 
 from conftest import cli, wait_until
@@ -45,6 +46,7 @@ async def test_stats_count_what_the_ledger_shows_and_name_the_cadence(node, work
     assert (await http.get("/api/v1/jobs/job_nope/stats")).status_code == 404
 
 
+@pytest.mark.slow  # out of the default run, which stays near 8 min
 async def test_skips_are_counted_by_reason_on_the_node(
     node, worker, http, redis, dep, monkeypatch
 ) -> None:

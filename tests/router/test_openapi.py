@@ -110,6 +110,7 @@ def test_swagger_ui_at_docs(live_api: str) -> None:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+@pytest.mark.slow  # out of the default run, which stays near 8 min
 def test_api_conforms(case: schemathesis.Case, live_api: str) -> None:
     # Every default check but "schema-valid data is accepted": a schema-valid body can still
     # be refused with a 422 for what JSON Schema cannot say (cron syntax, time-zone names,

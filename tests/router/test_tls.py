@@ -232,6 +232,7 @@ async def test_a_thousand_silent_tls_connections_do_not_stop_healthz(
         await stream.aclose()
 
 
+@pytest.mark.slow  # out of the default run, which stays near 8 min
 def test_the_redis_password_comes_from_the_environment_or_a_file(tmp_path: Path) -> None:
     server = RedisServer(tmp_path / "redis")
     server.start()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 from datetime import datetime
 
+import pytest
 import trio
 
 from conftest import wait_until
@@ -50,6 +51,7 @@ def _never_two_at_once(runs: list[dict]) -> None:
         assert start >= end - 0.001, spans
 
 
+@pytest.mark.slow  # out of the default run, which stays near 8 min
 async def test_buffer_one_holds_one_tick_and_skips_the_rest(node, worker, http, redis, dep):
     job_id = await _job(http, "buffer_one", 1, "sleep 2.3")
 

@@ -6,6 +6,7 @@ successful run for that long, nothing run at all included. Real node, real worke
 
 from __future__ import annotations
 
+import pytest
 import trio
 
 from conftest import wait_until
@@ -64,6 +65,7 @@ async def test_runs_not_started_by_their_deadline_are_flagged_or_skipped(
     assert {r["run_id"] for r in again if r["state"] == "skipped"} >= {r["run_id"] for r in skipped}
 
 
+@pytest.mark.slow  # out of the default run, which stays near 8 min
 async def test_a_run_past_its_finish_deadline_and_a_silent_job(node, worker, http) -> None:
     slow = await _job(http, name="slow", command="sleep 3", finish_deadline_s=1, overlap="forbid")
     silent = await _job(http, name="silent", command="exit 1", expect_success_within_s=2)

@@ -59,7 +59,7 @@ async def test_a_timer_entry_deleted_behind_its_back_is_put_back(
     assert done["no_next_run"] == "exhausted"
     assert (await http.get(f"/api/v1/jobs/{job_id}")).json()["no_next_run"] is None
     passes = node.maintainer.timers.passes
-    await wait_until(lambda: _at_least(node.maintainer.timers.passes, passes + 8), timeout=30)
+    await wait_until(lambda: _at_least(node.maintainer.timers.passes, passes + 4), timeout=30)
     assert node.metrics.timer_repairs._value.get() == before + 1
     assert await redis.execute("ZSCORE", dep.keys_for(paused).timer, paused) is None
     await http.patch(f"/api/v1/jobs/{job_id}", json={"status": "paused"})

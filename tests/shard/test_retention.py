@@ -69,6 +69,7 @@ def recorder(path: Path) -> str:
     return f'echo "$SHARDSCHED_RUN_ID" >> {path}; echo "output of $SHARDSCHED_RUN_ID"'
 
 
+@pytest.mark.slow  # out of the default run, which stays near 8 min
 async def test_old_runs_move_to_the_archive_and_every_reader_still_sees_them(
     nursery: trio.Nursery,
     redis: Redis,
@@ -269,6 +270,7 @@ async def test_what_retention_never_removes(
     await http.aclose()
 
 
+@pytest.mark.slow  # out of the default run, which stays near 8 min
 async def test_dag_runs_and_skip_records_leave_too_and_the_audit_does_not_change(
     nursery: trio.Nursery, redis: Redis, namespace: str, node, worker, tmp_path: Path
 ) -> None:

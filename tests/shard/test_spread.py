@@ -8,6 +8,8 @@ from __future__ import annotations
 import collections
 from datetime import datetime
 
+import pytest
+
 from conftest import wait_until
 from shardsched import RunNotFound, ops
 from shardsched.core.instants import from_ms, to_ms
@@ -36,6 +38,7 @@ async def _clean_ticks(http, job_id: str) -> list[dict]:
     return ticks
 
 
+@pytest.mark.slow  # out of the default run, which stays near 8 min
 async def test_a_spread_job_runs_each_tick_at_its_offset_under_its_nominal_run_id(
     node, worker, http
 ) -> None:

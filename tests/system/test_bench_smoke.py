@@ -160,6 +160,7 @@ def test_archive(tmp_path: Path) -> None:
     assert result["bytes_per_run"] > 0 and result["read_one_job_runs"] > 0
 
 
+@pytest.mark.slow  # out of the default run, which stays near 8 min
 def test_auth(tmp_path: Path) -> None:
     data = tmp_path / "auth.json"
     bench("auth", "--requests", "20", "--rounds", "1", "--json", str(data))
@@ -167,6 +168,7 @@ def test_auth(tmp_path: Path) -> None:
     assert result["requests_per_mode"] == 20 and result["ms"]["auth"]["p50"] > 0
 
 
+@pytest.mark.slow  # out of the default run, which stays near 8 min
 def test_takeover(tmp_path: Path) -> None:
     data = tmp_path / "takeover.json"
     bench(

@@ -137,6 +137,7 @@ def test_dev_runs_a_job_and_stops_everything_on_sigterm(tmp_path: Path, cluster:
         assert survivors == [], f"left behind: {survivors}"
 
 
+@pytest.mark.slow  # out of the default run, which stays near 8 min
 def test_dev_archives_old_runs_into_its_data_dir(tmp_path: Path) -> None:
     """The default archive is <data-dir>/archive: a finished run past --retention-s leaves
     Redis for it, and still reads back (archived) through the API."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
 import yaml
 
 from conftest import cli, wait_until
@@ -85,6 +86,7 @@ async def test_failed_and_dead_lettered_runs_of_every_job_newest_first(
     assert await redis.execute("ZSCORE", sk.failures, rid) is None
 
 
+@pytest.mark.slow  # out of the default run, which stays near 8 min
 async def test_status_and_audit_read_through_the_api_or_redis(
     node, worker, http, redis_server, dep
 ) -> None:

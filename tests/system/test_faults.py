@@ -6,6 +6,7 @@ import signal
 import subprocess
 from collections import Counter
 
+import pytest
 import trio
 
 from conftest import RedisServer, child_env, drive_list, shardsched_cmd, wait_until
@@ -51,6 +52,7 @@ async def stream_run_ids(redis: Redis, dep: ops.Deployment) -> Counter[str]:
     return seen
 
 
+@pytest.mark.slow  # out of the default run, which stays near 8 min
 async def test_kill_9_node_mid_burst_fires_every_due_tick_exactly_once(
     redis, redis_server, dep, tmp_path
 ) -> None:

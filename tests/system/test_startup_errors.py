@@ -14,6 +14,7 @@ from shardsched.runtime.redis_server import free_port
 from waits import start_logged
 
 
+@pytest.mark.slow  # out of the default run, which stays near 8 min
 def test_a_node_refused_by_redis_logs_what_to_do_and_becomes_ready_once_fixed(
     tmp_path: Path,
 ) -> None:

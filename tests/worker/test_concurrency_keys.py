@@ -6,6 +6,7 @@ lease; a rate limit paces starts. Real node and workers (in-process), real Redis
 from __future__ import annotations
 
 import msgspec
+import pytest
 import trio
 
 from conftest import drive_list, wait_until
@@ -212,6 +213,7 @@ async def test_a_dead_workers_hold_frees_when_its_lease_lapses(
     await done(redis, dep, [other, job_id], timeout=30)
 
 
+@pytest.mark.slow  # out of the default run, which stays near 8 min
 async def test_a_rate_limit_paces_starts(
     nursery: trio.Nursery, node: ShardManager, redis: Redis, dep: ops.Deployment
 ) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 import trio
 
 from conftest import RedisServer, child_env, rounds_later, shardsched_cmd, wait_until
@@ -29,6 +30,7 @@ def start_worker(server: RedisServer, namespace: str, log: Path) -> subprocess.P
         )
 
 
+@pytest.mark.slow  # out of the default run, which stays near 8 min
 async def test_a_run_that_ends_its_worker_three_times_is_poison_and_its_job_quarantined(
     node, redis: Redis, redis_server: RedisServer, dep: ops.Deployment, namespace: str,
     tmp_path: Path,

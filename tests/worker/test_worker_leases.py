@@ -73,6 +73,7 @@ async def test_paused_worker_cannot_complete_a_run_it_lost(
     assert int(superseded or 0) >= 1, "its renewal or completion was refused and recorded"
 
 
+@pytest.mark.slow  # out of the default run, which stays near 8 min
 async def test_sigterm_drains_and_hands_runs_back_well_under_a_lease(
     node, redis, dep, workers, tmp_path
 ) -> None:
