@@ -50,8 +50,6 @@ local function arm_deadman(job_key, job, within)
   if within ~= '' then
     rcall('HSET', job_key, 'dms', within)
     rcall('ZADD', base .. 'deadman', now + tonumber(within), job)
-  else
-    rcall('HDEL', job_key, 'dms')
   end
 end
 local wake = false
@@ -72,7 +70,7 @@ for i = 5, #ARGV, 9 do
     end
     rcall('HSET', job_key, 'spec', spec, 'timing', timing, 'status', 'active',
       'updated', now, 'lease', lease, 'by', actor, 'born', now, 'first', first)
-    rcall('HDEL', job_key, 'apa', 'cf', 'pr', 'pu', 'pa', 'nf', 'fc')
+    rcall('HDEL', job_key, 'apa', 'cf', 'pr', 'pu', 'pa', 'nf', 'fc', 'dms')
     if ARGV[i + 5] ~= '' then
       rcall('HSET', job_key, 'apa', ARGV[i + 5])
     end

@@ -194,8 +194,16 @@ class FirstFires:
     def __init__(self, now_ms: int) -> None:
         self.now_ms = now_ms
         self._ticks: dict[bytes, list[int | None]] = {}
+        self._same: dict[bytes, tuple[int | None]] = {}
 
     def of(self, raw: bytes, timing: Timing, member_id: str) -> int | None:
+        same = self._same.get(raw)  # no spread: one answer for every job of the timing
+        if same is not None:
+            return same[0]
+        if not timing.spread_s:
+            first = first_planned_ms(timing, member_id, self.now_ms)
+            self._same[raw] = (first,)
+            return first
         windowed = timing.starts_ms is not None or timing.ends_ms is not None
         if not isinstance(timing.schedule, CronSchedule | WindowSchedule) or windowed:
             return first_planned_ms(timing, member_id, self.now_ms)  # arithmetic, or rare

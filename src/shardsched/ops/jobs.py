@@ -83,7 +83,6 @@ def create_jobs(
     (now,) = yield [Call(("TIME",))]
     now_ms = server_ms(now)
     firsts = FirstFires(now_ms)  # one cron computation per distinct timing
-    # Specs built in a loop share one schedule object (alive all batch long, so ids hold).
     timings: dict[tuple[Any, ...], tuple[bytes, Timing]] = {}
     by_shard: dict[int, list[lua.NewJob]] = {}
     plan = []
@@ -92,13 +91,19 @@ def create_jobs(
         if spec.id is not None:  # the id is the job's key, not part of its definition
             spec = msgspec.structs.replace(spec, id=None)
         assert spec.schedule is not None  # validated: a job of its own has one
-        timing_key = (
-            id(spec.schedule),
+        timing_key = (  # every field timing_of reads: jobs alike share one timing
+            _spec_encoder.encode(spec.schedule),
             spec.catchup,
             spec.misfire_grace_s,
             spec.overlap,
             spec.max_catchup,
             spec.spread_s,
+            spec.starts_at,
+            spec.ends_at,
+            spec.max_fires,
+            spec.start_deadline_s,
+            spec.finish_deadline_s,
+            spec.skip_late_start,
             job_id if per_job(spec.schedule) else "",  # its H is its own
         )
         known = timings.get(timing_key)
@@ -137,7 +142,9 @@ def create_jobs(
         code = registered[job_id]
         if code == lua.Registered.TAKEN:  # chosen, or a 48-bit random id collided
             raise IdTaken(job_id)
-        at = None if first is None else first_at.setdefault(first, from_ms(first))
+        at = None if first is None else first_at.get(first)
+        if first is not None and at is None:
+            at = first_at[first] = from_ms(first)
         again = code == lua.Registered.RECREATED
         created.append(JobCreated(job_id=job_id, next_run_at=at, recreated=again))
     return created
