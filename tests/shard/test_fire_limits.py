@@ -90,3 +90,27 @@ async def test_a_window_bounds_the_ticks(node, worker, http, redis) -> None:
     assert cron["next_run_at"] == "2030-01-01T00:01:00Z"
     audit = (await http.get("/api/v1/audit")).json()
     assert audit["missing"] == 0 and audit["duplicated"] == 0, audit
+
+
+async def test_jobs_sharing_a_schedule_object_keep_their_own_limits(redis, dep) -> None:
+    """A bulk registration shares one timing between jobs alike; jobs whose schedule is
+    the same object but whose limits differ each get their own."""
+    import msgspec
+
+    from shardsched import ops
+    from shardsched.core.models import IntervalSchedule, JobSpec, Timing
+    from shardsched.store.drive import drive_async
+
+    every = IntervalSchedule(every_s=60)
+    specs = [
+        JobSpec(name="a", command="true", schedule=every, max_fires=2),
+        JobSpec(name="b", command="true", schedule=every, max_fires=5, start_deadline_s=9),
+        JobSpec(name="c", command="true", schedule=IntervalSchedule(every_s=60), max_fires=2),
+    ]
+    made = await drive_async(ops.create_jobs(dep, specs), redis)
+    timings = []
+    for job in made:
+        raw = await redis.execute("HGET", dep.keys_for(job.job_id).job(job.job_id), "timing")
+        timings.append(msgspec.json.decode(raw, type=Timing))
+    assert [t.max_fires for t in timings] == [2, 5, 2]
+    assert [t.start_deadline_ms for t in timings] == [None, 9000, None]
