@@ -208,6 +208,13 @@ async def test_jobs_create_from_flags(node, http) -> None:
     assert berlin["schedule"]["dst"] == {"gap": "skip", "repeat": "both"}
     assert berlin["spread_s"] == 90 and berlin["max_fires"] == 7 and berlin["fires_left"] == 7
     assert berlin["ends_at"] == "2031-01-01T00:00:00Z"
+    shown = await cli(http, "jobs", "get", berlin["job_id"], *api)
+    for row in (
+        "max_fires    7 (7 left)",
+        "dst          gap=skip repeat=both",
+        "spread       1m30s",
+    ):
+        assert row in shown.stdout, shown.stdout
     for args, needle in [
         (("--command", "true"), "exactly one schedule"),
         (("--command", "true", "--every", "1m", "--at", "2030-01-01T00:00:00Z"), "exactly one"),

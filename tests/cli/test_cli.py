@@ -245,3 +245,13 @@ def test_config_file_profiles(tmp_path) -> None:
     missing = jobs("--profile", "staging")
     assert missing.returncode == 1 and "no profile 'staging'" in missing.stderr
     assert "profiles: dev, prod" in missing.stderr
+
+
+def test_a_time_flag_takes_now() -> None:
+    from datetime import UTC, datetime
+
+    from shardsched.cli.render import ago
+
+    now = datetime.fromisoformat(ago("now") or "")
+    assert abs((datetime.now(UTC) - now).total_seconds()) < 5
+    assert ago("2030-01-01T00:00:00Z") == "2030-01-01T00:00:00Z"

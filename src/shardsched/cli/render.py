@@ -90,9 +90,12 @@ def more_hint(out: dict) -> str:
 
 
 def ago(text: str | None) -> str | None:
-    """A time flag: RFC 3339 as given, or a duration (``1h``) meaning that long ago."""
+    """A time flag: RFC 3339 as given, ``now``, or a duration (``1h``) meaning that long
+    ago."""
     if text is None:
         return None
+    if text.strip().lower() == "now":
+        return datetime.now(UTC).isoformat()
     try:
         seconds = parse_duration(text)
     except ValueError:
@@ -130,6 +133,28 @@ def _ending(run: dict) -> str | None:
     return reason if code is None else f"{code} ({reason})"
 
 
+def _time_rows(job: dict) -> list[list[Any]]:
+    """The job's time policies, where set: why it fires no more, its window, its limits."""
+    rows: list[list[Any]] = []
+    if job.get("no_next_run"):
+        rows.append(["no_next_run", job["no_next_run"]])
+    if job.get("schedule", {}).get("dst"):
+        rows.append(["dst", " ".join(f"{k}={v}" for k, v in job["schedule"]["dst"].items())])
+    for key in ("starts_at", "ends_at"):
+        if job.get(key):
+            rows.append([key, style.instant(job[key])])
+    if job.get("max_fires") is not None:
+        rows.append(["max_fires", f"{job['max_fires']} ({job.get('fires_left')} left)"])
+    for key in ("spread_s", "start_deadline_s", "finish_deadline_s", "expect_success_within_s"):
+        if job.get(key):
+            rows.append([key.removesuffix("_s"), duration_text(job[key])])
+    if job.get("overlap", "allow") != "allow":
+        rows.append(["overlap", job["overlap"]])
+    if job.get("on_resume", "skip") != "skip":
+        rows.append(["on_resume", job["on_resume"]])
+    return rows
+
+
 def show_job(job: dict) -> str:
     rows = [
         ["job_id", job["job_id"]],
@@ -150,6 +175,7 @@ def show_job(job: dict) -> str:
         if job.get(key) is not None:
             value = job[key]
             rows.append([key, style.instant(value) if key == "paused_until" else value])
+    rows += _time_rows(job)
     if job.get("incarnation", 1) > 1:
         since = style.instant(job.get("incarnation_started_at"))
         rows.append(["incarnation", f"{job['incarnation']} (since {since})"])
