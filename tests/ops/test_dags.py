@@ -386,7 +386,9 @@ async def test_a_full_dag_skips_or_supersedes_ticks_per_its_catchup_policy(redis
         keys = (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries, sk.autopause)
         for tick in (1000, 2000, 3000):  # three due ticks of the timer, fired in turn
             await redis.execute("ZADD", sk.timer, tick, dag_id)
-            reply = await redis.script("fire", keys, (*head, dag_id, tick, tick, "", "", "a", ""))
+            reply = await redis.script(
+                "fire", keys, (*head, dag_id, tick, tick, "", "", "a", "", "")
+            )
             assert reply[0] == 1
         runs = await drive_list(listing.dag_runs_page(dep, dag_id), redis)
         states = {r.dag_run_id.split(":")[1]: r.state for r in runs}

@@ -140,6 +140,8 @@ def test_api_conforms_at_200_examples_per_operation() -> None:
             "-q",
             "-p",
             "no:cacheprovider",
+            "-m",
+            "slow",  # test_api_conforms is a slow one itself
             f"{__file__}::test_api_conforms",
         ],
         env=env,

@@ -203,6 +203,7 @@ def run(args: argparse.Namespace) -> dict:
         r.hset(f"{ns}:{{g}}:meta", "shards", args.shards)
         client = Client(url, ns)
         lead = args.lead + args.jobs / 10_000
+        spread = getattr(args, "spread_s", 0.0)  # bench scale and soak call this too
         if args.mode == "cron":
             # Register well inside a minute so no job's first fire lands on another boundary.
             while (server_ms(r) // 1000) % 60 > 60 - lead - 5:
@@ -210,7 +211,7 @@ def run(args: argparse.Namespace) -> dict:
         boundary = plan_boundary(r, args.mode, lead)
         phase(f"registering {args.jobs} jobs due at {from_ms(boundary).isoformat()}")
         register_rate = register(
-            client, args.jobs, args.mode, boundary, command, args.queues, args.keys, args.spread_s
+            client, args.jobs, args.mode, boundary, command, args.queues, args.keys, spread
         )
         names = queue_names(args.queues)
         phase(f"starting {args.nodes} node(s) and {args.workers} worker(s)")
@@ -315,7 +316,7 @@ def run(args: argparse.Namespace) -> dict:
             else None
         ),
         "cpu_us_per_run": floor.per_run(cpu, redis_cpu, args.jobs),
-        "spread_s": args.spread_s,
+        "spread_s": getattr(args, "spread_s", 0.0),
         "created_per_second": per_second([row[1] for row in rows if row[1]], boundary),
         "scripts": scripts,
     }

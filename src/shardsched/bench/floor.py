@@ -244,7 +244,7 @@ def fire_floor(r: redis_py.Redis, deployment: Deployment, n: int, batch: int = B
         for i in range(0, len(jobs), batch):
             items: list[Any] = []
             for job in jobs[i : i + batch]:
-                items += (job, tick, tick, tick + 60_000, "", "a", "")
+                items += firing.plan(job, tick, tick, tick + 60_000, None, Overlap.ALLOW)
             keys = (sk.timer, sk.ready, sk.epoch, sk.stats, sk.retries, sk.autopause)
             calls.append((keys, (1, sk.base, batch, 0, 0, *items)))
     start = time.perf_counter()

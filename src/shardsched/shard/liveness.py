@@ -29,6 +29,7 @@ from shardsched.store.deployment import Deployment
 from shardsched.store.drive import redis_calls
 from shardsched.store.lua import liveness as lua
 from shardsched.store.redis import Redis
+from shardsched.store.redis.connection import reply_error
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,8 @@ class TimerCheck:
         sk = self.dep.shard(shard)
         start = self._cursor.get(shard, 0)
         (reply,) = await redis_calls(self.redis, [lua.check_timers(sk, epoch, start, SLICE)])
+        if isinstance(reply, Exception):  # a Redis error reply (full, a failover): weather,
+            raise reply_error(reply)  # waited out by the caller's backoff (shard/rounds.py)
         checked = lua.decode_checked(reply)
         if checked is None:
             return
@@ -80,6 +83,8 @@ class TimerCheck:
         (done,) = await redis_calls(
             self.redis, [lua.repair_timers(sk, self.dep.globals, epoch, items)]
         )
+        if isinstance(done, Exception):
+            raise reply_error(done)
         if done[0] == 1 and done[1]:
             self.repaired += int(done[1])
             self.metrics.timer_repairs.inc(int(done[1]))
