@@ -31,6 +31,7 @@ class LocalCluster:
         data.mkdir(parents=True, exist_ok=True)
         args = cluster_node_args(port, data, self.node_timeout_ms)
         args += [*waits.NOTIFY_ARGS, "--logfile", ""]  # its log on stdout: "Ready to ..."
+        args += ["--repl-diskless-sync-delay", "0"]  # a replica's first sync now, not in 5 s
         self._logs[port] = waits.start_logged(args, data / "redis.log")
         self.procs[port] = self._logs[port].proc
 
@@ -62,6 +63,27 @@ class LocalCluster:
             timeout=60,
         )
         self.wait_ok()
+        self.wait_replicas_synced()
+
+    def wait_replicas_synced(self, timeout: float = 30) -> None:
+        """Until every replica has its master's data. A replica that never finished its
+        first sync refuses to fail over ("Disconnected from master for longer than
+        allowed"), so a test that kills a master before then sees no promotion at all."""
+        for port, proc in self.procs.items():
+            if proc.poll() is None and "role:slave" in self.cli(port, "INFO", "replication"):
+                self._logs[port].wait_for_sync("MASTER <-> REPLICA sync: Finished", timeout)
+
+    def wait_promoted(self, victim: int, timeout: float = 30) -> None:
+        """After killing master ``victim``: until its replica says it is the new master
+        (its log: "Failover election won") and the cluster state is ok again."""
+        replicas = [
+            p
+            for p, proc in self.procs.items()
+            if proc.poll() is None and f"master_port:{victim}" in self.cli(p, "INFO", "replication")
+        ]
+        assert replicas, f"no replica of {victim}"
+        self._logs[replicas[0]].wait_for_sync("Failover election won", timeout)
+        self.wait_ok(timeout)
 
     def wait_ok(self, timeout: float = 30) -> None:
         """Until every live node says its cluster state is ok: each node's log says when

@@ -157,12 +157,6 @@ async def test_resharding_while_jobs_fire_loses_nothing(cluster: LocalCluster, r
 
 
 @pytest.mark.slow  # moved out of the default run to keep it under 8 min
-@pytest.mark.xfail(
-    reason="on this box since 2026-12-03 it also fails at 60f7770 (before #33's changes):"
-    " firing does not resume, or the audit cannot reach the cluster, within 30 s of the"
-    " failover; under investigation (#33's note)",
-    strict=False,
-)
 async def test_kill_9_a_master_while_jobs_fire(cluster: LocalCluster, redis, dep) -> None:
     """Kill a master: its replica is promoted, the scheduler carries on; the audit shows no
     tick duplicated and only what asynchronous replication can explain missing."""
@@ -171,7 +165,7 @@ async def test_kill_9_a_master_while_jobs_fire(cluster: LocalCluster, redis, dep
         await fired(node, 2 * 200)  # a while of firing before the failover
         victim = cluster.master_ports()[0]
         cluster.kill(victim)
-        await trio.to_thread.run_sync(cluster.wait_ok, 30)
+        await trio.to_thread.run_sync(cluster.wait_promoted, victim, 30)
         # the node's counter, not its actors': a shard whose lease lapsed in the failover
         # gets a new actor, counting from 0
         fired_before = node.metrics.fired._value.get()
