@@ -3,6 +3,7 @@
 from typing import TYPE_CHECKING
 
 from shardsched._version import __version__
+from shardsched.core.calendars import Calendar, CalendarRule, DateRange, Weekday
 from shardsched.core.dst_policy import DstPolicy
 from shardsched.core.errors import (
     AlreadyRetried,
@@ -51,6 +52,8 @@ __all__ = [
     "AlreadyRetried",
     "AsyncClient",
     "BulkPartiallyApplied",
+    "Calendar",
+    "CalendarRule",
     "Client",
     "ConflictError",
     "CronSchedule",
@@ -61,6 +64,7 @@ __all__ = [
     "DagRunNotFound",
     "DagSpec",
     "DagTaskJob",
+    "DateRange",
     "DstPolicy",
     "IntervalSchedule",
     "Job",
@@ -79,5 +83,6 @@ __all__ = [
     "TaskSpec",
     "TriggerRule",
     "ValidationError",
+    "Weekday",
     "__version__",
 ]

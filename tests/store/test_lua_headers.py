@@ -57,7 +57,7 @@ def test_every_key_a_script_builds_is_named_in_keys_py() -> None:
     """Keys built inside scripts (``base .. 'run:' .. id``) are the shard's own keys, each
     named in store/keys.py, so Python and Lua agree on where everything lives."""
     store = Path(__file__).resolve().parents[2] / "src/shardsched/store"
-    files = ("keys.py", "notify_keys.py", "watch_keys.py")
+    files = ("keys.py", "notify_keys.py", "watch_keys.py", "ck_keys.py", "calendar_keys.py")
     keys_py = "".join((store / f).read_text() for f in files)
     named = set(re.findall(r'self\.base \+ "([a-z_]+:?)"', keys_py))
     lua = Path(__file__).resolve().parents[2] / "lua"

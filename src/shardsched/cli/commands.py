@@ -137,6 +137,12 @@ def notify(args: argparse.Namespace) -> int:
     return notify_cli.main(args)
 
 
+def calendars(args: argparse.Namespace) -> int:
+    from shardsched.cli import calendars as calendars_cli
+
+    return calendars_cli.main(args)
+
+
 def concurrency(args: argparse.Namespace) -> int:
     from shardsched.cli import concurrency as concurrency_cli
 

@@ -106,6 +106,8 @@ def body_of(args: argparse.Namespace) -> dict[str, Any]:
     for flag in ("starts_at", "ends_at", "max_fires"):
         if getattr(args, flag) is not None:
             body[flag] = getattr(args, flag)
+    if args.calendar_include or args.calendar_exclude:
+        body["calendars"] = {"include": args.calendar_include, "exclude": args.calendar_exclude}
     return body
 
 
@@ -159,6 +161,14 @@ def add_create_parser(jsub: argparse._SubParsersAction, common: argparse.Argumen
     p.add_argument("--starts-at", metavar="RFC3339", help="no tick before (its window's start)")
     p.add_argument("--ends-at", metavar="RFC3339", help="no tick after (its window's end)")
     p.add_argument("--max-fires", type=int, metavar="N", help="stop after N fires")
+    p.add_argument(
+        "--calendar-include", action="append", default=[], metavar="NAME",
+        help="fire only on a day of one of these calendars (shardsched calendars)",
+    )  # fmt: skip
+    p.add_argument(
+        "--calendar-exclude", action="append", default=[], metavar="NAME",
+        help="never fire on a day of this calendar (a tick then is skipped, 'calendar')",
+    )  # fmt: skip
     p.add_argument("--id", help="its id (default: a random job_…)")
     p.add_argument("--timeout", type=duration_arg, metavar="DURATION", help="default 1h")
     p.add_argument("--retries", type=int, metavar="N", help="attempts after the first fails")

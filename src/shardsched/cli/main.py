@@ -170,6 +170,10 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
 
     notify_cli.add_parser(sub)
     sub.choices["notify"].set_defaults(execute=cmd.notify)
+    from shardsched.cli import calendars as calendars_cli
+
+    calendars_cli.add_parser(sub)
+    sub.choices["calendars"].set_defaults(execute=cmd.calendars)
     from shardsched.cli import concurrency as concurrency_cli
 
     concurrency_cli.add_parser(sub)

@@ -143,6 +143,11 @@ def _time_rows(job: dict) -> list[list[Any]]:
     for key in ("starts_at", "ends_at"):
         if job.get(key):
             rows.append([key, style.instant(job[key])])
+    if cal := job.get("calendars"):
+        words = [f"+{n}" for n in cal.get("include", [])] + [
+            f"-{n}" for n in cal.get("exclude", [])
+        ]
+        rows.append(["calendars", " ".join(words)])
     if job.get("max_fires") is not None:
         rows.append(["max_fires", f"{job['max_fires']} ({job.get('fires_left')} left)"])
     for key in ("spread_s", "start_deadline_s", "finish_deadline_s", "expect_success_within_s"):

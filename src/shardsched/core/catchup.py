@@ -23,10 +23,17 @@ job's backlog takes one item of each fire batch and never holds up other jobs' t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from shardsched.core.models import Catchup, IntervalSchedule, Timing, WindowSchedule
+from shardsched.core.calendars import CALENDAR_SKIP, Calendar, tick_allowed
+from shardsched.core.models import (
+    Catchup,
+    CronSchedule,
+    IntervalSchedule,
+    Timing,
+    WindowSchedule,
+)
 
 #: Cron ticks walked exactly when counting a skipped stretch; beyond, estimated.
 COUNT_WALK = 256
@@ -169,3 +176,23 @@ def decide(timing: Timing, old: int, now: int, next_after: NextAfter) -> Decisio
     return Decision(
         latest, next_after(latest), Skip(old, prev, ticks.count(old, prev), "catchup_latest")
     )
+
+
+def on_calendar(decision: Decision, timing: Timing, book: Mapping[str, Calendar]) -> Decision:
+    """The decision with the job's calendars applied (core/calendars.py): a tick it fires
+    on a day the rule does not allow is skipped instead (``calendar``), the timer moving
+    on as it would have. A decision that already skips older ticks (a catch-up) keeps its
+    skip and leaves the tick to the next pass, which skips it for the calendar then."""
+    tick, rule = decision.fire, timing.calendars
+    if rule is None or tick is None or tick_allowed(rule, book, tick, zone_of(timing)):
+        return decision
+    if decision.skip is not None:
+        return Decision(None, tick, decision.skip)
+    return Decision(None, decision.new, Skip(tick, tick, 1, CALENDAR_SKIP))
+
+
+def zone_of(timing: Timing) -> str:
+    """The time zone whose dates a calendar is read in: the schedule's wall clock, UTC
+    for an interval or a one-off."""
+    schedule = timing.schedule
+    return schedule.timezone if isinstance(schedule, CronSchedule | WindowSchedule) else "UTC"

@@ -18,6 +18,7 @@ from typing import Annotated, TypeVar
 
 import msgspec
 
+from shardsched.core.calendars import CalendarRule
 from shardsched.core.concurrency import KeyTemplate, Limit
 from shardsched.core.dst_policy import DstPolicy
 from shardsched.core.env_names import EnvMap
@@ -191,6 +192,7 @@ class Timing(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     start_deadline_ms: int | None = None  #: fire.lua indexes each run it makes by it
     finish_deadline_ms: int | None = None
     skip_late_start: bool = False
+    calendars: CalendarRule | None = None  #: decided at each tick (core/catchup.on_calendar)
 
 
 class Retention(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -262,6 +264,8 @@ class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     #: A dead-man's switch: say so when the job has had no successful run for this long
     #: (including when nothing ran at all), and again each such stretch it stays silent.
     expect_success_within_s: PositiveSeconds | None = None
+    #: named calendars its ticks must fall in / must not (core/calendars.py)
+    calendars: CalendarRule | None = None
     #: The id to register it under (unset: a random ``job_…``); unique in the namespace.
     #: Not stored in the definition: it is the job's ``job_id``.
     id: JobId | None = None

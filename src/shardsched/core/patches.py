@@ -7,6 +7,7 @@ from typing import Annotated
 
 import msgspec
 
+from shardsched.core.calendars import CalendarRule
 from shardsched.core.concurrency import KeyTemplate, Limit
 from shardsched.core.env_names import EnvMap
 from shardsched.core.models import (
@@ -65,6 +66,7 @@ class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     finish_deadline_s: PositiveSeconds | None = None
     skip_late_start: bool | None = None
     expect_success_within_s: PositiveSeconds | None = None
+    calendars: CalendarRule | None = None  #: replaces the whole rule ({} clears it)
     status: JobStatus | None = None
     #: With status "paused" (or on a paused job): why, shown on the job.
     pause_reason: Annotated[str, msgspec.Meta(max_length=500)] | None = None

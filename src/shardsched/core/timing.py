@@ -32,6 +32,7 @@ def timing_of(spec: JobSpec, job_id: str) -> Timing:
         _ms(start_deadline),
         _ms(spec.finish_deadline_s),
         skip_late,
+        spec.calendars if spec.calendars and spec.calendars.names() else None,
     )
 
 

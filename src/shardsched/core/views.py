@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from shardsched.core.calendars import CalendarRule
 from shardsched.core.models import (
     DEFAULT_MAX_CATCHUP,
     Catchup,
@@ -79,6 +80,7 @@ class Job(msgspec.Struct, kw_only=True):
     finish_deadline_s: float | None = None
     skip_late_start: bool = False
     expect_success_within_s: float | None = None
+    calendars: CalendarRule | None = None  #: the named calendars it includes, excludes
     #: 2 and up: its id was deleted and created again (its earlier runs stay in its history)
     incarnation: int = 1
     incarnation_started_at: datetime | None = None  #: when this incarnation began

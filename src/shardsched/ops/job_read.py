@@ -75,6 +75,7 @@ def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Jo
         finish_deadline_s=spec.finish_deadline_s,
         skip_late_start=spec.skip_late_start,
         expect_success_within_s=spec.expect_success_within_s,
+        calendars=spec.calendars,
         incarnation=int(inc or 1),
         incarnation_started_at=opt_ms(born),
     )

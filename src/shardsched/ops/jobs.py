@@ -32,6 +32,7 @@ from shardsched.core.schedule import FirstFires, first_planned_ms
 from shardsched.core.timing import per_job, timing_of
 from shardsched.core.validation import checked, validate_spec
 from shardsched.core.views import Job, JobCreated
+from shardsched.ops.calendars import require_calendars
 from shardsched.ops.dags import join_dag
 from shardsched.ops.job_read import read_job
 from shardsched.store import keys as k
@@ -72,6 +73,7 @@ def create_jobs(
     """
     if not validated:
         validate_specs(specs)
+    yield from require_calendars(dep, [s.calendars for s in specs if s.calendars])
     if any(spec.depends_on for spec in specs):
         created = []
         for spec in specs:
@@ -104,6 +106,7 @@ def create_jobs(
             spec.start_deadline_s,
             spec.finish_deadline_s,
             spec.skip_late_start,
+            _spec_encoder.encode(spec.calendars),
             job_id if per_job(spec.schedule) else "",  # its H is its own
         )
         known = timings.get(timing_key)
@@ -188,6 +191,7 @@ def patch_job(
         changes = {f: v for f, v in changes.items() if v is not None}
         spec = msgspec.structs.replace(spec_of(job), **changes)
         validate_spec(spec)
+        yield from require_calendars(dep, [patch.calendars])
         status = JobStatus(patch.status) if patch.status else job.status  # SDK: a str too
         reason: str | None = None
         until: datetime | None = None

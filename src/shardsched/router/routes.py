@@ -15,6 +15,7 @@ from shardsched.core.patches import DagPatch, JobPatch
 from shardsched.ops.audit import TickList
 from shardsched.router import schemas as q
 from shardsched.router.admin_routes import ADMIN_OPERATIONS
+from shardsched.router.calendar_routes import CALENDAR_OPERATIONS
 from shardsched.router.control_routes import CONTROL_OPERATIONS
 from shardsched.router.notify_routes import NOTIFY_OPERATIONS
 from shardsched.router.operation import BODY_ERRORS, Operation
@@ -383,4 +384,5 @@ OPERATIONS: tuple[Operation, ...] = (
     *CONTROL_OPERATIONS,
     *ADMIN_OPERATIONS,
     *NOTIFY_OPERATIONS,
+    *CALENDAR_OPERATIONS,
 )

@@ -19,13 +19,14 @@ from typing import Any, NamedTuple
 import msgspec
 import trio
 
-from shardsched.core.catchup import decide
+from shardsched.core.catchup import decide, on_calendar
 from shardsched.core.labels import LabelsOnly, is_critical
 from shardsched.core.models import Overlap
 from shardsched.core.pacing import Backoff
 from shardsched.core.schedule import NextFireMemo
 from shardsched.runtime.metrics import Metrics
 from shardsched.runtime.tracing import RunTracer
+from shardsched.shard.calendar_book import CalendarBook
 from shardsched.shard.fire_spans import FireSpans
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import call_script, redis_calls
@@ -80,7 +81,10 @@ class ShardActor:
         metrics: Metrics | None = None,
         wake: Callable[[int, tuple[str, ...]], None] | None = None,
         tracer: RunTracer | None = None,
+        calendars: CalendarBook | None = None,
     ) -> None:
+        #: the node's named calendars, which calendar ticks are decided with
+        self.calendars = calendars
         #: the fire spans made while idle (None: tracing is off, runtime/tracing.py)
         self.spans = None if tracer is None else FireSpans(tracer, shard)
         self.redis = redis
@@ -135,6 +139,9 @@ class ShardActor:
                 # clock (the job's ticks, and now, less its offset), then plan it back.
                 off = memo.offset(job, timing.spread_s) if timing.spread_s else 0
                 decision = decide(timing, old - off, now_ms - off, partial(memo.next_after, raw))
+                if timing.calendars is not None:
+                    book = self.calendars.calendars if self.calendars else {}
+                    decision = on_calendar(decision, timing, book)
             except Exception as exc:  # whatever it is, it must not stop the shard
                 # Neither fired blindly nor dropped: paused with the reason (quarantine.lua).
                 self._quarantine.append((job, old, f"{type(exc).__name__}: {exc}"[:400]))

@@ -6,8 +6,8 @@ the leases it holds (every ``renew_every_s``), hands over the ones it should no 
 (actor stopped first, lease released after, so the next owner starts at once rather than
 after a TTL), and acquires the ones it should own whose lease is free, lapsed, or held by
 a node gone from the registry (killed: taken over within a registration TTL, not a lease
-TTL). Beside them run the node's chores (maintenance, wake tokens, the event follower
-and the notification dispatcher).
+TTL). Beside them run the node's chores (maintenance, wake tokens, the event follower,
+the notification dispatcher, the calendars).
 
 Ownership is a Redis lease plus a fencing epoch (``lua/acquire_lease.lua``). An actor is
 cancelled the moment its renewal fails; every script it calls is fenced by the epoch
@@ -29,12 +29,15 @@ from shardsched.core.assignment import target_shards
 from shardsched.core.errors import ShardschedError
 from shardsched.core.pacing import Backoff
 from shardsched.core.schedule import NextFireMemo
+from shardsched.ops.calendars import CALENDARS_CHANGED
 from shardsched.runtime.metrics import Metrics
 from shardsched.runtime.tracing import RunTracer
 from shardsched.shard.actor import LeaseLost, ShardActor
+from shardsched.shard.calendar_book import CalendarBook
 from shardsched.shard.dispatcher import Dispatcher
 from shardsched.shard.follower import EventFollower
 from shardsched.shard.maintenance import MAINTENANCE_EVERY_S, Maintainer
+from shardsched.shard.runaway import end_runaway_script
 from shardsched.shard.waker import Waker
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import call_script, redis_calls
@@ -45,8 +48,7 @@ from shardsched.store.redis import Redis, RedisError
 
 log = logging.getLogger(__name__)
 
-#: The longest the owner goes without a reclaim round (the earliest lease deadline it
-#: knows of usually comes first; lua/claim.lua tells it of earlier ones).
+#: The longest the owner goes without a reclaim round (lua/claim.lua tells of sooner ones).
 RECLAIM_MAX_WAIT_S = 10.0
 #: The shortest pause between reclaim rounds (a deadline due this very millisecond).
 RECLAIM_MIN_WAIT_S = 0.01
@@ -54,9 +56,8 @@ RECLAIM_MIN_WAIT_S = 0.01
 POISON_LAPSES = 3
 #: How often a node heartbeats into the registry (and looks at who else is alive); its
 #: registration lasts three of these. A node gone from the registry loses its shards at
-#: once (acquire_lease.lua takes a lease whose holder is not live), so a kill -9 is
-#: taken over in about this registration time, not the lease TTL. Lease renewals, one
-#: call per shard, keep their own slower pace (renew_every_s).
+#: once (acquire_lease.lua takes a lease whose holder is not live): a kill -9 is taken
+#: over in this registration time, not the lease TTL. Renewals keep their own pace.
 HEARTBEAT_EVERY_S = 0.5
 
 
@@ -109,6 +110,7 @@ class ShardManager:
         self.waker = Waker(redis, dep, self.metrics, lambda: list(self.leases))
         self.follower = EventFollower(redis, dep, self.metrics, held, tracer)
         self.dispatcher = Dispatcher(redis, dep, self.metrics, self.node_id)
+        self.calendars = CalendarBook(redis, dep, self.metrics)
         self._started_ms = 0
         #: the next reclaim round (trio's clock); the server's clock less trio's (ms)
         self._reclaim_at = -math.inf
@@ -161,6 +163,7 @@ class ShardManager:
                 self.metrics,
                 wake=self.waker.wake,
                 tracer=self.tracer,
+                calendars=self.calendars,
             )
             self.leases[shard] = actor.epoch
             self.metrics.ownership_changes.labels(str(shard)).inc()
@@ -245,6 +248,8 @@ class ShardManager:
                 if not started:
                     task_status.started()
                     started = True
+            elif msg == CALENDARS_CHANGED:
+                self.calendars.changed()
             elif (hint := runs_lua.reclaim_hint(msg)) is not None:
                 shard, at_ms = hint
                 if shard in self.leases and self._server_ahead_ms is not None:
@@ -336,6 +341,7 @@ class ShardManager:
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self._listen_wakes, name="wake-listener")
+                await nursery.start(self.calendars.run, name="calendars")  # before any fire
                 nursery.start_soon(self._reclaim_loop, name="reclaimer")
                 nursery.start_soon(self.maintainer.run, name="maintenance")
                 nursery.start_soon(self.waker.run, name="waker")
@@ -355,7 +361,8 @@ class ShardManager:
                         backoff.reset()
                     except RedisError as exc:
                         pause = backoff.next()
-                        if str(exc).startswith("BUSY") and await self._end_runaway_script():
+                        busy = str(exc).startswith("BUSY")
+                        if busy and await end_runaway_script(self.redis, self.node_id):
                             pause = 0  # Redis answers again: renew at once
                         self.metrics.redis_error(
                             log, f"node {self.node_id}: lease round", exc, pause
@@ -366,23 +373,6 @@ class ShardManager:
                     await trio.sleep(pause)
         finally:
             await self.leave()
-
-    async def _end_runaway_script(self) -> bool:
-        """Redis answered BUSY: a script has run past the busy-reply threshold, and no
-        lease can be renewed until it ends. A script that wrote nothing (a reader's, or a
-        user's gone astray) is ended now with SCRIPT KILL, so the leases outlive it; one
-        that wrote cannot be (UNKILLABLE) and is waited out. Whether Redis answers again."""
-        try:
-            await self.redis.execute("SCRIPT", "KILL")
-        except RedisError as exc:  # NOTBUSY: it ended meanwhile; UNKILLABLE; NOPERM
-            log.warning("node %s: Redis is busy with a script: %s", self.node_id, exc)
-            return str(exc).startswith("NOTBUSY")
-        log.warning(
-            "node %s: Redis was busy with a runaway read-only script: ended it (SCRIPT KILL)"
-            " so that no lease lapses",
-            self.node_id,
-        )
-        return True
 
     async def leave(self) -> None:
         """Hand every shard back at once and leave the registry (graceful stop)."""

@@ -20,6 +20,8 @@ from shardsched.core.ids import new_job_id as new_job_id
 from shardsched.core.ids import run_id as run_id
 from shardsched.core.ids import shard_key as shard_key
 from shardsched.core.ids import task_job_id as task_job_id
+from shardsched.store.calendar_keys import CalendarKeys
+from shardsched.store.ck_keys import ConcurrencyKeys as ConcurrencyKeys
 from shardsched.store.notify_keys import NotifyKeys
 from shardsched.store.watch_keys import WatchKeys
 
@@ -314,9 +316,8 @@ class GlobalKeys:
 
     @property
     def ready_tokens(self) -> str:
-        """LIST of shard numbers, one per "this shard's ready stream may have runs to
-        claim": an idle worker pops one (BLPOP), so each wakes one worker (store/ready.py).
-        The default queue's; another queue has its own (:meth:`ready_tokens_of`)."""
+        """LIST of shard numbers, one per "this shard's ready stream may have runs": an idle
+        worker pops one (BLPOP, store/ready.py). Another queue's: :meth:`ready_tokens_of`."""
         return f"{self.namespace}:{{g}}:ready"
 
     @property
@@ -334,65 +335,13 @@ class GlobalKeys:
     def notify(self) -> NotifyKeys:  # store/notify_keys.py
         return NotifyKeys(f"{self.namespace}:{{g}}:")
 
+    @property
+    def calendars(self) -> CalendarKeys:  # store/calendar_keys.py
+        return CalendarKeys(f"{self.namespace}:{{g}}:")
+
     def ready_tokens_of(self, queue: str) -> str:
         """The wake-token LIST of ``queue`` (as stored, '' the default's)."""
         return f"{self.namespace}:{{g}}:ready:{queue}" if queue else self.ready_tokens
-
-
-@dataclass(frozen=True, slots=True)
-class ConcurrencyKeys:
-    """The keys of one concurrency key (core/concurrency.py), tagged ``{ck:<key>}``: one
-    hash slot of their own, apart from every shard's, so the lua/ck_*.lua scripts change a
-    key's state atomically whichever shards its runs are in."""
-
-    namespace: str
-    key: str
-
-    @property
-    def base(self) -> str:
-        return f"{self.namespace}:{{ck:{self.key}}}:"
-
-    @property
-    def holders(self) -> str:
-        """ZSET run_id -> hold deadline (ms): the runs holding the key (executing, or
-        granted and not yet started: :attr:`reserved`)."""
-        return self.base + "h"
-
-    @property
-    def reserved(self) -> str:
-        """SET run_id: holders granted while waiting, put back on their ready stream and
-        not yet claimed."""
-        return self.base + "r"
-
-    @property
-    def waiting(self) -> str:
-        """ZSET run_id -> ms * 1000 + arrival (mod 1000): runs over the limit, in order."""
-        return self.base + "w"
-
-    @property
-    def starts(self) -> str:
-        """ZSET run_id -> ms: starts within the rate limit's interval."""
-        return self.base + "s"
-
-    @property
-    def state(self) -> str:
-        """HASH 'seq' (arrivals), 'jl' (the limit its jobs gave)."""
-        return self.base + "st"
-
-    @property
-    def limits(self) -> str:
-        """HASH 'limit', 'rmax', 'rper' (ms): the key's own limits (a node writes them)."""
-        return self.base + "lim"
-
-    @property
-    def changes(self) -> str:
-        """LIST (capped) of JSON: who set the key's limits, when (lua/ck_set.lua)."""
-        return self.base + "chg"
-
-    def all(self) -> tuple[str, ...]:
-        """The keys every ck script takes, in its KEYS order (not :attr:`limits`, which
-        the scripts read beside :attr:`holders`: a worker may not write it)."""
-        return (self.holders, self.reserved, self.waiting, self.starts, self.state)
 
 
 @lru_cache(maxsize=4096)
