@@ -22,8 +22,8 @@ import re
 import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from datetime import date
+from functools import lru_cache
 from typing import Annotated
 
 import msgspec
