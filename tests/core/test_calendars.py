@@ -4,7 +4,7 @@ read on the schedule's own wall clock."""
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import msgspec
 import pytest
@@ -13,7 +13,9 @@ from shardsched.core.calendars import Calendar, CalendarRule, DateRange, Weekday
 from shardsched.core.catchup import Decision, Skip, on_calendar
 from shardsched.core.errors import ValidationError
 from shardsched.core.instants import to_ms
-from shardsched.core.models import CronSchedule, IntervalSchedule, Timing
+from shardsched.core.models import CronSchedule, IntervalSchedule, SchedulePreviewRequest, Timing
+from shardsched.core.preview import preview
+from shardsched.core.views import SchedulePreview
 
 HOLIDAYS = Calendar(
     dates=[date(2026, 12, 25), date(2026, 12, 26)],
@@ -106,3 +108,53 @@ def test_a_calendar_round_trips_through_json() -> None:
     raw = msgspec.json.encode(HOLIDAYS)
     assert msgspec.json.decode(raw, type=Calendar) == HOLIDAYS
     assert b"weekdays" not in raw  # defaults left out
+
+
+def _preview(**fields) -> SchedulePreview:
+    after = datetime(2026, 12, 21, 12, tzinfo=UTC)  # a Monday
+    body = {"schedule": {"type": "cron", "expression": "0 9 * * *"}, "after": after, **fields}
+    return preview(msgspec.convert(body, SchedulePreviewRequest), 0, BOOK)
+
+
+def test_the_preview_shows_calendars_windows_and_max_fires() -> None:
+    days = lambda p: [f.at.date().isoformat() for f in p.fire_times]  # noqa: E731
+    plain = _preview(count=5)
+    assert days(plain) == ["2026-12-22", "2026-12-23", "2026-12-24", "2026-12-25", "2026-12-26"]
+    business = _preview(count=5, calendars={"exclude": ["holidays", "weekend"]})
+    assert days(business) == ["2026-12-22", "2026-12-23", "2026-12-24", "2026-12-28", "2026-12-29"]
+    assert [(s.wall_time, s.reason) for s in business.suppressed] == [
+        ("2026-12-25T09:00:00", "calendar"),
+        ("2026-12-26T09:00:00", "calendar"),
+        ("2026-12-27T09:00:00", "calendar"),
+    ]
+    assert business.stops is None
+    capped = _preview(count=5, max_fires=2)
+    assert days(capped) == ["2026-12-22", "2026-12-23"] and capped.stops == "max_fires"
+    window = _preview(count=5, starts_at="2026-12-23T00:00:00Z", ends_at="2026-12-25T10:00:00Z")
+    assert days(window) == ["2026-12-23", "2026-12-24", "2026-12-25"]
+    assert window.stops == "window_ended"
+    never = _preview(count=3, calendars={"include": ["nothing"]})
+    assert never.fire_times == [] and never.stops == "calendar"
+    assert len(never.suppressed) == 200  # listed up to a bound
+    once = preview(
+        msgspec.convert(
+            {"schedule": {"type": "once", "at": "2027-01-01T00:00:00Z"}, "count": 3},
+            SchedulePreviewRequest,
+        ),
+        0,
+    )
+    assert len(once.fire_times) == 1 and once.stops == "exhausted"
+
+
+def test_a_window_schedule_previews_when_each_window_closes() -> None:
+    body = {
+        "schedule": {"type": "window", "cron": "0 2 * * *", "duration_s": 14400,
+                     "timezone": "Europe/Berlin"},
+        "after": "2026-12-21T12:00:00Z",
+        "count": 2,
+    }  # fmt: skip
+    got = preview(msgspec.convert(body, SchedulePreviewRequest), 0)
+    assert [(f.local.hour, f.window_closes - f.at) for f in got.fire_times] == [
+        (2, timedelta(hours=4)),
+        (2, timedelta(hours=4)),
+    ]

@@ -89,6 +89,7 @@ async def test_preview_over_http_and_sdk(http, redis_server, dep) -> None:
         "local": "2026-03-29T03:30:00+02:00",
         "dst": "dst_shifted",
         "planned": None,  # no spread
+        "window_closes": None,  # not a window schedule
     }
     skip = {**body, "schedule": {**body["schedule"], "dst": {"gap": "skip"}}}
     reply = await http.post("/api/v1/schedules/preview", json=skip)

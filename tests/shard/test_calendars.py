@@ -130,6 +130,11 @@ async def test_bad_calendars_and_names_are_refused(node, http) -> None:
     hostile = await http.post("/api/v1/jobs", json={**spec, "calendars": {"include": ["a\u0000b"]}})
     assert hostile.status_code == 422, hostile.text
     assert (await http.get("/api/v1/jobs")).json()["jobs"] == []
+    unknown = await http.post(
+        "/api/v1/schedules/preview",
+        json={"schedule": {"type": "interval", "every_s": 1}, "calendars": {"include": ["x"]}},
+    )
+    assert unknown.status_code == 422 and "no such calendar: x" in unknown.text
     assert (await http.get("/api/v1/calendars/none")).status_code == 404
     assert (await http.delete("/api/v1/calendars/none")).status_code == 404
 
@@ -154,6 +159,19 @@ async def test_the_cli_manages_calendars_and_jobs_name_them(node, http) -> None:
     )  # fmt: skip
     assert job.returncode == 0, job.stderr
     job_id = json.loads(job.stdout)["job_id"]
+    preview = await http.post(
+        "/api/v1/schedules/preview",
+        json={
+            "schedule": {"type": "cron", "expression": "0 9 * * *"},
+            "after": "2026-12-24T12:00:00Z",
+            "count": 2,
+            "calendars": {"exclude": ["holidays"]},
+        },
+    )
+    assert preview.status_code == 200, preview.text
+    seen = preview.json()
+    assert [f["at"][:10] for f in seen["fire_times"]] == ["2026-12-26", "2026-12-28"]
+    assert [s["reason"] for s in seen["suppressed"]] == ["calendar", "calendar"]
     shown = await cli(http, "jobs", "get", job_id, *api)
     assert "calendars" in shown.stdout and "-holidays" in shown.stdout
     unknown = await cli(

@@ -367,6 +367,11 @@ class SchedulePreviewRequest(msgspec.Struct, forbid_unknown_fields=True):
     #: whose ``H`` fields and spread offset to show (a job's id; default: as for id "")
     job_id: Annotated[str, msgspec.Meta(max_length=200)] = ""
     spread_s: SpreadSeconds = 0.0  #: show each tick's planned time with this spread
+    #: a job's limits, shown in effect: no tick before/after, at most N, on allowed days
+    starts_at: AwareDatetime | None = None
+    ends_at: AwareDatetime | None = None
+    max_fires: MaxFires | None = None
+    calendars: CalendarRule | None = None
 
 
 class ExecSpec(msgspec.Struct):

@@ -347,15 +347,20 @@ class FireTime(msgspec.Struct):
     local: datetime  #: the same instant on the schedule's wall clock (with its offset)
     dst: str | None = None  #: "dst_shifted" (moved past a gap) | "dst_repeated" (2nd of 2)
     planned: datetime | None = None  #: with a spread: when the tick runs (UTC)
+    window_closes: datetime | None = None  #: a window schedule's: its run starts by then
 
 
 class SuppressedTime(msgspec.Struct):
     wall_time: str  #: the matching wall-clock time that does not fire
     #: "dst_gap" (does not exist) | "dst_repeat_skipped" (its second occurrence) |
-    #: "dst_first_skipped" (its first occurrence, under `repeat: second`)
+    #: "dst_first_skipped" (its first occurrence, under `repeat: second`) | "calendar"
+    #: (a day its calendars do not allow: skipped, recorded, when it comes)
     reason: str
 
 
 class SchedulePreview(msgspec.Struct):
     fire_times: list[FireTime]
     suppressed: list[SuppressedTime]
+    #: why fewer than ``count`` came: "window_ended" (past ``ends_at``), "max_fires",
+    #: "exhausted" (the schedule fires no more), "calendar" (no allowed day in reach)
+    stops: str | None = None

@@ -32,7 +32,7 @@ from shardsched.core.views import Dag, Job, JobCreated, JobList
 from shardsched.ops import access, audit, changes, dag_runs, declare, listing, names
 from shardsched.ops import dags as dag_ops
 from shardsched.ops.job_reads import list_filter
-from shardsched.ops.preview import preview_schedule
+from shardsched.ops.preview import preview_with_calendars
 from shardsched.ops.recent import recent_runs
 from shardsched.router import docs, http
 from shardsched.router.admin import AdminHandlers
@@ -311,7 +311,7 @@ class Api(AdminHandlers, StreamHandlers, ControlHandlers, NotifyHandlers, TimeHa
 
     async def preview(self, request: Request) -> Response:
         body = await http.decode(request, _preview_decoder)
-        return http.json_response(await self._run(preview_schedule(body)))
+        return http.json_response(await self._run(preview_with_calendars(self.dep, body)))
 
     async def dead_letter(self, request: Request) -> Response:
         q: DeadLetterQuery = http.query(request, DeadLetterQuery)

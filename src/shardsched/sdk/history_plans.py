@@ -10,6 +10,7 @@ from datetime import datetime
 
 from shardsched import ops
 from shardsched.core.backfill import BackfillRequest, Gap, ResumeRequest
+from shardsched.core.calendars import CalendarRule
 from shardsched.core.errors import ValidationError
 from shardsched.core.instants import to_ms
 from shardsched.core.models import OnResume, Schedule, SchedulePreviewRequest
@@ -18,7 +19,7 @@ from shardsched.core.time_views import BackfillResult, JobStats, ResumeResult
 from shardsched.core.views import ChangeList, JobVersions, SchedulePreview
 from shardsched.ops import changes
 from shardsched.ops.job_stats import job_stats as job_stats_op
-from shardsched.ops.preview import preview_schedule
+from shardsched.ops.preview import preview_with_calendars
 from shardsched.ops.resume import resume_job as resume_op
 from shardsched.sdk.plans import Handle, Plan
 
@@ -91,13 +92,28 @@ def next_fire_times(
     after: datetime | None = None,
     job_id: str = "",
     spread_s: float = 0.0,
+    *,
+    starts_at: datetime | None = None,
+    ends_at: datetime | None = None,
+    max_fires: int | None = None,
+    calendars: CalendarRule | None = None,
 ) -> Plan[SchedulePreview]:
     """The schedule's next fire times (UTC and its wall clock), DST moves flagged; its
-    ``H`` fields and its ticks' planned times as for ``job_id`` with ``spread_s``."""
+    ``H`` fields and its ticks' planned times as for ``job_id`` with ``spread_s``; a
+    job's window, ``max_fires`` and named calendars in effect (``stops`` says why the
+    list ends short, ``suppressed`` each tick a calendar skips)."""
     request = SchedulePreviewRequest(
-        schedule=schedule, count=count, after=after, job_id=job_id, spread_s=spread_s
+        schedule=schedule,
+        count=count,
+        after=after,
+        job_id=job_id,
+        spread_s=spread_s,
+        starts_at=starts_at,
+        ends_at=ends_at,
+        max_fires=max_fires,
+        calendars=calendars,
     )
-    return Plan(preview_schedule(request))
+    return Plan(preview_with_calendars(c.deployment, request))
 
 
 def resume_job(
