@@ -212,3 +212,42 @@ async def test_the_console_end_to_end_in_a_browser(
     assert seen["viewer_buttons"] == []
     assert seen["narrow_overflow"] <= 0
     assert "retried as breaks" not in seen["retried"] and "retried as job_" in seen["retried"]
+
+
+def _schedule_texts(base: str, admin: str, job_ids: list[str]) -> list[str]:
+    with headless_chromium() as d:
+        _login(d, base, admin)
+        out = []
+        for job_id in job_ids:
+            d.get(base + f"/ui/#/jobs/{job_id}")
+            _text(d, "#main", job_id)
+            _text(d, "#main", "Next 10 fire times")
+            out.append(d.find_element(By.ID, "main").text)
+        return out
+
+
+@pytest.mark.slow  # a browser of its own
+async def test_the_console_shows_window_and_multi_schedules(node, http) -> None:
+    """The schedule kinds #33 added read as text on the job page, not as raw JSON."""
+    window = {"type": "window", "cron": "0 2 * * *", "duration_s": 14400,
+              "timezone": "Europe/Berlin"}  # fmt: skip
+    multi = {
+        "type": "multi",
+        "schedules": [
+            {"type": "cron", "expression": "0 9 * * 1-5"},
+            {"type": "cron", "expression": "0 11 * * 6,0", "timezone": "Europe/Berlin"},
+        ],
+    }
+    ids = []
+    for name, schedule in (("win", window), ("multi", multi)):
+        made = await http.post(
+            "/api/v1/jobs", json={"name": name, "command": "true", "schedule": schedule}
+        )
+        assert made.status_code == 201, made.text
+        ids.append(made.json()["job_id"])
+    admin = http.headers["authorization"].removeprefix("Bearer ")
+    base = str(http.base_url).rstrip("/")
+    win_page, multi_page = await trio.to_thread.run_sync(_schedule_texts, base, admin, ids)
+    assert "0 2 * * * + 14400s (Europe/Berlin)" in win_page, win_page
+    assert "any of: 0 9 * * 1-5; 0 11 * * 6,0 (Europe/Berlin)" in multi_page, multi_page
+    assert '"type"' not in win_page + multi_page

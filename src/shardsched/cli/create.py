@@ -60,9 +60,13 @@ def body_of(args: argparse.Namespace) -> dict[str, Any]:
     schedule: dict[str, Any]
     dst = {k: v for k, v in (("gap", args.dst_gap), ("repeat", args.dst_repeat)) if v}
     if args.cron is not None:
-        schedule = {"type": "cron", "expression": args.cron, "timezone": args.cron_tz or "UTC"}
-        if dst:
-            schedule["dst"] = dst
+        crons = [
+            {"type": "cron", "expression": expr, "timezone": args.cron_tz or "UTC"}
+            for expr in args.cron
+        ]
+        for cron in crons if dst else []:
+            cron["dst"] = dst
+        schedule = crons[0] if len(crons) == 1 else {"type": "multi", "schedules": crons}
     elif args.cron_tz is not None or dst:
         raise CliError(
             "--timezone and --dst-* go with --cron (an --every or --at schedule has no wall clock)"
@@ -135,8 +139,10 @@ def add_create_parser(jsub: argparse._SubParsersAction, common: argparse.Argumen
     )
     when = p.add_argument_group("schedule (exactly one)")
     when.add_argument(
-        "--cron", metavar="EXPR", help="a 5-field cron expression, or @hourly, @daily, @weekly…"
-    )
+        "--cron", metavar="EXPR", action="append",
+        help="a 5-field cron expression, or @hourly, @daily, @weekly… (again: it fires at"
+        " every tick of any of them)",
+    )  # fmt: skip
     when.add_argument(
         "--timezone", "--tz", dest="cron_tz", metavar="ZONE",
         help="the cron's time zone (default UTC); `shardsched --tz ZONE` before the command"

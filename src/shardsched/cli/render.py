@@ -74,6 +74,8 @@ def schedule_text(s: dict, words: bool = False) -> str:
         return f"{text} ({described})" if described else text
     if s["type"] == "interval":
         return f"every {duration_text(s['every_s'])}"
+    if s["type"] == "multi":
+        return "any of: " + "; ".join(schedule_text(one, words) for one in s["schedules"])
     if s["type"] == "window":
         zone = s.get("timezone", "UTC")
         return f"once per window: cron {s['cron']} {zone} for {duration_text(s['duration_s'])}"

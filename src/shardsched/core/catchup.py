@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from shardsched.core.calendars import CALENDAR_SKIP, Calendar, tick_allowed
 from shardsched.core.models import (
     Catchup,
-    CronSchedule,
     IntervalSchedule,
     Timing,
     WindowSchedule,
+    schedule_zone,
 )
 
 #: Cron ticks walked exactly when counting a skipped stretch; beyond, estimated.
@@ -194,5 +194,4 @@ def on_calendar(decision: Decision, timing: Timing, book: Mapping[str, Calendar]
 def zone_of(timing: Timing) -> str:
     """The time zone whose dates a calendar is read in: the schedule's wall clock, UTC
     for an interval or a one-off."""
-    schedule = timing.schedule
-    return schedule.timezone if isinstance(schedule, CronSchedule | WindowSchedule) else "UTC"
+    return schedule_zone(timing.schedule)

@@ -13,17 +13,24 @@ from __future__ import annotations
 
 import enum
 import re
-from datetime import datetime
 from typing import Annotated, TypeVar
 
 import msgspec
 
 from shardsched.core.calendars import CalendarRule
 from shardsched.core.concurrency import KeyTemplate, Limit
-from shardsched.core.dst_policy import DstPolicy
 from shardsched.core.env_names import EnvMap
 from shardsched.core.params import Args
 from shardsched.core.queues import DEFAULT_QUEUE, Priority, QueueName
+from shardsched.core.schedule_kinds import AwareDatetime as AwareDatetime
+from shardsched.core.schedule_kinds import CronSchedule as CronSchedule
+from shardsched.core.schedule_kinds import IntervalSchedule as IntervalSchedule
+from shardsched.core.schedule_kinds import MultiSchedule as MultiSchedule
+from shardsched.core.schedule_kinds import OnceSchedule as OnceSchedule
+from shardsched.core.schedule_kinds import Schedule as Schedule
+from shardsched.core.schedule_kinds import WindowSchedule as WindowSchedule
+from shardsched.core.schedule_kinds import cron_specs as cron_specs
+from shardsched.core.schedule_kinds import schedule_zone as schedule_zone
 
 _T = TypeVar("_T")
 #: No control characters (C0, DEL, C1) and no invisible format characters (zero-width,
@@ -45,7 +52,6 @@ DEFAULT_MAX_CATCHUP = 1000
 #: A job's spread: its ticks run at a stable offset in [0, spread_s) (core/jitter.py).
 SpreadSeconds = Annotated[float, msgspec.Meta(ge=0, le=86400)]
 MaxFires = Annotated[int, msgspec.Meta(ge=1, le=1_000_000_000)]
-AwareDatetime = Annotated[datetime, msgspec.Meta(tz=True)]
 #: Labels: what an operator tags a job or DAG with (a team, a service, the apply set that
 #: manages it: ``shardsched apply --prune`` removes only its own set's).
 LabelKey = Annotated[
@@ -55,46 +61,6 @@ LabelMap = Annotated[
     dict[LabelKey, Annotated[str, msgspec.Meta(max_length=200, pattern=_PRINTABLE)]],
     msgspec.Meta(max_length=32),
 ]
-
-
-class CronSchedule(msgspec.Struct, tag="cron", tag_field="type", forbid_unknown_fields=True):
-    """A 5-field cron expression evaluated on the wall clock of ``timezone``; ``dst`` says
-    what it does when that clock jumps (default: Vixie cron's rule, :class:`DstPolicy`)."""
-
-    expression: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
-    timezone: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] = "UTC"
-    dst: DstPolicy | msgspec.UnsetType = msgspec.UNSET  #: left out: not encoded, Vixie's rule
-
-
-class IntervalSchedule(
-    msgspec.Struct, tag="interval", tag_field="type", forbid_unknown_fields=True
-):
-    """Every ``every_s`` seconds (at least 0.1), counted from the job's creation (or
-    ``start_at``)."""
-
-    every_s: Annotated[float, msgspec.Meta(ge=0.1, le=366 * 86400)]
-    start_at: AwareDatetime | None = None
-
-
-class OnceSchedule(msgspec.Struct, tag="once", tag_field="type", forbid_unknown_fields=True):
-    """A single firing at ``at`` (RFC 3339 with an offset); a past ``at`` fires at once."""
-
-    at: AwareDatetime
-
-
-class WindowSchedule(msgspec.Struct, tag="window", tag_field="type", forbid_unknown_fields=True):
-    """Run once per window: a window opens at each tick of ``cron`` (on the wall clock of
-    ``timezone``) and lasts ``duration_s``. Its one run starts as early as a worker is
-    free; a tick found late (every node down a while) still fires while its window is
-    open; a run not started when its window closes is skipped (``start_deadline``), and a
-    window that closed before its tick was even seen is skipped ``window_closed``."""
-
-    cron: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
-    duration_s: Annotated[float, msgspec.Meta(ge=1, le=366 * 86400)]
-    timezone: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] = "UTC"
-
-
-Schedule = CronSchedule | IntervalSchedule | OnceSchedule | WindowSchedule
 
 
 class Backoff(enum.StrEnum):

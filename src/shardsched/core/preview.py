@@ -13,11 +13,12 @@ from shardsched.core.dst import dst_decisions, zone_info
 from shardsched.core.instants import from_ms, to_ms
 from shardsched.core.jitter import offset_ms
 from shardsched.core.models import (
-    CronSchedule,
     IntervalSchedule,
     Schedule,
     SchedulePreviewRequest,
     WindowSchedule,
+    cron_specs,
+    schedule_zone,
 )
 from shardsched.core.schedule import first_fire_ms, parse_cron
 from shardsched.core.ticks import walk
@@ -84,17 +85,18 @@ def preview(
     schedule = resolved(request.schedule, request.job_id)
     off = offset_ms(request.job_id, request.spread_s)
     after_ms = now_ms if request.after is None else to_ms(request.after)
-    zone = schedule.timezone if isinstance(schedule, CronSchedule | WindowSchedule) else "UTC"
+    zone = schedule_zone(schedule)
     times, by_calendar, stops = _ticks(request, schedule, after_ms, book or {}, zone)
     tz = zone_info(zone) if zone != "UTC" else UTC
     notes: dict[datetime, str] = {}
     suppressed: list[SuppressedTime] = []
-    if isinstance(schedule, CronSchedule) and times:
-        fields = parse_cron(schedule.expression)
-        notes, skipped = dst_decisions(
-            fields, schedule.timezone, schedule.dst, from_ms(after_ms), from_ms(times[-1])
+    for spec in cron_specs(schedule) if times else []:
+        fields = parse_cron(spec.expression)
+        more, skipped = dst_decisions(
+            fields, spec.timezone, spec.dst, from_ms(after_ms), from_ms(times[-1])
         )
-        suppressed = [SuppressedTime(wall_time=w.isoformat(), reason=r) for _, w, r in skipped]
+        notes.update(more)
+        suppressed += [SuppressedTime(wall_time=w.isoformat(), reason=r) for _, w, r in skipped]
     suppressed += [
         SuppressedTime(
             wall_time=from_ms(t).astimezone(tz).replace(tzinfo=None).isoformat(),

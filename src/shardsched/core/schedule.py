@@ -41,6 +41,7 @@ from shardsched.core.jitter import offset_ms
 from shardsched.core.models import (
     CronSchedule,
     IntervalSchedule,
+    MultiSchedule,
     OnceSchedule,
     Schedule,
     Timing,
@@ -205,7 +206,8 @@ class FirstFires:
             self._same[raw] = (first,)
             return first
         windowed = timing.starts_ms is not None or timing.ends_ms is not None
-        if not isinstance(timing.schedule, CronSchedule | WindowSchedule) or windowed:
+        cron_like = CronSchedule | WindowSchedule | MultiSchedule
+        if not isinstance(timing.schedule, cron_like) or windowed:
             return first_planned_ms(timing, member_id, self.now_ms)  # arithmetic, or rare
         ticks = self._ticks.get(raw)
         if ticks is None:  # every tick from now - spread on, and the first after now
@@ -230,8 +232,24 @@ def next_fire_ms(schedule: Schedule, prev_ms: int) -> int | None:
         return None
 
 
+def _earliest(schedule: MultiSchedule, after_ms: int) -> int:
+    """The first tick after ``after_ms`` of any of its specs; OverflowError when none has
+    one before year 9999."""
+    ticks = []
+    for spec in schedule.schedules:
+        try:
+            ticks.append(cron_next_ms(spec.expression, spec.timezone, after_ms, spec.dst))
+        except OverflowError:
+            continue
+    if not ticks:
+        raise OverflowError("no spec of the schedule fires again")
+    return min(ticks)
+
+
 def _first_fire_ms(schedule: Schedule, now_ms: int) -> int | None:
     match schedule:
+        case MultiSchedule():
+            return _earliest(schedule, now_ms)
         case CronSchedule(expression=expr, timezone=tz, dst=dst):
             return cron_next_ms(expr, tz, now_ms, dst)
         case WindowSchedule(cron=expr, timezone=tz):  # a window opens at each cron tick
@@ -253,6 +271,8 @@ def _first_fire_ms(schedule: Schedule, now_ms: int) -> int | None:
 
 def _next_fire_ms(schedule: Schedule, prev_ms: int) -> int | None:
     match schedule:
+        case MultiSchedule():
+            return _earliest(schedule, prev_ms)
         case CronSchedule(expression=expr, timezone=tz, dst=dst):
             return cron_next_ms(expr, tz, prev_ms, dst)
         case WindowSchedule(cron=expr, timezone=tz):

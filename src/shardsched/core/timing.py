@@ -8,7 +8,14 @@ import msgspec
 
 from shardsched.core.instants import to_ms
 from shardsched.core.jitter import has_h, resolve_h
-from shardsched.core.models import CronSchedule, JobSpec, Schedule, Timing, WindowSchedule
+from shardsched.core.models import (
+    CronSchedule,
+    JobSpec,
+    MultiSchedule,
+    Schedule,
+    Timing,
+    WindowSchedule,
+)
 
 
 def timing_of(spec: JobSpec, job_id: str) -> Timing:
@@ -42,11 +49,16 @@ def _ms(seconds: float | None) -> int | None:
 
 def per_job(schedule: Schedule) -> bool:
     """Whether the schedule stands for something else per job (a cron with ``H``)."""
+    if isinstance(schedule, MultiSchedule):
+        return any(per_job(spec) for spec in schedule.schedules)
     return isinstance(schedule, CronSchedule) and has_h(schedule.expression)
 
 
 def resolved(schedule: Schedule, member_id: str) -> Schedule:
     """The schedule with the ``H`` fields of its cron (if any) resolved for one job."""
+    if isinstance(schedule, MultiSchedule) and per_job(schedule):
+        specs = [resolved(spec, member_id) for spec in schedule.schedules]
+        return MultiSchedule(schedules=[s for s in specs if isinstance(s, CronSchedule)])
     if isinstance(schedule, CronSchedule) and per_job(schedule):
         expression = resolve_h(schedule.expression, member_id)
         return msgspec.structs.replace(schedule, expression=expression)

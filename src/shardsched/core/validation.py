@@ -12,7 +12,14 @@ import msgspec
 from shardsched.core.concurrency import resolve_key
 from shardsched.core.errors import ValidationError
 from shardsched.core.jitter import has_h, resolve_h
-from shardsched.core.models import TASK_NAME, CronSchedule, JobSpec, Schedule, WindowSchedule
+from shardsched.core.models import (
+    TASK_NAME,
+    CronSchedule,
+    JobSpec,
+    MultiSchedule,
+    Schedule,
+    WindowSchedule,
+)
 from shardsched.core.params import validate_args
 from shardsched.core.schedule import parse_cron
 
@@ -37,6 +44,10 @@ def validate_schedule(schedule: Schedule, path: str = "$.schedule") -> None:
     """
     if isinstance(schedule, WindowSchedule):
         validate_schedule(CronSchedule(expression=schedule.cron, timezone=schedule.timezone))
+        return
+    if isinstance(schedule, MultiSchedule):
+        for i, spec in enumerate(schedule.schedules):
+            validate_schedule(spec, f"{path}.schedules[{i}]")
         return
     if isinstance(schedule, CronSchedule):
         try:  # an H stands for one value per job: any job's is valid alike

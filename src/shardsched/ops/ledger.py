@@ -22,7 +22,7 @@ from shardsched.core.dst import suppressed_between
 from shardsched.core.errors import JobNotFound
 from shardsched.core.instants import from_ms, to_ms
 from shardsched.core.jitter import offset_ms
-from shardsched.core.models import CronSchedule, IntervalSchedule, Timing
+from shardsched.core.models import IntervalSchedule, Timing, cron_specs
 from shardsched.core.schedule import parse_cron
 from shardsched.core.ticks import ticks_in
 from shardsched.ops.cold import archive_url, cold_history
@@ -291,13 +291,14 @@ def dst_skipped(segment: Segment, lo: int, hi: int) -> list[tuple[int, str]]:
     they stand on the real clock, and why: core/dst.py): skipped ticks, by decision."""
     schedule = segment.timing.schedule
     lo, hi = max(lo, segment.first), _bound(segment, hi)
-    if not isinstance(schedule, CronSchedule) or hi < lo:
+    if hi < lo:
         return []
-    fields = parse_cron(schedule.expression)
-    found = suppressed_between(
-        fields, schedule.timezone, schedule.dst, from_ms(lo - 1), from_ms(hi)
-    )
-    return [(to_ms(s.instant), s.reason) for s in found]
+    out = []
+    for spec in cron_specs(schedule):
+        fields = parse_cron(spec.expression)
+        found = suppressed_between(fields, spec.timezone, spec.dst, from_ms(lo - 1), from_ms(hi))
+        out += [(to_ms(s.instant), s.reason) for s in found]
+    return out
 
 
 def account(

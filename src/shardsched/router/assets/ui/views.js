@@ -131,6 +131,7 @@ function scheduleText(s) {
   if (s.type === "cron") return h("code", {}, s.expression + (s.timezone && s.timezone !== "UTC" ? ` (${s.timezone})` : ""));
   if (s.type === "interval") return `every ${s.every_s}s`;
   if (s.type === "once") return `once at ${when(s.at)}`;
+  if (s.type === "multi") return h("span", {}, "any of: ", ...s.schedules.map((one, i) => h("span", {}, i ? "; " : "", scheduleText(one))));
   if (s.type === "window") return h("code", {}, `${s.cron} + ${s.duration_s}s` + (s.timezone && s.timezone !== "UTC" ? ` (${s.timezone})` : ""));
   return JSON.stringify(s);
 }
