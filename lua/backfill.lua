@@ -15,10 +15,13 @@
   ARGV[5] the window asked for, for the log
   ARGV[6] the band of the runs' priority ('^l' low, '' normal, '^h' high; core/queues.py):
           kept on the job as 'bfb' for the ticks released later
-  ARGV[7..] ticks (ms)
+  ARGV[7] pace: ms between two releases (0: as places free). Paced, one is released now
+          and the job joins the shard's bfpace ZSET (job -> when its next is due), which
+          the owner's pacer (release_paced.lua) works through
+  ARGV[8..] ticks (ms)
 
-  Keys built from the shard key base (each in KEYS' hash slot): acts:<id>, bfq:<id>, cnt:<id>,
-    job:<id>, run:<id>, runs:<id>.
+  Keys built from the shard key base (each in KEYS' hash slot): acts:<id>, bfpace,
+    bfq:<id>, cnt:<id>, job:<id>, run:<id>, runs:<id>.
 
   Returns {1, queued, already, released, queues}: ticks newly queued, ticks that had a run
   or were queued already, runs started now, the queues they went to (lib/queues.lua); {-1} no such job; {-2} the job is deleted.
@@ -48,7 +51,7 @@ end
 local now = server_now_ms()
 local queue_key = base .. 'bfq:' .. job
 local queued, already = 0, 0
-for i = 7, #ARGV do
+for i = 8, #ARGV do
   local tick = ARGV[i]
   if rcall('EXISTS', base .. 'run:' .. job .. ':' .. tick .. ':1') == 1
       or rcall('ZSCORE', queue_key, tick) then
@@ -58,7 +61,8 @@ for i = 7, #ARGV do
     queued = queued + 1
   end
 end
-rcall('HSET', job_key, 'bfm', ARGV[3], 'bfb', ARGV[6])
+local pace = tonumber(ARGV[7])
+rcall('HSET', job_key, 'bfm', ARGV[3], 'bfb', ARGV[6], 'bfp', pace)
 -- the stream its runs go to joins the shard's set of queues (reclaim and the wake-up check
 -- look at it; the worker's completion that releases the next tick may not write the set)
 local stream = string.gsub(rcall('HGET', job_key, 'q') or '', '%^.*$', '') .. ARGV[6]
@@ -67,5 +71,13 @@ if stream ~= '' then
 end
 log_change(base .. 'acts:' .. job, 'backfill', ARGV[4], '',
   ARGV[5] .. ': ' .. queued .. ' ticks queued, ' .. already .. ' had runs')
-local released = backfill_release(base, ready_key, job, now)
+local released
+if pace > 0 then
+  released = backfill_release(base, ready_key, job, now, 1)
+  if rcall('ZCARD', queue_key) > 0 and not rcall('ZSCORE', base .. 'bfpace', job) then
+    rcall('ZADD', base .. 'bfpace', now + pace, job)
+  end
+else
+  released = backfill_release(base, ready_key, job, now)
+end
 return {1, queued, already, released, woken_queues()}

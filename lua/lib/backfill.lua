@@ -3,14 +3,22 @@
 -- backfill run ('bf' on its record) that ends its tick frees a place for the next. It goes
 -- to its job's queue in the band the backfill asked for ('bfb' on the job, low when
 -- unset: a backfill never delays scheduled runs; lib/queues.lua).
+-- A paced backfill ('bfp' on the job: ms between releases) is released only by the
+-- owner's pacer (release_paced.lua, from the shard's bfpace ZSET) and by backfill.lua,
+-- at most `cap` at a time: a run that ends frees a place, not a release.
 -- Callers define rcall and include events, counters and queues.
-local function backfill_release(base, ready, job, now)
+local function backfill_release(base, ready, job, now, cap)
   local job_key = base .. 'job:' .. job
-  local limit = tonumber(rcall('HGET', job_key, 'bfm') or '0')
+  local info = rcall('HMGET', job_key, 'bfm', 'bfp')
+  local limit = tonumber(info[1] or '0')
+  if cap == nil and tonumber(info[2] or '0') > 0 then
+    return 0  -- paced: the pacer releases its ticks
+  end
+  cap = cap or limit
   local active = counter(base, job, 'bfa')
   local released = 0
   local q = nil  -- the job's queue (lib/queues.lua), read once there is a tick to release
-  while active < limit do
+  while active < limit and released < cap do
     local head = rcall('ZPOPMIN', base .. 'bfq:' .. job)
     if #head == 0 then
       break

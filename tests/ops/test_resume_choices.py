@@ -72,3 +72,41 @@ async def test_a_jobs_on_resume_is_its_default(node, worker, http) -> None:
     assert done["catchup"] == "latest" and len(done["owed"]) == 1
     bad = await http.post(f"/api/v1/jobs/{job_id}/resume", json={"catchup": "some"})
     assert bad.status_code == 422 and bad.json()["error"]["details"]["field"] == "$.catchup"
+
+
+async def test_a_paced_resume_starts_at_most_n_a_minute(node, worker, http) -> None:
+    """``paced``: the ticks a pause went over run as ``all`` would, but released by the
+    owner's pacer at most ``per_minute`` a minute (300: one per 200 ms), however many
+    places ``max_concurrent`` gives; the jobs' own ticks go on beside them."""
+    job_id = await _paused_job(http, schedule={"type": "interval", "every_s": 0.25})
+    await trio.sleep(3)
+    url = f"/api/v1/jobs/{job_id}/resume"
+    body = {"catchup": "paced", "per_minute": 300, "max_concurrent": 50}
+    plan = (await http.post(url, json={**body, "dry_run": True})).json()
+    assert plan["catchup"] == "paced" and len(plan["owed"]) >= 10, plan
+    done = (await http.post(url, json=body)).json()
+    assert done["queued"] == len(done["owed"]) and done["job"]["status"] == "active"
+    owed = {f"{job_id}:{_ms(t)}:1" for t in done["owed"]}
+
+    async def all_ran() -> list[dict] | None:
+        runs = (await http.get(f"/api/v1/jobs/{job_id}/runs", params={"limit": 500})).json()
+        mine = [r for r in runs["runs"] if r["run_id"] in owed]
+        return (
+            mine
+            if len(mine) == len(owed) and all(r["state"] == "succeeded" for r in mine)
+            else None
+        )
+
+    ran = await wait_until(all_ran, timeout=30)
+    made = sorted(_ms(r["created_at"]) for r in ran)
+    print("paced releases (ms after the first):", [m - made[0] for m in made])
+    # one at once, then a second's worth (5) each pacer round: never all at once
+    assert made[-1] - made[0] >= (len(made) - 6) * 200 - 300, made
+    for i, first in enumerate(made):
+        in_a_second = [m for m in made[i:] if m < first + 1000]
+        assert len(in_a_second) <= 7, made
+    await http.patch(f"/api/v1/jobs/{job_id}", json={"status": "paused"})
+    audit = (await http.get("/api/v1/audit")).json()
+    assert audit["missing"] == 0 and audit["duplicated"] == 0, audit
+    bad = await http.post(url, json={"catchup": "paced", "per_minute": 0})
+    assert bad.status_code == 422

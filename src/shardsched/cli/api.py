@@ -153,6 +153,8 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
         body = {"dry_run": True} if args.dry_run else {}
         if args.catchup:
             body["catchup"] = args.catchup
+        if args.per_minute:
+            body["per_minute"] = args.per_minute
         return request(api, "POST", path + "/resume", body), time_text.resume_text
     if cmd == "changes":
         return request(api, "GET", path + "/changes" + page_query(page_args(args))), changes_table
@@ -176,7 +178,8 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
                 for v in o["versions"]
             ],
         )
-    body = {k: vars(args)[k] for k in ("since", "until", "max_concurrent", "priority")}
+    keys = ("since", "until", "max_concurrent", "priority", "per_minute")
+    body = {k: vars(args)[k] for k in keys if vars(args)[k] is not None}
     if args.only:
         body["only"] = [g.strip() for g in args.only.split(",") if g.strip()]
     if args.dry_run:
@@ -286,9 +289,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     resume.add_argument("job_id")
     resume.add_argument(
-        "--catchup", choices=["skip", "latest", "all"],
-        help="the ticks its pause went over: none, the latest, or all (default: its on_resume)",
+        "--catchup", choices=["skip", "latest", "all", "paced"],
+        help="the ticks its pause went over: none, the latest, all, or all at most"
+        " --per-minute a minute (default: its on_resume)",
     )  # fmt: skip
+    resume.add_argument("--per-minute", type=int, metavar="N", help="paced: N a minute (60)")
     resume.add_argument("--dry-run", action="store_true", help="list what would run")
     stats = jsub.add_parser(
         "stats", parents=[common], help="its ticks counted: fired, late, skipped, missed"
@@ -319,6 +324,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                           metavar="WHEN", help="RFC 3339, or 1h (ago)")  # fmt: skip
     backfill.add_argument("--max-concurrent", type=int, default=1)
     backfill.add_argument("--priority", choices=["high", "normal", "low"], default="low")
+    backfill.add_argument(
+        "--per-minute", type=int, metavar="N", help="paced: at most N of its runs start a minute"
+    )
     backfill.add_argument(
         "--only", metavar="GAPS",
         help="only the ticks the ledger shows missing, skipped or failed (comma-separated;"

@@ -26,6 +26,17 @@ class Gap(enum.StrEnum):
 NO_RUN = (Gap.MISSING, Gap.SKIPPED)
 
 
+#: A pace: runs started a minute at most (1 a minute to 100 a second).
+PerMinute = Annotated[int, msgspec.Meta(ge=1, le=6000)]
+#: What a ``paced`` resume starts a minute unless the call says.
+DEFAULT_PER_MINUTE = 60
+
+
+def pace_ms(per_minute: int | None) -> int:
+    """The ms between two paced releases (0: not paced)."""
+    return 0 if per_minute is None else max(1, round(60_000 / per_minute))
+
+
 class BackfillRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     """The body of ``POST /api/v1/jobs/{id}/backfill``: run every nominal tick in
     [since, until] that has no run yet, at most ``max_concurrent`` at a time.
@@ -44,6 +55,9 @@ class BackfillRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=
     #: a DST decision (``dst_*``) is never a gap: it is the schedule's own
     only: Annotated[list[Gap], msgspec.Meta(min_length=1, max_length=3)] | None = None
     dry_run: bool = False  #: list what would run, write nothing
+    #: paced: at most this many of its runs started a minute (the owner's pacer releases
+    #: them), beside ``max_concurrent``; unset: each as a place frees
+    per_minute: PerMinute | None = None
 
     def __post_init__(self) -> None:
         for new, old in (("since", "start"), ("until", "end")):
@@ -76,8 +90,11 @@ class BackfillRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=
 class ResumeRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     """The body of ``POST /api/v1/jobs/{id}/resume``: resume a paused job, and run the
     ticks its pause went over as ``catchup`` says (default: the job's ``on_resume``), at
-    most ``max_concurrent`` at a time; ``dry_run`` lists them and changes nothing."""
+    most ``max_concurrent`` at a time (``paced``: and ``per_minute`` a minute); ``dry_run``
+    lists them and changes nothing."""
 
     catchup: OnResume | None = None
     dry_run: bool = False
     max_concurrent: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 1
+    #: with ``paced``: at most this many a minute (default DEFAULT_PER_MINUTE)
+    per_minute: PerMinute | None = None

@@ -92,6 +92,8 @@ class OnResume(enum.StrEnum):
     SKIP = "skip"  #: none of them: fire from now on (the default)
     LATEST = "latest"  #: the latest of them, now
     ALL = "all"  #: all of them (the newest max_catchup), paced as a backfill
+    #: all of them as ``all``, at most N a minute (the resume call's ``per_minute``)
+    PACED = "paced"
 
 
 class Overlap(enum.StrEnum):

@@ -8,7 +8,7 @@ from itertools import islice
 import msgspec
 
 from shardsched.core.access import SDK_ACTOR
-from shardsched.core.backfill import BackfillRequest
+from shardsched.core.backfill import BackfillRequest, pace_ms
 from shardsched.core.errors import (
     DagTaskJob,
     JobDeleted,
@@ -149,7 +149,8 @@ def backfill(dep: Deployment, job_id: str, request: BackfillRequest, actor: str 
         owed = [tick for tick in ticks if tick not in archived]
     window = f"{request.first.isoformat()}..{request.last.isoformat()}"
     band = BAND[request.priority]
-    call = lua.backfill(sk, job_id, request.max_concurrent, owed, actor, window, band)
+    pace = pace_ms(request.per_minute)
+    call = lua.backfill(sk, job_id, request.max_concurrent, owed, actor, window, band, pace)
     (reply,) = yield [call]
     reply = check(reply)
     lua.raise_refusal(reply[0], job_id)

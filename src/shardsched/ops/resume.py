@@ -1,7 +1,8 @@
 """Resuming a paused job with a choice about the ticks its pause went over: ``skip``
 (fire from now on: what a plain resume does), ``latest`` (the latest of them, now) or
 ``all`` (the newest ``max_catchup`` of them, paced ``max_concurrent`` at a time as a
-backfill is, at normal priority, beside on-time work); the job's ``on_resume`` unless the
+backfill is, at normal priority, beside on-time work) or ``paced`` (as ``all``, and at
+most ``per_minute`` started a minute, by the owner's pacer); the job's ``on_resume`` unless the
 request says. A dry run lists the ticks and changes nothing. The ticks run under the
 scheduler's own run ids (``<job>:<tick>:1``), so asking twice runs none of them twice."""
 
@@ -11,7 +12,7 @@ from collections import deque
 from itertools import islice
 
 from shardsched.core.access import SDK_ACTOR
-from shardsched.core.backfill import BackfillRequest, ResumeRequest
+from shardsched.core.backfill import DEFAULT_PER_MINUTE, BackfillRequest, ResumeRequest
 from shardsched.core.errors import ConflictError, DagTaskJob, JobDeleted
 from shardsched.core.instants import from_ms, to_ms
 from shardsched.core.models import JobStatus, OnResume
@@ -55,11 +56,13 @@ def resume_job(dep: Deployment, job_id: str, request: ResumeRequest, actor: str 
     resumed = yield from patch_job(dep, job_id, JobPatch(status=JobStatus.ACTIVE), actor)
     queued = 0
     if owed:
+        paced = choice == OnResume.PACED
         window = BackfillRequest(
             since=from_ms(owed[0]),
             until=from_ms(owed[-1]),
             max_concurrent=request.max_concurrent,
             priority=Priority.NORMAL,
+            per_minute=(request.per_minute or DEFAULT_PER_MINUTE) if paced else None,
         )
         queued = (yield from backfill(dep, job_id, window, actor)).queued
     return ResumeResult(job_id, choice, [from_ms(t) for t in owed], False, resumed, queued)

@@ -60,11 +60,12 @@ def backfill(
     priority: Priority | str = Priority.LOW,
     only: Sequence[str] | None = None,
     dry_run: bool = False,
+    per_minute: int | None = None,
 ) -> Plan[BackfillResult]:
     """Run every nominal tick of [since, until] that has no run yet (at a low priority
     unless asked: a backfill never delays scheduled runs); ``only``: just the ticks the
     ledger shows ``missing``, ``skipped`` or ``failed`` (run again as a new attempt);
-    ``dry_run``: list them, run nothing."""
+    ``dry_run``: list them, run nothing; ``per_minute``: at most that many start a minute."""
     if priority not in set(Priority):
         raise ValidationError(f"priority is high, normal or low, not {priority!r}", "$.priority")
     gaps = None if only is None else [_gap(g) for g in only]
@@ -75,6 +76,7 @@ def backfill(
         priority=Priority(priority),
         only=gaps,
         dry_run=dry_run,
+        per_minute=per_minute,
     )
     return Plan(ops.backfill(c.deployment, job_id, request, c.actor))
 
@@ -122,11 +124,17 @@ def resume_job(
     catchup: str | None = None,
     dry_run: bool = False,
     max_concurrent: int = 1,
+    per_minute: int | None = None,
 ) -> Plan[ResumeResult]:
     """Resume a paused job, running the ticks its pause went over as ``catchup`` says
-    (skip, latest, all; default the job's ``on_resume``); ``dry_run`` lists them."""
+    (skip, latest, all, paced: at most ``per_minute`` a minute; default the job's
+    ``on_resume``); ``dry_run`` lists them."""
     if catchup is not None and catchup not in set(OnResume):
-        raise ValidationError(f"catchup is skip, latest or all, not {catchup!r}", "$.catchup")
+        raise ValidationError(
+            f"catchup is skip, latest, all or paced, not {catchup!r}", "$.catchup"
+        )
     choice = None if catchup is None else OnResume(catchup)
-    request = ResumeRequest(catchup=choice, dry_run=dry_run, max_concurrent=max_concurrent)
+    request = ResumeRequest(
+        catchup=choice, dry_run=dry_run, max_concurrent=max_concurrent, per_minute=per_minute
+    )
     return Plan(resume_op(c.deployment, job_id, request, c.actor))

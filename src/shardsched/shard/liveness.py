@@ -1,5 +1,6 @@
-"""Liveness: an active job always has a next fire, or a recorded reason why not; and the
-owner's watch over deadlines (:func:`watch_deadlines`).
+"""Liveness: an active job always has a next fire, or a recorded reason why not; the
+owner's watch over deadlines (:func:`watch_deadlines`); and its pacer of paced backfills,
+owed ticks released at most N a minute (:func:`release_paced`).
 
 A job whose timer entry is gone (a bug, a hand-edited Redis, a restore gone wrong) would
 silently never fire again, as schedulers are known to do. Each maintenance round the
@@ -25,8 +26,10 @@ from shardsched.core.jitter import offset_ms
 from shardsched.core.models import Timing
 from shardsched.core.schedule import next_fire_ms
 from shardsched.runtime.metrics import Metrics
+from shardsched.store import ready
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import redis_calls
+from shardsched.store.lua import jobs as jobs_lua
 from shardsched.store.lua import liveness as lua
 from shardsched.store.redis import Redis
 from shardsched.store.redis.connection import reply_error
@@ -128,4 +131,23 @@ async def watch_deadlines(
                 ", ".join(missed.silent[:10]),
                 extra={"shard": shard},
             )
+    return total
+
+
+async def release_paced(redis: Redis, dep: Deployment, held: list[tuple[int, int]]) -> int:
+    """Each held shard's paced backfills (a resume's ``paced``), released as far as their
+    paces allow now (lua/release_paced.lua), and a worker of each queue woken; returns
+    how many runs were released."""
+    if not held:
+        return 0
+    calls = [jobs_lua.release_paced(dep.shard(shard), epoch) for shard, epoch in held]
+    total, wakes = 0, []
+    for (shard, _), reply in zip(held, await redis_calls(redis, calls), strict=True):
+        if isinstance(reply, Exception):
+            log.error("paced backfills of shard %d: %s", shard, reply)
+        elif reply[0] == 1 and reply[1]:
+            total += int(reply[1])
+            wakes += [(shard, q) for q in ready.woken(reply[2])]
+    if wakes:
+        await redis_calls(redis, ready.push_wakes(dep.globals, wakes))
     return total

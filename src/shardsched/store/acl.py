@@ -75,7 +75,7 @@ WORKER_SHARD_KEYS = (
 NODE_SHARD_KEYS = (
     "owner", "epoch", "timer", "jobs", "dags", "job:", "segs:", "vers:", "resumes",
     "skips:", "chg:", "acts:", "idem:", "queues", "names:", "named:", "nclaim:",
-    "names_indexed", "evfollow", "failing", "deadlines",
+    "names_indexed", "evfollow", "failing", "deadlines", "bfpace",
 )  # fmt: skip
 #: The global keys a worker writes: its registry entry and the wake tokens. Not the API
 #: tokens or their log, the node registry, the deployment's meta or dev's children.

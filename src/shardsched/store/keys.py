@@ -237,6 +237,12 @@ class ShardKeys:
         return self.base + "bfq:" + job_id
 
     @property
+    def backfill_pace(self) -> str:
+        """ZSET job_id -> when its paced backfill's next release is due (ms):
+        lua/backfill.lua adds, the owner's pacer lua/release_paced.lua works through it."""
+        return self.base + "bfpace"
+
+    @property
     def events(self) -> str:
         """STREAM (capped) every state change of a run of the shard (lua/lib/events.lua)."""
         return self.base + "events"

@@ -224,7 +224,7 @@ def trigger(
 BACKFILL = signature(
     "backfill",
     keys=("job", "ready"),
-    argv=("base", "job id", "max concurrent", "actor", "window", "band"),
+    argv=("base", "job id", "max concurrent", "actor", "window", "band", "pace ms"),
     item=("*",),
 )
 
@@ -237,14 +237,29 @@ def backfill(
     actor: str,
     window: str,
     band: str = "^l",
+    pace_ms: int = 0,
 ) -> Call:
-    """Queue ticks to run as backfill; reply {JobReply, queued, already, released,
-    queues} (the caller wakes a worker of each queue when some were released)."""
+    """Queue ticks to run as backfill (``pace_ms``: at most one per that many ms, released
+    by the owner's pacer); reply {JobReply, queued, already, released, queues} (the caller
+    wakes a worker of each queue when some were released)."""
     return BACKFILL.call(
         (sk.job(job_id), sk.ready),
-        (sk.base, job_id, max_concurrent, actor, window, band),
+        (sk.base, job_id, max_concurrent, actor, window, band, pace_ms),
         ticks,
     )
+
+
+RELEASE_PACED = signature(
+    "release_paced",
+    keys=("bfpace", "epoch", "ready"),
+    argv=("epoch", "base", "count"),
+)
+
+
+def release_paced(sk: ShardKeys, epoch: int, count: int = 1000) -> Call:
+    """Release what the shard's paced backfills' paces allow now (fenced); reply
+    {1, released, queues} or {-1} when the epoch is stale."""
+    return RELEASE_PACED.call((sk.backfill_pace, sk.epoch, sk.ready), (epoch, sk.base, count))
 
 
 class Quarantined(enum.IntEnum):
