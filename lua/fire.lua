@@ -46,7 +46,8 @@
   A run goes to its job's queue's stream (lib/queues.lua): 'ready' for the default queue,
   ready:<queue> for another, whose name the run's record keeps ('q').
 
-  Returns {1, now_ms, fired, retried, next_ms, queues, job1, score1, timing1, job2, ...}:
+  Returns {1, now_ms, fired, retried, next_ms, queues, overlapped, job1, score1, timing1,
+  job2, ...}:
     now_ms   the server's clock;
     fired    runs and DAG runs created by this call;
     retried  retry attempts due and moved to the ready stream (with fired: whether the
@@ -56,6 +57,9 @@
     queues   '' when every run made or retried here went to the default queue's stream,
              else the queues that got runs, comma-separated ('default' for 'ready'): the
              caller wakes a worker of each;
+    overlapped  the ticks this call's overlap policy did not fire, 'job|reason' joined
+             by ',' (reason overlap or overlap_buffer_full; '' none): the caller counts
+             them by reason and label;
     then the due jobs (score <= now_ms + look-ahead), each with its timing JSON and its
     queue as stored ('' the default's normal band).
   Keys built from the shard key base (each in KEYS' hash slot): dagq:<id>, dagrun:<id>,
@@ -101,6 +105,7 @@ if #suspects > 0 then
 end
 
 local fired = 0
+local overlapped = {}  -- "job|reason" of the ticks the overlap policy did not fire
 local applied = 0
 
 local events = {}
@@ -137,10 +142,12 @@ for i = 6, #ARGV, 8 do
       if active and ACTIVE[active_state or ''] then
         if overlap == 'f' then
           record_skip(base, job, fire, fire, 1, 'overlap', now)
+          overlapped[#overlapped + 1] = job .. '|overlap'
           fire = ''
         elseif overlap == 'b' or overlap == 'B' then  -- waits for the active run to end
           if not buffer_push(base, job, fire, overlap == 'b' and 1 or 1000) then
             record_skip(base, job, fire, fire, 1, 'overlap_buffer_full', now)
+            overlapped[#overlapped + 1] = job .. '|overlap_buffer_full'
           end
           fire = ''
         else
@@ -240,7 +247,7 @@ end
 local horizon = now_n + tonumber(ARGV[4])
 local due = rcall('ZRANGE', timer_key, '-inf', horizon, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[3]),
   'WITHSCORES')
-local out = {1, now, fired, retried, '', woken_queues()}
+local out = {1, now, fired, retried, '', woken_queues(), table.concat(overlapped, ',')}
 if #due == 0 then
   local first = rcall('ZRANGE', timer_key, 0, 0, 'WITHSCORES')
   local retry = rcall('ZRANGE', retries_key, 0, 0, 'WITHSCORES')

@@ -9,6 +9,10 @@ from shardsched.core.errors import ValidationError
 
 #: The label that makes a job's missed tick page (deploy/prometheus/shardsched-alerts.yml).
 CRITICAL = "critical"
+#: The label whose value the per-schedule accounting metric counts ticks by
+#: (``shardsched_schedule_ticks_total{team, outcome, reason}``): a bounded set of teams,
+#: never one series per job.
+ACCOUNT_LABEL = "team"
 #: The values of ``critical`` that mean yes (anything else means no).
 _YES = frozenset({"true", "yes", "1"})
 

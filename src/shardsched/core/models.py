@@ -161,6 +161,7 @@ class Timing(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     finish_deadline_ms: int | None = None
     skip_late_start: bool = False
     calendars: CalendarRule | None = None  #: decided at each tick (core/catchup.on_calendar)
+    team: str = ""  #: its ACCOUNT_LABEL's value (core/labels.py): its ticks' metric label
 
 
 class Retention(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):

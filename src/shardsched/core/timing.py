@@ -8,6 +8,7 @@ import msgspec
 
 from shardsched.core.instants import to_ms
 from shardsched.core.jitter import has_h, resolve_h
+from shardsched.core.labels import ACCOUNT_LABEL
 from shardsched.core.models import (
     CronSchedule,
     JobSpec,
@@ -40,6 +41,7 @@ def timing_of(spec: JobSpec, job_id: str) -> Timing:
         _ms(spec.finish_deadline_s),
         skip_late,
         spec.calendars if spec.calendars and spec.calendars.names() else None,
+        spec.labels.get(ACCOUNT_LABEL, ""),
     )
 
 

@@ -26,6 +26,7 @@ from shardsched.core.errors import (
 )
 from shardsched.core.ids import dag_id_of
 from shardsched.core.instants import from_ms
+from shardsched.core.labels import ACCOUNT_LABEL
 from shardsched.core.models import DagRunState, DagSpec, JobSpec, JobStatus, TaskSpec, Timing
 from shardsched.core.params import TriggerRequest, validate_args
 from shardsched.core.queues import stored as stored_queue
@@ -48,12 +49,18 @@ def dag_timing(spec: DagSpec, dag_id: str) -> Timing:
     """A DAG's timer entry fires like a job's (the ``H`` of its cron resolved for it);
     concurrency is max_active_runs' business."""
     schedule = resolved(spec.schedule, dag_id)
-    return Timing(schedule, spec.catchup, spec.misfire_grace_s, max_catchup=spec.max_catchup)
+    team = spec.labels.get(ACCOUNT_LABEL, "")
+    return Timing(
+        schedule, spec.catchup, spec.misfire_grace_s, max_catchup=spec.max_catchup, team=team
+    )
 
 
 def _timing_of_view(dag: Dag) -> Timing:
     schedule = resolved(dag.schedule, dag.dag_id)
-    return Timing(schedule, dag.catchup, dag.misfire_grace_s, max_catchup=dag.max_catchup)
+    team = dag.labels.get(ACCOUNT_LABEL, "")
+    return Timing(
+        schedule, dag.catchup, dag.misfire_grace_s, max_catchup=dag.max_catchup, team=team
+    )
 
 
 def dag_first_ms(spec: DagSpec, dag_id: str, now_ms: int) -> int | None:

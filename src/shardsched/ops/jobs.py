@@ -24,6 +24,7 @@ from shardsched.core.errors import (
 )
 from shardsched.core.field_errors import field_error, within
 from shardsched.core.instants import from_ms, to_ms
+from shardsched.core.labels import ACCOUNT_LABEL
 from shardsched.core.models import JobSpec, JobStatus, TaskSpec, Timing
 from shardsched.core.patches import JobPatch
 from shardsched.core.queues import stored as stored_queue
@@ -107,6 +108,7 @@ def create_jobs(
             spec.finish_deadline_s,
             spec.skip_late_start,
             _spec_encoder.encode(spec.calendars),
+            spec.labels.get(ACCOUNT_LABEL, ""),
             job_id if per_job(spec.schedule) else "",  # its H is its own
         )
         known = timings.get(timing_key)

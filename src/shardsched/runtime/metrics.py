@@ -116,6 +116,10 @@ class Window:
         return ordered[-1][0]
 
 
+#: Distinct teams the per-team tick accounting keeps series for (then ``_other``).
+TEAM_LABEL_LIMIT = 200
+
+
 class Metrics:
     """Every series shardsched exports, in one registry per process."""
 
@@ -123,6 +127,7 @@ class Metrics:
         r = self.registry = CollectorRegistry(auto_describe=True)
         self.job_label = LabelLimiter(job_label_limit)
         self.dag_label = LabelLimiter(job_label_limit)
+        self.team_label = LabelLimiter(TEAM_LABEL_LIMIT)
         ns = "shardsched"
         # firing (node)
         self.trigger_lag = BatchHistogram(
@@ -149,10 +154,19 @@ class Metrics:
         )
         self.ticks_skipped = Counter(
             f"{ns}_ticks_skipped",
-            "Ticks the owner's catch-up policy recorded skipped, by reason (misfire,"
-            " catchup_latest, catchup_limit): one series per reason, whatever the fleet's size"
-            " (per job: GET /jobs/{id}/stats)",
+            "Ticks their owner recorded skipped, by reason (misfire, catchup_latest,"
+            " catchup_limit, window_closed, calendar, overlap, overlap_buffer_full, dst_*"
+            " excepted): one series per reason, whatever the fleet's size (per job: GET"
+            " /jobs/{id}/stats; per team: shardsched_schedule_ticks_total)",
             ["reason"],
+            registry=r,
+        )
+        self.schedule_ticks = Counter(
+            f"{ns}_schedule_ticks",
+            "Ticks decided by their owner, by the jobs' team label (core/labels.ACCOUNT_LABEL;"
+            " 'none' when unlabelled, at most 200 teams, then _other): outcome fired, late"
+            " (fired past its misfire grace) or skipped with its reason",
+            ["team", "outcome", "reason"],
             registry=r,
         )
         self.timer_repairs = Counter(

@@ -26,6 +26,7 @@ from shardsched.core.pacing import Backoff
 from shardsched.core.schedule import NextFireMemo
 from shardsched.runtime.metrics import Metrics
 from shardsched.runtime.tracing import RunTracer
+from shardsched.shard.accounting import BatchAccount
 from shardsched.shard.calendar_book import CalendarBook
 from shardsched.shard.fire_spans import FireSpans
 from shardsched.store.deployment import Deployment
@@ -63,6 +64,8 @@ class _Planned(NamedTuple):
     fire: int | None  #: when the tick it fires was planned for, if any (its lag's zero)
     late: int  #: ticks found past their time plus the misfire grace
     raw: Any  #: the timing JSON it was planned from
+    team: str = ""  #: its team label (shard/accounting.py)
+    fire_late: bool = False  #: the tick it fires is past its misfire grace
 
 
 class LeaseLost(Exception):
@@ -102,6 +105,7 @@ class ShardActor:
         self._fires: list[int] = []  #: ticks the planned batch fires (for the lag histogram)
         self._missed: dict[str, int] = {}  #: job -> ticks found past time + misfire grace
         self._skips: dict[str, int] = {}  #: reason -> ticks the planned batch skips
+        self._account = BatchAccount()  #: the planned batch's ticks by team
         #: job -> (its critical label as the metric says it, trio time read): a catch-up
         #: finds misses in every batch, and must not pay a read for each
         self._critical: dict[str, tuple[str, float]] = {}
@@ -147,15 +151,15 @@ class ShardActor:
                 self._quarantine.append((job, old, f"{type(exc).__name__}: {exc}"[:400]))
                 continue
             cutoff, late = now_ms - off - grace_ms, 0
-            if decision.fire is not None:
-                late += decision.fire < cutoff
+            fire_late = decision.fire is not None and decision.fire < cutoff
+            late += fire_late
             if decision.skip is not None and decision.skip.first < cutoff:
                 late += decision.skip.count
             skip = None if decision.skip is None else decision.skip.encode()
             new = None if decision.new is None else decision.new + off
             item = firing.plan(job, old, decision.fire, new, skip, overlap, queue, off, timing)
             fire = None if decision.fire is None else decision.fire + off  # lag: vs planned
-            planned.append(_Planned(item, old, fire, late, raw))
+            planned.append(_Planned(item, old, fire, late, raw, timing.team, fire_late))
         return planned
 
     def _take(self, planned: list[_Planned]) -> tuple[list[firing.FireItem], int]:
@@ -168,6 +172,7 @@ class ShardActor:
         fires = self._fires = []
         missed = self._missed = {}
         skips = self._skips = {}
+        account = self._account = BatchAccount()
         self._kept = {}
         for p in planned:
             job = p.item.job
@@ -179,9 +184,12 @@ class ShardActor:
                 fires.append(p.fire)
             if p.late:
                 missed[job.decode() if isinstance(job, bytes) else job] = p.late
-            if p.item.skip:  # "first:last:count:reason"
-                _, _, count, reason = str(p.item.skip).split(":", 3)
+            skip = str(p.item.skip) if p.item.skip else None  # "first:last:count:reason"
+            if skip:
+                _, _, count, reason = skip.split(":", 3)
                 skips[reason] = skips.get(reason, 0) + int(count)
+            name = job.decode() if isinstance(job, bytes) else job
+            account.planned(name, p.team, p.fire is not None, p.fire_late, skip)
         return now_items, first
 
     async def _apply_quarantines(self) -> None:
@@ -213,10 +221,15 @@ class ShardActor:
             elif isinstance(reply, Exception):
                 self.metrics.redis_error(log, f"shard {self.shard}: quarantine", reply, 0)
 
-    def _observe(self, now_ms: int, fired: int, took_s: float) -> dict[str, int]:
-        """Metrics of one applied batch: lags by distinct value and write time; returns the
-        ticks found missed, by job (reported by :meth:`_report_missed`)."""
-        metrics = self.metrics
+    def _observe(self, now_ms: int, reply: firing.Fired, took_s: float) -> dict[str, int]:
+        """Metrics of one applied batch: lags by distinct value and write time, skips by
+        reason, ticks by team; returns the ticks found missed, by job (reported by
+        :meth:`_report_missed`)."""
+        metrics, fired = self.metrics, reply.fired
+        for job, reason in reply.overlapped:  # held back by fire.lua's overlap policy
+            self._skips[reason] = self._skips.get(reason, 0) + 1
+            self._account.overlapped(job, reason)
+        self._account.flush(metrics)
         metrics.ledger_write.labels("fire").observe(took_s)
         if fired:
             metrics.fired.inc(fired)
@@ -312,7 +325,7 @@ class ShardActor:
                 took_ms = round((trio.current_time() - started) * 1000)
                 self.spans.note(items, self.epoch, now_ms - took_ms, now_ms)
             if items:
-                missed_now = self._observe(now_ms, fired.fired, trio.current_time() - started)
+                missed_now = self._observe(now_ms, fired, trio.current_time() - started)
                 if missed_now:
                     await self._report_missed(missed_now)
             due = fired.due

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any, NamedTuple
 
@@ -126,6 +126,8 @@ class Fired:
     next_ms: int | None  #: the earliest future timer or retry score; None: none, or due now
     due: list[Due]
     queues: tuple[str, ...] = ("",)  #: the queues that got runs (store/ready.py)
+    #: (job, reason) of each tick the overlap policy did not fire (overlap, overlap_buffer_full)
+    overlapped: list[tuple[str, str]] = field(default_factory=list)
 
 
 def decode_fired(reply: Sequence[Any]) -> Fired | int:
@@ -135,9 +137,15 @@ def decode_fired(reply: Sequence[Any]) -> Fired | int:
     next_ms = reply[4]
     due = [
         Due(reply[i], int(float(reply[i + 1])), reply[i + 2], reply[i + 3])
-        for i in range(6, len(reply), 4)
+        for i in range(7, len(reply), 4)
     ]
     queues = woken(reply[5]) if reply[5] else ("",)
+    overlapped: list[tuple[str, str]] = []
+    if reply[6]:
+        text = reply[6].decode() if isinstance(reply[6], bytes) else str(reply[6])
+        for one in text.split(","):
+            job, _, reason = one.rpartition("|")
+            overlapped.append((job, reason))
     return Fired(
         int(reply[1]),
         int(reply[2]),
@@ -145,4 +153,5 @@ def decode_fired(reply: Sequence[Any]) -> Fired | int:
         int(next_ms) if next_ms else None,
         due,
         queues,
+        overlapped,
     )
