@@ -45,6 +45,8 @@ def run(n: int, job: str = "job_a", state: RunState = RunState.SUCCEEDED, **fiel
 
 def exercise(archive: Archive) -> None:
     runs = [(run(n), f"out {n}\n".encode()) for n in range(3)]
+    spread = run(1).scheduled_for + timedelta(seconds=17)  # a spread job's planned time
+    runs[1] = (run(1, planned_for=spread), runs[1][1])
     runs.append((run(3, state=RunState.FAILED), b"\xff binary \x00"))
     runs.append((run(0, job="job_b", dag_run_id="dag_x:1"), b""))
     first = datetime(2026, 12, 2, tzinfo=UTC)
@@ -108,6 +110,21 @@ def test_a_local_archive(tmp_path: Path) -> None:
         ("job_b", "succeeded", 1),
     ]
     assert [row[0] for row in schema.fetchall()][: len(SCHEMA)] == SCHEMA.names
+
+
+def test_a_file_from_before_planned_for_reads_with_none(tmp_path: Path) -> None:
+    """A file written before the column was added reads as it was, planned_for null."""
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "archive"
+    archive = Archive(f"file://{root}")
+    (written,) = archive.write(7, [(run(0), b"x")], datetime(2026, 12, 2, tzinfo=UTC))
+    table = pq.read_table(written)
+    old = table.drop_columns(["planned_for"])
+    assert old.schema.names == [n for n in SCHEMA.names if n != "planned_for"]
+    pq.write_table(old, written)
+    (got,) = archive.runs_of(7, "job_a")
+    assert got.run.planned_for is None and got.output == b"x"
 
 
 def test_an_s3_archive(s3: str) -> None:

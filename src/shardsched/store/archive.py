@@ -69,6 +69,9 @@ SCHEMA = pa.schema(
         ("archived_at", _TS),
         ("backfill", pa.bool_()),  #: fired by a backfill (the audit's late-but-owed ticks)
         ("next_run_id", pa.string()),  #: the attempt that followed it, if any
+        #: when its tick was planned to run (a spread job's; null: its tick itself, or a
+        #: file written before the column was added)
+        ("planned_for", _TS),
     ]
 )
 #: Skip records and DAG runs that left Redis: the record's own fields, as JSON.
@@ -335,6 +338,7 @@ def _table(rows: Iterable[ToArchive], archived_at: datetime) -> pa.Table:
         "archived_at": [archived_at] * len(runs),
         "backfill": [item.backfill for item in rows],
         "next_run_id": [item.next_run_id for item in rows],
+        "planned_for": [r.planned_for for r in runs],
     }
     return pa.table(columns, schema=SCHEMA)
 
@@ -375,6 +379,7 @@ def _dedupe(table: pa.Table) -> list[ArchivedRun]:
                 job_version=row["job_version"],
                 archived=True,
                 next_run_id=row["next_run_id"],
+                planned_for=row.get("planned_for"),
                 trace_id=f"{trace_ids.trace_id(row['run_id']):032x}",
             ),
             row["output"] or b"",
