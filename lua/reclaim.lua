@@ -6,7 +6,9 @@
   a row (its command kills its worker) is failed as poison instead of delivered forever,
   and its job, if active, is quarantined (paused with the reason, lib/quarantine.lua), so
   its next tick does not kill the next workers; a DAG task's run failed so settles its
-  task in the DAG run (lib/dag.lua).
+  task in the DAG run (lib/dag.lua). The ticks its overlap policy buffered behind it
+  (lib/buffer.lua) are recorded skipped ('quarantined') when the job is quarantined;
+  otherwise the oldest runs now, as after any end of the job's active run.
 
   Nothing is looked at before the shard's reclaim_at (the earliest lease deadline known:
   claim.lua lowers it, renewals only push deadlines later). Otherwise every pending entry
@@ -30,9 +32,9 @@
   ARGV[4] how many pending entries to look at, at most
   ARGV[5] poison limit (lapses in a row before the run is failed)
 
-  Keys built from the shard key base (each in KEYS' hash slot): bfq:<id>, cnt:<id>, dagq:<id>,
-    dagrun:<id>, dagwait, job:<id>, run:<id>, runs:<id>, segs:<id>, skips:<id>,
-    vers:<id>.
+  Keys built from the shard key base (each in KEYS' hash slot): bfq:<id>, buf:<id>,
+    cnt:<id>, dagq:<id>, dagrun:<id>, dagwait, job:<id>, run:<id>, runs:<id>, segs:<id>,
+    skips:<id>, vers:<id>.
 
   Returns {1, reclaimed, poisoned, reclaim_at ('' when nothing was ever claimed), now_ms,
   released, queues} (released: DAG tasks released by runs failed here; queues: those runs
@@ -60,6 +62,7 @@ local group, base = ARGV[2], ARGV[3]
 -- @include counters
 -- @include dag
 -- @include backfill
+-- @include buffer
 if rcall('GET', epoch_key) ~= ARGV[1] then
   rcall('HINCRBY', stats_key, 'refused_fire', 1)
   return {-1}
@@ -116,14 +119,25 @@ local function reclaim_stream(ready_key, q)
           local job = string.match(rid, '^(.+):[^:]+:%d+$')
           local job_key = base .. 'job:' .. job
           local score = rcall('ZSCORE', timer_key, job)
+          local now_quarantined = false
           if score and rcall('HGET', job_key, 'status') == 'active' then
             quarantine_job(job_key, timer_key, base .. 'segs:' .. job, base .. 'vers:' .. job,
               job, score, 'poison: run ' .. rid .. ' ended its worker ' .. lapses .. ' times',
               now)
             quarantined = quarantined + 1
+            now_quarantined = true
           end
           if run[5] then
             released = released + backfill_done(base, ready_key, job, now)
+          end
+          local buffered = base .. 'buf:' .. job
+          if now_quarantined then  -- what waited behind the poison run does not run now
+            for _, tick in ipairs(rcall('LRANGE', buffered, 0, -1)) do
+              record_skip(base, job, tick, tick, 1, 'quarantined', now)
+            end
+            rcall('DEL', buffered)
+          else
+            released = released + buffer_ends(base, job, rid, now)
           end
         end
       else

@@ -14,7 +14,7 @@ import trio
 from conftest import RedisServer, child_env, rounds_later, shardsched_cmd, wait_until
 from shardsched import ops
 from shardsched.core.models import IntervalSchedule, JobSpec
-from shardsched.ops import listing
+from shardsched.ops import audit, listing
 from shardsched.shard.manager import POISON_LAPSES
 from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis
@@ -76,3 +76,37 @@ async def test_a_run_that_ends_its_worker_three_times_is_poison_and_its_job_quar
     assert starts.read_text().split() == [run_id] * POISON_LAPSES  # the job's own record
     runs = (await drive_async(listing.runs_page(dep, job_id, 10), redis)).runs
     assert [r.run_id for r in runs] == [run_id]
+
+
+@pytest.mark.slow  # three workers killed in turn
+async def test_ticks_buffered_behind_a_poison_run_are_recorded_skipped(
+    node, redis: Redis, redis_server: RedisServer, dep: ops.Deployment, namespace: str,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """A buffered job whose active run is poison: once it is quarantined, the tick that
+    waited behind that run does not run (its job is paused), and is not lost either: it
+    is recorded skipped ('quarantined'), so the audit finds nothing missing."""
+    spec = JobSpec(
+        name="buffered-killer",
+        schedule=IntervalSchedule(every_s=1),
+        command="kill -9 $PPID",  # its worker
+        lease_s=1,
+        overlap="buffer_one",
+    )
+    job_id = (await drive_async(ops.create_job(dep, spec), redis)).job_id
+    with trio.fail_after(90):
+        for _ in range(POISON_LAPSES):
+            worker = start_worker(redis_server, namespace, tmp_path / "worker.log")
+            assert await trio.to_thread.run_sync(worker.wait) == -9
+
+    async def quarantined():
+        job = await drive_async(ops.get_job(dep, job_id), redis)
+        return job if job.status == "paused" else None
+
+    await wait_until(quarantined, timeout=20)
+    ticks = (await drive_async(audit.job_ticks(dep, job_id, None, None, 500), redis)).ticks
+    reasons = [t.reason for t in ticks if t.outcome == "skipped"]
+    assert "quarantined" in reasons, ticks
+    assert await redis.execute("EXISTS", dep.keys_for(job_id).watch.buffer(job_id)) == 0
+    report = await drive_async(audit.audit(dep, settle_s=0.0), redis)
+    assert report.missing == 0 and report.duplicated == 0, report

@@ -26,5 +26,5 @@ class WatchKeys:
 
     def buffer(self, job_id: str) -> str:
         """LIST the ticks a job's overlap (buffer_one, buffer_all) holds while its active
-        run goes on, oldest first: fire.lua pushes, a completion or cancel releases."""
+        run goes on, oldest first: fire.lua pushes, a completion, cancel or lapse releases."""
         return self.base + "buf:" + job_id
