@@ -83,6 +83,10 @@ def test_a_backlog_of_decades_is_arithmetic_not_a_walk() -> None:
             assert decision.skip.count == now // 1000 + 1 - 1000
         elif policy == Catchup.LATEST:
             assert decision.fire == now and decision.skip.count == now // 1000
+        elif policy == Catchup.PACED:  # the newest 1,000 owed, the rest skipped; on from now
+            assert decision.fire is None and decision.new == now + 1000
+            assert decision.owed == (now - 999 * 1000, now)
+            assert decision.skip is not None and decision.skip.count == now // 1000 + 1 - 1000
         else:
             assert decision.new == now - 60_000 and decision.skip.count == now // 1000 - 60
     assert time.perf_counter() - started < 1.0
@@ -116,3 +120,10 @@ def test_a_tick_planned_ahead_of_its_time_fires_as_it_is() -> None:
     """The actor plans due batches up to 300 ms before their tick: ``old`` > ``now``."""
     for policy in Catchup:
         assert run(policy, 10_000, 9_700) == Decision(10_000, 11_000), policy
+
+
+def test_paced_hands_the_owed_ticks_over_and_moves_on() -> None:
+    """Inside the grace a tick fires as it is; past it, the owed ticks (at most
+    max_catchup) are handed over and the timer moves to the first tick after now."""
+    assert run(Catchup.PACED, 9_000, 10_500) == Decision(9_000, 10_000)  # within 2 s grace
+    assert run(Catchup.PACED, 0, 10_500) == Decision(None, 11_000, None, (0, 10_000))

@@ -110,6 +110,8 @@ def body_of(args: argparse.Namespace) -> dict[str, Any]:
     for flag in ("starts_at", "ends_at", "max_fires"):
         if getattr(args, flag) is not None:
             body[flag] = getattr(args, flag)
+    if args.catchup_per_minute is not None:
+        body["catchup_per_minute"] = args.catchup_per_minute
     if args.calendar_include or args.calendar_exclude:
         body["calendars"] = {"include": args.calendar_include, "exclude": args.calendar_exclude}
     return body
@@ -179,7 +181,11 @@ def add_create_parser(jsub: argparse._SubParsersAction, common: argparse.Argumen
     p.add_argument("--timeout", type=duration_arg, metavar="DURATION", help="default 1h")
     p.add_argument("--retries", type=int, metavar="N", help="attempts after the first fails")
     p.add_argument("--backoff", type=duration_arg, metavar="DURATION", help="first retry delay")
-    p.add_argument("--catchup", choices=["all", "latest", "none"])
+    p.add_argument("--catchup", choices=["all", "latest", "none", "paced"])
+    p.add_argument(
+        "--catchup-per-minute", type=int, metavar="N",
+        help="catchup paced (and a paced resume): owed ticks started a minute (default 60)",
+    )  # fmt: skip
     p.add_argument("--overlap", choices=["allow", "forbid", "replace", "buffer_one", "buffer_all"])
     p.add_argument("--env", type=key_value, action="append", metavar="KEY=VALUE")
     p.add_argument("--label", type=key_value, action="append", metavar="KEY=VALUE")

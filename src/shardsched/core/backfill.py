@@ -9,7 +9,8 @@ from typing import Annotated
 
 import msgspec
 
-from shardsched.core.models import AwareDatetime, OnResume
+from shardsched.core.models import DEFAULT_PER_MINUTE as DEFAULT_PER_MINUTE
+from shardsched.core.models import AwareDatetime, OnResume, PerMinute
 from shardsched.core.queues import Priority
 
 
@@ -24,12 +25,6 @@ class Gap(enum.StrEnum):
 
 #: What a backfill runs unless told: every tick without a run.
 NO_RUN = (Gap.MISSING, Gap.SKIPPED)
-
-
-#: A pace: runs started a minute at most (1 a minute to 100 a second).
-PerMinute = Annotated[int, msgspec.Meta(ge=1, le=6000)]
-#: What a ``paced`` resume starts a minute unless the call says.
-DEFAULT_PER_MINUTE = 60
 
 
 def pace_ms(per_minute: int | None) -> int:

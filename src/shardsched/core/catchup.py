@@ -19,6 +19,9 @@ its tick fires while its window is open, and a window that closed unseen is skip
 ``catchup: all`` owes at most ``max_catchup`` ticks: the older ones are recorded skipped
 (``catchup_limit``) in one decision, the newest ``max_catchup`` fire one per pass, so one
 job's backlog takes one item of each fire batch and never holds up other jobs' ticks.
+``catchup: paced`` owes the same ticks but hands them over at once (:attr:`Decision.owed`)
+to run as a paced backfill, at most the job's ``catchup_per_minute`` a minute, while its
+timer moves on to its next tick after now, which fires on time.
 """
 
 from __future__ import annotations
@@ -62,6 +65,9 @@ class Decision:
     fire: int | None  #: the tick to fire now, if any
     new: int | None  #: the timer's next score; None removes the entry (schedule exhausted)
     skip: Skip | None = None
+    #: ``catchup: paced``: the (first, last) owed ticks, handed to the owner's pacer as a
+    #: paced backfill before the timer moves past them
+    owed: tuple[int, int] | None = None
 
 
 NextAfter = Callable[[int], "int | None"]
@@ -160,6 +166,16 @@ def decide(timing: Timing, old: int, now: int, next_after: NextAfter) -> Decisio
         last = ticks.latest(now - grace_ms - 1) if kept is None or kept > old else old
         reason = "window_closed" if window else "misfire"
         return Decision(None, kept, Skip(old, last, ticks.count(old, last), reason))
+    if policy == Catchup.PACED:
+        if now - old <= round(timing.misfire_grace_s * 1000):
+            return Decision(old, next_after(old))
+        latest = ticks.latest(now)
+        keep_from = ticks.back(now, max(timing.max_catchup, 1))
+        skip = None
+        if keep_from > old:  # more than max_catchup owed: skip the oldest, in one record
+            last_skipped = ticks.back(keep_from - 1, 1)
+            skip = Skip(old, last_skipped, ticks.count(old, last_skipped), "catchup_limit")
+        return Decision(None, next_after(latest), skip, (keep_from, latest))
     if policy == Catchup.ALL:
         limit = max(timing.max_catchup, 1)
         keep_from = ticks.back(now, limit)

@@ -52,6 +52,10 @@ DEFAULT_MAX_CATCHUP = 1000
 #: A job's spread: its ticks run at a stable offset in [0, spread_s) (core/jitter.py).
 SpreadSeconds = Annotated[float, msgspec.Meta(ge=0, le=86400)]
 MaxFires = Annotated[int, msgspec.Meta(ge=1, le=1_000_000_000)]
+#: A pace: runs started a minute at most (1 a minute to 100 a second).
+PerMinute = Annotated[int, msgspec.Meta(ge=1, le=6000)]
+#: What paced catch-up (and a paced resume) starts a minute unless the job or call says.
+DEFAULT_PER_MINUTE = 60
 #: Labels: what an operator tags a job or DAG with (a team, a service, the apply set that
 #: manages it: ``shardsched apply --prune`` removes only its own set's).
 LabelKey = Annotated[
@@ -84,6 +88,9 @@ class Catchup(enum.StrEnum):
     ALL = "all"  #: fire every missed tick, however late (the newest max_catchup of them)
     LATEST = "latest"  #: of several ticks due at once fire only the latest; record the rest skipped
     NONE = "none"  #: a tick later than misfire_grace_s is recorded skipped, not fired
+    #: the ticks owed (the newest max_catchup) run as a paced backfill, at most
+    #: catchup_per_minute a minute, while on-time ticks fire on time
+    PACED = "paced"
 
 
 class OnResume(enum.StrEnum):
@@ -162,6 +169,7 @@ class Timing(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     skip_late_start: bool = False
     calendars: CalendarRule | None = None  #: decided at each tick (core/catchup.on_calendar)
     team: str = ""  #: its ACCOUNT_LABEL's value (core/labels.py): its ticks' metric label
+    per_minute: int = DEFAULT_PER_MINUTE  #: catchup paced: owed ticks started a minute
 
 
 class Retention(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -224,6 +232,8 @@ class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     max_fires: MaxFires | None = None
     #: What resuming it does with the ticks its pause went over (a resume may say otherwise)
     on_resume: OnResume = OnResume.SKIP
+    #: ``catchup: paced`` and a ``paced`` resume: owed ticks started a minute at most
+    catchup_per_minute: PerMinute | None = None
     #: Deadlines, from each tick's planned time: a run not started (or not finished) by
     #: then is flagged on the run, in a metric and as a notification (deadline_missed);
     #: with ``skip_late_start`` a run not started in time is skipped instead, recorded.

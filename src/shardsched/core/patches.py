@@ -23,6 +23,7 @@ from shardsched.core.models import (
     Name,
     OnResume,
     Overlap,
+    PerMinute,
     PositiveSeconds,
     Retention,
     RetryPolicy,
@@ -67,6 +68,7 @@ class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     skip_late_start: bool | None = None
     expect_success_within_s: PositiveSeconds | None = None
     calendars: CalendarRule | None = None  #: replaces the whole rule ({} clears it)
+    catchup_per_minute: PerMinute | None = None
     status: JobStatus | None = None
     #: With status "paused" (or on a paused job): why, shown on the job.
     pause_reason: Annotated[str, msgspec.Meta(max_length=500)] | None = None

@@ -10,6 +10,7 @@ from shardsched.core.instants import to_ms
 from shardsched.core.jitter import has_h, resolve_h
 from shardsched.core.labels import ACCOUNT_LABEL
 from shardsched.core.models import (
+    DEFAULT_PER_MINUTE,
     CronSchedule,
     JobSpec,
     MultiSchedule,
@@ -42,6 +43,7 @@ def timing_of(spec: JobSpec, job_id: str) -> Timing:
         skip_late,
         spec.calendars if spec.calendars and spec.calendars.names() else None,
         spec.labels.get(ACCOUNT_LABEL, ""),
+        spec.catchup_per_minute or DEFAULT_PER_MINUTE,
     )
 
 

@@ -81,6 +81,7 @@ class Job(msgspec.Struct, kw_only=True):
     skip_late_start: bool = False
     expect_success_within_s: float | None = None
     calendars: CalendarRule | None = None  #: the named calendars it includes, excludes
+    catchup_per_minute: int | None = None  #: catchup paced, a paced resume: a minute
     #: 2 and up: its id was deleted and created again (its earlier runs stay in its history)
     incarnation: int = 1
     incarnation_started_at: datetime | None = None  #: when this incarnation began

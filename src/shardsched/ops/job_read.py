@@ -76,6 +76,7 @@ def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Jo
         skip_late_start=spec.skip_late_start,
         expect_success_within_s=spec.expect_success_within_s,
         calendars=spec.calendars,
+        catchup_per_minute=spec.catchup_per_minute,
         incarnation=int(inc or 1),
         incarnation_started_at=opt_ms(born),
     )

@@ -109,6 +109,7 @@ def create_jobs(
             spec.skip_late_start,
             _spec_encoder.encode(spec.calendars),
             spec.labels.get(ACCOUNT_LABEL, ""),
+            spec.catchup_per_minute,
             job_id if per_job(spec.schedule) else "",  # its H is its own
         )
         known = timings.get(timing_key)

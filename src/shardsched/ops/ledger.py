@@ -159,7 +159,8 @@ class JobHistory:
     quarantined: bool = False  #: paused by its owner because it could not be planned
     #: its runs in the cold archive: run id -> (state, the attempt that followed)
     archived: dict[str, tuple[str, str | None]] = field(default_factory=dict)
-    buffered: set[int] = field(default_factory=set)  #: ticks its overlap holds for later
+    #: ticks held for later: by its overlap (buf:) or queued as backfill (bfq:): pending
+    buffered: set[int] = field(default_factory=set)
 
 
 def load_histories(dep: Deployment, job_ids: list[str]) -> Op:
@@ -174,11 +175,12 @@ def load_histories(dep: Deployment, job_ids: list[str]) -> Op:
             Call(("ZRANGE", sk.skips(job_id), 0, -1)),
             Call(("ZSCORE", sk.timer, job_id)),
             Call(("LRANGE", sk.watch.buffer(job_id), 0, -1)),
+            Call(("ZRANGE", sk.backfill_queue(job_id), 0, -1)),
         ]
     replies = yield calls
     scheduled_of = []
     for n, job_id in enumerate(job_ids):
-        (first, _timing, _pr), _segs, runs, _skips, _score, _buf = replies[6 * n : 6 * n + 6]
+        (first, _timing, _pr), _segs, runs, _skips, _score, _buf, _q = replies[7 * n : 7 * n + 7]
         if _timing is None:
             raise JobNotFound(job_id)
         dag = k.is_dag_id(job_id)  # a DAG's runs index lists its DAG runs <dag>:<tick>
@@ -199,7 +201,9 @@ def load_histories(dep: Deployment, job_ids: list[str]) -> Op:
     cold = cold_history(dep, (yield from archive_url(dep)), job_ids)
     histories = []
     for n, (job_id, scheduled) in enumerate(zip(job_ids, scheduled_of, strict=True)):
-        (first, timing, reason), segs, _runs, skips, score, buffered = replies[6 * n : 6 * n + 6]
+        (first, timing, reason), segs, _runs, skips, score, buffered, queued = replies[
+            7 * n : 7 * n + 7
+        ]
         if not segs and first:  # never changed: its one segment is in the job hash
             segs = [b"o|" + first + b"|" + timing]
         by_tick: dict[int, list[tuple[str, int, bool]]] = defaultdict(list)
@@ -225,7 +229,7 @@ def load_histories(dep: Deployment, job_ids: list[str]) -> Op:
                 skips=[_skip(raw) for raw in dict.fromkeys([*skips, *cold.skips.get(job_id, ())])],
                 quarantined=bool(reason and reason.startswith(b"quarantined:")),
                 archived=cold.states.get(job_id, {}),
-                buffered={int(t) for t in buffered},
+                buffered={int(t) for t in [*buffered, *queued]},
             )
         )
     return histories

@@ -62,7 +62,9 @@ def resume_job(dep: Deployment, job_id: str, request: ResumeRequest, actor: str 
             until=from_ms(owed[-1]),
             max_concurrent=request.max_concurrent,
             priority=Priority.NORMAL,
-            per_minute=(request.per_minute or DEFAULT_PER_MINUTE) if paced else None,
+            per_minute=(request.per_minute or job.catchup_per_minute or DEFAULT_PER_MINUTE)
+            if paced
+            else None,
         )
         queued = (yield from backfill(dep, job_id, window, actor)).queued
     return ResumeResult(job_id, choice, [from_ms(t) for t in owed], False, resumed, queued)

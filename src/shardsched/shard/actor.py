@@ -29,6 +29,8 @@ from shardsched.runtime.tracing import RunTracer
 from shardsched.shard.accounting import BatchAccount
 from shardsched.shard.calendar_book import CalendarBook
 from shardsched.shard.fire_spans import FireSpans
+from shardsched.shard.paced import hand_over, paced_catch_up
+from shardsched.store.calls import Call
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import call_script, redis_calls
 from shardsched.store.lua import firing
@@ -66,6 +68,7 @@ class _Planned(NamedTuple):
     raw: Any  #: the timing JSON it was planned from
     team: str = ""  #: its team label (shard/accounting.py)
     fire_late: bool = False  #: the tick it fires is past its misfire grace
+    owed: Any = None  #: catchup paced: the backfill call of its owed ticks, made first
 
 
 class LeaseLost(Exception):
@@ -106,6 +109,8 @@ class ShardActor:
         self._missed: dict[str, int] = {}  #: job -> ticks found past time + misfire grace
         self._skips: dict[str, int] = {}  #: reason -> ticks the planned batch skips
         self._account = BatchAccount()  #: the planned batch's ticks by team
+        #: catchup paced: backfill calls of owed ticks, made before the fire call
+        self._owed: list[Call] = []
         #: job -> (its critical label as the metric says it, trio time read): a catch-up
         #: finds misses in every batch, and must not pay a read for each
         self._critical: dict[str, tuple[str, float]] = {}
@@ -159,7 +164,10 @@ class ShardActor:
             new = None if decision.new is None else decision.new + off
             item = firing.plan(job, old, decision.fire, new, skip, overlap, queue, off, timing)
             fire = None if decision.fire is None else decision.fire + off  # lag: vs planned
-            planned.append(_Planned(item, old, fire, late, raw, timing.team, fire_late))
+            owed = None
+            if decision.owed is not None:
+                owed = paced_catch_up(self.keys, job, timing, decision.owed, raw, memo)
+            planned.append(_Planned(item, old, fire, late, raw, timing.team, fire_late, owed))
         return planned
 
     def _take(self, planned: list[_Planned]) -> tuple[list[firing.FireItem], int]:
@@ -180,6 +188,8 @@ class ShardActor:
                 self._kept[(job, p.due, p.raw, p.item.queue)] = p
                 continue
             now_items.append(p.item)
+            if p.owed is not None:
+                self._owed.append(p.owed)
             if p.fire is not None:
                 fires.append(p.fire)
             if p.late:
@@ -298,6 +308,9 @@ class ShardActor:
                 self._woken = trio.Event()
             started = trio.current_time()
             try:
+                if self._owed:  # first: a crash after it finds them queued, not lost
+                    await hand_over(self.redis, self._owed)
+                    self._owed = []
                 missed = sum(self._missed.values()) if items else 0
                 call = firing.fire(
                     self.keys,
