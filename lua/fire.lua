@@ -32,7 +32,10 @@
           policy (a allow | f forbid: skip the tick while the job's last run is active |
           r replace: cancel that run, fire this one | b buffer_one, B buffer_all: the tick
           waits in buf:<job> for that run to end, lib/buffer.lua; one, or up to 1,000,
-          beyond which it is skipped 'overlap_buffer_full'; followed by ':<n>' when the job
+          beyond which it is skipped 'overlap_buffer_full' | c cancel_other: cancel that
+          run; one not started anywhere yet is replaced at once, one claimed or running
+          has this tick wait in buf:<job> until its worker has stopped it (its lease ended:
+          reclaim.lua), a later tick meanwhile skipped 'overlap_buffer_full'; followed by ':<n>' when the job
           stops after n fires: its count 'fc' grows with each run made, and at n its
           entry goes, its schedule segment closes (segs:<id>) and it is marked 'nf' =
           'max_fires'; ':s<ms>' and ':f<ms>' index each run it makes in the shard's
@@ -139,7 +142,20 @@ for i = 6, #ARGV, 8 do
       local active = rcall('HGET', job_key, 'act')
       local active_key = active and (base .. 'run:' .. active)
       local active_state = active and rcall('HGET', active_key, 'st')
-      if active and ACTIVE[active_state or ''] then
+      if overlap == 'c' and rcall('EXISTS', base .. 'buf:' .. job) == 1 then
+        -- a tick already waits for a cancelled run to stop: this one is one too many
+        record_skip(base, job, fire, fire, 1, 'overlap_buffer_full', now)
+        overlapped[#overlapped + 1] = job .. '|overlap_buffer_full'
+        fire = ''
+      elseif overlap == 'c' and active and ACTIVE[active_state or ''] then
+        rcall('HSET', active_key, 'st', 'cancelled', 'f', now,
+          'r', 'cancelled for the tick of ' .. fire .. ' (cancel_other)')
+        add_event(events, active, active_state, 'cancelled', '', 'cancel_other')
+        if active_state == 'claimed' or active_state == 'running' then
+          buffer_push(base, job, fire, 1)  -- runs once its worker has stopped the other
+          fire = ''
+        end
+      elseif active and ACTIVE[active_state or ''] then
         if overlap == 'f' then
           record_skip(base, job, fire, fire, 1, 'overlap', now)
           overlapped[#overlapped + 1] = job .. '|overlap'

@@ -8,7 +8,9 @@
   its next tick does not kill the next workers; a DAG task's run failed so settles its
   task in the DAG run (lib/dag.lua). The ticks its overlap policy buffered behind it
   (lib/buffer.lua) are recorded skipped ('quarantined') when the job is quarantined;
-  otherwise the oldest runs now, as after any end of the job's active run.
+  otherwise the oldest runs now, as after any end of the job's active run. A run a
+  cancel_other tick cancelled keeps its entry until its lease ends (its worker stopped
+  renewing it when told it was cancelled): then the tick waiting on it runs.
 
   Nothing is looked at before the shard's reclaim_at (the earliest lease deadline known:
   claim.lua lowers it, renewals only push deadlines later). Otherwise every pending entry
@@ -91,11 +93,23 @@ local function reclaim_stream(ready_key, q)
     local body = rcall('XRANGE', ready_key, eid, eid)
     local rid = body[1] and body[1][2][2]
     local run = rid and rcall('HMGET', base .. 'run:' .. rid, 'st', 'l', 'rc', 'd', 'bf', 'w') or {}
-    if run[1] ~= 'running' then
+    local job = rid and string.match(rid, '^(.+):[^:]+:%d+$')
+    if run[1] == 'cancelled' and run[2] and tonumber(run[2]) >= now_n and not run[4]
+        and rcall('EXISTS', base .. 'buf:' .. job) == 1 then
+      -- cancelled by a cancel_other tick, which waits until its worker has stopped it:
+      -- it has, or is gone, once its lease (no longer renewed) ends
+      local lease = tonumber(run[2])
+      if not earliest or lease < earliest then
+        earliest = lease
+      end
+    elseif run[1] ~= 'running' then
       -- completed meanwhile, cancelled, or an orphan entry: nothing holds it any more
       if run[1] == nil or run[1] ~= 'scheduled' then
         rcall('XACK', ready_key, group, eid)
         rcall('XDEL', ready_key, eid)
+        if run[1] == 'cancelled' and not run[4] then  -- a tick waiting on it runs now
+          released = released + buffer_ends(base, job, rid, now)
+        end
       end
     elseif tonumber(run[2] or '0') >= now_n then
       local lease = tonumber(run[2])

@@ -75,3 +75,44 @@ async def test_replace_cancels_the_active_run_and_kills_it(node, worker, http, t
     ended = await trio.to_thread.run_sync(pids_gone, started[:-1], 5.0)
     assert ended, "a replaced run's process was not killed"
     assert not done.exists()
+
+
+async def test_cancel_other_starts_the_new_run_after_the_old_one_stopped(
+    node, worker, http, tmp_path
+) -> None:
+    """``cancel_other``: a tick that finds a run going cancels it and waits until its
+    worker has stopped it (its lease ended) before it starts: never two at once, unlike
+    ``replace``. The job's own log of starts and stops is the independent record."""
+    log = tmp_path / "log"
+    command = (
+        f"echo start $SHARDSCHED_RUN_ID >> {log};"
+        f" trap 'echo stop $SHARDSCHED_RUN_ID >> {log}; exit 143' TERM;"
+        " sleep 60 & wait"
+    )
+    body = {
+        "name": "cancel-other", "schedule": {"type": "interval", "every_s": 2},
+        "command": command, "overlap": "cancel_other", "lease_s": 1, "kill_grace_s": 5,
+    }  # fmt: skip
+    made = await http.post("/api/v1/jobs", json=body)
+    assert made.status_code == 201, made.text
+    job_id = made.json()["job_id"]
+
+    async def three_started() -> bool:
+        return log.exists() and log.read_text().count("start ") >= 3
+
+    await wait_until(three_started, timeout=40)
+    await http.patch(f"/api/v1/jobs/{job_id}", json={"status": "paused"})
+    lines = log.read_text().split()
+    events = list(zip(lines[::2], lines[1::2], strict=True))
+    running = set()
+    for what, run_id in events:
+        if what == "start":
+            assert not running, f"{run_id} started while {running} ran: {events}"
+            running.add(run_id)
+        else:
+            running.discard(run_id)
+    runs = (await http.get(f"/api/v1/jobs/{job_id}/runs")).json()["runs"]
+    cancelled = [r for r in runs if r["state"] == "cancelled"]
+    assert len(cancelled) >= 2 and all("cancel_other" in r["reason"] for r in cancelled)
+    ticks = (await http.get(f"/api/v1/jobs/{job_id}/ticks")).json()["ticks"]
+    assert "missing" not in {t["outcome"] for t in ticks}, ticks

@@ -186,7 +186,10 @@ def add_create_parser(jsub: argparse._SubParsersAction, common: argparse.Argumen
         "--catchup-per-minute", type=int, metavar="N",
         help="catchup paced (and a paced resume): owed ticks started a minute (default 60)",
     )  # fmt: skip
-    p.add_argument("--overlap", choices=["allow", "forbid", "replace", "buffer_one", "buffer_all"])
+    p.add_argument(
+        "--overlap",
+        choices=["allow", "forbid", "replace", "buffer_one", "buffer_all", "cancel_other"],
+    )
     p.add_argument("--env", type=key_value, action="append", metavar="KEY=VALUE")
     p.add_argument("--label", type=key_value, action="append", metavar="KEY=VALUE")
     p.add_argument("--queue", metavar="NAME", help="only workers serving it run the job")

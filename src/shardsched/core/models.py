@@ -111,6 +111,8 @@ class Overlap(enum.StrEnum):
     REPLACE = "replace"  #: cancel the active run, start the new one
     BUFFER_ONE = "buffer_one"  #: at most one tick waits for the active run; later: skipped
     BUFFER_ALL = "buffer_all"  #: ticks wait in order (up to 1,000; beyond: skipped)
+    #: cancel the active run; the new tick runs once its worker has stopped it
+    CANCEL_OTHER = "cancel_other"
 
 
 class TriggerRule(enum.StrEnum):

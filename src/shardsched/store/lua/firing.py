@@ -29,6 +29,7 @@ OVERLAP_CODE = {
     Overlap.REPLACE: "r",
     Overlap.BUFFER_ONE: "b",
     Overlap.BUFFER_ALL: "B",
+    Overlap.CANCEL_OTHER: "c",
 }
 
 
