@@ -114,3 +114,36 @@ async def test_jobs_sharing_a_schedule_object_keep_their_own_limits(redis, dep) 
         timings.append(msgspec.json.decode(raw, type=Timing))
     assert [t.max_fires for t in timings] == [2, 5, 2]
     assert [t.start_deadline_ms for t in timings] == [None, 9000, None]
+
+
+async def test_changing_a_schedule_never_runs_a_fired_tick_again(node, worker, http, redis) -> None:
+    """dagster#13597: a new schedule whose ticks include ones already fired (here a phase
+    set in the past, every fired tick on it) runs none of them again: the timer starts
+    from now, and the run ids are the ticks'."""
+    now = from_ms(await redis.time_ms())
+    start = (now - timedelta(seconds=30)).isoformat()
+    job = await _job(http, schedule={"type": "interval", "every_s": 1, "start_at": start})
+    job_id = job["job_id"]
+
+    async def fired_three() -> list[dict] | None:
+        runs = await _runs(http, job_id)
+        return runs if len(runs) >= 3 else None
+
+    before = {r["run_id"] for r in await wait_until(fired_three, timeout=20)}
+    changed = await http.patch(
+        f"/api/v1/jobs/{job_id}",
+        json={"schedule": {"type": "interval", "every_s": 0.5, "start_at": start}},
+    )
+    assert changed.status_code == 200, changed.text
+    changed_at = from_ms(await redis.time_ms())
+
+    async def fired_more() -> list[dict] | None:
+        runs = await _runs(http, job_id)
+        return runs if len(runs) >= len(before) + 4 else None
+
+    after = await wait_until(fired_more, timeout=20)
+    new = [r for r in after if r["run_id"] not in before]
+    assert all(_at(r["scheduled_for"]) > changed_at - timedelta(seconds=0.6) for r in new), new
+    assert len({r["scheduled_for"] for r in after}) == len(after)  # no tick twice
+    audit = (await http.get("/api/v1/audit")).json()
+    assert audit["duplicated"] == 0 and audit["missing"] == 0, audit
