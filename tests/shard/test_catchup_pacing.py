@@ -65,6 +65,7 @@ async def test_a_backlog_of_100k_ticks_drains_beside_on_time_jobs(node, redis, d
     assert p99 < 0.25 and lags[-1] < 0.5, (p99, lags[-1])
 
 
+@pytest.mark.slow  # seconds of real workers; CI's slow step runs it
 async def test_paced_catch_up_after_an_outage(nursery, worker, redis, dep, http) -> None:
     """``catchup: paced``: after every node was down, the ticks owed run as a paced
     backfill (here 240 a minute: 4 a second) while the job's next tick fires on time; the

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from datetime import datetime
 
+import pytest
 import trio
 
 from conftest import wait_until
@@ -77,6 +78,7 @@ async def test_replace_cancels_the_active_run_and_kills_it(node, worker, http, t
     assert not done.exists()
 
 
+@pytest.mark.slow  # seconds of real workers; CI's slow step runs it
 async def test_cancel_other_starts_the_new_run_after_the_old_one_stopped(
     node, worker, http, tmp_path
 ) -> None:
