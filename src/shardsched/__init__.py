@@ -32,6 +32,7 @@ from shardsched.core.models import (
     RunState,
     TaskSpec,
     TriggerRule,
+    WindowSchedule,
 )
 from shardsched.core.patches import JobPatch
 from shardsched.core.views import Dag, DagRun, Job, Run
@@ -86,5 +87,6 @@ __all__ = [
     "TriggerRule",
     "ValidationError",
     "Weekday",
+    "WindowSchedule",
     "__version__",
 ]
