@@ -127,3 +127,14 @@ def test_paced_hands_the_owed_ticks_over_and_moves_on() -> None:
     max_catchup) are handed over and the timer moves to the first tick after now."""
     assert run(Catchup.PACED, 9_000, 10_500) == Decision(9_000, 10_000)  # within 2 s grace
     assert run(Catchup.PACED, 0, 10_500) == Decision(None, 11_000, None, (0, 10_000))
+
+
+def test_paced_with_calendars_catches_up_as_all() -> None:
+    """Owed ticks of a job with calendars are decided one by one, each with them."""
+    from shardsched.core.calendars import CalendarRule
+
+    timing = Timing(
+        IntervalSchedule(every_s=1), Catchup.PACED, 2.0, calendars=CalendarRule(exclude=["x"])
+    )
+    decision = decide(timing, 0, 10_500, lambda t: t + 1000)
+    assert decision == Decision(0, 1000) and decision.owed is None

@@ -21,7 +21,9 @@ its tick fires while its window is open, and a window that closed unseen is skip
 job's backlog takes one item of each fire batch and never holds up other jobs' ticks.
 ``catchup: paced`` owes the same ticks but hands them over at once (:attr:`Decision.owed`)
 to run as a paced backfill, at most the job's ``catchup_per_minute`` a minute, while its
-timer moves on to its next tick after now, which fires on time.
+timer moves on to its next tick after now, which fires on time. A job with named
+calendars catches up as under ``all`` instead, so that every owed tick is decided with
+its calendars.
 """
 
 from __future__ import annotations
@@ -154,6 +156,10 @@ def decide(timing: Timing, old: int, now: int, next_after: NextAfter) -> Decisio
     now = max(now, old)
     ticks = Ticks(timing, old, next_after)
     policy = timing.catchup
+    if policy == Catchup.PACED and timing.calendars is not None:
+        # a backfill does not look at calendars: owed ticks are fired one per pass as
+        # under ``all``, each decided with the calendars (core/calendars.py)
+        policy = Catchup.ALL
     window = timing.schedule if isinstance(timing.schedule, WindowSchedule) else None
     if policy == Catchup.NONE or window is not None:
         # a window's tick fires while its window is open, whatever the policy
