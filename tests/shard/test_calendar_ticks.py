@@ -185,3 +185,17 @@ async def test_the_cli_manages_calendars_and_jobs_name_them(node, http) -> None:
     assert gone.returncode == 0 and "removed holidays" in gone.stdout
     again = await cli(http, "calendars", "rm", "holidays", *api)
     assert again.returncode != 0 and "not found" in again.stderr
+
+
+async def test_a_resume_owes_only_the_ticks_its_calendars_allow(node, http, redis) -> None:
+    days = _days_around(await _today(redis))
+    assert (await http.put("/api/v1/calendars/freeze", json={"dates": days})).status_code == 201
+    job_id = await _job(http, calendars={"exclude": ["freeze"]})
+    await http.patch(f"/api/v1/jobs/{job_id}", json={"status": "paused"})
+    await trio.sleep(1.5)  # ticks of the pause go by, every one on a frozen day
+    url = f"/api/v1/jobs/{job_id}/resume"
+    plan = (await http.post(url, json={"catchup": "all", "dry_run": True})).json()
+    assert plan["owed"] == [], plan
+    await http.put("/api/v1/calendars/freeze", json={"dates": ["2001-01-01"]})
+    plan = (await http.post(url, json={"catchup": "all", "dry_run": True})).json()
+    assert len(plan["owed"]) >= 2, plan  # lifted: the same ticks are owed

@@ -13,15 +13,17 @@ from itertools import islice
 
 from shardsched.core.access import SDK_ACTOR
 from shardsched.core.backfill import DEFAULT_PER_MINUTE, BackfillRequest, ResumeRequest
+from shardsched.core.calendars import tick_allowed
 from shardsched.core.errors import ConflictError, DagTaskJob, JobDeleted
 from shardsched.core.instants import from_ms, to_ms
-from shardsched.core.models import JobStatus, OnResume
+from shardsched.core.models import JobStatus, OnResume, schedule_zone
 from shardsched.core.patches import JobPatch
 from shardsched.core.queues import Priority
 from shardsched.core.ticks import ticks_in
 from shardsched.core.time_views import ResumeResult
 from shardsched.core.timing import resolved
 from shardsched.core.validation import checked
+from shardsched.ops.calendars import read_book
 from shardsched.ops.history import backfill, job_anchor
 from shardsched.ops.jobs import patch_job, read_job
 from shardsched.store.calls import Call, Op, server_ms
@@ -49,6 +51,11 @@ def resume_job(dep: Deployment, job_id: str, request: ResumeRequest, actor: str 
         walked = ticks_in(
             resolved(job.schedule, job_id), anchor, to_ms(job.paused_at), server_ms(now)
         )
+        rule = job.calendars if job.calendars and job.calendars.names() else None
+        if rule is not None:  # only the ticks its calendars allow are owed
+            book = yield from read_book(dep)
+            zone = schedule_zone(job.schedule)
+            walked = (t for t in walked if tick_allowed(rule, book, t, zone))
         keep = 1 if choice == OnResume.LATEST else job.max_catchup
         owed = list(deque(islice(walked, MAX_WALK), maxlen=keep))
     if request.dry_run:
