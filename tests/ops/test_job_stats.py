@@ -10,6 +10,7 @@ import trio
 from conftest import cli, wait_until
 
 
+@pytest.mark.slow  # seconds of real firing; CI's slow step runs it
 async def test_stats_count_what_the_ledger_shows_and_name_the_cadence(node, worker, http) -> None:
     body = {
         "name": "slow",

@@ -72,6 +72,7 @@ async def test_buffer_one_holds_one_tick_and_skips_the_rest(node, worker, http, 
     assert audit["missing"] == 0 and audit["duplicated"] == 0, audit
 
 
+@pytest.mark.slow  # seconds of real firing; CI's slow step runs it
 async def test_buffer_all_runs_every_tick_in_order(node, worker, http, redis, dep) -> None:
     job_id = await _job(http, "buffer_all", 0.5, "sleep 1.1")
     await trio.sleep(3.2)

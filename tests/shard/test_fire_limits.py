@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import pytest
 import trio
 
 from conftest import wait_until
@@ -28,6 +29,7 @@ async def _runs(http, job_id: str) -> list[dict]:
     return (await http.get(f"/api/v1/jobs/{job_id}/runs")).json()["runs"]
 
 
+@pytest.mark.slow  # seconds of real firing; CI's slow step runs it
 async def test_max_fires_stops_the_job_and_says_so(node, worker, http) -> None:
     job = await _job(http, max_fires=3)
     job_id = job["job_id"]

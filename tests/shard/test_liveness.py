@@ -5,6 +5,7 @@ clean; a job whose schedule is exhausted says so, and is left alone, as a paused
 
 from __future__ import annotations
 
+import pytest
 import trio
 
 from conftest import wait_until
@@ -21,6 +22,7 @@ async def _runs(http, job_id: str) -> list[dict]:
     return (await http.get(f"/api/v1/jobs/{job_id}/runs", params={"limit": 200})).json()["runs"]
 
 
+@pytest.mark.slow  # seconds of real firing; CI's slow step runs it
 async def test_a_timer_entry_deleted_behind_its_back_is_put_back(
     node, worker, http, redis, dep
 ) -> None:

@@ -110,6 +110,7 @@ async def test_an_h_cron_keeps_its_h_and_fires_on_what_it_stands_for(node, http)
     assert reply.status_code == 422 and "spread_s" in reply.text
 
 
+@pytest.mark.slow  # seconds of real firing; CI's slow step runs it
 async def test_a_spread_burst_fires_every_job_once_flat_over_the_spread(
     node, worker, http, redis, dep
 ) -> None:

@@ -86,7 +86,11 @@ async def test_one_run_per_window_through_an_outage(node, http, redis, dep, nurs
 
     await wait_until(ran, timeout=20)
     runs = (await http.get(f"/api/v1/jobs/{open_job}/runs")).json()["runs"]
-    assert [r["run_id"] for r in runs if r["scheduled_for"]] == [f"{open_job}:{opened}:1"]
+    ids = [r["run_id"] for r in runs]
+    # one run for the window set back; a later minute's window (the test may cross a
+    # minute boundary) has its own one run
+    assert ids.count(f"{open_job}:{opened}:1") == 1 and len(set(ids)) == len(ids), ids
+    assert all(int(i.split(":")[1]) >= opened for i in ids), ids
     job = (await http.get(f"/api/v1/jobs/{open_job}")).json()
     assert job["schedule"]["type"] == "window"
     assert job["next_run_at"].endswith(":00Z")  # the next opening
