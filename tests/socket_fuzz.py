@@ -31,6 +31,8 @@ PATHS = (
     b"/api/v1/notifications/rules",
     b"/api/v1/notifications/alerts",
     b"/api/v1/notifications/deliveries?limit=5",
+    b"/api/v1/calendars/fz",
+    b"/api/v1/schedules/preview",
     b"/healthz",
     b"/readyz",
     b"/metrics",

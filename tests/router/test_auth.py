@@ -443,3 +443,29 @@ async def test_notification_routes_refuse_every_scope_below_theirs(base, redis, 
             tried += 1
     assert tried >= 30
     assert await keyspace(redis, dep.namespace) == before
+
+
+async def test_calendar_writes_refuse_read_worker_and_team_tokens(base, redis, dep) -> None:
+    """A calendar decides the ticks of every job naming it: a read or worker token may not
+    put or delete one, nor a write token bound to a team (it is not the team's); reading
+    them is a read token's. Nothing changes on a refusal."""
+    admin = await token(redis, dep, "admin", Scope.ADMIN)
+    async with client(base, admin) as ok:
+        made = await ok.put("/api/v1/calendars/holidays", json={"dates": ["2026-12-25"]})
+        assert made.status_code == 201, made.text
+    weak = {
+        "read": await token(redis, dep, "r", Scope.READ),
+        "worker": await token(redis, dep, "w", Scope.WORKER),
+        "team": await token(redis, dep, "t", Scope.WRITE, prefixes=("team-a-",)),
+    }
+    before = await keyspace(redis, dep.namespace)
+    for who, secret in weak.items():
+        async with client(base, secret) as c:
+            for method, body in (("PUT", {"dates": []}), ("DELETE", None)):
+                reply = await c.request(method, "/api/v1/calendars/holidays", json=body)
+                assert reply.status_code == 403, (who, method, reply.text)
+                assert reply.json()["error"]["code"] == "forbidden"
+    assert await keyspace(redis, dep.namespace) == before
+    async with client(base, weak["read"]) as c:
+        listed = (await c.get("/api/v1/calendars")).json()["calendars"]
+        assert [x["name"] for x in listed] == ["holidays"]
