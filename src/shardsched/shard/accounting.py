@@ -18,28 +18,25 @@ NO_TEAM = "none"
 class BatchAccount:
     """The tick outcomes of one planned batch, by team, until the fire reply is in."""
 
-    __slots__ = ("_counts", "_team_of")
+    __slots__ = ("_counts",)
 
     def __init__(self) -> None:
         self._counts: dict[tuple[str, str, str], int] = {}
-        self._team_of: dict[str, str] = {}  #: job -> team, for the jobs it fires
 
     def _add(self, team: str, outcome: str, reason: str, n: int) -> None:
         key = (team or NO_TEAM, outcome, reason)
         self._counts[key] = self._counts.get(key, 0) + n
 
-    def planned(self, job: str, team: str, fires: bool, late: bool, skip: str | None) -> None:
+    def planned(self, team: str, fires: bool, late: bool, skip: str | None) -> None:
         """One planned item: ``skip`` is its skip record ("first:last:count:reason")."""
         if fires:
-            self._team_of[job] = team
             self._add(team, "late" if late else "fired", "", 1)
         if skip:
             _, _, count, reason = skip.split(":", 3)
             self._add(team, "skipped", reason, int(count))
 
-    def overlapped(self, job: str, reason: str) -> None:
-        """fire.lua's overlap policy did not fire this job's planned tick."""
-        team = self._team_of.get(job, "")
+    def overlapped(self, team: str, reason: str) -> None:
+        """fire.lua's overlap policy did not fire a planned tick of a job of ``team``."""
         for outcome in ("fired", "late"):
             key = (team or NO_TEAM, outcome, "")
             if self._counts.get(key, 0) > 0:
@@ -52,4 +49,3 @@ class BatchAccount:
             if n > 0:
                 metrics.schedule_ticks.labels(metrics.team_label(team), outcome, reason).inc(n)
         self._counts.clear()
-        self._team_of.clear()

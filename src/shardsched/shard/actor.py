@@ -71,6 +71,10 @@ class _Planned(NamedTuple):
     owed: Any = None  #: catchup paced: the backfill call of its owed ticks, made first
 
 
+def _text(job: bytes | str) -> str:
+    return job.decode() if isinstance(job, bytes) else job
+
+
 class LeaseLost(Exception):
     """Raised inside an actor when its epoch was superseded (another owner took over)."""
 
@@ -109,6 +113,7 @@ class ShardActor:
         self._missed: dict[str, int] = {}  #: job -> ticks found past time + misfire grace
         self._skips: dict[str, int] = {}  #: reason -> ticks the planned batch skips
         self._account = BatchAccount()  #: the planned batch's ticks by team
+        self._taken: list[_Planned] = []  #: the plans of the items the fire call sends
         #: catchup paced: backfill calls of owed ticks, made before the fire call
         self._owed: list[Call] = []
         #: job -> (its critical label as the metric says it, trio time read): a catch-up
@@ -181,6 +186,7 @@ class ShardActor:
         missed = self._missed = {}
         skips = self._skips = {}
         account = self._account = BatchAccount()
+        taken = self._taken = []
         self._kept = {}
         for p in planned:
             job = p.item.job
@@ -188,6 +194,7 @@ class ShardActor:
                 self._kept[(job, p.due, p.raw, p.item.queue)] = p
                 continue
             now_items.append(p.item)
+            taken.append(p)
             if p.owed is not None:
                 self._owed.append(p.owed)
             if p.fire is not None:
@@ -198,8 +205,7 @@ class ShardActor:
             if skip:
                 _, _, count, reason = skip.split(":", 3)
                 skips[reason] = skips.get(reason, 0) + int(count)
-            name = job.decode() if isinstance(job, bytes) else job
-            account.planned(name, p.team, p.fire is not None, p.fire_late, skip)
+            account.planned(p.team, p.fire is not None, p.fire_late, skip)
         return now_items, first
 
     async def _apply_quarantines(self) -> None:
@@ -236,9 +242,11 @@ class ShardActor:
         reason, ticks by team; returns the ticks found missed, by job (reported by
         :meth:`_report_missed`)."""
         metrics, fired = self.metrics, reply.fired
-        for job, reason in reply.overlapped:  # held back by fire.lua's overlap policy
-            self._skips[reason] = self._skips.get(reason, 0) + 1
-            self._account.overlapped(job, reason)
+        if reply.overlapped:  # held back by fire.lua's overlap policy (rare: looked up)
+            team_of = {_text(p.item.job): p.team for p in self._taken}
+            for job, reason in reply.overlapped:
+                self._skips[reason] = self._skips.get(reason, 0) + 1
+                self._account.overlapped(team_of.get(job, ""), reason)
         self._account.flush(metrics)
         metrics.ledger_write.labels("fire").observe(took_s)
         if fired:
