@@ -222,6 +222,7 @@ def _schedule_texts(base: str, admin: str, job_ids: list[str]) -> list[str]:
             d.get(base + f"/ui/#/jobs/{job_id}")
             _text(d, "#main", job_id)
             _text(d, "#main", "Next 10 fire times")
+            _shot(d, f"schedule-{len(out)}")
             out.append(d.find_element(By.ID, "main").text)
         return out
 
