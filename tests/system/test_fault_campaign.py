@@ -21,8 +21,11 @@ def check(name: str) -> None:
     assert v.stranded == 0, f"fired runs running nowhere: {v}"
     assert v.lost == 0, f"fired runs the jobs never executed: {v}"
     assert v.reexecuted_after_completion == 0, f"finished runs executed again: {v}"
-    if name in ("redis-oom-15s", "redis-kill-9-restart"):
-        # no process died and no lease lapsed: nothing may have run twice
+    # at-least-once: a run executes again only after its lease lapsed and its owner took it
+    # back (a Redis outage under load can outlast a 3 s lease; each such run is counted)
+    assert v.executed_twice <= v.lease_reclaims, v
+    if name == "redis-oom-15s":
+        # Redis kept answering renewals: no lease lapsed, so nothing may have run twice
         assert v.executed_twice == 0, v
 
 

@@ -169,6 +169,7 @@ class Verdict:
     stranded: int  #: fired runs the audit finds running nowhere (past 60 s)
     lost: int  #: fired runs the jobs' own record never saw executed
     executed_twice: int  #: runs executed more than once (allowed only after a lapsed lease)
+    lease_reclaims: int  #: runs the owners took back after their lease lapsed
     reexecuted_after_completion: int  #: executions started after the run's completion
     exits: dict[str, int]
 
@@ -230,6 +231,7 @@ def run_scenario(
         fleet.stop_all()
         report = client._run(audit.audit(client.deployment, settle_s=0.0, stranded_after_s=60))
         runs = _finished_runs(client, job_ids)
+        reclaims = _lease_reclaims(scene.r, client.deployment.n_shards, client)
     finally:
         fleet.stop_all()
         client.close()
@@ -261,9 +263,17 @@ def run_scenario(
         stranded=report.stranded,
         lost=lost,
         executed_twice=sum(1 for n in executions.values() if n > 1),
+        lease_reclaims=reclaims,
         reexecuted_after_completion=after,
         exits=dict(fleet.exits),
     )
+
+
+def _lease_reclaims(r: Any, n_shards: int, client: Client) -> int:
+    pipe = r.pipeline(transaction=False)
+    for s in range(n_shards):
+        pipe.hget(client.deployment.shard(s).stats, "lease_reclaims")
+    return sum(int(v or 0) for v in pipe.execute())
 
 
 def _server_ms(r: Any) -> int:
@@ -319,7 +329,7 @@ def _finished_runs(client: Client, job_ids: list[str]) -> dict[str, int | None]:
 def format_table(verdicts: list[Verdict]) -> str:
     head = (
         f"{'scenario':<26} {'expected':>8} {'once':>6} {'skip':>5} {'miss':>5} {'dup':>4} "
-        f"{'max lag':>8} {'strand':>6} {'lost':>5} {'x2':>4} {'after':>5}  exits"
+        f"{'max lag':>8} {'strand':>6} {'lost':>5} {'x2':>4} {'recl':>5} {'after':>5}  exits"
     )
     rows = [head]
     for v in verdicts:
@@ -327,7 +337,7 @@ def format_table(verdicts: list[Verdict]) -> str:
         rows.append(
             f"{v.scenario:<26} {v.expected:>8} {v.fired_once:>6} {v.skipped:>5} {v.missing:>5} "
             f"{v.duplicated:>4} {lag:>8} {v.stranded:>6} {v.lost:>5} {v.executed_twice:>4} "
-            f"{v.reexecuted_after_completion:>5}  {v.exits or 'none'}"
+            f"{v.lease_reclaims:>5} {v.reexecuted_after_completion:>5}  {v.exits or 'none'}"
         )
     return "\n".join(rows)
 

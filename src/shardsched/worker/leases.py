@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from shardsched.core.pacing import Backoff
 from shardsched.runtime.metrics import Metrics
 from shardsched.runtime.tracing import RunTracer
 from shardsched.store.calls import Call
@@ -47,6 +48,10 @@ class LeaseRenewer:
         self.metrics = metrics
         self.every = MAX_RENEW_EVERY_S
         self._sooner = trio.Event()
+        #: after a round Redis did not take (restarting, cut off), the next comes sooner:
+        #: a lease must not lapse while the renewer waits out a full interval
+        self._retry = Backoff(first=0.05, cap=0.5)
+        self._failed = False
 
     def started(self, claimed: Claimed) -> None:
         """A run started: renew sooner if its lease is shorter than the current pace."""
@@ -60,18 +65,24 @@ class LeaseRenewer:
     async def run(self) -> None:
         while True:
             self.every = self._interval()
-            with trio.move_on_after(self.every):
+            pause = min(self._retry.next(), self.every) if self._failed else self.every
+            with trio.move_on_after(pause):
                 await self._sooner.wait()  # a run with a shorter lease started
                 self._sooner = trio.Event()
             # Finished runs whose completion Redis has not taken yet (full, restarting) are
             # still ours: keep their leases, or the owner would deliver them again.
             held = self.holdings.leased()
+            self._failed = False
             if held:
-                await self._renew(held)
+                self._failed = not await self._renew(held)
                 if self.also is not None:
                     await self.also(held)
+            if not self._failed:
+                self._retry.reset()
 
-    async def _renew(self, held: list[Claimed]) -> None:
+    async def _renew(self, held: list[Claimed]) -> bool:
+        """One round; False when Redis took none or only some of it."""
+
         def call(shard: int, runs: list[Claimed]) -> Call:
             return lua.renew_runs(self.dep.shard(shard), self.worker_id, [c.delivery for c in runs])
 
@@ -80,10 +91,12 @@ class LeaseRenewer:
             sent = await send_per_shard(self.redis, by_shard(held, _shard), call)
         except RedisError as exc:
             self.metrics.redis_error(log, "lease renewal", exc, self.every)
-            return
+            return False
+        taken = True
         for _shard_n, runs, reply in sent:
             if isinstance(reply, Exception):
                 self.metrics.redis_error(log, "lease renewal", reply, self.every)
+                taken = False
                 continue
             for c, (code, _lease) in zip(runs, lua.decode_renewed(reply), strict=True):
                 if self.tracer is not None:
@@ -97,6 +110,7 @@ class LeaseRenewer:
                     else:
                         log.warning("run %s lost its lease: stopping it", c.run_id)
                         self.holdings.lose(c.key)
+        return taken
 
 
 def _shard(claimed: Claimed) -> int:
