@@ -22,7 +22,8 @@
   ARGV[2] shard key base ("<ns>:{<shard>}:"); run:<id>, runs:<job>, skips:<job>, dagv:<dag>:<tv>,
           cnt:<id>, segs:<id>, vers:<id> and job:<id> keys are built from it and share
           KEYS' hash slot
-  ARGV[3] how many due entries to report back at most
+  ARGV[3] how many due entries to report back at most (0: none, only next_ms, which is
+          then the earliest timer or retry score, due or not)
   ARGV[4] look-ahead (ms): due jobs are reported up to now + this, so the owner can plan
           them before their tick; an item is only fired once its tick is due
   ARGV[5] ticks of this batch the owner found missed (their time plus misfire grace had
@@ -56,7 +57,7 @@
     retried  retry attempts due and moved to the ready stream (with fired: whether the
              caller should wake a worker for this shard, store/ready.py);
     next_ms  the earliest future timer or retry score ('' when both are empty or jobs are
-             due);
+             due; with ARGV[3] 0, the earliest score, due or not);
     queues   '' when every run made or retried here went to the default queue's stream,
              else the queues that got runs, comma-separated ('default' for 'ready'): the
              caller wakes a worker of each;
@@ -260,9 +261,12 @@ if ARGV[5] ~= '0' and applied > 0 then  -- a replay of an applied call applies n
   rcall('HINCRBY', stats_key, 'missed', ARGV[5])
 end
 
-local horizon = now_n + tonumber(ARGV[4])
-local due = rcall('ZRANGE', timer_key, '-inf', horizon, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[3]),
-  'WITHSCORES')
+local due = {}
+if ARGV[3] ~= '0' then
+  local horizon = now_n + tonumber(ARGV[4])
+  due = rcall('ZRANGE', timer_key, '-inf', horizon, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[3]),
+    'WITHSCORES')
+end
 local out = {1, now, fired, retried, '', woken_queues(), table.concat(overlapped, ',')}
 if #due == 0 then
   local first = rcall('ZRANGE', timer_key, 0, 0, 'WITHSCORES')

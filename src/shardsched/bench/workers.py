@@ -152,7 +152,7 @@ def _commands(before: dict[str, Any], after: dict[str, Any], took: float) -> dic
         if calls:
             out[name.removeprefix("cmdstat_")] = (calls / took, us / took)
     ranked = sorted(out.items(), key=lambda kv: -kv[1][1])
-    return dict(ranked[:12])
+    return dict(ranked[:24])
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

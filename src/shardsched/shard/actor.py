@@ -108,6 +108,9 @@ class ShardActor:
         #: pushes a wake token for this shard and each queue whose ready stream got runs
         self._wake = wake or (lambda shard, queues: None)
         self._woken = trio.Event()
+        #: a job of this shard changed since the last call that read the due jobs: the
+        #: next call reads them again (a call firing kept plans reads none otherwise)
+        self._changed = True
         self.metrics = metrics or Metrics()
         self._fires: list[int] = []  #: ticks the planned batch fires (for the lag histogram)
         self._missed: dict[str, int] = {}  #: job -> ticks found past time + misfire grace
@@ -126,6 +129,7 @@ class ShardActor:
 
     def wake(self) -> None:
         """Look at the timer again now (a job of this shard was added or changed)."""
+        self._changed = True
         self._woken.set()
 
     def _plan(self, due: Sequence[firing.Due], now_ms: int) -> list[_Planned]:
@@ -320,10 +324,16 @@ class ShardActor:
                     await hand_over(self.redis, self._owed)
                     self._owed = []
                 missed = sum(self._missed.values()) if items else 0
+                # Firing kept plans, with nothing changed since they were read: the call
+                # reads no due jobs (it would read the kept ones again), only the
+                # earliest score, which says whether anything came before them.
+                report = not (items and self._kept and not self._changed)
+                if report:
+                    self._changed = False
                 call = firing.fire(
                     self.keys,
                     epoch=self.epoch,
-                    count=self.batch,
+                    count=self.batch if report else 0,
                     lookahead_ms=LOOKAHEAD_MS,
                     missed=missed,
                     items=items,
@@ -350,6 +360,16 @@ class ShardActor:
                 if missed_now:
                     await self._report_missed(missed_now)
             due = fired.due
+            if not report:
+                kept_first = min(p.due for p in self._kept.values())
+                if next_ms is not None and next_ms >= kept_first:
+                    items, first = self._take(list(self._kept.values()))
+                    ahead = first - now_ms
+                    if ahead > 0:
+                        await trio.sleep(ahead / 1000)
+                    continue
+                items = []  # something is due before the kept plans: read them all again
+                continue
             if due:
                 planned = self._plan(due, now_ms)
                 if self._quarantine:
