@@ -145,6 +145,19 @@ def _worker_kill(s: Scene) -> None:
     s.fleet.worker("worker-a")
 
 
+def _rolling_restart(s: Scene) -> None:
+    """A rolling deploy: SIGTERM each node, then each worker, in turn, each started again
+    as soon as it exits."""
+    for name in ("node-a", "node-b", "worker-a", "worker-b"):
+        s.fleet.restart(name)
+        s.wait(1)
+
+
+def _all_nodes_restart(s: Scene) -> None:
+    """Every node SIGTERMed at once, each started again as soon as it exits."""
+    s.fleet.restart("node-a", "node-b")
+
+
 SCENARIOS: dict[str, Callable[[Scene], None]] = {
     "owner-kill-9-x3": _kill_owner_3x,
     "redis-kill-9-restart": _redis_kill_restart,
@@ -154,6 +167,8 @@ SCENARIOS: dict[str, Callable[[Scene], None]] = {
     "worker-kill-9": _worker_kill,
     "node-cut-from-redis-10s": _node_cut_10s,
     "node-clock-30s-ahead": _node_clock_30s_ahead,
+    "rolling-restart": _rolling_restart,
+    "all-nodes-restart": _all_nodes_restart,
 }
 
 

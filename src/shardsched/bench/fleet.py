@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import selectors
+import signal
 import socket
 import threading
 import time
@@ -99,7 +100,8 @@ class Fleet:
 
     def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> None:
         log = self.log_dir / f"{name}.log"
-        self.procs.start(name, *args, log=log, env={"PYTHONUNBUFFERED": "1", **(env or {})})
+        env = {"PYTHONUNBUFFERED": "1", **self.env, **(env or {})}
+        self.procs.start(name, *args, log=log, env=env)
 
     def node(self, name: str, url: str | None = None, env: dict[str, str] | None = None) -> None:
         self.start(
@@ -111,13 +113,34 @@ class Fleet:
             env=env,
         )
 
+    #: extra arguments of every worker (``--import`` of a bench's handler)
+    worker_args: tuple[str, ...] = ()
+    #: the environment of every process started (a bench handler's record directory)
+    env: dict[str, str] = field(default_factory=dict)
+    #: (name, seconds from SIGTERM to exit, exit code) of each graceful restart
+    restarts: list[tuple[str, float, int]] = field(default_factory=list)
+
     def worker(self, name: str) -> None:
         self.start(
             name,
             "worker",
             *("--redis", self.url, "--namespace", self.namespace, "--worker-id", name),
-            *("--concurrency", "32", "--log-level", "INFO"),
+            *("--concurrency", "32", "--log-level", "INFO", *self.worker_args),
         )
+
+    def restart(self, *names: str) -> None:
+        """A deploy's restart: SIGTERM each of ``names`` at once, and start each again as
+        soon as it has exited (a node as a node, a worker as a worker). A stop that does
+        not exit 0 is an exit the scenario reports."""
+        began = time.monotonic()
+        for name in names:
+            self.procs.procs[name].send_signal(signal.SIGTERM)
+        for name in names:
+            code = self.procs.reap(name)
+            self.restarts.append((name, round(time.monotonic() - began, 3), code))
+            if code != 0:
+                self.exits[name] = code
+            (self.node if name.startswith("node") else self.worker)(name)
 
     def signal(self, name: str, sig: int) -> None:
         self.procs.procs[name].send_signal(sig)

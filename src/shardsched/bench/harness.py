@@ -124,6 +124,17 @@ class Procs:
         proc.wait()
         lifeline().release(proc.pid, group=False)
 
+    def reap(self, name: str, timeout: float = 60.0) -> int:
+        """Wait for ``name`` to exit (after a signal sent elsewhere); its exit code."""
+        proc = self.procs.pop(name)
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+        lifeline().release(proc.pid, group=False)
+        return code
+
     def stop_all(self, sig: int = signal.SIGTERM) -> None:
         for proc in self.procs.values():
             if proc.poll() is None:

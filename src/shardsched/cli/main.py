@@ -214,6 +214,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
             commands,
             console,
             dag,
+            deploy,
             faults,
             floor,
             footprint,
@@ -228,8 +229,10 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
         )
 
         bench_sub = bench.add_subparsers(dest="bench_command", required=True)
-        modules = (auth, burst, commands, faults, steady, soak, register, footprint, scale, plan)
-        for module in (*modules, takeover, archive, floor, dag, workers, instructions, console):
+        modules = (auth, burst, commands, faults, deploy, steady, soak, register, footprint)
+        for module in (*modules, scale, plan, takeover, archive, floor, dag, workers):
+            module.add_parser(bench_sub)
+        for module in (instructions, console):
             module.add_parser(bench_sub)
     return parser
 

@@ -64,6 +64,11 @@ class Completer:
         self.metrics = metrics
         self.completed = 0
         self.refused = 0
+        #: batches :meth:`run` has sent and not yet heard back of: a drain's flush waits
+        #: for them (cancelled mid-call, a batch is lost to this process, and a successor
+        #: under the same worker id takes its runs up and runs them again)
+        self._in_flight = 0
+        self._landed = trio.Event()
 
     async def run(self) -> None:
         """Complete what finishes, for as long as the worker runs."""
@@ -79,7 +84,13 @@ class Completer:
             while due > 0 and h.queued:
                 batch = h.take(min(COMPLETE_ROUND, due))
                 due -= len(batch)
-                again = await self.complete(batch)
+                self._in_flight += 1
+                try:
+                    again = await self.complete(batch)
+                finally:
+                    self._in_flight -= 1
+                    self._landed.set()
+                    self._landed = trio.Event()
                 if again:
                     h.again(again)
                     await trio.sleep(backoff.next())
@@ -87,10 +98,14 @@ class Completer:
                 backoff.reset()
 
     async def flush(self) -> None:
-        """Complete everything queued (a draining worker; the caller bounds the time)."""
+        """Complete everything queued, and see :meth:`run`'s batch on its way land (a
+        draining worker, before it cancels :meth:`run`; the caller bounds the time)."""
         h = self.holdings
         backoff = Backoff(cap=1.0)
-        while h.queued:
+        while h.queued or self._in_flight:
+            if not h.queued:  # what comes back of it is queued again
+                await self._landed.wait()
+                continue
             again = await self.complete(h.take(COMPLETE_BATCH))
             if again:
                 h.again(again)
