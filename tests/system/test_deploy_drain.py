@@ -9,7 +9,6 @@ from __future__ import annotations
 import tempfile
 import time
 from collections import Counter
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
