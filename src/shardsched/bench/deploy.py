@@ -137,7 +137,38 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print(format_table(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    if args.plot:
+        plot(args.plot, result)
     return result
+
+
+def plot(path: str, result: dict[str, Any]) -> None:
+    """Trigger lag p50/p99/max and the last start of each boundary, side by side."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    phases = result["phases"]
+    bars = (
+        ("lag p50", lambda p: p["trigger_lag_s"]["p50"]),
+        ("lag p99", lambda p: p["trigger_lag_s"]["p99"]),
+        ("lag max", lambda p: p["trigger_lag_s"]["max"]),
+        ("all started", lambda p: p["all_started_s"]),
+    )
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.8 / len(bars)
+    for i, (label, value) in enumerate(bars):
+        xs = [j + i * width for j in range(len(phases))]
+        ax.bar(xs, [value(p) or 0 for p in phases], width, label=label)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(phases))])
+    ax.set_xticklabels([p["phase"] for p in phases])
+    ax.set_ylabel("seconds after the boundary")
+    ax.legend()
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.set_title(f"bench deploy: {result['jobs']:,} minute jobs, one boundary each")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def _boundary(r: Any, client: Client, job_ids: list[str], tick: int) -> dict[str, Any]:
@@ -206,4 +237,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fsync", choices=["always", "everysec", "off"], default="off")
     p.add_argument("--after", type=int, default=20, help="seconds watched after each boundary")
     p.add_argument("--json", default=None, metavar="FILE")
+    p.add_argument("--plot", default=None, metavar="PNG", help="lags of each boundary")
     p.set_defaults(bench=run)
