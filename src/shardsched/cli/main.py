@@ -222,6 +222,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
             plan,
             register,
             scale,
+            seedfleet,
             soak,
             steady,
             takeover,
@@ -230,7 +231,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
 
         bench_sub = bench.add_subparsers(dest="bench_command", required=True)
         modules = (auth, burst, commands, faults, deploy, steady, soak, register, footprint)
-        for module in (*modules, scale, plan, takeover, archive, floor, dag, workers):
+        for module in (*modules, scale, plan, takeover, archive, floor, dag, workers, seedfleet):
             module.add_parser(bench_sub)
         for module in (instructions, console):
             module.add_parser(bench_sub)
