@@ -100,7 +100,7 @@ end
 local now = server_now_ms()
 
 -- Jobs a worker's completion handed over: paused now, before anything of theirs fires.
-local suspects = rcall('ZRANGE', autopause_key, 0, 99)
+local suspects = rcall('ZRANGE', autopause_key, '0', '99')
 if #suspects > 0 then
   rcall('ZREM', autopause_key, unpack(suspects))
   for _, job in ipairs(suspects) do
@@ -136,7 +136,7 @@ for i = 6, #ARGV, 8 do
   local spent = false  -- its last allowed fire made now
   local score = rcall('ZSCORE', timer_key, job)
   -- compare-and-set on the timer; and never before the tick (planned ahead of it)
-  if score and tonumber(score) == tonumber(old) and tonumber(old) <= now_n then
+  if score and (score == old or tonumber(score) == tonumber(old)) and tonumber(old) <= now_n then
     applied = applied + 1
     if fire ~= '' and overlap ~= 'a' then
       local job_key = base .. 'job:' .. job
@@ -241,7 +241,7 @@ for i = 6, #ARGV, 8 do
 end
 -- Retry attempts whose backoff is over join the stream (their records exist already).
 local retried = 0
-local retry_due = rcall('ZRANGE', retries_key, '-inf', now, 'BYSCORE', 'LIMIT', 0, 500)
+local retry_due = rcall('ZRANGE', retries_key, '-inf', now, 'BYSCORE', 'LIMIT', '0', '500')
 for _, rid in ipairs(retry_due) do
   local run_key = base .. 'run:' .. rid
   local run = rcall('HMGET', run_key, 'st', 'q')
@@ -255,7 +255,7 @@ for _, rid in ipairs(retry_due) do
 end
 flush_events(base, events)
 if fired > 0 then
-  rcall('HINCRBY', stats_key, 'fired', fired)
+  rcall('HINCRBY', stats_key, 'fired', string.format('%d', fired))
 end
 if ARGV[5] ~= '0' and applied > 0 then  -- a replay of an applied call applies nothing
   rcall('HINCRBY', stats_key, 'missed', ARGV[5])
@@ -263,14 +263,14 @@ end
 
 local due = {}
 if ARGV[3] ~= '0' then
-  local horizon = now_n + tonumber(ARGV[4])
-  due = rcall('ZRANGE', timer_key, '-inf', horizon, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[3]),
+  local horizon = string.format('%d', now_n + tonumber(ARGV[4]))
+  due = rcall('ZRANGE', timer_key, '-inf', horizon, 'BYSCORE', 'LIMIT', '0', ARGV[3],
     'WITHSCORES')
 end
 local out = {1, now, fired, retried, '', woken_queues(), table.concat(overlapped, ',')}
 if #due == 0 then
-  local first = rcall('ZRANGE', timer_key, 0, 0, 'WITHSCORES')
-  local retry = rcall('ZRANGE', retries_key, 0, 0, 'WITHSCORES')
+  local first = rcall('ZRANGE', timer_key, '0', '0', 'WITHSCORES')
+  local retry = rcall('ZRANGE', retries_key, '0', '0', 'WITHSCORES')
   if #first > 0 and (#retry == 0 or tonumber(first[2]) <= tonumber(retry[2])) then
     out[5] = first[2]
   elseif #retry > 0 then

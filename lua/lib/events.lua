@@ -5,7 +5,7 @@
 -- server's time. A hot path collects a call's events in a table it owns and appends them
 -- as one entry (add_event, flush_events); a rare path appends one (emit_event). No state
 -- is kept here: the table is the caller's. Callers define rcall.
-local EVENTS_KEPT = 10000
+local EVENTS_KEPT = '10000'  -- a string: a number argument costs Redis a '%.17g' each call
 local function event_value(old, new, worker, detail)
   return old .. '>' .. new .. '|' .. (worker or '') .. '|' .. (detail or '')
 end
