@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
 import redis as redis_py
 
 from shardsched.bench.burst import server_ms
-from shardsched.bench.fleet import Fleet
+from shardsched.bench.fleet import Fleet, read_record
 from shardsched.bench.harness import BenchRedis
 from shardsched.core.instants import from_ms
 from shardsched.core.models import JobSpec, OnceSchedule
@@ -65,9 +64,7 @@ def test_workers_restarted_mid_burst_run_nothing_twice() -> None:
         client.close()
         r.close()
         server.stop()
-    executions: Counter[str] = Counter()
-    for path in record.iterdir():
-        executions.update(line.split(" ", 1)[0] for line in path.read_text().splitlines())
+    executions, _ = read_record(record)
     assert (report.fired, report.missing, report.duplicated) == (JOBS, 0, 0), report
     assert report.executions.get("terminal") == JOBS, report.executions
     assert fleet.exits == {}, fleet.exits

@@ -26,7 +26,6 @@ import json
 import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ from typing import Any
 import redis as redis_py
 
 from shardsched.bench.burst import server_ms as _server_ms
-from shardsched.bench.fleet import Fleet
+from shardsched.bench.fleet import Fleet, read_record
 from shardsched.bench.harness import BenchRedis, percentiles
 from shardsched.core.models import CronSchedule, JobSpec
 from shardsched.ops import audit
@@ -113,7 +112,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         client.close()
         r.close()
         server.stop()
-    executions, starts = _record(record)
+    executions, starts = read_record(record)
     for p in phases:
         rids = p.pop("_runs")
         p["lost"] = sum(1 for rid in rids if executions[rid] == 0)
@@ -195,17 +194,6 @@ def _boundary(r: Any, client: Client, job_ids: list[str], tick: int) -> dict[str
         "started": len(begun),
         "_runs": runs,
     }
-
-
-def _record(record: Path) -> tuple[Counter[str], dict[str, list[int]]]:
-    executions: Counter[str] = Counter()
-    starts: dict[str, list[int]] = {}
-    for path in record.iterdir():
-        for line in path.read_text().splitlines():
-            rid, _, ms = line.partition(" ")
-            executions[rid] += 1
-            starts.setdefault(rid, []).append(int(ms))
-    return executions, starts
 
 
 def format_table(result: dict[str, Any]) -> str:

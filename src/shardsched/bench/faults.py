@@ -26,7 +26,6 @@ import signal
 import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -42,6 +41,7 @@ from shardsched.bench.fleet import (
     Fleet,
     FreezableProxy,
     Scene,
+    read_record,
 )
 from shardsched.bench.harness import BenchRedis
 from shardsched.core.instants import from_ms
@@ -252,13 +252,7 @@ def run_scenario(
         client.close()
         r.close()
         server.stop()
-    executions: Counter[str] = Counter()
-    starts: dict[str, list[int]] = {}
-    for path in record.iterdir():
-        for line in path.read_text().splitlines():
-            rid, _, ms = line.partition(" ")
-            executions[rid] += 1
-            starts.setdefault(rid, []).append(int(ms))
+    executions, starts = read_record(record)
     lost = sum(1 for rid in runs if executions[rid] == 0)
     after = sum(
         1

@@ -9,6 +9,7 @@ import signal
 import socket
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,19 @@ LEASE_TTL_S = 2.0
 RENEW_EVERY_S = 0.5
 #: libfaketime from Debian's package (installed by scripts/setup.sh for the clock scenario).
 FAKETIME_LIBS = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1"))
+
+
+def read_record(record: Path) -> tuple[Counter[str], dict[str, list[int]]]:
+    """The record the jobs wrote themselves, lines of ``<run id> <start ms>`` in the files
+    of ``record``: how many times each run executed, and its starts."""
+    executions: Counter[str] = Counter()
+    starts: dict[str, list[int]] = {}
+    for path in record.iterdir():
+        for line in path.read_text().splitlines():
+            rid, _, ms = line.partition(" ")
+            executions[rid] += 1
+            starts.setdefault(rid, []).append(int(ms))
+    return executions, starts
 
 
 class FreezableProxy:
