@@ -33,7 +33,7 @@ from typing import Any
 import redis as redis_py
 
 from shardsched.bench.burst import server_ms as _server_ms
-from shardsched.bench.fleet import Fleet, read_record
+from shardsched.bench.fleet import Fleet, lost_and_after, read_record
 from shardsched.bench.harness import BenchRedis, percentiles
 from shardsched.core.models import CronSchedule, JobSpec
 from shardsched.ops import audit
@@ -115,15 +115,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     executions, starts = read_record(record)
     for p in phases:
         rids = p.pop("_runs")
-        p["lost"] = sum(1 for rid in rids if executions[rid] == 0)
+        p["lost"], p["reexecuted_after_completion"] = lost_and_after(rids, executions, starts)
         p["executed_twice"] = sum(1 for rid in rids if executions[rid] > 1)
-        p["reexecuted_after_completion"] = sum(
-            1
-            for rid, finished in rids.items()
-            if finished is not None
-            for started in starts.get(rid, [])[1:]
-            if started > finished
-        )
     result = {
         "jobs": args.jobs,
         "shards": args.shards,

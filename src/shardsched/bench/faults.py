@@ -41,6 +41,7 @@ from shardsched.bench.fleet import (
     Fleet,
     FreezableProxy,
     Scene,
+    lost_and_after,
     read_record,
 )
 from shardsched.bench.harness import BenchRedis
@@ -253,14 +254,7 @@ def run_scenario(
         r.close()
         server.stop()
     executions, starts = read_record(record)
-    lost = sum(1 for rid in runs if executions[rid] == 0)
-    after = sum(
-        1
-        for rid, finished in runs.items()
-        if finished is not None
-        for started in starts.get(rid, [])[1:]
-        if started > finished
-    )
+    lost, after = lost_and_after(runs, executions, starts)
     return Verdict(
         scenario=name,
         expected=report.expected,

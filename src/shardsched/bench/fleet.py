@@ -35,6 +35,22 @@ def read_record(record: Path) -> tuple[Counter[str], dict[str, list[int]]]:
     return executions, starts
 
 
+def lost_and_after(
+    runs: dict[str, int | None], executions: Counter[str], starts: dict[str, list[int]]
+) -> tuple[int, int]:
+    """Of ``runs`` (run id -> its recorded finish, ms, if any): how many the record never
+    saw executed, and how many executions started after the run's recorded finish."""
+    lost = sum(1 for rid in runs if executions[rid] == 0)
+    after = sum(
+        1
+        for rid, finished in runs.items()
+        if finished is not None
+        for started in starts.get(rid, [])[1:]
+        if started > finished
+    )
+    return lost, after
+
+
 class FreezableProxy:
     """A TCP proxy on loopback in front of Redis that can stop carrying bytes: a network
     cut as the node sees it (connections stay open, nothing arrives, calls hang), then
