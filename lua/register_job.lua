@@ -13,11 +13,12 @@
   ARGV[3] shard number
   ARGV[4] who registers them: the 'by' of version 1 (the change log's 'create' is read
           from it, so a job never changed costs no log key)
-  ARGV[5..] items of 9: job id, spec JSON, timing JSON, first fire (ms, or '' when the
+  ARGV[5..] items of 10: job id, spec JSON, timing JSON, first fire (ms, or '' when the
           job never fires), lease (ms), auto-pause after N failures ('' never), queue
           ('' the default; lib/queues.lua), name (the shard's index of names:
           names:<bucket> and named:<name>, built from the base; lib/names), its dead-man's
-          switch (ms; '' none: else kept as 'dms' and armed in deadman at now + it)
+          switch (ms; '' none: else kept as 'dms' and armed in deadman at now + it), the
+          name's bucket (the first two hex digits of its SHA-1, store/keys.py)
 
   Returns {now_ms, code1, code2, ...}: 1 registered, 2 re-created, -1 the job id is
   taken (that job untouched).
@@ -54,7 +55,7 @@ local function arm_deadman(job_key, job, within)
 end
 local wake = false
 local actor = ARGV[4]
-for i = 5, #ARGV, 9 do
+for i = 5, #ARGV, 10 do
   local job, spec, timing, first, lease = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local job_key = base .. 'job:' .. job
   local status = rcall('HGET', job_key, 'status')
@@ -66,7 +67,7 @@ for i = 5, #ARGV, 9 do
     local inc = rcall('HINCRBY', job_key, 'inc', 1)
     if inc == 1 then
       inc = 2
-      rcall('HSET', job_key, 'inc', 2)
+      rcall('HSET', job_key, 'inc', '2')
     end
     rcall('HSET', job_key, 'spec', spec, 'timing', timing, 'status', 'active',
       'updated', now, 'lease', lease, 'by', actor, 'born', now, 'first', first)
@@ -83,21 +84,21 @@ for i = 5, #ARGV, 9 do
     else
       rcall('HSET', job_key, 'nf', 'exhausted')
     end
-    name_add(base, ARGV[i + 7], job)
+    name_add(base, ARGV[i + 7], job, ARGV[i + 9])
     arm_deadman(job_key, job, ARGV[i + 8])
     out[#out + 1] = 2
   elseif status then
     out[#out + 1] = -1
   else
     rcall('HSET', job_key, 'spec', spec, 'timing', timing, 'status', 'active',
-      'created', now, 'updated', now, 'version', 1, 'lease', lease, 'first', first,
+      'created', now, 'updated', now, 'version', '1', 'lease', lease, 'first', first,
       'by', actor)
     if ARGV[i + 5] ~= '' then
       rcall('HSET', job_key, 'apa', ARGV[i + 5])  -- the policy, as a field (lib/autopause)
     end
     set_job_queue(base, job_key, ARGV[i + 6], true)
     rcall('ZADD', jobs_key, now, job)
-    name_add(base, ARGV[i + 7], job)
+    name_add(base, ARGV[i + 7], job, ARGV[i + 9])
     arm_deadman(job_key, job, ARGV[i + 8])
     if first ~= '' then
       rcall('ZADD', timer_key, first, job)

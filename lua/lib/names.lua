@@ -10,11 +10,13 @@ local function names_key(base, name)
   return base .. 'names:' .. string.sub(redis.sha1hex(name), 1, 2)
 end
 
-local function name_add(base, name, job)
+-- bucket: the name's bucket when the caller has it (register_job's from the client: a
+-- SHA-1 here is ~6 % of a registration's instructions); nil: computed here
+local function name_add(base, name, job, bucket)
   if name == '' then
     return
   end
-  local names = names_key(base, name)
+  local names = bucket and (base .. 'names:' .. bucket) or names_key(base, name)
   if rcall('HSETNX', names, name, job) == 1 then
     return  -- the common case: the first job of that name in the shard
   end

@@ -163,14 +163,14 @@ def test_bulk_registration_with_a_batch_in_flight(own_redis_server) -> None:
     client = Client(own_redis_server.url, "inflight")
     try:
         specs = [JobSpec(name=f"f{i}", schedule=HOURLY, command="true") for i in range(95)]
-        real = client._execute
+        real = client._read_back
         asked = {"n": 0}
 
-        def flush_on_third(calls):  # the scripts vanish while batch 2 is in flight
+        def flush_on_first(conn, op, calls):  # the scripts vanish while batch 2 is in flight
             asked["n"] += 1
-            if asked["n"] == 3:
+            if asked["n"] == 1:
                 r.script_flush()
-            return real(calls)
+            return real(conn, op, calls)
 
         reload = client._load_scripts
         reloads = {"n": 0}
@@ -179,9 +179,9 @@ def test_bulk_registration_with_a_batch_in_flight(own_redis_server) -> None:
             reloads["n"] += 1
             reload()
 
-        client._execute, client._load_scripts = flush_on_third, counted
+        client._read_back, client._load_scripts = flush_on_first, counted
         created = client.add_jobs(specs, batch=10)
-        client._execute = real
+        client._read_back = real
         assert reloads["n"] >= 1, "the batches after the flush were answered NOSCRIPT"
         assert [c.job_id for c in created] == [c.job_id for c in created if c.next_run_at]
         assert len({c.job_id for c in created}) == 95

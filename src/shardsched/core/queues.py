@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import Annotated
 
 import msgspec
@@ -50,11 +51,12 @@ _PRIORITY_OF_BAND = {band: p for p, band in BAND.items()}
 SHARE = {4: "", 9: "^l"}
 
 
+@lru_cache(maxsize=4096)
 def stored(queue: str, priority: Priority | str = Priority.NORMAL, key: str | None = None) -> str:
     """A queue (and priority) as run records, job hashes and scripts carry it: the name
     ('' for the default), ``@<key>`` for runs of a concurrency key (core/concurrency.py:
     each key's runs have a stream of their own, which the queue's claims take in turn),
-    and the band's suffix."""
+    and the band's suffix. Memoised: a bulk registration's jobs mostly share one."""
     name = "" if queue == DEFAULT_QUEUE else queue
     return name + (f"@{key}" if key else "") + BAND[Priority(priority)]
 

@@ -229,8 +229,9 @@ class EventList(msgspec.Struct):
     next_cursor: str | None = None  #: where to continue (also when caught up: poll it)
 
 
-class JobCreated(msgspec.Struct):
-    """The seed's create answer."""
+class JobCreated(msgspec.Struct, gc=False):
+    """The seed's create answer. Never tracked by the garbage collector (it holds no
+    container): a bulk registration makes one a job."""
 
     job_id: str
     next_run_at: datetime | None

@@ -89,13 +89,19 @@ def create_jobs(
     timings: dict[tuple[Any, ...], tuple[bytes, Timing]] = {}
     by_shard: dict[int, list[lua.NewJob]] = {}
     plan = []
+    has_h: dict[bytes, bool] = {}  # per schedule: whether it has an H of its own per job
+    fresh = iter(k.new_job_ids(sum(spec.id is None for spec in specs)))
     for spec in specs:
-        job_id = spec.id or k.new_job_id()
+        job_id = spec.id or next(fresh)
         if spec.id is not None:  # the id is the job's key, not part of its definition
             spec = msgspec.structs.replace(spec, id=None)
         assert spec.schedule is not None  # validated: a job of its own has one
+        schedule = _spec_encoder.encode(spec.schedule)
+        h = has_h.get(schedule)
+        if h is None:
+            h = has_h[schedule] = per_job(spec.schedule)
         timing_key = (  # every field timing_of reads: jobs alike share one timing
-            _spec_encoder.encode(spec.schedule),
+            schedule,
             spec.catchup,
             spec.misfire_grace_s,
             spec.overlap,
@@ -107,10 +113,10 @@ def create_jobs(
             spec.start_deadline_s,
             spec.finish_deadline_s,
             spec.skip_late_start,
-            _spec_encoder.encode(spec.calendars),
+            None if spec.calendars is None else _spec_encoder.encode(spec.calendars),
             spec.labels.get(ACCOUNT_LABEL, ""),
             spec.catchup_per_minute,
-            job_id if per_job(spec.schedule) else "",  # its H is its own
+            job_id if h else "",  # its H is its own
         )
         known = timings.get(timing_key)
         if known is None:

@@ -8,6 +8,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+import hiredis
 import msgspec
 import redis as redis_py
 
@@ -16,6 +17,7 @@ from shardsched.core.access import SDK_ACTOR
 from shardsched.core.models import JobSpec
 from shardsched.core.views import JobCreated
 from shardsched.sdk import control_plans, history_plans, notify_plans, plans
+from shardsched.sdk.server_clock import ServerClock
 from shardsched.store.keys import DEFAULT_NAMESPACE
 from shardsched.store.scripts import SCRIPTS
 
@@ -203,24 +205,26 @@ class Client:
     def _overlapped(self, batches: list[ops.Op], out: list[JobCreated]) -> None:
         """Run the batches with two in flight, so Redis runs one while the next is planned.
 
-        Each batch's first round (the server's time) is answered at once, on a connection
-        of the pool; its registration round is written to a connection of its own without
-        waiting, and read back after the next batch is written. Whatever was written is
-        read back even after a failure, so ``out`` lists every job registered (a failure
-        then raises, and add_jobs names them in BulkPartiallyApplied)."""
+        Each batch's first round (the server's time) is answered at once, from
+        :class:`ServerClock` after the first; its registration round is written to a
+        connection of its own without waiting, and read back after the next batch is
+        written. Whatever was written is read back even after a failure, so ``out`` lists
+        every job registered (a failure then raises, and add_jobs names them in
+        BulkPartiallyApplied)."""
         assert self._redis is not None
         pool = self._redis.connection_pool
         conn = pool.get_connection()
         sent: deque[tuple[ops.Op, Sequence[ops.Call]]] = deque()
         error: BaseException | None = None
+        clock = ServerClock()  # a TIME would wait behind the batch Redis is running
         try:
             for op in batches:
                 try:
-                    calls = op.send(self._execute(next(op)))
+                    calls = op.send(clock.answer(next(op), self._execute))
                 except StopIteration as stop:  # nothing to write
                     out += stop.value
                     continue
-                conn.send_packed_command(conn.pack_commands([_command(c) for c in calls]))
+                conn.send_packed_command([_packed(calls)])
                 sent.append((op, calls))
                 if len(sent) > 1:
                     out += self._read_back(conn, *sent.popleft())
@@ -325,6 +329,12 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _packed(calls: Sequence[ops.Call]) -> bytes:
+    """The commands of ``calls`` in the Redis protocol, packed by hiredis itself (redis-py's
+    packer looks at each argument in Python first: a tenth of a bulk registration's time)."""
+    return b"".join(hiredis.pack_command(_command(call)) for call in calls)
 
 
 def _command(call: ops.Call) -> tuple[Any, ...]:

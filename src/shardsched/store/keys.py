@@ -17,6 +17,7 @@ from shardsched.core.ids import is_dag_id as is_dag_id
 from shardsched.core.ids import job_of_run as job_of_run
 from shardsched.core.ids import new_dag_id as new_dag_id
 from shardsched.core.ids import new_job_id as new_job_id
+from shardsched.core.ids import new_job_ids as new_job_ids
 from shardsched.core.ids import run_id as run_id
 from shardsched.core.ids import shard_key as shard_key
 from shardsched.core.ids import task_job_id as task_job_id
@@ -32,6 +33,12 @@ CONSUMER_GROUP = "workers"
 
 def shard_of(any_id: str, n_shards: int) -> int:
     return zlib.crc32(shard_key(any_id).encode()) % n_shards
+
+
+def names_bucket(name: str) -> str:
+    """Which of a shard's 256 buckets of names holds ``name``: the first two hex digits of
+    its SHA-1 (lua/lib/names.lua computes the same)."""
+    return hashlib.sha1(name.encode()).hexdigest()[:2]
 
 
 def sweeper_shard(concurrency_key: str, n_shards: int) -> int:
@@ -157,7 +164,7 @@ class ShardKeys:
         """HASH name -> job id ('*' when several jobs of the shard share it): the bucket
         (of 256, by the name's SHA-1) of the shard's index of its jobs' names
         (lua/lib/names.lua)."""
-        return self.base + "names:" + hashlib.sha1(name.encode()).hexdigest()[:2]
+        return self.base + "names:" + names_bucket(name)
 
     def named(self, name: str) -> str:
         """SET the ids of the shard's jobs named ``name``, when there are several."""

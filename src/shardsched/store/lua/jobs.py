@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from shardsched.core.errors import DagDeleted, DagNotFound, JobDeleted, JobNotFound
 from shardsched.store.calls import Call
-from shardsched.store.keys import GlobalKeys, ShardKeys
+from shardsched.store.keys import GlobalKeys, ShardKeys, names_bucket
 from shardsched.store.lua import signature
 
 
@@ -32,9 +33,9 @@ def raise_refusal(code: int, job_id: str, *, dag: bool = False) -> None:
         raise DagDeleted(job_id) if dag else JobDeleted(job_id)
 
 
-@dataclass(frozen=True, slots=True)
-class NewJob:
-    """One job for register_job."""
+class NewJob(msgspec.Struct, frozen=True, gc=False):
+    """One job for register_job. Never tracked by the garbage collector (it holds no
+    container): a bulk registration makes one a job."""
 
     job_id: str
     spec_json: bytes
@@ -61,6 +62,7 @@ REGISTER_JOB = signature(
         "queue",
         "name",
         "dead man",
+        "name bucket",
     ),
 )
 
@@ -79,6 +81,7 @@ def register_job(sk: ShardKeys, g: GlobalKeys, jobs: Iterable[NewJob], actor: st
             j.queue,
             j.name,
             "" if j.deadman_ms is None else j.deadman_ms,
+            names_bucket(j.name) if j.name else "",
         )
     return REGISTER_JOB.call((sk.timer, sk.jobs), (sk.base, g.wake_channel, sk.shard, actor), items)
 
@@ -93,7 +96,10 @@ class Registered(enum.IntEnum):
 
 def decode_registered(reply: Sequence[Any]) -> list[Registered]:
     """Per job, in the order sent: what became of it."""
-    return [Registered(int(code)) for code in reply[1:]]
+    return [_REGISTERED[code] for code in reply[1:]]
+
+
+_REGISTERED = {int(r): r for r in Registered}  #: by the script's integer reply
 
 
 UPDATE_JOB = signature(
