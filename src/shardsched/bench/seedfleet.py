@@ -1,6 +1,7 @@
 """``shardsched bench seedfleet``: the seed's fleet of schedules, for a while, at two sizes.
 
-``--sizes 50000,500000`` jobs, each size on a Redis of its own: 5 % every minute
+``--sizes 50000,500000`` jobs, each size on a Redis of its own: 5 % every minute (or, with
+``--rate``, as many as bring the mean firing rate to it)
 (``* * * * *``: a burst on every :00), 60 % hourly and 35 % daily (``H * * * *`` and
 ``H H * * *``: each on its own stable minute, as the README recommends for fleets),
 handler ``noop``; one node and ``--workers`` workers. For each size: registration
@@ -28,9 +29,26 @@ from shardsched.core.models import CronSchedule, JobSpec
 from shardsched.ops import audit
 from shardsched.sdk import Client
 
+#: the seed's mix beyond its minutely share: hourly and daily, 60 : 35
+HOURLY_OF_REST = 60 / 95
 
-def seed_jobs(n: int) -> Iterator[JobSpec]:
-    minutely, hourly = n * 5 // 100, n * 60 // 100
+
+def mix(n: int, rate: float | None) -> tuple[int, int, int]:
+    """How many of ``n`` jobs are minutely, hourly, daily: the seed's 5 / 60 / 35 %, or
+    (``rate``) as many minutely as bring the mean firing rate to ``rate`` a second, the
+    rest hourly and daily 60 : 35 (the seed's 72M runs a day from 500,000 jobs is 833/s:
+    about 9 % minutely; 50,000 jobs reach it only all minutely)."""
+    if rate is None:
+        minutely, hourly = n * 5 // 100, n * 60 // 100
+        return minutely, hourly, n - minutely - hourly
+    rest = HOURLY_OF_REST / 3600 + (1 - HOURLY_OF_REST) / 86400  # a rest job's fires/s
+    minutely = max(0, min(n, round((rate - n * rest) / (1 / 60 - rest))))
+    hourly = round((n - minutely) * HOURLY_OF_REST)
+    return minutely, hourly, n - minutely - hourly
+
+
+def seed_jobs(n: int, rate: float | None = None) -> Iterator[JobSpec]:
+    minutely, hourly, _ = mix(n, rate)
     for i in range(n):
         if i < minutely:
             expression = "* * * * *"
@@ -51,7 +69,7 @@ def measure(args: argparse.Namespace, jobs: int) -> dict[str, Any]:
         client = Client(url, ns)
         mem0 = int(r.info("memory")["used_memory"])
         began = time.monotonic()
-        client.add_jobs(seed_jobs(jobs), batch=5000)
+        client.add_jobs(seed_jobs(jobs, args.rate), batch=5000)
         register_s = time.monotonic() - began
         mem1 = int(r.info("memory")["used_memory"])
         samples: list[dict[str, float]] = []
@@ -84,6 +102,7 @@ def measure(args: argparse.Namespace, jobs: int) -> dict[str, Any]:
         client.close()
     return {
         "jobs": jobs,
+        "minutely_hourly_daily": mix(jobs, args.rate),
         "register_jobs_per_s": round(jobs / register_s),
         "redis_bytes_per_job": round((mem1 - mem0) / jobs),
         "minutes": args.minutes,
@@ -156,9 +175,15 @@ def plot(path: str, results: list[dict[str, Any]]) -> None:
         ax.set_xlabel("seconds")
         ax.grid(True, alpha=0.3)
     axes[0].legend()
-    fig.suptitle("bench seedfleet: 5 % minutely, 60 % hourly, 35 % daily cron jobs")
+    fig.suptitle("bench seedfleet: "
+                 + "; ".join(f"{r['jobs']:,} jobs {_shares(r)}" for r in results))  # fmt: skip
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def _shares(result: dict[str, Any]) -> str:
+    counts = result.get("minutely_hourly_daily") or mix(result["jobs"], None)
+    return " / ".join(f"{c * 100 / result['jobs']:.0f}" for c in counts) + " % m/h/d"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -166,6 +191,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--redis", default=None, help="use this Redis instead of starting one")
     p.add_argument("--sizes", default="50000,500000", help="job counts, comma-separated")
     p.add_argument("--minutes", type=float, default=30.0)
+    p.add_argument("--rate", type=float, default=None, metavar="FIRES_PER_S",
+                   help="as many minutely jobs as make this mean rate (default: 5 %%)")  # fmt: skip
     p.add_argument("--sample", type=float, default=10.0, help="seconds between CPU samples")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--shards", type=int, default=64)

@@ -229,9 +229,8 @@ class EventList(msgspec.Struct):
     next_cursor: str | None = None  #: where to continue (also when caught up: poll it)
 
 
-class JobCreated(msgspec.Struct, gc=False):
-    """The seed's create answer. Never tracked by the garbage collector (it holds no
-    container): a bulk registration makes one a job."""
+class JobCreated(msgspec.Struct, gc=False):  # untracked by the gc: a bulk makes one a job
+    """The seed's create answer."""
 
     job_id: str
     next_run_at: datetime | None
