@@ -119,8 +119,13 @@ def audit(
     late_after_s: float = 1.0,
     chunk: int = 500,
     stranded_after_s: float = 300.0,
+    lag_from: datetime | None = None,
 ) -> Op:
     """Account for every job of the deployment; returns an :class:`AuditReport`.
+
+    ``lag_from``: the lag figures (``lag_s``, ``late``) count only ticks due from then on
+    (a bench that registers its jobs before it starts a node: the ticks due meanwhile
+    wait for it, and say nothing of how late the scheduler fires).
 
     Every tick is fired once, skipped by a recorded decision, pending or missing; every
     fired run is then followed to its last attempt and classified (:class:`Execution`): a
@@ -140,7 +145,7 @@ def audit(
             if history.quarantined:
                 totals.quarantined.append(history.job_id)
             try:
-                _add_job(totals, history, horizon)
+                _add_job(totals, history, horizon, lag_from)
             except Exception:  # a schedule nothing can expand: report it, audit the rest
                 totals.unplannable.append(history.job_id)
         fired, totals.fired_rids = totals.fired_rids, []
@@ -173,7 +178,7 @@ def audit(
     )
 
 
-def _add_job(totals: _Totals, history: JobHistory, horizon: int) -> None:
+def _add_job(totals: _Totals, history: JobHistory, horizon: int, lag_from: datetime | None) -> None:
     records = account(history, horizon)
     counts = Counter(r.outcome.value for r in records)
     totals.counts.update(counts)
@@ -181,7 +186,8 @@ def _add_job(totals: _Totals, history: JobHistory, horizon: int) -> None:
         if r.outcome == Outcome.FIRED and r.run_id is not None:
             totals.fired_rids.append(r.run_id)
         if r.outcome == Outcome.FIRED and r.lag_s is not None:
-            totals.lags.append(r.lag_s)
+            if lag_from is None or r.tick >= lag_from:
+                totals.lags.append(r.lag_s)
         elif r.outcome == Outcome.SKIPPED and r.reason:
             totals.reasons[r.reason] += 1
     expected = {r.tick for r in records}

@@ -90,7 +90,7 @@ def create_jobs(
     by_shard: dict[int, list[lua.NewJob]] = {}
     plan = []
     has_h: dict[bytes, bool] = {}  # per schedule: whether it has an H of its own per job
-    fresh = iter(k.new_job_ids(sum(spec.id is None for spec in specs)))
+    fresh = iter(k.new_job_ids(sum(not spec.id for spec in specs)))
     for spec in specs:
         job_id = spec.id or next(fresh)
         if spec.id is not None:  # the id is the job's key, not part of its definition
