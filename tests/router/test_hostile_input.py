@@ -249,23 +249,24 @@ def test_bulk_registration_validates_everything_first_and_names_what_it_committe
         assert raised.value.field == "$[25].name", raised.value.field
         assert client.list_jobs().jobs == [], "an invalid spec anywhere writes nothing"
 
-        # Redis goes away when the third batch asks the time (batch 1 read back, batch 2
-        # written and maybe answered): the error lists what was committed.
+        # Redis goes away once batch 1 is read back (batch 2 written and maybe answered,
+        # batch 3 written to a dead server): the error lists what was committed.
         calls = {"n": 0}
-        real = client._execute
+        real = client._read_back
 
-        def flaky(batch):
+        def flaky(conn, op, sent):
+            replies = real(conn, op, sent)
             calls["n"] += 1
-            if calls["n"] > 2:  # each batch asks the time first (sdk/sync.py, _overlapped)
+            if calls["n"] == 1:
                 own_redis_server.kill()
-            return real(batch)
+            return replies
 
-        client._execute = flaky
+        client._read_back = flaky
         with pytest.raises(BulkPartiallyApplied) as partial:
             client.add_jobs(good, batch=10)
         assert 0 < len(partial.value.created) < 25
         own_redis_server.start()
-        client._execute = real
+        client._read_back = real
         listed = {j.job_id for j in client.list_jobs(limit=100).jobs}
         assert {c.job_id for c in partial.value.created} <= listed
     finally:
