@@ -6,17 +6,17 @@
 -- hash table's ~100 bytes an entry. Kept by the scripts that create, rename and delete a
 -- job (register_job, update_job, delete_job) and built once for jobs older than it
 -- (index_names). Callers define rcall.
-local function names_key(base, name)
-  return base .. 'names:' .. string.sub(redis.sha1hex(name), 1, 2)
-end
-
 -- bucket: the name's bucket when the caller has it (register_job's from the client: a
 -- SHA-1 here is ~6 % of a registration's instructions); nil: computed here
+local function names_key(base, name, bucket)
+  return base .. 'names:' .. (bucket or string.sub(redis.sha1hex(name), 1, 2))
+end
+
 local function name_add(base, name, job, bucket)
   if name == '' then
     return
   end
-  local names = bucket and (base .. 'names:' .. bucket) or names_key(base, name)
+  local names = names_key(base, name, bucket)
   if rcall('HSETNX', names, name, job) == 1 then
     return  -- the common case: the first job of that name in the shard
   end
