@@ -51,6 +51,8 @@ async def test_runs_not_started_by_their_deadline_are_flagged_or_skipped(
     assert details, await _events(http, flagged)
     rid = details[0]["run_id"]
     assert await redis.execute("HGET", dep.keys_for(rid).run(rid), "dlm") == b"start"
+    run = (await http.get(f"/api/v1/runs/{rid}")).json()  # the flag, on the run's view
+    assert run["deadline_missed"] == "start", run
     # a worker now: the flagged runs run late; the skipped ones never run
     w = Worker(redis, dep, worker_id="late-worker", concurrency=8)
     await nursery.start(w.run)
@@ -78,6 +80,8 @@ async def test_a_run_past_its_finish_deadline_and_a_silent_job(node, worker, htt
     await wait_until(both, timeout=20)
     finish = [e for e in await _events(http, slow) if "finish deadline" in (e.get("detail") or "")]
     assert finish and finish[0]["new"] == "running", finish
+    late = (await http.get(f"/api/v1/runs/{finish[0]['run_id']}")).json()
+    assert late["deadline_missed"] == "finish", late
     quiet = [e for e in await _events(http, silent) if (e.get("detail") or "").startswith("no")]
     assert quiet and quiet[0]["run_id"] == silent, quiet
     await trio.sleep(3.5)  # the silent one is said again; the one that succeeds never

@@ -112,19 +112,23 @@ def test_a_local_archive(tmp_path: Path) -> None:
     assert [row[0] for row in schema.fetchall()][: len(SCHEMA)] == SCHEMA.names
 
 
-def test_a_file_from_before_planned_for_reads_with_none(tmp_path: Path) -> None:
-    """A file written before the column was added reads as it was, planned_for null."""
+@pytest.mark.parametrize("column", ["planned_for", "deadline_missed"])
+def test_a_file_from_before_a_column_reads_with_none(tmp_path: Path, column: str) -> None:
+    """A file written before a column was added reads as it was, that column null."""
     import pyarrow.parquet as pq
 
     root = tmp_path / "archive"
     archive = Archive(f"file://{root}")
-    (written,) = archive.write(7, [(run(0), b"x")], datetime(2026, 12, 2, tzinfo=UTC))
+    late = msgspec.structs.replace(run(0), deadline_missed="finish")
+    (written,) = archive.write(7, [(late, b"x")], datetime(2026, 12, 2, tzinfo=UTC))
+    (kept,) = archive.runs_of(7, "job_a")
+    assert kept.run.deadline_missed == "finish"
     table = pq.read_table(written)
-    old = table.drop_columns(["planned_for"])
-    assert old.schema.names == [n for n in SCHEMA.names if n != "planned_for"]
+    old = table.drop_columns([column])
+    assert old.schema.names == [n for n in SCHEMA.names if n != column]
     pq.write_table(old, written)
     (got,) = archive.runs_of(7, "job_a")
-    assert got.run.planned_for is None and got.output == b"x"
+    assert getattr(got.run, column) is None and got.output == b"x"
 
 
 def test_an_s3_archive(s3: str) -> None:

@@ -1,7 +1,8 @@
 """The README's worked examples outside the tour, executed: every ```python example```
 block, in order, each in a fresh namespace of its own with ``client`` a
-:class:`shardsched.Client` on a real Redis (and a node and worker running for those that
-need runs), so each example stays true as printed."""
+:class:`shardsched.Client` on a real Redis and ``redis`` a redis-py client on it (and a
+node and worker running for those that need runs), so each example stays true as
+printed. A block fenced ```python example slow``` runs in CI's slow step."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import redis as redis_py
 import trio
 
 from shardsched import Client
@@ -17,8 +19,10 @@ from shardsched import Client
 README = Path(__file__).resolve().parents[2] / "README.md"
 #: a block may sit in a list item: indented, as its fence is
 BLOCKS = [
-    textwrap.dedent(code)
-    for code in re.findall(r"```python example\n(.*?)^ *```", README.read_text(), re.DOTALL | re.M)
+    (textwrap.dedent(code), bool(slow))
+    for slow, code in re.findall(
+        r"```python example( slow)?\n(.*?)^ *```", README.read_text(), re.DOTALL | re.M
+    )
 ]
 
 
@@ -26,11 +30,19 @@ def test_the_readme_has_examples() -> None:
     assert len(BLOCKS) >= 1
 
 
-@pytest.mark.parametrize("n", range(len(BLOCKS)))
+@pytest.mark.parametrize(
+    "n",
+    [
+        pytest.param(n, marks=[pytest.mark.slow] if slow else [])
+        for n, (_, slow) in enumerate(BLOCKS)
+    ],
+)
 async def test_readme_example(n: int, node, worker, redis_server, dep) -> None:
     client = await trio.to_thread.run_sync(Client, redis_server.url, dep.namespace)
+    raw = redis_py.Redis.from_url(redis_server.url)
     try:
-        code = compile(BLOCKS[n], f"README.md example {n + 1}", "exec")
-        await trio.to_thread.run_sync(exec, code, {"client": client})
+        code = compile(BLOCKS[n][0], f"README.md example {n + 1}", "exec")
+        await trio.to_thread.run_sync(exec, code, {"client": client, "redis": raw})
     finally:
         client.close()
+        raw.close()

@@ -278,6 +278,9 @@ class Run(msgspec.Struct, kw_only=True):
     #: when its tick was planned to run, if not at ``scheduled_for``: the nominal tick plus
     #: its job's spread offset (``spread_s``; not kept by the cold archive)
     planned_for: datetime | None = None
+    #: which of its job's deadlines it missed (``start``: not started by its
+    #: ``start_deadline_s``; ``finish``: not finished by its ``finish_deadline_s``)
+    deadline_missed: str | None = None
     #: where to see that trace, when the API is given SHARDSCHED_TRACE_URL
     trace_url: str | None = None
 

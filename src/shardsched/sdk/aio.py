@@ -93,6 +93,7 @@ class AsyncClient:
     job_stats = awaitable(history_plans.job_stats)
     resume_job = awaitable(history_plans.resume_job)
     job_changes = awaitable(history_plans.job_changes)
+    list_events = awaitable(history_plans.list_events)
     dag_changes = awaitable(history_plans.dag_changes)
     backfill = awaitable(history_plans.backfill)
     next_fire_times = awaitable(history_plans.next_fire_times)

@@ -16,8 +16,9 @@ from shardsched.core.instants import to_ms
 from shardsched.core.models import OnResume, Schedule, SchedulePreviewRequest
 from shardsched.core.queues import Priority
 from shardsched.core.time_views import BackfillResult, JobStats, ResumeResult
-from shardsched.core.views import ChangeList, JobVersions, SchedulePreview
+from shardsched.core.views import ChangeList, EventList, JobVersions, SchedulePreview
 from shardsched.ops import changes
+from shardsched.ops.events import events_page
 from shardsched.ops.job_stats import job_stats as job_stats_op
 from shardsched.ops.preview import preview_with_calendars
 from shardsched.ops.resume import resume_job as resume_op
@@ -43,6 +44,22 @@ def job_changes(
 ) -> Plan[ChangeList]:
     """Who changed the job, how and when, newest first (``next_cursor`` for more)."""
     return Plan(changes.job_changes(c.deployment, job_id, limit, cursor))
+
+
+def list_events(
+    c: Handle,
+    job_id: str | None = None,
+    run_id: str | None = None,
+    state: str | None = None,
+    limit: int = 100,
+    after: str | None = None,
+    since: datetime | None = None,
+) -> Plan[EventList]:
+    """The shards' events (what ``GET /events`` answers), oldest first from the cursor
+    ``after`` (or ``since``, or the oldest kept), filtered by job, run and new state;
+    ``next_cursor`` is where to continue, also when caught up."""
+    since_ms = None if since is None else to_ms(since)
+    return Plan(events_page(c.deployment, limit, after, since_ms, job_id, run_id, state))
 
 
 def dag_changes(

@@ -276,6 +276,7 @@ class Client:
     job_stats = blocking(history_plans.job_stats)
     resume_job = blocking(history_plans.resume_job)
     job_changes = blocking(history_plans.job_changes)
+    list_events = blocking(history_plans.list_events)
     dag_changes = blocking(history_plans.dag_changes)
     backfill = blocking(history_plans.backfill)
     next_fire_times = blocking(history_plans.next_fire_times)

@@ -72,6 +72,8 @@ SCHEMA = pa.schema(
         #: when its tick was planned to run (a spread job's; null: its tick itself, or a
         #: file written before the column was added)
         ("planned_for", _TS),
+        #: which deadline it missed (start, finish; null: none, or an older file)
+        ("deadline_missed", pa.string()),
     ]
 )
 #: Skip records and DAG runs that left Redis: the record's own fields, as JSON.
@@ -339,6 +341,7 @@ def _table(rows: Iterable[ToArchive], archived_at: datetime) -> pa.Table:
         "backfill": [item.backfill for item in rows],
         "next_run_id": [item.next_run_id for item in rows],
         "planned_for": [r.planned_for for r in runs],
+        "deadline_missed": [r.deadline_missed for r in runs],
     }
     return pa.table(columns, schema=SCHEMA)
 
@@ -380,6 +383,7 @@ def _dedupe(table: pa.Table) -> list[ArchivedRun]:
                 archived=True,
                 next_run_id=row["next_run_id"],
                 planned_for=row.get("planned_for"),
+                deadline_missed=row.get("deadline_missed"),
                 trace_id=f"{trace_ids.trace_id(row['run_id']):032x}",
             ),
             row["output"] or b"",

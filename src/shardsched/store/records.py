@@ -22,7 +22,7 @@ from shardsched.core.views import Change, DagRun, DagTaskRun, Run
 #: state, created, scheduled_for (manual runs), worker, lease expiry, began, finished,
 #: exit code, reason, DAG run id, job version.
 RUN_FIELDS = (
-    "st", "c", "s", "w", "l", "b", "f", "x", "r", "d", "v", "nx", "args", "q", "cb", "pl"
+    "st", "c", "s", "w", "l", "b", "f", "x", "r", "d", "v", "nx", "args", "q", "cb", "pl", "dlm"
 )  # fmt: skip
 #: A job hash, in the order the job readers unpack: spec JSON, status, created, updated,
 #: version, DAG id (a DAG's task), pause reason, paused at, paused until.
@@ -68,7 +68,7 @@ _LEASED = frozenset({RunState.CLAIMED, RunState.RUNNING})
 def run_from_fields(rid: str, fields: list[bytes | None]) -> Run:
     """A run from its record (:data:`RUN_FIELDS`); job, tick and attempt come from its id
     ``<job>:<tick>:<n>`` (a manual run's tick ``t<n>`` is stored in the record's ``s``)."""
-    st, c, s, w, lease, b, f, x, r, d, v, nx, args, q, cb, pl = fields[:16]
+    st, c, s, w, lease, b, f, x, r, d, v, nx, args, q, cb, pl, dlm = fields[:17]
     job_id, tick, attempt = parse_run_id(rid)
     queue, priority = parse_stored(q.decode()) if q else (DEFAULT_QUEUE, Priority.NORMAL)
     assert st is not None and c is not None
@@ -96,6 +96,7 @@ def run_from_fields(rid: str, fields: list[bytes | None]) -> Run:
         concurrency_key=key_of(q.decode()) if q else None,
         cancelled_by=opt_text(cb),
         planned_for=opt_ms(pl),
+        deadline_missed=opt_text(dlm),
     )
 
 

@@ -261,6 +261,7 @@ function run(id) {
             ["Attempt", String(r.attempt)], ["Worker", r.claimed_by || "—"], ["Lease until", time(r.lease_expires_at)], ["Exit code", r.exit_code ?? "—"],
             ["Reason", r.reason || "—"], ["Cancelled by", r.cancelled_by || "—"], ["Queue", r.queue], ["DAG run", r.dag_run_id ? link(`#/dag-runs/${enc(r.dag_run_id)}`, r.dag_run_id) : "—"],
             ["Next attempt", r.next_run_id ? runLink(r.next_run_id) : "—"],
+            ["Deadline missed", r.deadline_missed ? h("span", { class: "tag failed" }, r.deadline_missed) : "—"],
             ["Trace", r.trace_url ? h("a", { href: r.trace_url, rel: "noopener", target: "_blank" }, r.trace_id) : h("code", {}, r.trace_id || "—")]].flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
         h("h2", {}, "Output"), out);
     },
