@@ -84,36 +84,68 @@ class BatchHistogram:
 
 class Window:
     """(value, count) observations of the last ``span_s`` seconds, for a p99 "over the last
-    minute" that the status screen shows (published in the node's registry entry)."""
+    minute" that the status screen shows (published in the node's registry entry).
+
+    Kept as one small histogram a second (values rounded to a millisecond below a second,
+    to 10 ms below 10 s, to 0.1 s above), so its size grows with the distinct lags, not
+    with the firings: at 830 one-run fire calls a second a list of observations held
+    50,000 items, and sorting them twice a heartbeat stopped the node's firing for up to
+    60 ms every half second (the steady state's trigger-lag p99)."""
 
     def __init__(self, span_s: float = 60.0) -> None:
         self.span_s = span_s
-        self._items: deque[tuple[float, float, int]] = deque()
+        self._slots: deque[tuple[int, dict[float, int]]] = deque()
+
+    @staticmethod
+    def _rounded(value: float) -> float:
+        size = abs(value)
+        return round(value, 3 if size < 1 else 2 if size < 10 else 1)
 
     def add(self, value: float, count: int = 1, now: float | None = None) -> None:
-        self._items.append((time.monotonic() if now is None else now, value, count))
+        second = math.floor(time.monotonic() if now is None else now)
+        if not self._slots or self._slots[-1][0] != second:
+            self._slots.append((second, {}))
+        slot = self._slots[-1][1]
+        key = self._rounded(value)
+        slot[key] = slot.get(key, 0) + count
 
     def _prune(self, now: float | None) -> None:
         now = time.monotonic() if now is None else now
-        while self._items and self._items[0][0] < now - self.span_s:
-            self._items.popleft()
+        while self._slots and self._slots[0][0] + 1 <= now - self.span_s:
+            self._slots.popleft()
+
+    def _merged(self, now: float | None) -> dict[float, int]:
+        self._prune(now)
+        merged: dict[float, int] = {}
+        for _, slot in self._slots:
+            for value, count in slot.items():
+                merged[value] = merged.get(value, 0) + count
+        return merged
 
     def total(self, now: float | None = None) -> int:
-        self._prune(now)
-        return sum(count for _, _, count in self._items)
+        return sum(self._merged(now).values())
 
     def quantile(self, q: float, now: float | None = None) -> float | None:
-        self._prune(now)
-        ordered = sorted((value, count) for _, value, count in self._items)
-        total = sum(count for _, count in ordered)
-        if not total:
-            return None
-        rank, seen = math.ceil(q * total), 0
-        for value, count in ordered:
-            seen += count
-            if seen >= rank:
-                return value
-        return ordered[-1][0]
+        return self.quantiles((q,), now)[0]
+
+    def quantiles(self, qs: tuple[float, ...], now: float | None = None) -> list[float | None]:
+        """Each of the quantiles ``qs`` (0..1) of the window, from one merge of its slots."""
+        merged = self._merged(now)
+        ordered = sorted(merged.items())
+        total = sum(merged.values())
+        out: list[float | None] = []
+        for q in qs:
+            if not total:
+                out.append(None)
+                continue
+            rank, seen, found = max(math.ceil(q * total), 1), 0, ordered[-1][0]
+            for value, count in ordered:
+                seen += count
+                if seen >= rank:
+                    found = value
+                    break
+            out.append(found)
+        return out
 
 
 #: Distinct teams the per-team tick accounting keeps series for (then ``_other``).

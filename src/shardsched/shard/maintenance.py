@@ -114,7 +114,7 @@ class Maintainer:
         """The node's lag over the last minute into the lag history (kept a day). Not
         written while Redis is full (OOM): the chart shows a gap, firing goes on."""
         window = self.metrics.lag_window
-        p50, p99 = window.quantile(0.5), window.quantile(0.99)
+        p50, p99 = window.quantiles((0.5, 0.99))
         now_ms = await self.redis.time_ms()
         fields = ["n", self.node_id, "p50", "" if p50 is None else f"{p50:.6f}"]
         fields += ["p99", "" if p99 is None else f"{p99:.6f}", "f", str(window.total())]

@@ -124,15 +124,9 @@ class ShardManager:
     async def _heartbeat(self) -> frozenset[int]:
         g = self.dep.globals
         window = self.metrics.lag_window
+        p99, p50 = window.quantiles((0.99, 0.5))
         info = msgspec.json.encode(
-            NodeInfo(
-                self.http,
-                self._started_ms,
-                sorted(self.owned),
-                window.quantile(0.99),
-                window.total(),
-                window.quantile(0.5),
-            )
+            NodeInfo(self.http, self._started_ms, sorted(self.owned), p99, window.total(), p50)
         )
         call = leases.heartbeat(g.nodes, g.node_info, self.node_id, self.registration_ttl_ms, info)
         now_ms, self.live_nodes = leases.decode_heartbeat(await call_script(self.redis, call))
