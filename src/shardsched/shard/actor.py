@@ -30,9 +30,10 @@ from shardsched.shard.accounting import BatchAccount
 from shardsched.shard.calendar_book import CalendarBook
 from shardsched.shard.fire_spans import FireSpans
 from shardsched.shard.paced import hand_over, paced_catch_up
+from shardsched.shard.waker import fire_and_wake
 from shardsched.store.calls import Call
 from shardsched.store.deployment import Deployment
-from shardsched.store.drive import call_script, redis_calls
+from shardsched.store.drive import redis_calls
 from shardsched.store.lua import firing
 from shardsched.store.lua import jobs as jobs_lua
 from shardsched.store.redis import Redis, RedisError
@@ -107,6 +108,7 @@ class ShardActor:
         self.refused = 0
         #: pushes a wake token for this shard and each queue whose ready stream got runs
         self._wake = wake or (lambda shard, queues: None)
+        self._g = dep.globals if wake is not None else None  #: its fire calls push tokens
         self._woken = trio.Event()
         #: a job of this shard changed since the last call that read the due jobs: the
         #: next call reads them again (a call firing kept plans reads none otherwise)
@@ -338,7 +340,8 @@ class ShardActor:
                     missed=missed,
                     items=items,
                 )
-                fired = firing.decode_fired(await call_script(self.redis, call))
+                reply, pushed = await fire_and_wake(self.redis, self._g, self.shard, call, items)
+                fired = firing.decode_fired(reply)
             except RedisError as exc:
                 pause = backoff.next()
                 self.metrics.redis_error(log, f"shard {self.shard}: fire", exc, pause)
@@ -349,8 +352,9 @@ class ShardActor:
                 self.refused += 1
                 raise LeaseLost(f"shard {self.shard}: epoch {self.epoch} superseded by {fired}")
             now_ms, next_ms = fired.now_ms, fired.next_ms
-            if fired.fired or fired.retried:
-                self._wake(self.shard, fired.queues)
+            woken = tuple(q for q in fired.queues if q or not pushed)  # '' may have gone
+            if (fired.fired or fired.retried) and woken:
+                self._wake(self.shard, woken)
             self.fired_total += fired.fired
             if items and self.spans is not None:
                 took_ms = round((trio.current_time() - started) * 1000)

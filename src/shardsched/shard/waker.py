@@ -5,28 +5,60 @@ reclaim round after it sent runs back, each naming the queues that got runs; the
 of many shards go in one round trip. Once a second the waker also looks for streams (each
 held shard's, of each of its queues) with entries no worker has read since the last look,
 and pushes a token for each: a token lost with a killed worker, or a push that failed,
-costs at most that long.
+costs at most that long. An actor's fire call that surely puts runs on the default queue
+carries that queue's token in its own write (:func:`fire_and_wake`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import trio
 
+from shardsched.core.models import Overlap
 from shardsched.runtime.metrics import Metrics
 from shardsched.store import ready
 from shardsched.store.calls import Call
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import redis_calls
+from shardsched.store.keys import GlobalKeys
+from shardsched.store.lua.firing import OVERLAP_CODE, FireItem
 from shardsched.store.redis import Redis, RedisError
+from shardsched.store.redis.connection import reply_error
 from shardsched.store.token_pusher import TokenPusher
 
 log = logging.getLogger(__name__)
 
 #: How often the owner looks for shards with runs no worker has read (s).
 CHECK_EVERY_S = 1.0
+_ALLOW = OVERLAP_CODE[Overlap.ALLOW]
+
+
+async def fire_and_wake(
+    redis: Redis, g: GlobalKeys | None, shard: int, call: Call, items: Sequence[FireItem]
+) -> tuple[Any, bool]:
+    """The owner's fire call, with the default queue's wake token in the same write when
+    one of its items surely puts a run there: a tick of a job on the default queue with
+    no overlap decision to make. fire.lua skips such an item only if its job changed
+    since it was planned; a token is a hint, and a worker's claim then finds nothing.
+
+    One server runs a pipeline in order, so the token lands after the runs. A cluster's
+    pipeline is not ordered across nodes, so there the token waits for the reply, as
+    every other token does; ``g`` None (an actor with no waker) pushes none. In the
+    steady state this saves the node a round trip per firing. Returns the fire call's
+    reply (an error reply raised) and whether the token was pushed."""
+    sure = (
+        g is not None
+        and redis.in_order
+        and any(i.tick != "" and i.overlap[:1] == _ALLOW and not i.queue for i in items)
+    )
+    tokens = ready.push_wakes(g, [(shard, "")]) if sure and g is not None else []
+    replies = await redis_calls(redis, [call, *tokens])
+    if isinstance(replies[0], Exception):
+        raise reply_error(replies[0])
+    return replies[0], sure and not any(isinstance(r, Exception) for r in replies[1:])
 
 
 class Waker:

@@ -32,11 +32,13 @@ async def drive_async(op: Op, redis: Redis) -> Any:
 
 
 async def redis_calls(redis: Redis, calls: Sequence[Call]) -> list[Any]:
-    """One round trip for a mixed batch of commands and scripts; errors come back as values."""
+    """One round trip for a batch of commands and scripts (scripts first, then commands:
+    one write; mixed otherwise, one call at a time); errors come back as values."""
     if all(c.script is None for c in calls):
         return await redis.pipeline([c.args for c in calls])
-    if all(c.script is not None for c in calls):
-        return await redis.scripts([(c.script or "", c.keys, c.args) for c in calls])
+    scripts = [(c.script, c.keys, c.args) for c in calls if c.script is not None]
+    if all(c.script is None for c in calls[len(scripts) :]):
+        return await redis.scripts(scripts, then=[c.args for c in calls[len(scripts) :]])
     return [(await redis_calls(redis, [c]))[0] for c in calls]
 
 

@@ -88,6 +88,8 @@ def command_slot(command: Command) -> int | None:
 class ClusterRedis(Commands):
     """The :class:`~shardsched.store.redis.connection.Redis` interface over a Redis Cluster."""
 
+    in_order = False  #: each node's share of a pipeline runs apart, in parallel
+
     def __init__(
         self, url: str, *, size: int = 4, connect_timeout: float = 5.0, retry_for: float = 10.0
     ) -> None:

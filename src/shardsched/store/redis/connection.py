@@ -249,6 +249,10 @@ class Commands:
     """What the service calls, over one ``pipeline`` (a single server's, or a cluster's
     routed one): single commands, Lua scripts by SHA, the server's clock."""
 
+    #: Whether a pipeline's commands run one after another in the order given (one
+    #: server's connection; a cluster's pipeline runs on each node apart, in parallel).
+    in_order = True
+
     async def pipeline(self, commands: Sequence[Command]) -> list[Any]:
         raise NotImplementedError
 
@@ -256,18 +260,23 @@ class Commands:
         """Run one command; raises ReplyError on an error reply."""
         return _raise_errors(await self.pipeline([command]))[0]
 
-    async def scripts(self, calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]]) -> list[Any]:
-        """Run Lua scripts by SHA in one round trip; error replies come back as values.
+    async def scripts(
+        self,
+        calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]],
+        then: Sequence[Command] = (),
+    ) -> list[Any]:
+        """Run Lua scripts by SHA, then the commands ``then``, in one round trip; error
+        replies come back as values, the commands' after the scripts'.
 
         A NOSCRIPT (someone ran SCRIPT FLUSH) is retried once with the source.
         """
-        commands = [
+        commands: list[Command] = [
             ("EVALSHA", SCRIPTS[name].sha, len(keys), *keys, *args) for name, keys, args in calls
         ]
-        replies = await self.pipeline(commands)
+        replies = await self.pipeline([*commands, *then])
         missing = [
             i
-            for i, r in enumerate(replies)
+            for i, r in enumerate(replies[: len(calls)])
             if isinstance(r, hiredis.ReplyError) and str(r).startswith("NOSCRIPT")
         ]
         if missing:
