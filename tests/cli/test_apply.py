@@ -201,20 +201,29 @@ async def test_jobs_create_from_flags(node, http) -> None:
     out = await cli(
         http, "jobs", "create", "berlin", "--cron", "30 2 * * *", "--tz", "Europe/Berlin",
         "--dst-gap", "skip", "--dst-repeat", "both", "--spread", "90s", "--command", "true",
-        "--max-fires", "7", "--ends-at", "2031-01-01T00:00:00Z", *api, "--json",
+        "--max-fires", "7", "--ends-at", "2031-01-01T00:00:00Z", "--start-deadline", "5m",
+        "--skip-late-start", "--finish-deadline", "1h", "--expect-success-within", "2d",
+        *api, "--json",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     berlin = (await http.get(f"/api/v1/jobs/{json.loads(out.stdout)['job_id']}")).json()
     assert berlin["schedule"]["dst"] == {"gap": "skip", "repeat": "both"}
+    assert (berlin["start_deadline_s"], berlin["skip_late_start"]) == (300, True)
+    assert berlin["finish_deadline_s"] == 3600
+    assert berlin["expect_success_within_s"] == 2 * 86400
     assert berlin["spread_s"] == 90 and berlin["max_fires"] == 7 and berlin["fires_left"] == 7
     assert berlin["ends_at"] == "2031-01-01T00:00:00Z"
     shown = await cli(http, "jobs", "get", berlin["job_id"], *api)
+    rows = {" ".join(line.split()) for line in shown.stdout.splitlines()}
     for row in (
-        "max_fires    7 (7 left)",
-        "dst          gap=skip repeat=both",
-        "spread       1m30s",
+        "max_fires 7 (7 left)",
+        "dst gap=skip repeat=both",
+        "spread 1m30s",
+        "start_deadline 5m (a late run is skipped)",
+        "finish_deadline 1h",
+        "expect_success_within 2d",
     ):
-        assert row in shown.stdout, shown.stdout
+        assert row in rows, shown.stdout
     for args, needle in [
         (("--command", "true"), "exactly one schedule"),
         (("--command", "true", "--every", "1m", "--at", "2030-01-01T00:00:00Z"), "exactly one"),
@@ -225,6 +234,8 @@ async def test_jobs_create_from_flags(node, http) -> None:
         (("--command", "true", "--cron", "61 * * * *"), "61"),
         (("--command", "true", "--every", "1m", "--id", "db-backup"), "id_taken"),
         (("--command", "true", "--every", "1m", "--queue", "GPU"), "queue"),
+        (("--command", "true", "--every", "1m", "--finish-deadline", "soon"), "not a duration"),
+        (("--command", "true", "--every", "1m", "--start-deadline", "0s"), "start_deadline_s"),
     ]:
         out = await cli(http, "jobs", "create", "bad", *args, *api)
         assert out.returncode != 0 and needle in out.stderr, (args, out.stderr)

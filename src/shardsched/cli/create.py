@@ -110,6 +110,11 @@ def body_of(args: argparse.Namespace) -> dict[str, Any]:
     for flag in ("starts_at", "ends_at", "max_fires"):
         if getattr(args, flag) is not None:
             body[flag] = getattr(args, flag)
+    for flag in ("start_deadline", "finish_deadline", "expect_success_within"):
+        if getattr(args, flag) is not None:
+            body[flag + "_s"] = getattr(args, flag)
+    if args.skip_late_start:
+        body["skip_late_start"] = True
     if args.catchup_per_minute is not None:
         body["catchup_per_minute"] = args.catchup_per_minute
     if args.calendar_include or args.calendar_exclude:
@@ -169,6 +174,22 @@ def add_create_parser(jsub: argparse._SubParsersAction, common: argparse.Argumen
     p.add_argument("--starts-at", metavar="RFC3339", help="no tick before (its window's start)")
     p.add_argument("--ends-at", metavar="RFC3339", help="no tick after (its window's end)")
     p.add_argument("--max-fires", type=int, metavar="N", help="stop after N fires")
+    p.add_argument(
+        "--start-deadline", type=duration_arg, metavar="DURATION",
+        help="a run not started this long after its tick is flagged (deadline_missed)",
+    )  # fmt: skip
+    p.add_argument(
+        "--skip-late-start", action="store_true",
+        help="with --start-deadline: skip a run not started in time instead",
+    )  # fmt: skip
+    p.add_argument(
+        "--finish-deadline", type=duration_arg, metavar="DURATION",
+        help="a run not finished this long after its tick is flagged (deadline_missed)",
+    )  # fmt: skip
+    p.add_argument(
+        "--expect-success-within", type=duration_arg, metavar="DURATION",
+        help="a dead-man's switch: say so when no run succeeded for this long",
+    )  # fmt: skip
     p.add_argument(
         "--calendar-include", action="append", default=[], metavar="NAME",
         help="fire only on a day of one of these calendars (shardsched calendars)",

@@ -154,7 +154,9 @@ def _time_rows(job: dict) -> list[list[Any]]:
         rows.append(["max_fires", f"{job['max_fires']} ({job.get('fires_left')} left)"])
     for key in ("spread_s", "start_deadline_s", "finish_deadline_s", "expect_success_within_s"):
         if job.get(key):
-            rows.append([key.removesuffix("_s"), duration_text(job[key])])
+            late = " (a late run is skipped)" if key == "start_deadline_s" else ""
+            late = late if job.get("skip_late_start") else ""
+            rows.append([key.removesuffix("_s"), duration_text(job[key]) + late])
     if job.get("overlap", "allow") != "allow":
         rows.append(["overlap", job["overlap"]])
     if job.get("on_resume", "skip") != "skip":
