@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from conftest import wait_until
+from conftest import cli, wait_until
 from shardsched.core.notify import Kind, noted
 from shardsched.worker.worker import Worker
 
@@ -53,6 +53,8 @@ async def test_runs_not_started_by_their_deadline_are_flagged_or_skipped(
     assert await redis.execute("HGET", dep.keys_for(rid).run(rid), "dlm") == b"start"
     run = (await http.get(f"/api/v1/runs/{rid}")).json()  # the flag, on the run's view
     assert run["deadline_missed"] == "start", run
+    shown = await cli(http, "runs", "get", rid, "--api", str(http.base_url))
+    assert "deadline missed: start" in shown.stdout, shown.stdout
     # a worker now: the flagged runs run late; the skipped ones never run
     w = Worker(redis, dep, worker_id="late-worker", concurrency=8)
     await nursery.start(w.run)

@@ -201,6 +201,8 @@ def show_run(run: dict) -> str:
     tail = f"\nargs {json.dumps(args, separators=(',', ':'))}" if args else ""
     if run.get("queue", "default") != "default" or run.get("priority", "normal") != "normal":
         tail += f"\nqueue {run.get('queue', 'default')} · priority {run.get('priority')}"
+    if run.get("deadline_missed"):
+        tail += f"\ndeadline missed: {run['deadline_missed']}"
     return runs_table([run]) + tail
 
 
