@@ -4,6 +4,7 @@ over time in a 30 s probe at 830/s before and after the lag-window fix, and the 
 
 import gzip
 import json
+from pathlib import Path
 
 import matplotlib
 
@@ -12,16 +13,25 @@ import matplotlib.pyplot as plt
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5), gridspec_kw={"width_ratios": [2, 1]})
 for name, colour in (("before", "tab:red"), ("after", "tab:blue")):
-    rows = sorted(json.load(gzip.open(f"probe-{name}-ticks.json.gz")))
+    with gzip.open(f"probe-{name}-ticks.json.gz") as f:
+        rows = sorted(json.load(f))
     t0 = rows[0][0]
-    left.scatter([(c - t0) / 1000 for c, _, _ in rows], [lag for _, lag, _ in rows], s=2,
-                 color=colour, label=name, alpha=0.5)
+    left.scatter(
+        [(c - t0) / 1000 for c, _, _ in rows],
+        [lag for _, lag, _ in rows],
+        s=2,
+        color=colour,
+        label=name,
+        alpha=0.5,
+    )
 left.set_xlabel("seconds into the probe (830 ticks/s)")
 left.set_ylabel("trigger lag of each tick (ms)")
 left.set_title("every tick: a stall each half second, growing as the window filled")
 left.legend()
-runs = {w: [json.load(open(f"steady-{w}-{i}.json"))["trigger_lag_s"] for i in (1, 2, 3)]
-        for w in ("before", "after")}
+runs = {
+    w: [json.loads(Path(f"steady-{w}-{i}.json").read_text())["trigger_lag_s"] for i in (1, 2, 3)]
+    for w in ("before", "after")
+}
 x = 0
 for w, colour in (("before", "tab:red"), ("after", "tab:blue")):
     for lag in runs[w]:

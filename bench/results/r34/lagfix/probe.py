@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 import redis as redis_py
 
@@ -28,8 +29,17 @@ with bench_redis(None, "off") as url, Procs() as procs:
     common = ("--redis", url, "--namespace", "probe")
     start_ready(procs, "node", "node", *common, "--node-id", "n", "--no-http", profile=prof)
     for i in range(2):
-        start_ready(procs, f"worker{i}", "worker", *common, "--worker-id", f"w{i}",
-                    "--concurrency", "200", profile=prof)
+        start_ready(
+            procs,
+            f"worker{i}",
+            "worker",
+            *common,
+            "--worker-id",
+            f"w{i}",
+            "--concurrency",
+            "200",
+            profile=prof,
+        )
     end_ms = int(start.timestamp() * 1000) + round(duration * 1000)
     while server_ms(r) < end_ms + 1000:
         time.sleep(0.2)
@@ -39,9 +49,9 @@ with bench_redis(None, "off") as url, Procs() as procs:
     for k in keys:
         pipe.hmget(k, "c", "s", "pl")
     rows = []
-    for k, (c, s, pl) in zip(keys, pipe.execute()):
+    for k, (c, s, pl) in zip(keys, pipe.execute(), strict=True):
         if c is not None:
             tick = int(pl or s or k.decode().split(":")[-2])
             rows.append((int(c), int(c) - tick, k.decode().split("{")[1].split("}")[0]))
-    json.dump(rows, open(out, "w"))
+    Path(out).write_text(json.dumps(rows))
     client.close()
