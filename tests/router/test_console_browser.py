@@ -91,6 +91,8 @@ def _walk(base: str, admin: str, viewer: str, dag_run_id: str) -> dict[str, obje
         _text(d, "#output", "hello from the console")
         _shot(d, "run")
         seen["run"] = d.find_element(By.ID, "main").text
+        missed = d.find_element(By.XPATH, "//dt[text()='Deadline missed']/following-sibling::dd[1]")
+        assert missed.text == "—"  # a run in time (a late one's row names the deadline)
         trace = d.find_element(By.XPATH, "//dt[text()='Trace']/following-sibling::dd[1]/a")
         seen["trace"] = (trace.get_attribute("href"), trace.text)
 
