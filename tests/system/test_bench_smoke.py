@@ -213,6 +213,12 @@ def test_fleet(tmp_path: Path) -> None:
         assert fleet["firings_per_s"] > 0 and fleet["redis_cpu_idle_s_per_s"] > 0
         assert fleet["claim_latency_s"]["p99"] is not None
         assert fleet["runs_per_worker"]["max"] >= fleet["runs_per_worker"]["mean"] > 0
+        assert set(fleet["process_cpu_us_per_firing"]) == {"node", "worker_hosts"}
+    # the bare queue beside it: every due entry read at the rate, the burst on the same Redis
+    steady, burst = result["stream_floor"]["steady"], result["stream_floor"]["burst"]
+    assert 40 <= steady["firings_per_s"] <= 60
+    assert steady["producer_cpu_us_per_firing"] > 0 and steady["consumer_cpu_us_per_firing"] > 0
+    assert burst["all_started_s"] > 0 and burst["redis_cpu_us_per_run"] > 0
 
 
 @pytest.mark.slow  # 6-12 s: the default suite stays near 8 minutes

@@ -22,7 +22,7 @@ from typing import Any
 
 import trio
 
-from shardsched.bench import floor
+from shardsched.bench import floor, steady_floor
 from shardsched.bench.burst import bench_client, server_ms, start_ready
 from shardsched.bench.harness import Procs, bench_redis, percentiles
 from shardsched.bench.steady import spread_jobs
@@ -87,9 +87,15 @@ def measure(args: argparse.Namespace, fleet: int, url: str, r: Any) -> dict[str,
                     timeout=120,
                 )  # fmt: skip
         time.sleep(args.settle)
+        procs0 = {name: floor.cpu_seconds(p.pid) for name, p in procs.procs.items()}
         cpu0, t0 = floor.redis_cpu(r), time.monotonic()
         time.sleep(args.idle)
-        idle = (floor.redis_cpu(r) - cpu0) / (time.monotonic() - t0)
+        took = time.monotonic() - t0
+        idle = (floor.redis_cpu(r) - cpu0) / took
+        procs_idle = {
+            name: (floor.cpu_seconds(p.pid) - procs0[name]) / took
+            for name, p in procs.procs.items()
+        }
         start = from_ms(server_ms(r) + 2000)
         created = client.add_jobs(spread_jobs("fleet", args.rate, start), batch=2000)
         job_ids = [c.job_id for c in created]
@@ -128,9 +134,11 @@ def measure(args: argparse.Namespace, fleet: int, url: str, r: Any) -> dict[str,
             name: {"calls": round(calls / max(fired, 1), 2), "us": round(us / max(fired, 1), 1)}
             for name, (calls, us) in stats.items()
         },
-        "process_cpu_s_per_s": {
-            "node": round(procs_cpu.get("node", 0.0), 3),
-            "worker_hosts": round(sum(v for k, v in procs_cpu.items() if k != "node"), 3),
+        "process_cpu_s_per_s": _split(procs_cpu),
+        "process_cpu_idle_s_per_s": _split(procs_idle),
+        "process_cpu_us_per_firing": {
+            name: round((busy_s - _split(procs_idle)[name]) / max(fired, 1) * 1e6, 1)
+            for name, busy_s in _split(procs_cpu).items()
         },
         "claim_latency_s": percentiles(lags),
         "runs_per_worker": {
@@ -140,6 +148,12 @@ def measure(args: argparse.Namespace, fleet: int, url: str, r: Any) -> dict[str,
             "idle_workers": sum(1 for c in counts if c == 0),
         },
     }
+
+
+def _split(cpu: dict[str, float]) -> dict[str, float]:
+    """CPU seconds a second of the node and of the worker hosts together."""
+    hosts = sum(v for k, v in cpu.items() if k != "node")
+    return {"node": round(cpu.get("node", 0.0), 4), "worker_hosts": round(hosts, 4)}
 
 
 def _commands(before: dict[str, Any], after: dict[str, Any], took: float) -> dict[str, Any]:
@@ -173,7 +187,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 f" claim p50 {lat['p50']} p99 {lat['p99']} s; runs per worker"
                 f" {result['runs_per_worker']}; CPU s/s node"
                 f" {result['process_cpu_s_per_s']['node']} worker hosts"
-                f" {result['process_cpu_s_per_s']['worker_hosts']}",
+                f" {result['process_cpu_s_per_s']['worker_hosts']}; per firing above idle"
+                f" {result['process_cpu_us_per_firing']} µs",
                 flush=True,
             )
             top = list(result["redis_commands_per_firing"].items())[:6]
@@ -182,13 +197,36 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 + ", ".join(f"{n} {v['calls']}x {v['us']} µs" for n, v in top),
                 flush=True,
             )
-    out = {"rate": args.rate, "slots": args.slots, "fleets": results}
+        floors = None if args.no_floor else _floors(args, url, r, fleets[0])
+    out = {"rate": args.rate, "slots": args.slots, "fleets": results, "stream_floor": floors}
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
     if args.plot:
         earlier = json.loads(Path(args.compare).read_text()) if args.compare else None
         plot(args.plot, out, earlier)
     return out
+
+
+def _floors(args: argparse.Namespace, url: str, r: Any, consumers: int) -> dict[str, Any]:
+    """The bare stream queue on the same Redis: at the same rate one firing at a time,
+    with as many consumers as the first fleet has workers (:mod:`.steady_floor`), and its
+    burst of 25,000 (:mod:`.floor`, 2 consumers, as ``bench burst``'s floor)."""
+    print("the stream floor, steady and burst…", file=sys.stderr, flush=True)
+    steady = steady_floor.measure(
+        r, url, args.rate, args.duration, args.idle, args.shards, consumers
+    )
+    burst = floor.stream_floor(r, url, 25_000, args.shards, 2)
+    ratio = steady["redis_cpu_us_per_firing"] / max(burst["redis_cpu_us_per_run"], 0.1)
+    print(
+        f"stream floor: steady at {steady['firings_per_s']}/s Redis"
+        f" {steady['redis_cpu_us_per_firing']} µs a firing above idle, producer"
+        f" {steady['producer_cpu_us_per_firing']} µs, consumers"
+        f" {steady['consumer_cpu_us_per_firing']} µs; burst Redis"
+        f" {burst['redis_cpu_us_per_run']} µs a run, consumers"
+        f" {burst['consumer_cpu_us_per_run']} µs; Redis steady / burst {ratio:.1f}x",
+        flush=True,
+    )
+    return {"steady": steady, "burst": burst, "redis_steady_over_burst": round(ratio, 2)}
 
 
 def plot(path: str, result: dict[str, Any], earlier: dict[str, Any] | None = None) -> None:
@@ -234,6 +272,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--settle", type=float, default=3.0, help="seconds after start-up")
     p.add_argument("--shards", type=int, default=64)
     p.add_argument("--fsync", choices=["always", "everysec", "off"], default="off")
+    p.add_argument(
+        "--no-floor", action="store_true", help="skip the stream floor, steady and burst"
+    )
     p.add_argument("--json", default=None, metavar="FILE")
     p.add_argument("--plot", default=None, metavar="PNG", help="plot the figures by fleet size")
     p.add_argument(

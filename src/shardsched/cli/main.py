@@ -225,6 +225,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
             seedfleet,
             soak,
             steady,
+            steady_floor,
             takeover,
             workers,
         )
@@ -233,7 +234,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
         modules = (auth, burst, commands, faults, deploy, steady, soak, register, footprint)
         for module in (*modules, scale, plan, takeover, archive, floor, dag, workers, seedfleet):
             module.add_parser(bench_sub)
-        for module in (instructions, console):
+        for module in (instructions, console, steady_floor):
             module.add_parser(bench_sub)
     return parser
 
