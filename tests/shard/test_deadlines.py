@@ -21,6 +21,21 @@ async def _job(http, **body) -> str:
     return reply.json()["job_id"]
 
 
+async def test_skip_late_start_without_a_start_deadline_is_refused(http) -> None:
+    spec = {"name": "s", "command": "true", "schedule": {"type": "interval", "every_s": 60}}
+    reply = await http.post("/api/v1/jobs", json={**spec, "skip_late_start": True})
+    assert reply.status_code == 422, reply.text
+    assert reply.json()["error"]["details"]["field"] == "$.skip_late_start"
+    job_id = await _job(http, name="s2", start_deadline_s=5)  # a patch is checked whole
+    reply = await http.patch(f"/api/v1/jobs/{job_id}", json={"skip_late_start": True})
+    assert reply.status_code == 200, reply.text
+    assert (await http.get(f"/api/v1/jobs/{job_id}")).json()["skip_late_start"] is True
+    other = await _job(http, name="s3")
+    reply = await http.patch(f"/api/v1/jobs/{other}", json={"skip_late_start": True})
+    assert reply.status_code == 422, reply.text
+    assert (await http.get(f"/api/v1/jobs/{other}")).json().get("skip_late_start") is not True
+
+
 def _missed(node, kind: str) -> float:
     return node.metrics.deadlines_missed.labels(kind)._value.get()
 

@@ -87,6 +87,11 @@ def validate_spec(spec: JobSpec) -> JobSpec:
         validate_schedule(spec.schedule)
     if spec.starts_at and spec.ends_at and spec.ends_at < spec.starts_at:
         raise ValidationError("ends_at is before starts_at", "$.ends_at")
+    if spec.skip_late_start and spec.start_deadline_s is None:
+        raise ValidationError(
+            "skip_late_start skips a run not started by its start_deadline_s: set one",
+            "$.skip_late_start",
+        )
     rp = spec.retry_policy
     if rp.max_s < rp.base_s:
         raise ValidationError("max_s must be >= base_s", "$.retry_policy.max_s")
