@@ -239,6 +239,7 @@ class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     #: Deadlines, from each tick's planned time: a run not started (or not finished) by
     #: then is flagged on the run, in a metric and as a notification (deadline_missed);
     #: with ``skip_late_start`` a run not started in time is skipped instead, recorded.
+    #: A run triggered by hand or by a backfill has no tick of its own: no deadline.
     start_deadline_s: PositiveSeconds | None = None
     finish_deadline_s: PositiveSeconds | None = None
     skip_late_start: bool = False
