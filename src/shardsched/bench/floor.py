@@ -73,7 +73,8 @@ def run_call(r: redis_py.Redis, call: Call) -> Any:
     return r.evalsha(SCRIPTS[call.script].sha, len(call.keys), *call.keys, *call.args)
 
 
-def _keys(prefix: str, shard: int) -> tuple[str, str]:
+def floor_keys(prefix: str, shard: int) -> tuple[str, str]:
+    """A floor shard's (due sorted set, ready stream)."""
     return f"{prefix}:{{{shard}}}:due", f"{prefix}:{{{shard}}}:ready"
 
 
@@ -85,7 +86,7 @@ def stream_floor(
     prefix = f"floor{int(time.time() * 1000) % 10**9}"
     pipe = r.pipeline(transaction=False)
     for shard in range(shards):
-        due, ready = _keys(prefix, shard)
+        due, ready = floor_keys(prefix, shard)
         members = {f"e{i}": 0 for i in range(shard, n, shards)}
         if members:
             pipe.zadd(due, members)
@@ -107,7 +108,7 @@ def stream_floor(
         left = set(range(shards))
         while left:
             for shard in list(left):
-                if promote(keys=_keys(prefix, shard), args=[1, BATCH]) < BATCH:
+                if promote(keys=floor_keys(prefix, shard), args=[1, BATCH]) < BATCH:
                     left.discard(shard)
         while int(r.get(f"{prefix}:read") or 0) < n:
             time.sleep(0.001)
@@ -115,7 +116,7 @@ def stream_floor(
         consumer_cpu = sum(cpu_seconds(p.pid) - cpu0[name] for name, p in procs.procs.items())
         redis_used = redis_cpu(r) - redis0
         r.set(f"{prefix}:stop", 1)
-    r.delete(*[k for s in range(shards) for k in _keys(prefix, s)])
+    r.delete(*[k for s in range(shards) for k in floor_keys(prefix, s)])
     return {
         "all_started_s": round(elapsed, 4),
         "consumer_cpu_us_per_run": round(consumer_cpu / n * 1e6, 1),
@@ -126,7 +127,7 @@ def stream_floor(
 def consume(url: str, prefix: str, shards: int, consumer: str) -> None:
     """A floor consumer: read every shard's stream, acknowledge, count; until told."""
     r = redis_py.Redis.from_url(url)
-    streams: dict[Any, Any] = {_keys(prefix, s)[1]: ">" for s in range(shards)}
+    streams: dict[Any, Any] = {floor_keys(prefix, s)[1]: ">" for s in range(shards)}
     r.incr(f"{prefix}:ready-consumers")
     while not r.exists(f"{prefix}:stop"):
         reply: Any = r.xreadgroup("g", consumer, streams, count=BATCH, block=10)

@@ -141,18 +141,18 @@ def _floor(server: Counted, r: redis_py.Redis, n: int, shards: int) -> None:
     """The bare queue over n entries: promote to the stream, read in 500s, acknowledge."""
     pipe = r.pipeline(transaction=False)
     for shard in range(shards):
-        due, ready = floor._keys("fl", shard)
+        due, ready = floor.floor_keys("fl", shard)
         pipe.zadd(due, {f"e{i}": 0 for i in range(shard, n, shards)})
         pipe.xgroup_create(ready, "g", id="0", mkstream=True)
     pipe.execute()
     promote = r.register_script(floor.PROMOTE)
-    promote(keys=list(floor._keys("fl", 0)), args=[1, 0])  # loaded before the count
+    promote(keys=list(floor.floor_keys("fl", 0)), args=[1, 0])  # loaded before the count
     server.dump("floorsetup")
     for shard in range(shards):
-        while promote(keys=list(floor._keys("fl", shard)), args=[1, BATCH]) == BATCH:
+        while promote(keys=list(floor.floor_keys("fl", shard)), args=[1, BATCH]) == BATCH:
             pass
     for shard in range(shards):
-        ready = floor._keys("fl", shard)[1]
+        ready = floor.floor_keys("fl", shard)[1]
         while True:
             got: Any = r.xreadgroup("g", "c", {ready: ">"}, count=BATCH)
             if not got or not got[0][1]:

@@ -28,10 +28,6 @@ BATCH = floor.BATCH
 BLPOP_TIMEOUT_S = 1
 
 
-def _keys(prefix: str, shard: int) -> tuple[str, str]:
-    return floor._keys(prefix, shard)
-
-
 def _tokens(prefix: str) -> str:
     return f"{prefix}:tokens"
 
@@ -56,7 +52,7 @@ def produce(url: str, prefix: str, shards: int, rate: float, start_ms: int, coun
             i += 1
         pipe = r.pipeline(transaction=False)
         for shard in due:
-            promote(keys=_keys(prefix, shard), args=[int(now_ms), BATCH], client=pipe)
+            promote(keys=floor.floor_keys(prefix, shard), args=[int(now_ms), BATCH], client=pipe)
             pipe.rpush(_tokens(prefix), shard)
         pipe.execute()
 
@@ -70,7 +66,7 @@ def wait_and_read(url: str, prefix: str, consumer: str) -> None:
         token = r.blpop([_tokens(prefix)], timeout=BLPOP_TIMEOUT_S)
         if token is None:
             continue
-        stream = _keys(prefix, int(token[1]))[1]
+        stream = floor.floor_keys(prefix, int(token[1]))[1]
         reply: Any = r.xreadgroup("g", consumer, {stream: ">"}, count=5)
         ids = [entry[0] for _, entries in reply or [] for entry in entries]
         if ids:
@@ -94,7 +90,7 @@ def measure(
     prefix = f"sfloor{int(time.time() * 1000) % 10**9}"
     pipe = r.pipeline(transaction=False)
     for shard in range(shards):
-        pipe.xgroup_create(_keys(prefix, shard)[1], "g", id="0", mkstream=True)
+        pipe.xgroup_create(floor.floor_keys(prefix, shard)[1], "g", id="0", mkstream=True)
     pipe.execute()
     count = int(rate * (duration + 4))
     with Procs() as procs:
@@ -121,7 +117,7 @@ def measure(
             due.setdefault(i % shards, {})[f"e{i}"] = start_ms + i * 1000 / rate
         pipe = r.pipeline(transaction=False)
         for shard, members in due.items():
-            pipe.zadd(_keys(prefix, shard)[0], members)
+            pipe.zadd(floor.floor_keys(prefix, shard)[0], members)
         pipe.execute()
         producer = procs.start(
             "producer",
@@ -140,7 +136,7 @@ def measure(
         cpu = {n: (floor.cpu_seconds(p.pid) - cpu0[n]) / took for n, p in procs.procs.items()}
         r.set(f"{prefix}:stop", 1)
         producer.wait(timeout=30)
-    r.delete(*[k for s in range(shards) for k in _keys(prefix, s)], _tokens(prefix))
+    r.delete(*[k for s in range(shards) for k in floor.floor_keys(prefix, s)], _tokens(prefix))
     fired = read / took
     producer_cpu = cpu.pop("producer")
     consumer_cpu = sum(cpu.values())
