@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from datetime import datetime
 
 import httpx
 import trio
@@ -69,7 +70,8 @@ async def test_every_change_records_who_and_when(node, worker, http, redis, dep)
         assert re.fullmatch(
             r"2026-01-01T00:00:00\+00:00\.\.\S+: \d+ ticks queued, 0 had runs", got[1][3]
         )
-        ats = [c["at"] for c in log["changes"]]
+        # instants, not their text: "…:10Z" sorts after "…:10.018000Z" as a string
+        ats = [datetime.fromisoformat(c["at"]) for c in log["changes"]]
         assert ats == sorted(ats, reverse=True) and log["next_cursor"] is None
 
         versions = (await bob.get(path + "/versions")).json()["versions"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 import trio
 
@@ -35,7 +37,8 @@ async def test_http_worker_claims_renews_and_completes(node, http, redis, dep) -
     assert run["command"] == "echo remote" and run["attempt"] == 1
     assert run["run_id"].startswith(job_id)
     renewed = await trio.to_thread.run_sync(a.renew, run)
-    assert renewed["lease_expires_at"] >= run["lease_expires_at"]
+    expiry = [datetime.fromisoformat(r["lease_expires_at"]) for r in (run, renewed)]
+    assert expiry[1] >= expiry[0]  # instants: "…:10Z" sorts after "…:10.5Z" as text
 
     with pytest.raises(ProtocolError) as refused:  # another worker cannot renew or finish it
         await trio.to_thread.run_sync(b.renew, run)
