@@ -77,6 +77,8 @@ async def test_readme_tour(dev: str, tmp_path: Path) -> None:
     text = out.stdout
     assert '"output":"hello from job_' in text
     assert "succeeded" in text and "dst_shifted" in text and "trying things" not in text
+    # the export applied back: nothing but unchanged
+    assert re.search(r"^\(dry run: nothing written\) \d+ unchanged$", text, re.MULTILINE)
     dag_run = text[text.rindex("DAG_RUN_ID") :]
     for task in ("extract", "transform", "load"):
         assert re.search(rf"^{task}\s+succeeded", dag_run, re.MULTILINE), dag_run

@@ -19,6 +19,7 @@ from shardsched.cli import (
     dag_commands,
     declare,
     edit,
+    export,
     follow,
     progress,
     render,
@@ -354,6 +355,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     page(dead, 50)
     dag_commands.add_parser(sub, common, page)
     declare.add_apply_parser(sub, common)
+    export.add_export_parser(sub, common)
 
 
 COMMANDS = {
@@ -363,6 +365,7 @@ COMMANDS = {
     "dags": dag_commands.run,
     "events": _events,
     "apply": declare.run_apply,
+    "export": export.run_export,
 }
 
 

@@ -161,11 +161,16 @@ def current(api: Endpoint, kind: str, any_id: str) -> tuple[dict[str, Any] | Non
         raise
     if view.get("status") == "deleted":
         return None, view
+    return normalised(kind, spec_of(kind, view), f"{kind} {any_id}"), view
+
+
+def spec_of(kind: str, view: dict[str, Any]) -> dict[str, Any]:
+    """The definition's fields of a job's or a DAG's view (as the API answers it)."""
     fields = KINDS[kind][0].__struct_fields__
     spec = {f: view[f] for f in fields if f in view and f != "id" and view[f] is not None}
     if kind == "job":
         spec.pop("trigger_rule", None)
-    return normalised(kind, spec, f"{kind} {any_id}"), view
+    return spec
 
 
 def yaml_lines(body: dict[str, Any] | None) -> list[str]:

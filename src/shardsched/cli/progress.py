@@ -41,7 +41,8 @@ class Bar:
     def __init__(self, progress: Any | None, task: Any | None) -> None:
         self._progress, self._task = progress, task
 
-    def update(self, done: int, total: int) -> None:
+    def update(self, done: int, total: int | None) -> None:
+        """``total`` None: not known yet (the bar shows the count alone)."""
         if self._progress is not None:
             self._progress.update(self._task, completed=done, total=total)
 

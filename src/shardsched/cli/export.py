@@ -1,0 +1,169 @@
+"""``shardsched export``: the jobs and DAGs there are now, as the files ``apply`` takes.
+
+For moving a deployment's definitions elsewhere (``dev`` to production, one Redis to
+another), for putting jobs made through the API or the console under ``apply`` (export,
+commit, then ``apply --set NAME``), and for keeping a copy of the definitions apart from
+Redis. Each object is what ``jobs get`` shows of its definition, normalised as ``apply``
+compares it, so applying an export to the deployment it came from changes nothing.
+
+A definition is not a state: a paused job is exported with a comment saying so, and what
+``apply`` creates from it is active. DAG tasks come with their DAG, not as jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from shardsched.cli import progress
+from shardsched.cli.create import key_value
+from shardsched.cli.declare import APPLY_SET, KINDS, normalised, spec_of, yaml_lines
+from shardsched.cli.http import CliError, Endpoint, request
+from shardsched.cli.render import page_query, table
+
+#: A file name made of an id: what job and DAG ids are made of, and never ``.`` first.
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
+
+
+def run_export(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
+    labels = [(APPLY_SET, args.set)] if args.set else []
+    labels += args.label or []
+    kinds = [args.kind] if args.kind else list(KINDS)
+    out_dir = _empty_dir(Path(args.dir)) if args.dir else None
+    objects = []
+    with progress.bar("exporting") as bar:
+        for kind in kinds:
+            for view in _views(args.api, kind, args.name_prefix, labels):
+                objects.append(_declared(kind, view))
+                bar.update(len(objects), None)
+    objects.sort(key=lambda o: (kinds.index(o["kind"]), o["id"]))  # diffs well in git
+    paused = [o for o in objects if o["status"] == "paused"]
+    if paused:
+        print(
+            f"shardsched: {len(paused)} of these are paused ({_ids(paused)}): apply creates"
+            " what it exports as active; pause them after it where that matters",
+            file=sys.stderr,
+        )
+    if out_dir is None:
+        return [o["body"] for o in objects], lambda _: _documents(objects)
+    written = [_write(out_dir, o) for o in objects]
+    return (
+        written,
+        lambda rows: (
+            table(["KIND", "ID", "FILE"], [[r["kind"], r["id"], r["file"]] for r in rows])
+            + f"\n{len(rows)} written to {out_dir}"
+        ),
+    )
+
+
+def _views(
+    api: Endpoint, kind: str, name_prefix: str | None, labels: list[tuple[str, str]]
+) -> Iterator[dict[str, Any]]:
+    """The live objects of a kind that match, every page (a DAG's tasks come with it)."""
+    plural = KINDS[kind][1]
+    cursor = None
+    while True:
+        query = {
+            "limit": 500,
+            "cursor": cursor,
+            "name_prefix": name_prefix,
+            "label": ",".join(f"{k}:{v}" for k, v in labels) or None,
+        }
+        page = request(api, "GET", f"/api/v1/{plural}{page_query(query)}")
+        for view in page[plural]:
+            if view["status"] != "deleted" and not (kind == "job" and view.get("dag_id")):
+                yield view
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return
+
+
+def _declared(kind: str, view: dict[str, Any]) -> dict[str, Any]:
+    """One object as ``apply`` reads it, with what the file's comment says of it."""
+    any_id = view[f"{kind}_id"]
+    spec = spec_of(kind, view)
+    try:
+        spec = normalised(kind, spec, f"{kind} {any_id}")
+        refused = None
+    except CliError as exc:  # stored before a check it now fails: exported as it is
+        refused = str(exc)
+    state = view["status"]
+    if state == "paused":
+        state += f" since {view.get('paused_at') or '?'}"
+        state += f" ({view['pause_reason']})" if view.get("pause_reason") else ""
+    head = [f"# {kind} {any_id} {view['name']!r}: version {view['version']}, {state}"]
+    if refused:
+        head.append(f"# apply refuses this definition as it is: {refused}")
+    return {
+        "kind": kind,
+        "id": any_id,
+        "status": view["status"],
+        "head": head,
+        "body": {"kind": kind, "id": any_id, **spec},
+    }
+
+
+def _documents(objects: list[dict[str, Any]]) -> str:
+    return "\n".join(_text(o) for o in objects).rstrip("\n")
+
+
+def _text(o: dict[str, Any]) -> str:
+    body = dict(o["body"])
+    lines = ["---", *o["head"]]
+    lines += yaml_lines({"kind": body.pop("kind")}) + yaml_lines({"id": body.pop("id")})
+    lines += yaml_lines(body)
+    return "\n".join(lines) + "\n"
+
+
+def _ids(objects: list[dict[str, Any]], most: int = 5) -> str:
+    ids = [o["id"] for o in objects]
+    return ", ".join(ids[:most]) + (f" and {len(ids) - most} more" if len(ids) > most else "")
+
+
+def _empty_dir(path: Path) -> Path:
+    """The directory to write into: made if it is not there, refused unless empty (an
+    export is all of what matched, so what an earlier export left there would mix in)."""
+    if path.exists() and not path.is_dir():
+        raise CliError(f"{path} is not a directory")
+    if path.exists() and any(path.iterdir()):
+        raise CliError(f"{path} is not empty: export into a new or empty directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"cannot make {path}: {exc.strerror}") from None
+    return path
+
+
+def _write(root: Path, o: dict[str, Any]) -> dict[str, str]:
+    if not _SAFE_ID.fullmatch(o["id"]):
+        raise CliError(f"{o['kind']} id {o['id']!r} cannot be a file name")
+    path = root / KINDS[o["kind"]][1] / f"{o['id']}.yaml"
+    try:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(_text(o), encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: {exc.strerror}") from None
+    return {"kind": o["kind"], "id": o["id"], "file": str(path)}
+
+
+def add_export_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "export",
+        parents=[common],
+        help="the jobs and DAGs there are now, as files apply takes",
+        description="Write the definitions of the live jobs and DAGs (or those matching the"
+        " filters) as YAML that `shardsched apply -f` takes: to stdout, or one file each under"
+        " --dir. Applied to the deployment it came from, an export changes nothing (give"
+        " apply the same --set, or --no-label for what no apply set owns). A paused job is"
+        " exported with a comment saying so: apply creates it active.",
+    )
+    p.add_argument("--dir", metavar="DIR", help="one file an object under DIR (new or empty)")
+    p.add_argument("--kind", choices=list(KINDS), help="only jobs, or only DAGs")
+    p.add_argument("--set", metavar="NAME", help="only what this apply set applied")
+    p.add_argument("--label", type=key_value, action="append", metavar="KEY=VALUE",
+                   help="only those with this label (repeat: all of them)")  # fmt: skip
+    p.add_argument("--name-prefix", metavar="PREFIX", help="only those whose name starts so")
