@@ -122,7 +122,15 @@ async def test_apply_refuses_a_bad_file_before_writing_anything(
             + ONE.replace("{type: interval, every_s: 60}", "{type: cron, expression: x}"),
             "5 fields",
         ),
-        (good + "---\nkind: cronjob\nid: x\n", "kind must be job or dag"),
+        (good + "---\nkind: cronjob\nid: x\n", "kind must be one of calendar, concurrency"),
+        (
+            good
+            + "---\nkind: calendar\nid: days-off\nranges: [{start: 2026-02-01, end: 2026-01-01}]\n",
+            "a range ends before it starts",
+        ),
+        (good + "---\nkind: calendar\nid: _x\n", "a calendar's name is"),
+        (good + "---\nkind: calendar\nid: off\n", "id must be text, not False: quote it"),
+        (good + "---\nkind: concurrency\nid: k\nlimit: 0\n", "$.limit"),
         (good + "---\nkind: job\nname: x\n", "needs an id"),
         (good + "---\n" + good, "declared in"),
         (
@@ -305,3 +313,61 @@ async def test_jobs_edit_applies_with_if_match(node, http, tmp_path: Path) -> No
     seen = (tmp_path / "seen.log").read_text().split("=====")
     assert "# error: " in seen[1] and "every_s" in seen[1] and "every_s: -1" in seen[1]
     assert (await http.get("/api/v1/jobs/edited")).json()["schedule"]["every_s"] == 120
+
+
+CALENDAR_AND_LIMITS = """\
+kind: job
+id: office
+name: office hours
+command: "true"
+schedule: {type: cron, expression: "0 9 * * *"}
+calendars: {exclude: [holidays]}
+concurrency_key: "tenant:acme"
+---
+kind: calendar
+id: holidays
+dates: ["2026-12-25", "2026-01-01"]
+description: days off
+---
+kind: concurrency
+id: "tenant:acme"
+limit: 3
+"""
+
+
+async def test_apply_puts_calendars_and_limits_before_the_jobs_that_name_them(
+    node, http, tmp_path: Path
+) -> None:
+    """A calendar and a key's limits are declared beside the job that names them (the
+    job first in the file): apply puts them first, unlabelled; --prune never deletes one."""
+    api = ("--api", str(http.base_url))
+    path = tmp_path / "office.yaml"
+    path.write_text(CALENDAR_AND_LIMITS)
+    out = await cli(http, "apply", "--set", "office", "-f", str(path), *api, "--json")
+    assert out.returncode == 0, out.stderr
+    assert [(d["kind"], d["outcome"]) for d in json.loads(out.stdout)] == [
+        ("calendar", "created"),
+        ("concurrency", "created"),
+        ("job", "created"),
+    ]
+    calendar = (await http.get("/api/v1/calendars/holidays")).json()
+    assert calendar["dates"] == ["2026-01-01", "2026-12-25"]
+    assert (await http.get("/api/v1/concurrency/tenant:acme")).json()["limit"] == 3
+    again = await cli(http, "apply", "--set", "office", "-f", str(path), *api)
+    assert again.returncode == 0 and again.stdout.endswith("3 unchanged\n"), again.stdout
+
+    # a changed limit is an update, shown as a diff first
+    path.write_text(CALENDAR_AND_LIMITS.replace("limit: 3", "limit: 5"))
+    dry = await cli(http, "apply", "--set", "office", "-f", str(path), "--dry-run", *api)
+    assert "update    concurrency tenant:acme" in dry.stdout and "+limit: 5" in dry.stdout
+    out = await cli(http, "apply", "--set", "office", "-f", str(path), *api)
+    assert out.returncode == 0 and "2 unchanged, 1 updated" in out.stdout, out.stdout
+    assert (await http.get("/api/v1/concurrency/tenant:acme")).json()["limit"] == 5
+
+    # the files no longer declare them: --prune deletes the set's job, never a calendar
+    path.write_text(CALENDAR_AND_LIMITS.split("---")[0].replace("office", "other"))
+    out = await cli(http, "apply", "--set", "office", "--prune", "-f", str(path), *api)
+    assert out.returncode == 0, out.stderr
+    assert (await http.get("/api/v1/jobs/office")).json()["status"] == "deleted"
+    assert (await http.get("/api/v1/calendars/holidays")).status_code == 200
+    assert (await http.get("/api/v1/concurrency/tenant:acme")).json()["limit"] == 5

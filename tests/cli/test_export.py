@@ -12,7 +12,7 @@ from pathlib import Path
 import msgspec
 
 from conftest import cli
-from shardsched.cli.declare import spec_of
+from shardsched.cli.definitions import spec_of
 
 HOURLY = {"type": "interval", "every_s": 3600}
 JOBS = {
@@ -42,20 +42,33 @@ DAG = {
 
 
 async def definitions(http) -> dict[str, dict]:
-    """Every live job's and DAG's definition, as `jobs get` / `dags get` show it."""
+    """Every live job's and DAG's definition, as `jobs get` / `dags get` show it, the
+    calendars and the keys' own limits."""
     out = {}
     for kind, plural in (("job", "jobs"), ("dag", "dags")):
         page = (await http.get(f"/api/v1/{plural}", params={"limit": 500})).json()
         for view in page[plural]:
             out[view[f"{kind}_id"]] = spec_of(kind, view)
+    for view in (await http.get("/api/v1/calendars")).json()["calendars"]:
+        out[f"calendar {view['name']}"] = spec_of("calendar", view)
+    for view in (await http.get("/api/v1/concurrency")).json()["keys"]:
+        if spec_of("concurrency", view):
+            out[f"key {view['key']}"] = spec_of("concurrency", view)
     return out
+
+
+HOLIDAYS = {"dates": ["2026-12-25", "2026-01-01"], "description": "days off"}
+LIMITS = {"limit": 3, "rate": {"max": 10, "per_s": 60}}
 
 
 async def test_an_export_applied_back_changes_nothing_and_restores_what_was_deleted(
     node, http, tmp_path: Path
 ) -> None:
     api = ("--api", str(http.base_url))
-    for job_id, body in JOBS.items():
+    assert (await http.put("/api/v1/calendars/holidays", json=HOLIDAYS)).status_code == 201
+    assert (await http.put("/api/v1/concurrency/tenant:acme", json=LIMITS)).status_code == 200
+    named = {"berlin": {**JOBS["berlin"], "calendars": {"exclude": ["holidays"]}}}
+    for job_id, body in {**JOBS, **named}.items():
         made = await http.put(f"/api/v1/jobs/{job_id}", json=body)
         assert made.status_code == 201, made.text
     made = await http.put("/api/v1/dags/etl", json=DAG)
@@ -74,8 +87,10 @@ async def test_an_export_applied_back_changes_nothing_and_restores_what_was_dele
     text = out.stdout
     assert "# job held 'held': version 2, paused since" in text and "(db moves)" in text
     assert "dag_etl.extract" not in text and "dag_etl.report" not in text  # with the DAG
-    # jobs then DAGs, each by id, kind first: an export diffs well in git
+    # what jobs name first, then jobs, then DAGs, each by id: an export diffs well in git
     assert re.findall(r"^kind: (\w+)\nid: (\S+)$", text, re.M) == [
+        ("calendar", "holidays"),
+        ("concurrency", "tenant:acme"),
         ("job", "berlin"),
         ("job", "held"),
         ("job", "pinger"),
@@ -91,12 +106,16 @@ async def test_an_export_applied_back_changes_nothing_and_restores_what_was_dele
     assert outcomes == {
         **{("job", j): "unchanged" for j in JOBS},
         ("dag", "dag_etl"): "unchanged",
+        ("calendar", "holidays"): "unchanged",
+        ("concurrency", "tenant:acme"): "unchanged",
     }, (outcomes, text)
 
     # everything deleted, then applied from the export: the same definitions again
     for job_id in JOBS:
         assert (await http.delete(f"/api/v1/jobs/{job_id}")).status_code == 200
     assert (await http.delete("/api/v1/dags/dag_etl")).status_code == 200
+    assert (await http.delete("/api/v1/calendars/holidays")).status_code == 200
+    assert (await http.delete("/api/v1/concurrency/tenant:acme")).status_code == 200
     assert await definitions(http) == {}
     back = await cli(http, "apply", "--no-label", "-f", str(exported), *api, "--json")
     assert back.returncode == 0, back.stderr
@@ -124,6 +143,8 @@ async def test_export_filters_and_a_directory_of_files(node, http, tmp_path: Pat
     applied = await cli(http, "apply", "--set", "prod", "-f", str(tmp_path / "conf.yaml"), *api)
     assert applied.returncode == 0, applied.stderr
     await http.put("/api/v1/dags/etl", json={**DAG, "labels": {"team": "data"}})
+    await http.put("/api/v1/calendars/holidays", json=HOLIDAYS)
+    await http.put("/api/v1/concurrency/tenant:acme", json=LIMITS)
 
     async def ids(*flags: str) -> list[str]:
         out = await cli(http, "export", *flags, "-o", "name", *api)
@@ -131,7 +152,9 @@ async def test_export_filters_and_a_directory_of_files(node, http, tmp_path: Pat
         return sorted(out.stdout.split())
 
     assert await ids("--set", "prod") == ["managed"]
+    # calendars and limits carry no labels: a label filter (or a set) matches none of them
     assert await ids("--label", "team=data") == ["berlin", "dag_etl"]
+    assert await ids("--kind", "calendar", "--kind", "concurrency") == ["holidays", "tenant:acme"]
     assert await ids("--label", "team=data", "--kind", "job") == ["berlin"]
     assert await ids("--label", "team=data", "--label", "tier=gold") == ["berlin"]
     assert await ids("--name-prefix", "pin") == ["pinger"]
@@ -151,15 +174,17 @@ async def test_export_filters_and_a_directory_of_files(node, http, tmp_path: Pat
     assert out.returncode == 0, out.stderr
     files = sorted(str(p.relative_to(target)) for p in target.rglob("*.yaml"))
     assert files == [
+        "calendars/holidays.yaml",
+        "concurrency/tenant%3Aacme.yaml",
         "dags/dag_etl.yaml",
         "jobs/berlin.yaml",
         "jobs/held.yaml",
         "jobs/managed.yaml",
         "jobs/pinger.yaml",
     ]
-    assert "5 written to" in out.stdout
+    assert "7 written to" in out.stdout
     dry = await cli(http, "apply", "--no-label", "--dry-run", "-f", str(target), *api)
-    assert dry.returncode == 0 and "5 unchanged" in dry.stdout, dry.stdout
+    assert dry.returncode == 0 and "7 unchanged" in dry.stdout, dry.stdout
 
     # into a directory that is not empty (an earlier export would mix in): refused
     refused = await cli(http, "export", "--dir", str(target), *api)

@@ -3,12 +3,16 @@ what the files declare (``jobs edit`` / ``dags edit``, in :mod:`.edit`, change o
 ``$EDITOR``).
 
 A file is YAML (several documents, ``---`` between them) or JSON (an object or a list).
-Each object is a job or a DAG as the API takes it, plus ``kind`` (``job`` or ``dag``) and
-``id``. ``apply`` puts each one (``PUT /api/v1/jobs/{id}``): created, updated as a new
-version, or unchanged. It labels what it puts with its apply set (``apply-set: <name>``,
-``--set``), so ``--prune`` deletes exactly the jobs and DAGs of that set that the files no
-longer declare, and nothing registered any other way. ``--dry-run`` writes nothing: it
-shows each change as a diff, with the next fire times of what would change.
+Each object is a job, a DAG, a named calendar or a concurrency key's limits as the API
+takes it, plus ``kind`` (``job``, ``dag``, ``calendar``, ``concurrency``) and ``id`` (a
+calendar's name, a key). ``apply`` puts each one (``PUT /api/v1/jobs/{id}``, …), calendars
+and limits first, so the jobs that name them find them: created, updated (a job or a DAG
+as a new version), or unchanged. It labels the jobs and DAGs it puts with its apply set
+(``apply-set: <name>``, ``--set``), so ``--prune`` deletes exactly the jobs and DAGs of
+that set that the files no longer declare, and nothing registered any other way
+(calendars and limits carry no label: ``--prune`` never deletes one). ``--dry-run``
+writes nothing: it shows each change as a diff, with the next fire times of what would
+change.
 """
 
 from __future__ import annotations
@@ -21,20 +25,18 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import msgspec
-
 from shardsched.cli import progress, style
+from shardsched.cli.definitions import KINDS, current, normalised, yaml_lines, yaml_module
 from shardsched.cli.http import CliError, Endpoint, exchange, request
 from shardsched.cli.render import quoted, table
 from shardsched.core.ids import dag_id_of
-from shardsched.core.models import DagSpec, JobSpec
-from shardsched.core.sameness import plain
 
 #: The apply set of an ``apply`` without ``--set`` (``--prune`` refuses to guess it).
 DEFAULT_SET = "default"
 #: The label ``apply`` puts on what it manages; ``--prune`` looks only at its own set's.
 APPLY_SET = "apply-set"
-KINDS: dict[str, tuple[type[Any], str]] = {"job": (JobSpec, "jobs"), "dag": (DagSpec, "dags")}
+#: What an apply's outcome is called when the API answers no ``shardsched-outcome``.
+_DONE = {"create": "created", "recreate": "created", "update": "updated"}
 
 
 class Declared(NamedTuple):
@@ -52,12 +54,6 @@ class Change(NamedTuple):
     action: str  #: create | update | unchanged | delete
     diff: list[str]
     body: dict[str, Any] | None
-
-
-def yaml_module() -> Any:
-    import yaml
-
-    return yaml
 
 
 def _files(path: Path) -> list[Path]:
@@ -112,9 +108,16 @@ def load(paths: Iterable[str], apply_set: str | None) -> list[Declared]:
                 body = dict(item)
                 kind, any_id = body.pop("kind", None), body.pop("id", None)
                 if kind not in KINDS:
-                    raise CliError(f"{source}: kind must be job or dag, not {kind!r}")
-                if not isinstance(any_id, str) or not any_id:
+                    raise CliError(
+                        f"{source}: kind must be one of {', '.join(KINDS)}, not {kind!r}"
+                    )
+                if any_id is None or any_id == "":
                     raise CliError(f"{source}: every object needs an id")
+                if not isinstance(any_id, str):  # id: off, id: 0123, id: 2026-01-01
+                    raise CliError(
+                        f"{source}: id must be text, not {any_id!r}: quote it (YAML reads"
+                        " off, yes, 0123 or a date as something else)"
+                    )
                 if kind == "dag":  # ``etl`` is stored (and answered) as ``dag_etl``
                     any_id = dag_id_of(any_id)
                 if (kind, any_id) in seen:
@@ -122,71 +125,21 @@ def load(paths: Iterable[str], apply_set: str | None) -> list[Declared]:
                         f"{source}: {kind} {any_id} is declared in {seen[kind, any_id]} too"
                     )
                 seen[kind, any_id] = source
-                if apply_set is not None:
+                if apply_set is not None and KINDS[kind].labelled:
                     body["labels"] = {**(body.get("labels") or {}), APPLY_SET: apply_set}
-                normalised(kind, body, source)
+                normalised(kind, body, source, any_id)
                 out.append(Declared(kind, any_id, body, source))
     return out
-
-
-def normalised(kind: str, body: dict[str, Any], source: str) -> dict[str, Any]:
-    """The definition as the API stores it: validated, defaults omitted."""
-    from shardsched.core.dag import validate_dag
-    from shardsched.core.field_errors import field_error
-    from shardsched.core.validation import validate_spec
-
-    spec_type = KINDS[kind][0]
-    try:
-        spec = msgspec.convert(body, spec_type)
-        if kind == "job":
-            validate_spec(spec)
-        else:
-            validate_dag(spec)
-    except msgspec.ValidationError as exc:
-        err = field_error(exc, body, spec_type)  # named as the API names it
-        raise CliError(f"{source}: {err.field}: {err.message}") from None
-    out = plain(msgspec.json.decode(msgspec.json.encode(spec), type=spec_type))
-    assert isinstance(out, dict)
-    return out
-
-
-def current(api: Endpoint, kind: str, any_id: str) -> tuple[dict[str, Any] | None, dict | None]:
-    """The definition (as ``normalised`` gives it) and the whole view of what is there now;
-    (None, None) when nothing is."""
-    try:
-        view = request(api, "GET", f"/api/v1/{KINDS[kind][1]}/{quoted(any_id)}")
-    except CliError as exc:
-        if str(exc).startswith("not_found"):
-            return None, None
-        raise
-    if view.get("status") == "deleted":
-        return None, view
-    return normalised(kind, spec_of(kind, view), f"{kind} {any_id}"), view
-
-
-def spec_of(kind: str, view: dict[str, Any]) -> dict[str, Any]:
-    """The definition's fields of a job's or a DAG's view (as the API answers it)."""
-    fields = KINDS[kind][0].__struct_fields__
-    spec = {f: view[f] for f in fields if f in view and f != "id" and view[f] is not None}
-    if kind == "job":
-        spec.pop("trigger_rule", None)
-    return spec
-
-
-def yaml_lines(body: dict[str, Any] | None) -> list[str]:
-    if body is None:
-        return []
-    text: str = yaml_module().safe_dump(body, sort_keys=True, allow_unicode=True)
-    return text.splitlines()
 
 
 def plan(api: Endpoint, declared: list[Declared], prune: str | None) -> list[Change]:
     """What applying would do, object by object (and, with ``prune``, what it deletes)."""
     changes = []
-    for d in declared:
+    order = list(KINDS)
+    for d in sorted(declared, key=lambda d: order.index(d.kind)):  # what jobs name, first
         now, view = current(api, d.kind, d.id)
         gone = now is None and view is not None
-        want = normalised(d.kind, d.body, d.source)
+        want = normalised(d.kind, d.body, d.source, d.id)
         action = (
             ("recreate" if gone else "create")
             if now is None
@@ -214,7 +167,9 @@ def plan(api: Endpoint, declared: list[Declared], prune: str | None) -> list[Cha
 
 def _applied(api: Endpoint, apply_set: str) -> Iterator[tuple[str, str]]:
     """The live jobs and DAGs labelled with this apply set, every page."""
-    for kind, (_, plural) in KINDS.items():
+    for kind, (_, plural, _, labelled) in KINDS.items():
+        if not labelled:
+            continue
         cursor = None
         while True:
             query = "?limit=500" + (f"&cursor={quoted(cursor)}" if cursor else "")
@@ -253,13 +208,14 @@ def apply_changes(
 ) -> None:
     """Put or delete each change, in order; ``report(change, outcome, version)`` each."""
     for c in progress.track(changes, "applying"):
-        path = f"/api/v1/{KINDS[c.kind][1]}/{quoted(c.id)}"
+        path = f"/api/v1/{KINDS[c.kind].plural}/{quoted(c.id)}"
         if c.action == "delete":
             view = request(api, "DELETE", path)
             report(c, "deleted", view.get("version"))
         elif c.action != "unchanged":
             view, headers = exchange(api, "PUT", path, c.body)
-            report(c, headers.get("shardsched-outcome", c.action), view.get("version"))
+            outcome = headers.get("shardsched-outcome", _DONE[c.action])
+            report(c, outcome, view.get("version"))
         else:
             report(c, "unchanged", None)
 
@@ -338,11 +294,13 @@ def add_apply_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentP
     p = sub.add_parser(
         "apply",
         parents=[common],
-        help="make jobs and DAGs match YAML or JSON files (create, update, --prune)",
-        description="Make the deployment match what YAML or JSON files declare: each job or DAG"
-        " (with `kind` and `id`) is created, updated as a new version, or left unchanged."
-        " --dry-run shows each change as a diff with its next fire times; --prune --set NAME"
-        " deletes what that apply set put there and the files no longer declare.",
+        help="make jobs, DAGs, calendars and limits match YAML or JSON files",
+        description="Make the deployment match what YAML or JSON files declare: each job, DAG,"
+        " named calendar or concurrency key's limits (with `kind` and `id`) is created,"
+        " updated (a job or a DAG as a new version), or left unchanged; calendars and limits"
+        " first, so the jobs that name them find them. --dry-run shows each change as a"
+        " diff with its next fire times; --prune --set NAME deletes the jobs and DAGs that"
+        " apply set put there and the files no longer declare (never a calendar or a limit).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from shardsched.cli.declare import KINDS, current, normalised, yaml_lines, yaml_module
+from shardsched.cli.definitions import KINDS, current, normalised, yaml_lines, yaml_module
 from shardsched.cli.handles import job_id_of
 from shardsched.cli.http import CliError, exchange
 from shardsched.cli.render import quoted
@@ -23,7 +23,7 @@ def run_edit(args: argparse.Namespace, kind: str) -> tuple[Any, Callable[[Any], 
     """Open the definition in $VISUAL or $EDITOR, then put it back with If-Match: the
     version read, so an edit made meanwhile by someone else is not overwritten."""
     any_id = job_id_of(args.api, args.job_id) if kind == "job" else args.dag_id
-    path = f"/api/v1/{KINDS[kind][1]}/{quoted(any_id)}"
+    path = f"/api/v1/{KINDS[kind].plural}/{quoted(any_id)}"
     now, view = current(args.api, kind, any_id)
     if now is None:
         raise CliError(f"{kind} {any_id} is {'deleted' if view else 'not found'}")
@@ -83,7 +83,7 @@ def _put(
     if not isinstance(body, dict):
         raise _Invalid("the edited definition is not a mapping")
     try:
-        normalised(kind, body, "the edited definition")
+        normalised(kind, body, "the edited definition", any_id)
         out, headers = exchange(args.api, "PUT", path, body, {"if-match": f'"{version}"'})
     except CliError as exc:
         if str(exc).startswith("precondition_failed"):

@@ -1,10 +1,12 @@
-"""``shardsched export``: the jobs and DAGs there are now, as the files ``apply`` takes.
+"""``shardsched export``: the jobs, DAGs, calendars and concurrency limits there are now,
+as the files ``apply`` takes.
 
 For moving a deployment's definitions elsewhere (``dev`` to production, one Redis to
 another), for putting jobs made through the API or the console under ``apply`` (export,
 commit, then ``apply --set NAME``), and for keeping a copy of the definitions apart from
-Redis. Each object is what ``jobs get`` shows of its definition, normalised as ``apply``
-compares it, so applying an export to the deployment it came from changes nothing.
+Redis. Each object is what ``jobs get`` (``dags get``, …) shows of its definition,
+normalised as ``apply`` compares it, so applying an export to the deployment it came from
+changes nothing. Notification channels are left out: their URLs hold secrets.
 
 A definition is not a state: a paused job is exported with a comment saying so, and what
 ``apply`` creates from it is active. DAG tasks come with their DAG, not as jobs.
@@ -13,26 +15,24 @@ A definition is not a state: a paused job is exported with a comment saying so, 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
+import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from shardsched.cli import progress
 from shardsched.cli.create import key_value
-from shardsched.cli.declare import APPLY_SET, KINDS, normalised, spec_of, yaml_lines
+from shardsched.cli.declare import APPLY_SET
+from shardsched.cli.definitions import KINDS, normalised, spec_of, yaml_lines
 from shardsched.cli.http import CliError, Endpoint, request
 from shardsched.cli.render import page_query, table
-
-#: A file name made of an id: what job and DAG ids are made of, and never ``.`` first.
-_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
 
 
 def run_export(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     labels = [(APPLY_SET, args.set)] if args.set else []
     labels += args.label or []
-    kinds = [args.kind] if args.kind else list(KINDS)
+    kinds = [k for k in KINDS if k in (args.kind or KINDS)]
     out_dir = _empty_dir(Path(args.dir)) if args.dir else None
     objects = []
     with progress.bar("exporting") as bar:
@@ -64,7 +64,16 @@ def _views(
     api: Endpoint, kind: str, name_prefix: str | None, labels: list[tuple[str, str]]
 ) -> Iterator[dict[str, Any]]:
     """The live objects of a kind that match, every page (a DAG's tasks come with it)."""
-    plural = KINDS[kind][1]
+    plural = KINDS[kind].plural
+    if not KINDS[kind].labelled:  # one page, no labels: a label filter matches none
+        if labels:
+            return
+        field = KINDS[kind].id_field
+        listed = request(api, "GET", f"/api/v1/{plural}")
+        for view in listed["keys" if kind == "concurrency" else plural]:
+            if view[field].startswith(name_prefix or "") and spec_of(kind, view):
+                yield view  # (a key without limits of its own has nothing to export)
+        return
     cursor = None
     while True:
         query = {
@@ -84,24 +93,26 @@ def _views(
 
 def _declared(kind: str, view: dict[str, Any]) -> dict[str, Any]:
     """One object as ``apply`` reads it, with what the file's comment says of it."""
-    any_id = view[f"{kind}_id"]
+    any_id = view[KINDS[kind].id_field]
     spec = spec_of(kind, view)
     try:
-        spec = normalised(kind, spec, f"{kind} {any_id}")
+        spec = normalised(kind, spec, f"{kind} {any_id}", any_id)
         refused = None
     except CliError as exc:  # stored before a check it now fails: exported as it is
         refused = str(exc)
-    state = view["status"]
-    if state == "paused":
-        state += f" since {view.get('paused_at') or '?'}"
-        state += f" ({view['pause_reason']})" if view.get("pause_reason") else ""
-    head = [f"# {kind} {any_id} {view['name']!r}: version {view['version']}, {state}"]
+    state = view.get("status")
+    head = [f"# {kind} {any_id!r}"]
+    if state is not None:  # a job or a DAG
+        if state == "paused":
+            state += f" since {view.get('paused_at') or '?'}"
+            state += f" ({view['pause_reason']})" if view.get("pause_reason") else ""
+        head = [f"# {kind} {any_id} {view['name']!r}: version {view['version']}, {state}"]
     if refused:
         head.append(f"# apply refuses this definition as it is: {refused}")
     return {
         "kind": kind,
         "id": any_id,
-        "status": view["status"],
+        "status": view.get("status"),
         "head": head,
         "body": {"kind": kind, "id": any_id, **spec},
     }
@@ -139,9 +150,11 @@ def _empty_dir(path: Path) -> Path:
 
 
 def _write(root: Path, o: dict[str, Any]) -> dict[str, str]:
-    if not _SAFE_ID.fullmatch(o["id"]):
-        raise CliError(f"{o['kind']} id {o['id']!r} cannot be a file name")
-    path = root / KINDS[o["kind"]][1] / f"{o['id']}.yaml"
+    """One object's file: ``<plural>/<id>.yaml``, the id %-quoted where it is not a plain
+    file name (a key ``tenant:acme``, or anything a hostile server might answer)."""
+    name = urllib.parse.quote(o["id"], safe="")
+    name = "%2E" + name[1:] if name.startswith(".") else name
+    path = root / KINDS[o["kind"]].plural / f"{name}.yaml"
     try:
         path.parent.mkdir(exist_ok=True)
         path.write_text(_text(o), encoding="utf-8")
@@ -154,16 +167,21 @@ def add_export_parser(sub: argparse._SubParsersAction, common: argparse.Argument
     p = sub.add_parser(
         "export",
         parents=[common],
-        help="the jobs and DAGs there are now, as files apply takes",
-        description="Write the definitions of the live jobs and DAGs (or those matching the"
-        " filters) as YAML that `shardsched apply -f` takes: to stdout, or one file each under"
-        " --dir. Applied to the deployment it came from, an export changes nothing (give"
-        " apply the same --set, or --no-label for what no apply set owns). A paused job is"
-        " exported with a comment saying so: apply creates it active.",
+        help="jobs, DAGs, calendars and concurrency limits as files apply takes",
+        description="Write the definitions of the live jobs and DAGs, the named calendars"
+        " and the concurrency keys' own limits (or those matching the filters) as YAML that"
+        " `shardsched apply -f` takes: to stdout, or one file each under --dir. Applied to"
+        " the deployment it came from, an export changes nothing (give apply the same --set,"
+        " or --no-label for what no apply set owns). A paused job is exported with a"
+        " comment saying so: apply creates it active. Notification channels are left out"
+        " (their URLs hold secrets).",
     )
     p.add_argument("--dir", metavar="DIR", help="one file an object under DIR (new or empty)")
-    p.add_argument("--kind", choices=list(KINDS), help="only jobs, or only DAGs")
-    p.add_argument("--set", metavar="NAME", help="only what this apply set applied")
+    p.add_argument("--kind", choices=list(KINDS), action="append",
+                   help="only objects of this kind (repeatable)")  # fmt: skip
+    p.add_argument("--set", metavar="NAME",
+                   help="only what this apply set applied (jobs and DAGs)")  # fmt: skip
     p.add_argument("--label", type=key_value, action="append", metavar="KEY=VALUE",
-                   help="only those with this label (repeat: all of them)")  # fmt: skip
-    p.add_argument("--name-prefix", metavar="PREFIX", help="only those whose name starts so")
+                   help="only jobs and DAGs with this label (repeat: all of them)")  # fmt: skip
+    p.add_argument("--name-prefix", metavar="PREFIX",
+                   help="only those whose name (a key: itself) starts so")  # fmt: skip

@@ -1,0 +1,97 @@
+"""What a definition is, for the commands that treat definitions as files (``apply``,
+``export``, ``jobs edit``): the kinds of object, each one's definition read back from the
+API and normalised (validated, defaults omitted) so that what a file declares and what is
+there compare equal when they mean the same."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import msgspec
+
+from shardsched.cli.http import CliError, Endpoint, request
+from shardsched.cli.render import quoted
+from shardsched.core.calendars import Calendar
+from shardsched.core.concurrency import LimitRequest
+from shardsched.core.models import DagSpec, JobSpec
+from shardsched.core.sameness import plain
+
+
+class Kind(NamedTuple):
+    """What ``apply`` and ``export`` know of a kind of object."""
+
+    spec: type[Any]  #: the body of its PUT
+    plural: str  #: its path under /api/v1
+    id_field: str  #: what its views call its id
+    labelled: bool  #: it carries labels (an apply set, so ``--prune``; label filters)
+
+
+#: In the order apply puts them: calendars and limits before the jobs that name them.
+KINDS: dict[str, Kind] = {
+    "calendar": Kind(Calendar, "calendars", "name", labelled=False),
+    "concurrency": Kind(LimitRequest, "concurrency", "key", labelled=False),
+    "job": Kind(JobSpec, "jobs", "job_id", labelled=True),
+    "dag": Kind(DagSpec, "dags", "dag_id", labelled=True),
+}
+
+
+def yaml_module() -> Any:
+    import yaml
+
+    return yaml
+
+
+def normalised(kind: str, body: dict[str, Any], source: str, any_id: str) -> dict[str, Any]:
+    """The definition as the API stores it: validated, defaults omitted."""
+    from shardsched.core.dag import validate_dag
+    from shardsched.core.field_errors import field_error
+    from shardsched.core.validation import validate_spec
+
+    spec_type = KINDS[kind].spec
+    try:
+        spec = msgspec.convert(body, spec_type)
+        if kind == "job":
+            validate_spec(spec)
+        elif kind == "dag":
+            validate_dag(spec)
+        elif kind == "calendar":
+            spec.check(any_id)
+    except msgspec.ValidationError as exc:
+        err = field_error(exc, body, spec_type)  # named as the API names it
+        raise CliError(f"{source}: {err.field}: {err.message}") from None
+    out = plain(msgspec.json.decode(msgspec.json.encode(spec), type=spec_type))
+    assert isinstance(out, dict)
+    if kind == "calendar" and "dates" in out:  # a set of days: the API answers them sorted
+        out["dates"] = sorted(out["dates"])
+    return out
+
+
+def current(api: Endpoint, kind: str, any_id: str) -> tuple[dict[str, Any] | None, dict | None]:
+    """The definition (as ``normalised`` gives it) and the whole view of what is there now;
+    (None, None) when nothing is."""
+    try:
+        view = request(api, "GET", f"/api/v1/{KINDS[kind].plural}/{quoted(any_id)}")
+    except CliError as exc:
+        if str(exc).startswith("not_found"):
+            return None, None
+        raise
+    spec = spec_of(kind, view)
+    if view.get("status") == "deleted" or not spec:  # not spec: a key without own limits
+        return None, view if spec else None
+    return normalised(kind, spec, f"{kind} {any_id}", any_id), view
+
+
+def spec_of(kind: str, view: dict[str, Any]) -> dict[str, Any]:
+    """The definition's fields of an object's view (as the API answers it)."""
+    fields = KINDS[kind].spec.__struct_fields__
+    spec = {f: view[f] for f in fields if f in view and f != "id" and view[f] is not None}
+    if kind == "job":
+        spec.pop("trigger_rule", None)
+    return spec
+
+
+def yaml_lines(body: dict[str, Any] | None) -> list[str]:
+    if body is None:
+        return []
+    text: str = yaml_module().safe_dump(body, sort_keys=True, allow_unicode=True)
+    return text.splitlines()
