@@ -75,7 +75,8 @@ async def test_an_export_applied_back_changes_nothing_and_restores_what_was_dele
     assert made.status_code == 201, made.text
     joined = {"name": "report", "command": "true", "depends_on": ["dag_etl.load"]}
     assert (await http.post("/api/v1/jobs", json=joined)).status_code == 201
-    paused = {"status": "paused", "pause_reason": "db moves"}
+    # a reason of several lines stays in its comment: it cannot add to the definition
+    paused = {"status": "paused", "pause_reason": "db moves\nid: evil\r\ncommand: rm"}
     assert (await http.patch("/api/v1/jobs/held", json=paused)).status_code == 200
     before = await definitions(http)
     # the joined task is the DAG's: exported with it, not as a job
@@ -85,7 +86,8 @@ async def test_an_export_applied_back_changes_nothing_and_restores_what_was_dele
     assert out.returncode == 0, out.stderr
     assert "1 of these are paused (held)" in out.stderr
     text = out.stdout
-    assert "# job held 'held': version 2, paused since" in text and "(db moves)" in text
+    assert "# job held 'held': version 2, paused since" in text
+    assert "(db moves id: evil command: rm)" in text and "\nid: evil" not in text
     assert "dag_etl.extract" not in text and "dag_etl.report" not in text  # with the DAG
     # what jobs name first, then jobs, then DAGs, each by id: an export diffs well in git
     assert re.findall(r"^kind: (\w+)\nid: (\S+)$", text, re.M) == [

@@ -124,7 +124,7 @@ def _documents(objects: list[dict[str, Any]]) -> str:
 
 def _text(o: dict[str, Any]) -> str:
     body = dict(o["body"])
-    lines = ["---", *o["head"]]
+    lines = ["---", *(" ".join(h.splitlines()) for h in o["head"])]  # a comment stays one
     lines += yaml_lines({"kind": body.pop("kind")}) + yaml_lines({"id": body.pop("id")})
     lines += yaml_lines(body)
     return "\n".join(lines) + "\n"
@@ -136,17 +136,13 @@ def _ids(objects: list[dict[str, Any]], most: int = 5) -> str:
 
 
 def _empty_dir(path: Path) -> Path:
-    """The directory to write into: made if it is not there, refused unless empty (an
-    export is all of what matched, so what an earlier export left there would mix in)."""
+    """The directory to write into: new, or else empty (an export is all of what matched,
+    so what an earlier export left there would mix in)."""
     if path.exists() and not path.is_dir():
         raise CliError(f"{path} is not a directory")
     if path.exists() and any(path.iterdir()):
         raise CliError(f"{path} is not empty: export into a new or empty directory")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise CliError(f"cannot make {path}: {exc.strerror}") from None
-    return path
+    return path  # made when there is something to write (a failed read leaves nothing)
 
 
 def _write(root: Path, o: dict[str, Any]) -> dict[str, str]:
@@ -156,7 +152,7 @@ def _write(root: Path, o: dict[str, Any]) -> dict[str, str]:
     name = "%2E" + name[1:] if name.startswith(".") else name
     path = root / KINDS[o["kind"]].plural / f"{name}.yaml"
     try:
-        path.parent.mkdir(exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(_text(o), encoding="utf-8")
     except OSError as exc:
         raise CliError(f"cannot write {path}: {exc.strerror}") from None
