@@ -80,7 +80,8 @@ def _documents(path: Path) -> Iterator[tuple[str, Any]]:
     else:
         yaml = yaml_module()
         try:
-            docs = list(yaml.safe_load_all(text))
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, if built
+            docs = list(yaml.load_all(text, Loader=loader))
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""

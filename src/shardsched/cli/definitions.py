@@ -90,8 +90,10 @@ def spec_of(kind: str, view: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-def yaml_lines(body: dict[str, Any] | None) -> list[str]:
+def yaml_lines(body: dict[str, Any] | None, sort_keys: bool = True) -> list[str]:
     if body is None:
         return []
-    text: str = yaml_module().safe_dump(body, sort_keys=True, allow_unicode=True)
+    yaml = yaml_module()
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's: ~10x faster
+    text: str = yaml.dump(body, Dumper=dumper, sort_keys=sort_keys, allow_unicode=True)
     return text.splitlines()

@@ -19,7 +19,7 @@ import sys
 import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from shardsched.cli import progress
 from shardsched.cli.create import key_value
@@ -34,14 +34,15 @@ def run_export(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     labels += args.label or []
     kinds = [k for k in KINDS if k in (args.kind or KINDS)]
     out_dir = _empty_dir(Path(args.dir)) if args.dir else None
+    as_data = out_dir is None and (args.json or args.output in ("json", "yaml"))
     objects = []
     with progress.bar("exporting") as bar:
         for kind in kinds:
             for view in _views(args.api, kind, args.name_prefix, labels):
-                objects.append(_declared(kind, view))
+                objects.append(_exported(kind, view, as_data))
                 bar.update(len(objects), None)
-    objects.sort(key=lambda o: (kinds.index(o["kind"]), o["id"]))  # diffs well in git
-    paused = [o for o in objects if o["status"] == "paused"]
+    objects.sort(key=lambda o: (kinds.index(o.kind), o.id))  # diffs well in git
+    paused = [o for o in objects if o.status == "paused"]
     if paused:
         print(
             f"shardsched: {len(paused)} of these are paused ({_ids(paused)}): apply creates"
@@ -49,7 +50,7 @@ def run_export(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
             file=sys.stderr,
         )
     if out_dir is None:
-        return [o["body"] for o in objects], lambda _: _documents(objects)
+        return [o.body or {"id": o.id} for o in objects], lambda _: _documents(objects)
     written = [_write(out_dir, o) for o in objects]
     return (
         written,
@@ -91,7 +92,18 @@ def _views(
             return
 
 
-def _declared(kind: str, view: dict[str, Any]) -> dict[str, Any]:
+class Exported(NamedTuple):
+    """One object: its file's text, and its body only where JSON or YAML was asked for (at
+    half a million jobs the bodies would be gigabytes)."""
+
+    kind: str
+    id: str
+    status: str | None  #: a job's or a DAG's
+    text: str
+    body: dict[str, Any] | None
+
+
+def _exported(kind: str, view: dict[str, Any], as_data: bool) -> Exported:
     """One object as ``apply`` reads it, with what the file's comment says of it."""
     any_id = view[KINDS[kind].id_field]
     spec = spec_of(kind, view)
@@ -109,29 +121,18 @@ def _declared(kind: str, view: dict[str, Any]) -> dict[str, Any]:
         head = [f"# {kind} {any_id} {view['name']!r}: version {view['version']}, {state}"]
     if refused:
         head.append(f"# apply refuses this definition as it is: {refused}")
-    return {
-        "kind": kind,
-        "id": any_id,
-        "status": view.get("status"),
-        "head": head,
-        "body": {"kind": kind, "id": any_id, **spec},
-    }
+    lines = ["---", *(" ".join(h.splitlines()) for h in head)]  # a comment stays one line
+    lines += yaml_lines({"kind": kind, "id": any_id}, sort_keys=False) + yaml_lines(spec)
+    body = {"kind": kind, "id": any_id, **spec} if as_data else None
+    return Exported(kind, any_id, view.get("status"), "\n".join(lines) + "\n", body)
 
 
-def _documents(objects: list[dict[str, Any]]) -> str:
-    return "\n".join(_text(o) for o in objects).rstrip("\n")
+def _documents(objects: list[Exported]) -> str:
+    return "\n".join(o.text for o in objects).rstrip("\n")
 
 
-def _text(o: dict[str, Any]) -> str:
-    body = dict(o["body"])
-    lines = ["---", *(" ".join(h.splitlines()) for h in o["head"])]  # a comment stays one
-    lines += yaml_lines({"kind": body.pop("kind")}) + yaml_lines({"id": body.pop("id")})
-    lines += yaml_lines(body)
-    return "\n".join(lines) + "\n"
-
-
-def _ids(objects: list[dict[str, Any]], most: int = 5) -> str:
-    ids = [o["id"] for o in objects]
+def _ids(objects: list[Exported], most: int = 5) -> str:
+    ids = [o.id for o in objects]
     return ", ".join(ids[:most]) + (f" and {len(ids) - most} more" if len(ids) > most else "")
 
 
@@ -145,18 +146,18 @@ def _empty_dir(path: Path) -> Path:
     return path  # made when there is something to write (a failed read leaves nothing)
 
 
-def _write(root: Path, o: dict[str, Any]) -> dict[str, str]:
+def _write(root: Path, o: Exported) -> dict[str, str]:
     """One object's file: ``<plural>/<id>.yaml``, the id %-quoted where it is not a plain
     file name (a key ``tenant:acme``, or anything a hostile server might answer)."""
-    name = urllib.parse.quote(o["id"], safe="")
+    name = urllib.parse.quote(o.id, safe="")
     name = "%2E" + name[1:] if name.startswith(".") else name
-    path = root / KINDS[o["kind"]].plural / f"{name}.yaml"
+    path = root / KINDS[o.kind].plural / f"{name}.yaml"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(_text(o), encoding="utf-8")
+        path.write_text(o.text, encoding="utf-8")
     except OSError as exc:
         raise CliError(f"cannot write {path}: {exc.strerror}") from None
-    return {"kind": o["kind"], "id": o["id"], "file": str(path)}
+    return {"kind": o.kind, "id": o.id, "file": str(path)}
 
 
 def add_export_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
