@@ -67,8 +67,16 @@ async def test_bars_on_a_terminal_only(node, worker, http, tmp_path: Path) -> No
         on_a_terminal, [*shardsched_cmd("apply", "-f", str(tmp_path / "jobs.yaml"), *api)], env
     )
     assert "applying" in drawn and "25 created" in drawn, drawn[-500:]
+    assert "comparing with what is there" in drawn, drawn[-500:]  # a GET each, first
     piped = await cli(http, "apply", "-f", str(tmp_path / "jobs.yaml"), *api)
     assert "applying" not in piped.stderr and "25 unchanged" in piped.stdout
+
+    # export counts as it reads pages (how many there are is not known before)
+    target = str(tmp_path / "exported")
+    drawn = await trio.to_thread.run_sync(
+        on_a_terminal, [*shardsched_cmd("export", "--dir", target, *api)], env
+    )
+    assert "exporting" in drawn and "85 written" in drawn, drawn[-500:]
 
 
 async def test_backfill_wait_returns_once_every_tick_has_run(node, worker, http, redis) -> None:

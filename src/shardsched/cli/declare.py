@@ -137,7 +137,8 @@ def plan(api: Endpoint, declared: list[Declared], prune: str | None) -> list[Cha
     """What applying would do, object by object (and, with ``prune``, what it deletes)."""
     changes = []
     order = list(KINDS)
-    for d in sorted(declared, key=lambda d: order.index(d.kind)):  # what jobs name, first
+    in_order = sorted(declared, key=lambda d: order.index(d.kind))  # what jobs name, first
+    for d in progress.track(in_order, "comparing with what is there"):
         now, view = current(api, d.kind, d.id)
         gone = now is None and view is not None
         want = normalised(d.kind, d.body, d.source, d.id)

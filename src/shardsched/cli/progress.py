@@ -38,13 +38,15 @@ def track(items: list[T], what: str) -> Iterable[T]:
 class Bar:
     """A bar moved by hand: ``update(done, total)``."""
 
-    def __init__(self, progress: Any | None, task: Any | None) -> None:
-        self._progress, self._task = progress, task
+    def __init__(self, progress: Any | None, task: Any | None, what: str = "") -> None:
+        self._progress, self._task, self._what = progress, task, what
 
     def update(self, done: int, total: int | None) -> None:
-        """``total`` None: not known yet (the bar shows the count alone)."""
-        if self._progress is not None:
-            self._progress.update(self._task, completed=done, total=total)
+        """``total`` None: not known yet (the bar pulses, its label counts)."""
+        if self._progress is None:
+            return
+        label = self._what if total is not None else f"{self._what} {done:,}"
+        self._progress.update(self._task, completed=done, total=total, description=label)
 
 
 @contextmanager
@@ -56,4 +58,4 @@ def bar(what: str) -> Iterator[Bar]:
     from rich.progress import Progress
 
     with Progress(console=console, transient=True) as progress:
-        yield Bar(progress, progress.add_task(what, total=None))
+        yield Bar(progress, progress.add_task(what, total=None), what)
