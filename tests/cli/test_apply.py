@@ -131,6 +131,7 @@ async def test_apply_refuses_a_bad_file_before_writing_anything(
         (good + "---\nkind: calendar\nid: _x\n", "a calendar's name is"),
         (good + "---\nkind: calendar\nid: off\n", "id must be text, not False: quote it"),
         (good + "---\nkind: concurrency\nid: k\nlimit: 0\n", "$.limit"),
+        (good + "---\nkind: concurrency\nid: k\n", "says limit, rate or both"),
         (good + "---\nkind: job\nname: x\n", "needs an id"),
         (good + "---\n" + good, "declared in"),
         (

@@ -56,6 +56,11 @@ def normalised(kind: str, body: dict[str, Any], source: str, any_id: str) -> dic
             validate_dag(spec)
         elif kind == "calendar":
             spec.check(any_id)
+        elif spec.limit is None and spec.rate is None:  # it would be "created" every time
+            raise CliError(
+                f"{source}: a concurrency object says limit, rate or both (`shardsched"
+                " concurrency clear KEY` removes a key's limits)"
+            )
     except msgspec.ValidationError as exc:
         err = field_error(exc, body, spec_type)  # named as the API names it
         raise CliError(f"{source}: {err.field}: {err.message}") from None
