@@ -132,6 +132,10 @@ async def test_apply_refuses_a_bad_file_before_writing_anything(
         (good + "---\nkind: calendar\nid: off\n", "id must be text, not False: quote it"),
         (good + "---\nkind: concurrency\nid: k\nlimit: 0\n", "$.limit"),
         (good + "---\nkind: concurrency\nid: k\n", "says limit, rate or both"),
+        # an id is the path of its PUT: checked with the rest, before anything is written
+        (good + "---\n" + ONE.replace("id: y", 'id: "bad\\0id"'), "$.id: a job id is"),
+        (good + "---\nkind: dag\nid: ../x\n", "$.id: a DAG id is"),
+        (good + "---\nkind: concurrency\nid: a/b\nlimit: 1\n", "is not a concurrency key"),
         (good + "---\nkind: job\nname: x\n", "needs an id"),
         (good + "---\n" + good, "declared in"),
         (

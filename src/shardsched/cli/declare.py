@@ -26,7 +26,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from shardsched.cli import progress, style
-from shardsched.cli.definitions import KINDS, current, normalised, yaml_lines, yaml_module
+from shardsched.cli.definitions import (
+    KINDS,
+    check_id,
+    current,
+    normalised,
+    yaml_lines,
+    yaml_module,
+)
 from shardsched.cli.http import CliError, Endpoint, exchange, request
 from shardsched.cli.render import quoted, table
 from shardsched.core.ids import dag_id_of
@@ -119,6 +126,7 @@ def load(paths: Iterable[str], apply_set: str | None) -> list[Declared]:
                         f"{source}: id must be text, not {any_id!r}: quote it (YAML reads"
                         " off, yes, 0123 or a date as something else)"
                     )
+                check_id(kind, any_id, source)
                 if kind == "dag":  # ``etl`` is stored (and answered) as ``dag_etl``
                     any_id = dag_id_of(any_id)
                 if (kind, any_id) in seen:

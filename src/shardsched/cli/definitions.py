@@ -71,6 +71,23 @@ def normalised(kind: str, body: dict[str, Any], source: str, any_id: str) -> dic
     return out
 
 
+def check_id(kind: str, any_id: str, source: str) -> None:
+    """CliError unless ``any_id`` can name an object of ``kind`` (a file's id is the path
+    of its PUT: checked with the rest of the file, before anything is written)."""
+    from shardsched.core.concurrency import check_key
+    from shardsched.core.errors import ValidationError
+    from shardsched.core.validation import check_dag_id, check_job_id
+
+    check = {"job": check_job_id, "dag": check_dag_id}.get(kind)
+    try:
+        if check is not None:
+            check(any_id)
+        elif kind == "concurrency":
+            check_key(any_id, "$.id")
+    except ValidationError as exc:
+        raise CliError(f"{source}: {exc.field}: {exc}") from None
+
+
 def current(api: Endpoint, kind: str, any_id: str) -> tuple[dict[str, Any] | None, dict | None]:
     """The definition (as ``normalised`` gives it) and the whole view of what is there now;
     (None, None) when nothing is."""

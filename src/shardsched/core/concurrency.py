@@ -55,13 +55,18 @@ def resolve_key(template: str, labels: dict[str, str], path: str = "$.concurrenc
         return labels[name]
 
     key = _PLACEHOLDER.sub(value, template) if "{" in template else template
+    check_key(key, path)
+    return key
+
+
+def check_key(key: str, path: str) -> None:
+    """ValidationError (at ``path``) unless ``key`` can be a concurrency key."""
     if not KEY.match(key):
         raise ValidationError(
             f"{key!r} is not a concurrency key: letters, digits and ._:@=+- (no spaces, slashes or "
             "braces), at most 128, starting with a letter or digit",
             path,
         )
-    return key
 
 
 def key_or_none(

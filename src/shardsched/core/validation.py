@@ -13,6 +13,8 @@ from shardsched.core.concurrency import resolve_key
 from shardsched.core.errors import ValidationError
 from shardsched.core.jitter import has_h, resolve_h
 from shardsched.core.models import (
+    DAG_ID,
+    JOB_ID,
     TASK_NAME,
     CronSchedule,
     JobSpec,
@@ -101,3 +103,20 @@ def validate_spec(spec: JobSpec) -> JobSpec:
     elif spec.concurrency_limit is not None:
         raise ValidationError("a concurrency_limit needs a concurrency_key", "$.concurrency_limit")
     return spec
+
+
+def check_job_id(job_id: str) -> None:
+    """ValidationError (at ``$.id``) unless ``job_id`` is one a user may choose."""
+    if not JOB_ID.match(job_id):
+        raise ValidationError(
+            "a job id is letters, digits, '_' and '-' (at most 100), not starting with 'dag_'",
+            "$.id",
+        )
+
+
+def check_dag_id(dag_id: str) -> None:
+    """ValidationError (at ``$.id``) unless ``dag_id`` is a DAG's, with or without dag_."""
+    if not DAG_ID.match(dag_id):
+        raise ValidationError(
+            "a DAG id is letters, digits, '_' and '-' (at most 96; stored as dag_<id>)", "$.id"
+        )

@@ -22,9 +22,9 @@ from shardsched.core.errors import (
     ValidationError,
 )
 from shardsched.core.ids import dag_id_of
-from shardsched.core.models import DAG_ID, JOB_ID, DagSpec, JobSpec, JobStatus
+from shardsched.core.models import DagSpec, JobSpec, JobStatus
 from shardsched.core.sameness import same_definition
-from shardsched.core.validation import validate_spec
+from shardsched.core.validation import check_dag_id, check_job_id, validate_spec
 from shardsched.ops import dags
 from shardsched.ops.jobs import changeable_job, create_jobs, read_job, write_spec
 from shardsched.store.calls import Call, Op, check, server_ms
@@ -61,11 +61,7 @@ def put_job(
 
     A replaced schedule is planned from now; an unchanged one keeps its next fire. A
     deleted job's id is created again as its new incarnation (its history stays)."""
-    if not JOB_ID.match(job_id):
-        raise ValidationError(
-            "a job id is letters, digits, '_' and '-' (at most 100), not starting with 'dag_'",
-            "$.id",
-        )
+    check_job_id(job_id)
     check_body_id(job_id, spec.id)
     if spec.depends_on:
         raise ValidationError(
@@ -107,10 +103,7 @@ def put_dag(
     removed, re-wired, their commands, its schedule and limits) as a new version; returns
     ``(Dag, Outcome)``. DAG runs already open finish on the version they opened on; a
     paused DAG stays paused; a deleted one comes back as its next incarnation."""
-    if not DAG_ID.match(dag_id):
-        raise ValidationError(
-            "a DAG id is letters, digits, '_' and '-' (at most 96; stored as dag_<id>)", "$.id"
-        )
+    check_dag_id(dag_id)
     dag_id = dag_id_of(dag_id)
     check_body_id(dag_id, None if spec.id is None else dag_id_of(spec.id))
     spec = _dag_decoder.decode(msgspec.json.encode(msgspec.structs.replace(spec, id=None)))
