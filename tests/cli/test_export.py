@@ -161,6 +161,9 @@ async def test_export_filters_and_a_directory_of_files(node, http, tmp_path: Pat
     assert await ids("--label", "team=data", "--label", "tier=gold") == ["berlin"]
     assert await ids("--name-prefix", "pin") == ["pinger"]
     assert await ids("--set", "nobody") == []
+    nothing = await cli(http, "export", "--set", "nobody", "--dir", str(tmp_path / "n"), *api)
+    assert nothing.returncode == 0 and nothing.stdout.strip() == ""
+    assert "nothing matched" in nothing.stderr and not (tmp_path / "n").exists()
 
     # a set exported and applied back with its set: unchanged, and --prune deletes nothing
     out = await cli(http, "export", "--set", "prod", *api)

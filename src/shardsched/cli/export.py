@@ -42,6 +42,8 @@ def run_export(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
                 objects.append(_exported(kind, view, as_data))
                 bar.update(len(objects), None)
     objects.sort(key=lambda o: (kinds.index(o.kind), o.id))  # diffs well in git
+    if not objects:  # as kubectl says it: on stderr, so a pipe reads an empty export
+        print("shardsched: nothing matched: nothing exported", file=sys.stderr)
     paused = [o for o in objects if o.status == "paused"]
     if paused:
         print(
@@ -52,6 +54,8 @@ def run_export(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     if out_dir is None:
         return [o.body or {"id": o.id} for o in objects], lambda _: _documents(objects)
     written = [_write(out_dir, o) for o in objects]
+    if not written:
+        return [], lambda _: ""
     return (
         written,
         lambda rows: (
