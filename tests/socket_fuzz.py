@@ -84,6 +84,32 @@ H2C = (
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
 
+def _h2(rng: random.Random, token: str) -> bytes:
+    """An HTTP/2 client's opening, made by the ``h2`` library: a zero (or tiny) initial
+    window, then many requests, SETTINGS or PING floods, or streams opened and reset."""
+    import h2.config
+    import h2.connection
+    import h2.settings
+
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    conn.initiate_connection()
+    conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: rng.choice([0, 1])})
+    headers = [(":method", "GET"), (":path", rng.choice(PATHS).decode()), (":scheme", "http"),
+               (":authority", "127.0.0.1"), ("authorization", f"Bearer {token}")]  # fmt: skip
+    for _ in range(rng.choice([1, 10, 100])):
+        what = rng.randrange(4)
+        if what == 0:
+            conn.update_settings({h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 100})
+        elif what == 1:
+            conn.ping(rng.randbytes(8))
+        else:
+            sid = conn.get_next_available_stream_id()
+            conn.send_headers(sid, headers, end_stream=True)
+            if what == 3:
+                conn.reset_stream(sid)
+    return conn.data_to_send()
+
+
 def _length(n: int) -> bytes:
     return CT + b"Content-Length: %d\r\n\r\n" % n
 
@@ -92,7 +118,7 @@ def _request(rng: random.Random, token: str) -> bytes:
     auth = rng.choice([b"", b"Authorization: Bearer " + token.encode(), b"Authorization: x"])
     line = rng.choice(METHODS) + b" " + rng.choice(PATHS) + b" HTTP/1.1\r\n"
     head = line + b"Host: 127.0.0.1\r\n" + (auth + b"\r\n" if auth else b"")
-    kind = rng.randrange(12)
+    kind = rng.randrange(13)
     if kind == 0:  # a Content-Length larger than the body
         extra = rng.choice([1, 100, 10**6, 10**12])
         return head + _length(len(JOB) + extra) + JOB[: rng.randrange(len(JOB))]
@@ -118,6 +144,8 @@ def _request(rng: random.Random, token: str) -> bytes:
         return head + rng.choice(BAD_HEADERS)
     if kind == 10:  # a bad version or request line
         return rng.choice(BAD_LINES)
+    if kind == 11:  # HTTP/2 from a real HTTP/2 stack: zero windows, floods, resets
+        return _h2(rng, token)
     # a well-formed request with a JSON body, left the bad way
     return head + _length(len(JOB)) + JOB
 
@@ -215,3 +243,22 @@ def healthz(port: int, tls: ssl.SSLContext | None = None, timeout: float = 5) ->
         return data.startswith(b"HTTP/1.1 200")
     except (OSError, ssl.SSLError):
         return False
+
+
+def api_status(port: int, token: str, tls: ssl.SSLContext | None = None) -> int:
+    """The status of an authenticated GET /api/v1/jobs (0 when none came back): a process
+    whose /healthz answers may still have lost its in-flight slots to a client."""
+    try:
+        raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+        sock = tls.wrap_socket(raw, server_hostname="localhost") if tls else raw
+        with sock:
+            sock.sendall(
+                b"GET /api/v1/jobs?limit=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                b"Authorization: Bearer " + token.encode() + b"\r\n\r\n"
+            )
+            data = b""
+            while chunk := sock.recv(4096):
+                data += chunk
+        return int(data[9:12]) if data.startswith(b"HTTP/1.1 ") else 0
+    except (OSError, ssl.SSLError, ValueError):
+        return 0

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import socket
+import struct
+
 import httpx
+import pytest
 import trio
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
@@ -129,18 +133,18 @@ async def test_requests_past_the_in_flight_cap_get_503_with_retry_after(nursery)
         await release.wait()
         return JSONResponse({"ok": True})
 
-    app = Starlette(routes=[Route("/slow", slow)])
+    app = Starlette(routes=[Route("/api/slow", slow)])
     base, _, _ = await serve(nursery, app, max_in_flight=1)
     async with httpx.AsyncClient(base_url=base, timeout=10) as http:
         results: list[httpx.Response] = []
 
         async def first() -> None:
-            results.append(await http.get("/slow"))
+            results.append(await http.get("/api/slow"))
 
         async with trio.open_nursery() as n:
             n.start_soon(first)
             await entered.wait()
-            shed = await http.get("/slow")
+            shed = await http.get("/api/slow")
             assert shed.status_code == 503
             assert shed.headers["retry-after"] == "1"
             assert shed.json()["error"]["code"] == "overloaded"
@@ -221,4 +225,145 @@ async def test_open_streams_are_capped_per_token_and_in_all(
 
     await wait_until(given_back, timeout=5)
     for stream in held:
+        await stream.aclose()
+
+
+def never_ending_app(entered: list[str]) -> Starlette:
+    """An app whose handler never looks for its client's disconnect and never returns."""
+
+    async def hang(request):
+        entered.append(request.url.path)
+        await trio.sleep_forever()
+
+    return Starlette(routes=[Route("/api/hang", hang), Route("/docs/hang", hang)])
+
+
+def count_is(entered: list[str], n: int):
+    async def check() -> bool:
+        return len(entered) == n
+
+    return check
+
+
+async def in_flight_answers(base: str) -> httpx.Response:
+    async with httpx.AsyncClient(base_url=base, timeout=5) as http:
+        return await http.get("/api/hang", timeout=0.5)
+
+
+@pytest.mark.parametrize("leave", ["reset", "close", "half_close"])
+async def test_a_request_in_the_app_gives_its_slot_back_when_its_connection_ends(
+    nursery, leave
+) -> None:
+    """In-flight slots are held by a connection's lifetime, never longer: a handler that
+    would run for ever is cut once its client reset the connection (1 s), or once the
+    write timeout passed after a close or a half-close (a FIN is the same for both)."""
+    entered: list[str] = []
+    base, host, port = await serve(
+        nursery, never_ending_app(entered), max_in_flight=1, write_timeout_s=2
+    )
+    stream = await trio.open_tcp_stream(host, port)
+    await stream.send_all(b"GET /api/hang HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    await wait_until(count_is(entered, 1), timeout=5)
+    assert (await in_flight_answers(base)).status_code == 503  # the one slot is held ...
+    started = trio.current_time()
+    if leave == "reset":
+        stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        await stream.aclose()
+    elif leave == "close":
+        await stream.aclose()
+    else:
+        await stream.send_eof()
+
+    async def slot_free() -> bool:
+        try:
+            await in_flight_answers(base)
+        except httpx.TimeoutException:
+            return True  # in the app again: the slot was free
+        return False  # 503: still held
+
+    await wait_until(slot_free, timeout=10)
+    took = trio.current_time() - started
+    print(f"{leave}: slot back after {took:.2f} s")
+    assert took < (2.5 if leave == "reset" else 4)  # a FIN looks like a half-close
+    if leave == "half_close":
+        await stream.aclose()
+
+
+async def stalled_download(host: str, port: int, source: str) -> trio.SocketStream:
+    """A GET of Swagger UI's 1.4 MB bundle from ``source`` with a 4 KiB receive buffer,
+    never read."""
+    sock = trio.socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    await sock.bind((source, 0))
+    await sock.connect((host, port))
+    stream = trio.SocketStream(sock)
+    await stream.send_all(b"GET /docs/swagger-ui-bundle.js HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    return stream
+
+
+async def test_stalled_downloads_of_open_routes_leave_the_api_its_slots(
+    nursery, redis, dep
+) -> None:
+    """The issue's attack: 300 unauthenticated stalled downloads of /docs used to take the
+    256 in-flight slots authenticated calls need, for 30 s. Open routes have a budget of
+    their own, and one client address holds at most OPEN_PER_CLIENT of it."""
+    base, host, port = await serve(nursery, create_app(redis, dep), write_timeout_s=60)
+    token = await admin_token(redis, dep)
+    sources = [f"127.0.0.{i}" for i in range(2, 12)]
+    stalled = [await stalled_download(host, port, src) for src in sources for _ in range(30)]
+    async with httpx.AsyncClient(base_url=base, timeout=10) as http:
+
+        async def open_budget_full() -> bool:
+            reply = await http.get("/openapi.json")
+            return reply.status_code == 503
+
+        await wait_until(open_budget_full, timeout=10)  # the stall did hold the open slots
+        for _ in range(20):
+            api = await http.get("/api/v1/jobs", headers={"Authorization": f"Bearer {token}"})
+            assert api.status_code == 200, api.text
+        assert (await http.get("/healthz")).status_code == 200
+    # one address got its share and no more; a client elsewhere is not starved by them
+    fresh = await stalled_download(host, port, "127.0.0.99")
+    head = b""
+    with trio.fail_after(5):
+        while b"\r\n\r\n" not in head:
+            head += await fresh.receive_some(4096)
+    assert head.startswith(b"HTTP/1.1 503"), head[:100]  # budget of 64 taken by 4 addresses
+    for stream in [*stalled, fresh]:
+        stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        await stream.aclose()
+    async with httpx.AsyncClient(base_url=base, timeout=10) as http:
+
+        async def docs_again() -> bool:
+            return (await http.get("/openapi.json")).status_code == 200
+
+        await wait_until(docs_again, timeout=5)  # the slots came back with the connections
+
+
+async def test_one_client_address_holds_at_most_its_share_of_the_open_budget(
+    nursery,
+) -> None:
+    entered: list[str] = []
+    _, host, port = await serve(nursery, never_ending_app(entered), open_per_client=3)
+    held = []
+    for _ in range(5):
+        stream = await trio.open_tcp_stream(host, port)
+        await stream.send_all(b"GET /docs/hang HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        held.append(stream)
+    await wait_until(count_is(entered, 3), timeout=5)
+    answers = []
+    for stream in held[3:]:
+        head = b""
+        with trio.fail_after(5):
+            while b"\r\n\r\n" not in head:
+                head += await stream.receive_some(4096)
+        answers.append(head.split(b"\r\n")[0])
+    assert answers == [b"HTTP/1.1 503 "] * 2, answers
+    sock = trio.socket.socket()
+    await sock.bind(("127.0.0.7", 0))
+    await sock.connect((host, port))
+    other = trio.SocketStream(sock)  # another address still gets in
+    await other.send_all(b"GET /docs/hang HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    await wait_until(count_is(entered, 4), timeout=5)
+    for stream in [*held, other]:
         await stream.aclose()

@@ -155,5 +155,11 @@ async def test_misbehaving_clients_end_no_process(
         assert watch.asked > 0
         assert not watch.misses, (watch.misses, log.read_text()[-4000:])
         assert socket_fuzz.healthz(port, ctx)
+        # and the API itself serves again once the fuzzer's connections are gone (a
+        # connection's requests are cut at the latest a write timeout after it ended)
+        deadline = time.monotonic() + 40
+        while (status := socket_fuzz.api_status(port, token, ctx)) != 200:
+            assert time.monotonic() < deadline, f"the API still answers {status}"
+            await trio.sleep(0.5)
         text = log.read_text()
         assert "Traceback" not in text, text[-4000:]

@@ -34,6 +34,14 @@ import trio
 from hypercorn.config import Config
 
 from shardsched.core.errors import ConfigError
+from shardsched.router.in_flight import (
+    CONNECTION_KEY,
+    MAX_IN_FLIGHT,
+    OPEN_IN_FLIGHT,
+    OPEN_PER_CLIENT,
+    InFlightLimit,
+)
+from shardsched.router.wire import http_1_1_only, json_protocol_errors
 
 log = logging.getLogger(__name__)
 
@@ -41,78 +49,22 @@ log = logging.getLogger(__name__)
 #: while no request of it is in the app (a slow-loris header, a TLS handshake) is closed;
 #: an idle keep-alive connection is closed after KEEP_ALIVE_S; a client that reads nothing
 #: of an answer for WRITE_TIMEOUT_S is closed; at most MAX_CONNECTIONS are open at once
-#: (the next one is closed as soon as it is accepted) and at most MAX_IN_FLIGHT requests
+#: (the next one is closed as soon as it is accepted) and at most MAX_IN_FLIGHT API requests
 #: are handled at once (the next ones answered 503 at once; health and readiness exempt).
 READ_TIMEOUT_S = 10
 KEEP_ALIVE_S = 5.0
 WRITE_TIMEOUT_S = 30.0
 MAX_CONNECTIONS = 1024
-MAX_IN_FLIGHT = 256
 BACKLOG = 1024
-#: Probes answer however busy the API is: a load balancer must not take a loaded node
-#: for a dead one.
-EXEMPT_PATHS = frozenset({"/healthz", "/readyz"})
+#: How long a connection's requests may go on in the app once its client reset it or the
+#: connection closed (a client that half-closed has the write timeout to read its answers):
+#: in-flight slots are held by a connection's lifetime, never longer.
+GONE_GRACE_S = 1.0
 #: How long a graceful stop lets the requests in the app finish (a stream is cut then).
 DRAIN_S = 10.0
-#: The key of a connection's :class:`Connection` in the ASGI scope's ``state``.
-CONNECTION_KEY = "shardsched.connection"
 #: The key of the server's stopping event (a trio.Event) in the ASGI scope's ``state``:
 #: set once a graceful stop began, so readiness answers 503 while requests drain.
 STOPPING_KEY = "shardsched.stopping"
-
-
-class InFlightLimit:
-    """ASGI middleware: at most ``limit`` HTTP requests in the app at once; beyond, a 503 in
-    the API's error shape, without reading the request (load sheds before it queues).
-    It also tells the request's connection that the app holds a request, which lifts the
-    connection's read deadline until the app is done with it."""
-
-    def __init__(self, app: Any, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-        self.in_flight = 0
-        self.active = 0  #: every request in the app, probes included
-        self._left = trio.Event()
-
-    async def idle(self) -> None:
-        """Return once no request is in the app."""
-        while self.active:
-            await self._left.wait()
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        conn: Connection | None = scope.get("state", {}).get(CONNECTION_KEY)
-        exempt = scope.get("path") in EXEMPT_PATHS
-        if not exempt and self.in_flight >= self.limit:
-            body = (
-                b'{"error":{"code":"overloaded","message":"too many requests in flight",'
-                b'"details":{"limit":%d}}}' % self.limit
-            )
-            headers = [
-                (b"content-type", b"application/json"),
-                (b"retry-after", b"1"),
-                (b"content-length", str(len(body)).encode()),
-            ]
-            await send({"type": "http.response.start", "status": 503, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
-            return
-        if not exempt:
-            self.in_flight += 1
-        self.active += 1
-        if conn is not None:
-            conn.enter()
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            if conn is not None:
-                conn.leave()
-            if not exempt:
-                self.in_flight -= 1
-            self.active -= 1
-            self._left.set()
-            self._left = trio.Event()
 
 
 class Connection:
@@ -135,6 +87,14 @@ class Connection:
         self._send_lock = trio.Lock()
         self._read_scope: trio.CancelScope | None = None
         self._requests = 0  # requests of this connection inside the app
+        #: The scope of everything hypercorn runs for this connection, its requests in the
+        #: app included: its deadline is set once the client is gone (:meth:`_end_in`).
+        self.lifetime = trio.CancelScope()
+
+    def _end_in(self, seconds: float) -> None:
+        """Cut whatever of this connection is still running ``seconds`` from now (an app
+        that never looks for the client's disconnect must not hold its slot for ever)."""
+        self.lifetime.deadline = min(self.lifetime.deadline, trio.current_time() + seconds)
 
     def enter(self) -> None:
         self._requests += 1
@@ -153,6 +113,7 @@ class Connection:
 
     async def aclose(self) -> None:
         self.release()
+        self._end_in(GONE_GRACE_S)  # nothing can be sent on it any more
         await self._stream.aclose()
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
@@ -163,14 +124,16 @@ class Connection:
                 data = await self._stream.receive_some(max_bytes)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self.release()
+                self._end_in(GONE_GRACE_S)  # reset: no answer can reach the client
                 raise
             finally:
                 self._read_scope = None
         if scope.cancelled_caught:
             self.release()
             raise trio.TooSlowError  # hypercorn closes the connection
-        if not data:  # the client has gone
+        if not data:  # the client has gone, or half-closed and waits for its answers
             self.release()
+            self._end_in(self._write_timeout_s)
         return data
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
@@ -256,39 +219,6 @@ def _peer(stream: trio.SocketStream) -> str:
         return "?"
 
 
-#: The body of the 400 hypercorn answers to a request h11 cannot parse (a bad
-#: Content-Length, a header with no colon): the API's JSON error shape, not an empty body.
-MALFORMED_BODY = (
-    b'{"error":{"code":"bad_request","message":"malformed HTTP request: '
-    b'the request line or a header could not be parsed"}}'
-)
-
-
-def _json_protocol_errors() -> None:
-    """Make hypercorn's HTTP/1.1 protocol errors answer in the API's error shape. Its
-    ``H11Protocol._send_error_response`` (hypercorn 0.18, pinned) sends the status with an
-    empty body; this sends the same status and headers with :data:`MALFORMED_BODY`."""
-    import h11
-    from hypercorn.protocol.h11 import H11Protocol
-
-    if getattr(H11Protocol, "_shardsched_json_errors", False):
-        return
-
-    async def send_error_response(self: Any, status_code: int) -> None:
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(MALFORMED_BODY)).encode()),
-            (b"connection", b"close"),
-            *self.config.response_headers("h11"),
-        ]
-        await self._send_h11_event(h11.Response(status_code=status_code, headers=headers))
-        await self._send_h11_event(h11.Data(data=MALFORMED_BODY))
-        await self._send_h11_event(h11.EndOfMessage())
-
-    H11Protocol._send_error_response = send_error_response  # type: ignore[method-assign]
-    H11Protocol._shardsched_json_errors = True  # type: ignore[attr-defined]
-
-
 async def serve_http(
     app: Any,
     bind: str,
@@ -297,25 +227,29 @@ async def serve_http(
     keep_alive_s: float = KEEP_ALIVE_S,
     write_timeout_s: float = WRITE_TIMEOUT_S,
     max_in_flight: int = MAX_IN_FLIGHT,
+    max_open_in_flight: int = OPEN_IN_FLIGHT,
+    open_per_client: int = OPEN_PER_CLIENT,
     max_connections: int = MAX_CONNECTIONS,
     tls: TlsFiles | None = None,
     stop: trio.Event | None = None,
     drain_s: float = DRAIN_S,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve ``app`` over HTTP/1.1 and h2c (or, with ``tls``, HTTPS with h2 by ALPN) with
-    hypercorn's connection handler. Each accepted connection takes a slot and one over
-    ``max_connections`` is closed at once. Ready with the bound URLs; returns once ``stop``
-    is set and the server drained (module docstring); cancellation closes every
-    connection at once."""
+    """Serve ``app`` over HTTP/1.1 (or, with ``tls``, HTTPS; HTTP/2 is refused:
+    :func:`.wire.http_1_1_only`) with hypercorn's connection handler. Each accepted
+    connection takes a slot and one over ``max_connections`` is closed at once. Ready
+    with the bound URLs; returns once ``stop`` is set and the server drained (module
+    docstring); cancellation closes every connection at once."""
     # hypercorn's per-connection server (pinned to a release line in pyproject.toml)
     from hypercorn.trio.tcp_server import TCPServer
     from hypercorn.trio.worker_context import WorkerContext
     from hypercorn.typing import ConnectionState
     from hypercorn.utils import wrap_app
 
-    _json_protocol_errors()
+    json_protocol_errors()
+    http_1_1_only()
     config = Config()
+    config.alpn_protocols = ["http/1.1"]
     config.accesslog = None
     config.errorlog = "-"
     config.loglevel = "WARNING"
@@ -329,7 +263,7 @@ async def serve_http(
             context = config.create_ssl_context()
         except (OSError, ssl.SSLError) as exc:
             raise ConfigError(f"--certfile/--keyfile: {exc}") from None
-    limit = InFlightLimit(app, max_in_flight)
+    limit = InFlightLimit(app, max_in_flight, max_open_in_flight, open_per_client)
     wrapped = wrap_app(limit, config.wsgi_max_body_size, "asgi")
     stopping = trio.Event()
     worker_context = WorkerContext(None)
@@ -364,7 +298,8 @@ async def serve_http(
             # hypercorn types its stream as trio.SocketStream; it only uses the Stream API,
             # which Connection forwards. Its scope's state carries the Connection.
             state = ConnectionState({CONNECTION_KEY: conn, STOPPING_KEY: stopping})
-            await TCPServer(wrapped, config, worker_context, state, conn)  # type: ignore[arg-type]
+            with conn.lifetime:
+                await TCPServer(wrapped, config, worker_context, state, conn)  # type: ignore[arg-type]
         except* Exception as group:  # this connection's failure, and nobody else's
             failures.record(group, _peer(stream))
         finally:
