@@ -418,3 +418,63 @@ async def test_a_request_h11_cannot_parse_gets_the_json_error_shape(http) -> Non
         assert b"content-type: application/json" in head.lower(), head
         assert json.loads(body)["error"]["code"] == "bad_request", body
     assert (await http.get("/healthz")).status_code == 200
+
+
+async def test_bodies_nested_too_deeply_are_422_and_change_nothing(node, http, redis, dep) -> None:
+    """A body 50,000 deep, and trigger args 1,000 deep, were a 500 with a traceback (a
+    RecursionError while decoding or naming the field)."""
+    made = await post_job(http, schedule={"type": "interval", "every_s": 3600})
+    job_id = made.json()["job_id"]
+    before = await keyspace(redis, dep.namespace)
+    deep_job = (
+        b'{"name":"j","command":"true","schedule":{"type":"interval","every_s":60},"args":'
+        + b"[" * 50000
+        + b"]" * 50000
+        + b"}"
+    )
+    for path, body in (
+        ("/api/v1/jobs", deep_job),
+        ("/api/v1/jobs", b"[" * 50000 + b"]" * 50000),
+        (f"/api/v1/jobs/{job_id}/trigger", b'{"args":{"a":' + b"[" * 1000 + b"]" * 1000 + b"}}"),
+        ("/api/v1/dags", b'{"tasks":' + b"{" * 5000),
+    ):
+        reply = await http.post(path, content=body, headers={"content-type": "application/json"})
+        assert reply.status_code == 422, (path, reply.status_code, reply.text[:300])
+        assert reply.json()["error"]["details"]["field"] == "$"
+    assert await keyspace(redis, dep.namespace) == before, "a refused body wrote something"
+    # 64 levels are still a body like any other
+    ok = await http.post(
+        f"/api/v1/jobs/{job_id}/trigger",
+        json={"args": {"a": json.loads("[" * 60 + "]" * 60)}},
+    )
+    assert ok.status_code in (200, 201, 202), ok.text
+
+
+async def test_a_413_closes_the_connection_and_says_so(http) -> None:
+    """After a 413 the rest of the body may still be on its way: the server closes the
+    connection, and says ``Connection: close`` so a keep-alive client opens a new one
+    (it failed its next request with "server disconnected")."""
+    host, port = http.base_url.host, http.base_url.port
+    token = http.headers["authorization"]
+    for declared in (True, False):  # a Content-Length over the cap, or a chunked body
+        stream = await trio.open_tcp_stream(host, port)
+        head = b"POST /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: "
+        head += token.encode() + b"\r\nContent-Type: application/json\r\n"
+        if declared:
+            head += b"Content-Length: %d\r\n\r\n{" % (2 * 1024 * 1024)
+            await stream.send_all(head)
+        else:
+            chunk = b" " * 65536
+            await stream.send_all(head + b"Transfer-Encoding: chunked\r\n\r\n")
+            for _ in range(20):
+                await stream.send_all(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        answer = b""
+        with trio.fail_after(10):
+            while chunk_in := await stream.receive_some(65536):
+                answer += chunk_in
+        status, _, rest = answer.partition(b"\r\n")
+        assert status.startswith(b"HTTP/1.1 413"), answer[:300]
+        assert b"\r\nconnection: close\r\n" in rest.lower(), rest[:300]
+        await stream.aclose()
+    for _ in range(3):  # and the API carries on
+        assert (await http.get("/api/v1/jobs")).status_code == 200

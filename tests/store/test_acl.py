@@ -276,3 +276,61 @@ def test_every_shard_key_is_the_workers_or_the_nodes_alone() -> None:
     assert ck_named == set(WORKER_CK_KEYS) | set(NODE_CK_KEYS)
     assert not set(WORKER_CK_KEYS) & set(NODE_CK_KEYS)
     assert {"owner", "epoch", "job:", "timer", "segs:", "vers:", "chg:"} <= set(NODE_SHARD_KEYS)
+
+
+#: Commands the code sends that the node role is meant not to have: the start-up check of
+#: maxmemory-policy (CONFIG, answered NOPERM under the role: logged, not fatal), what
+#: `dev` and the tests send to a server they started themselves, and the ACL command.
+NOT_THE_NODES = {"config", "acl", "shutdown", "info", "client", "command", "flushall", "bgsave",
+                 "debug", "save", "lastsave", "monitor", "keys", "dbsize", "function",
+                 "auth", "hello", "quit"}  # fmt: skip
+
+
+def test_every_command_the_code_sends_is_in_the_node_role(redis_server: RedisServer) -> None:
+    """Every Redis command named in src/ (a quoted upper-case word, as Call(("ZRANGE", …))
+    writes them) and in lua/ (``call('XTRIM', …)``) is allowed to the node role, which
+    runs the shard owners and the API. The vocabulary is the server's own ``COMMAND
+    LIST``, not a list of ours: ``?health=failing`` once answered 503 NOPERM on a
+    hardened node (ZREVRANGE was missing), and retention's XTRIM too."""
+    import re
+    from pathlib import Path
+
+    from shardsched.store.acl import ROLES
+
+    listed = subprocess.run(
+        ["redis-cli", "-p", str(redis_server.port), "COMMAND", "LIST"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    known = {c.strip().lower() for c in listed.stdout.split()}
+    assert {"zrevrange", "xtrim", "evalsha"} <= known
+    known_pairs = {"xgroup|create", "xinfo|groups", "xinfo|stream", "script|load",
+                   "script|kill", "script|exists", "cluster|slots", "cluster|shards",
+                   "cluster|info", "client|setname", "client|kill"}  # fmt: skip
+    root = Path(__file__).resolve().parents[2]
+    used: dict[str, str] = {}
+    for path in (root / "src/shardsched").rglob("*.py"):
+        if "bench" in path.parts:
+            continue
+        text = path.read_text()
+        for m in re.finditer(r'\(\s*"([A-Z]+)"(?:\s*,\s*"([A-Z]+)")?', text):
+            word = m.group(1).lower()
+            if word in known:
+                sub = (m.group(2) or "").lower()
+                pair = f"{word}|{sub}"
+                used[pair if pair in known_pairs else word] = str(path)
+    for path in (root / "lua").rglob("*.lua"):
+        pattern = r"""call\(\s*['"]([A-Za-z]+)['"](?:\s*,\s*['"]([A-Za-z]+)['"])?"""
+        for word, sub in re.findall(pattern, path.read_text()):
+            word, sub = word.lower(), sub.lower()
+            used[f"{word}|{sub}" if sub and f"{word}|{sub}" in known_pairs else word] = str(path)
+    allowed = set(ROLES["node"])
+    missing = {}
+    for command, where in sorted(used.items()):
+        base = command.split("|")[0]
+        if base in NOT_THE_NODES or command in allowed or base in allowed:
+            continue
+        if (
+            "|" in command and not any(a.startswith(base + "|") for a in allowed)
+        ) or "|" not in command:
+            missing[command] = where
+    assert not missing, missing

@@ -23,14 +23,23 @@ def test_url_parsing() -> None:
         RedisURL.parse("http://localhost:6379")
 
 
-async def test_pipeline_keeps_order_and_returns_errors_in_place(redis, namespace) -> None:
+async def test_replies_keep_order_and_errors_in_place(redis, namespace) -> None:
     key = f"{namespace}:k"
-    replies = await redis.pipeline([("SET", key, "v"), ("INCR", key), ("GET", key), ("DEL", key)])
+    replies = await redis.replies([("SET", key, "v"), ("INCR", key), ("GET", key), ("DEL", key)])
     assert replies[0] == b"OK"
     assert isinstance(replies[1], hiredis.ReplyError)
     assert replies[2:] == [b"v", 1]
     with pytest.raises(ReplyError):
         await redis.execute("INCR", "a", "b", "c")
+
+
+async def test_a_pipeline_raises_for_an_error_reply(redis, namespace) -> None:
+    """What a process sends as a pipeline is checked in store/: an error reply raises (a
+    RedisError its loops wait out), never reaches a caller as data."""
+    key, other = f"{namespace}:k", f"{namespace}:k2"
+    with pytest.raises(ReplyError, match="not an integer"):
+        await redis.pipeline([("SET", key, "v"), ("INCR", key), ("SET", other, "w")])
+    assert await redis.pipeline([("GET", key), ("GET", other)]) == [b"v", b"w"]  # all ran
 
 
 async def test_auth_user_password_and_db_from_url(own_redis_server: RedisServer) -> None:

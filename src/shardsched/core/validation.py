@@ -4,6 +4,7 @@ zones, the rules between fields. Raises :class:`msgspec.ValidationError` with th
 
 from __future__ import annotations
 
+import re
 import zoneinfo
 from typing import TypeVar
 
@@ -120,3 +121,28 @@ def check_dag_id(dag_id: str) -> None:
         raise ValidationError(
             "a DAG id is letters, digits, '_' and '-' (at most 96; stored as dag_<id>)", "$.id"
         )
+
+
+#: How deep arrays and objects may nest in a request body (a job's ``args`` included).
+#: msgspec decodes nesting by recursion, and a body 50,000 deep once ended a request in a
+#: RecursionError (a 500); no definition needs more than a few levels.
+MAX_JSON_DEPTH = 64
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_JSON_BRACKET = re.compile(rb"[\[\]{}]")
+
+
+def nests_deeper(document: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether the JSON text ``document`` opens more than ``limit`` arrays and objects
+    inside each other (strings skipped: a bracket in a string is text). It does not
+    validate the JSON: the decoder does that after."""
+    if document.count(b"[") + document.count(b"{") <= limit:
+        return False
+    depth = 0
+    for bracket in _JSON_BRACKET.findall(_JSON_STRING.sub(b"", document)):
+        if bracket in (b"[", b"{"):
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth -= 1
+    return False

@@ -22,6 +22,7 @@ from starlette.routing import Route
 from shardsched.core.errors import Forbidden, RedisUnavailable, ValidationError
 from shardsched.core.field_errors import field_error
 from shardsched.core.instants import to_ms
+from shardsched.core.validation import MAX_JSON_DEPTH, nests_deeper
 from shardsched.ops.pagination import Cursor, parse_cursor
 from shardsched.router.schemas import opt
 from shardsched.router.server import read_timeout_s
@@ -59,8 +60,8 @@ def error_response(err: ApiError) -> Response:
     response = json_response(body, err.status)
     if err.status == 503:
         response.headers["Retry-After"] = str(RETRY_AFTER_S)
-    elif err.status == 408:  # the rest of that body may still come: start afresh
-        response.headers["Connection"] = "close"
+    elif err.status in (408, 413):  # the rest of that body may still come: start afresh
+        response.headers["Connection"] = "close"  # so a keep-alive client knows
     elif err.status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="shardsched"'
     return response
@@ -136,6 +137,13 @@ async def read_body(request: Request) -> bytes:
 
 
 def decode_bytes(body: bytes, decoder: msgspec.json.Decoder[Any]) -> Any:
+    if nests_deeper(body, MAX_JSON_DEPTH):
+        raise ApiError(
+            422,
+            "validation_error",
+            f"the body nests arrays and objects deeper than {MAX_JSON_DEPTH} levels",
+            {"field": "$", "max_depth": MAX_JSON_DEPTH},
+        )
     try:
         return decoder.decode(body)
     except msgspec.ValidationError as exc:

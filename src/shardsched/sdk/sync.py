@@ -14,10 +14,12 @@ import redis as redis_py
 
 from shardsched import ops
 from shardsched.core.access import SDK_ACTOR
+from shardsched.core.errors import RedisUnavailable
 from shardsched.core.models import JobSpec
 from shardsched.core.views import JobCreated
 from shardsched.sdk import control_plans, history_plans, notify_plans, plans
 from shardsched.sdk.server_clock import ServerClock
+from shardsched.store.calls import refusal
 from shardsched.store.keys import DEFAULT_NAMESPACE
 from shardsched.store.scripts import SCRIPTS
 
@@ -178,11 +180,13 @@ class Client:
         try:
             calls = next(op) if replies is None else op.send(replies)
             while True:
-                calls = op.send(self._execute(calls))
+                calls = op.send(_refused(calls, self._execute(calls)))
         except StopIteration as stop:
             return stop.value
         except msgspec.ValidationError as exc:
             raise plans.as_validation_error(exc) from None
+        except redis_py.exceptions.BusyLoadingError as exc:  # redis-py raises this one
+            raise RedisUnavailable(f"LOADING {exc}") from None
 
     def add_jobs(self, specs: Iterable[JobSpec], batch: int = 1000) -> list[JobCreated]:
         """Register many jobs, one pipelined round trip per ``batch``.
@@ -257,7 +261,7 @@ class Client:
             self._load_scripts()
             for i, reply in zip(redo, self._execute([calls[i] for i in redo]), strict=True):
                 replies[i] = reply
-        return self._run(op, replies)
+        return self._run(op, _refused(calls, replies))
 
     # the operations (sdk/plans.py), blocking
     add_job = blocking(plans.add_job)
@@ -344,3 +348,25 @@ def _command(call: ops.Call) -> tuple[Any, ...]:
         return call.args
     sha = SCRIPTS[call.script].sha
     return ("EVALSHA", sha, len(call.keys), *call.keys, *call.args)
+
+
+def _refused(calls: Sequence[ops.Call], replies: list[Any]) -> list[Any]:
+    """The replies, once ``store.calls.refusal`` found none that refuses its call (BUSY,
+    LOADING, OOM, READONLY, NOPERM, ...); raises RedisUnavailable for one that does, as
+    the trio driver does: a caller hears "come back later", never a TypeError."""
+    refused = refusal(calls, [_coded(r) for r in replies])
+    if refused is not None:
+        raise RedisUnavailable(refused)
+    return replies
+
+
+def _coded(reply: Any) -> Any:
+    """An error reply as Redis sent it: redis-py strips the code (``NOPERM``, ``OOM``...)
+    from the text of the exceptions it makes and keeps it as ``status_code``."""
+    if not isinstance(reply, redis_py.exceptions.RedisError):
+        return reply
+    code = getattr(reply, "status_code", None)
+    text = str(reply)
+    if code and not text.startswith(code):
+        text = f"{code} {text}"
+    return RedisUnavailable(text)

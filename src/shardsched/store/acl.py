@@ -30,8 +30,8 @@ _SCRIPTS = ("script|load", "script|exists", "evalsha", "eval")
 #: Reads, by Python and inside scripts.
 _READS = (
     "exists", "get", "strlen", "pttl", "hget", "hmget", "hgetall", "hlen", "hexists",
-    "zrange", "zscore", "zcard", "zcount", "lrange", "llen", "lindex", "smembers", "scard",
-    "sismember", "smismember", "getrange",
+    "zrange", "zrevrange", "zscore", "zcard", "zcount", "lrange", "llen", "lindex", "smembers",
+    "scard", "sismember", "smismember", "getrange",
     "xrange", "xrevrange", "xlen", "xpending", "xinfo|groups", "xinfo|stream",
 )  # fmt: skip
 #: Writes, inside scripts and out (wake tokens: RPUSH, LTRIM, BLPOP), plus the pub/sub the
@@ -45,12 +45,13 @@ _WRITES = (
     "publish", "subscribe", "unsubscribe",
 )  # fmt: skip
 #: A Redis Cluster's slot map (the cluster client asks for it).
-_CLUSTER = ("cluster|slots", "cluster|shards", "cluster|info")
+_CLUSTER = ("cluster|slots", "cluster|shards", "cluster|info", "asking")
 
 ROLES: dict[str, tuple[str, ...]] = {
     # SCRIPT KILL: a node that finds Redis BUSY with a runaway read-only script ends it
     # before its leases lapse (shard/manager.py).
-    "node": (*_BASE, *_SCRIPTS, "script|kill", *_READS, *_WRITES, *_CLUSTER),
+    # XTRIM: retention trims the event stream (lua/expire_history.lua).
+    "node": (*_BASE, *_SCRIPTS, "script|kill", "xtrim", *_READS, *_WRITES, *_CLUSTER),
     "worker": (*_BASE, *_SCRIPTS, *_READS, *_WRITES, *_CLUSTER),
     "reader": (*_BASE, *_READS, *_CLUSTER),
 }

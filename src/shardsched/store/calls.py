@@ -10,7 +10,7 @@ no trio (an import-linter contract keeps it, and ops/, so).
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,11 +19,14 @@ from shardsched.core.errors import RedisUnavailable, ShardschedError, is_transie
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """One command (``script`` is None) or one Lua script call, for a pipeline."""
+    """One command (``script`` is None) or one Lua script call, for a pipeline.
+    ``refusable``: the operation reads a refusal of this call (NOPERM, READONLY, OOM...)
+    as data; every other call's refusal raises in the driver (:func:`refusal`)."""
 
     args: tuple[Any, ...]
     script: str | None = None
     keys: tuple[str, ...] = ()
+    refusable: bool = False
 
 
 class ScriptReplyError(ShardschedError):
@@ -64,6 +67,24 @@ def unless_unserved(replies: list[Any]) -> list[Any]:
         if isinstance(reply, Exception) and str(reply).split(" ", 1)[0] in UNSERVED_REPLIES:
             raise RedisUnavailable(str(reply))
     return replies
+
+
+def refusal(calls: Sequence[Call], replies: Sequence[Any]) -> str | None:
+    """The first error reply that refuses a call for a reason that passes or that only an
+    operator can fix (``core.errors.TRANSIENT_REPLIES``: BUSY, LOADING, OOM, READONLY,
+    MASTERDOWN, NOPERM, ...), unless its call is ``refusable``; None when there is none.
+
+    The one place where replies are checked before an operation or a typed wrapper reads
+    them: every driver (the trio one in ``store/drive``, the SDK's on redis-py) raises on
+    it, so no decoder ever takes such a reply for data (a ``len()`` of a ReplyError once
+    ended the node). Other error replies (NOGROUP of a stream never read, say) stay values
+    that the operations read."""
+    for call, reply in zip(calls, replies, strict=False):
+        if isinstance(reply, Exception) and not call.refusable:
+            text = str(reply)
+            if is_transient_reply(text):
+                return text
+    return None
 
 
 def advance(op: Op, replies: list[Any] | None) -> tuple[bool, Any]:

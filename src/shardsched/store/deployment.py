@@ -45,7 +45,8 @@ def open_deployment(namespace: str, n_shards: int | None, archive: str | None = 
     """
     meta = k.GlobalKeys(namespace).meta
     want = n_shards or k.DEFAULT_SHARDS
-    calls = [Call(("HSETNX", meta, "shards", want)), Call(("HGET", meta, "shards"))]
+    # a role that may not write (worker, reader) is refused the HSETNX: it only reads
+    calls = [Call(("HSETNX", meta, "shards", want), refusable=True), Call(("HGET", meta, "shards"))]
     if archive:
         calls.append(Call(("HSET", meta, "archive", archive)))
     replies = yield calls

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from shardsched.store.calls import Call, Op, advance, unless_unserved
+from shardsched.store.calls import Call, Op, advance, refusal, unless_unserved
+from shardsched.store.redis.connection import RedisBusyError
 
 if TYPE_CHECKING:
     from shardsched.store.redis import Redis
@@ -33,13 +34,22 @@ async def drive_async(op: Op, redis: Redis) -> Any:
 
 async def redis_calls(redis: Redis, calls: Sequence[Call]) -> list[Any]:
     """One round trip for a batch of commands and scripts (scripts first, then commands:
-    one write; mixed otherwise, one call at a time); errors come back as values."""
+    one write; mixed otherwise, one call at a time). A refusal (BUSY, LOADING, OOM,
+    READONLY, NOPERM, ...: ``calls.refusal``) raises RedisBusyError, a RedisError that
+    every process's loop waits out; any other error reply comes back as a value, for the
+    typed wrapper's decoder to read (``calls.check``)."""
     if all(c.script is None for c in calls):
-        return await redis.pipeline([c.args for c in calls])
-    scripts = [(c.script, c.keys, c.args) for c in calls if c.script is not None]
-    if all(c.script is None for c in calls[len(scripts) :]):
-        return await redis.scripts(scripts, then=[c.args for c in calls[len(scripts) :]])
-    return [(await redis_calls(redis, [c]))[0] for c in calls]
+        replies = await redis.replies([c.args for c in calls])
+    else:
+        scripts = [(c.script, c.keys, c.args) for c in calls if c.script is not None]
+        if all(c.script is None for c in calls[len(scripts) :]):
+            replies = await redis.scripts(scripts, then=[c.args for c in calls[len(scripts) :]])
+        else:
+            replies = [(await redis_calls(redis, [c]))[0] for c in calls]
+    refused = refusal(calls, replies)
+    if refused is not None:
+        raise RedisBusyError(refused)
+    return replies
 
 
 async def drive_off_loop(op: Op, redis: Redis) -> Any:

@@ -177,7 +177,7 @@ class ClusterRedis(Commands):
             return (self.seeds[0].host, self.seeds[0].port)
         return addr
 
-    async def pipeline(self, commands: Sequence[Command]) -> list[Any]:
+    async def replies(self, commands: Sequence[Command]) -> list[Any]:
         """Every command on its slot's node (one round trip per node, in parallel); error
         replies come back in place as values, redirections followed."""
         if self._closed:
@@ -255,7 +255,7 @@ class ClusterRedis(Commands):
                 batch.append(("ASKING",))
             batch.append(commands[i])
         try:
-            out = await self._pool(addr).pipeline(batch)
+            out = await self._pool(addr).replies(batch)
         except RedisConnectionError as exc:
             self._stale = True
             failed.append(exc)

@@ -115,8 +115,7 @@ def _pack(command: Command) -> bytes:
 
 def reply_error(reply: BaseException) -> ReplyError:
     """Our exception for an error reply: :class:`RedisBusyError` when it passes."""
-    text = str(reply)
-    return RedisBusyError(text) if is_transient_reply(text) else ReplyError(text)
+    return RedisBusyError(str(reply)) if is_transient_reply(str(reply)) else ReplyError(str(reply))
 
 
 def _raise_errors(replies: list[Any]) -> list[Any]:
@@ -246,19 +245,26 @@ class Connection:
 
 
 class Commands:
-    """What the service calls, over one ``pipeline`` (a single server's, or a cluster's
-    routed one): single commands, Lua scripts by SHA, the server's clock."""
+    """What the service calls, over one ``replies`` (one server's, or a cluster's routed
+    one): pipelines, single commands, Lua scripts by SHA, the server's clock."""
 
-    #: Whether a pipeline's commands run one after another in the order given (one
-    #: server's connection; a cluster's pipeline runs on each node apart, in parallel).
+    #: Whether a pipeline's commands run in the order given (one server: yes; a cluster
+    #: runs each node's share apart, in parallel).
     in_order = True
 
-    async def pipeline(self, commands: Sequence[Command]) -> list[Any]:
+    async def replies(self, commands: Sequence[Command]) -> list[Any]:
+        """Run commands in one round trip; error replies in place as values, for the
+        store's readers that act on them (NOSCRIPT; ``store/drive``)."""
         raise NotImplementedError
+
+    async def pipeline(self, commands: Sequence[Command]) -> list[Any]:
+        """Run commands in one round trip; the first error reply raises (RedisBusyError
+        when it passes: BUSY, LOADING, OOM...), so no caller takes one for data."""
+        return _raise_errors(await self.replies(commands))
 
     async def execute(self, *command: str | bytes | int | float) -> Any:
         """Run one command; raises ReplyError on an error reply."""
-        return _raise_errors(await self.pipeline([command]))[0]
+        return (await self.pipeline([command]))[0]
 
     async def scripts(
         self,
@@ -273,7 +279,7 @@ class Commands:
         commands: list[Command] = [
             ("EVALSHA", SCRIPTS[name].sha, len(keys), *keys, *args) for name, keys, args in calls
         ]
-        replies = await self.pipeline([*commands, *then])
+        replies = await self.replies([*commands, *then])
         missing = [
             i
             for i, r in enumerate(replies[: len(calls)])
@@ -281,7 +287,7 @@ class Commands:
         ]
         if missing:
             retry = [("EVAL", SCRIPTS[calls[i][0]].source, *commands[i][2:]) for i in missing]
-            for i, reply in zip(missing, await self.pipeline(retry), strict=True):
+            for i, reply in zip(missing, await self.replies(retry), strict=True):
                 replies[i] = reply
         return replies
 
@@ -337,7 +343,7 @@ class Redis(Commands):
             await trio.sleep(delay)
             delay = min(delay * 2, 2.0)
 
-    async def pipeline(self, commands: Sequence[Command]) -> list[Any]:
+    async def replies(self, commands: Sequence[Command]) -> list[Any]:
         """Run commands in one round trip; error replies come back in place as values."""
         if self._closed:
             raise RedisConnectionError("client is closed")
