@@ -62,7 +62,7 @@ LIMITS = {"limit": 3, "rate": {"max": 10, "per_s": 60}}
 
 
 async def test_an_export_applied_back_changes_nothing_and_restores_what_was_deleted(
-    node, http, tmp_path: Path
+    node, http, redis, dep, tmp_path: Path
 ) -> None:
     api = ("--api", str(http.base_url))
     assert (await http.put("/api/v1/calendars/holidays", json=HOLIDAYS)).status_code == 201
@@ -75,9 +75,14 @@ async def test_an_export_applied_back_changes_nothing_and_restores_what_was_dele
     assert made.status_code == 201, made.text
     joined = {"name": "report", "command": "true", "depends_on": ["dag_etl.load"]}
     assert (await http.post("/api/v1/jobs", json=joined)).status_code == 201
-    # a reason of several lines stays in its comment: it cannot add to the definition
+    # a reason of several lines is refused now (core/text), but one stored before that
+    # check stays in its comment: it cannot add to the definition
     paused = {"status": "paused", "pause_reason": "db moves\nid: evil\r\ncommand: rm"}
+    assert (await http.patch("/api/v1/jobs/held", json=paused)).status_code == 422
+    paused["pause_reason"] = "db moves"
     assert (await http.patch("/api/v1/jobs/held", json=paused)).status_code == 200
+    held = dep.keys_for("held").job("held")
+    await redis.execute("HSET", held, "pr", "db moves\nid: evil\r\ncommand: rm")
     before = await definitions(http)
     # the joined task is the DAG's: exported with it, not as a job
     assert [t["name"] for t in before["dag_etl"]["tasks"]] == ["extract", "load", "report"]

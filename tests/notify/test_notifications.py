@@ -14,6 +14,7 @@ import pytest
 
 from conftest import wait_until
 from notify.receiver import receiver
+from shardsched.shard.channels import UNREACHED
 from shardsched.worker.handlers import HandlerContext, handler
 
 ONCE = {"type": "once", "at": "2020-01-01T00:00:00Z"}
@@ -161,7 +162,8 @@ async def test_a_dead_channel_never_blocks_firing(node, worker, http) -> None:
 
     (failed,) = await wait_until(settled, timeout=30)
     assert [a["outcome"] for a in failed["attempts"]] == ["retry", "failed"]
-    assert "Connection refused" in failed["attempts"][0]["answer"]
+    # what stopped it is the node's log's business: a channel is no port scanner
+    assert failed["attempts"][0]["answer"] == UNREACHED
     runs = (await http.get(f"/api/v1/jobs/{ok}/runs")).json()["runs"]
     assert runs and runs[0]["state"] == "succeeded"
 

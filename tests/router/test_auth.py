@@ -469,3 +469,52 @@ async def test_calendar_writes_refuse_read_worker_and_team_tokens(base, redis, d
     async with client(base, weak["read"]) as c:
         listed = (await c.get("/api/v1/calendars")).json()["calendars"]
         assert [x["name"] for x in listed] == ["holidays"]
+
+
+async def test_a_team_uses_and_sees_only_its_own_concurrency_keys(base, redis, dep, node) -> None:
+    """Team A's job with ``concurrency_key: b-db`` and ``concurrency_limit: 1`` starved
+    team B's runs; every token read every key. A team's keys start with its prefix, as its
+    names do: another's is a 403 naming the field, and nothing is written; a team lists
+    and reads its own keys alone (another's reads as an unused key)."""
+    a = await token(redis, dep, "team-a", Scope.WRITE, prefixes=("a-",))
+    b = await token(redis, dep, "team-b", Scope.WRITE, prefixes=("b-",))
+    admin = await token(redis, dep, "ops", Scope.ADMIN)
+    job = {"command": "true", "schedule": EVERY_HOUR}
+    async with client(base, a) as ta, client(base, b) as tb, client(base, admin) as ops:
+        made = await tb.post(
+            "/api/v1/jobs", json={"name": "b-load", "concurrency_key": "b-db", **job}
+        )
+        assert made.status_code == 201, made.text
+        assert (await ops.put("/api/v1/concurrency/b-db", json={"limit": 3})).status_code == 200
+        before = await keyspace(redis, dep.namespace)
+        dag = {"name": "a-etl", "schedule": EVERY_HOUR,
+               "tasks": [{"name": "t", "command": "true", "concurrency_key": "b-db"}]}  # fmt: skip
+        for method, path, body, field in (
+            ("post", "/api/v1/jobs", {"name": "a-x", "concurrency_key": "b-db",
+                                      "concurrency_limit": 1, **job}, "$.concurrency_key"),
+            ("put", "/api/v1/jobs/a-y", {"name": "a-y", "concurrency_key": "{labels.t}",
+                                         "labels": {"t": "b-db"}, **job}, "$.concurrency_key"),
+            ("post", "/api/v1/dags", dag, "$.tasks[0].concurrency_key"),
+        ):  # fmt: skip
+            reply = await ta.request(method, path, json=body)
+            assert reply.status_code == 403, (path, reply.text)
+            assert field in reply.json()["error"]["message"]
+        assert await keyspace(redis, dep.namespace) == before
+        own = await ta.post(
+            "/api/v1/jobs", json={"name": "a-x", "concurrency_key": "a-db", **job}
+        )
+        assert own.status_code == 201, own.text
+        job_id = own.json()["job_id"]
+        moved = await ta.patch(f"/api/v1/jobs/{job_id}", json={"concurrency_key": "b-db"})
+        assert moved.status_code == 403, moved.text
+        assert (await ops.put("/api/v1/concurrency/a-db", json={"limit": 2})).status_code == 200
+        keys_a = {k["key"] for k in (await ta.get("/api/v1/concurrency")).json()["keys"]}
+        keys_b = {k["key"] for k in (await tb.get("/api/v1/concurrency")).json()["keys"]}
+        keys_all = {k["key"] for k in (await ops.get("/api/v1/concurrency")).json()["keys"]}
+        assert (keys_a, keys_b) == ({"a-db"}, {"b-db"}) and {"a-db", "b-db"} <= keys_all
+        theirs = (await ta.get("/api/v1/concurrency/b-db")).json()
+        unused = (await ta.get("/api/v1/concurrency/a-nothing")).json()
+        assert theirs == {**unused, "key": "b-db"} and theirs["limit"] is None
+        assert (await tb.get("/api/v1/concurrency/b-db")).json()["limit"] == 3
+        # setting a key's limits is an admin's: a team's write token may not
+        assert (await ta.put("/api/v1/concurrency/a-db", json={"limit": 9})).status_code == 403

@@ -478,3 +478,43 @@ async def test_a_413_closes_the_connection_and_says_so(http) -> None:
         await stream.aclose()
     for _ in range(3):  # and the API carries on
         assert (await http.get("/api/v1/jobs")).status_code == 200
+
+
+async def test_a_cancel_or_pause_reason_is_one_printable_line(node, http, redis, dep) -> None:
+    """A reason is shown in tables, logs and the console: a NUL, an ESC (a terminal
+    sequence) or a newline (a forged log line) is a 422, and nothing is stored."""
+    made = await post_job(http, schedule={"type": "interval", "every_s": 3600})
+    job_id = made.json()["job_id"]
+    run = (await http.post(f"/api/v1/jobs/{job_id}/trigger")).json()["run_id"]
+    before = await keyspace(redis, dep.namespace)
+    for reason in ("a\x00b", "red \x1b[31malert", "x\ny", "bidi \u202e", "tab\t"):
+        cancel = await http.post(f"/api/v1/runs/{run}/cancel", json={"reason": reason})
+        assert cancel.status_code == 422, (reason, cancel.text)
+        assert cancel.json()["error"]["details"]["field"] == "$.reason"
+        pause = await http.patch(
+            f"/api/v1/jobs/{job_id}", json={"status": "paused", "pause_reason": reason}
+        )
+        assert pause.status_code == 422, (reason, pause.text)
+    assert await keyspace(redis, dep.namespace) == before
+    assert (
+        await http.post(f"/api/v1/runs/{run}/cancel", json={"reason": "the db moves: é ✓"})
+    ).status_code == 200
+
+
+async def test_an_idempotency_key_reused_with_other_args_is_409(node, http) -> None:
+    """The same key and args answer the first run (a retried request); other args under
+    the same key are a 409 naming the first run, not silently its answer."""
+    made = await post_job(http, schedule={"type": "interval", "every_s": 3600})
+    job_id = made.json()["job_id"]
+    url = f"/api/v1/jobs/{job_id}/trigger"
+    first = await http.post(url, json={"args": {"a": 1, "b": 2}, "idempotency_key": "k1"})
+    assert first.status_code in (200, 201, 202), first.text
+    again = await http.post(url, json={"args": {"b": 2, "a": 1}, "idempotency_key": "k1"})
+    assert again.json()["run_id"] == first.json()["run_id"] and again.json()["repeated"]
+    other = await http.post(url, json={"args": {"a": 2}, "idempotency_key": "k1"})
+    assert other.status_code == 409, other.text
+    error = other.json()["error"]
+    assert error["code"] == "idempotency_key_reused"
+    assert error["details"] == {"idempotency_key": "k1", "run_id": first.json()["run_id"]}
+    none = await http.post(url, json={"idempotency_key": "k1"})  # no args: not the same
+    assert none.status_code == 409

@@ -96,6 +96,9 @@ def test_a_generator_can_use_it() -> None:
 def test_swagger_ui_at_docs(live_api: str) -> None:
     page = httpx.get(f"{live_api}/docs")
     assert page.status_code == 200 and "swagger-ui-bundle.js" in page.text
+    # no other site may frame it (clickjacking), in the old header and the new
+    assert page.headers["x-frame-options"] == "DENY"
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
     script = httpx.get(f"{live_api}/docs/swagger-ui-bundle.js")
     assert script.status_code == 200 and len(script.content) > 100_000
     assert httpx.get(f"{live_api}/docs/swagger-ui.css").status_code == 200

@@ -73,6 +73,14 @@ def http_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metrics-auth", action="store_true", help="/metrics wants a token (read scope)"
     )
+    p.add_argument(
+        "--notify-allow-network",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="a network webhooks may reach although it is loopback, link-local or "
+        "reserved, e.g. 127.0.0.0/8 (repeatable; env SHARDSCHED_NOTIFY_ALLOW_NETWORKS)",
+    )
     p.add_argument("--certfile", default=None, metavar="PEM", help="serve HTTPS with this")
     p.add_argument("--keyfile", default=None, metavar="PEM", help="the certificate's key")
 

@@ -273,6 +273,16 @@ def _main(argv: list[str] | None = None) -> None:
         sys.exit("shardsched: --shards must be in 1..16384")
     if hasattr(args, "certfile"):
         tls_files(args)  # both or neither
+    if getattr(args, "notify_allow_network", None):
+        from shardsched.core.notify_addresses import ENV, parse_networks
+
+        try:
+            parse_networks(args.notify_allow_network)
+        except ValueError as exc:
+            sys.exit(f"shardsched: --notify-allow-network: {exc}")
+        # the whole process reads it (the API's channel check, the node's sends), and so
+        # do the children of `dev`
+        os.environ[ENV] = ",".join(args.notify_allow_network)
     if getattr(args, "redis", None) is not None:
         from shardsched.cli.flags import redis_url_with_password
         from shardsched.store.redis import check_url

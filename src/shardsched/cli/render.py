@@ -16,9 +16,9 @@ from typing import Any
 from shardsched.cli import style
 from shardsched.cli.http import CliError
 from shardsched.core.durations import duration_text, parse_duration
-from shardsched.core.models import UNPRINTABLE
+from shardsched.core.text import UNPRINTABLE
 
-_UNPRINTABLE = re.compile(f"[{UNPRINTABLE}]")  #: what a Name may not hold (models)
+_UNPRINTABLE = re.compile(f"[{UNPRINTABLE}]")  #: what a Name may not hold (core/text)
 
 
 def printable(text: str) -> str:

@@ -57,6 +57,20 @@ class AlreadyRetried(ConflictError):
         self.next_run_id = next_run_id
 
 
+class IdempotencyKeyReused(ConflictError):
+    """Raised when a trigger repeats an idempotency key with other args than the trigger
+    that first used it: the first run stands, and the caller hears that this one is not
+    the same request (it was silently answered with the first run)."""
+
+    def __init__(self, key: str, run_id: str) -> None:
+        super().__init__(
+            f"idempotency key {key!r} was used with other args (run {run_id!r}); "
+            "use a new key for a new request"
+        )
+        self.key = key
+        self.run_id = run_id
+
+
 class IdTaken(ConflictError):
     """Raised when a job or DAG is registered under an id that already exists."""
 

@@ -31,13 +31,12 @@ from shardsched.core.schedule_kinds import Schedule as Schedule
 from shardsched.core.schedule_kinds import WindowSchedule as WindowSchedule
 from shardsched.core.schedule_kinds import cron_specs as cron_specs
 from shardsched.core.schedule_kinds import schedule_zone as schedule_zone
+from shardsched.core.text import PRINTABLE
 
 _T = TypeVar("_T")
-#: No control characters (C0, DEL, C1) and no invisible format characters (zero-width,
-#: bidirectional overrides such as U+202E, BOM): a name is shown in tables and logs and
-#: must look like what it is.
-UNPRINTABLE = "\x00-\x1f\x7f-\x9f\u00ad\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff"
-_PRINTABLE = f"^[^{UNPRINTABLE}]*$"
+#: A name is printable text (core/text.py): shown in tables and logs, it must look like
+#: what it is.
+_PRINTABLE = PRINTABLE
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=_PRINTABLE)]
 #: No NUL byte: the kernel ends a command line or an environment string at the first one
 #: (a 422 at the edge, not a worker's spawn failure).

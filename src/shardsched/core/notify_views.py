@@ -1,10 +1,12 @@
-"""What the API answers about notifications: channels (a webhook's secret never shown),
+"""What the API answers about notifications: channels (a webhook's secret, and any part
+of a URL that may be a credential, never shown),
 rules, and the delivery record of each message."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -24,13 +26,10 @@ class ChannelView(msgspec.Struct, kw_only=True):
 
     @classmethod
     def of(cls, name: str, c: Channel) -> ChannelView:
-        url = c.url
-        if c.kind == "apprise" and "://" in url:  # an apprise url often holds a password
-            url = url.split("://", 1)[0] + "://…"
         return cls(
             name=name,
             kind=c.kind,
-            url=url,
+            url=shown_url(c),
             signed=bool(c.secret),
             headers=sorted(c.headers),
             max_per_minute=c.max_per_minute,
@@ -38,6 +37,25 @@ class ChannelView(msgspec.Struct, kw_only=True):
             retry_base_s=c.retry_base_s,
             timeout_s=c.timeout_s,
         )
+
+
+def shown_url(c: Channel) -> str:
+    """A channel's URL as the API shows it, with nothing in it that could be a credential:
+    an apprise URL as its scheme (its tokens and passwords are the rest of it), a webhook
+    as its origin (a user and password, a token in the query, or a path that is itself
+    the secret, as a Slack incoming webhook's, never come back)."""
+    if c.kind == "apprise":
+        return c.url.split("://", 1)[0] + "://…"
+    try:
+        parts = urlsplit(c.url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return "…"
+    shown = f"{parts.scheme}://{'[' + host + ']' if ':' in host else host}"
+    shown += f":{port}" if port else ""
+    rest = parts.path not in ("", "/") or parts.query or parts.fragment or parts.username
+    return shown + ("/…" if rest else "/")
 
 
 class ChannelList(msgspec.Struct, kw_only=True):

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import msgspec
 
 from shardsched.core.errors import ValidationError
+from shardsched.core.text import Reason
 
 #: A run's parameters: a JSON object, at most ARGS_MAX_BYTES encoded (:func:`validate_args`).
 Args = dict[str, Any]
@@ -46,7 +47,7 @@ def validate_args(args: Args | None, field: str = "$.args") -> bytes:
 class CancelRequest(msgspec.Struct, forbid_unknown_fields=True):
     """The optional body of a cancel (a run, a DAG run): why, recorded with who."""
 
-    reason: Annotated[str, msgspec.Meta(max_length=500)] = ""
+    reason: Reason = ""
 
 
 RunIdText = Annotated[str, msgspec.Meta(min_length=1, max_length=400)]

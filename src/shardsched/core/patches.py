@@ -32,6 +32,7 @@ from shardsched.core.models import (
 )
 from shardsched.core.params import Args
 from shardsched.core.queues import Priority, QueueName
+from shardsched.core.text import Reason
 
 
 class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -71,7 +72,7 @@ class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     catchup_per_minute: PerMinute | None = None
     status: JobStatus | None = None
     #: With status "paused" (or on a paused job): why, shown on the job.
-    pause_reason: Annotated[str, msgspec.Meta(max_length=500)] | None = None
+    pause_reason: Reason | None = None
     #: With status "paused": resume by itself then (the shard owner does it).
     paused_until: AwareDatetime | None = None
 

@@ -85,6 +85,9 @@ class Job(msgspec.Struct, kw_only=True):
     #: 2 and up: its id was deleted and created again (its earlier runs stay in its history)
     incarnation: int = 1
     incarnation_started_at: datetime | None = None  #: when this incarnation began
+    #: The stored definition fails a check added since it was written (``$.field:
+    #: message``): shown repaired, it may be deleted or replaced (PUT), not patched.
+    invalid: str | None = None
     #: its newest runs, newest first, when a list asked for them (``?recent=N``)
     recent_runs: list[RunBrief] | None = None
 

@@ -7,6 +7,8 @@ id that does not exist (404, not 403), so a team cannot even learn another's ids
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import msgspec
 
 from shardsched.core.access import Principal
@@ -74,3 +76,22 @@ def require_name(who: Principal, name: str) -> None:
     if not who.sees(name):
         allowed = ", ".join(repr(p) for p in who.prefixes)
         raise Forbidden(f"token {who.name!r} may only name jobs and DAGs {allowed}…")
+
+
+def require_keys(who: Principal, keys: Iterable[tuple[str | None, str]]) -> None:
+    """A team's jobs and DAG tasks may name only the team's concurrency keys: each key
+    (a template too) must start with one of the token's prefixes, as a name must, so one
+    team's job can neither take another's slots nor set the limit its jobs share (403,
+    naming the field; ``keys``: (key or None, its $.path)). Free for an unbound token."""
+    if not who.bound:
+        return
+    for key, path in keys:
+        if key is not None and not key.startswith(who.prefixes):
+            allowed = ", ".join(repr(p) for p in who.prefixes)
+            raise Forbidden(f"token {who.name!r} may only use concurrency keys {allowed}… ({path})")
+
+
+def visible_key(who: Principal, key: str) -> bool:
+    """Whether ``who`` sees concurrency key ``key``: every key for an unbound token, its
+    own team's (by prefix) for a team's."""
+    return not who.bound or key.startswith(who.prefixes)

@@ -9,7 +9,13 @@ from __future__ import annotations
 import msgspec
 
 from shardsched.core.access import SDK_ACTOR, SYSTEM_ACTOR
-from shardsched.core.errors import ConflictError, DagTaskJob, JobDeleted, JobNotFound
+from shardsched.core.errors import (
+    ConflictError,
+    DagTaskJob,
+    IdempotencyKeyReused,
+    JobDeleted,
+    JobNotFound,
+)
 from shardsched.core.instants import from_ms, to_ms
 from shardsched.core.models import JobSpec, JobStatus
 from shardsched.core.params import IDEMPOTENCY_TTL_S, TriggerRequest, validate_args
@@ -99,8 +105,23 @@ def trigger(
     lua.raise_refusal(reply[0], job_id)
     run_id = reply[1].decode()
     if reply[0] == lua.JobReply.REPEATED:
-        (s,) = yield [Call(("HGET", sk.run(run_id), "s"))]
+        s, first_args = yield [
+            Call(("HGET", sk.run(run_id), "s")),
+            Call(("HGET", sk.run(run_id), "args")),
+        ]
+        if not _same_args(check(first_args) or b"", args_json):
+            raise IdempotencyKeyReused(key, run_id)  # not the same request: say so
         at = int(check(s) or reply[2])
         return Triggered(run_id=run_id, scheduled_for=from_ms(at), repeated=True)
     yield ready.push(dep.globals, [sk.shard], ready.woken(reply[3]))
     return Triggered(run_id=run_id, scheduled_for=from_ms(int(reply[2])))
+
+
+def _same_args(first: bytes, now: bytes) -> bool:
+    """Whether two triggers' args (JSON, b"" for none) are the same values (the order of
+    an object's keys aside)."""
+    if first == now:
+        return True
+    if not first or not now:
+        return False
+    return bool(msgspec.json.decode(first) == msgspec.json.decode(now))

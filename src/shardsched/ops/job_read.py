@@ -10,6 +10,7 @@ import msgspec
 from shardsched.core.errors import JobNotFound
 from shardsched.core.instants import from_ms
 from shardsched.core.models import JobSpec, JobStatus, TaskSpec, Timing
+from shardsched.core.stored import decode_stored
 from shardsched.core.views import Job
 from shardsched.store import keys as k
 from shardsched.store.calls import Call, Op, check
@@ -30,7 +31,7 @@ def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Jo
     """A job of its own (not a DAG's task) from its hash fields and timer score."""
     spec_raw, status, created, updated, version, _dag, reason, paused_at, until = fields[:9]
     inc, born, nf, fc = fields[9:13]
-    spec = _spec_decoder.decode(spec_raw)
+    spec, invalid = decode_stored(_spec_decoder, spec_raw)
     assert spec.schedule is not None
     return Job(
         job_id=job_id,
@@ -79,6 +80,7 @@ def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Jo
         catchup_per_minute=spec.catchup_per_minute,
         incarnation=int(inc or 1),
         incarnation_started_at=opt_ms(born),
+        invalid=invalid,
     )
 
 

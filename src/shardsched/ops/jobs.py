@@ -15,6 +15,7 @@ import msgspec
 from shardsched.core.access import SDK_ACTOR
 from shardsched.core.concurrency import key_or_none
 from shardsched.core.errors import (
+    ConflictError,
     DagTaskJob,
     IdTaken,
     JobDeleted,
@@ -195,6 +196,11 @@ def patch_job(
         raise ValidationError("use DELETE to delete a job", "$.status")
     for _attempt in range(16):
         job = yield from changeable_job(dep, job_id, if_match)
+        if job.invalid is not None:  # a patch would write the repaired values back unseen
+            raise ConflictError(
+                f"job {job_id!r} was stored by an older version and fails a check now "
+                f"({job.invalid}): replace it whole (PUT) or delete it"
+            )
         not_spec = ("status", "pause_reason", "paused_until")
         changes = {f: getattr(patch, f) for f in patch.__struct_fields__ if f not in not_spec}
         changes = {f: v for f, v in changes.items() if v is not None}

@@ -8,8 +8,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from shardsched.core.access import TokenRequest
-from shardsched.core.concurrency import KEY, LimitRequest
-from shardsched.ops import audit, concurrency, protocol, tokens
+from shardsched.core.concurrency import KEY, KeyList, KeyView, LimitRequest
+from shardsched.ops import access, audit, concurrency, protocol, tokens
 from shardsched.ops.cluster import ClusterView, cluster_view, list_workers
 from shardsched.ops.lag_history import lag_history
 from shardsched.ops.status import status_view
@@ -152,12 +152,17 @@ class AdminHandlers(ApiBase):
         return http.json_response(await self._run(tokens.token_log(self.dep, q.limit)))
 
     async def list_concurrency_keys(self, request: Request) -> Response:
-        unbound(request)
-        return http.json_response(await self._run(concurrency.list_keys(self.dep)))
+        """Every key for an unbound token; a team's token sees its own keys alone."""
+        listed: KeyList = await self._run(concurrency.list_keys(self.dep))
+        caller = who(request)
+        listed.keys = [k for k in listed.keys if access.visible_key(caller, k.key)]
+        return http.json_response(listed)
 
     async def get_concurrency_key(self, request: Request) -> Response:
-        unbound(request)
-        return http.json_response(await self._run(concurrency.get_key(self.dep, _key(request))))
+        key = _key(request)
+        if not access.visible_key(who(request), key):  # another team's: as an unused key
+            return http.json_response(KeyView(key=key))
+        return http.json_response(await self._run(concurrency.get_key(self.dep, key)))
 
     async def set_concurrency_limits(self, request: Request) -> Response:
         unbound(request)

@@ -84,6 +84,7 @@ class Api(AdminHandlers, StreamHandlers, ControlHandlers, NotifyHandlers, TimeHa
         q: CreateQuery = http.query(request, CreateQuery)
         spec = await http.decode(request, _spec_decoder)
         access.require_name(who(request), spec.name)
+        access.require_keys(who(request), [(spec.concurrency_key, "$.concurrency_key")])
         await self._dependencies(request, spec.depends_on)
         create = names.create_named if q.unique_name else ops.create_job
         created: JobCreated = await self._run(create(self.dep, spec, who(request).name))
@@ -99,6 +100,7 @@ class Api(AdminHandlers, StreamHandlers, ControlHandlers, NotifyHandlers, TimeHa
         spec = await http.decode(request, _spec_decoder)
         job_id: str = request.path_params["job_id"]
         access.require_name(who(request), spec.name)
+        access.require_keys(who(request), [(spec.concurrency_key, "$.concurrency_key")])
         await self._not_others(request, job_id, JobNotFound(job_id))
         await self._dependencies(request, spec.depends_on)
         op = declare.put_job(self.dep, job_id, spec, http.if_match(request), who(request).name)
@@ -109,6 +111,7 @@ class Api(AdminHandlers, StreamHandlers, ControlHandlers, NotifyHandlers, TimeHa
         job_id = await self._job(request)
         if patch.name is not None:
             access.require_name(who(request), patch.name)
+        access.require_keys(who(request), [(patch.concurrency_key, "$.concurrency_key")])
         if patch.depends_on:
             await self._dependencies(request, patch.depends_on)
         op = ops.patch_job(self.dep, job_id, patch, who(request).name, http.if_match(request))
@@ -235,6 +238,7 @@ class Api(AdminHandlers, StreamHandlers, ControlHandlers, NotifyHandlers, TimeHa
     async def create_dag(self, request: Request) -> Response:
         spec = await http.decode(request, _dag_decoder)
         access.require_name(who(request), spec.name)
+        access.require_keys(who(request), _task_keys(spec))
         return http.json_response(
             await self._run(dag_ops.create_dag(self.dep, spec, who(request).name)), 201
         )
@@ -263,6 +267,7 @@ class Api(AdminHandlers, StreamHandlers, ControlHandlers, NotifyHandlers, TimeHa
         spec = await http.decode(request, _dag_decoder)
         dag_id = dag_id_of(request.path_params["dag_id"])
         access.require_name(who(request), spec.name)
+        access.require_keys(who(request), _task_keys(spec))
         await self._not_others(request, dag_id, DagNotFound(dag_id))
         op = declare.put_dag(self.dep, dag_id, spec, http.if_match(request), who(request).name)
         return _put_answer(*(await self._run(op)))
@@ -385,3 +390,7 @@ def create_app(
         return response
 
     return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+
+
+def _task_keys(spec: DagSpec) -> list[tuple[str | None, str]]:
+    return [(t.concurrency_key, f"$.tasks[{i}].concurrency_key") for i, t in enumerate(spec.tasks)]

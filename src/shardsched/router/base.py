@@ -13,6 +13,7 @@ from shardsched.core.errors import (
     AlreadyRetried,
     ConflictError,
     DagNotFound,
+    IdempotencyKeyReused,
     IdTaken,
     JobNotFound,
     NotFoundError,
@@ -54,6 +55,9 @@ class ApiBase:
         except AlreadyRetried as exc:
             details = {"run_id": exc.run_id, "next_run_id": exc.next_run_id}
             raise http.ApiError(409, "already_retried", str(exc), details) from None
+        except IdempotencyKeyReused as exc:
+            details = {"idempotency_key": exc.key, "run_id": exc.run_id}
+            raise http.ApiError(409, "idempotency_key_reused", str(exc), details) from None
         except ConflictError as exc:
             raise http.ApiError(409, "conflict", str(exc)) from None
 

@@ -35,16 +35,25 @@ def _asset(name: str) -> bytes:
     return (_ASSETS / name).read_bytes()
 
 
+#: The page may not be framed by another site (clickjacking: a page that frames /docs
+#: could trick a logged-in reader into its buttons); its files are what they say.
+FRAMING = {
+    "content-security-policy": "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+}
+
+
 async def docs_page(request: Request) -> Response:
-    return Response(PAGE, media_type="text/html; charset=utf-8")
+    return Response(PAGE, media_type="text/html; charset=utf-8", headers=FRAMING)
 
 
 async def docs_asset(request: Request) -> Response:
     name = request.path_params["name"]
     if name == "start.js":
-        return Response(START, media_type="text/javascript")
+        return Response(START, media_type="text/javascript", headers=FRAMING)
     if name not in _FILES:
         raise http.ApiError(404, "not_found", f"GET /docs/{name}")
     return Response(
-        _asset(name), media_type=_FILES[name], headers={"cache-control": "max-age=86400"}
+        _asset(name), media_type=_FILES[name], headers={**FRAMING, "cache-control": "max-age=86400"}
     )

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
 from shardsched.core.notify import Channel, Rule
+from shardsched.core.notify_addresses import networks_from, url_refusal
 from shardsched.core.notify_views import Removed, TestSent
 from shardsched.ops import notify
 from shardsched.ops.notify_alerts import AmPayload, take_alerts
@@ -33,6 +36,9 @@ class NotifyHandlers(ApiBase):
         unbound(request)
         body = await http.decode(request, _channel_decoder)
         name = request.path_params["name"]
+        why = url_refusal(body.url, networks_from(os.environ))
+        if why is not None:
+            raise http.ApiError(422, "validation_error", why, {"field": "$.url"})
         view, created = await self._run(notify.put_channel(self.dep, name, body))
         return http.json_response(view, 201 if created else 200)
 
