@@ -500,9 +500,7 @@ async def test_a_team_uses_and_sees_only_its_own_concurrency_keys(base, redis, d
             assert reply.status_code == 403, (path, reply.text)
             assert field in reply.json()["error"]["message"]
         assert await keyspace(redis, dep.namespace) == before
-        own = await ta.post(
-            "/api/v1/jobs", json={"name": "a-x", "concurrency_key": "a-db", **job}
-        )
+        own = await ta.post("/api/v1/jobs", json={"name": "a-x", "concurrency_key": "a-db", **job})
         assert own.status_code == 201, own.text
         job_id = own.json()["job_id"]
         moved = await ta.patch(f"/api/v1/jobs/{job_id}", json={"concurrency_key": "b-db"})
