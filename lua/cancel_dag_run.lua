@@ -10,7 +10,7 @@
   KEYS[2] retries   ZSET run id -> when the attempt is due
   KEYS[3] waiting   ZSET run id -> since: runs waiting on a concurrency key's turn
   KEYS[4] dagwait   ZSET released DAG task runs not yet claimed
-  ARGV[1] shard key base; dagrun:<id>, dagq:<id>, dagv:<id>, job:<id>, cnt:<id>,
+  ARGV[1] shard key base; dagrun:<id>, dagq:<id>, dagv:<id> (with dagvn:<dag>:<tv>, dagvgc:<dag>, dagrunv:<id>), job:<id>, cnt:<id>,
           run:<id>, runs:<id>, acts:<id>, skips:<id>, events keys are built from it (same
           hash slot)
   ARGV[2] DAG run id

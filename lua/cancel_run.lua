@@ -14,7 +14,7 @@
   KEYS[3] waiting   ZSET run id -> since: runs waiting on a concurrency key's turn
   KEYS[4] dagwait   ZSET released DAG task runs not yet claimed
   ARGV[1] shard key base; run:<id>, runs:<id>, dagrun:<id>, acts:<id>, cnt:<id>, bfq:<id>,
-          job:<id>, dagq:<id>, dagv:<id>, skips:<id>, buf:<id>, events keys are built from it (same
+          job:<id>, dagq:<id>, dagv:<id> (with dagvn:<dag>:<tv>, dagvgc:<dag>, dagrunv:<id>), skips:<id>, buf:<id>, events keys are built from it (same
           hash slot)
   ARGV[2] run id
   ARGV[3] who cancels it (the job's log of runs by hand, acts:<job>, gets a 'cancel')

@@ -9,7 +9,7 @@
                       the earliest lease given here, and then published on the wake
                       channel as "r<shard>:<ms>", so the owner's reclaim waits for the
                       earliest lease deadline instead of polling
-  ARGV[1] shard key base; run:<id>, job:<id>, dagrun:<id> and dagv:<dag>:<tv> keys are
+  ARGV[1] shard key base; run:<id>, job:<id>, args:<job>:<tick>, dagrun:<id>, dagrunv:<id> and dagv:<dag>:<tv> keys are
           built from it (same hash slot)
   ARGV[2] consumer group
   ARGV[3] worker id (the consumer)
@@ -96,14 +96,26 @@ local function claim_from(ready_key, count)
       local job = string.sub(rid, 1, colon - 1)
       if string.byte(rid, colon + 1) == 116 then
         -- a manual run's tick is 't<n>' (trigger.lua): only those (and their retries) may
-        -- carry args of their own; a fired run's record is not searched for them
-        run[5] = rcall('HGET', run_key, 'args')
+        -- carry args of their own, in args:<job>:<tick>, which only the API writes ('':
+        -- none); a run triggered before that key was kept has them in its own record
+        local tick = string.sub(rid, colon + 1, string.find(rid, ':', colon + 1, true) - 1)
+        local given = rcall('GET', base .. 'args:' .. job .. ':' .. tick)
+        if given then
+          run[5] = given ~= '' and given or false
+        else
+          run[5] = rcall('HGET', run_key, 'args')
+        end
       end
       local job_fields = rcall('HMGET', base .. 'job:' .. job, 'spec', 'lease', 'version')
       if run[4] then
-        -- a DAG run on an earlier version of its DAG runs that version's command (lib/dag)
+        -- a DAG run on an earlier version of its DAG runs that version's command (lib/dag);
+        -- which version, and its args, are in dagrunv:<drid>, which only nodes and the API
+        -- write (a DAG run opened before that key was kept has them in its own hash)
         local dag, task = string.match(job, '^([^.]+)%.(.+)$')
-        local dag_run = rcall('HMGET', base .. 'dagrun:' .. run[4], 'tv', 'args')
+        local dag_run = rcall('HMGET', base .. 'dagrunv:' .. run[4], 'tv', 'args')
+        if not dag_run[1] then
+          dag_run = rcall('HMGET', base .. 'dagrun:' .. run[4], 'tv', 'args')
+        end
         local tv = dag_run[1]
         run[5] = run[5] or dag_run[2]
         if tv and tv ~= (rcall('HGET', base .. 'job:' .. dag, 'tv') or '1') then

@@ -31,7 +31,7 @@
                       decide on its auto-pause (lib/autopause.lua)
   ARGV[1] consumer group
   ARGV[2] worker id
-  ARGV[3] shard key base; run:<id> and out:<id> keys (and lib/dag's dagv:<dag>:<tv>)
+  ARGV[3] shard key base; run:<id> and out:<id> keys (and lib/dag's dagv:<dag>:<tv> (with dagvn:<dag>:<tv>, dagvgc:<dag>, dagrunv:<id>))
           are built from it (same hash slot)
   ARGV[4] wake channel (published when a retry was inserted or a job awaits its
           auto-pause decision: the owner sleeps until its timer or retry set is due, and

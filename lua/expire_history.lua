@@ -18,7 +18,8 @@
   KEYS[3] stats       HASH shard counters ('expired': items removed so far)
   KEYS[4] events      STREAM the shard's run transitions
   ARGV[1] epoch the caller holds
-  ARGV[2] shard key base; run:<id>, out:<id>, runs:<id>, dagrun:<id>, skips:<id>, job:<id>
+  ARGV[2] shard key base; run:<id>, out:<id>, runs:<id>, dagrun:<id>, dagrunv:<id>,
+          args:<job>:<tick>, skips:<id>, job:<id>
           and cnt:<id> (its output count 'ob', given back) and failures (the failure inbox) keys are
           built from it (same hash slot)
   ARGV[3] events older than this (ms) are trimmed ('' none)
@@ -43,7 +44,7 @@ local settled = {succeeded = true, failed = true, cancelled = true}
 
 local function expire_run(rid, finished)
   local run_key = base .. 'run:' .. rid
-  local run = rcall('HMGET', run_key, 'st', 'f', 'd')
+  local run = rcall('HMGET', run_key, 'st', 'f', 'd', 'nx')
   if not (run[1] and terminal[run[1]] and (run[2] or '') == finished)
       or rcall('ZSCORE', dead_key, rid) then
     return 0
@@ -54,9 +55,12 @@ local function expire_run(rid, finished)
       return 0
     end
   end
-  local job = string.match(rid, '^(.+):[^:]+:%d+$')
+  local job, tick = string.match(rid, '^(.+):([^:]+):%d+$')
   forget_output(base, job, base .. 'out:' .. rid)
   rcall('DEL', run_key, base .. 'out:' .. rid)
+  if string.byte(tick, 1) == 116 and not run[4] then
+    rcall('DEL', base .. 'args:' .. job .. ':' .. tick)  -- its tick's last attempt
+  end
   rcall('ZREM', base .. 'runs:' .. job, rid)
   rcall('ZREM', base .. 'failures', rid)
   return 1
@@ -68,7 +72,7 @@ local function expire_dag_run(drid, finished)
   if not (run[1] and settled[run[1]] and (run[2] or '') == finished) then
     return 0
   end
-  rcall('DEL', key)
+  rcall('DEL', key, base .. 'dagrunv:' .. drid)
   rcall('ZREM', base .. 'runs:' .. string.match(drid, '^(.+):[^:]+$'), drid)
   return 1
 end

@@ -19,7 +19,7 @@
   KEYS[6] autopause ZSET job_id -> when a run of it failed for good (complete.lua): each is
           auto-paused first if its failure streak reached its limit (lib/autopause.lua)
   ARGV[1] epoch the caller holds
-  ARGV[2] shard key base ("<ns>:{<shard>}:"); run:<id>, runs:<job>, skips:<job>, dagv:<dag>:<tv>,
+  ARGV[2] shard key base ("<ns>:{<shard>}:"); run:<id>, runs:<job>, skips:<job>, dagv:<dag>:<tv> (with dagvn:<dag>:<tv>, dagvgc:<dag>, dagrunv:<id>),
           cnt:<id>, segs:<id>, vers:<id> and job:<id> keys are built from it and share
           KEYS' hash slot
   ARGV[3] how many due entries to report back at most (0: none, only next_ms, which is

@@ -7,7 +7,7 @@
   KEYS[1] ready   STREAM of fired runs
   ARGV[1] consumer group
   ARGV[2] worker id
-  ARGV[3] shard key base; run:<id>, job:<id> and dagrun:<id> keys are read from it (same
+  ARGV[3] shard key base; run:<id>, job:<id>, args:<job>:<tick>, dagrun:<id> and dagrunv:<id> keys are read from it (same
           hash slot)
   ARGV[4] how many pending entries to look at, at most (of each stream)
   ARGV[5..] the queues the worker serves ('' the default; none: the default only): each
@@ -50,8 +50,16 @@ local function pending_on(ready_key)
         out[#out + 1] = tonumber(run[3])
         out[#out + 1] = tonumber(run[5] or '0')
         out[#out + 1] = now
-        out[#out + 1] = run[6] or (run[7] and rcall('HGET', base .. 'dagrun:' .. run[7], 'args'))
-          or ''
+        -- the args as claim.lua reads them: where only nodes and the API write, else (a
+        -- run from before those keys) the run's own record or its DAG run's
+        local given = string.byte(tick, 1) == 116
+          and rcall('GET', base .. 'args:' .. job .. ':' .. tick)
+        local args = given or run[6]
+        if not given and run[7] then
+          args = args or rcall('HGET', base .. 'dagrunv:' .. run[7], 'args')
+            or rcall('HGET', base .. 'dagrun:' .. run[7], 'args')
+        end
+        out[#out + 1] = args or ''
       end
     end
   end

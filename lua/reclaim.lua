@@ -29,7 +29,7 @@
   KEYS[5] timer       ZSET job_id -> next fire (ms): a poison run's job leaves it
   ARGV[1] epoch the caller holds
   ARGV[2] consumer group
-  ARGV[3] shard key base; run:<id> and failures keys (and lib/dag's dagv:<dag>:<tv>)
+  ARGV[3] shard key base; run:<id> and failures keys (and lib/dag's dagv:<dag>:<tv> (with dagvn:<dag>:<tv>, dagvgc:<dag>, dagrunv:<id>))
           are built from it (same hash slot)
   ARGV[4] how many pending entries to look at, at most
   ARGV[5] poison limit (lapses in a row before the run is failed)

@@ -4,7 +4,7 @@
 
   KEYS[1] job     HASH the job
   KEYS[2] ready   STREAM of fired runs
-  ARGV[1] shard key base; run:<id>, runs:<job> and idem:<job>:<key> are built from it
+  ARGV[1] shard key base; run:<id>, runs:<job>, args:<job>:<tick> and idem:<job>:<key> are built from it
           (same hash slot)
   ARGV[2] job id
   ARGV[3] who triggers it (its log of runs by hand, acts:<job> from the base, gets a
@@ -56,8 +56,10 @@ if q then
   rcall('HSET', base .. 'run:' .. rid, 'q', q)
 end
 if args ~= '' then
-  rcall('HSET', base .. 'run:' .. rid, 'args', args)
+  rcall('HSET', base .. 'run:' .. rid, 'args', args)  -- shown with the run
 end
+-- what the run (and its retries) executes with, where a worker cannot write ('': the job's)
+rcall('SET', base .. 'args:' .. job .. ':t' .. n, args)
 if idem_key then
   rcall('SET', idem_key, rid, 'PX', ARGV[6])
 end

@@ -6,7 +6,7 @@
 
   KEYS[1] dag     HASH the DAG (job:<dag>)
   KEYS[2] ready   STREAM of fired runs
-  ARGV[1] shard key base (lib/dag builds its keys from it, dagv:<dag>:<tv> too)
+  ARGV[1] shard key base (lib/dag builds its keys from it, dagv:<dag>:<tv> (with dagvn:<dag>:<tv>, dagvgc:<dag>, dagrunv:<id>) too)
   ARGV[2] dag id
   ARGV[3] who triggers it (the DAG's log of runs by hand, acts:<dag>, gets a 'trigger')
   ARGV[4] the DAG run's args JSON, shared by its tasks ('': none; claim.lua hands a task's
@@ -48,7 +48,8 @@ local now = server_now_ms()
 local n = rcall('HINCRBY', dag_key, 'triggers', 1)
 local code, drid = dag_open(base, ready_key, dag, 't' .. n, now, now, true)
 if ARGV[4] ~= '' then
-  rcall('HSET', base .. 'dagrun:' .. drid, 'args', ARGV[4])
+  rcall('HSET', base .. 'dagrun:' .. drid, 'args', ARGV[4])  -- shown
+  rcall('HSET', base .. 'dagrunv:' .. drid, 'args', ARGV[4])  -- what its tasks run with
 end
 log_change(base .. 'acts:' .. dag, 'trigger', ARGV[3], '', drid)
 return {code, drid, now, woken_queues()}

@@ -5,7 +5,7 @@
   Optimistic: the caller read version V; if the DAG moved on nothing is written.
 
   DAG runs still open (running or queued) keep the topology they opened on: if any do,
-  the current one is kept first as dagv:<dag>:<tv> with 'open' = how many (lib/dag.lua),
+  the current one is kept first as dagv:<dag>:<tv> with dagvn:<dag>:<tv> = how many (lib/dag.lua),
   and the last of them to end deletes it. A retired task's job stays, status 'deleted',
   with its runs; a task that comes back is the same job again.
 
@@ -14,7 +14,7 @@
   KEYS[3] segs     LIST the DAG's schedule segments
   KEYS[4] versions HASH the DAG's earlier definitions (lib/versions.lua)
   KEYS[5] changes  STREAM the DAG's change log (lib/changes.lua)
-  ARGV[1] shard key base; job:<dag>.<task>, dagv:<dag>:<tv> and cnt:<dag> (its counters,
+  ARGV[1] shard key base; job:<dag>.<task>, dagv:<dag>:<tv>, dagvn:<dag>:<tv> and cnt:<dag> (its counters,
           lib/counters.lua) are built from it
   ARGV[2] dag id
   ARGV[3] version the caller read
@@ -70,7 +70,8 @@ local tv = tonumber(cur[5] or '1')
 local open = counter(base, dag, 'ntv')
 if open > 0 then
   local kept = base .. 'dagv:' .. dag .. ':' .. tv
-  rcall('HSET', kept, 'open', open, 'tasks', cur[4], 'roots', cur[7], 'sla', cur[8])
+  rcall('HSET', kept, 'tasks', cur[4], 'roots', cur[7], 'sla', cur[8])
+  rcall('SET', base .. 'dagvn:' .. dag .. ':' .. tv, open)  -- counted down by completions
   for _, t in ipairs(old_tasks) do
     local f = rcall('HMGET', dag_key, 'd:' .. t, 'w:' .. t, 'g:' .. t)
     local job = rcall('HMGET', base .. 'job:' .. dag .. '.' .. t, 'spec', 'lease')

@@ -21,9 +21,12 @@
 -- DAG runs opened on it are still open; a DAG run records the 'tv' it opened on and keeps
 -- it to the end. When a change replaces a topology that open runs still use, it is kept
 -- as dagv:<dag>:<tv> (the same 'roots', 'tasks', 'd:', 'w:', 'g:' fields, plus 's:<t>'
--- and 'l:<t>', each task's spec JSON and lease, and 'open', its runs still open); the
--- last of them to end deletes it. So an open run finishes on the tasks, wiring and
--- commands it started with.
+-- and 'l:<t>', each task's spec JSON and lease); dagvn:<dag>:<tv> counts its runs still
+-- open, the last of them to end lists it in dagvgc:<dag>, and the next DAG run a node
+-- opens deletes it. So an open run finishes on the tasks, wiring and commands it
+-- started with. What a task runs is a node's alone to write (store/acl.py): the kept
+-- versions, and dagrunv:<drid> ('tv' and 'args' the DAG run was opened with; the
+-- DAG run's own hash, which a worker's completion writes, only shows them).
 -- Callers define rcall (and include lib/skips). Functions that can put task runs on the
 -- ready stream return how many they put (the caller publishes the ready channel then).
 
@@ -37,11 +40,21 @@ local function dag_split(csv)
   return out
 end
 
+-- What a DAG run was opened with: its topology's version and its args (false: none), from
+-- dagrunv:<drid>; a DAG run opened before that key was kept reads its own hash.
+local function dag_given(base, drid)
+  local given = rcall('HMGET', base .. 'dagrunv:' .. drid, 'tv', 'args')
+  if not given[1] then
+    given = rcall('HMGET', base .. 'dagrun:' .. drid, 'tv', 'args')
+  end
+  return given[1], given[2]
+end
+
 -- Where the topology of a DAG run is read: the DAG's hash while the run is on its current
 -- version (or on none: opened before versions were kept), else the kept version's hash.
 local function dag_topo(base, dag, drid)
   local dag_key = base .. 'job:' .. dag
-  local tv = rcall('HGET', base .. 'dagrun:' .. drid, 'tv')
+  local tv = dag_given(base, drid)
   if tv and tv ~= (rcall('HGET', dag_key, 'tv') or '1') then
     local kept = base .. 'dagv:' .. dag .. ':' .. tv
     if rcall('EXISTS', kept) == 1 then
@@ -54,7 +67,7 @@ end
 -- A DAG run ended (finished, or superseded while queued): it no longer holds its version.
 local function dag_release_version(base, dag, drid)
   local dag_key = base .. 'job:' .. dag
-  local tv = rcall('HGET', base .. 'dagrun:' .. drid, 'tv')
+  local tv = dag_given(base, drid)
   if not tv then
     return
   end
@@ -63,10 +76,36 @@ local function dag_release_version(base, dag, drid)
       counter_add(base, dag, 'ntv', -1)
     end
   else
-    local kept = base .. 'dagv:' .. dag .. ':' .. tv
-    if rcall('EXISTS', kept) == 1 and rcall('HINCRBY', kept, 'open', -1) <= 0 then
-      rcall('DEL', kept)
+    local open_key = base .. 'dagvn:' .. dag .. ':' .. tv
+    local left
+    if rcall('EXISTS', open_key) == 1 then
+      left = rcall('DECR', open_key)
+    else  -- kept before its count moved out of it (its 'open' field), or already gone
+      local open = rcall('HGET', base .. 'dagv:' .. dag .. ':' .. tv, 'open')
+      if not open then
+        return
+      end
+      left = tonumber(open) - 1
+      rcall('SET', open_key, left)
     end
+    if left <= 0 then  -- no run uses it: a node deletes it (a worker may not)
+      rcall('DEL', open_key)
+      rcall('SADD', base .. 'dagvgc:' .. dag, tv)
+    end
+  end
+end
+
+-- A node deletes the kept versions of a DAG that no open run uses any more.
+local function dag_drop_versions(base, dag)
+  local done_key = base .. 'dagvgc:' .. dag
+  local done = rcall('SMEMBERS', done_key)
+  for _, tv in ipairs(done) do
+    if tonumber(rcall('GET', base .. 'dagvn:' .. dag .. ':' .. tv) or '0') <= 0 then
+      rcall('DEL', base .. 'dagv:' .. dag .. ':' .. tv)
+    end
+  end
+  if #done > 0 then
+    rcall('DEL', done_key)
   end
 end
 
@@ -189,8 +228,10 @@ local function dag_open(base, ready, dag, tick, s, now, manual)
       end
     end
   end
+  dag_drop_versions(base, dag)
   local tasks = dag_split(info[1])
   local fields = {'st', 'queued', 's', s, 'c', now, 'n', #tasks, 'nf', 0, 'tv', info[4] or '1'}
+  rcall('HSET', base .. 'dagrunv:' .. drid, 'tv', info[4] or '1')
   counter_add(base, dag, 'ntv', 1)
   if manual then
     fields[#fields + 1] = 'm'

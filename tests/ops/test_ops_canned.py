@@ -183,7 +183,8 @@ def test_trigger_creates_a_run_and_wakes_a_worker() -> None:
 def test_a_trigger_sends_its_args_and_key_and_a_repeat_wakes_nobody() -> None:
     first = f"{JOB}:t1:1"
     canned = Canned(
-        HGET=in_turn(None, str(NOW_MS - 5000).encode()),
+        # the job's DAG (none), then the first run's scheduled_for and args
+        HGET=in_turn(None, str(NOW_MS - 5000).encode(), b'{"day":"mon"}'),
         trigger=[2, first.encode(), str(NOW_MS).encode()],
     )
     request = TriggerRequest(args={"day": "mon"}, idempotency_key="k-1")

@@ -120,8 +120,11 @@ async def test_an_idempotency_key_makes_a_repeated_trigger_one_run(node, http, r
     job_id = await create(http, "true")
     other = await create(http, "true")
     first = await trigger(http, job_id, idempotency_key="deploy-4711")
-    again = await trigger(http, job_id, idempotency_key="deploy-4711", args={"x": 1})
+    again = await trigger(http, job_id, idempotency_key="deploy-4711")
     assert (first.status_code, again.status_code) == (201, 200)
+    # the same key with other args is not the same request: said, not answered as one
+    other_args = await trigger(http, job_id, idempotency_key="deploy-4711", args={"x": 1})
+    assert other_args.status_code == 409, other_args.text
     assert again.json()["run_id"] == first.json()["run_id"] and again.json()["repeated"]
     assert "repeated" not in first.json()
     assert again.json()["scheduled_for"] == first.json()["scheduled_for"]

@@ -4,6 +4,7 @@ is refused, from Python and from inside a Lua script."""
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 
@@ -216,6 +217,7 @@ async def test_a_worker_runs_everything_under_its_role_and_writes_nothing_else(
         g, shard = dep.globals, dep.shard(0)
         streak_id = created[2].job_id
         sk = dep.keys_for(streak_id)
+        dk = dep.keys_for(dag_id)
         refused = [
             ("HSET", g.tokens, "h:" + "0" * 64, '{"name":"x","scopes":["admin"]}'),
             ("XADD", g.tokenlog, "*", "a", "created"),
@@ -230,6 +232,13 @@ async def test_a_worker_runs_everything_under_its_role_and_writes_nothing_else(
             ("HSET", sk.versions(streak_id), "1", "x"),
             ("XADD", sk.changes(streak_id), "*", "a", "resume"),
             ("ZADD", sk.resumes, "0", streak_id),
+            # what a run executes: a DAG's kept versions, a DAG run's version and args, a
+            # run by hand's args (a worker that wrote them once chose a task's command)
+            ("HSET", dk.dag_version(dag_id, 7), "s:b", '{"command":"echo FORGED; id"}'),
+            ("HSET", dk.dag_run_given(f"{dag_id}:t1"), "tv", "7"),
+            ("HSET", dk.dag_run_given(f"{dag_id}:t1"), "args", '{"x":1}'),
+            ("SET", sk.run_args(streak_id, "t1"), '{"x":1}'),
+            ("DEL", sk.run_args(streak_id, "t1")),
             # a concurrency key's limits and their log are the nodes' too
             ("HSET", dep.concurrency("acl-key").limits, "limit", "100"),
             ("LPUSH", dep.concurrency("acl-key").changes, "x"),
@@ -242,9 +251,20 @@ async def test_a_worker_runs_everything_under_its_role_and_writes_nothing_else(
             ("EVAL", "return redis.call('HSET', KEYS[1], 'h:y', '{}')", "1", g.tokens),
             ("EVAL", "return redis.call('SET', KEYS[1], 'rogue')", "1", shard.owner),
         ]
+        # no code of its own: a script that writes a key and loops would leave Redis
+        # unkillable (SCRIPT KILL -> UNKILLABLE) until SHUTDOWN NOSAVE
+        loop = "redis.call('INCR', KEYS[1]) while true do end"
+        refused += [
+            ("EVAL", loop, "1", sk.run("x:1:1")),
+            ("SCRIPT", "LOAD", loop),
+            ("FUNCTION", "LOAD", "#!lua name=x\nredis.register_function('x', function() end)"),
+            ("FCALL", "x", "0"),
+        ]
         for command in refused:
             with pytest.raises(ReplyError, match=DENIED):
                 await worker_redis.execute(*command)
+        node_sha = await node_redis.execute("SCRIPT", "LOAD", "return 1")
+        assert await worker_redis.execute("EVALSHA", node_sha, "0") == 1  # what a node loaded
         assert await worker_redis.execute("HGET", g.tokens, "n:x") is None  # reads still go
         assert await drive_async(tokens.list_tokens(dep), worker_redis) is not None
     finally:
@@ -334,3 +354,97 @@ def test_every_command_the_code_sends_is_in_the_node_role(redis_server: RedisSer
         ) or "|" not in command:
             missing[command] = where
     assert not missing, missing
+
+
+async def test_a_worker_under_its_role_carries_on_after_a_script_flush(
+    users, own_redis_server
+) -> None:
+    """The worker may not load scripts (no EVAL, no SCRIPT LOAD): after a SCRIPT FLUSH its
+    calls are refused until a node, meeting NOSCRIPT itself, loads them all again; then
+    runs go on, nothing lost."""
+    node_redis = Redis(users["node"], size=8)
+    worker_redis = Redis(users["worker"], size=8)
+    admin = redis_py.Redis(port=own_redis_server.port)
+    try:
+        dep = await drive_async(ops.open_deployment(NS, 4), node_redis)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(ShardManager(node_redis, dep, node_id="n", renew_every_s=0.5).run)
+            await nursery.start(Worker(worker_redis, dep, "w", concurrency=2).run)
+            once = OnceSchedule(at=from_ms(0))
+
+            async def ran(job_id: str) -> bool:
+                page = await drive_async(listing.runs_page(dep, job_id, 1), node_redis)
+                return bool(page.runs) and page.runs[0].state == "succeeded"
+
+            first = await drive_async(
+                ops.create_job(dep, JobSpec(name="before", schedule=once, command="true")),
+                node_redis,
+            )
+            await wait_until(lambda: ran(first.job_id), timeout=20)
+            admin.execute_command("SCRIPT", "FLUSH")
+            after = await drive_async(
+                ops.create_job(dep, JobSpec(name="after", schedule=once, command="true")),
+                node_redis,
+            )
+            await wait_until(lambda: ran(after.job_id), timeout=30)
+            nursery.cancel_scope.cancel()
+    finally:
+        admin.close()
+        await node_redis.aclose()
+        await worker_redis.aclose()
+
+
+async def test_a_stolen_worker_password_cannot_choose_what_a_run_executes(users) -> None:
+    """The attack as reported: with the worker's Redis password, write a copy of the DAG
+    with a task's command replaced and point the DAG run's version at it; or rewrite a
+    run by hand's args. The copy is refused (a DAG's kept versions are the nodes'), and
+    what a worker may still write (the DAG run's and the run's own hashes, which show
+    them) is not what a claim reads: the run executes what the node and the API wrote."""
+    from shardsched.core.models import DagSpec, TaskSpec
+    from shardsched.core.params import TriggerRequest
+    from shardsched.ops import dags as dag_ops
+    from shardsched.store.drive import redis_calls
+    from shardsched.store.lua import runs as runs_lua
+
+    node_redis = Redis(users["node"], size=4)
+    worker_redis = Redis(users["worker"], size=4)
+    try:
+        dep = await drive_async(ops.open_deployment(NS, 4), node_redis)
+        paused = IntervalSchedule(every_s=86400)
+        dag = DagSpec(name="d", schedule=paused, tasks=[TaskSpec(name="a", command="echo a")])
+        dag_id = (await drive_async(dag_ops.create_dag(dep, dag), node_redis)).dag_id
+        opened = await drive_async(
+            dag_ops.trigger_dag(dep, dag_id, "t", TriggerRequest(args={"who": "api"})),
+            node_redis,
+        )
+        job = await drive_async(
+            ops.create_job(dep, JobSpec(name="j", schedule=paused, command="echo j")), node_redis
+        )
+        run = await drive_async(
+            ops.trigger(dep, job.job_id, "t", TriggerRequest(args={"n": 1})), node_redis
+        )
+        dk, jk = dep.keys_for(dag_id), dep.keys_for(job.job_id)
+        drid = opened.dag_run_id
+        forged = '{"name":"a","command":"echo FORGED; id"}'
+        with pytest.raises(ReplyError, match=DENIED):
+            await worker_redis.execute("HSET", dk.dag_version(dag_id, 9), "s:a", forged)
+        with pytest.raises(ReplyError, match=DENIED):
+            await worker_redis.execute("HSET", dk.dag_run_given(drid), "tv", "9")
+        # what it may write, it writes, and it changes nothing that runs
+        await worker_redis.execute("HSET", dk.dag_run(drid), "tv", "9", "args", '{"who":"x"}')
+        await worker_redis.execute("HSET", jk.run(run.run_id), "args", '{"n":666}')
+        claimed = []
+        for shard in {dk.shard, jk.shard}:
+            sk = dep.shard(shard)
+            call = runs_lua.claim(sk, dep.globals, "w", 10)
+            (reply,) = await redis_calls(worker_redis, [call])
+            claimed += runs_lua.decode_claimed(reply)
+        by_run = {c.run_id: c for c in claimed}
+        assert run.run_id in by_run and len(by_run) == 2, by_run
+        assert json.loads(by_run[run.run_id].args_json) == {"n": 1}
+        (task_run,) = [c for c in claimed if c.run_id != run.run_id]
+        assert b"FORGED" not in task_run.spec_json and b"echo a" in task_run.spec_json
+        assert json.loads(task_run.args_json) == {"who": "api"}
+    finally:
+        await node_redis.aclose()
+        await worker_redis.aclose()

@@ -13,10 +13,10 @@ needs (:data:`WORKER_SHARD_KEYS`): never a token, the node registry, a shard's l
 a job's definition (:data:`NODE_SHARD_KEYS`).
 No role has any of FLUSHALL, FLUSHDB, CONFIG, KEYS, DEBUG, SHUTDOWN, MONITOR or ACL. Redis
 checks a user's permissions on every command a Lua script runs as well, so a script
-cannot step outside them either. What ACLs cannot tell apart is *which* script a user
-runs: a worker's user may call any of our scripts (or load its own), within its
-commands and keys. The boundary is the deployment, not the operation. The reader runs no
-script at all (no EVAL, EVALSHA or FCALL): a read-only role cannot make Redis busy.
+cannot step outside them either. A worker runs only the scripts a node loaded (EVALSHA,
+no EVAL or SCRIPT LOAD), so it brings no code of its own into Redis; which of ours it
+calls, ACLs cannot tell apart, within its commands and keys. The reader runs no script
+at all (no EVAL, EVALSHA or FCALL): a read-only role cannot make Redis busy.
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ _BASE = ("ping", "time", "select")
 #: reader's: a script can spin (a loop runs until the busy-reply threshold and past it,
 #: and every other client then gets BUSY), so a role that only reads runs none.
 _SCRIPTS = ("script|load", "script|exists", "evalsha", "eval")
+#: Running the scripts a node loaded, by SHA (after a SCRIPT FLUSH or a restart, a
+#: worker's call is refused until a node connects again and loads them: waited out).
+_RUN_LOADED = ("script|exists", "evalsha")
 #: Reads, by Python and inside scripts.
 _READS = (
     "exists", "get", "strlen", "pttl", "hget", "hmget", "hgetall", "hlen", "hexists",
@@ -37,7 +40,7 @@ _READS = (
 #: Writes, inside scripts and out (wake tokens: RPUSH, LTRIM, BLPOP), plus the pub/sub the
 #: owners wait on.
 _WRITES = (
-    "set", "append", "del", "incr", "pexpire",
+    "set", "append", "del", "incr", "decr", "pexpire",
     "hset", "hsetnx", "hdel", "hincrby",
     "zadd", "zrem", "zremrangebyscore", "zpopmin", "rpush", "lpush", "lpop", "lrem", "ltrim",
     "blpop", "sadd", "srem",
@@ -52,7 +55,10 @@ ROLES: dict[str, tuple[str, ...]] = {
     # before its leases lapse (shard/manager.py).
     # XTRIM: retention trims the event stream (lua/expire_history.lua).
     "node": (*_BASE, *_SCRIPTS, "script|kill", "xtrim", *_READS, *_WRITES, *_CLUSTER),
-    "worker": (*_BASE, *_SCRIPTS, *_READS, *_WRITES, *_CLUSTER),
+    # EVALSHA alone: the scripts a node loaded, never one of its own (no EVAL, no SCRIPT
+    # LOAD): a script that writes a key and then loops leaves Redis unkillable until
+    # SHUTDOWN NOSAVE, so no role but the node's may run code it brought itself.
+    "worker": (*_BASE, *_RUN_LOADED, *_READS, *_WRITES, *_CLUSTER),
     "reader": (*_BASE, *_READS, *_CLUSTER),
 }
 #: What no role may run, said explicitly (after the allow list, so it wins).
@@ -64,19 +70,23 @@ DENIED = ("flushall", "flushdb", "config", "keys", "debug", "shutdown", "monitor
 #: retry, a dead letter, a DAG release, the next backfill tick, a job's counters, a job
 #: handed to the owner for its auto-pause, a success re-arming its dead-man's switch).
 WORKER_SHARD_KEYS = (
-    "ready", "ready:", "retries", "deadletter", "failures", "dagwait", "dagrun:", "dagv:", "dagq:",
-    "stats", "run:", "runs:", "reclaim_at", "bfq:", "events", "out:", "cnt:", "autopause",
-    "waiting", "kring:", "kset:", "deadman", "buf:",
+    "ready", "ready:", "retries", "deadletter", "failures", "dagwait", "dagrun:", "dagvn:",
+    "dagvgc:", "dagq:", "stats", "run:", "runs:", "reclaim_at", "bfq:", "events", "out:",
+    "cnt:", "autopause", "waiting", "kring:", "kset:", "deadman", "buf:",
 )  # fmt: skip
 #: The keys of a shard only a node writes: the shard's ``owner`` lease and fencing
-#: ``epoch``; what a job is (its hash, timer entry, schedule segments, versions, change and
-#: action logs, the job and DAG indexes and the index of names, resumes and skip
-#: records), so a worker's password cannot change, add, resume or re-time a job, nor
-#: rewrite its history.
+#: ``epoch``; what a run executes (a DAG's kept versions, a DAG run's version and args,
+#: a run by hand's args); what a job is (its hash, timer entry, schedule segments,
+#: versions, change and action logs, the job and DAG indexes and the index of names,
+#: resumes and skip records), so a worker's password cannot change, add, resume or
+#: re-time a job, choose what a run executes, nor rewrite its history.
 NODE_SHARD_KEYS = (
     "owner", "epoch", "timer", "jobs", "dags", "job:", "segs:", "vers:", "resumes",
     "skips:", "chg:", "acts:", "idem:", "queues", "names:", "named:", "nclaim:",
     "names_indexed", "evfollow", "failing", "deadlines", "bfpace",
+    # what a run executes: a DAG's kept versions, a DAG run's version and args, a run by
+    # hand's args (a claim reads them; a worker that could write them could choose them)
+    "dagv:", "dagrunv:", "args:",
 )  # fmt: skip
 #: The global keys a worker writes: its registry entry and the wake tokens. Not the API
 #: tokens or their log, the node registry, the deployment's meta or dev's children.

@@ -132,9 +132,30 @@ class ShardKeys:
 
     def dag_version(self, dag_id: str, topology_version: int) -> str:
         """HASH an earlier topology of a DAG that open DAG runs still use: its 'roots',
-        'tasks', per task 'd:', 'w:', 'g:', 's:' (spec JSON), 'l:' (lease) and 'open' (see
-        lua/lib/dag.lua); deleted by the last of those runs to end."""
+        'tasks', per task 'd:', 'w:', 'g:', 's:' (spec JSON), 'l:' (lease) (see
+        lua/lib/dag.lua). A node's alone: it says what a task runs. Deleted by a node
+        once listed in :meth:`dag_versions_done`."""
         return self.base + "dagv:" + f"{dag_id}:{topology_version}"
+
+    def dag_version_open(self, dag_id: str, topology_version: int) -> str:
+        """STRING how many open DAG runs still use that earlier topology (a worker's
+        completion counts one down: lua/lib/dag.lua)."""
+        return self.base + "dagvn:" + f"{dag_id}:{topology_version}"
+
+    def dag_versions_done(self, dag_id: str) -> str:
+        """SET the earlier topologies no DAG run uses any more, for a node to delete."""
+        return self.base + "dagvgc:" + dag_id
+
+    def dag_run_given(self, dag_run_id: str) -> str:
+        """HASH what a DAG run was opened with: 'tv' its topology's version, 'args' its
+        args. A node's and the API's alone (the DAG run's own hash is a worker's too):
+        what a task's run executes is read from here."""
+        return self.base + "dagrunv:" + dag_run_id
+
+    def run_args(self, job_id: str, tick: str) -> str:
+        """STRING the args a run by hand was triggered with ('': the job's own), one for
+        its tick's every attempt. The API's alone: a claim reads the args from here."""
+        return self.base + "args:" + f"{job_id}:{tick}"
 
     def dag_queue(self, dag_id: str) -> str:
         """ZSET dag_run_id → order: DAG runs waiting for a slot under max_active_runs."""

@@ -272,10 +272,8 @@ class Commands:
         then: Sequence[Command] = (),
     ) -> list[Any]:
         """Run Lua scripts by SHA, then the commands ``then``, in one round trip; error
-        replies come back as values, the commands' after the scripts'.
-
-        A NOSCRIPT (someone ran SCRIPT FLUSH) is retried once with the source.
-        """
+        replies come back as values, the commands' after the scripts'. A NOSCRIPT
+        (someone ran SCRIPT FLUSH) is retried once with the source."""
         commands: list[Command] = [
             ("EVALSHA", SCRIPTS[name].sha, len(keys), *keys, *args) for name, keys, args in calls
         ]
@@ -285,7 +283,8 @@ class Commands:
             for i, r in enumerate(replies[: len(calls)])
             if isinstance(r, hiredis.ReplyError) and str(r).startswith("NOSCRIPT")
         ]
-        if missing:
+        if missing:  # load them all again: a worker may not, and calls scripts nodes do not
+            await self.replies([("SCRIPT", "LOAD", s.source) for s in SCRIPTS.values()])
             retry = [("EVAL", SCRIPTS[calls[i][0]].source, *commands[i][2:]) for i in missing]
             for i, reply in zip(missing, await self.replies(retry), strict=True):
                 replies[i] = reply
