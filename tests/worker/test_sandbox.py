@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ import trio
 
 from conftest import child_env, shardsched_cmd, wait_until
 from shardsched import ops
+from shardsched.core.errors import ConfigError
 from shardsched.core.instants import from_ms
 from shardsched.core.models import JobSpec, OnceSchedule
 from shardsched.core.patches import JobPatch
@@ -80,6 +84,90 @@ async def test_run_as_drops_privileges(node, nursery, redis, dep) -> None:
     assert run.state == "succeeded", run
     lines = (await output(redis, dep, run)).split()
     assert lines == [str(nobody.pw_uid), str(nobody.pw_gid), nobody.pw_dir, "nobody"]
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory every uid may write (its parents traversable): where jobs under
+    different uids leave what they saw."""
+    d = Path(tempfile.mkdtemp(prefix="shardsched-uids-", dir="/tmp"))
+    d.chmod(0o777)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+UIDS = "210000-210007"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping privileges needs root")
+async def test_each_run_has_a_uid_of_its_own_and_cannot_reach_another(
+    node, nursery, redis, dep, shared_dir: Path
+) -> None:
+    """The attack as reported: under a shared ``--run-as`` uid a job read another team's
+    running job's secret from /proc/<pid>/environ, and could signal it. With
+    ``--run-as-uids`` each run is a uid of its own: denied both; and whatever a run leaves
+    running is killed when it ends, before its uid serves another run."""
+    await start(nursery, redis, dep, sandbox=Sandbox.make(run_as_uids=UIDS, concurrency=4))
+    d = shared_dir
+    victim = await job(
+        redis, dep, f"id -u > {d}/b.uid; echo $$ > {d}/b.pid.tmp; mv {d}/b.pid.tmp {d}/b.pid; "
+        f"while [ ! -e {d}/a.done ]; do sleep 0.1; done",
+        env={"SECRET_TOKEN": "team-b-secret"}, timeout_s=30,
+    )  # fmt: skip
+    attacker = await job(
+        redis, dep, f"while [ ! -e {d}/b.pid ]; do sleep 0.1; done; p=$(cat {d}/b.pid); id -u; "
+        f"if cat /proc/$p/environ > {d}/a.environ 2>/dev/null; then echo read; "
+        f"else echo environ-denied; fi; "
+        f"if kill -0 $p 2>/dev/null; then echo signalled; else echo kill-denied; fi; "
+        f"touch {d}/a.done",
+        timeout_s=30,
+    )  # fmt: skip
+    # a daemon in a session of its own: the run's process group does not reach it
+    leaves = await job(redis, dep, "id -u; setsid -f sleep 300")
+    a_run = await finished(redis, dep, attacker, timeout=30)
+    b_run = await finished(redis, dep, victim, timeout=30)
+    assert a_run.state == "succeeded" and b_run.state == "succeeded", (a_run, b_run)
+    a_uid, *seen = (await output(redis, dep, a_run)).split()
+    b_uid = (d / "b.uid").read_text().strip()
+    assert a_uid != b_uid and {int(a_uid), int(b_uid)} <= set(range(210000, 210008))
+    assert seen == ["environ-denied", "kill-denied"], seen
+    assert "team-b-secret" not in (d / "a.environ").read_text(errors="replace")
+    c_run = await finished(redis, dep, leaves)
+    c_uid = (await output(redis, dep, c_run)).split()[0]
+    ps = subprocess.run(["ps", "-u", c_uid, "-o", "pid=,stat=,cmd="], capture_output=True,
+                        text=True)  # fmt: skip
+    alive = [line for line in ps.stdout.splitlines() if line.split()[1][0] != "Z"]
+    assert not alive, f"processes of a finished run's uid {c_uid}: {alive}"  # (zombies: dead)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping privileges needs root")
+async def test_limit_nproc_holds_per_run(node, nursery, redis, dep) -> None:
+    """A fork bomb under ``--limit-nproc`` stops at the limit; with ``--run-as-uids`` the
+    kernel counts per run, so two runs at once each get their own allowance."""
+    sandbox = Sandbox.make(run_as_uids=UIDS, nproc=8, concurrency=4)
+    await start(nursery, redis, dep, sandbox=sandbox)
+    bomb = (
+        "python3 -c 'import os, time\nok = 0\nfor _ in range(40):\n    try:\n"
+        "        pid = os.fork()\n    except OSError:\n        break\n    if pid == 0:\n"
+        "        time.sleep(3)\n        os._exit(0)\n    ok += 1\nprint(ok)'"
+    )
+    runs = [await job(redis, dep, bomb, timeout_s=30) for _ in range(2)]
+    forked = []
+    for job_id in runs:
+        run = await finished(redis, dep, job_id, timeout=30)
+        assert run.state == "succeeded", run
+        forked.append(int((await output(redis, dep, run)).strip()))
+    assert all(3 <= n < 8 for n in forked), forked  # each its own 8, less the job itself
+
+
+def test_run_as_uids_is_checked_at_start() -> None:
+    for text, message in (("5-1", "non-empty"), ("abc", "FIRST-LAST"), ("0-10", "within")):
+        with pytest.raises(ConfigError, match=message):
+            Sandbox.make(run_as_uids=text)
+    with pytest.raises(ConfigError, match="for --concurrency 16"):
+        Sandbox.make(run_as_uids="210000-210003", concurrency=16)
+    with pytest.raises(ConfigError, match="exclude"):
+        Sandbox.make(run_as="nobody", run_as_uids=UIDS)
 
 
 async def test_limits_hold_per_job(node, nursery, redis, dep) -> None:

@@ -80,7 +80,8 @@ def worker(args: argparse.Namespace) -> None:
     from shardsched.worker.sandbox import CommandPolicy, Sandbox
 
     sandbox = _config(Sandbox.make, args.run_as, args.limit_memory, args.limit_cpu,
-                      args.limit_nofile)  # fmt: skip
+                      args.limit_nofile, args.limit_nproc, args.run_as_uids,
+                      args.concurrency)  # fmt: skip
     queues = _queues(args.queues)
     service.serve_worker(
         service.WorkerOptions(

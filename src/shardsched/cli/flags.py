@@ -260,6 +260,20 @@ def job_limit_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit-cpu", type=int, default=None, metavar="S", help="CPU s per job")
     p.add_argument("--limit-nofile", type=int, default=None, metavar="N", help="open files")
     p.add_argument(
+        "--limit-nproc",
+        type=int,
+        default=None,
+        metavar="N",
+        help="processes per job's uid (per run with --run-as-uids)",
+    )
+    p.add_argument(
+        "--run-as-uids",
+        default=None,
+        metavar="FIRST-LAST",
+        help="run each command as a uid of its own from this range (root only): jobs cannot "
+        "read, signal or trace each other",
+    )
+    p.add_argument(
         "--output-quota",
         default="1G",
         metavar="SIZE",

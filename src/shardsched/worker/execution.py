@@ -121,15 +121,32 @@ class Executor:
             env = {**self._base_env, **spec.env, **run_env(claimed)}
             if (parent := current_traceparent()) is not None:  # the execution's span
                 env["TRACEPARENT"] = parent
-            return await run_command(
-                spec.command,
-                spec.timeout_s,
-                env,
-                limit=self._output_limit,
-                kill_grace_s=spec.kill_grace_s,
-                prefix=self._sandbox.prefix,
-                live=live,
-            )
+            pool = self._sandbox.uids
+            if pool is None:
+                return await run_command(
+                    spec.command,
+                    spec.timeout_s,
+                    env,
+                    limit=self._output_limit,
+                    kill_grace_s=spec.kill_grace_s,
+                    prefix=self._sandbox.prefix,
+                    live=live,
+                )
+            uid = pool.take()  # a uid no other run of this worker has now
+            try:
+                prefix, user = self._sandbox.for_uid(uid)
+                return await run_command(
+                    spec.command,
+                    spec.timeout_s,
+                    {**user, **env},
+                    limit=self._output_limit,
+                    kill_grace_s=spec.kill_grace_s,
+                    prefix=prefix,
+                    live=live,
+                )
+            finally:
+                with trio.CancelScope(shield=True):
+                    await pool.give(uid)
         # A deadline per cancel scope costs trio a heap operation each way, a large share
         # of an instant handler; the watchdog enforces timeouts to within its tick.
         try:
