@@ -151,6 +151,7 @@ async def test_error_replies_on_every_pipeline_end_no_process(
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+                proc.wait()
 
 
 @pytest.mark.parametrize("error", list(ERRORS))
