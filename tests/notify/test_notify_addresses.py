@@ -61,7 +61,7 @@ async def test_a_channel_to_a_refused_address_is_422_and_not_stored(strict, http
 
 def test_public_and_private_names_and_addresses_are_allowed() -> None:
     for url in ("https://hooks.slack.com/services/T/B/X", "http://10.1.2.3/hook",
-                "http://[2001:db8::1]/", "http://ops.internal:8080/"):  # fmt: skip
+                "http://[2606:4700::1111]/", "http://ops.internal:8080/"):  # fmt: skip
         assert url_refusal(url) is None, url
     assert url_refusal("http://127.0.0.1:9/", parse_networks(["127.0.0.0/8"])) is None
     assert url_refusal("http://[::1]:9/", parse_networks(["127.0.0.0/8"])) is not None
@@ -204,3 +204,68 @@ async def test_the_api_never_answers_a_channels_credentials(http) -> None:
     text = (await http.get("/api/v1/notifications/channels")).text
     for leaked in ("alice", "hunter2", "k3y", "C3SECRET", "T1/B2"):
         assert leaked not in text, text
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://[2002:7f00:1::]/",  # 6to4 of 127.0.0.1
+        "http://[64:ff9b::a9fe:a9fe]/",  # NAT64 of 169.254.169.254
+        "http://100.64.0.1/",
+        "http://198.18.0.1/",
+        "http://192.0.0.170/",
+        "http://127.0.0.1./",
+    ],
+)
+async def test_special_purpose_and_embedded_addresses_are_refused(strict, http, url) -> None:
+    reply = await http.put(
+        "/api/v1/notifications/channels/ssrf", json={"kind": "webhook", "url": url}
+    )
+    assert reply.status_code == 422, reply.text
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://hooks.slack.com%3Ftoken=SEKRET", "https://h.example.com%2FSEKRET/x",
+     "https://h.example.com;SEKRET/", "https://\uff11\uff12\uff17.0.0.1/"],
+)  # fmt: skip
+async def test_a_host_that_is_no_name_is_422(http, url) -> None:
+    reply = await http.put(
+        "/api/v1/notifications/channels/bad", json={"kind": "webhook", "url": url}
+    )
+    assert reply.status_code == 422, reply.text
+    assert "SEKRET" not in (await http.get("/api/v1/notifications/channels")).text
+
+
+def test_a_service_that_greets_first_is_no_oracle() -> None:
+    """A port whose service speaks first (SMTP, SSH, Redis-like) once put its banner in
+    the delivery record ("BadStatusLine: 220 mail.internal ESMTP …"): now it reads as any
+    port that is no HTTP receiver."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+
+    def greet() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.sendall(b"220 mail.internal ESMTP Postfix SECRET-VERSION\r\n")
+            conn.close()
+
+    threading.Thread(target=greet, daemon=True).start()
+    try:
+        sent = post(f"http://127.0.0.1:{listener.getsockname()[1]}/", LOOPBACK)
+    finally:
+        listener.close()
+    assert sent.answer == channels.UNREACHED, sent
+
+
+def test_an_apprise_name_that_resolves_to_loopback_is_refused(strict) -> None:
+    pytest.importorskip("apprise")
+    sent = channels._apprise("json://localhost:9/", "t", "x")
+    assert sent.answer.startswith("refused:") and not sent.retry, sent
+    name = socket.gethostname()
+    if any(i[4][0].startswith("127.") for i in socket.getaddrinfo(name, 80)):
+        assert channels._apprise(f"json://{name}:9/", "t", "x").answer.startswith("refused:")

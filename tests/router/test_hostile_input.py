@@ -518,3 +518,12 @@ async def test_an_idempotency_key_reused_with_other_args_is_409(node, http) -> N
     assert error["details"] == {"idempotency_key": "k1", "run_id": first.json()["run_id"]}
     none = await http.post(url, json={"idempotency_key": "k1"})  # no args: not the same
     assert none.status_code == 409
+    # types count: false is not 0, 1 is not 1.0, true is not 1 (Python's == says they are)
+    for key, args, other in (
+        ("k2", {"dry_run": False}, {"dry_run": 0}),
+        ("k3", {"n": [1, 0]}, {"n": [True, False]}),
+        ("k4", {"x": 1}, {"x": 1.0}),
+    ):
+        assert (await http.post(url, json={"args": args, "idempotency_key": key})).is_success
+        again = await http.post(url, json={"args": other, "idempotency_key": key})
+        assert again.status_code == 409, (args, other, again.text)

@@ -239,6 +239,9 @@ async def test_a_worker_runs_everything_under_its_role_and_writes_nothing_else(
             ("HSET", dk.dag_run_given(f"{dag_id}:t1"), "args", '{"x":1}'),
             ("SET", sk.run_args(streak_id, "t1"), '{"x":1}'),
             ("DEL", sk.run_args(streak_id, "t1")),
+            # a node's key holding user text that ends like a worker's key (an idempotency
+            # key 'x}:run:y') is still a node's: the worker's globs name the shard's tag
+            ("SET", sk.idempotency(streak_id, "x}:run:y"), "other:t1:1"),
             # a concurrency key's limits and their log are the nodes' too
             ("HSET", dep.concurrency("acl-key").limits, "limit", "100"),
             ("LPUSH", dep.concurrency("acl-key").changes, "x"),

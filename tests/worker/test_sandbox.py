@@ -37,7 +37,7 @@ async def _ping(ctx: handlers.HandlerContext) -> None:
 
 
 async def start(nursery, redis, dep, **options) -> Worker:
-    w = Worker(redis, dep, "sandboxed", concurrency=4, **options)
+    w = Worker(redis, dep, "sandboxed", **{"concurrency": 4, **options})
     await nursery.start(w.run)
     return w
 
@@ -158,6 +158,33 @@ async def test_limit_nproc_holds_per_run(node, nursery, redis, dep) -> None:
         assert run.state == "succeeded", run
         forked.append(int((await output(redis, dep, run)).strip()))
     assert all(3 <= n < 8 for n in forked), forked  # each its own 8, less the job itself
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping privileges needs root")
+async def test_a_uid_whose_processes_linger_is_not_given_to_the_next_run(
+    node, nursery, redis, dep
+) -> None:
+    """A run's killed children wait as zombies until init reaps them (a second or more on
+    some machines), still counted against --limit-nproc: the next run given that uid
+    could not fork ("Cannot fork", 4 tries in 6). A uid is taken only once no process,
+    zombie or not, has it. Here eight processes hold the first uid of the range, as a
+    filled run's zombies would, and the run goes to the other."""
+    holders = [
+        subprocess.Popen(["setpriv", "--reuid=211000", "--regid=211000", "--clear-groups",
+                          "--", "sleep", "60"])
+        for _ in range(8)
+    ]  # fmt: skip
+    try:
+        sandbox = Sandbox.make(run_as_uids="211000-211001", nproc=8, concurrency=1)
+        await start(nursery, redis, dep, sandbox=sandbox, concurrency=1)
+        forks = await job(redis, dep, "id -u; sleep 0.1 & wait; echo forked")
+        run = await finished(redis, dep, forks)
+        assert run.state == "succeeded", (run, await output(redis, dep, run))
+        assert (await output(redis, dep, run)).split() == ["211001", "forked"]
+    finally:
+        for holder in holders:
+            holder.kill()
+            holder.wait()
 
 
 def test_run_as_uids_is_checked_at_start() -> None:

@@ -12,8 +12,10 @@ stream entry; a :class:`Rule` says whose of them go to which :class:`Channel`.
 from __future__ import annotations
 
 import enum
+import ipaddress
 import re
 from typing import Literal
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -39,6 +41,31 @@ class Kind(enum.StrEnum):
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 
+_HOST_NAME = re.compile(
+    r"^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*\.?$"
+)
+
+
+def valid_host(url: str) -> bool:
+    """Whether a URL's host is a DNS name or an address (``[v6]`` too), nothing else: a
+    host with an encoded delimiter in it (``hooks.example.com%3Ftoken=…``) is no host."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        parts.port  # noqa: B018  (a port that is no number raises)
+    except ValueError:
+        return False
+    if not host:
+        return False
+    if _HOST_NAME.match(host):
+        return True
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
+
+
 class Channel(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Where messages go: a webhook (JSON, HMAC-signed when a secret is set) or any
     service apprise knows by URL (Slack, email, Discord, ...)."""
@@ -58,6 +85,10 @@ class Channel(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise ValidationError("a channel name is 1-63 of a-z 0-9 _ -", "$.name")
         if self.kind == "webhook" and not re.match(r"^https?://[^\s]+$", self.url):
             raise ValidationError("a webhook's url is http:// or https://", "$.url")
+        if self.kind == "webhook" and not valid_host(self.url):
+            raise ValidationError(
+                "a webhook's host is a name (letters, digits, - and .) or an address", "$.url"
+            )
         if self.kind == "apprise" and not re.match(r"^[a-z][a-z0-9+.-]*://\S+$", self.url):
             raise ValidationError("an apprise url is scheme://...", "$.url")
         if self.secret is not None and self.kind != "webhook":

@@ -24,8 +24,14 @@ from urllib.parse import urlsplit
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-#: Metadata endpoints outside link-local: Alibaba Cloud's, and AWS's IPv6 one.
-_METADATA = (ipaddress.ip_network("100.100.100.200/32"), ipaddress.ip_network("fd00:ec2::254/128"))
+#: Special-purpose networks that are no public receiver's: shared address space (CGNAT,
+#: Alibaba Cloud's metadata endpoint is in it), IETF protocol assignments, benchmarking,
+#: the documentation networks, and AWS's IPv6 metadata endpoint.
+_SPECIAL = tuple(
+    ipaddress.ip_network(n)
+    for n in ("100.64.0.0/10", "192.0.0.0/24", "198.18.0.0/15", "192.0.2.0/24",
+              "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32", "fd00:ec2::254/128")
+)  # fmt: skip
 #: What ``inet_aton`` takes for an IPv4 address: digits, hex and dots only.
 _NUMERIC = re.compile(r"^(0x[0-9a-f]+|[0-9]+)(\.(0x[0-9a-f]+|[0-9]+)){0,3}$", re.IGNORECASE)
 ENV = "SHARDSCHED_NOTIFY_ALLOW_NETWORKS"
@@ -54,6 +60,7 @@ def networks_from(environ: Mapping[str, str]) -> tuple[Network, ...]:
 def literal_address(host: str) -> IPAddress | None:
     """The address a URL's host names by itself (no name to resolve), however written."""
     host = host.strip("[]")
+    host = host[:-1] if host.endswith(".") and not host.endswith("..") else host
     try:
         return ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:
@@ -68,8 +75,15 @@ def literal_address(host: str) -> IPAddress | None:
 
 def refusal(address: IPAddress, allowed: Sequence[Network] = ()) -> str | None:
     """Why a notification may not go to ``address`` (None: it may)."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    if isinstance(address, ipaddress.IPv6Address):
+        # an IPv4 address inside (mapped, 6to4, Teredo's client, NAT64) is judged too
+        inner = address.ipv4_mapped or address.sixtofour or (address.teredo or (None, None))[1]
+        if inner is None and address in ipaddress.ip_network("64:ff9b::/96"):
+            inner = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+        if inner is not None and (why := refusal(inner, allowed)) is not None:
+            return why
+        if address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
     if any(address.version == net.version and address in net for net in allowed):
         return None
     for kind, hit in (
@@ -78,7 +92,7 @@ def refusal(address: IPAddress, allowed: Sequence[Network] = ()) -> str | None:
         ("unspecified", address.is_unspecified),
         ("multicast", address.is_multicast),
         ("reserved", address.is_reserved),
-        ("metadata", any(address in n for n in _METADATA if n.version == address.version)),
+        ("special-purpose", any(address in n for n in _SPECIAL if n.version == address.version)),
     ):
         if hit:
             return (

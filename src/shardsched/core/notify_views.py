@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from shardsched.core.notify import Channel, Kind
+from shardsched.core.notify import Channel, Kind, valid_host
 
 
 class ChannelView(msgspec.Struct, kw_only=True):
@@ -46,12 +46,10 @@ def shown_url(c: Channel) -> str:
     the secret, as a Slack incoming webhook's, never come back)."""
     if c.kind == "apprise":
         return c.url.split("://", 1)[0] + "://…"
-    try:
-        parts = urlsplit(c.url)
-        host = parts.hostname or ""
-        port = parts.port
-    except ValueError:
-        return "…"
+    if not valid_host(c.url):  # stored before hosts were checked: nothing of it shown
+        return urlsplit(c.url).scheme + "://…"
+    parts = urlsplit(c.url)
+    host, port = parts.hostname or "", parts.port
     shown = f"{parts.scheme}://{'[' + host + ']' if ':' in host else host}"
     shown += f":{port}" if port else ""
     rest = parts.path not in ("", "/") or parts.query or parts.fragment or parts.username

@@ -118,10 +118,15 @@ def trigger(
 
 
 def _same_args(first: bytes, now: bytes) -> bool:
-    """Whether two triggers' args (JSON, b"" for none) are the same values (the order of
-    an object's keys aside)."""
+    """Whether two triggers' args (JSON, b"" for none) are the same values, the order of
+    an object's keys aside and types kept (``false`` is not ``0``, ``1`` not ``1.0``,
+    as Python's ``==`` would have them)."""
     if first == now:
         return True
     if not first or not now:
         return False
-    return bool(msgspec.json.decode(first) == msgspec.json.decode(now))
+    return _canonical(first) == _canonical(now)
+
+
+def _canonical(raw: bytes) -> bytes:
+    return msgspec.json.encode(msgspec.json.decode(raw), order="sorted")

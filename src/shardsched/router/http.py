@@ -82,7 +82,8 @@ def validation(message: str, field: str | None = None) -> ApiError:
     elif "matching regex '^[^\\x00" in message:  # models.Name's pattern: say it plainly
         message = re.sub(
             r"Expected `str` matching regex '.*?'",
-            "names may not hold control or invisible format characters",
+            "text people read (a name, a reason) may not hold control or invisible format"
+            " characters",
             message,
         )
     elif "(?!SHARDSCHED_)" in message:  # models.EnvName's pattern: say it plainly

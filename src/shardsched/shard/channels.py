@@ -156,7 +156,9 @@ def _post(
         if 300 <= code < 400:
             return Sent(False, False, f"HTTP {code}: redirects are not followed")
         return Sent(False, code >= 500 or code in _RETRIED_4XX, f"HTTP {code}")
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+        # whatever is not an HTTP answer (a refused or silent port, a service that greets
+        # first, whose banner http.client would quote) reads the same: no scanner
         reason = getattr(exc, "reason", exc)
         log.warning("webhook %s: %s: %s", _origin(url), type(reason).__name__, reason)
         if isinstance(reason, Refused):
@@ -170,11 +172,13 @@ def _origin(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname}:{parts.port or ''}"
 
 
-def _apprise(url: str, title: str, text: str) -> Sent:
+def _apprise(url: str, title: str, text: str, allowed: Sequence[Network] = ()) -> Sent:
     try:
         import apprise
     except ImportError:
         return Sent(False, False, "apprise is not installed: pip install 'shardsched[notify]'")
+    if (why := _name_refusal(url, allowed)) is not None:
+        return Sent(False, False, f"refused: {why}")
     try:
         sender = apprise.Apprise()
         if not sender.add(url):
@@ -184,6 +188,29 @@ def _apprise(url: str, title: str, text: str) -> Sent:
     except Exception as exc:  # a plugin's bug must not end the node
         return Sent(False, True, f"apprise: {type(exc).__name__}: {exc}"[:300])
     return Sent(False, True, "apprise could not send it (see the node's log)")
+
+
+def _name_refusal(url: str, allowed: Sequence[Network]) -> str | None:
+    """Why an apprise URL's host may not be notified: apprise's plugins connect by
+    themselves, so each address its host resolves to now is checked first (a name that
+    does not resolve is the plugin's to fail on; a token in the host's place resolves to
+    nothing). Checked before each send, not pinned: a name that changes its answer
+    between the two is the limit of this check (docs/security.md)."""
+    try:
+        host = urllib.parse.urlsplit(url).hostname
+    except ValueError:
+        return None
+    if not host:
+        return None
+    try:
+        found = socket.getaddrinfo(host, None, 0, socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return None
+    for *_, sockaddr in found:
+        why = refusal(ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0]), allowed)
+        if why is not None:
+            return why
+    return None
 
 
 async def send(channel: Channel, msg_id: str, attempt: int, body: bytes, doc: Any) -> Sent:
@@ -209,7 +236,12 @@ async def _send(channel: Channel, msg_id: str, attempt: int, body: bytes, doc: A
         )
     with trio.move_on_after(channel.timeout_s * 3) as scope:
         return await trio.to_thread.run_sync(
-            _apprise, channel.url, doc["title"], doc["text"], abandon_on_cancel=True
+            _apprise,
+            channel.url,
+            doc["title"],
+            doc["text"],
+            networks_from(os.environ),
+            abandon_on_cancel=True,
         )
     assert scope.cancelled_caught
     return Sent(False, True, "timed out")

@@ -106,8 +106,14 @@ def key_rules(role: str, namespace: str) -> list[str]:
         return [f"~{namespace}:*"]
     if role == "reader":
         return [f"%R~{namespace}:*"]
+    # a shard's tag is its number: one glob per width (1 to 5 digits: up to 16,384
+    # shards), never ``{*}``, whose ``*`` runs across ``}`` and ``:`` and so would match
+    # a node's key that holds user text (``…:idem:<job>:x}:run:y``)
+    tags = ["{" + "[0-9]" * width + "}" for width in range(1, 6)]
     shard = [
-        f"%RW~{namespace}:{{*}}:{k}{'*' if k.endswith(':') else ''}" for k in WORKER_SHARD_KEYS
+        f"%RW~{namespace}:{tag}:{k}{'*' if k.endswith(':') else ''}"
+        for k in WORKER_SHARD_KEYS
+        for tag in tags
     ]
     shared = [f"%RW~{namespace}:{{g}}:{k}" for k in WORKER_GLOBAL_KEYS]
     ck = [f"%RW~{namespace}:{{ck:*}}:{k}" for k in WORKER_CK_KEYS]

@@ -26,6 +26,8 @@ the uid drop, so a loader variable in it (``LD_PRELOAD``) never acts as root.
 
 from __future__ import annotations
 
+import collections
+import logging
 import os
 import pwd
 import re
@@ -38,6 +40,7 @@ import trio
 from shardsched.core.errors import ConfigError
 from shardsched.worker.runner import ENV_TOOL
 
+log = logging.getLogger(__name__)
 _SIZE = re.compile(r"^(\d+)([KMG]?)(i?B)?$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 
@@ -91,14 +94,24 @@ class UidPool:
     process left under it is killed."""
 
     def __init__(self, uids: range, kill_tool: str, setpriv: str) -> None:
-        self._free = list(reversed(uids))
+        self._free = collections.deque(uids)  #: the longest free first
         self._kill = kill_tool
         self._setpriv = setpriv
 
     def take(self) -> int:
+        """The uid free the longest that no process has, a zombie included (killed
+        children wait for init to reap them, and the kernel still counts them against
+        --limit-nproc: the next run under that uid could not fork); the longest free
+        if each has one."""
         if not self._free:  # more commands at once than uids: refused at start-up
             raise RuntimeError("no uid left in --run-as-uids")
-        return self._free.pop()
+        busy = uids_with_processes()
+        for uid in self._free:
+            if uid not in busy:
+                self._free.remove(uid)
+                return uid
+        log.warning("every free uid of --run-as-uids still has processes: widen the range")
+        return self._free.popleft()
 
     async def give(self, uid: int) -> None:
         """Kill whatever still runs as ``uid`` (a job's daemon, a fork bomb's last
@@ -114,6 +127,23 @@ class UidPool:
             )  # fmt: skip
         finally:
             self._free.append(uid)
+
+
+def uids_with_processes() -> set[int]:
+    """The real uids of every process on the machine, zombies included (from /proc)."""
+    out: set[int] = set()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status", "rb") as status:
+                for line in status:
+                    if line.startswith(b"Uid:"):
+                        out.add(int(line.split()[1]))
+                        break
+        except OSError:  # gone meanwhile
+            continue
+    return out
 
 
 @dataclass(frozen=True)
