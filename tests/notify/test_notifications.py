@@ -164,6 +164,7 @@ async def test_a_dead_channel_never_blocks_firing(node, worker, http) -> None:
     assert [a["outcome"] for a in failed["attempts"]] == ["retry", "failed"]
     # what stopped it is the node's log's business: a channel is no port scanner
     assert failed["attempts"][0]["answer"] == UNREACHED
+    assert failed["attempts"][0]["took_ms"] == 0  # nor how long it took (refused or silent)
     runs = (await http.get(f"/api/v1/jobs/{ok}/runs")).json()["runs"]
     assert runs and runs[0]["state"] == "succeeded"
 

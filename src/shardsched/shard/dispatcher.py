@@ -269,6 +269,8 @@ class Dispatcher:
             started = trio.current_time()
             sent = await send.send(channel, msg_id, attempt, body, msgspec.json.decode(body))
             took_ms = round((trio.current_time() - started) * 1000)
+            if sent.answer == send.UNREACHED:  # how long says what the port did: not said
+                took_ms = 0
             self.attempts += 1
             if sent.ok:
                 await self._attempted(msg_id, "delivered", sent.answer, took_ms, 0)
