@@ -108,3 +108,21 @@ def test_the_preview_shows_a_jobs_h_and_its_planned_times() -> None:
     assert all(
         f.planned is not None and (f.planned - f.at).total_seconds() * 1000 == off for f in shown
     )
+
+
+def test_a_day_or_month_name_is_no_h_term() -> None:
+    """``THU`` was read as an H term: ``0 9 * * THU``, ``MON-THU`` and ``JUN THU`` were
+    refused with 422 (issue 48, repro 4) while ``thu`` worked. Names in any case are
+    names; only ``H``, ``H(a-b)`` and ``H/n`` terms are H."""
+    from datetime import UTC, datetime
+
+    from shardsched.core.jitter import has_h
+    from shardsched.core.schedule import cron_next_ms, parse_cron
+
+    for expression in ("0 9 * * THU", "0 9 * * MON-THU", "0 9 * JUN THU", "0 9 * * Thu"):
+        assert not has_h(expression), expression
+        parse_cron(expression)
+    thursday = cron_next_ms("0 9 * * THU", "UTC", 1796400000000)  # 2026-12-04 (a Friday)
+    assert datetime.fromtimestamp(thursday / 1000, UTC) == datetime(2026, 12, 10, 9, tzinfo=UTC)
+    assert has_h("H 9 * * THU") and resolve_h("H 9 * * THU", "j").endswith(" 9 * * THU")
+    assert has_h("0 9 * * 1,H") and has_h("H(1-5)/2 * * * *")

@@ -162,3 +162,14 @@ async def test_runs_limit_is_validated(http) -> None:
         resp = await http.get(f"/api/v1/jobs/{job_id}/runs?limit={bad}")
         assert resp.status_code == 422
         assert resp.json()["error"]["details"]["field"] == "$.limit"
+
+
+async def test_day_names_in_capitals_are_accepted(http) -> None:
+    """Issue 48, repro 4: ``THU`` was read as Jenkins' ``H``."""
+    for expression in ("0 9 * * THU", "0 9 * * MON-THU", "0 9 * JUN THU"):
+        reply = await http.post(
+            "/api/v1/jobs",
+            json={"name": "t", "command": "true",
+                  "schedule": {"type": "cron", "expression": expression}},
+        )  # fmt: skip
+        assert reply.status_code == 201, (expression, reply.text)

@@ -38,14 +38,19 @@ JOBS = 4
 EACH_S = 2.5
 
 
-def start_http(kind: str, url: str, ns: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_http(
+    kind: str, url: str, ns: str, log: Path, procs: list[subprocess.Popen[bytes]]
+) -> str:
+    """Start a node or router (listed in ``procs`` at once, so it is stopped whatever
+    happens next) and wait until it is ready; its base URL."""
     port = free_port()
     args = [kind, "--redis", url, "--namespace", ns, "--http", f"127.0.0.1:{port}"]
     if kind == "node":
         args += ["--shards", str(TEST_SHARDS), "--renew-every", "0.5"]
     watch = start_logged(shardsched_cmd(*args), log, env=child_env())
+    procs.append(watch.proc)
     watch.wait_for_sync(" ready", timeout=30)
-    return watch.proc, f"http://127.0.0.1:{port}"
+    return f"http://127.0.0.1:{port}"
 
 
 @pytest.mark.timeout(180)
@@ -63,14 +68,13 @@ async def test_error_replies_on_every_pipeline_end_no_process(
     logs = {k: tmp_path / f"{k}.log" for k in ("node", "router", "worker")}
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        node, node_url = await trio.to_thread.run_sync(
-            start_http, "node", proxy.url(), namespace, logs["node"]
+        node_url = await trio.to_thread.run_sync(
+            start_http, "node", proxy.url(), namespace, logs["node"], procs
         )
-        router, router_url = await trio.to_thread.run_sync(
-            start_http, "router", proxy.url(), namespace, logs["router"]
+        router_url = await trio.to_thread.run_sync(
+            start_http, "router", proxy.url(), namespace, logs["router"], procs
         )
-        worker = start_worker(proxy.url(), namespace, "w-faults", logs["worker"])
-        procs += [node, router, worker]
+        procs.append(start_worker(proxy.url(), namespace, "w-faults", logs["worker"]))
         record = tmp_path / "record"
         headers = {"Authorization": f"Bearer {token}"}
         async with httpx.AsyncClient(timeout=15, headers=headers) as http:

@@ -33,8 +33,14 @@ def _hash(key: str) -> int:
     return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
 
 
+#: A term of a field that starts with ``H`` (no day or month name does): ``H``, ``H(a-b)``,
+#: ``H/n``, or a malformed one; never the H inside ``THU``.
+_H_TERM = re.compile(r"(?:^|[\s,])H")
+
+
 def has_h(expression: str) -> bool:
-    return "H" in expression
+    """Whether a cron expression has an H term (a day name such as ``THU`` is none)."""
+    return _H_TERM.search(expression) is not None
 
 
 def resolve_h(expression: str, member_id: str) -> str:
@@ -51,8 +57,8 @@ def resolve_h(expression: str, member_id: str) -> str:
 
 
 def _resolve(part: str, place: int, member_id: str) -> str:
-    if "H" not in part:
-        return part
+    if not part.startswith("H"):
+        return part  # no H term (THU, a name, a number, *)
     m = _H.match(part)
     if m is None:
         raise ValueError(f"{part!r}: H is H, H(a-b), H/n or H(a-b)/n")
