@@ -8,7 +8,9 @@ The rule is Vixie cron's, which operators already know:
   wildcard (``*`` or ``*/n``) simply has no firing in the missing hour: "0 * * * *" in
   America/New_York fires at 01:00 EST and next at 03:00 EDT, one real hour apart. A job
   with a fixed hour fires once, shifted forward by the size of the gap: "30 2 * * *" in
-  Europe/Berlin fires at 03:30 CEST on the day of the change, and is never lost.
+  Europe/Berlin fires at 03:30 CEST on the day of the change, and is never lost. Every
+  match inside the gap fires so, in order: "0,30 2 * * *" in New York at 03:00 and 03:30
+  EDT (``tests/core/test_cron_gaps.py`` checks it against a minute-by-minute model).
 * **Fall back (a wall time that happens twice).** A wildcard-hour job fires in both
   occurrences (it is "every hour", and the clock has two of them); a fixed-hour job fires
   only at the first occurrence: "30 2 * * *" in Berlin fires at 02:30 CEST, not again at
@@ -34,7 +36,7 @@ from functools import lru_cache
 import msgspec
 from croniter import CroniterBadDateError, croniter
 
-from shardsched.core.dst import dst_rule, instants, zone_info
+from shardsched.core.dst import classify, dst_rule, zone_info
 from shardsched.core.dst_policy import DstPolicy, DstRepeat
 from shardsched.core.instants import MAX_MS, from_ms, to_ms
 from shardsched.core.jitter import offset_ms
@@ -113,14 +115,23 @@ def cron_next_ms(
     # repeats them: `after`'s own wall time always (its second occurrence), and just before
     # a fall-back the whole repeated stretch: a rule that fires a second occurrence.
     behind = timedelta(0)
+    offset_now = local.utcoffset()
     if repeat != DstRepeat.FIRST:
-        offset_now = local.utcoffset()
         offset_soon = (after + _LOOKAHEAD).astimezone(zone).utcoffset()
         if offset_now is not None and offset_soon is not None and offset_soon < offset_now:
             behind = offset_now - offset_soon
+    # Just after a spring-forward, the gap's wall times lie behind `after`'s, yet a rule
+    # that shifts them fires them after it (02:30 of a skipped hour at 03:30): look there
+    # too, or every match of the gap but the first is lost.
+    offset_before = (after - _LOOKAHEAD).astimezone(zone).utcoffset()
+    if offset_now is not None and offset_before is not None and offset_before < offset_now:
+        behind = max(behind, offset_now - offset_before)
     it = croniter(expr, wall - behind - timedelta(minutes=1))
     best: datetime | None = None
     first: datetime | None = None
+    #: a shifted match fires later than wall times after it (Lord Howe's 30-minute gap:
+    #: 02:20 fires at 02:50, 02:40 at 02:40): look on to where the shift landed
+    horizon: datetime | None = None
     while True:
         try:
             candidate: datetime = it.get_next(datetime)
@@ -131,11 +142,14 @@ def cron_next_ms(
                 raise OverflowError(str(exc)) from None
             raise
         first = first or candidate
-        for instant in instants(candidate, zone, gap, repeat):
+        for instant, note in classify(candidate, zone, gap, repeat)[0]:
             if instant > after and (best is None or instant < best):
                 best = instant
-        if best is not None and candidate > wall:
-            # Past `after`'s wall time, instants only grow with the wall clock.
+            if note == "dst_shifted":
+                landed = instant.astimezone(zone).replace(tzinfo=None)
+                horizon = landed if horizon is None else max(horizon, landed)
+        if best is not None and candidate > wall and (horizon is None or candidate >= horizon):
+            # Past `after`'s wall time and any shift's landing, instants only grow.
             break
         if best is None and candidate - first > _LONGEST_GAP:  # not a real zone's clock
             raise ValueError(
