@@ -317,3 +317,16 @@ def workers(redis_server, dep, tmp_path):
             proc.send_signal(signal.SIGCONT)
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate for localhost and its key (PEM files), for HTTPS tests."""
+    d = tmp_path_factory.mktemp("fuzz-pki")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "k.pem",
+         "-out", "c.pem", "-days", "2", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost"],
+        cwd=d, check=True, capture_output=True,
+    )  # fmt: skip
+    return d / "c.pem", d / "k.pem"

@@ -12,8 +12,6 @@ over HTTP/1.1; TLS offers only ``http/1.1`` by ALPN. These tests speak HTTP/2 wi
 from __future__ import annotations
 
 import ssl
-import subprocess
-from pathlib import Path
 
 import h2.config
 import h2.connection
@@ -155,18 +153,6 @@ async def test_an_h2c_upgrade_is_answered_over_http_1_1(nursery, redis, dep) -> 
     assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
     assert b"101" not in answer.split(b"\r\n")[0]
     await stream.aclose()
-
-
-@pytest.fixture(scope="module")
-def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    d = tmp_path_factory.mktemp("h2-pki")
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "k.pem",
-         "-out", "c.pem", "-days", "2", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost"],
-        cwd=d, check=True, capture_output=True,
-    )  # fmt: skip
-    return d / "c.pem", d / "k.pem"
 
 
 async def test_https_offers_only_http_1_1_by_alpn(nursery, redis, dep, cert) -> None:

@@ -31,18 +31,6 @@ from waits import LogWatch, start_logged
 CLIENTS = 24
 
 
-@pytest.fixture(scope="module")
-def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    d = tmp_path_factory.mktemp("fuzz-pki")
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "k.pem",
-         "-out", "c.pem", "-days", "2", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost"],
-        cwd=d, check=True, capture_output=True,
-    )  # fmt: skip
-    return d / "c.pem", d / "k.pem"
-
-
 Proc = subprocess.Popen[bytes]
 
 
