@@ -149,8 +149,8 @@ def test_memo_computes_once_per_expression_and_tick() -> None:
 
 def test_last_day_weekday_and_nth_weekday_of_the_month() -> None:
     """``L`` (the month's last day), ``W`` (the weekday nearest a day), ``#`` (the n-th
-    weekday of the month) and ``L<d>`` (its last such weekday), as croniter reads them;
-    ``LW`` (the last weekday) it does not read, and neither do we: refused at once.
+    weekday of the month) and ``L<d>`` or ``<d>L`` (its last such weekday), as croniter
+    and Quartz read them, and ``LW`` (the last weekday) which croniter did not read.
     Expected dates worked out from the 2026 calendar."""
     from datetime import UTC, datetime
 
@@ -169,5 +169,8 @@ def test_last_day_weekday_and_nth_weekday_of_the_month() -> None:
     assert three("0 0 * * L5") == ["2026-01-30", "2026-02-27", "2026-03-27"]  # last Friday
     # the 15th, or the weekday nearest it: Feb 15 and Mar 15 2026 are Sundays
     assert three("0 0 15W * *") == ["2026-01-15", "2026-02-16", "2026-03-16"]
-    with pytest.raises(ValueError):
-        parse_cron("0 0 LW * *")
+    assert three("0 0 * * 5L") == three("0 0 * * L5")
+    # Jan 31 2026 is a Saturday, May 31 a Sunday
+    assert three("0 0 LW 1,3,5 *") == ["2026-01-30", "2026-03-31", "2026-05-29"]
+    with pytest.raises(ValueError, match="day-of-week field"):
+        parse_cron("0 0 * * L")

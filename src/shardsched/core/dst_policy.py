@@ -13,6 +13,7 @@ class DstGap(enum.StrEnum):
     """A matching wall time the clock skips (spring forward)."""
 
     SHIFT = "shift"  #: fire once, moved forward by the size of the gap
+    END = "end"  #: fire once, at the gap's end (Debian cron's: all its matches as one)
     SKIP = "skip"  #: no firing: recorded skipped (``dst_gap``)
 
 
@@ -25,10 +26,11 @@ class DstRepeat(enum.StrEnum):
 
 
 class DstPolicy(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """What a cron schedule does at a DST change. A field left out keeps Vixie cron's
-    rule for it (core/schedule.py): a fixed-hour job shifts past a gap and fires at the
-    first of a repeated time; a job whose hour field is ``*`` or ``*/n`` has no firing in
-    a gap and fires at both occurrences of a repeated time."""
+    """What a cron schedule does at a DST change. A field left out keeps the dialect's
+    rule for it (core/schedule.py): a fixed job shifts past a gap (debian: fires at its
+    end) and fires at the first of a repeated time; a wildcard job (hour field starting
+    with ``*``; debian: minute or hour) has no firing in a gap and fires at both
+    occurrences of a repeated time."""
 
     gap: DstGap | None = None
     repeat: DstRepeat | None = None

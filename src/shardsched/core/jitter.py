@@ -77,6 +77,22 @@ def _resolve(part: str, place: int, member_id: str) -> str:
     return f"{lo + h % step}-{hi}/{step}"
 
 
+def h_choices(part: str, place: int) -> list[str]:
+    """Every term an H term of a field can stand for, whatever the job (a plain term: it
+    alone). The month's H is the one whose value can make an expression never fire
+    (``0 0 31 H *`` for a job whose H is February): validation tries each."""
+    m = _H.match(part)
+    if m is None:
+        return [part]
+    lo, hi = H_RANGES[place]
+    if m.group(1) is not None:
+        lo, hi = int(m.group(1)), int(m.group(2))
+    if m.group(3) is None:
+        return [str(v) for v in range(lo, hi + 1)]
+    step = int(m.group(3))
+    return [f"{lo + k}-{hi}/{step}" for k in range(min(step, hi - lo + 1))]
+
+
 def offset_ms(member_id: str, spread_s: float) -> int:
     """The job's offset in [0, spread_s) in whole milliseconds (0 without a spread)."""
     spread_ms = round(spread_s * 1000)

@@ -91,7 +91,7 @@ def preview(
     notes: dict[datetime, str] = {}
     suppressed: list[SuppressedTime] = []
     for spec in cron_specs(schedule) if times else []:
-        fields = parse_cron(spec.expression)
+        fields = parse_cron(spec.expression, spec.dialect)
         more, skipped = dst_decisions(
             fields, spec.timezone, spec.dst, from_ms(after_ms), from_ms(times[-1])
         )

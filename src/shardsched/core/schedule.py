@@ -1,27 +1,24 @@
 """Next-fire arithmetic: pure functions over schedules, no I/O.
 
-Cron expressions are matched by croniter on the *wall clock* of the job's time zone; the
-mapping from wall-clock candidates to instants is ours, because that is where DST bites.
-The rule is Vixie cron's, which operators already know:
+A cron expression is matched on the *wall clock* of the job's time zone (the grammar and
+the match are core/cron.py's); the mapping from a matching wall time to instants is
+core/dst.py's, because that is where DST bites. The default rule (docs/concepts.md says
+it to users, with how it differs from Vixie/Debian cron, croniter and Kubernetes):
 
-* **Spring forward (a wall time that does not exist).** A job whose hour field is a
-  wildcard (``*`` or ``*/n``) simply has no firing in the missing hour: "0 * * * *" in
-  America/New_York fires at 01:00 EST and next at 03:00 EDT, one real hour apart. A job
-  with a fixed hour fires once, shifted forward by the size of the gap: "30 2 * * *" in
-  Europe/Berlin fires at 03:30 CEST on the day of the change, and is never lost. Every
-  match inside the gap fires so, in order: "0,30 2 * * *" in New York at 03:00 and 03:30
-  EDT (``tests/core/test_cron_gaps.py`` checks it against a minute-by-minute model).
-* **Fall back (a wall time that happens twice).** A wildcard-hour job fires in both
-  occurrences (it is "every hour", and the clock has two of them); a fixed-hour job fires
-  only at the first occurrence: "30 2 * * *" in Berlin fires at 02:30 CEST, not again at
-  02:30 CET.
+* **Spring forward (a wall time that does not exist).** A job whose hour field starts
+  with ``*`` (``*``, ``*/n``: a *wildcard* job) has no firing in the missing hour:
+  "0 * * * *" in America/New_York fires at 01:00 EST and next at 03:00 EDT. Any other
+  job fires each match of the gap shifted forward by the gap's size, in order: "30 2 * *
+  *" in Europe/Berlin at 03:30 CEST, "0,30 2 * * *" in New York at 03:00 and 03:30 EDT;
+  one landing on a time that fires anyway is one tick.
+* **Fall back (a wall time that happens twice).** A wildcard job fires at both
+  occurrences, any other at the first only.
 
-That is the default. A schedule's ``dst`` policy (:class:`~shardsched.core.models.DstPolicy`)
-sets either half explicitly for every hour field: ``gap: shift | skip`` and
-``repeat: first | second | both``. Every wall time that does not fire is a recorded
-decision, never a silence: :func:`classify` names it (``dst_gap``, ``dst_repeat_skipped``:
-the second occurrence, ``dst_first_skipped``: the first), the preview lists it and the
-ledger shows it as a skipped tick (:func:`suppressed_between`).
+A schedule's ``dst`` policy sets either half (``gap: shift | end | skip``, ``repeat:
+first | second | both``), and the ``debian`` dialect reproduces Debian cron (a gap's
+matches fire once, at its end; wildcard means minute *or* hour field starting with
+``*``). Every wall time that does not fire is a recorded decision, never a silence
+(core/dst.py). ``core/cron_reference.py`` is the slow model all of this is tested against.
 
 Everything is in integer milliseconds since the epoch (the Redis server's clock), and a
 memo keyed by (schedule, previous fire) makes 25,000 jobs on the same expression cost one
@@ -30,14 +27,14 @@ computation.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from functools import lru_cache
+from datetime import datetime
 
 import msgspec
-from croniter import CroniterBadDateError, croniter
 
-from shardsched.core.dst import classify, dst_rule, zone_info
-from shardsched.core.dst_policy import DstPolicy, DstRepeat
+from shardsched.core.cron import CronDialect, CronFields, next_match
+from shardsched.core.cron import parse as _parse
+from shardsched.core.dst import REACH, classify, dst_rule, offset_range, zone_info
+from shardsched.core.dst_policy import DstPolicy
 from shardsched.core.instants import MAX_MS, from_ms, to_ms
 from shardsched.core.jitter import offset_ms
 from shardsched.core.models import (
@@ -50,48 +47,13 @@ from shardsched.core.models import (
     WindowSchedule,
 )
 
-#: Longer than any DST shift: how far ahead we look for a fall-back.
-_LOOKAHEAD = timedelta(hours=3)
-#: Longer than any gap a real zone's clock jumps over (the longest are 24 h, when a zone
-#: skipped a whole day to change its side of the date line): matching wall times that far
-#: past the first one and not one of them exists cannot happen in a real zone.
-_LONGEST_GAP = timedelta(hours=49)
 
-
-#: Vixie cron's macros, as the five fields they stand for (@reboot has no schedule).
-CRON_MACROS = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
-
-
-@lru_cache(maxsize=4096)
-def parse_cron(expression: str) -> tuple[str, ...]:
-    """Return the five fields of a cron expression (or of a macro, ``@daily``); raises
-    ValueError if it is not one, or if it never fires (``0 0 30 2 *``: February 30th).
-
-    Memoised: validating 25,000 registrations of one expression costs one croniter parse.
-    """
-    macro = CRON_MACROS.get(expression.strip().lower())
-    fields = tuple((macro or expression).split())
-    if len(fields) != 5:
-        raise ValueError(
-            f"Cron expression must have 5 fields (or be one of {', '.join(CRON_MACROS)}),"
-            f" got {len(fields)}"
-        )
-    expr = " ".join(fields)
-    if not croniter.is_valid(expr):
-        raise ValueError(f"Invalid cron expression {expression!r}")
-    try:  # croniter looks decades ahead: a leap-day schedule is found, Feb 30th is not
-        croniter(expr, datetime(2000, 1, 1)).get_next(datetime)
-    except CroniterBadDateError:
-        raise ValueError(f"Cron expression {expression!r} never fires") from None
-    return fields
+def parse_cron(
+    expression: str, dialect: CronDialect | msgspec.UnsetType = msgspec.UNSET
+) -> CronFields:
+    """The parsed expression (core/cron.py); raises ValueError naming the field at fault,
+    or if it never fires (``0 0 30 2 *``: February 30th)."""
+    return _parse(expression, CronDialect.SHARDSCHED if dialect is msgspec.UNSET else dialect)
 
 
 def cron_next_ms(
@@ -99,63 +61,33 @@ def cron_next_ms(
     timezone: str,
     after_ms: int,
     dst: DstPolicy | msgspec.UnsetType = msgspec.UNSET,
+    dialect: CronDialect | msgspec.UnsetType = msgspec.UNSET,
 ) -> int:
-    """The first firing of a cron schedule strictly after ``after_ms``.
+    """The first firing of a cron schedule strictly after ``after_ms``. Raises
+    OverflowError when there is none before year 9999 (the schedule is exhausted), and
+    ValueError only for an expression :func:`parse_cron` refuses.
 
-    Raises ValueError when the expression never matches.
-    """
-    fields = parse_cron(expression)
-    expr = " ".join(fields)
+    A matching wall time W fires at W minus an offset the zone has near that instant, so
+    the walk starts at ``after`` plus the least offset around it (a gap's matches lie
+    behind ``after``'s own wall time yet fire after it) and stops once W minus the
+    greatest offset is past the best instant found (a shifted match fires later than
+    wall times after it: Lord Howe's 02:20 at 02:50, its 02:40 at 02:40)."""
+    fields = parse_cron(expression, dialect)
     gap, repeat = dst_rule(fields, dst)
     zone = zone_info(timezone)
     after = from_ms(after_ms)
-    local = after.astimezone(zone)
-    wall = local.replace(tzinfo=None, fold=0)
-    # Wall times at or behind `after`'s can still fire later in real time when the clock
-    # repeats them: `after`'s own wall time always (its second occurrence), and just before
-    # a fall-back the whole repeated stretch: a rule that fires a second occurrence.
-    behind = timedelta(0)
-    offset_now = local.utcoffset()
-    if repeat != DstRepeat.FIRST:
-        offset_soon = (after + _LOOKAHEAD).astimezone(zone).utcoffset()
-        if offset_now is not None and offset_soon is not None and offset_soon < offset_now:
-            behind = offset_now - offset_soon
-    # Just after a spring-forward, the gap's wall times lie behind `after`'s, yet a rule
-    # that shifts them fires them after it (02:30 of a skipped hour at 03:30): look there
-    # too, or every match of the gap but the first is lost.
-    offset_before = (after - _LOOKAHEAD).astimezone(zone).utcoffset()
-    if offset_now is not None and offset_before is not None and offset_before < offset_now:
-        behind = max(behind, offset_now - offset_before)
-    it = croniter(expr, wall - behind - timedelta(minutes=1))
+    least, _ = offset_range(timezone, after - REACH, after + REACH)
+    wall = (after + least).replace(tzinfo=None)
     best: datetime | None = None
-    first: datetime | None = None
-    #: a shifted match fires later than wall times after it (Lord Howe's 30-minute gap:
-    #: 02:20 fires at 02:50, 02:40 at 02:40): look on to where the shift landed
-    horizon: datetime | None = None
+    greatest = least
     while True:
-        try:
-            candidate: datetime = it.get_next(datetime)
-        except CroniterBadDateError:
-            raise ValueError(f"Cron expression {expression!r} never fires") from None
-        except ValueError as exc:
-            if "out of range" in str(exc):  # walked past year 9999: exhausted
-                raise OverflowError(str(exc)) from None
-            raise
-        first = first or candidate
-        for instant, note in classify(candidate, zone, gap, repeat)[0]:
+        wall = next_match(fields, wall)  # OverflowError past the last year: exhausted
+        if best is not None and wall - greatest > best.replace(tzinfo=None):
+            return to_ms(best)
+        for instant, _ in classify(wall, zone, gap, repeat)[0]:
             if instant > after and (best is None or instant < best):
                 best = instant
-            if note == "dst_shifted":
-                landed = instant.astimezone(zone).replace(tzinfo=None)
-                horizon = landed if horizon is None else max(horizon, landed)
-        if best is not None and candidate > wall and (horizon is None or candidate >= horizon):
-            # Past `after`'s wall time and any shift's landing, instants only grow.
-            break
-        if best is None and candidate - first > _LONGEST_GAP:  # not a real zone's clock
-            raise ValueError(
-                f"Cron expression {expression!r} has no firing after {after.isoformat()}"
-            )
-    return to_ms(best)
+                greatest = offset_range(timezone, after - REACH, best + REACH)[1]
 
 
 def _bounded(fire_ms: int | None) -> int | None:
@@ -252,7 +184,9 @@ def _earliest(schedule: MultiSchedule, after_ms: int) -> int:
     ticks = []
     for spec in schedule.schedules:
         try:
-            ticks.append(cron_next_ms(spec.expression, spec.timezone, after_ms, spec.dst))
+            ticks.append(
+                cron_next_ms(spec.expression, spec.timezone, after_ms, spec.dst, spec.dialect)
+            )
         except OverflowError:
             continue
     if not ticks:
@@ -264,8 +198,8 @@ def _first_fire_ms(schedule: Schedule, now_ms: int) -> int | None:
     match schedule:
         case MultiSchedule():
             return _earliest(schedule, now_ms)
-        case CronSchedule(expression=expr, timezone=tz, dst=dst):
-            return cron_next_ms(expr, tz, now_ms, dst)
+        case CronSchedule(expression=expr, timezone=tz, dst=dst, dialect=dialect):
+            return cron_next_ms(expr, tz, now_ms, dst, dialect)
         case WindowSchedule(cron=expr, timezone=tz):  # a window opens at each cron tick
             return cron_next_ms(expr, tz, now_ms)
         case IntervalSchedule(every_s=every, start_at=start):
@@ -287,8 +221,8 @@ def _next_fire_ms(schedule: Schedule, prev_ms: int) -> int | None:
     match schedule:
         case MultiSchedule():
             return _earliest(schedule, prev_ms)
-        case CronSchedule(expression=expr, timezone=tz, dst=dst):
-            return cron_next_ms(expr, tz, prev_ms, dst)
+        case CronSchedule(expression=expr, timezone=tz, dst=dst, dialect=dialect):
+            return cron_next_ms(expr, tz, prev_ms, dst, dialect)
         case WindowSchedule(cron=expr, timezone=tz):
             return cron_next_ms(expr, tz, prev_ms)
         case IntervalSchedule(every_s=every):

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import msgspec
 
+from shardsched.core.cron import CronDialect
 from shardsched.core.dst_policy import DstPolicy
 
 AwareDatetime = Annotated[datetime, msgspec.Meta(tz=True)]
@@ -16,11 +17,14 @@ AwareDatetime = Annotated[datetime, msgspec.Meta(tz=True)]
 
 class CronSchedule(msgspec.Struct, tag="cron", tag_field="type", forbid_unknown_fields=True):
     """A 5-field cron expression evaluated on the wall clock of ``timezone``; ``dst`` says
-    what it does when that clock jumps (default: Vixie cron's rule, :class:`DstPolicy`)."""
+    what it does when that clock jumps (:class:`DstPolicy`), ``dialect`` whose reading of
+    the day fields and DST defaults it follows (``debian``: Debian cron's; left out: ours,
+    docs/concepts.md)."""
 
     expression: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
     timezone: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] = "UTC"
-    dst: DstPolicy | msgspec.UnsetType = msgspec.UNSET  #: left out: not encoded, Vixie's rule
+    dst: DstPolicy | msgspec.UnsetType = msgspec.UNSET  #: left out: not encoded, the default
+    dialect: CronDialect | msgspec.UnsetType = msgspec.UNSET  #: left out: not encoded, ours
 
 
 class IntervalSchedule(

@@ -4,6 +4,7 @@ zones, the rules between fields. Raises :class:`msgspec.ValidationError` with th
 
 from __future__ import annotations
 
+import itertools
 import re
 import zoneinfo
 from typing import TypeVar
@@ -12,7 +13,7 @@ import msgspec
 
 from shardsched.core.concurrency import resolve_key
 from shardsched.core.errors import ValidationError
-from shardsched.core.jitter import has_h, resolve_h
+from shardsched.core.jitter import h_choices, has_h, resolve_h
 from shardsched.core.models import (
     DAG_ID,
     JOB_ID,
@@ -53,12 +54,9 @@ def validate_schedule(schedule: Schedule, path: str = "$.schedule") -> None:
             validate_schedule(spec, f"{path}.schedules[{i}]")
         return
     if isinstance(schedule, CronSchedule):
-        try:  # an H stands for one value per job: any job's is valid alike
-            parse_cron(
-                resolve_h(schedule.expression, "")
-                if has_h(schedule.expression)
-                else schedule.expression
-            )
+        try:  # an H stands for one value per job: each one it can be must fire
+            for expression in _h_variants(schedule.expression):
+                parse_cron(expression, schedule.dialect)
         except ValueError as exc:
             raise ValidationError(str(exc), f"{path}.expression") from None
         try:
@@ -67,6 +65,20 @@ def validate_schedule(schedule: Schedule, path: str = "$.schedule") -> None:
             raise ValidationError(
                 f"Unknown time zone {schedule.timezone!r}", f"{path}.timezone"
             ) from None
+
+
+def _h_variants(expression: str) -> list[str]:
+    """The expressions a cron with H can stand for that can differ in whether they fire:
+    one for any H but the month's, one per value of an H month (core/jitter.py)."""
+    if not has_h(expression):
+        return [expression]
+    base = resolve_h(expression, "")
+    fields = expression.split()
+    if len(fields) != 5 or not has_h(fields[3]):
+        return [base]
+    head = base.split()[:3]
+    months = itertools.product(*(h_choices(part, 3) for part in fields[3].split(",")))
+    return [" ".join([*head, ",".join(m), base.split()[4]]) for m in itertools.islice(months, 256)]
 
 
 def validate_spec(spec: JobSpec) -> JobSpec:

@@ -299,7 +299,7 @@ def dst_skipped(segment: Segment, lo: int, hi: int) -> list[tuple[int, str]]:
         return []
     out = []
     for spec in cron_specs(schedule):
-        fields = parse_cron(spec.expression)
+        fields = parse_cron(spec.expression, spec.dialect)
         found = suppressed_between(fields, spec.timezone, spec.dst, from_ms(lo - 1), from_ms(hi))
         out += [(to_ms(s.instant), s.reason) for s in found]
     return out
