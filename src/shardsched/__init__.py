@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING
 
 from shardsched._version import __version__
 from shardsched.core.calendars import Calendar, CalendarRule, DateRange, Weekday
+from shardsched.core.cron import CronDialect
 from shardsched.core.dst_policy import DstPolicy
 from shardsched.core.errors import (
     AlreadyRetried,
@@ -58,6 +59,7 @@ __all__ = [
     "CalendarRule",
     "Client",
     "ConflictError",
+    "CronDialect",
     "CronSchedule",
     "Dag",
     "DagDeleted",

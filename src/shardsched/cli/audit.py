@@ -21,7 +21,13 @@ async def _report(args: argparse.Namespace) -> audit.AuditReport:
     redis = connect(args.redis, size=2, retry_for=5)
     try:
         dep = await drive_async(ops.open_deployment(args.namespace, None), redis)
-        op = audit.audit(dep, args.settle, args.late_after, stranded_after_s=args.stranded_after)
+        op = audit.audit(
+            dep,
+            args.settle,
+            args.late_after,
+            stranded_after_s=args.stranded_after,
+            reference=args.reference,
+        )
         return await drive_async(op, redis)
     finally:
         await redis.aclose()
@@ -71,6 +77,7 @@ def run_audit(args: argparse.Namespace) -> int:
                     "settle_s": args.settle,
                     "late_after_s": args.late_after,
                     "stranded_after_s": args.stranded_after,
+                    "reference": "true" if args.reference else None,
                 }
             )
             answer = request(

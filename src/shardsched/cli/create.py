@@ -66,10 +66,13 @@ def body_of(args: argparse.Namespace) -> dict[str, Any]:
         ]
         for cron in crons if dst else []:
             cron["dst"] = dst
+        for cron in crons if args.cron_dialect else []:
+            cron["dialect"] = args.cron_dialect
         schedule = crons[0] if len(crons) == 1 else {"type": "multi", "schedules": crons}
-    elif args.cron_tz is not None or dst:
+    elif args.cron_tz is not None or dst or args.cron_dialect:
         raise CliError(
-            "--timezone and --dst-* go with --cron (an --every or --at schedule has no wall clock)"
+            "--timezone, --dst-* and --dialect go with --cron (an --every or --at schedule has"
+            " no wall clock)"
         )
     elif args.every is not None:
         schedule = {"type": "interval", "every_s": args.every}
@@ -156,9 +159,14 @@ def add_create_parser(jsub: argparse._SubParsersAction, common: argparse.Argumen
         " only shows times in ZONE",
     )  # fmt: skip
     when.add_argument(
-        "--dst-gap", choices=["shift", "skip"],
-        help="a wall time the clock skips in spring: fire it shifted past the gap, or skip it"
-        " (default: shift a fixed hour, skip under a wildcard hour, as Vixie cron)",
+        "--dst-gap", choices=["shift", "end", "skip"],
+        help="a wall time the clock skips in spring: fire it shifted by the gap's size, at the"
+        " gap's end, or skip it (default: shift a fixed hour, skip under a wildcard hour)",
+    )  # fmt: skip
+    when.add_argument(
+        "--dialect", dest="cron_dialect", choices=["shardsched", "debian"],
+        help="whose cron rules: debian gives the times Debian cron gave (a */n day field ANDs,"
+        " a gap's matches fire at its end, a * minute is a wildcard too)",
     )  # fmt: skip
     when.add_argument(
         "--dst-repeat", choices=["first", "second", "both"],

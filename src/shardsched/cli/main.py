@@ -156,6 +156,11 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
         default=300.0,
         help="a fired run not running anywhere for S seconds is stranded; default 300",
     )
+    audit.add_argument(
+        "--reference",
+        action="store_true",
+        help="expect cron ticks from the slow reference model, not the engine (slower)",
+    )
     audit.set_defaults(execute=cmd.audit)
     from shardsched.cli import api as api_cli
 
@@ -219,6 +224,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
             floor,
             footprint,
             instructions,
+            nextfire,
             plan,
             register,
             scale,
@@ -234,7 +240,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
         modules = (auth, burst, commands, faults, deploy, steady, soak, register, footprint)
         for module in (*modules, scale, plan, takeover, archive, floor, dag, workers, seedfleet):
             module.add_parser(bench_sub)
-        for module in (instructions, console, steady_floor):
+        for module in (instructions, console, steady_floor, nextfire):
             module.add_parser(bench_sub)
     return parser
 

@@ -26,9 +26,11 @@ from typing import NamedTuple
 
 import msgspec
 
-from shardsched.core.cron import CronDialect, CronFields
+from shardsched.core.cron import CronDialect, CronFields, parse
 from shardsched.core.dst import zone_info
 from shardsched.core.dst_policy import DstGap, DstPolicy, DstRepeat
+from shardsched.core.instants import from_ms, to_ms
+from shardsched.core.schedule_kinds import CronSchedule, Schedule, WindowSchedule, cron_specs
 
 _MINUTE = timedelta(minutes=1)
 _DAY = timedelta(days=1)
@@ -202,3 +204,32 @@ def _note(notes: set[str | None]) -> str | None:
 
 def _offset_at(zone_name: str, instant: datetime) -> timedelta:
     return instant.astimezone(zone_info(zone_name)).utcoffset() or timedelta(0)
+
+
+def _specs(schedule: Schedule) -> list[CronSchedule]:
+    if isinstance(schedule, WindowSchedule):
+        return [CronSchedule(expression=schedule.cron, timezone=schedule.timezone)]
+    return cron_specs(schedule)
+
+
+def covers(schedule: Schedule) -> bool:
+    """Whether the model has this kind of schedule (cron, window, several crons)."""
+    return bool(_specs(schedule))
+
+
+def schedule_decisions(
+    schedule: Schedule, lo_ms: int, hi_ms: int
+) -> tuple[list[int], list[tuple[int, str]]]:
+    """A cron-like schedule's ticks in [lo_ms, hi_ms] (its specs' together, one an
+    instant) and the wall times it does not fire at there (instant, reason)."""
+    ticks: set[int] = set()
+    unfired: list[tuple[int, str]] = []
+    after, until = from_ms(lo_ms - 1), from_ms(hi_ms)
+    for spec in _specs(schedule):
+        dialect = CronDialect.SHARDSCHED if spec.dialect is msgspec.UNSET else spec.dialect
+        fires, skipped = decide(
+            parse(spec.expression, dialect), spec.timezone, spec.dst, after, until
+        )
+        ticks |= {to_ms(f.instant) for f in fires}
+        unfired += [(to_ms(u.instant), u.reason) for u in skipped]
+    return sorted(ticks), sorted(unfired)

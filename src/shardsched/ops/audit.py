@@ -120,8 +120,13 @@ def audit(
     chunk: int = 500,
     stranded_after_s: float = 300.0,
     lag_from: datetime | None = None,
+    reference: bool = False,
 ) -> Op:
     """Account for every job of the deployment; returns an :class:`AuditReport`.
+
+    ``reference``: a cron schedule's expected ticks come from the slow reference model
+    (core/cron_reference.py) instead of the engine that scheduled them, so a tick the
+    engine lost shows as missing (and one it made up as unexpected).
 
     ``lag_from``: the lag figures (``lag_s``, ``late``) count only ticks due from then on
     (a bench that registers its jobs before it starts a node: the ticks due meanwhile
@@ -145,7 +150,7 @@ def audit(
             if history.quarantined:
                 totals.quarantined.append(history.job_id)
             try:
-                _add_job(totals, history, horizon, lag_from)
+                _add_job(totals, history, horizon, lag_from, reference)
             except Exception:  # a schedule nothing can expand: report it, audit the rest
                 totals.unplannable.append(history.job_id)
         fired, totals.fired_rids = totals.fired_rids, []
@@ -178,8 +183,14 @@ def audit(
     )
 
 
-def _add_job(totals: _Totals, history: JobHistory, horizon: int, lag_from: datetime | None) -> None:
-    records = account(history, horizon)
+def _add_job(
+    totals: _Totals,
+    history: JobHistory,
+    horizon: int,
+    lag_from: datetime | None,
+    reference: bool = False,
+) -> None:
+    records = account(history, horizon, reference=reference)
     counts = Counter(r.outcome.value for r in records)
     totals.counts.update(counts)
     for r in records:

@@ -17,6 +17,7 @@ from itertools import islice
 
 import msgspec
 
+from shardsched.core import cron_reference
 from shardsched.core.catchup import Skip
 from shardsched.core.dst import suppressed_between
 from shardsched.core.errors import JobNotFound
@@ -278,25 +279,34 @@ def _bound(segment: Segment, hi: int) -> int:
     return hi
 
 
-def nominal_ticks(segment: Segment, lo: int, hi: int) -> Iterator[int]:
-    """The segment's ticks in [lo, hi], jumping straight to lo where the schedule allows."""
+def nominal_ticks(segment: Segment, lo: int, hi: int, reference: bool = False) -> Iterator[int]:
+    """The segment's ticks in [lo, hi], jumping straight to lo where the schedule allows;
+    with ``reference``, a cron schedule's from the slow model (core/cron_reference.py),
+    not the engine that scheduled them: an engine that lost a tick cannot hide it."""
     timing = segment.timing
     schedule = timing.schedule
     if isinstance(schedule, IntervalSchedule):  # the segment's first fire is its phase
         schedule = IntervalSchedule(every_s=schedule.every_s)
     lo = max(lo, segment.first, timing.starts_ms or 0)  # its window: starts_at, ends_at
     bound = _bound(segment, hi if timing.ends_ms is None else min(hi, timing.ends_ms))
+    if reference and cron_reference.covers(schedule):
+        yield from cron_reference.schedule_decisions(schedule, lo, bound)[0][:MAX_TICKS]
+        return
     ticks = ticks_in(schedule, segment.first, lo, bound)
     yield from islice(ticks, MAX_TICKS)
 
 
-def dst_skipped(segment: Segment, lo: int, hi: int) -> list[tuple[int, str]]:
+def dst_skipped(
+    segment: Segment, lo: int, hi: int, reference: bool = False
+) -> list[tuple[int, str]]:
     """The wall times of a cron segment in [lo, hi] its DST rule does not fire at (where
     they stand on the real clock, and why: core/dst.py): skipped ticks, by decision."""
     schedule = segment.timing.schedule
     lo, hi = max(lo, segment.first), _bound(segment, hi)
     if hi < lo:
         return []
+    if reference and cron_reference.covers(schedule):
+        return cron_reference.schedule_decisions(schedule, lo, hi)[1]
     out = []
     for spec in cron_specs(schedule):
         fields = parse_cron(spec.expression, spec.dialect)
@@ -311,10 +321,11 @@ def account(
     lo: int = 0,
     hi: int | None = None,
     limit: int | None = None,
+    reference: bool = False,
 ) -> list[TickRecord]:
     """Every nominal tick of the job in [lo, min(hi, horizon)] with its outcome; with
     ``limit``, the first ``limit`` + 1 only (enumeration stops there: a dense job's ticks
-    are never all built to answer one page)."""
+    are never all built to answer one page); ``reference``: see :func:`nominal_ticks`."""
     hi = horizon if hi is None else min(hi, horizon)
     # skip records as ranges, looked up per tick (never expanded: a catch-up limit can
     # cover millions of ticks)
@@ -323,7 +334,9 @@ def account(
     records: list[TickRecord] = []
     open_segment = history.segments[-1] if history.segments else None
     pending_from = history.timer if open_segment and open_segment.closed_at is None else None
-    ticks = heapq.merge(*(nominal_ticks(segment, lo, hi) for segment in history.segments))
+    ticks = heapq.merge(
+        *(nominal_ticks(segment, lo, hi, reference) for segment in history.segments)
+    )
     spread = open_segment.timing.spread_s if open_segment else 0.0
     off = offset_ms(history.job_id, spread)
     max_fires = open_segment.timing.max_fires if open_segment else None
@@ -366,11 +379,16 @@ def account(
             records.append(TickRecord(from_ms(tick), Outcome.PENDING))
         else:
             records.append(TickRecord(from_ms(tick), Outcome.MISSING))
-    return _with_dst_skips(records, history.segments, lo, hi, limit)
+    return _with_dst_skips(records, history.segments, lo, hi, limit, reference)
 
 
 def _with_dst_skips(
-    records: list[TickRecord], segments: list[Segment], lo: int, hi: int, limit: int | None
+    records: list[TickRecord],
+    segments: list[Segment],
+    lo: int,
+    hi: int,
+    limit: int | None,
+    reference: bool,
 ) -> list[TickRecord]:
     """The records with the segments' DST decisions among them, in order (one at the
     instant of a tick is that tick's, not another record)."""
@@ -378,7 +396,7 @@ def _with_dst_skips(
     extra = [
         TickRecord(from_ms(t), Outcome.SKIPPED, reason=reason)
         for segment in segments
-        for t, reason in dst_skipped(segment, lo, hi)
+        for t, reason in dst_skipped(segment, lo, hi, reference)
         if from_ms(t) not in seen
     ]
     if not extra:

@@ -123,7 +123,13 @@ class AdminHandlers(ApiBase):
         one: it reads every job's history)."""
         unbound(request)
         q: AuditQuery = http.query(request, AuditQuery)
-        op = audit.audit(self.dep, q.settle_s, q.late_after_s, stranded_after_s=q.stranded_after_s)
+        op = audit.audit(
+            self.dep,
+            q.settle_s,
+            q.late_after_s,
+            stranded_after_s=q.stranded_after_s,
+            reference=q.reference,
+        )
         return http.json_response(await self._run(op))
 
     async def internal_openapi(self, request: Request) -> Response:

@@ -182,6 +182,8 @@ class AuditQuery(msgspec.Struct, forbid_unknown_fields=True):
     settle_s: Annotated[float, msgspec.Meta(ge=0, le=3600)] = 2.0
     late_after_s: Annotated[float, msgspec.Meta(ge=0, le=86400)] = 1.0
     stranded_after_s: Annotated[float, msgspec.Meta(ge=1, le=86400)] = 300.0
+    #: expect a cron schedule's ticks from the slow reference model, not the engine
+    reference: bool = False
 
 
 def opt(value: T | UnsetType) -> T | None:
