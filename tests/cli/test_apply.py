@@ -213,7 +213,8 @@ async def test_jobs_create_from_flags(node, http) -> None:
     assert daily["next_run_at"].endswith("T00:00:00Z")
     out = await cli(
         http, "jobs", "create", "berlin", "--cron", "30 2 * * *", "--tz", "Europe/Berlin",
-        "--dst-gap", "skip", "--dst-repeat", "both", "--spread", "90s", "--command", "true",
+        "--dst-gap", "skip", "--dst-repeat", "both", "--dialect", "debian", "--spread", "90s",
+        "--command", "true",
         "--max-fires", "7", "--ends-at", "2031-01-01T00:00:00Z", "--start-deadline", "5m",
         "--skip-late-start", "--finish-deadline", "1h", "--expect-success-within", "2d",
         *api, "--json",
@@ -221,6 +222,7 @@ async def test_jobs_create_from_flags(node, http) -> None:
     assert out.returncode == 0, out.stderr
     berlin = (await http.get(f"/api/v1/jobs/{json.loads(out.stdout)['job_id']}")).json()
     assert berlin["schedule"]["dst"] == {"gap": "skip", "repeat": "both"}
+    assert berlin["schedule"]["dialect"] == "debian"
     assert (berlin["start_deadline_s"], berlin["skip_late_start"]) == (300, True)
     assert berlin["finish_deadline_s"] == 3600
     assert berlin["expect_success_within_s"] == 2 * 86400
@@ -231,6 +233,7 @@ async def test_jobs_create_from_flags(node, http) -> None:
     for row in (
         "max_fires 7 (7 left)",
         "dst gap=skip repeat=both",
+        "dialect debian",
         "spread 1m30s",
         "start_deadline 5m (a late run is skipped)",
         "finish_deadline 1h",
@@ -241,9 +244,14 @@ async def test_jobs_create_from_flags(node, http) -> None:
         (("--command", "true"), "exactly one schedule"),
         (("--command", "true", "--every", "1m", "--at", "2030-01-01T00:00:00Z"), "exactly one"),
         (("--command", "true", "--every", "soon"), "is not a duration"),
-        (("--command", "true", "--every", "1m", "--tz", "UTC"), "--timezone and --dst-* go"),
+        (
+            ("--command", "true", "--every", "1m", "--tz", "UTC"),
+            "--timezone, --dst-* and --dialect go",
+        ),
         (("--command", "true", "--every", "1m", "--dst-gap", "skip"), "go with --cron"),
         (("--command", "true", "--cron", "@daily", "--dst-gap", "later"), "invalid choice"),
+        (("--command", "true", "--cron", "@daily", "--dialect", "vixie"), "invalid choice"),
+        (("--command", "true", "--every", "1m", "--dialect", "debian"), "go with --cron"),
         (("--command", "true", "--cron", "61 * * * *"), "61"),
         (("--command", "true", "--every", "1m", "--id", "db-backup"), "id_taken"),
         (("--command", "true", "--every", "1m", "--queue", "GPU"), "queue"),

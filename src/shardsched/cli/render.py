@@ -142,6 +142,8 @@ def _time_rows(job: dict) -> list[list[Any]]:
         rows.append(["no_next_run", job["no_next_run"]])
     if job.get("schedule", {}).get("dst"):
         rows.append(["dst", " ".join(f"{k}={v}" for k, v in job["schedule"]["dst"].items())])
+    if job.get("schedule", {}).get("dialect"):
+        rows.append(["dialect", job["schedule"]["dialect"]])
     for key in ("starts_at", "ends_at"):
         if job.get(key):
             rows.append([key, style.instant(job[key])])

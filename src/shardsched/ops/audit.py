@@ -26,14 +26,13 @@ from datetime import datetime
 import msgspec
 
 from shardsched.core.instants import from_ms
+from shardsched.ops.executions import Execution, executions
 from shardsched.ops.ledger import (
-    Execution,
     JobHistory,
     Outcome,
     TickList,
     TickRecord,
     account,
-    executions,
     load_histories,
     load_history,
 )
