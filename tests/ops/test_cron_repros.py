@@ -157,3 +157,66 @@ async def test_never_firing_expressions_are_refused_naming_the_field(
         reply = await http.post("/api/v1/schedules/preview", json=body)
         assert reply.status_code == 422, (expression, reply.text)
         assert "$.schedule.expression" in reply.text, reply.text
+
+
+# -- what the independent tester found at the edges (black-box, against the docs) --------
+
+
+async def test_of_several_specs_a_wall_time_one_fires_is_not_listed_skipped(
+    http: httpx.AsyncClient,
+) -> None:
+    both = {
+        "type": "multi",
+        "schedules": [
+            _cron("30 1 * * *", "America/New_York", dst={"repeat": "second"}),
+            _cron("30 1 * * *", "America/New_York"),
+        ],
+    }
+    answer = await _preview(http, both, "2026-11-01T04:00:00Z", 2)
+    assert [t for t, _ in _local(answer)] == [
+        "2026-11-01T01:30:00-04:00",
+        "2026-11-01T01:30:00-05:00",
+    ]
+    assert answer["suppressed"] == []
+
+
+async def test_a_window_schedule_says_its_dst_decisions(http: httpx.AsyncClient) -> None:
+    window = {"type": "window", "cron": "30 2 * * *", "timezone": "America/New_York"}
+    spring = await _preview(http, {**window, "duration_s": 3600}, "2026-03-08T05:00:00Z", 1)
+    assert _local(spring) == [("2026-03-08T03:30:00-04:00", "dst_shifted")]
+    fall = {**window, "cron": "30 1 * * *", "duration_s": 600}
+    autumn = await _preview(http, fall, "2026-11-01T04:00:00Z", 2)
+    assert autumn["suppressed"] == [
+        {"wall_time": "2026-11-01T01:30:00", "reason": "dst_repeat_skipped"}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("schedule", "field"),
+    [
+        ({"type": "window", "cron": "*/0 * * * *", "duration_s": 60}, "$.schedule.cron"),
+        ({"type": "window", "cron": "0 0 30 2 *", "duration_s": 60}, "$.schedule.cron"),
+        (_cron("0\n0 * * *", "UTC"), "$.schedule.expression"),
+        (_cron("0 0\u00a0* * *", "UTC"), "$.schedule.expression"),
+        (_cron("0 0 * * *\u2028", "UTC"), "$.schedule.expression"),
+        (_cron("0 0 ?/2 * *", "UTC"), "$.schedule.expression"),
+        (_cron("0 0 * * *", "localtime"), "$.schedule.timezone"),
+        (_cron("0 0 * * *", "posixrules"), "$.schedule.timezone"),
+    ],
+)
+async def test_bad_schedules_are_refused_naming_their_field(
+    http: httpx.AsyncClient, schedule: dict, field: str
+) -> None:
+    reply = await http.post("/api/v1/schedules/preview", json={"schedule": schedule})
+    assert reply.status_code == 422, reply.text
+    assert reply.json()["error"]["details"]["field"] == field, reply.text
+
+
+async def test_an_h_month_that_never_fires_for_some_job_says_what_was_written(
+    http: httpx.AsyncClient,
+) -> None:
+    reply = await http.post(
+        "/api/v1/schedules/preview", json={"schedule": _cron("0 0 31 H *", "UTC")}
+    )
+    assert reply.status_code == 422, reply.text
+    assert "for a job whose H makes it '0 0 31 2 *'" in reply.text, reply.text

@@ -51,6 +51,7 @@ _DAYS = {n: i for i, n in enumerate(("SUN", "MON", "TUE", "WED", "THU", "FRI", "
 _VALUE = r"(?:[0-9]{1,2}|[A-Za-z]{3})"
 _PLAIN = re.compile(rf"^(?:(\*|\?)|({_VALUE})(?:-({_VALUE}|[Ll]))?)(?:/([0-9]{{1,3}}))?$")
 _DOM_SPECIAL = re.compile(r"^(?:L(?:-([0-9]{1,2}))?|(LW)|([0-9]{1,2})W)$", re.IGNORECASE)
+_TEXT = re.compile(r"[ \t!-~]*")
 _DOW_SPECIAL = re.compile(rf"^(?:({_VALUE})(?:#([0-9])|(L))|L({_VALUE}))$", re.IGNORECASE)
 
 
@@ -142,7 +143,7 @@ def _plain(term: str, place: int) -> tuple[set[int], bool]:
     """The values of one ordinary term, and whether it is a ``*`` (or ``?``) term."""
     name, lo, hi = FIELDS[place]
     m = _PLAIN.match(term)
-    if m is None or (m.group(1) == "?" and place not in (2, 4)):
+    if m is None or (m.group(1) == "?" and (place not in (2, 4) or m.group(4))):
         raise ValueError(f"{name} field: {term!r} is not a term of its grammar")
     star, a_text, b_text, step_text = m.groups()
     top = 6 if place == 4 else hi
@@ -209,6 +210,8 @@ def parse(expression: str, dialect: CronDialect = CronDialect.SHARDSCHED) -> Cro
     """Parse an expression (or a macro, ``@daily``); raises ValueError naming the field at
     fault, or saying it never fires (``0 0 30 2 *``, February 30th). Memoised: 25,000
     registrations of one expression cost one parse."""
+    if not _TEXT.fullmatch(expression):  # a newline or a no-break space is no separator
+        raise ValueError("a cron expression holds printable ASCII, its fields apart by spaces")
     macro = CRON_MACROS.get(expression.strip().lower())
     parts = (macro or expression).split()
     if len(parts) != 5:

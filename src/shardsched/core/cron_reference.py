@@ -30,7 +30,7 @@ from shardsched.core.cron import CronDialect, CronFields, parse
 from shardsched.core.dst import zone_info
 from shardsched.core.dst_policy import DstGap, DstPolicy, DstRepeat
 from shardsched.core.instants import from_ms, to_ms
-from shardsched.core.schedule_kinds import CronSchedule, Schedule, WindowSchedule, cron_specs
+from shardsched.core.schedule_kinds import Schedule, cron_specs
 
 _MINUTE = timedelta(minutes=1)
 _DAY = timedelta(days=1)
@@ -206,15 +206,9 @@ def _offset_at(zone_name: str, instant: datetime) -> timedelta:
     return instant.astimezone(zone_info(zone_name)).utcoffset() or timedelta(0)
 
 
-def _specs(schedule: Schedule) -> list[CronSchedule]:
-    if isinstance(schedule, WindowSchedule):
-        return [CronSchedule(expression=schedule.cron, timezone=schedule.timezone)]
-    return cron_specs(schedule)
-
-
 def covers(schedule: Schedule) -> bool:
     """Whether the model has this kind of schedule (cron, window, several crons)."""
-    return bool(_specs(schedule))
+    return bool(cron_specs(schedule))
 
 
 def schedule_decisions(
@@ -225,7 +219,7 @@ def schedule_decisions(
     ticks: set[int] = set()
     unfired: list[tuple[int, str]] = []
     after, until = from_ms(lo_ms - 1), from_ms(hi_ms)
-    for spec in _specs(schedule):
+    for spec in cron_specs(schedule):
         dialect = CronDialect.SHARDSCHED if spec.dialect is msgspec.UNSET else spec.dialect
         fires, skipped = decide(
             parse(spec.expression, dialect), spec.timezone, spec.dst, after, until

@@ -90,13 +90,23 @@ def preview(
     tz = zone_info(zone) if zone != "UTC" else UTC
     notes: dict[datetime, str] = {}
     suppressed: list[SuppressedTime] = []
-    for spec in cron_specs(schedule) if times else []:
+    specs = cron_specs(schedule) if times else []
+    fired = set(times)
+    for spec in specs:
         fields = parse_cron(spec.expression, spec.dialect)
         more, skipped = dst_decisions(
             fields, spec.timezone, spec.dst, from_ms(after_ms), from_ms(times[-1])
         )
         notes.update(more)
-        suppressed += [SuppressedTime(wall_time=w.isoformat(), reason=r) for _, w, r in skipped]
+        suppressed += [
+            SuppressedTime(wall_time=w.isoformat(), reason=r)
+            for instant, w, r in skipped
+            # of several specs, one that fires at the instant another skips: it fired
+            if len(specs) == 1 or to_ms(instant) not in fired
+        ]
+    if len(specs) > 1:  # the same wall time skipped by two specs is one decision
+        unique = {(t.wall_time, t.reason): t for t in suppressed}
+        suppressed = list(unique.values())
     suppressed += [
         SuppressedTime(
             wall_time=from_ms(t).astimezone(tz).replace(tzinfo=None).isoformat(),

@@ -76,8 +76,10 @@ def schedule_zone(schedule: Schedule) -> str:
 
 
 def cron_specs(schedule: Schedule) -> list[CronSchedule]:
-    """The cron specs a schedule fires by, whose DST decisions it has (none for an
-    interval, a one-off or a window)."""
+    """The cron specs a schedule fires by, whose DST decisions it has (a window's cron is
+    one, under the default rule; none for an interval or a one-off)."""
     if isinstance(schedule, MultiSchedule):
         return schedule.schedules
+    if isinstance(schedule, WindowSchedule):
+        return [CronSchedule(expression=schedule.cron, timezone=schedule.timezone)]
     return [schedule] if isinstance(schedule, CronSchedule) else []

@@ -47,24 +47,37 @@ def validate_schedule(schedule: Schedule, path: str = "$.schedule") -> None:
     Raises msgspec.ValidationError naming the field.
     """
     if isinstance(schedule, WindowSchedule):
-        validate_schedule(CronSchedule(expression=schedule.cron, timezone=schedule.timezone))
+        try:
+            validate_schedule(CronSchedule(expression=schedule.cron, timezone=schedule.timezone))
+        except ValidationError as exc:  # a window's expression is its `cron`
+            where = f"{path}.cron" if str(exc.field).endswith(".expression") else f"{path}.timezone"
+            raise ValidationError(str(exc.message), where) from None
         return
     if isinstance(schedule, MultiSchedule):
         for i, spec in enumerate(schedule.schedules):
             validate_schedule(spec, f"{path}.schedules[{i}]")
         return
     if isinstance(schedule, CronSchedule):
-        try:  # an H stands for one value per job: each one it can be must fire
-            for expression in _h_variants(schedule.expression):
+        for expression in _h_variants(schedule.expression):
+            try:  # an H stands for one value per job: each one it can be must fire
                 parse_cron(expression, schedule.dialect)
-        except ValueError as exc:
-            raise ValidationError(str(exc), f"{path}.expression") from None
+            except ValueError as exc:
+                said = str(exc)
+                if expression != schedule.expression:  # say what the user wrote
+                    said = f"for a job whose H makes it {expression!r}: {said}"
+                raise ValidationError(said, f"{path}.expression") from None
         try:
+            if schedule.timezone in _HOST_ZONES:  # each host's own setting: not one clock
+                raise ValueError(schedule.timezone)
             zoneinfo.ZoneInfo(schedule.timezone)
         except (zoneinfo.ZoneInfoNotFoundError, ValueError):
             raise ValidationError(
                 f"Unknown time zone {schedule.timezone!r}", f"{path}.timezone"
             ) from None
+
+
+#: Names the zone database answers that mean a host's setting or nothing, not a place.
+_HOST_ZONES = frozenset({"localtime", "posixrules", "Factory"})
 
 
 def _h_variants(expression: str) -> list[str]:
