@@ -1,10 +1,8 @@
-"""Concurrency keys (core/concurrency.py): set, clear, read and list their limits, and give
-waiting runs their turn, for the router, the SDK, the CLI, the owners' sweep and workers.
+"""Concurrency keys (core/concurrency.py): set, clear, read and list their limits for the
+router, the SDK and the CLI, and release runs that will not start after all.
 
-Giving a turn crosses hash slots: the key's script granted it (in the key's slot), and the
-run goes back on its ready stream in its shard's (lua/unpark_runs.lua). Between the two a
-process may die: the grant is a reservation with a deadline, and the owner's sweep puts a
-reserved run back again when no worker claimed it in time (shard/limits.py).
+Giving waiting runs their turn is store/turns.py's, shared with the worker and the
+owner's sweep, which talk to the store and never to an operation.
 """
 
 from __future__ import annotations
@@ -28,42 +26,12 @@ from shardsched.store import ready
 from shardsched.store.calls import Call, Op, check, server_ms
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import concurrency as lua
-from shardsched.store.ready import Wake
+from shardsched.store.turns import give_turns
 
-#: Rounds of put-backs at most per call: each round gives back the grants of runs that
-#: are gone and puts back the runs those grants passed to.
-_ROUNDS = 8
 #: The newest entries of a key's change log a read shows.
 CHANGES_SHOWN = 20
 _change_decoder = msgspec.json.Decoder(LimitChange)
 _encoder = msgspec.json.Encoder()
-
-
-def give_turns(dep: Deployment, key: str, run_ids: Iterable[str]) -> Op:
-    """Put runs granted their turn on ``key`` back on their ready streams; a grant whose
-    run is gone (ended, deleted) is given back, which may grant the next. Returns the
-    wakes to push (:func:`store.ready.push_wakes`)."""
-    turns = list(run_ids)
-    wakes: set[Wake] = set()
-    for _ in range(_ROUNDS):
-        if not turns:
-            break
-        by_shard: dict[int, list[str]] = defaultdict(list)
-        for rid in turns:
-            by_shard[dep.keys_for(rid).shard].append(rid)
-        shards = sorted(by_shard)
-        replies = yield [lua.unpark_runs(dep.shard(s), by_shard[s]) for s in shards]
-        gone: list[str] = []
-        for shard, reply in zip(shards, replies, strict=True):
-            queues, codes = lua.decode_moved(check(reply))
-            if any(c == lua.Unparked.SCHEDULED for c in codes):
-                wakes.update((shard, q) for q in queues)
-            gone += [r for r, c in zip(by_shard[shard], codes, strict=True) if c == 0]
-        if not gone:
-            break
-        (reply,) = yield [lua.ck_release(dep.concurrency(key), gone)]
-        turns = list(lua.decode_turns(check(reply)))
-    return sorted(wakes)
 
 
 def _turns_then_wake(dep: Deployment, key: str, turns: Sequence[str]) -> Op:

@@ -14,13 +14,13 @@ from __future__ import annotations
 import logging
 
 from shardsched.core.errors import ShardschedError
-from shardsched.ops.concurrency import give_turns
 from shardsched.runtime.metrics import Metrics
 from shardsched.store import ready
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import drive_async, redis_calls
 from shardsched.store.lua import concurrency as lua
 from shardsched.store.redis import Redis
+from shardsched.store.turns import give_turns
 
 log = logging.getLogger(__name__)
 

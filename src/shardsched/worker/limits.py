@@ -19,7 +19,6 @@ import trio
 from shardsched.core.concurrency import resolve_key
 from shardsched.core.errors import ShardschedError
 from shardsched.core.pacing import Backoff
-from shardsched.ops.concurrency import give_turns
 from shardsched.runtime.metrics import Metrics
 from shardsched.store import ready
 from shardsched.store.deployment import Deployment
@@ -27,6 +26,7 @@ from shardsched.store.drive import drive_async, redis_calls
 from shardsched.store.lua import concurrency as lua
 from shardsched.store.lua import runs as runs_lua
 from shardsched.store.redis import Redis, RedisError
+from shardsched.store.turns import give_turns
 from shardsched.worker.holdings import Claimed, Holdings, Key, State
 
 log = logging.getLogger(__name__)
