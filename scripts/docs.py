@@ -1,13 +1,13 @@
 """Build the documentation site: regenerate the references from the code, then (with
 ``--build``) the site itself with mkdocs.
 
-    .venv/bin/python scripts/docs.py            # docs/reference/*.md and docs/tour.md
+    .venv/bin/python scripts/docs.py            # docs/reference/*.md
     .venv/bin/python scripts/docs.py --build    # and the site, into site/
     .venv/bin/python scripts/docs.py --check    # fail if a generated page is stale
 
 The CLI reference walks the command line's own parser, the API reference the OpenAPI
-document the server serves, and the tour is the README's, executed by the tests: none of
-them can drift from the code."""
+document the server serves: neither can drift from the code. (The tour, docs/tour.md, is
+written by hand and executed by tests/system/test_docs_tour.py.)"""
 
 from __future__ import annotations
 
@@ -135,18 +135,9 @@ def api_reference() -> str:
     return "".join(out)
 
 
-def tour() -> str:
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index("## Five-minute tour")
-    end = readme.index("\n## ", start + 1)
-    section = readme[start:end].replace("## Five-minute tour", "# Five-minute tour", 1)
-    return GENERATED + section.strip() + "\n"
-
-
 PAGES = {
     DOCS / "reference" / "cli.md": cli_reference,
     DOCS / "reference" / "api.md": api_reference,
-    DOCS / "tour.md": tour,
 }
 
 

@@ -42,6 +42,24 @@ def test_the_site_builds_without_a_broken_link(tmp_path: Path) -> None:
     assert "shardsched apply" in reference and "--dry-run" in reference
 
 
+def test_the_readme_is_a_front_door() -> None:
+    """What it is, the two commands first, a short example, and links into docs/ (issue
+    #49): the manual lives in docs/, where the site builds it; every link resolves."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 150
+    first_block = re.search(r"```\n(.*?)```", readme, re.DOTALL)
+    assert first_block is not None
+    assert first_block.group(1).splitlines() == [
+        "bash scripts/setup.sh && .venv/bin/shardsched dev",
+        "bash scripts/setup.sh --tests && .venv/bin/python -m pytest -q",
+    ]
+    targets = re.findall(r"\]\(([^)#]+)[^)]*\)", readme)
+    assert len(targets) >= 10
+    for target in targets:
+        if not target.startswith(("http://", "https://")):
+            assert (ROOT / target).exists(), target
+
+
 def test_nothing_cites_a_file_outside_the_project() -> None:
     texts = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *ROOT.glob("docs/**/*.md")]
     texts += [*ROOT.glob("src/**/*.py"), *ROOT.glob("lua/**/*.lua")]

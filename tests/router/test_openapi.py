@@ -193,8 +193,8 @@ print("ok")
 
 
 async def test_a_generated_client_runs_the_tour(node, worker, http, tmp_path) -> None:
-    """openapi-python-client generates a client from the served document; the README's
-    tour runs through it (typed models, datetimes parsed)."""
+    """openapi-python-client generates a client from the served document; the
+    tour's steps run through it (typed models, datetimes parsed)."""
     doc = tmp_path / "openapi.json"
     doc.write_text((await http.get("/openapi.json")).text)
     env = {**child_env(), "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}

@@ -1,7 +1,7 @@
 """The cold archive (store/archive.py) on a local directory and on a real S3 API (moto's
 server, on loopback): runs round-trip exactly, a batch written twice (a crash between
 archiving and removing from Redis) reads once, partitions are day and shard, and DuckDB
-reads the files as they are with the README's one-line query."""
+reads the files as they are with the one-line query of docs/deployment.md."""
 
 from __future__ import annotations
 
@@ -92,14 +92,14 @@ def test_a_local_archive(tmp_path: Path) -> None:
     assert archive.runs_of(7, "job_a") == []  # nothing archived yet: no error
     exercise(archive)
     assert not list(root.rglob(".*.tmp")), "no half-written file is left behind"
-    # the README's query: DuckDB reads the files as they are, partitions as columns
+    # the docs' query: DuckDB reads the files as they are, partitions as columns
     query = (
         f"SELECT job_id, count(DISTINCT run_id) FROM read_parquet('{root}/runs/**/*.parquet', "
         "hive_partitioning = true) WHERE shard = 7 GROUP BY job_id ORDER BY job_id"
     )
     assert duckdb.sql(query).fetchall() == [("job_a", 4), ("job_b", 1)]
     schema = duckdb.sql(f"DESCRIBE SELECT * FROM read_parquet('{root}/runs/**/*.parquet')")
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "deployment.md").read_text()
     runner = re.escape('.venv/bin/python -c "import duckdb, sys; duckdb.sql(sys.argv[1]).show()"')
     pattern = "^" + runner + ' "(.+)"$'
     (one_liner,) = re.findall(pattern, readme, re.MULTILINE)

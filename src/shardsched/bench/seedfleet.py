@@ -3,7 +3,7 @@
 ``--sizes 50000,500000`` jobs, each size on a Redis of its own: 5 % every minute
 (``* * * * *``: a burst on every :00; with ``--rate``, as many as bring the mean firing
 rate to it), 60 % hourly and 35 % daily (``H * * * *`` and ``H H * * *``: each on its
-own stable minute, as the README recommends for fleets), handler ``noop``; one node and
+own stable minute, as docs/schedules.md recommends for fleets), handler ``noop``; one node and
 ``--workers`` workers. For each size: registration rate, Redis memory per job right after
 it, then ``--minutes`` of running with the node's and Redis's CPU sampled every
 ``--sample`` seconds, and the audit's trigger lag of every tick due after the node

@@ -50,7 +50,7 @@ def redis_flags(p: argparse.ArgumentParser, required: bool = True) -> None:
 
 
 def http_flags(p: argparse.ArgumentParser) -> None:
-    """Who an HTTP API lets in (see the README's Security section)."""
+    """Who an HTTP API lets in (docs/security.md)."""
     p.add_argument(
         "--insecure-no-auth",
         action="store_true",

@@ -4,9 +4,9 @@ Load sheds before it queues: past a budget a request is answered 503 in the API'
 shape without being read. API calls (``/api/``, ``/internal/``) and the routes anyone may
 call (the API's description, the console's files, ``/metrics``, an unknown path) have a
 budget each, and one client address holds at most a share of the open one, so stalled
-downloads of ``/docs`` cannot take the slots authenticated calls need (README, "HTTP
-limits"). Health and readiness are exempt: a load balancer must not take a loaded node
-for a dead one.
+downloads of ``/docs`` cannot take the slots authenticated calls need
+(docs/deployment.md, "HTTP limits"). Health and readiness are exempt: a load balancer
+must not take a loaded node for a dead one.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the whole process (a half-close racing an error response raised ``BusyResourceEr
 out of hypercorn's connection task). Here each connection is its own failure domain:
 whatever goes wrong inside it ends that connection, logged once, never the server.
 
-Deadlines belong to the side that waits (README, "HTTP limits"):
+Deadlines belong to the side that waits (docs/deployment.md, "HTTP limits"):
 
 - reading from a client that has no request in the app (a slow-loris header, a silent
   connection, a TLS handshake) is bounded by ``read_timeout_s``;
@@ -45,7 +45,7 @@ from shardsched.router.wire import http_1_1_only, json_protocol_errors
 
 log = logging.getLogger(__name__)
 
-#: HTTP limits (README, "HTTP limits"): a connection that sends nothing for READ_TIMEOUT_S
+#: HTTP limits (docs/deployment.md): a connection that sends nothing for READ_TIMEOUT_S
 #: while no request of it is in the app (a slow-loris header, a TLS handshake) is closed;
 #: an idle keep-alive connection is closed after KEEP_ALIVE_S; a client that reads nothing
 #: of an answer for WRITE_TIMEOUT_S is closed; at most MAX_CONNECTIONS are open at once

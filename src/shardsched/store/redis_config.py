@@ -11,8 +11,8 @@ log = logging.getLogger(__name__)
 
 
 async def check_redis_config(redis: Redis, allow_eviction: bool) -> None:
-    """Refuse an eviction policy: any of them can drop leases or ledger entries (see the
-    README, "Deployments and their durability").
+    """Refuse an eviction policy: any of them can drop leases or ledger entries (see
+    docs/deployment.md, "Deployments and their durability").
     A Redis user without CONFIG (the node's ACL role has none) cannot look: say so, and go
     on; the operator who made the user answers for the policy."""
     try:

@@ -1,4 +1,4 @@
-"""The README's five-minute tour, executed: every ```sh tour``` block (as one bash script,
+"""The five-minute tour (docs/tour.md), executed: every ```sh tour``` block (as one bash script,
 in order) and every ```python tour``` block, against a real node and worker (issue #7)."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import trio
 from conftest import child_env, shardsched_cmd, wait_until
 from shardsched.runtime.redis_server import free_port
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+TOUR = Path(__file__).resolve().parents[2] / "docs" / "tour.md"
 
 
 def tour_blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language} tour\n(.*?)```", README.read_text(), re.DOTALL)
+    return re.findall(rf"```{language} tour\n(.*?)```", TOUR.read_text(), re.DOTALL)
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Completed
 
 
 @pytest.mark.slow  # ~12 s; CI runs the slow step too
-async def test_readme_tour(dev: str, tmp_path: Path) -> None:
+async def test_the_tour(dev: str, tmp_path: Path) -> None:
     """Every block exactly as printed: the only thing told is where dev's API is
     (SHARDSCHED_API, which the tour's first block reads)."""
 
@@ -63,7 +63,7 @@ async def test_readme_tour(dev: str, tmp_path: Path) -> None:
 
     await wait_until(ready, timeout=30)
     shell, python = tour_blocks("sh"), tour_blocks("python")
-    assert len(shell) >= 4 and len(python) >= 1, "the README lost its tour"
+    assert len(shell) >= 4 and len(python) >= 1, "docs/tour.md lost its tour"
     # as a user's checkout: a .venv beside .shardsched, and nothing of it on PATH until
     # the tour's first block activates it
     (tmp_path / ".venv").symlink_to(Path(sys.executable).parent.parent)
