@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import re
 
-import trio
-
 from conftest import cli, keyspace, wait_until
 from shardsched.core.instants import to_ms
 
@@ -24,6 +22,18 @@ async def _paused_job(http, **body) -> str:
     return job_id
 
 
+async def _owed_at_least(http, job_id: str, n: int) -> None:
+    """Until the pause has gone over ``n`` ticks, as a dry run of ``all`` (which changes
+    nothing) counts them."""
+    url = f"/api/v1/jobs/{job_id}/resume"
+
+    async def owed() -> bool:
+        plan = (await http.post(url, json={"catchup": "all", "dry_run": True})).json()
+        return len(plan["owed"]) >= n
+
+    await wait_until(owed, timeout=20)
+
+
 def _ms(text: str) -> int:
     from datetime import datetime
 
@@ -32,7 +42,7 @@ def _ms(text: str) -> int:
 
 async def test_resume_dry_runs_then_all(node, worker, http, redis, dep) -> None:
     job_id = await _paused_job(http)
-    await trio.sleep(3.5)  # three or four ticks go by, paused
+    await _owed_at_least(http, job_id, 3)
     before = await keyspace(redis, dep.namespace)
     url = f"/api/v1/jobs/{job_id}/resume"
     skip = (await http.post(url, json={"catchup": "skip", "dry_run": True})).json()
@@ -82,7 +92,7 @@ async def test_resume_dry_runs_then_all(node, worker, http, redis, dep) -> None:
 async def test_a_jobs_on_resume_is_its_default(node, worker, http) -> None:
     job_id = await _paused_job(http, name="latest", on_resume="latest")
     assert (await http.get(f"/api/v1/jobs/{job_id}")).json()["on_resume"] == "latest"
-    await trio.sleep(2.5)
+    await _owed_at_least(http, job_id, 2)
     done = (await http.post(f"/api/v1/jobs/{job_id}/resume")).json()
     assert done["catchup"] == "latest" and len(done["owed"]) == 1
     bad = await http.post(f"/api/v1/jobs/{job_id}/resume", json={"catchup": "some"})
@@ -94,7 +104,7 @@ async def test_a_paced_resume_starts_at_most_n_a_minute(node, worker, http) -> N
     owner's pacer at most ``per_minute`` a minute (300: one per 200 ms), however many
     places ``max_concurrent`` gives; the jobs' own ticks go on beside them."""
     job_id = await _paused_job(http, schedule={"type": "interval", "every_s": 0.25})
-    await trio.sleep(3)
+    await _owed_at_least(http, job_id, 10)
     url = f"/api/v1/jobs/{job_id}/resume"
     body = {"catchup": "paced", "per_minute": 300, "max_concurrent": 50}
     plan = (await http.post(url, json={**body, "dry_run": True})).json()

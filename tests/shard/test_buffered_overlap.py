@@ -9,7 +9,6 @@ import itertools
 from datetime import datetime
 
 import pytest
-import trio
 
 from conftest import wait_until
 
@@ -75,7 +74,12 @@ async def test_buffer_one_holds_one_tick_and_skips_the_rest(node, worker, http, 
 @pytest.mark.slow  # seconds of real firing; CI's slow step runs it
 async def test_buffer_all_runs_every_tick_in_order(node, worker, http, redis, dep) -> None:
     job_id = await _job(http, "buffer_all", 0.5, "sleep 1.1")
-    await trio.sleep(3.2)
+
+    async def six_ticks() -> bool:
+        ticks = (await http.get(f"/api/v1/jobs/{job_id}/ticks")).json()["ticks"]
+        return len(ticks) >= 6
+
+    await wait_until(six_ticks, timeout=20)
     runs = await _settle(http, redis, dep, job_id)
     ticks = (await http.get(f"/api/v1/jobs/{job_id}/ticks")).json()["ticks"]
     assert {t["outcome"] for t in ticks} == {"fired"}, ticks  # none skipped, none lost

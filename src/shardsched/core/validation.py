@@ -58,7 +58,11 @@ def validate_schedule(schedule: Schedule, path: str = "$.schedule") -> None:
             validate_schedule(spec, f"{path}.schedules[{i}]")
         return
     if isinstance(schedule, CronSchedule):
-        for expression in _h_variants(schedule.expression):
+        try:  # an H that cannot be resolved (a range outside the field) says so here
+            variants = _h_variants(schedule.expression)
+        except ValueError as exc:
+            raise ValidationError(str(exc), f"{path}.expression") from None
+        for expression in variants:
             try:  # an H stands for one value per job: each one it can be must fire
                 parse_cron(expression, schedule.dialect)
             except ValueError as exc:
