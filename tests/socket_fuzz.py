@@ -166,7 +166,7 @@ def play(port: int, case: Case, tls: ssl.SSLContext | None = None, stall_s: floa
         data = case.data
         if case.split and len(data) > 2:
             sock.sendall(data[: len(data) // 2])
-            time.sleep(0.005)
+            time.sleep(0.005)  # the attack's shape: the request in two TCP segments
             sock.sendall(data[len(data) // 2 :])
         else:
             sock.sendall(data)
@@ -193,7 +193,7 @@ def _leave(raw: socket.socket, sock: socket.socket, ending: str, tls: bool, stal
     elif ending == "reset":
         raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     elif ending == "stall_close":
-        time.sleep(stall_s)
+        time.sleep(stall_s)  # the attack's shape: a client that stalls, then closes
     elif ending == "read_reset":
         sock.settimeout(0.1)
         try:
@@ -223,7 +223,7 @@ def bad_handshake(port: int, rng: random.Random, tls: ssl.SSLContext) -> None:
         elif kind == 1:
             raw.sendall(b"\x16\x03\x01" + _junk(rng, 200))
         else:
-            time.sleep(0.1)
+            time.sleep(0.1)  # the attack's shape: a TLS client that says nothing
     except OSError:
         pass
     finally:

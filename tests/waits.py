@@ -11,6 +11,8 @@
   the log file) and :meth:`LogWatch.wait_for` returns on the line that says what happened:
   "ready", "ERROR".
 - :func:`pids_gone` waits on process ends (pidfds).
+- :func:`server_clock_passes` waits for a deadline on the Redis server's clock (ticks go
+  by, an age is reached, the audit's settle margin passes).
 
 Timing logic of one component is tested on trio's autojump clock instead (for example
 tests/worker/test_claim_gate.py).
@@ -32,6 +34,7 @@ from typing import IO, TypeVar
 import httpx
 import trio
 
+from shardsched.store.redis import Redis
 from shardsched.store.redis.connection import Connection, RedisError, RedisURL
 
 T = TypeVar("T")
@@ -227,3 +230,11 @@ def start_redis(args: list[str], log: Path, timeout: float = 10.0) -> LogWatch:
         watch.proc.wait()
         raise
     return watch
+
+
+async def server_clock_passes(redis: Redis, at_ms: int) -> None:
+    """Until the Redis server's clock, the project's one clock, reads ``at_ms`` or later: a
+    deadline on the clock that decides ticks, ages and settle margins, not a guess of this
+    process's. Read again after the wait, so a server clock that lags is waited for."""
+    while (now := await redis.time_ms()) < at_ms:
+        await trio.sleep((at_ms - now) / 1000)  # the time left to the deadline

@@ -9,7 +9,9 @@ import trio
 
 from conftest import child_env, shardsched_cmd, wait_until
 from shardsched import IntervalSchedule, JobSpec, ops
+from shardsched.core.instants import to_ms
 from shardsched.store.drive import drive_async
+from waits import server_clock_passes
 
 
 def audit_cli(url: str, namespace: str) -> tuple[int, dict]:
@@ -35,8 +37,9 @@ async def test_audit_counts_and_exit_codes(node, redis, redis_server, dep) -> No
         return await redis.execute("ZCARD", sk.runs_of(job_id)) >= 5
 
     await wait_until(enough_runs)
-    await drive_async(ops.patch_job(dep, job_id, ops_patch_paused()), redis)
-    await trio.sleep(1.2)  # past the audit's settle margin (1 s): every tick so far is judged
+    paused = await drive_async(ops.patch_job(dep, job_id, ops_patch_paused()), redis)
+    # past the audit's settle margin (1 s): every tick so far is judged
+    await server_clock_passes(redis, to_ms(paused.paused_at) + 1200)
 
     code, report = await trio.to_thread.run_sync(audit_cli, redis_server.url, dep.namespace)
     assert code == 0, report

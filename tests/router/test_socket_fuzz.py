@@ -148,6 +148,6 @@ async def test_misbehaving_clients_end_no_process(
         deadline = time.monotonic() + 40
         while (status := socket_fuzz.api_status(port, token, ctx)) != 200:
             assert time.monotonic() < deadline, f"the API still answers {status}"
-            await trio.sleep(0.5)
+            await trio.sleep(0.5)  # the poll's pace: state outside Redis (the API answers)
         text = log.read_text()
         assert "Traceback" not in text, text[-4000:]

@@ -4,20 +4,24 @@ Redis is running; the first fires it plans are the server's, as a TIME's would b
 
 from __future__ import annotations
 
-import time
+from types import SimpleNamespace
 
 import redis as redis_py
 
 from shardsched.core.models import CronSchedule, JobSpec
-from shardsched.sdk import Client
+from shardsched.sdk import Client, server_clock
 from shardsched.sdk.server_clock import ServerClock
 from shardsched.store.calls import Call, server_ms
 
 TIME = [Call(("TIME",))]
 
 
-def test_a_lone_time_is_answered_from_a_fresh_reading_and_anything_else_is_asked() -> None:
+def test_a_lone_time_is_answered_from_a_fresh_reading_and_anything_else_is_asked(
+    monkeypatch,
+) -> None:
     asked: list[list[Call]] = []
+    local = {"s": 1000.0}  # this process's monotonic clock, moved by the test
+    monkeypatch.setattr(server_clock, "time", SimpleNamespace(monotonic=lambda: local["s"]))
 
     def execute(calls):
         asked.append(list(calls))
@@ -30,7 +34,7 @@ def test_a_lone_time_is_answered_from_a_fresh_reading_and_anything_else_is_asked
     assert asked == [TIME]  # the second was not asked
     other = [Call(("TIME",)), Call(("HGET", "k", "f"))]
     assert clock.answer(other, execute) == ["other", "other"]
-    time.sleep(0.25)  # no longer fresh: asked again
+    local["s"] += 0.25  # no longer fresh: asked again
     clock.answer(TIME, execute)
     assert asked == [TIME, other, TIME]
 

@@ -49,7 +49,7 @@ def test_workers_restarted_mid_burst_run_nothing_twice() -> None:
             fleet.worker(name)
         due_ms = int(at.timestamp() * 1000)
         while server_ms(r) < due_ms + 100:
-            time.sleep(0.005)
+            time.sleep(0.005)  # the poll's pace, on the server's clock: until the due time
         for name in ("worker-a", "worker-b", "worker-c"):  # in turn, through the burst
             fleet.restart(name)
         deadline = time.monotonic() + 60
@@ -57,7 +57,7 @@ def test_workers_restarted_mid_burst_run_nothing_twice() -> None:
             report = client._run(audit.audit(client.deployment, settle_s=0.0))
             if report.executions.get("terminal", 0) == JOBS or time.monotonic() > deadline:
                 break
-            time.sleep(0.5)
+            time.sleep(0.5)  # the poll's pace: until every run is terminal (the audit)
         fleet.check()
     finally:
         fleet.stop_all()

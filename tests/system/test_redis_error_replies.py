@@ -113,7 +113,7 @@ async def test_error_replies_on_every_pipeline_end_no_process(
                 with trio.move_on_after(EACH_S):
                     while True:
                         await call_api(error)
-                        await trio.sleep(0.2)
+                        await trio.sleep(0.2)  # the calls' pace while errors are injected
                 proxy.errors, proxy.rate = (), 0.0
                 for proc, log in zip(procs, logs.values(), strict=True):
                     assert proc.poll() is None, f"{error} ended it: {log.read_text()[-3000:]}"

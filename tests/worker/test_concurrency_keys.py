@@ -121,7 +121,7 @@ async def test_waiting_runs_start_in_the_order_they_came_and_hold_no_slot(
             break
     for job_id in ids:  # one by one, so their order is known
         await call_script(redis, jobs_lua.trigger(dep.keys_for(job_id), job_id, "test"))
-        await trio.sleep(0.01)
+        await trio.sleep(0.01)  # apart in time, so their order on the key is known
     await start(nursery, redis, dep, "w-fifo", slots=2)
 
     async def waiting_some() -> bool:

@@ -173,7 +173,7 @@ async def test_chaos_1000_runs_through_4_workers_killed_at_random(
             counts = await states()
             if counts.get("succeeded", 0) + counts.get("failed", 0) == 1000:
                 break
-            await trio.sleep(rng.uniform(0.3, 1.0))
+            await trio.sleep(rng.uniform(0.3, 1.0))  # chaos: a random gap between kills
             if kills < 8:
                 victim = rng.choice(sorted(alive))
                 alive.pop(victim).kill()  # SIGKILL, mid-job
