@@ -4,6 +4,7 @@ in pyproject.toml), no module past ~400 lines, and every module saying why it ex
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -68,3 +69,23 @@ def test_sdk_types_are_honest(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout[-3000:]
+
+
+def test_the_consoles_modules_import_no_cycle() -> None:
+    """app.js (the shell), views.js and charts.js share lib.js; none imports a module that
+    imports it back (a cycle works only while no module uses another's value at load)."""
+    ui = SRC / "router" / "assets" / "ui"
+    imports = {
+        path.name: set(re.findall(r'^import .* from "\./([\w.]+)";', path.read_text(), re.M))
+        for path in ui.glob("*.js")
+    }
+    assert imports["lib.js"] == set(), "lib.js is the leaf every screen shares"
+
+    def reaches(start: str, seen: frozenset[str] = frozenset()) -> None:
+        for nxt in imports.get(start, ()):
+            assert nxt not in seen | {start}, f"import cycle through {start} -> {nxt}"
+            reaches(nxt, seen | {start})
+
+    for module in imports:
+        reaches(module)
+    assert imports["app.js"] >= {"lib.js", "views.js"}

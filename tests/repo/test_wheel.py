@@ -88,6 +88,7 @@ def test_the_built_wheel_in_a_clean_venv(tmp_path: Path) -> None:
         for path in (
             "/ui/login",
             "/ui/assets/app.js",
+            "/ui/assets/lib.js",
             "/ui/assets/views.js",
             "/docs/swagger-ui-bundle.js",
         ):

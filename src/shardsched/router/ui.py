@@ -34,7 +34,7 @@ from shardsched.store.drive import drive_async
 
 _ASSETS = Path(__file__).parent / "assets" / "ui"
 _TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
-_SERVED = frozenset({"app.js", "views.js", "charts.js", "style.css"})
+_SERVED = frozenset({"app.js", "lib.js", "views.js", "charts.js", "style.css"})
 #: The most a login form may send.
 _LOGIN_BODY_MAX = 4096
 _SECURITY_HEADERS = {

@@ -1,7 +1,7 @@
 // Small drawings, each from data the API gave: a run sparkline, the trigger-lag chart,
 // a DAG run's graph and a job's tick strip. Shapes and words carry the meaning; colour
 // only repeats it.
-import { h, svg, shape, when } from "./app.js";
+import { h, svg, shape, when } from "./lib.js";
 
 export function sparkline(runs) {
   if (!runs || !runs.length) return h("span", { class: "muted" }, "no runs");

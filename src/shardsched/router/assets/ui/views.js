@@ -1,6 +1,6 @@
 // The screens. Each is {render, wants, leave}: render() returns the screen's node from
 // API calls; wants(event) says whether a transition from the event stream changes it.
-import { api, ago, canWrite, h, query, stateTag, time, toast, when, zoneName, ApiError } from "./app.js";
+import { api, ago, canWrite, h, query, stateTag, time, toast, when, zoneName, ApiError } from "./lib.js";
 import { dagGraph, lagChart, sparkline, tickStrip } from "./charts.js";
 
 const enc = encodeURIComponent;
