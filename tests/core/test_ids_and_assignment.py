@@ -66,3 +66,17 @@ def test_a_node_joining_moves_few_shards_and_every_node_agrees(n_shards, n_nodes
     assert moved - len(after["node-new"]) < n_shards / 4
     # the answer does not depend on the order nodes are listed in
     assert target_shards(n_shards, list(reversed(nodes)), "node-0") == before["node-0"]
+
+
+def test_attempts_and_dag_run_ids_are_read_by_the_grammar() -> None:
+    from shardsched.core.ids import attempt_of, parse_dag_run_id, with_attempt
+
+    rid = run_id("job_abc", 1_700_000_000_000, 2)
+    assert attempt_of(rid) == 2
+    assert with_attempt(rid, 3) == "job_abc:1700000000000:3"
+    assert with_attempt("dag_etl.load:m17:1", 2) == "dag_etl.load:m17:2"  # by hand
+    assert attempt_of("dag_etl:1700000000000") is None  # a DAG run id has no attempt
+    assert attempt_of("job_abc") is None
+    assert parse_dag_run_id("dag_etl:1700000000000") == ("dag_etl", "1700000000000")
+    with pytest.raises(ValueError):
+        with_attempt("dag_etl:1700000000000", 2)

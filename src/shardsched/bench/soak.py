@@ -33,6 +33,7 @@ import redis as redis_py
 from shardsched.bench.burst import server_ms, start_ready
 from shardsched.bench.harness import Procs, bench_redis
 from shardsched.bench.steady import spread_jobs
+from shardsched.core.ids import parse_run_id
 from shardsched.core.instants import from_ms
 from shardsched.core.models import JobSpec, OnceSchedule
 from shardsched.ops import audit
@@ -98,7 +99,7 @@ def tick_lags(
         for rid in rids:
             pipe.hget(sk.run(rid), "c")
         for rid, c in zip(rids, pipe.execute(), strict=True):
-            tick = int(rid.split(":")[1])
+            tick = int(parse_run_id(rid).tick)
             if c is not None and rid.endswith(":1") and tick >= since_ms:
                 created[rid] = (tick, int(c))
     return sorted((tick, c - tick) for tick, c in created.values())

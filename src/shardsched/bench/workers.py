@@ -26,6 +26,7 @@ from shardsched.bench import floor, steady_floor
 from shardsched.bench.burst import bench_client, server_ms, start_ready
 from shardsched.bench.harness import Procs, bench_redis, percentiles
 from shardsched.bench.steady import spread_jobs
+from shardsched.core.ids import parse_run_id
 from shardsched.core.instants import from_ms
 from shardsched.sdk import Client
 from shardsched.store.drive import drive_async
@@ -66,7 +67,7 @@ def _runs(r: Any, client: Client, job_ids: list[str], since_ms: int) -> list[tup
         pipe.hmget(dep.keys_for(rid).run(rid), "s", "b", "w")
     for rid, (s, b, w) in zip(rids, pipe.execute(), strict=True):
         if b and w and rid.endswith(":1"):
-            due = int(s) if s else int(rid.rsplit(":", 2)[1])
+            due = int(s) if s else int(parse_run_id(rid).tick)
             out.append((due, int(b), w.decode()))
     return out
 

@@ -91,3 +91,23 @@ def parse_run_id(rid: str) -> RunIdParts:
     if len(parts) != 3 or not parts[0] or not parts[1] or not parts[2].isdigit():
         raise ValueError(f"not a run id: {rid!r}")
     return RunIdParts(parts[0], parts[1], int(parts[2]))
+
+
+def attempt_of(rid: str) -> int | None:
+    """A run id's attempt; None for what is not a run id (a DAG run id, a job id)."""
+    try:
+        return parse_run_id(rid).attempt
+    except ValueError:
+        return None
+
+
+def with_attempt(rid: str, attempt: int) -> str:
+    """The id of the same firing's ``attempt``-th attempt (ValueError: not a run id)."""
+    parts = parse_run_id(rid)
+    return f"{parts.job_id}:{parts.tick}:{attempt}"
+
+
+def parse_dag_run_id(drid: str) -> tuple[str, str]:
+    """A DAG run id's DAG id and tick (``<dag_id>:<tick>``; the tick as written)."""
+    dag_id, _, tick = drid.partition(":")
+    return dag_id, tick

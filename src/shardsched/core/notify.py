@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from shardsched.core.errors import ValidationError
-from shardsched.core.ids import dag_run_of, is_dag_id
+from shardsched.core.ids import attempt_of, dag_run_of, is_dag_id, with_attempt
 
 
 class Kind(enum.StrEnum):
@@ -188,8 +188,8 @@ def noted(events: list[tuple[str, str]]) -> tuple[list[Noted], list[tuple[str, s
         if new == "dead_letter":
             out.append(Noted(Kind.DEAD_LETTER, rid, _job_of(rid), detail, worker))
         elif new == "failed":
-            head, _, attempt = rid.rpartition(":")
-            if not (attempt.isdigit() and f"{head}:{int(attempt) + 1}" in retrying):
+            attempt = attempt_of(rid)
+            if not (attempt is not None and with_attempt(rid, attempt + 1) in retrying):
                 out.append(Noted(Kind.FAILED, rid, _job_of(rid), detail, worker))
         elif new == old == "active" and detail.startswith("missed") and ":" not in rid:
             out.append(Noted(Kind.MISSED, rid, rid, detail, worker))

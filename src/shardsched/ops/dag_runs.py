@@ -4,6 +4,7 @@ from the cold archive (a DAG run that left under its DAG's retention)."""
 from __future__ import annotations
 
 from shardsched.core.errors import DagNotFound, DagRunNotFound
+from shardsched.core.ids import parse_run_id, with_attempt
 from shardsched.core.models import TaskState
 from shardsched.core.views import DagRun, DagTaskRun
 from shardsched.ops.cold import archive_url, cold_dag_runs, cold_runs
@@ -54,9 +55,9 @@ def fill_states(dep: Deployment, runs: list[DagRun], with_attempts: bool) -> Op:
         for task in run.tasks:
             if task.run_id is None:
                 continue
-            stem, _, attempt = task.run_id.rpartition(":")
-            first = 1 if with_attempts else int(attempt)
-            wanted.append((task, [f"{stem}:{n}" for n in range(first, int(attempt) + 1)]))
+            attempt = parse_run_id(task.run_id).attempt
+            first = 1 if with_attempts else attempt
+            wanted.append((task, [with_attempt(task.run_id, n) for n in range(first, attempt + 1)]))
     calls = [
         Call(("HMGET", dep.keys_for(rid).run(rid), *RUN_FIELDS, "stl"))
         for _, rids in wanted

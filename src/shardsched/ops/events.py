@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from shardsched.core.errors import ValidationError
+from shardsched.core.ids import attempt_of, job_of_run
 from shardsched.core.instants import from_ms
 from shardsched.core.views import Event, EventList
 from shardsched.ops.access import owner_id
@@ -53,12 +54,11 @@ def _event(key: Key, rid: str, value: str) -> Event:
     transition, _, rest = value.partition("|")
     worker, _, detail = rest.partition("|")
     old, _, new = transition.partition(">")
-    parts = rid.split(":")
-    attempt = int(parts[2]) if len(parts) == 3 and parts[2].isdigit() else None
+    attempt = attempt_of(rid)
     return Event(
         at=from_ms(key.ms),
         run_id=rid,
-        job_id=parts[0],
+        job_id=job_of_run(rid),
         dag_run_id=k.dag_run_of(rid) if attempt is not None else None,
         attempt=attempt,
         old=old or None,

@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import msgspec
 
-from shardsched.core.ids import dag_run_of
+from shardsched.core.ids import dag_run_of, parse_run_id
 from shardsched.core.instants import from_ms
 from shardsched.core.notify import Kind, is_dag_run
 from shardsched.core.notify_text import OUTPUT_TAIL, Item
@@ -89,11 +89,13 @@ def enrich(dep: Deployment, items: list[Item], public_url: str | None) -> Op:
 
 
 def _run(item: Item, run: object, out: object) -> None:
-    parts = (item.run_id or "").rsplit(":", 2)
-    if len(parts) == 3 and parts[1].isdigit():
-        item.tick = from_ms(int(parts[1]))
-    if len(parts) == 3 and parts[2].isdigit():
-        item.attempt = int(parts[2])
+    try:
+        parts = parse_run_id(item.run_id or "")
+    except ValueError:  # a DAG run's item: no tick of a run, no attempt
+        return
+    if parts.tick.isdigit():  # a run by hand's tick (m<ms>, t<n>) is no scheduled time
+        item.tick = from_ms(int(parts.tick))
+    item.attempt = parts.attempt
     if isinstance(run, list):
         state, reason, code = run
         item.state = state.decode() if state else None

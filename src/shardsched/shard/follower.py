@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 import trio
 
-from shardsched.core.ids import dag_run_of, parse_run_id
+from shardsched.core.ids import dag_run_of, parse_dag_run_id, parse_run_id
 from shardsched.core.labels import LabelsOnly
 from shardsched.core.notify import Kind, Noted, Rule, is_dag_run, noted
 from shardsched.ops.notify import decoded_entries
@@ -219,7 +219,7 @@ class EventFollower:
             if is_dag_run(rid):
                 if not self.tracer.samples_firing(rid):
                     continue
-                dag_id, _, tick = rid.partition(":")
+                dag_id, tick = parse_dag_run_id(rid)
                 start = int(tick) if tick.isdigit() else at_ms
                 attributes = {"shardsched.dag_run_id": rid, "shardsched.job_id": dag_id}
                 self.tracer.root(rid, attributes, min(start, at_ms), at_ms, new)
