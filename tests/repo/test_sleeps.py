@@ -63,17 +63,15 @@ def sleeps_in(path: Path, root: Path = TESTS) -> list[Sleep]:
         name = getattr(node.func, "attr", getattr(node.func, "id", None))
         if name != "sleep":
             continue
-        up, in_loop, handler = node, False, False
-        while up in parent and not isinstance(up, _FUNCTIONS):
+        ancestors, up = [], node
+        while up in parent:
             up = parent[up]
-            in_loop = in_loop or isinstance(up, _LOOPS)
-        while up in parent or isinstance(up, _FUNCTIONS):
-            handler = handler or _is_handler(up)
-            if up not in parent:
-                break
-            up = parent[up]
-        if handler:
+            ancestors.append(up)
+        if any(_is_handler(a) for a in ancestors):
             continue
+        # a loop between the sleep and its function paces a poll
+        inner = next((i for i, a in enumerate(ancestors) if isinstance(a, _FUNCTIONS)), None)
+        in_loop = any(isinstance(a, _LOOPS) for a in ancestors[:inner])
         line = lines[node.lineno - 1]
         above = lines[node.lineno - 2].strip() if node.lineno > 1 else ""
         commented = "#" in line[node.col_offset :] or above.startswith("#")

@@ -42,7 +42,7 @@ async def wait_while_claiming(gate: ClaimGate, claims: list[int]) -> float:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(completer)
         for count in claims:
-            await trio.sleep(0.02)
+            await trio.sleep(0.02)  # virtual time (autojump clock): claims 20 ms apart
             gate.claimed(count)
     return result[0]
 
@@ -85,7 +85,7 @@ async def test_a_dag_task_finishing_hurries_the_completer(
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(completer)
-        await trio.sleep(0.01)
+        await trio.sleep(0.01)  # virtual time (autojump clock): the gate waits 10 ms first
         holdings.gate.claimed(1000)
         holdings.claim((task := finished("dag_etl.load:1700000000000:1")).claimed)
         holdings.finish(task)  # releases downstream

@@ -23,7 +23,7 @@ from workers import claims, settled
 
 @handler("test-wake-sleep")
 async def _sleeps(ctx: object) -> None:
-    await trio.sleep(0.5)
+    await trio.sleep(0.5)  # the job's work: half a second busy
 
 
 async def until(condition, timeout: float) -> None:
