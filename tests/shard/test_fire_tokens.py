@@ -7,7 +7,7 @@ leaves the token to the reply, as before. On real Redis."""
 from __future__ import annotations
 
 from shardsched import IntervalSchedule, JobSpec, ops
-from shardsched.core.models import Overlap
+from shardsched.core.models import Overlap, Timing
 from shardsched.shard.waker import fire_and_wake
 from shardsched.store.drive import drive_async
 from shardsched.store.lua import firing
@@ -71,3 +71,14 @@ async def test_no_waker_no_token(redis, dep) -> None:
     call = firing.fire(sk, epoch=epoch, count=0, lookahead_ms=0, missed=0, items=[item])
     _, pushed = await fire_and_wake(redis, None, sk.shard, call, [item])
     assert not pushed and await redis.execute("LLEN", dep.globals.ready_tokens) == 0
+
+
+def test_a_spread_job_at_offset_zero_still_says_when_it_was_planned() -> None:
+    """A job's spread offset is 0 for one id in spread_ms (1 in 3,000 with spread_s 3): its
+    run still carries ``planned_for``, like every other run of a spread job (a CI run of
+    200 spread jobs found one without it)."""
+    timing = Timing(schedule=IntervalSchedule(every_s=60), spread_s=3)
+    item = firing.plan("job_x", 1000, 1000, 61_000, None, Overlap.ALLOW, b"", 0, timing)
+    assert item[-1] == 1000
+    bare = firing.plan("job_x", 1000, 1000, 61_000, None, Overlap.ALLOW, b"", 0, None)
+    assert bare[-1] == ""

@@ -66,6 +66,8 @@ def plan(
     ``:s<ms>``/``:f<ms>`` it indexes the run by its start/finish deadline, ``:k`` a run
     not started by its deadline is skipped."""
     code = OVERLAP_CODE[overlap]
+    # A spread job's run says when it was planned even when its offset happens to be 0.
+    spread = bool(offset) or (timing is not None and bool(timing.spread_s))
     if timing is not None:
         if timing.max_fires is not None:
             code += f":m{timing.max_fires}"
@@ -81,7 +83,7 @@ def plan(
         "" if skip is None else skip,
         code,
         queue,
-        tick + offset if offset and tick is not None else "",
+        tick + offset if spread and tick is not None else "",
     )
 
 
