@@ -135,7 +135,9 @@ async def dep(redis: Redis, namespace: str) -> ops.Deployment:
 
 @pytest.fixture
 async def node(nursery: trio.Nursery, redis: Redis, dep: ops.Deployment) -> ShardManager:
-    manager = ShardManager(redis, dep, node_id="test-node", renew_every_s=0.5)
+    manager = ShardManager(
+        redis, dep, node_id="test-node", renew_every_s=0.5, auto_resume=ops.resume_if_due
+    )
     await nursery.start(manager.run)
     return manager
 

@@ -27,7 +27,6 @@ from shardsched import ops
 from shardsched.core.errors import ConfigError, RedisUnavailable
 from shardsched.core.pacing import Backoff
 from shardsched.core.queues import DEFAULT_QUEUE
-from shardsched.ops.retention import RetentionDefaults
 from shardsched.router.app import create_app
 from shardsched.router.guards import AccessPolicy
 from shardsched.router.server import TlsFiles, serve_http, split_bind
@@ -41,6 +40,7 @@ from shardsched.store.drive import drive_async
 from shardsched.store.lua.runs import OutputQuota
 from shardsched.store.redis import Redis, RedisError, connect
 from shardsched.store.redis_config import check_redis_config
+from shardsched.store.retention import RetentionDefaults
 from shardsched.worker.sandbox import CommandPolicy, Sandbox
 from shardsched.worker.worker import Worker
 
@@ -102,7 +102,14 @@ async def run_node(
     if http:
         policy = policy or access_policy(http)  # refuses a bad --http before any lease
     manager = ShardManager(
-        redis, dep, node_id, lease_ttl_s, renew_every_s, http=http, tracer=tracer
+        redis,
+        dep,
+        node_id,
+        lease_ttl_s,
+        renew_every_s,
+        http=http,
+        tracer=tracer,
+        auto_resume=ops.resume_if_due,
     )
     async with trio.open_nursery() as actors:
         await actors.start(manager.run, name="shard-manager")

@@ -16,7 +16,6 @@ from shardsched import ops
 from shardsched.core.instants import from_ms
 from shardsched.core.models import IntervalSchedule, JobSpec, RunState
 from shardsched.ops.audit import audit
-from shardsched.ops.retention import RetentionDefaults, retention_slice
 from shardsched.router.app import create_app
 from shardsched.sdk import Client
 from shardsched.service import serve_http
@@ -25,6 +24,7 @@ from shardsched.store.archive import open_archive
 from shardsched.store.drive import call_script, drive_async
 from shardsched.store.lua import retention as lua
 from shardsched.store.redis import Redis
+from shardsched.store.retention import RetentionDefaults, retention_slice
 
 
 async def open_with_archive(redis: Redis, namespace: str, root: Path | str) -> ops.Deployment:

@@ -165,7 +165,7 @@ def archive_url(text: str) -> str:
 def retention_of(args: argparse.Namespace, default_archive: Path | None = None) -> Any:
     """(archive URL or None, RetentionDefaults or None) from the flags; retention needs an
     archive (a run is archived before it leaves Redis) and a positive window."""
-    from shardsched.ops.retention import RetentionDefaults
+    from shardsched.store.retention import RetentionDefaults
 
     if args.retention_s < 0:
         sys.exit("shardsched: --retention-s must be 0 (keep) or a number of seconds")

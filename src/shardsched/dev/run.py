@@ -35,7 +35,6 @@ from shardsched.core.access import Scope, TokenRequest
 from shardsched.core.errors import ConfigError
 from shardsched.dev.supervisor import Supervisor
 from shardsched.ops import tokens
-from shardsched.ops.retention import RetentionDefaults
 from shardsched.router.guards import AccessPolicy
 from shardsched.runtime.redis_server import (
     free_port,
@@ -47,6 +46,7 @@ from shardsched.runtime.redis_server import (
 )
 from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis, RedisConnectionError
+from shardsched.store.retention import RetentionDefaults
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ import msgspec
 
 from shardsched.core.access import Principal
 from shardsched.core.errors import Forbidden, NotFoundError
-from shardsched.store import keys as k
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
+from shardsched.store.keys import owner_id
 
 
 class _Named(msgspec.Struct):
@@ -23,13 +23,6 @@ class _Named(msgspec.Struct):
 
 
 _named = msgspec.json.Decoder(_Named)
-
-
-def owner_id(any_id: str) -> str:
-    """The job or DAG whose name governs an id: a run's job, a task's (or DAG run's) DAG."""
-    job = k.job_of_run(any_id)
-    head, dot, _task = job.partition(".")
-    return head if dot and k.is_dag_id(head) else job
 
 
 def spec_name(spec: bytes | None) -> str | None:

@@ -21,12 +21,12 @@ import msgspec
 
 from shardsched.core.labels import LabelsOnly, matches
 from shardsched.core.views import Run, RunList
-from shardsched.ops.access import owner_id, spec_name
+from shardsched.ops.access import spec_name
 from shardsched.ops.listing import SCAN_BUDGET
 from shardsched.ops.pagination import Cursor
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
-from shardsched.store.keys import ShardKeys
+from shardsched.store.keys import ShardKeys, owner_id
 from shardsched.store.records import RUN_FIELDS, run_from_fields
 
 #: Entries read from one place per round trip.

@@ -20,13 +20,10 @@ from shardsched.core.calendars import (
     CalendarView,
 )
 from shardsched.core.errors import NotFoundError, ValidationError
-from shardsched.ops.notify import decoded_entries
+from shardsched.store.calendars import CALENDAR, CALENDARS_CHANGED
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
-
-_calendar = msgspec.json.Decoder(Calendar)
-#: What a change publishes on the wake channel: every node reads the calendars again.
-CALENDARS_CHANGED = b"calendars"
+from shardsched.store.records import decoded_entries
 
 
 def put_calendar(dep: Deployment, name: str, calendar: Calendar) -> Op:
@@ -43,7 +40,7 @@ def put_calendar(dep: Deployment, name: str, calendar: Calendar) -> Op:
 
 def list_calendars(dep: Deployment) -> Op:
     (raw,) = yield [Call(("HGETALL", dep.globals.calendars.book))]
-    views = [CalendarView.of(n, c) for n, c in decoded_entries(check(raw), _calendar)]
+    views = [CalendarView.of(n, c) for n, c in decoded_entries(check(raw), CALENDAR)]
     return CalendarList(calendars=sorted(views, key=lambda v: v.name))
 
 
@@ -51,7 +48,7 @@ def get_calendar(dep: Deployment, name: str) -> Op:
     (raw,) = yield [Call(("HGET", dep.globals.calendars.book, name))]
     if check(raw) is None:
         raise NotFoundError(f"calendar {name!r} not found")
-    return CalendarView.of(name, _calendar.decode(raw))
+    return CalendarView.of(name, CALENDAR.decode(raw))
 
 
 def delete_calendar(dep: Deployment, name: str) -> Op:
@@ -63,13 +60,6 @@ def delete_calendar(dep: Deployment, name: str) -> Op:
     ]
     if not check(removed):
         raise NotFoundError(f"calendar {name!r} not found")
-
-
-def read_book(dep: Deployment) -> Op:
-    """Every calendar, by name (what an owner decides ticks with); one a later version
-    wrote in a shape this one cannot read is left out."""
-    (raw,) = yield [Call(("HGETALL", dep.globals.calendars.book))]
-    return dict(decoded_entries(check(raw), _calendar))
 
 
 def require_calendars(dep: Deployment, rules: Iterable[CalendarRule | None]) -> Op:

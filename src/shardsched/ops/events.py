@@ -18,10 +18,10 @@ from shardsched.core.errors import ValidationError
 from shardsched.core.ids import attempt_of, job_of_run
 from shardsched.core.instants import from_ms
 from shardsched.core.views import Event, EventList
-from shardsched.ops.access import owner_id
 from shardsched.store import keys as k
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
+from shardsched.store.keys import owner_id
 
 #: Stream entries read per shard per round, and rounds per page at most.
 _BATCH = 200

@@ -17,13 +17,14 @@ from shardsched.core.models import JobStatus, RunState
 from shardsched.core.views import DagList, DagRunList, JobList, RunList
 from shardsched.ops import dag_runs
 from shardsched.ops import dags as dag_ops
-from shardsched.ops.access import owner_id, spec_name
+from shardsched.ops.access import spec_name
 from shardsched.ops.cold import archive_url, cold_dag_runs, cold_page, merge_page
 from shardsched.ops.job_reads import list_filter, read_jobs, read_kept_jobs
 from shardsched.ops.pagination import Cursor, zpage
 from shardsched.store import keys as k
 from shardsched.store.calls import Call, Op, check, server_ms
 from shardsched.store.deployment import Deployment
+from shardsched.store.keys import owner_id
 from shardsched.store.records import RUN_FIELDS, dag_run_from, run_from_fields
 
 #: Entries a filtered page looks at, at most, before answering what it found so far.

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Iterator
-from typing import TypeVar
 
 import msgspec
 
@@ -27,23 +25,13 @@ from shardsched.core.notify_views import (
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import notify as lua
+from shardsched.store.records import decoded_entries
 
 _channel = msgspec.json.Decoder(Channel)
 _rule = msgspec.json.Decoder(Rule)
 MAX_LISTED = 500
-T = TypeVar("T")
 _RULE_ID = re.compile(r"^nr_[a-z0-9_-]{1,40}$")
 _MSG_ID = re.compile(r"^[a-z0-9-]{1,40}$")
-
-
-def decoded_entries(raw: list[bytes], decoder: msgspec.json.Decoder[T]) -> Iterator[tuple[str, T]]:
-    """A hash's (field, value) pairs from HGETALL's flat reply whose value decodes; one
-    written by a later version (a shape this one cannot read) is passed over."""
-    for i in range(0, len(raw), 2):
-        try:
-            yield raw[i].decode(), decoder.decode(raw[i + 1])
-        except msgspec.DecodeError:
-            continue
 
 
 def _rule_view(rule_id: str, r: Rule) -> RuleView:

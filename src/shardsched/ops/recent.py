@@ -9,9 +9,10 @@ from collections.abc import Sequence
 from shardsched.core.instants import from_ms
 from shardsched.core.models import RunState
 from shardsched.core.views import Run, RunBrief
-from shardsched.ops.access import owner_id, spec_name
+from shardsched.ops.access import spec_name
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
+from shardsched.store.keys import owner_id
 
 
 def recent_runs(dep: Deployment, job_ids: Sequence[str], count: int) -> Op:

@@ -23,9 +23,9 @@ from shardsched.core.ticks import ticks_in
 from shardsched.core.time_views import ResumeResult
 from shardsched.core.timing import resolved
 from shardsched.core.validation import checked
-from shardsched.ops.calendars import read_book
 from shardsched.ops.history import backfill, job_anchor
 from shardsched.ops.jobs import patch_job, read_job
+from shardsched.store.calendars import read_book
 from shardsched.store.calls import Call, Op, server_ms
 from shardsched.store.deployment import Deployment
 

@@ -18,8 +18,8 @@ import trio
 from shardsched.core.calendars import Calendar
 from shardsched.core.errors import ShardschedError
 from shardsched.core.pacing import Backoff
-from shardsched.ops.calendars import read_book
 from shardsched.runtime.metrics import Metrics
+from shardsched.store.calendars import read_book
 from shardsched.store.calls import Call, check
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import drive_async, redis_calls

@@ -29,12 +29,12 @@ import trio
 from shardsched.core.errors import ShardschedError
 from shardsched.core.notify import Channel, Kind, Rule
 from shardsched.core.notify_text import DETAILED, compose
-from shardsched.ops.notify_items import enrich, items_of
 from shardsched.runtime.metrics import Metrics
 from shardsched.shard import channels as send
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import drive_async, redis_calls
 from shardsched.store.lua import notify as lua
+from shardsched.store.notify_items import enrich, items_of
 from shardsched.store.redis import Redis, RedisError
 
 log = logging.getLogger(__name__)

@@ -25,13 +25,13 @@ import trio
 from shardsched.core.ids import dag_run_of, parse_dag_run_id, parse_run_id
 from shardsched.core.labels import LabelsOnly
 from shardsched.core.notify import Kind, Noted, Rule, is_dag_run, noted
-from shardsched.ops.notify import decoded_entries
 from shardsched.runtime.metrics import Metrics
 from shardsched.runtime.tracing import RunTracer
 from shardsched.shard.rounds import every
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import redis_calls
 from shardsched.store.lua import notify as lua
+from shardsched.store.records import decoded_entries
 from shardsched.store.redis import Redis
 
 log = logging.getLogger(__name__)

@@ -18,11 +18,11 @@ from collections.abc import Callable
 import trio
 
 from shardsched.core.errors import ShardschedError
-from shardsched.ops import resume_if_due
 from shardsched.runtime.metrics import Metrics
 from shardsched.shard.limits import sweep_keys
 from shardsched.shard.liveness import TimerCheck, release_paced, watch_deadlines
 from shardsched.shard.rounds import every
+from shardsched.store.calls import Op
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import drive_async, redis_calls
 from shardsched.store.lua import dags as dags_lua
@@ -39,8 +39,16 @@ LAG_SAMPLE_S = 15.0
 LAG_KEPT_MS = 86_400_000
 
 
+#: Resume a job paused until a time if it still is (``ops.resume_if_due``: a resume is an
+#: operation, with its checks and its change log, not an owner's own write). The process
+#: that builds the node passes it in (service.py), so shard/ imports no operation.
+AutoResume = Callable[[Deployment, str, int], Op]
+
+
 class Maintainer:
-    """One task per node; ``held`` answers the (shard, epoch) of every lease held now."""
+    """One task per node; ``held`` answers the (shard, epoch) of every lease held now;
+    without ``auto_resume`` (a node a test builds bare) no job paused until a time is
+    resumed."""
 
     def __init__(
         self,
@@ -49,8 +57,10 @@ class Maintainer:
         metrics: Metrics,
         held: Callable[[], list[tuple[int, int]]],
         node_id: str = "",
+        auto_resume: AutoResume | None = None,
     ) -> None:
         self.redis = redis
+        self.auto_resume = auto_resume
         self.node_id = node_id
         self._lag_sampled = -math.inf  #: trio's clock at the last lag sample
         self.dep = dep
@@ -102,7 +112,8 @@ class Maintainer:
                     extra={"shard": shard, "epoch": dict(self.held()).get(shard)},
                 )
         await self._index_names([(s, e) for s, e in held if s not in self.names_indexed])
-        await self._auto_resume([shard for shard, _ in held])
+        if self.auto_resume is not None:
+            await self._auto_resume(self.auto_resume, [shard for shard, _ in held])
         self.turns_given += await sweep_keys(
             self.redis, self.dep, {shard for shard, _ in held}, self.metrics
         )
@@ -138,7 +149,7 @@ class Maintainer:
                 if reply[1]:
                     log.info("shard %d: names of its older jobs indexed", shard)
 
-    async def _auto_resume(self, shards: list[int]) -> None:
+    async def _auto_resume(self, resume_if_due: AutoResume, shards: list[int]) -> None:
         """Resume the owned shards' jobs paused until now or earlier (server clock)."""
         now_ms = await self.redis.time_ms()
         due = await self.redis.pipeline(

@@ -29,16 +29,16 @@ from shardsched.core.assignment import target_shards
 from shardsched.core.errors import ShardschedError
 from shardsched.core.pacing import Backoff
 from shardsched.core.schedule import NextFireMemo
-from shardsched.ops.calendars import CALENDARS_CHANGED
 from shardsched.runtime.metrics import Metrics
 from shardsched.runtime.tracing import RunTracer
 from shardsched.shard.actor import LeaseLost, ShardActor
 from shardsched.shard.calendar_book import CalendarBook
 from shardsched.shard.dispatcher import Dispatcher
 from shardsched.shard.follower import EventFollower
-from shardsched.shard.maintenance import MAINTENANCE_EVERY_S, Maintainer
+from shardsched.shard.maintenance import MAINTENANCE_EVERY_S, AutoResume, Maintainer
 from shardsched.shard.runaway import end_runaway_script
 from shardsched.shard.waker import Waker
+from shardsched.store.calendars import CALENDARS_CHANGED
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import call_script, redis_calls
 from shardsched.store.lua import leases, recovery
@@ -85,6 +85,7 @@ class ShardManager:
         metrics: Metrics | None = None,
         heartbeat_every_s: float = HEARTBEAT_EVERY_S,
         tracer: RunTracer | None = None,
+        auto_resume: AutoResume | None = None,
     ) -> None:
         self.tracer = tracer  #: None: tracing is off (runtime/tracing.py)
         self.redis = redis
@@ -106,7 +107,7 @@ class ShardManager:
         self.reclaim_rounds = 0
         self.lease_rounds = 0  #: lease rounds done (what a test waits on for "a round later")
         held = lambda: list(self.leases.items())  # noqa: E731
-        self.maintainer = Maintainer(redis, dep, self.metrics, held, self.node_id)
+        self.maintainer = Maintainer(redis, dep, self.metrics, held, self.node_id, auto_resume)
         self.waker = Waker(redis, dep, self.metrics, lambda: list(self.leases))
         self.follower = EventFollower(redis, dep, self.metrics, held, tracer)
         self.dispatcher = Dispatcher(redis, dep, self.metrics, self.node_id)

@@ -1,6 +1,6 @@
 """The owner's retention task: finished runs move from Redis to the cold archive.
 
-One task per node walks the shards it holds, a slice at a time (``ops/retention.py``):
+One task per node walks the shards it holds, a slice at a time (``store/retention.py``):
 it archives the slice first (Parquet, in a worker thread: the loop keeps firing) and
 removes it from Redis second, fenced by the shard's epoch (``lua/expire_history.lua``). A
 crash in between leaves the runs in both places; the next pass archives them again and
@@ -19,13 +19,13 @@ import trio
 
 from shardsched.core.instants import from_ms
 from shardsched.core.pacing import Backoff
-from shardsched.ops.retention import RetentionDefaults, Slice, retention_slice
 from shardsched.runtime.metrics import Metrics
 from shardsched.store.archive import Archive
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import call_script, drive_off_loop
 from shardsched.store.lua import retention as lua
 from shardsched.store.redis import Redis, RedisError
+from shardsched.store.retention import RetentionDefaults, Slice, retention_slice
 
 log = logging.getLogger(__name__)
 

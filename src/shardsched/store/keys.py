@@ -381,3 +381,10 @@ class GlobalKeys:
 @lru_cache(maxsize=4096)
 def shard_keys(namespace: str, shard: int) -> ShardKeys:
     return ShardKeys(namespace, shard)
+
+
+def owner_id(any_id: str) -> str:
+    """The job or DAG whose name governs an id: a run's job, a task's (or DAG run's) DAG."""
+    job = job_of_run(any_id)
+    head, dot, _task = job.partition(".")
+    return head if dot and is_dag_id(head) else job

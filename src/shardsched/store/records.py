@@ -6,7 +6,9 @@ through the tuples and decoders here, never by letters of its own.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
+from typing import TypeVar
 
 import msgspec
 
@@ -206,3 +208,16 @@ def token_act_from_entry(entry_id: bytes, fields: list[bytes]) -> TokenAct:
         name=f[b"n"].decode(),
         detail=f.get(b"x", b"").decode() or None,
     )
+
+
+T = TypeVar("T")
+
+
+def decoded_entries(raw: list[bytes], decoder: msgspec.json.Decoder[T]) -> Iterator[tuple[str, T]]:
+    """A hash's (field, value) pairs from HGETALL's flat reply whose value decodes; one
+    written by a later version (a shape this one cannot read) is passed over."""
+    for i in range(0, len(raw), 2):
+        try:
+            yield raw[i].decode(), decoder.decode(raw[i + 1])
+        except msgspec.DecodeError:
+            continue

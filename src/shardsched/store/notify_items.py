@@ -12,9 +12,9 @@ from shardsched.core.ids import dag_run_of, parse_run_id
 from shardsched.core.instants import from_ms
 from shardsched.core.notify import Kind, is_dag_run
 from shardsched.core.notify_text import OUTPUT_TAIL, Item
-from shardsched.ops.access import owner_id
 from shardsched.store.calls import Call, Op
 from shardsched.store.deployment import Deployment
+from shardsched.store.keys import owner_id
 
 
 class _Named(msgspec.Struct):
