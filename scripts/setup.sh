@@ -49,7 +49,9 @@ fi
 # the shells), valgrind (`bench instructions` under callgrind), systemd-analyze (the docs
 # test verifies deploy/systemd's units), a C compiler (a job builds a library another
 # preloads, tests/worker/test_hostile_jobs.py), openssl (the tests' certificates) and
-# chromium with its driver (the browser tests of /docs and the dashboard, headless).
+# chromium with its driver (the browser tests of /docs and the dashboard, headless), and
+# Node.js with npm (scripts/check formats and lints the console's JavaScript with Biome,
+# from tools/js: a development tool only; installing shardsched needs no Node).
 if (( tests )); then
   missing=()
   command -v curl >/dev/null 2>&1 || missing+=(curl)
@@ -62,6 +64,8 @@ if (( tests )); then
   command -v openssl >/dev/null 2>&1 || missing+=(openssl)
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+  command -v node >/dev/null 2>&1 || missing+=(nodejs)
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
   if (( ${#missing[@]} )); then
     apt_install "used by the test suite only" "${missing[@]}"
   fi
@@ -80,4 +84,13 @@ if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
     | grep -v "is ignored: it is neither a file nor a directory" >&2 || true
   .venv/bin/python -c "import shardsched" # fail loudly if the install did not take
   touch "$stamp"
+fi
+
+if (( tests )); then
+  jsstamp=tools/js/node_modules/.installed
+  if [[ ! -f $jsstamp || tools/js/package-lock.json -nt $jsstamp ]]; then
+    echo "setup: installing the console's JS formatter and linter (Biome) into tools/js" >&2
+    npm ci --prefix tools/js --no-audit --no-fund --loglevel=error >/dev/null
+    touch "$jsstamp"
+  fi
 fi

@@ -36,7 +36,7 @@ export function svg(tag, attrs, ...children) {
 
 export class ApiError extends Error {
   constructor(status, body) {
-    super((body && body.error && body.error.message) || `HTTP ${status}`);
+    super(body?.error?.message || `HTTP ${status}`);
     this.status = status;
     this.body = body;
   }
@@ -47,7 +47,9 @@ export async function api(method, path, body) {
   if (body !== undefined) headers["content-type"] = "application/json";
   if (method !== "GET") headers["x-csrf-token"] = session.csrf;
   const resp = await fetch(path, {
-    method, headers, credentials: "same-origin",
+    method,
+    headers,
+    credentials: "same-origin",
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   if (resp.status === 401 && session.auth) {
@@ -62,9 +64,10 @@ export async function api(method, path, body) {
 
 export function query(params) {
   const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) if (v !== null && v !== undefined && v !== "") q.set(k, v);
+  for (const [k, v] of Object.entries(params))
+    if (v !== null && v !== undefined && v !== "") q.set(k, v);
   const s = q.toString();
-  return s ? "?" + s : "";
+  return s ? `?${s}` : "";
 }
 
 export function toast(text) {
@@ -75,32 +78,80 @@ export function toast(text) {
 }
 
 // Times: in the browser's zone with its name, or in UTC (the header's toggle).
-export function utcMode() { return localStorage.getItem("shardsched.utc") === "1"; }
-export function zoneName() { return utcMode() ? "UTC" : Intl.DateTimeFormat().resolvedOptions().timeZone; }
+export function utcMode() {
+  return localStorage.getItem("shardsched.utc") === "1";
+}
+export function zoneName() {
+  return utcMode() ? "UTC" : Intl.DateTimeFormat().resolvedOptions().timeZone;
+}
 export function when(iso, zone) {
   if (!iso) return "—";
   const d = new Date(iso);
   const tz = zone || (utcMode() ? "UTC" : undefined);
   // sv-SE writes ISO-like dates; the zone's short name says which clock it is
-  return d.toLocaleString("sv-SE", { timeZone: tz, hourCycle: "h23", year: "numeric", month: "2-digit",
-    day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short" });
+  return d.toLocaleString("sv-SE", {
+    timeZone: tz,
+    hourCycle: "h23",
+    year: "numeric",
+    month: "2-digit",
+    day: "2-digit",
+    hour: "2-digit",
+    minute: "2-digit",
+    second: "2-digit",
+    timeZoneName: "short",
+  });
 }
 export function ago(iso) {
   if (!iso) return "";
   const s = Math.round((Date.now() - new Date(iso).getTime()) / 1000);
   const a = Math.abs(s);
-  const t = a < 60 ? `${a}s` : a < 3600 ? `${Math.round(a / 60)}m` : a < 86400 ? `${Math.round(a / 3600)}h` : `${Math.round(a / 86400)}d`;
+  const t =
+    a < 60
+      ? `${a}s`
+      : a < 3600
+        ? `${Math.round(a / 60)}m`
+        : a < 86400
+          ? `${Math.round(a / 3600)}h`
+          : `${Math.round(a / 86400)}d`;
   return s >= 0 ? `${t} ago` : `in ${t}`;
 }
 export function time(iso) {
-  return h("time", { datetime: iso || "", title: iso ? `${new Date(iso).toISOString()} (${ago(iso)})` : "" }, when(iso));
+  return h(
+    "time",
+    { datetime: iso || "", title: iso ? `${new Date(iso).toISOString()} (${ago(iso)})` : "" },
+    when(iso),
+  );
 }
 
 // A run's or tick's state: a shape and the word, never only a colour.
-const SHAPES = { succeeded: "✓", fired: "✓", failed: "✗", dead_letter: "☠", cancelled: "⊘",
-  skipped: "↷", running: "●", claimed: "●", scheduled: "○", queued: "○", waiting: "⧗",
-  retrying: "↻", pending: "…", missing: "?", duplicated: "‼", late: "⏰", paused: "⏸", active: "▶", deleted: "⌫" };
-export function shape(state) { return SHAPES[state] || "·"; }
+const SHAPES = {
+  succeeded: "✓",
+  fired: "✓",
+  failed: "✗",
+  dead_letter: "☠",
+  cancelled: "⊘",
+  skipped: "↷",
+  running: "●",
+  claimed: "●",
+  scheduled: "○",
+  queued: "○",
+  waiting: "⧗",
+  retrying: "↻",
+  pending: "…",
+  missing: "?",
+  duplicated: "‼",
+  late: "⏰",
+  paused: "⏸",
+  active: "▶",
+  deleted: "⌫",
+};
+export function shape(state) {
+  return SHAPES[state] || "·";
+}
 export function stateTag(state, title) {
-  return h("span", { class: `state s-${state}`, title: title || state }, `${shape(state)} ${state}`);
+  return h(
+    "span",
+    { class: `state s-${state}`, title: title || state },
+    `${shape(state)} ${state}`,
+  );
 }

@@ -1,35 +1,117 @@
 // The screens. Each is {render, wants, leave}: render() returns the screen's node from
 // API calls; wants(event) says whether a transition from the event stream changes it.
-import { api, ago, canWrite, h, query, stateTag, time, toast, when, zoneName, ApiError } from "./lib.js";
+import {
+  api,
+  ago,
+  canWrite,
+  h,
+  query,
+  stateTag,
+  time,
+  toast,
+  when,
+  zoneName,
+  ApiError,
+} from "./lib.js";
 import { dagGraph, lagChart, sparkline, tickStrip } from "./charts.js";
 
 const enc = encodeURIComponent;
 const link = (href, text) => h("a", { href }, text);
 const jobLink = (id, name) => link(`#/jobs/${enc(id)}`, name || id);
 const runLink = (id) => link(`#/runs/${enc(id)}`, id);
-const table = (head, rows, empty) => rows.length
-  ? h("div", { class: "scroll" }, h("table", {}, h("thead", {}, h("tr", {}, head.map((c) => h("th", { scope: "col" }, c)))),
-    h("tbody", {}, rows.map((r) => h("tr", {}, r.map((c) => h("td", {}, c)))))))
-  : h("p", { class: "muted" }, empty || "None.");
-const field = (id, label, input, help) => h("div", {}, h("label", { for: id }, label), input, help ? h("span", { class: "help" }, help) : null);
+const table = (head, rows, empty) =>
+  rows.length
+    ? h(
+        "div",
+        { class: "scroll" },
+        h(
+          "table",
+          {},
+          h(
+            "thead",
+            {},
+            h(
+              "tr",
+              {},
+              head.map((c) => h("th", { scope: "col" }, c)),
+            ),
+          ),
+          h(
+            "tbody",
+            {},
+            rows.map((r) =>
+              h(
+                "tr",
+                {},
+                r.map((c) => h("td", {}, c)),
+              ),
+            ),
+          ),
+        ),
+      )
+    : h("p", { class: "muted" }, empty || "None.");
+const field = (id, label, input, help) =>
+  h(
+    "div",
+    {},
+    h("label", { for: id }, label),
+    input,
+    help ? h("span", { class: "help" }, help) : null,
+  );
 
 // A button that calls the API and reports; hidden from read-only tokens.
 function action(label, run, opts = {}) {
   if (!canWrite()) return null;
-  return h("button", { type: "button", class: opts.danger ? "danger" : "", onclick: async (e) => {
-    const b = e.currentTarget;
-    if (opts.confirm && !confirm(opts.confirm)) return;
-    b.disabled = true;
-    try { const out = await run(); toast(opts.done ? opts.done(out) : `${label}: done`); if (opts.after) opts.after(out); }
-    catch (err) { toast(`${label}: ${err.message}`); }
-    finally { b.disabled = false; }
-  } }, label);
+  return h(
+    "button",
+    {
+      type: "button",
+      class: opts.danger ? "danger" : "",
+      onclick: async (e) => {
+        const b = e.currentTarget;
+        if (opts.confirm && !confirm(opts.confirm)) return;
+        b.disabled = true;
+        try {
+          const out = await run();
+          toast(opts.done ? opts.done(out) : `${label}: done`);
+          if (opts.after) opts.after(out);
+        } catch (err) {
+          toast(`${label}: ${err.message}`);
+        } finally {
+          b.disabled = false;
+        }
+      },
+    },
+    label,
+  );
 }
 
 function runsTable(runs, withJob) {
-  return table(["Run", withJob ? "Job" : null, "State", "Scheduled for", "Started", "Finished", "Worker", "Reason"].filter(Boolean),
-    runs.map((r) => [runLink(r.run_id), withJob ? jobLink(r.job_id) : null, stateTag(r.state), time(r.scheduled_for),
-      time(r.started_at), time(r.finished_at), r.claimed_by || "—", r.reason || ""].filter((c) => c !== null)), "No runs.");
+  return table(
+    [
+      "Run",
+      withJob ? "Job" : null,
+      "State",
+      "Scheduled for",
+      "Started",
+      "Finished",
+      "Worker",
+      "Reason",
+    ].filter(Boolean),
+    runs.map((r) =>
+      [
+        runLink(r.run_id),
+        withJob ? jobLink(r.job_id) : null,
+        stateTag(r.state),
+        time(r.scheduled_for),
+        time(r.started_at),
+        time(r.finished_at),
+        r.claimed_by || "—",
+        r.reason || "",
+      ].filter((c) => c !== null),
+    ),
+    "No runs.",
+  );
 }
 
 // --- overview -----------------------------------------------------------------------
@@ -39,13 +121,16 @@ const lagPoints = [];
 async function lagSamples() {
   const last = lagPoints.length ? lagPoints[lagPoints.length - 1].at : null;
   const since = last ? new Date(Date.parse(last) + 1).toISOString() : undefined;
-  const out = await api("GET", "/api/v1/status/lag" + query({ since })).catch(() => ({ points: [] }));
+  const out = await api("GET", `/api/v1/status/lag${query({ since })}`).catch(() => ({
+    points: [],
+  }));
   lagPoints.push(...out.points);
   const hourAgo = Date.now() - 3600e3;
   while (lagPoints.length && Date.parse(lagPoints[0].at) < hourAgo) lagPoints.shift();
   // one bucket per sampling period (15 s; the median gap between a node's samples), each
   // the worst node's
-  const lastOf = new Map(), gaps = [];
+  const lastOf = new Map(),
+    gaps = [];
   for (const p of lagPoints) {
     const t = Date.parse(p.at);
     if (lastOf.has(p.node_id)) gaps.push(t - lastOf.get(p.node_id));
@@ -68,23 +153,56 @@ function overview() {
     wants: () => true,
     every: 5000,
     async render() {
-      const [st, cl, samples] = await Promise.all([api("GET", "/api/v1/status"), api("GET", "/api/v1/cluster"), lagSamples()]);
-      const card = (n, label, href) => h("div", { class: "card" }, h("a", { href }, h("div", { class: "n" }, String(n)), h("div", {}, label)));
-      return h("section", {},
+      const [st, cl, samples] = await Promise.all([
+        api("GET", "/api/v1/status"),
+        api("GET", "/api/v1/cluster"),
+        lagSamples(),
+      ]);
+      const card = (n, label, href) =>
+        h(
+          "div",
+          { class: "card" },
+          h("a", { href }, h("div", { class: "n" }, String(n)), h("div", {}, label)),
+        );
+      return h(
+        "section",
+        {},
         h("h1", {}, "Overview"),
-        h("div", { class: "cards" },
-          card(st.nodes.length, "nodes", "#/fleet"), card(st.workers.length, "workers", "#/fleet"),
-          card(`${st.slots_free}/${st.slots}`, "free slots", "#/fleet"), card(st.ready, "runs ready", "#/runs?state=queued"),
-          card(st.pending, "runs running", "#/runs?state=running"), card(st.fired_1m, "fired in 1 min", "#/jobs"),
-          card(st.missed, "missed", "#/jobs?health=late"), card(st.overrunning, "overrunning", "#/runs?state=running"),
-          card(st.dead_letter, "dead-lettered", "#/dead-letter"), card(st.quarantined, "quarantined", "#/jobs?status=paused"),
-          card(st.failed_1h, "failed in 1 h", "#/failures"), card(st.unowned.length, "unowned shards", "#/fleet")),
-        h("h2", {}, "Trigger lag, last hour (worst node; p99 and p50 of each minute, every 15 s)"), lagChart(samples),
+        h(
+          "div",
+          { class: "cards" },
+          card(st.nodes.length, "nodes", "#/fleet"),
+          card(st.workers.length, "workers", "#/fleet"),
+          card(`${st.slots_free}/${st.slots}`, "free slots", "#/fleet"),
+          card(st.ready, "runs ready", "#/runs?state=queued"),
+          card(st.pending, "runs running", "#/runs?state=running"),
+          card(st.fired_1m, "fired in 1 min", "#/jobs"),
+          card(st.missed, "missed", "#/jobs?health=late"),
+          card(st.overrunning, "overrunning", "#/runs?state=running"),
+          card(st.dead_letter, "dead-lettered", "#/dead-letter"),
+          card(st.quarantined, "quarantined", "#/jobs?status=paused"),
+          card(st.failed_1h, "failed in 1 h", "#/failures"),
+          card(st.unowned.length, "unowned shards", "#/fleet"),
+        ),
+        h("h2", {}, "Trigger lag, last hour (worst node; p99 and p50 of each minute, every 15 s)"),
+        lagChart(samples),
         h("h2", {}, "Queues"),
-        table(["Queue", "Ready", "Running", "Workers", "Free slots"], (st.queues || []).map((q) =>
-          [q.queue + (q.unserved ? " ⚠ UNSERVED" : ""), q.ready, q.running, q.workers, q.slots_free])),
+        table(
+          ["Queue", "Ready", "Running", "Workers", "Free slots"],
+          (st.queues || []).map((q) => [
+            q.queue + (q.unserved ? " ⚠ UNSERVED" : ""),
+            q.ready,
+            q.running,
+            q.workers,
+            q.slots_free,
+          ]),
+        ),
         h("h2", {}, "Shards"),
-        table(["Shard", "Owner", "Epoch", "Lease until"], cl.shards.map((s) => [s.shard, s.owner || "⚠ none", s.epoch, time(s.lease_expires_at)])));
+        table(
+          ["Shard", "Owner", "Epoch", "Lease until"],
+          cl.shards.map((s) => [s.shard, s.owner || "⚠ none", s.epoch, time(s.lease_expires_at)]),
+        ),
+      );
     },
   };
 }
@@ -95,44 +213,139 @@ function jobs(params) {
   return {
     wants: (e) => shown.has(e.job_id),
     async render() {
-      const q = { limit: 50, recent: 12, name_prefix: params.q, status: params.status, health: params.health, label: params.label, queue: params.queue, cursor: params.cursor };
-      const page = await api("GET", "/api/v1/jobs" + query(q));
+      const q = {
+        limit: 50,
+        recent: 12,
+        name_prefix: params.q,
+        status: params.status,
+        health: params.health,
+        label: params.label,
+        queue: params.queue,
+        cursor: params.cursor,
+      };
+      const page = await api("GET", `/api/v1/jobs${query(q)}`);
       shown.clear();
-      page.jobs.forEach((j) => shown.add(j.job_id));
-      const form = h("form", { class: "filters", role: "search", onsubmit: (e) => {
-        e.preventDefault();
-        const f = new FormData(e.target);
-        location.hash = "#/jobs" + query(Object.fromEntries([...f.entries()].filter(([, v]) => v)));
-      } },
-      field("f-q", "Name starts with", h("input", { id: "f-q", name: "q", value: params.q || "" })),
-      field("f-status", "Status", h("select", { id: "f-status", name: "status" }, ["", "active", "paused", "deleted"].map((s) => h("option", { value: s, selected: s === (params.status || "") }, s || "any")))),
-      field("f-health", "Health", h("select", { id: "f-health", name: "health" }, ["", "failing", "late"].map((s) => h("option", { value: s, selected: s === (params.health || "") }, s || "any")))),
-      field("f-label", "Label", h("input", { id: "f-label", name: "label", placeholder: "team:payments", value: params.label || "" })),
-      field("f-queue", "Queue", h("input", { id: "f-queue", name: "queue", value: params.queue || "" })),
-      h("div", {}, h("button", { type: "submit" }, "Filter")));
+      for (const j of page.jobs) shown.add(j.job_id);
+      const form = h(
+        "form",
+        {
+          class: "filters",
+          role: "search",
+          onsubmit: (e) => {
+            e.preventDefault();
+            const f = new FormData(e.target);
+            location.hash = `#/jobs${query(Object.fromEntries([...f.entries()].filter(([, v]) => v)))}`;
+          },
+        },
+        field(
+          "f-q",
+          "Name starts with",
+          h("input", { id: "f-q", name: "q", value: params.q || "" }),
+        ),
+        field(
+          "f-status",
+          "Status",
+          h(
+            "select",
+            { id: "f-status", name: "status" },
+            ["", "active", "paused", "deleted"].map((s) =>
+              h("option", { value: s, selected: s === (params.status || "") }, s || "any"),
+            ),
+          ),
+        ),
+        field(
+          "f-health",
+          "Health",
+          h(
+            "select",
+            { id: "f-health", name: "health" },
+            ["", "failing", "late"].map((s) =>
+              h("option", { value: s, selected: s === (params.health || "") }, s || "any"),
+            ),
+          ),
+        ),
+        field(
+          "f-label",
+          "Label",
+          h("input", {
+            id: "f-label",
+            name: "label",
+            placeholder: "team:payments",
+            value: params.label || "",
+          }),
+        ),
+        field(
+          "f-queue",
+          "Queue",
+          h("input", { id: "f-queue", name: "queue", value: params.queue || "" }),
+        ),
+        h("div", {}, h("button", { type: "submit" }, "Filter")),
+      );
       const rows = page.jobs.map((j) => {
         const last = (j.recent_runs || [])[0];
         const tz = j.schedule.timezone || "UTC";
-        return [jobLink(j.job_id, j.name), h("code", {}, j.job_id), scheduleText(j.schedule), stateTag(j.status),
-          h("span", {}, time(j.next_run_at), j.next_run_at && tz !== "UTC" ? h("div", { class: "muted" }, when(j.next_run_at, tz)) : null),
-          last ? stateTag(last.state) : h("span", { class: "muted" }, "—"), sparkline(j.recent_runs)];
+        return [
+          jobLink(j.job_id, j.name),
+          h("code", {}, j.job_id),
+          scheduleText(j.schedule),
+          stateTag(j.status),
+          h(
+            "span",
+            {},
+            time(j.next_run_at),
+            j.next_run_at && tz !== "UTC"
+              ? h("div", { class: "muted" }, when(j.next_run_at, tz))
+              : null,
+          ),
+          last ? stateTag(last.state) : h("span", { class: "muted" }, "—"),
+          sparkline(j.recent_runs),
+        ];
       });
-      const more = page.next_cursor ? link("#/jobs" + query({ ...params, cursor: page.next_cursor }), "Next page →") : null;
-      return h("section", {}, h("h1", {}, "Jobs"),
-        canWrite() ? h("p", {}, link("#/new-job", "+ New job")) : null, form,
+      const more = page.next_cursor
+        ? link(`#/jobs${query({ ...params, cursor: page.next_cursor })}`, "Next page →")
+        : null;
+      return h(
+        "section",
+        {},
+        h("h1", {}, "Jobs"),
+        canWrite() ? h("p", {}, link("#/new-job", "+ New job")) : null,
+        form,
         h("p", { class: "muted" }, `Times in ${zoneName()}; a job's own zone below it.`),
-        table(["Name", "Id", "Schedule", "Status", "Next fire", "Last", "Recent runs"], rows, "No jobs match."), more);
+        table(
+          ["Name", "Id", "Schedule", "Status", "Next fire", "Last", "Recent runs"],
+          rows,
+          "No jobs match.",
+        ),
+        more,
+      );
     },
   };
 }
 
 function scheduleText(s) {
   if (!s) return "—";
-  if (s.type === "cron") return h("code", {}, s.expression + (s.timezone && s.timezone !== "UTC" ? ` (${s.timezone})` : ""));
+  if (s.type === "cron")
+    return h(
+      "code",
+      {},
+      s.expression + (s.timezone && s.timezone !== "UTC" ? ` (${s.timezone})` : ""),
+    );
   if (s.type === "interval") return `every ${s.every_s}s`;
   if (s.type === "once") return `once at ${when(s.at)}`;
-  if (s.type === "multi") return h("span", {}, "any of: ", ...s.schedules.map((one, i) => h("span", {}, i ? "; " : "", scheduleText(one))));
-  if (s.type === "window") return h("code", {}, `${s.cron} + ${s.duration_s}s` + (s.timezone && s.timezone !== "UTC" ? ` (${s.timezone})` : ""));
+  if (s.type === "multi")
+    return h(
+      "span",
+      {},
+      "any of: ",
+      ...s.schedules.map((one, i) => h("span", {}, i ? "; " : "", scheduleText(one))),
+    );
+  if (s.type === "window")
+    return h(
+      "code",
+      {},
+      `${s.cron} + ${s.duration_s}s` +
+        (s.timezone && s.timezone !== "UTC" ? ` (${s.timezone})` : ""),
+    );
   return JSON.stringify(s);
 }
 
@@ -140,37 +353,78 @@ function scheduleText(s) {
 function newJob() {
   return {
     async render() {
-      const form = h("form", { class: "filters", onsubmit: async (e) => {
-        e.preventDefault();
-        const f = Object.fromEntries(new FormData(e.target).entries());
-        const schedule = f.kind === "cron" ? { type: "cron", expression: f.expr, timezone: f.tz || "UTC" }
-          : f.kind === "interval" ? { type: "interval", every_s: Number(f.expr) } : { type: "once", at: f.expr };
-        try {
-          const made = await api("POST", "/api/v1/jobs", { name: f.name, command: f.command, schedule });
-          location.hash = `#/jobs/${enc(made.job_id)}`;
-        } catch (err) {
-          const out = document.getElementById("create-error");
-          out.textContent = err.body && err.body.error ? `${err.message} ${JSON.stringify(err.body.error.details || "")}` : err.message;
-        }
-      } },
-      field("n-name", "Name", h("input", { id: "n-name", name: "name", required: true })),
-      field("n-command", "Command", h("input", { id: "n-command", name: "command", required: true, size: 40 })),
-      field("n-kind", "Schedule", h("select", { id: "n-kind", name: "kind" }, ["cron", "interval", "once"].map((k) => h("option", { value: k }, k)))),
-      field("n-expr", "Cron, seconds or time", h("input", { id: "n-expr", name: "expr", required: true, placeholder: "*/5 * * * *" })),
-      field("n-tz", "Zone", h("input", { id: "n-tz", name: "tz", value: "UTC" })),
-      h("div", {}, h("button", { type: "submit" }, "Create")));
-      return h("section", {}, h("h1", {}, "New job"), form, h("p", { id: "create-error", class: "error", role: "alert" }));
+      const form = h(
+        "form",
+        {
+          class: "filters",
+          onsubmit: async (e) => {
+            e.preventDefault();
+            const f = Object.fromEntries(new FormData(e.target).entries());
+            const schedule =
+              f.kind === "cron"
+                ? { type: "cron", expression: f.expr, timezone: f.tz || "UTC" }
+                : f.kind === "interval"
+                  ? { type: "interval", every_s: Number(f.expr) }
+                  : { type: "once", at: f.expr };
+            try {
+              const made = await api("POST", "/api/v1/jobs", {
+                name: f.name,
+                command: f.command,
+                schedule,
+              });
+              location.hash = `#/jobs/${enc(made.job_id)}`;
+            } catch (err) {
+              const out = document.getElementById("create-error");
+              out.textContent = err.body?.error
+                ? `${err.message} ${JSON.stringify(err.body.error.details || "")}`
+                : err.message;
+            }
+          },
+        },
+        field("n-name", "Name", h("input", { id: "n-name", name: "name", required: true })),
+        field(
+          "n-command",
+          "Command",
+          h("input", { id: "n-command", name: "command", required: true, size: 40 }),
+        ),
+        field(
+          "n-kind",
+          "Schedule",
+          h(
+            "select",
+            { id: "n-kind", name: "kind" },
+            ["cron", "interval", "once"].map((k) => h("option", { value: k }, k)),
+          ),
+        ),
+        field(
+          "n-expr",
+          "Cron, seconds or time",
+          h("input", { id: "n-expr", name: "expr", required: true, placeholder: "*/5 * * * *" }),
+        ),
+        field("n-tz", "Zone", h("input", { id: "n-tz", name: "tz", value: "UTC" })),
+        h("div", {}, h("button", { type: "submit" }, "Create")),
+      );
+      return h(
+        "section",
+        {},
+        h("h1", {}, "New job"),
+        form,
+        h("p", { id: "create-error", class: "error", role: "alert" }),
+      );
     },
   };
 }
 
 // --- one job ------------------------------------------------------------------------
 function lineDiff(a, b) {
-  const x = a.split("\n"), y = b.split("\n");
+  const x = a.split("\n"),
+    y = b.split("\n");
   const out = [];
-  for (const l of x) if (!y.includes(l)) out.push(h("span", { class: "del" }, "- " + l));
-  for (const l of y) if (!x.includes(l)) out.push(h("span", { class: "add" }, "+ " + l));
-  return out.length ? h("pre", { class: "diff" }, out) : h("p", { class: "muted" }, "(status change only)");
+  for (const l of x) if (!y.includes(l)) out.push(h("span", { class: "del" }, `- ${l}`));
+  for (const l of y) if (!x.includes(l)) out.push(h("span", { class: "add" }, `+ ${l}`));
+  return out.length
+    ? h("pre", { class: "diff" }, out)
+    : h("p", { class: "muted" }, "(status change only)");
 }
 
 function job(id) {
@@ -182,10 +436,17 @@ function job(id) {
       const [runs, versions, ticks, preview] = await Promise.all([
         api("GET", `/api/v1/jobs/${enc(id)}/runs?limit=20`),
         api("GET", `/api/v1/jobs/${enc(id)}/versions`).catch(() => ({ versions: [] })),
-        api("GET", `/api/v1/jobs/${enc(id)}/ticks` + query({ since, until: new Date().toISOString(), limit: 500 })).catch(() => ({ ticks: [] })),
-        api("POST", "/api/v1/schedules/preview", { schedule: j.schedule, count: 10 }).catch(() => ({ fire_times: [], suppressed: [] })),
+        api(
+          "GET",
+          `/api/v1/jobs/${enc(id)}/ticks` +
+            query({ since, until: new Date().toISOString(), limit: 500 }),
+        ).catch(() => ({ ticks: [] })),
+        api("POST", "/api/v1/schedules/preview", { schedule: j.schedule, count: 10 }).catch(() => ({
+          fire_times: [],
+          suppressed: [],
+        })),
       ]);
-      const reload = () => this.refresh && this.refresh();
+      const reload = () => this.refresh?.();
       const args = h("input", { id: "t-args", placeholder: '{"date": "2026-01-01"}', size: 28 });
       const reason = h("input", { id: "p-reason", placeholder: "why" });
       const until = h("input", { id: "p-until", type: "datetime-local" });
@@ -193,46 +454,190 @@ function job(id) {
       const bfUntil = h("input", { id: "b-until", type: "datetime-local" });
       const bfOut = h("p", { role: "status" });
       const iso = (v) => (v ? new Date(v).toISOString() : undefined);
-      const actions = canWrite() && j.status === "deleted" ? h("div", { class: "actions" },
-        action("Restore", () => api("POST", `/api/v1/jobs/${enc(id)}/restore`), { confirm: `Bring ${j.name} back as a new incarnation?`, done: (o) => `Restored: incarnation ${o.incarnation}`, after: reload }))
-        : canWrite() ? h("div", { class: "actions" },
-        field("t-args", "Args (JSON)", args),
-        action("Trigger", () => api("POST", `/api/v1/jobs/${enc(id)}/trigger`, args.value ? { args: JSON.parse(args.value) } : undefined),
-          { done: (o) => `Triggered ${o.run_id}`, after: (o) => { location.hash = `#/runs/${enc(o.run_id)}`; } }),
-        field("p-reason", "Pause reason", reason), field("p-until", "until", until),
-        j.status === "active" ? action("Pause", () => api("PATCH", `/api/v1/jobs/${enc(id)}`, { status: "paused", pause_reason: reason.value || undefined, paused_until: iso(until.value) }), { after: reload })
-          : action("Resume", () => api("PATCH", `/api/v1/jobs/${enc(id)}`, { status: "active" }), { after: reload }),
-        action("Delete", () => api("DELETE", `/api/v1/jobs/${enc(id)}`), { danger: true, confirm: `Delete ${j.name}? Its history stays.`, after: reload })) : null;
-      const backfill = canWrite() ? h("div", { class: "actions" },
-        field("b-since", "Backfill since", bfSince), field("b-until", "until", bfUntil),
-        h("button", { type: "button", onclick: async () => {
-          const t = await api("GET", `/api/v1/jobs/${enc(id)}/ticks` + query({ since: iso(bfSince.value), until: iso(bfUntil.value), limit: 10000 }));
-          const missing = t.ticks.filter((x) => x.outcome === "missing" || x.outcome === "skipped").length;
-          bfOut.textContent = `Dry run: ${t.ticks.length} ticks in the window, ${missing} without a run would run.`;
-        } }, "Dry run"),
-        action("Backfill", () => api("POST", `/api/v1/jobs/${enc(id)}/backfill`, { since: iso(bfSince.value), until: iso(bfUntil.value) }),
-          { done: (o) => `${o.ticks} ticks: ${o.queued} queued, ${o.already} had a run` }), bfOut) : null;
+      const actions =
+        canWrite() && j.status === "deleted"
+          ? h(
+              "div",
+              { class: "actions" },
+              action("Restore", () => api("POST", `/api/v1/jobs/${enc(id)}/restore`), {
+                confirm: `Bring ${j.name} back as a new incarnation?`,
+                done: (o) => `Restored: incarnation ${o.incarnation}`,
+                after: reload,
+              }),
+            )
+          : canWrite()
+            ? h(
+                "div",
+                { class: "actions" },
+                field("t-args", "Args (JSON)", args),
+                action(
+                  "Trigger",
+                  () =>
+                    api(
+                      "POST",
+                      `/api/v1/jobs/${enc(id)}/trigger`,
+                      args.value ? { args: JSON.parse(args.value) } : undefined,
+                    ),
+                  {
+                    done: (o) => `Triggered ${o.run_id}`,
+                    after: (o) => {
+                      location.hash = `#/runs/${enc(o.run_id)}`;
+                    },
+                  },
+                ),
+                field("p-reason", "Pause reason", reason),
+                field("p-until", "until", until),
+                j.status === "active"
+                  ? action(
+                      "Pause",
+                      () =>
+                        api("PATCH", `/api/v1/jobs/${enc(id)}`, {
+                          status: "paused",
+                          pause_reason: reason.value || undefined,
+                          paused_until: iso(until.value),
+                        }),
+                      { after: reload },
+                    )
+                  : action(
+                      "Resume",
+                      () => api("PATCH", `/api/v1/jobs/${enc(id)}`, { status: "active" }),
+                      { after: reload },
+                    ),
+                action("Delete", () => api("DELETE", `/api/v1/jobs/${enc(id)}`), {
+                  danger: true,
+                  confirm: `Delete ${j.name}? Its history stays.`,
+                  after: reload,
+                }),
+              )
+            : null;
+      const backfill = canWrite()
+        ? h(
+            "div",
+            { class: "actions" },
+            field("b-since", "Backfill since", bfSince),
+            field("b-until", "until", bfUntil),
+            h(
+              "button",
+              {
+                type: "button",
+                onclick: async () => {
+                  const t = await api(
+                    "GET",
+                    `/api/v1/jobs/${enc(id)}/ticks` +
+                      query({ since: iso(bfSince.value), until: iso(bfUntil.value), limit: 10000 }),
+                  );
+                  const missing = t.ticks.filter(
+                    (x) => x.outcome === "missing" || x.outcome === "skipped",
+                  ).length;
+                  bfOut.textContent = `Dry run: ${t.ticks.length} ticks in the window, ${missing} without a run would run.`;
+                },
+              },
+              "Dry run",
+            ),
+            action(
+              "Backfill",
+              () =>
+                api("POST", `/api/v1/jobs/${enc(id)}/backfill`, {
+                  since: iso(bfSince.value),
+                  until: iso(bfUntil.value),
+                }),
+              { done: (o) => `${o.ticks} ticks: ${o.queued} queued, ${o.already} had a run` },
+            ),
+            bfOut,
+          )
+        : null;
       const vers = versions.versions || [];
-      return h("section", {},
+      return h(
+        "section",
+        {},
         h("h1", {}, j.name, " ", stateTag(j.status)),
-        j.pause_reason ? h("p", {}, `Paused: ${j.pause_reason}`, j.paused_until ? ` (until ${when(j.paused_until)})` : "") : null,
+        j.pause_reason
+          ? h(
+              "p",
+              {},
+              `Paused: ${j.pause_reason}`,
+              j.paused_until ? ` (until ${when(j.paused_until)})` : "",
+            )
+          : null,
         actions,
         h("h2", {}, "Definition"),
-        h("dl", { class: "kv" }, h("dt", {}, "Id"), h("dd", {}, h("code", {}, j.job_id)), h("dt", {}, "Schedule"), h("dd", {}, scheduleText(j.schedule)),
-          h("dt", {}, "Command"), h("dd", {}, h("code", {}, j.command)), h("dt", {}, "Next fire"), h("dd", {}, time(j.next_run_at)),
-          h("dt", {}, "Queue"), h("dd", {}, j.queue), h("dt", {}, "Version"), h("dd", {}, String(j.version)),
-          ...(j.incarnation > 1 ? [h("dt", {}, "Incarnation"), h("dd", {}, `${j.incarnation}, since ${when(j.incarnation_started_at)}`)] : [])),
+        h(
+          "dl",
+          { class: "kv" },
+          h("dt", {}, "Id"),
+          h("dd", {}, h("code", {}, j.job_id)),
+          h("dt", {}, "Schedule"),
+          h("dd", {}, scheduleText(j.schedule)),
+          h("dt", {}, "Command"),
+          h("dd", {}, h("code", {}, j.command)),
+          h("dt", {}, "Next fire"),
+          h("dd", {}, time(j.next_run_at)),
+          h("dt", {}, "Queue"),
+          h("dd", {}, j.queue),
+          h("dt", {}, "Version"),
+          h("dd", {}, String(j.version)),
+          ...(j.incarnation > 1
+            ? [
+                h("dt", {}, "Incarnation"),
+                h("dd", {}, `${j.incarnation}, since ${when(j.incarnation_started_at)}`),
+              ]
+            : []),
+        ),
         h("h2", {}, "Next 10 fire times"),
-        table(["UTC", "On the schedule's clock", "DST"], preview.fire_times.map((f) => [when(f.at, "UTC"), f.local.replace("T", " ").replace(/\.\d+/, ""), f.dst ? `⚠ ${f.dst}` : ""]), "None."),
-        preview.suppressed.length ? h("p", { class: "muted" }, "Not fired: " + preview.suppressed.map((s) => `${s.wall_time} (${s.reason})`).join(", ")) : null,
-        h("h2", {}, "Ticks, last 24 hours"), tickStrip(ticks.ticks || []),
-        h("p", { class: "help" }, "✓ fired · ⏰ late (over a minute) · ↷ skipped (reason on hover) · ? missing · … pending"),
+        table(
+          ["UTC", "On the schedule's clock", "DST"],
+          preview.fire_times.map((f) => [
+            when(f.at, "UTC"),
+            f.local.replace("T", " ").replace(/\.\d+/, ""),
+            f.dst ? `⚠ ${f.dst}` : "",
+          ]),
+          "None.",
+        ),
+        preview.suppressed.length
+          ? h(
+              "p",
+              { class: "muted" },
+              "Not fired: " +
+                preview.suppressed.map((s) => `${s.wall_time} (${s.reason})`).join(", "),
+            )
+          : null,
+        h("h2", {}, "Ticks, last 24 hours"),
+        tickStrip(ticks.ticks || []),
+        h(
+          "p",
+          { class: "help" },
+          "✓ fired · ⏰ late (over a minute) · ↷ skipped (reason on hover) · ? missing · … pending",
+        ),
         backfill,
-        h("h2", {}, "Runs"), runsTable(runs.runs, false),
+        h("h2", {}, "Runs"),
+        runsTable(runs.runs, false),
         h("h2", {}, "Versions"),
-        vers.length ? h("div", {}, [...vers].reverse().map((v, i, all) => h("details", {},
-          h("summary", {}, `v${v.version} · ${v.status} · from ${when(v.valid_from)} · by ${v.changed_by || "?"}`),
-          i + 1 < all.length ? lineDiff(JSON.stringify(all[i + 1].spec, null, 2), JSON.stringify(v.spec, null, 2)) : h("pre", {}, JSON.stringify(v.spec, null, 2))))) : h("p", { class: "muted" }, "—"));
+        vers.length
+          ? h(
+              "div",
+              {},
+              [...vers]
+                .reverse()
+                .map((v, i, all) =>
+                  h(
+                    "details",
+                    {},
+                    h(
+                      "summary",
+                      {},
+                      `v${v.version} · ${v.status} · from ${when(v.valid_from)} · by ${v.changed_by || "?"}`,
+                    ),
+                    i + 1 < all.length
+                      ? lineDiff(
+                          JSON.stringify(all[i + 1].spec, null, 2),
+                          JSON.stringify(v.spec, null, 2),
+                        )
+                      : h("pre", {}, JSON.stringify(v.spec, null, 2)),
+                  ),
+                ),
+            )
+          : h("p", { class: "muted" }, "—"),
+      );
     },
   };
 }
@@ -242,28 +647,77 @@ function run(id) {
   let stream = null;
   const screen = {
     wants: (e) => e.run_id === id,
-    leave: () => { if (stream) stream.close(); },
+    leave: () => {
+      if (stream) stream.close();
+    },
     async render() {
       const r = await api("GET", `/api/v1/runs/${enc(id)}`);
       const out = h("pre", { id: "output", "aria-live": "polite", "aria-label": "output" });
       if (stream) stream.close();
       stream = new EventSource(`/api/v1/runs/${enc(id)}/output/stream`);
-      stream.addEventListener("output", (m) => { const d = JSON.parse(m.data); if (d.text) out.append(document.createTextNode(d.text)); });
-      stream.addEventListener("end", () => { stream.close(); });
+      stream.addEventListener("output", (m) => {
+        const d = JSON.parse(m.data);
+        if (d.text) out.append(document.createTextNode(d.text));
+      });
+      stream.addEventListener("end", () => {
+        stream.close();
+      });
       const live = ["scheduled", "claimed", "running", "waiting", "retrying"].includes(r.state);
-      return h("section", {},
-        h("h1", {}, "Run ", h("code", {}, r.run_id)), h("p", {}, stateTag(r.state), " of ", jobLink(r.job_id)),
-        h("div", { class: "actions" },
-          live ? action("Cancel", () => api("POST", `/api/v1/runs/${enc(id)}/cancel`, { reason: "from the console" }), { danger: true, confirm: "Cancel this run?", after: () => screen.refresh() }) : null,
-          r.state === "dead_letter" ? action("Retry", () => api("POST", `/api/v1/runs/${enc(id)}/retry`), { after: (o) => { location.hash = `#/runs/${enc(o.run_id)}`; } }) : null),
-        h("dl", { class: "kv" },
-          ...[["Scheduled for", time(r.scheduled_for)], ["Created", time(r.created_at)], ["Started", time(r.started_at)], ["Finished", time(r.finished_at)],
-            ["Attempt", String(r.attempt)], ["Worker", r.claimed_by || "—"], ["Lease until", time(r.lease_expires_at)], ["Exit code", r.exit_code ?? "—"],
-            ["Reason", r.reason || "—"], ["Cancelled by", r.cancelled_by || "—"], ["Queue", r.queue], ["DAG run", r.dag_run_id ? link(`#/dag-runs/${enc(r.dag_run_id)}`, r.dag_run_id) : "—"],
+      return h(
+        "section",
+        {},
+        h("h1", {}, "Run ", h("code", {}, r.run_id)),
+        h("p", {}, stateTag(r.state), " of ", jobLink(r.job_id)),
+        h(
+          "div",
+          { class: "actions" },
+          live
+            ? action(
+                "Cancel",
+                () => api("POST", `/api/v1/runs/${enc(id)}/cancel`, { reason: "from the console" }),
+                { danger: true, confirm: "Cancel this run?", after: () => screen.refresh() },
+              )
+            : null,
+          r.state === "dead_letter"
+            ? action("Retry", () => api("POST", `/api/v1/runs/${enc(id)}/retry`), {
+                after: (o) => {
+                  location.hash = `#/runs/${enc(o.run_id)}`;
+                },
+              })
+            : null,
+        ),
+        h(
+          "dl",
+          { class: "kv" },
+          ...[
+            ["Scheduled for", time(r.scheduled_for)],
+            ["Created", time(r.created_at)],
+            ["Started", time(r.started_at)],
+            ["Finished", time(r.finished_at)],
+            ["Attempt", String(r.attempt)],
+            ["Worker", r.claimed_by || "—"],
+            ["Lease until", time(r.lease_expires_at)],
+            ["Exit code", r.exit_code ?? "—"],
+            ["Reason", r.reason || "—"],
+            ["Cancelled by", r.cancelled_by || "—"],
+            ["Queue", r.queue],
+            ["DAG run", r.dag_run_id ? link(`#/dag-runs/${enc(r.dag_run_id)}`, r.dag_run_id) : "—"],
             ["Next attempt", r.next_run_id ? runLink(r.next_run_id) : "—"],
-            ["Deadline missed", r.deadline_missed ? h("span", { class: "tag failed" }, r.deadline_missed) : "—"],
-            ["Trace", r.trace_url ? h("a", { href: r.trace_url, rel: "noopener", target: "_blank" }, r.trace_id) : h("code", {}, r.trace_id || "—")]].flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
-        h("h2", {}, "Output"), out);
+            [
+              "Deadline missed",
+              r.deadline_missed ? h("span", { class: "tag failed" }, r.deadline_missed) : "—",
+            ],
+            [
+              "Trace",
+              r.trace_url
+                ? h("a", { href: r.trace_url, rel: "noopener", target: "_blank" }, r.trace_id)
+                : h("code", {}, r.trace_id || "—"),
+            ],
+          ].flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]),
+        ),
+        h("h2", {}, "Output"),
+        out,
+      );
     },
   };
   return screen;
@@ -275,13 +729,42 @@ function runsNow(params) {
   return {
     wants: () => true,
     async render() {
-      const page = await api("GET", "/api/v1/runs" + query({ state, limit: 100, job: params.job, queue: params.queue, worker: params.worker }));
-      const tabs = h("p", {}, ["running", "queued", "waiting", "retrying"].map((s) => [s === state ? h("strong", {}, s) : link(`#/runs?state=${s}`, s), " "]));
-      const rows = page.runs.map((r) => [runLink(r.run_id), jobLink(r.job_id), stateTag(r.state), time(r.started_at || r.scheduled_for), r.claimed_by || "—", r.queue,
-        action("Cancel", () => api("POST", `/api/v1/runs/${enc(r.run_id)}/cancel`, { reason: "from the console" }), { danger: true, confirm: `Cancel ${r.run_id}?` })]);
-      return h("section", {}, h("h1", {}, "Runs under way"), tabs,
+      const page = await api(
+        "GET",
+        "/api/v1/runs" +
+          query({ state, limit: 100, job: params.job, queue: params.queue, worker: params.worker }),
+      );
+      const tabs = h(
+        "p",
+        {},
+        ["running", "queued", "waiting", "retrying"].map((s) => [
+          s === state ? h("strong", {}, s) : link(`#/runs?state=${s}`, s),
+          " ",
+        ]),
+      );
+      const rows = page.runs.map((r) => [
+        runLink(r.run_id),
+        jobLink(r.job_id),
+        stateTag(r.state),
+        time(r.started_at || r.scheduled_for),
+        r.claimed_by || "—",
+        r.queue,
+        action(
+          "Cancel",
+          () => api("POST", `/api/v1/runs/${enc(r.run_id)}/cancel`, { reason: "from the console" }),
+          { danger: true, confirm: `Cancel ${r.run_id}?` },
+        ),
+      ]);
+      return h(
+        "section",
+        {},
+        h("h1", {}, "Runs under way"),
+        tabs,
         table(["Run", "Job", "State", "Since", "Worker", "Queue", ""], rows, `Nothing ${state}.`),
-        page.next_cursor ? h("p", { class: "muted" }, "More: use the API's cursor or the CLI.") : null);
+        page.next_cursor
+          ? h("p", { class: "muted" }, "More: use the API's cursor or the CLI.")
+          : null,
+      );
     },
   };
 }
@@ -292,21 +775,39 @@ function failures() {
     every: 2000,
     async render() {
       const page = await api("GET", "/api/v1/runs?limit=100");
-      const folded = new Map();  // the attempts of one tick: one row, its latest attempt
+      const folded = new Map(); // the attempts of one tick: one row, its latest attempt
       for (const r of page.runs) {
         const tick = r.run_id.replace(/:\d+$/, "");
         if (!folded.has(tick)) folded.set(tick, { run: r, attempts: 0 });
         folded.get(tick).attempts += 1;
       }
       const rows = [...folded.values()].map(({ run: r, attempts }) => [
-        runLink(r.run_id), jobLink(r.job_id, r.job_name || r.job_id), stateTag(r.state),
-        `${r.attempt}` + (attempts > 1 ? ` (${attempts} listed)` : ""),
-        r.reason || (r.exit_code !== null && r.exit_code !== undefined ? `exit ${r.exit_code}` : "—"),
-        r.output_tail ? h("pre", { class: "tail" }, r.output_tail.trimEnd().split("\n").slice(-3).join("\n")) : "",
-        time(r.finished_at)]);
-      return h("section", {}, h("h1", {}, "Failures"),
-        h("p", { class: "muted" }, "Failed and dead-lettered runs of every job, latest first; the attempts of one tick fold into one row."),
-        table(["Run", "Job", "State", "Attempt", "Reason", "Output (tail)", "Ended"], rows, "No failures."));
+        runLink(r.run_id),
+        jobLink(r.job_id, r.job_name || r.job_id),
+        stateTag(r.state),
+        `${r.attempt}${attempts > 1 ? ` (${attempts} listed)` : ""}`,
+        r.reason ||
+          (r.exit_code !== null && r.exit_code !== undefined ? `exit ${r.exit_code}` : "—"),
+        r.output_tail
+          ? h("pre", { class: "tail" }, r.output_tail.trimEnd().split("\n").slice(-3).join("\n"))
+          : "",
+        time(r.finished_at),
+      ]);
+      return h(
+        "section",
+        {},
+        h("h1", {}, "Failures"),
+        h(
+          "p",
+          { class: "muted" },
+          "Failed and dead-lettered runs of every job, latest first; the attempts of one tick fold into one row.",
+        ),
+        table(
+          ["Run", "Job", "State", "Attempt", "Reason", "Output (tail)", "Ended"],
+          rows,
+          "No failures.",
+        ),
+      );
     },
   };
 }
@@ -319,26 +820,64 @@ function deadLetter() {
       const page = await api("GET", "/api/v1/runs?state=dead_letter&limit=100");
       const boxes = [];
       // the last answer outlives a redraw (a retried run failing again redraws the list)
-      const report = h("div", { role: "status", id: "retry-report" }, lastRetryReport ? h("pre", {}, lastRetryReport) : null);
+      const report = h(
+        "div",
+        { role: "status", id: "retry-report" },
+        lastRetryReport ? h("pre", {}, lastRetryReport) : null,
+      );
       const show = (out) => {
-        const lines = [...out.would_retry.map((r) => `would retry ${r}`), ...out.retried.map((r) => `retried as ${r.run_id}`),
-          ...out.refused.map((x) => `refused ${x.run_id}: ${x.reason}`)];
+        const lines = [
+          ...out.would_retry.map((r) => `would retry ${r}`),
+          ...out.retried.map((r) => `retried as ${r.run_id}`),
+          ...out.refused.map((x) => `refused ${x.run_id}: ${x.reason}`),
+        ];
         lastRetryReport = lines.join("\n") || "nothing selected";
         report.replaceChildren(h("pre", {}, lastRetryReport));
         return `${out.dry_run ? "would retry" : "retried"} ${out.dry_run ? out.would_retry.length : out.retried.length}, refused ${out.refused.length}`;
       };
       const picked = () => boxes.filter((b) => b.checked).map((b) => b.value);
       const rows = page.runs.map((r) => {
-        const box = h("input", { type: "checkbox", value: r.run_id, "aria-label": `select ${r.run_id}` });
+        const box = h("input", {
+          type: "checkbox",
+          value: r.run_id,
+          "aria-label": `select ${r.run_id}`,
+        });
         boxes.push(box);
-        return [box, runLink(r.run_id), jobLink(r.job_id, r.job_name || r.job_id), r.reason || "", time(r.finished_at),
-          action("Retry", () => api("POST", `/api/v1/runs/${enc(r.run_id)}/retry`), { done: (o) => `Retried as ${o.run_id}` })];
+        return [
+          box,
+          runLink(r.run_id),
+          jobLink(r.job_id, r.job_name || r.job_id),
+          r.reason || "",
+          time(r.finished_at),
+          action("Retry", () => api("POST", `/api/v1/runs/${enc(r.run_id)}/retry`), {
+            done: (o) => `Retried as ${o.run_id}`,
+          }),
+        ];
       });
-      const bulk = canWrite() ? h("div", { class: "actions" },
-        action("Dry run", () => api("POST", "/api/v1/dead-letter/retry", { run_ids: picked(), dry_run: true }), { done: show }),
-        action("Retry selected", () => api("POST", "/api/v1/dead-letter/retry", { run_ids: picked() }), { done: show })) : null;
-      return h("section", {}, h("h1", {}, "Dead letter"), bulk, report,
-        table(["", "Run", "Job", "Reason", "When", ""], rows, "The dead letter is empty."));
+      const bulk = canWrite()
+        ? h(
+            "div",
+            { class: "actions" },
+            action(
+              "Dry run",
+              () => api("POST", "/api/v1/dead-letter/retry", { run_ids: picked(), dry_run: true }),
+              { done: show },
+            ),
+            action(
+              "Retry selected",
+              () => api("POST", "/api/v1/dead-letter/retry", { run_ids: picked() }),
+              { done: show },
+            ),
+          )
+        : null;
+      return h(
+        "section",
+        {},
+        h("h1", {}, "Dead letter"),
+        bulk,
+        report,
+        table(["", "Run", "Job", "Reason", "When", ""], rows, "The dead letter is empty."),
+      );
     },
   };
 }
@@ -348,28 +887,75 @@ function dagList() {
   return {
     async render() {
       const page = await api("GET", "/api/v1/dags?limit=100");
-      return h("section", {}, h("h1", {}, "DAGs"),
-        table(["Name", "Id", "Status", "Tasks", "Next"], page.dags.map((d) => [link(`#/dags/${enc(d.dag_id)}`, d.name), h("code", {}, d.dag_id), stateTag(d.status), String(d.tasks.length), time(d.next_run_at)]), "No DAGs."));
+      return h(
+        "section",
+        {},
+        h("h1", {}, "DAGs"),
+        table(
+          ["Name", "Id", "Status", "Tasks", "Next"],
+          page.dags.map((d) => [
+            link(`#/dags/${enc(d.dag_id)}`, d.name),
+            h("code", {}, d.dag_id),
+            stateTag(d.status),
+            String(d.tasks.length),
+            time(d.next_run_at),
+          ]),
+          "No DAGs.",
+        ),
+      );
     },
   };
 }
 
 function dag(id) {
   return {
-    wants: (e) => e.job_id === id || e.job_id.startsWith(id + "."),
+    wants: (e) => e.job_id === id || e.job_id.startsWith(`${id}.`),
     async render() {
-      const [d, runs] = await Promise.all([api("GET", `/api/v1/dags/${enc(id)}`), api("GET", `/api/v1/dags/${enc(id)}/runs?limit=20`)]);
+      const [d, runs] = await Promise.all([
+        api("GET", `/api/v1/dags/${enc(id)}`),
+        api("GET", `/api/v1/dags/${enc(id)}/runs?limit=20`),
+      ]);
       const names = d.tasks.map((t) => t.name);
-      const grid = table(["DAG run", "State", ...names], runs.dag_runs.map((r) => {
-        const by = Object.fromEntries(r.tasks.map((t) => [t.task, t]));
-        return [link(`#/dag-runs/${enc(r.dag_run_id)}`, when(r.scheduled_for)), stateTag(r.state),
-          ...names.map((n) => (by[n] ? (by[n].run_id ? h("a", { href: `#/runs/${enc(by[n].run_id)}` }, stateTag(by[n].state)) : stateTag(by[n].state)) : "—"))];
-      }), "No DAG runs yet.");
-      return h("section", {}, h("h1", {}, d.name, " ", stateTag(d.status)),
-        h("div", { class: "actions" }, d.status === "deleted"
-          ? action("Restore", () => api("POST", `/api/v1/dags/${enc(id)}/restore`), { confirm: `Bring ${d.name} back as a new incarnation?`, done: (o) => `Restored: incarnation ${o.incarnation}`, after: () => this.refresh && this.refresh() })
-          : action("Trigger", () => api("POST", `/api/v1/dags/${enc(id)}/trigger`), { after: (o) => { location.hash = `#/dag-runs/${enc(o.dag_run_id)}`; } })),
-        h("h2", {}, "Recent DAG runs × tasks"), grid);
+      const grid = table(
+        ["DAG run", "State", ...names],
+        runs.dag_runs.map((r) => {
+          const by = Object.fromEntries(r.tasks.map((t) => [t.task, t]));
+          return [
+            link(`#/dag-runs/${enc(r.dag_run_id)}`, when(r.scheduled_for)),
+            stateTag(r.state),
+            ...names.map((n) =>
+              by[n]
+                ? by[n].run_id
+                  ? h("a", { href: `#/runs/${enc(by[n].run_id)}` }, stateTag(by[n].state))
+                  : stateTag(by[n].state)
+                : "—",
+            ),
+          ];
+        }),
+        "No DAG runs yet.",
+      );
+      return h(
+        "section",
+        {},
+        h("h1", {}, d.name, " ", stateTag(d.status)),
+        h(
+          "div",
+          { class: "actions" },
+          d.status === "deleted"
+            ? action("Restore", () => api("POST", `/api/v1/dags/${enc(id)}/restore`), {
+                confirm: `Bring ${d.name} back as a new incarnation?`,
+                done: (o) => `Restored: incarnation ${o.incarnation}`,
+                after: () => this.refresh?.(),
+              })
+            : action("Trigger", () => api("POST", `/api/v1/dags/${enc(id)}/trigger`), {
+                after: (o) => {
+                  location.hash = `#/dag-runs/${enc(o.dag_run_id)}`;
+                },
+              }),
+        ),
+        h("h2", {}, "Recent DAG runs × tasks"),
+        grid,
+      );
     },
   };
 }
@@ -377,15 +963,52 @@ function dag(id) {
 function dagRun(id) {
   const dagId = id.split(":")[0];
   return {
-    wants: (e) => e.job_id === dagId || e.job_id.startsWith(dagId + "."),
+    wants: (e) => e.job_id === dagId || e.job_id.startsWith(`${dagId}.`),
     async render() {
-      const [r, d] = await Promise.all([api("GET", `/api/v1/dag-runs/${enc(id)}`), api("GET", `/api/v1/dags/${enc(dagId)}`)]);
+      const [r, d] = await Promise.all([
+        api("GET", `/api/v1/dag-runs/${enc(id)}`),
+        api("GET", `/api/v1/dags/${enc(dagId)}`),
+      ]);
       const open = r.state === "queued" || r.state === "running";
-      return h("section", {}, h("h1", {}, "DAG run ", h("code", {}, r.dag_run_id), " ", stateTag(r.state)),
-        h("p", {}, "Of ", link(`#/dags/${enc(dagId)}`, d.name), ` · scheduled for ${when(r.scheduled_for)}`, r.reason ? ` · ${r.reason}` : ""),
-        h("div", { class: "actions" }, open ? action("Cancel DAG run", () => api("POST", `/api/v1/dag-runs/${enc(id)}/cancel`, { reason: "from the console" }), { danger: true, confirm: "Cancel this DAG run and its running tasks?", after: () => this.refresh && this.refresh() }) : null),
+      return h(
+        "section",
+        {},
+        h("h1", {}, "DAG run ", h("code", {}, r.dag_run_id), " ", stateTag(r.state)),
+        h(
+          "p",
+          {},
+          "Of ",
+          link(`#/dags/${enc(dagId)}`, d.name),
+          ` · scheduled for ${when(r.scheduled_for)}`,
+          r.reason ? ` · ${r.reason}` : "",
+        ),
+        h(
+          "div",
+          { class: "actions" },
+          open
+            ? action(
+                "Cancel DAG run",
+                () =>
+                  api("POST", `/api/v1/dag-runs/${enc(id)}/cancel`, { reason: "from the console" }),
+                {
+                  danger: true,
+                  confirm: "Cancel this DAG run and its running tasks?",
+                  after: () => this.refresh?.(),
+                },
+              )
+            : null,
+        ),
         h("div", { class: "scroll", id: "dag-graph" }, dagGraph(r, d.tasks)),
-        table(["Task", "State", "Run", "Released"], r.tasks.map((t) => [t.task, stateTag(t.state), t.run_id ? runLink(t.run_id) : "—", time(t.released_at)])));
+        table(
+          ["Task", "State", "Run", "Released"],
+          r.tasks.map((t) => [
+            t.task,
+            stateTag(t.state),
+            t.run_id ? runLink(t.run_id) : "—",
+            time(t.released_at),
+          ]),
+        ),
+      );
     },
   };
 }
@@ -394,16 +1017,52 @@ function dagRun(id) {
 function fleet() {
   return {
     async render() {
-      const [w, c] = await Promise.all([api("GET", "/api/v1/workers"), api("GET", "/api/v1/cluster")]);
-      return h("section", {}, h("h1", {}, "Fleet"),
+      const [w, c] = await Promise.all([
+        api("GET", "/api/v1/workers"),
+        api("GET", "/api/v1/cluster"),
+      ]);
+      return h(
+        "section",
+        {},
+        h("h1", {}, "Fleet"),
         h("h2", {}, "Workers"),
-        table(["Worker", "Capacity", "Free", "Running", "Queues", "Heartbeat until", "Draining"], w.workers.map((x) =>
-          [x.worker_id, String(x.capacity), String(x.capacity_free), String(x.running), x.queues.join(", "), time(x.expires_at), x.draining ? "yes" : "no"]), "No live workers."),
+        table(
+          ["Worker", "Capacity", "Free", "Running", "Queues", "Heartbeat until", "Draining"],
+          w.workers.map((x) => [
+            x.worker_id,
+            String(x.capacity),
+            String(x.capacity_free),
+            String(x.running),
+            x.queues.join(", "),
+            time(x.expires_at),
+            x.draining ? "yes" : "no",
+          ]),
+          "No live workers.",
+        ),
         h("h2", {}, "Nodes"),
-        table(["Node", "HTTP", "Shards", "Lag p99 (1 min)", "Fired (1 min)", "Since"], c.nodes.map((n) =>
-          [n.node_id, n.http || "—", n.shards.join(", "), n.lag_p99_1m === null ? "—" : `${Math.round(n.lag_p99_1m * 1000)} ms`, String(n.fired_1m), time(n.started_at)]), "No live nodes."),
+        table(
+          ["Node", "HTTP", "Shards", "Lag p99 (1 min)", "Fired (1 min)", "Since"],
+          c.nodes.map((n) => [
+            n.node_id,
+            n.http || "—",
+            n.shards.join(", "),
+            n.lag_p99_1m === null ? "—" : `${Math.round(n.lag_p99_1m * 1000)} ms`,
+            String(n.fired_1m),
+            time(n.started_at),
+          ]),
+          "No live nodes.",
+        ),
         h("h2", {}, "Shards"),
-        table(["Shard", "Owner", "Epoch", "Lease until"], c.shards.map((s) => [String(s.shard), s.owner || "⚠ none", String(s.epoch), time(s.lease_expires_at)])));
+        table(
+          ["Shard", "Owner", "Epoch", "Lease until"],
+          c.shards.map((s) => [
+            String(s.shard),
+            s.owner || "⚠ none",
+            String(s.epoch),
+            time(s.lease_expires_at),
+          ]),
+        ),
+      );
     },
   };
 }
