@@ -27,7 +27,7 @@ from shardsched.ops.pagination import Cursor
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
 from shardsched.store.keys import ShardKeys, owner_id
-from shardsched.store.records import RUN_FIELDS, run_from_fields
+from shardsched.store.records import RUN_FIELDS, run_record, run_view
 
 #: Entries read from one place per round trip.
 _BATCH = 200
@@ -50,10 +50,10 @@ class Active(enum.StrEnum):
 
 
 _RECORD_STATES = {
-    Active.RUNNING: (b"running", b"claimed"),
-    Active.QUEUED: (b"scheduled",),
-    Active.WAITING: (b"waiting",),
-    Active.RETRYING: (b"retrying",),
+    Active.RUNNING: ("running", "claimed"),
+    Active.QUEUED: ("scheduled",),
+    Active.WAITING: ("waiting",),
+    Active.RETRYING: ("retrying",),
 }
 
 
@@ -181,9 +181,9 @@ def _runs(dep: Deployment, rids: list[str], state: Active, filters: Filters) -> 
     wanted = _RECORD_STATES[state]
     runs: list[Run | None] = []
     for rid, reply in zip(rids, replies, strict=True):
-        fields = check(reply)
-        ok = fields[0] in wanted
-        run = run_from_fields(rid, fields) if ok else None
+        record = run_record(check(reply))
+        ok = record is not None and record.state in wanted
+        run = run_view(rid, record) if ok and record is not None else None
         runs.append(run if run is not None and filters.keeps(run) else None)
     if filters.labels or filters.within:
         owners = sorted({owner_id(r.run_id) for r in runs if r is not None})

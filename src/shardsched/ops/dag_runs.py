@@ -12,7 +12,13 @@ from shardsched.store import keys as k
 from shardsched.store.archive import ArchivedRecord
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
-from shardsched.store.records import RUN_FIELDS, dag_run_from, opt_ms, run_from_fields
+from shardsched.store.records import (
+    RUN_FIELDS,
+    dag_run_from,
+    opt_from_ms,
+    run_record,
+    run_view,
+)
 
 
 def task_order(dep: Deployment, dag_id: str) -> Op:
@@ -59,32 +65,32 @@ def fill_states(dep: Deployment, runs: list[DagRun], with_attempts: bool) -> Op:
             first = 1 if with_attempts else attempt
             wanted.append((task, [with_attempt(task.run_id, n) for n in range(first, attempt + 1)]))
     calls = [
-        Call(("HMGET", dep.keys_for(rid).run(rid), *RUN_FIELDS, "stl"))
+        Call(("HMGET", dep.keys_for(rid).run(rid), *RUN_FIELDS))
         for _, rids in wanted
         for rid in rids
     ]
     if not calls:
         return
-    replies = list((yield calls))
-    gone = [rid for (_, rids) in wanted for rid in rids]
-    gone = [rid for rid, fields in zip(gone, replies, strict=True) if check(fields)[0] is None]
+    records = [run_record(check(reply)) for reply in (yield calls)]
+    every_rid = [rid for (_, rids) in wanted for rid in rids]
+    gone = [rid for rid, record in zip(every_rid, records, strict=True) if record is None]
     url = (yield from archive_url(dep)) if gone else None
     archived = cold_runs(dep, url, gone)  # task runs that left for the archive
-    replies_of = iter(replies)
+    records_of = iter(records)
     for task, rids in wanted:
         attempts = []
         stalled = None
         for rid in rids:
-            fields = check(next(replies_of))
-            if fields[0] is not None:
-                attempts.append(run_from_fields(rid, fields[:-1]))
-                stalled = fields[-1] or stalled
+            record = next(records_of)
+            if record is not None:
+                attempts.append(run_view(rid, record))
+                stalled = record.stalled_ms or stalled
             elif rid in archived:
                 attempts.append(archived[rid])
         if attempts:
             latest = attempts[-1]
             task.state = TaskState(latest.state)
             task.reason = latest.reason
-        task.stalled_at = opt_ms(stalled)
+        task.stalled_at = opt_from_ms(stalled)
         if with_attempts:
             task.attempts = attempts

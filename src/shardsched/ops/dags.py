@@ -39,7 +39,7 @@ from shardsched.store.calls import Call, Op, check, server_ms
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import dags as lua
 from shardsched.store.lua import jobs as jobs_lua
-from shardsched.store.records import DAG_FIELDS
+from shardsched.store.records import DAG_FIELDS, dag_record, opt_from_ms
 
 _encoder = msgspec.json.Encoder()
 _dag_decoder = msgspec.json.Decoder(DagSpec)
@@ -130,10 +130,10 @@ def dag_calls(dep: Deployment, dag_id: str) -> list[Call]:
 
 def dag_from(dep: Deployment, dag_id: str, replies: Sequence[Any]) -> Dag:
     fields, score, queued, counted = (check(r) for r in replies)
-    kind, spec_raw, status, created, updated, version, active, stalled, inc, born = fields
-    if kind != b"dag" or not k.is_dag_id(dag_id):
+    rec = dag_record(fields) if k.is_dag_id(dag_id) else None
+    if rec is None:
         raise DagNotFound(dag_id)
-    spec = _dag_decoder.decode(spec_raw)
+    spec = _dag_decoder.decode(rec.spec)
     return Dag(
         dag_id=dag_id,
         name=spec.name,
@@ -144,20 +144,20 @@ def dag_from(dep: Deployment, dag_id: str, replies: Sequence[Any]) -> Dag:
         catchup=spec.catchup,
         misfire_grace_s=spec.misfire_grace_s,
         stall_sla_s=spec.stall_sla_s,
-        status=JobStatus(status.decode()),
+        status=JobStatus(rec.status),
         next_run_at=None if score is None else from_ms(int(float(score))),
-        active_runs=int(active or 0) + int(counted or 0),  # lua/lib/counters.lua
+        active_runs=rec.active + int(counted or 0),  # lua/lib/counters.lua
         queued_runs=int(queued),
-        stalled_tasks=int(stalled or 0),
-        created_at=from_ms(int(created)),
-        updated_at=from_ms(int(updated)),
-        version=int(version),
+        stalled_tasks=rec.stalled,
+        created_at=from_ms(rec.created_ms),
+        updated_at=from_ms(rec.updated_ms),
+        version=rec.version,
         shard=dep.keys_for(dag_id).shard,
         max_catchup=spec.max_catchup,
         retention=spec.retention,
         labels=spec.labels,
-        incarnation=int(inc or 1),
-        incarnation_started_at=None if born is None else from_ms(int(born)),
+        incarnation=rec.incarnation or 1,
+        incarnation_started_at=opt_from_ms(rec.incarnation_ms),
     )
 
 

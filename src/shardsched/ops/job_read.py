@@ -15,7 +15,7 @@ from shardsched.core.views import Job
 from shardsched.store import keys as k
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
-from shardsched.store.records import JOB_FIELDS, opt_ms, opt_text
+from shardsched.store.records import JOB_FIELDS, JobRecord, job_record, opt_from_ms
 
 _spec_decoder = msgspec.json.Decoder(JobSpec)
 _task_decoder = msgspec.json.Decoder(TaskSpec)
@@ -27,11 +27,9 @@ def job_calls(dep: Deployment, job_id: str) -> list[Call]:
     return [Call(("HMGET", sk.job(job_id), *JOB_FIELDS)), Call(("ZSCORE", sk.timer, job_id))]
 
 
-def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Job:
-    """A job of its own (not a DAG's task) from its hash fields and timer score."""
-    spec_raw, status, created, updated, version, _dag, reason, paused_at, until = fields[:9]
-    inc, born, nf, fc = fields[9:13]
-    spec, invalid = decode_stored(_spec_decoder, spec_raw)
+def plain_job(dep: Deployment, job_id: str, rec: JobRecord, score: Any) -> Job:
+    """A job of its own (not a DAG's task) from its record and timer score."""
+    spec, invalid = decode_stored(_spec_decoder, rec.spec.encode())
     assert spec.schedule is not None
     return Job(
         job_id=job_id,
@@ -46,17 +44,17 @@ def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Jo
         misfire_grace_s=spec.misfire_grace_s,
         overlap=spec.overlap,
         lease_s=spec.lease_s,
-        status=JobStatus(status.decode()),
+        status=JobStatus(rec.status),
         next_run_at=None if score is None else from_ms(int(float(score))),
-        created_at=from_ms(int(created)),
-        updated_at=from_ms(int(updated)),
-        version=int(version),
+        created_at=from_ms(rec.created_ms),
+        updated_at=from_ms(rec.updated_ms),
+        version=rec.version,
         shard=dep.keys_for(job_id).shard,
         auto_pause_after=spec.auto_pause_after,
         max_catchup=spec.max_catchup,
-        pause_reason=opt_text(reason),
-        paused_at=opt_ms(paused_at),
-        paused_until=opt_ms(until),
+        pause_reason=rec.pause_reason,
+        paused_at=opt_from_ms(rec.paused_ms),
+        paused_until=opt_from_ms(rec.paused_until_ms),
         env=spec.env,
         retention=spec.retention,
         labels=spec.labels,
@@ -66,11 +64,11 @@ def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Jo
         concurrency_key=spec.concurrency_key,
         concurrency_limit=spec.concurrency_limit,
         spread_s=spec.spread_s,
-        no_next_run=_no_next_run(opt_text(nf), spec) if score is None else None,
+        no_next_run=_no_next_run(rec.no_next_fire, spec) if score is None else None,
         starts_at=spec.starts_at,
         ends_at=spec.ends_at,
         max_fires=spec.max_fires,
-        fires_left=None if spec.max_fires is None else max(0, spec.max_fires - int(fc or 0)),
+        fires_left=None if spec.max_fires is None else max(0, spec.max_fires - (rec.fires or 0)),
         on_resume=spec.on_resume,
         start_deadline_s=spec.start_deadline_s,
         finish_deadline_s=spec.finish_deadline_s,
@@ -78,8 +76,8 @@ def plain_job(dep: Deployment, job_id: str, fields: list[Any], score: Any) -> Jo
         expect_success_within_s=spec.expect_success_within_s,
         calendars=spec.calendars,
         catchup_per_minute=spec.catchup_per_minute,
-        incarnation=int(inc or 1),
-        incarnation_started_at=opt_ms(born),
+        incarnation=rec.incarnation or 1,
+        incarnation_started_at=opt_from_ms(rec.incarnation_ms),
         invalid=invalid,
     )
 
@@ -93,18 +91,16 @@ def _no_next_run(nf: str | None, spec: JobSpec) -> str | None:
 
 def read_job(dep: Deployment, job_id: str) -> Op:
     job_fields, score = yield job_calls(dep, job_id)
-    fields = check(job_fields)
-    if fields[0] is None or k.is_dag_id(job_id):
+    rec = None if k.is_dag_id(job_id) else job_record(check(job_fields))
+    if rec is None:
         raise JobNotFound(job_id)
-    if fields[5] is not None:  # 'dag': a DAG's task
-        return (yield from _read_task_job(dep, job_id, fields))
-    return plain_job(dep, job_id, fields, check(score))
+    if rec.dag_id is not None:  # a DAG's task
+        return (yield from _read_task_job(dep, job_id, rec, rec.dag_id))
+    return plain_job(dep, job_id, rec, check(score))
 
 
-def _read_task_job(dep: Deployment, job_id: str, fields: list[bytes]) -> Op:
+def _read_task_job(dep: Deployment, job_id: str, rec: JobRecord, dag_id: str) -> Op:
     """A DAG task's job: its schedule, status and next fire are its DAG's."""
-    spec_raw, _status, created, updated, version, dag = fields[:6]
-    dag_id = dag.decode()
     sk = dep.keys_for(dag_id)
     dag_fields, score = yield [
         Call(("HMGET", sk.job(dag_id), "timing", "status")),
@@ -112,7 +108,7 @@ def _read_task_job(dep: Deployment, job_id: str, fields: list[bytes]) -> Op:
     ]
     timing_raw, dag_status = check(dag_fields)
     timing = _timing_decoder.decode(timing_raw)
-    task = _task_decoder.decode(spec_raw)
+    task = _task_decoder.decode(rec.spec)
     score = check(score)
     return Job(
         job_id=job_id,
@@ -129,9 +125,9 @@ def _read_task_job(dep: Deployment, job_id: str, fields: list[bytes]) -> Op:
         lease_s=task.lease_s,
         status=JobStatus(dag_status.decode()),
         next_run_at=None if score is None else from_ms(int(float(score))),
-        created_at=from_ms(int(created)),
-        updated_at=from_ms(int(updated)),
-        version=int(version),
+        created_at=from_ms(rec.created_ms),
+        updated_at=from_ms(rec.updated_ms),
+        version=rec.version,
         shard=sk.shard,
         dag_id=dag_id,
         trigger_rule=task.trigger_rule,

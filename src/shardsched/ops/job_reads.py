@@ -17,6 +17,7 @@ from shardsched.ops.job_read import job_calls, plain_job
 from shardsched.store import keys as k
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
+from shardsched.store.records import job_record
 
 Entries = list[tuple[float, bytes]]
 
@@ -66,11 +67,11 @@ def read_jobs(dep: Deployment, entries: Entries) -> Op:
     replies = yield calls
     jobs: list[Job | None] = []
     for n, job_id in enumerate(ids):
-        fields, score = check(replies[2 * n]), check(replies[2 * n + 1])
-        if k.is_dag_id(job_id) or fields[0] is None or fields[5] is not None:
+        rec = None if k.is_dag_id(job_id) else job_record(check(replies[2 * n]))
+        if rec is None or rec.dag_id is not None:
             jobs.append(None)
         else:
-            jobs.append(plain_job(dep, job_id, fields, score))
+            jobs.append(plain_job(dep, job_id, rec, check(replies[2 * n + 1])))
     return jobs
 
 

@@ -25,7 +25,7 @@ from shardsched.store import keys as k
 from shardsched.store.calls import Call, Op, check, server_ms
 from shardsched.store.deployment import Deployment
 from shardsched.store.keys import owner_id
-from shardsched.store.records import RUN_FIELDS, dag_run_from, run_from_fields
+from shardsched.store.records import RUN_FIELDS, dag_run_from, run_record, run_view
 
 #: Entries a filtered page looks at, at most, before answering what it found so far.
 SCAN_BUDGET = 5000
@@ -121,10 +121,8 @@ def _read_run_entries(dep: Deployment, entries: Entries) -> Op:
         return []
     rids = [member.decode() for _, member in entries]
     replies = yield [Call(("HMGET", dep.keys_for(rid).run(rid), *RUN_FIELDS)) for rid in rids]
-    return [
-        None if fields[0] is None else run_from_fields(rid, fields)
-        for rid, fields in zip(rids, (check(r) for r in replies), strict=True)
-    ]
+    records = [run_record(check(reply)) for reply in replies]
+    return [None if r is None else run_view(rid, r) for rid, r in zip(rids, records, strict=True)]
 
 
 def runs_page(

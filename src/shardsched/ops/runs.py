@@ -17,7 +17,8 @@ from shardsched.store.lua import recovery
 from shardsched.store.records import (
     OUTPUT_LIMIT,
     RUN_FIELDS,
-    run_from_fields,
+    run_record,
+    run_view,
 )
 
 
@@ -25,13 +26,13 @@ def get_run(dep: Deployment, rid: str) -> Op:
     """A run, from Redis or else from the cold archive (``archived: true``)."""
     sk = dep.keys_for(rid)
     (fields,) = yield [Call(("HMGET", sk.run(rid), *RUN_FIELDS))]
-    fields = check(fields)
-    if fields[0] is None:
+    record = run_record(check(fields))
+    if record is None:
         archived = cold_run(dep, (yield from archive_url(dep)), rid)
         if archived is None:
             raise RunNotFound(rid)
         return archived.run
-    return run_from_fields(rid, fields)
+    return run_view(rid, record)
 
 
 def get_output(dep: Deployment, rid: str) -> Op:

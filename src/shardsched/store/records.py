@@ -1,12 +1,14 @@
-"""The record field maps: which hash field holds what, and the one decoder of each record.
+"""The records as stored: which hash field holds what, and the one decoder of each.
 
-Field letters are short because there are millions of run records; every reader goes
-through the tuples and decoders here, never by letters of its own.
+Field letters are short because there are millions of run records. A run, a job and a
+DAG hash decode by name into a typed record here (:class:`RunRecord`, :class:`JobRecord`,
+:class:`DagRecord`, from an HMGET of ``*_FIELDS``); nothing outside store/ unpacks one by
+position, and a reader that wants two or three fields names them at its HMGET.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import TypeVar
 
@@ -20,35 +22,130 @@ from shardsched.core.models import DagRunState, RunState, TaskState
 from shardsched.core.queues import DEFAULT_QUEUE, Priority, key_of, parse_stored
 from shardsched.core.views import Change, DagRun, DagTaskRun, Run
 
-#: A run record (``run:<id>`` hash), in the order :func:`run_from_fields` unpacks:
-#: state, created, scheduled_for (manual runs), worker, lease expiry, began, finished,
-#: exit code, reason, DAG run id, job version.
-RUN_FIELDS = (
-    "st", "c", "s", "w", "l", "b", "f", "x", "r", "d", "v", "nx", "args", "q", "cb", "pl", "dlm"
-)  # fmt: skip
-#: A job hash, in the order the job readers unpack: spec JSON, status, created, updated,
-#: version, DAG id (a DAG's task), pause reason, paused at, paused until.
-#: (inc: its incarnation when re-created after a delete, born: when that one began; nf:
-#: why an active job has no next fire, lua/check_timers.lua; fc: its fires, with max_fires)
-JOB_FIELDS = (
-    "spec",
-    "status",
-    "created",
-    "updated",
-    "version",
-    "dag",
-    "pr",
-    "pa",
-    "pu",
-    "inc",
-    "born",
-    "nf",
-    "fc",
-)
-#: A DAG hash: kind, spec JSON, status, created, updated, version, active runs, stalled.
-DAG_FIELDS = (
-    "kind", "spec", "status", "created", "updated", "version", "nact", "stalled", "inc", "born"
-)  # fmt: skip
+#: A run record's fields and the letters they are stored under (millions of records).
+_RUN_LETTERS = {
+    "state": "st", "created_ms": "c", "scheduled_ms": "s", "worker": "w", "lease_ms": "l",
+    "began_ms": "b", "finished_ms": "f", "exit_code": "x", "reason": "r", "dag_run_id": "d",
+    "job_version": "v", "next_run_id": "nx", "args": "args", "queue": "q",
+    "cancelled_by": "cb", "planned_ms": "pl", "deadline_missed": "dlm", "stalled_ms": "stl",
+    "backfill": "bf",
+}  # fmt: skip
+
+
+class RunRecord(msgspec.Struct, frozen=True, rename=_RUN_LETTERS):
+    """A run record (``run:<id>`` hash) by name; its letters are ``_RUN_LETTERS``. Job,
+    tick and attempt are in the run id (``core/ids``), so the record keeps only the rest;
+    an absent field and an empty one both read as None."""
+
+    state: str
+    created_ms: int
+    scheduled_ms: int | None = None  #: a manual run's tick (its id says ``t<n>``)
+    worker: str | None = None  #: who claimed it
+    lease_ms: int | None = None  #: its lease's expiry (means something claimed or running)
+    began_ms: int | None = None
+    finished_ms: int | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    dag_run_id: str | None = None
+    job_version: int | None = None
+    next_run_id: str | None = None  #: the same firing's next attempt
+    args: str | None = None  #: JSON: a run by hand's args
+    queue: str | None = None  #: as stored (core/queues.py): queue, band and concurrency key
+    cancelled_by: str | None = None
+    planned_ms: int | None = None  #: a spread job's planned time (core/jitter.py)
+    deadline_missed: str | None = None
+    stalled_ms: int | None = None  #: a DAG task's run released, unclaimed past its SLA
+    backfill: str | None = None  #: made by a backfill (its id)
+
+
+#: The hash fields of a run record, in the order an HMGET of them answers.
+RUN_FIELDS = tuple(_RUN_LETTERS.values())
+
+
+def run_record(fields: Sequence[bytes | None]) -> RunRecord | None:
+    """A run record from ``HMGET run:<id> *RUN_FIELDS``'s reply; None: there is none."""
+    if fields[0] is None:
+        return None
+    values = {letter: v.decode() for letter, v in zip(RUN_FIELDS, fields, strict=True) if v}
+    return msgspec.convert(values, RunRecord, strict=False)
+
+
+#: A job hash's fields and the letters they are stored under.
+_JOB_LETTERS = {
+    "spec": "spec", "status": "status", "created_ms": "created", "updated_ms": "updated",
+    "version": "version", "dag_id": "dag", "pause_reason": "pr", "paused_ms": "pa",
+    "paused_until_ms": "pu", "incarnation": "inc", "incarnation_ms": "born",
+    "no_next_fire": "nf", "fires": "fc",
+}  # fmt: skip
+
+
+class JobRecord(msgspec.Struct, frozen=True, rename=_JOB_LETTERS):
+    """A job hash by name (a job's, or a DAG task's: ``dag_id`` set); its letters are
+    ``_JOB_LETTERS``. The spec stays JSON: a task's and a job's decode differently."""
+
+    spec: str
+    status: str
+    created_ms: int
+    updated_ms: int
+    version: int
+    dag_id: str | None = None  #: a DAG's task: the DAG
+    pause_reason: str | None = None
+    paused_ms: int | None = None
+    paused_until_ms: int | None = None
+    incarnation: int | None = None  #: re-created after a delete: which time
+    incarnation_ms: int | None = None  #: when this incarnation began
+    no_next_fire: str | None = None  #: why an active job has no timer entry (check_timers.lua)
+    fires: int | None = None  #: its fires so far, with max_fires
+
+
+#: The hash fields of a job, in the order an HMGET of them answers.
+JOB_FIELDS = tuple(_JOB_LETTERS.values())
+
+
+def job_record(fields: Sequence[bytes | None]) -> JobRecord | None:
+    """A job record from ``HMGET job:<id> *JOB_FIELDS``'s reply; None: there is none (a
+    DAG's hash, whose fields differ, is the caller's to tell apart by its id)."""
+    if fields[0] is None:
+        return None
+    values = {letter: v.decode() for letter, v in zip(JOB_FIELDS, fields, strict=True) if v}
+    return msgspec.convert(values, JobRecord, strict=False)
+
+
+#: A DAG hash's fields and the letters they are stored under.
+_DAG_LETTERS = {
+    "kind": "kind", "spec": "spec", "status": "status", "created_ms": "created",
+    "updated_ms": "updated", "version": "version", "active": "nact", "stalled": "stalled",
+    "incarnation": "inc", "incarnation_ms": "born",
+}  # fmt: skip
+
+
+class DagRecord(msgspec.Struct, frozen=True, rename=_DAG_LETTERS):
+    """A DAG's hash by name (``kind`` is ``dag``); its letters are ``_DAG_LETTERS``."""
+
+    kind: str
+    spec: str
+    status: str
+    created_ms: int
+    updated_ms: int
+    version: int
+    active: int = 0  #: DAG runs open, as counted here (lua/lib/counters.lua has the rest)
+    stalled: int = 0  #: tasks released and not claimed within their SLA
+    incarnation: int | None = None
+    incarnation_ms: int | None = None
+
+
+#: The hash fields of a DAG, in the order an HMGET of them answers.
+DAG_FIELDS = tuple(_DAG_LETTERS.values())
+
+
+def dag_record(fields: Sequence[bytes | None]) -> DagRecord | None:
+    """A DAG record from ``HMGET job:<dag> *DAG_FIELDS``'s reply; None: no DAG there."""
+    if fields[0] != b"dag":
+        return None
+    values = {letter: v.decode() for letter, v in zip(DAG_FIELDS, fields, strict=True) if v}
+    return msgspec.convert(values, DagRecord, strict=False)
+
+
 #: The most output kept per run; the worker caps what it sends, the script what it stores.
 OUTPUT_LIMIT = 64 * 1024
 
@@ -67,39 +164,43 @@ def opt_ms(value: bytes | None) -> datetime | None:
 _LEASED = frozenset({RunState.CLAIMED, RunState.RUNNING})
 
 
-def run_from_fields(rid: str, fields: list[bytes | None]) -> Run:
-    """A run from its record (:data:`RUN_FIELDS`); job, tick and attempt come from its id
-    ``<job>:<tick>:<n>`` (a manual run's tick ``t<n>`` is stored in the record's ``s``)."""
-    st, c, s, w, lease, b, f, x, r, d, v, nx, args, q, cb, pl, dlm = fields[:17]
+def run_view(rid: str, rec: RunRecord) -> Run:
+    """A run as the surfaces show it, from its record; job, tick and attempt come from its
+    id ``<job>:<tick>:<n>`` (a manual run's tick ``t<n>`` is in the record)."""
     job_id, tick, attempt = parse_run_id(rid)
-    queue, priority = parse_stored(q.decode()) if q else (DEFAULT_QUEUE, Priority.NORMAL)
-    assert st is not None and c is not None
-    state = RunState(st.decode())
+    q = rec.queue
+    queue, priority = parse_stored(q) if q else (DEFAULT_QUEUE, Priority.NORMAL)
+    state = RunState(rec.state)
     return Run(
         trace_id=f"{trace_ids.trace_id(rid):032x}",
         run_id=rid,
         job_id=job_id,
-        dag_run_id=opt_text(d),
-        scheduled_for=from_ms(int(s or tick)),
+        dag_run_id=rec.dag_run_id,
+        scheduled_for=from_ms(rec.scheduled_ms or int(tick)),
         state=state,
         attempt=int(attempt),
-        claimed_by=opt_text(w),
-        lease_expires_at=opt_ms(lease) if state in _LEASED else None,
-        created_at=from_ms(int(c)),
-        started_at=opt_ms(b),
-        finished_at=opt_ms(f),
-        exit_code=None if not x else int(x),
-        reason=opt_text(r),
-        job_version=int(v) if v else None,
-        next_run_id=opt_text(nx),
-        args=None if args is None else msgspec.json.decode(args),
+        claimed_by=rec.worker,
+        lease_expires_at=opt_from_ms(rec.lease_ms) if state in _LEASED else None,
+        created_at=from_ms(rec.created_ms),
+        started_at=opt_from_ms(rec.began_ms),
+        finished_at=opt_from_ms(rec.finished_ms),
+        exit_code=rec.exit_code,
+        reason=rec.reason,
+        job_version=rec.job_version,
+        next_run_id=rec.next_run_id,
+        args=None if rec.args is None else msgspec.json.decode(rec.args),
         queue=queue,
         priority=priority,
-        concurrency_key=key_of(q.decode()) if q else None,
-        cancelled_by=opt_text(cb),
-        planned_for=opt_ms(pl),
-        deadline_missed=opt_text(dlm),
+        concurrency_key=key_of(q) if q else None,
+        cancelled_by=rec.cancelled_by,
+        planned_for=opt_from_ms(rec.planned_ms),
+        deadline_missed=rec.deadline_missed,
     )
+
+
+def opt_from_ms(ms: int | None) -> datetime | None:
+    """An instant held in milliseconds, if there is one."""
+    return None if ms is None else from_ms(ms)
 
 
 class WorkerInfo(msgspec.Struct):

@@ -26,7 +26,7 @@ from shardsched.store.archive import ArchivedRecord, ToArchive
 from shardsched.store.calls import Call, Op, check, server_ms
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua.retention import Expiring
-from shardsched.store.records import RUN_FIELDS, run_from_fields
+from shardsched.store.records import RUN_FIELDS, RunRecord, run_record, run_view
 
 #: Jobs one slice looks at.
 JOBS_PER_SLICE = 100
@@ -37,7 +37,7 @@ RUNS_PER_SLICE = 1000
 #: back the finished ones behind them.
 PAGES = 4
 _TERMINAL = frozenset(
-    s.value.encode()
+    s.value
     for s in (
         RunState.SUCCEEDED,
         RunState.FAILED,
@@ -206,16 +206,16 @@ def _leaving(
             calls.append(Call(("HGETALL", sk.dag_run(rid))))
         else:
             calls += [
-                Call(("HMGET", sk.run(rid), *RUN_FIELDS, "bf", "nx")),
+                Call(("HMGET", sk.run(rid), *RUN_FIELDS)),
                 Call(("GET", sk.output(rid))),
                 Call(("ZSCORE", sk.dead_letter, rid)),
             ]
     replies = iter((yield calls) if calls else [])
     expiring: list[Expiring] = []
     records: list[ArchivedRecord] = []
-    picked: list[tuple[str, list[bytes | None], bytes]] = []
+    picked: list[tuple[str, RunRecord, bytes]] = []
 
-    def leaves(rid: str, finished: bytes | str | None) -> bool:
+    def leaves(rid: str, finished: int | str | None) -> bool:
         cutoff = rules[owner[rid]].cutoff
         if rid not in aged:
             return True
@@ -233,24 +233,25 @@ def _leaving(
                 expiring.append(Expiring.dag_run(rid, int(done) if done else None))
             continue
         fields, output, dead = (check(next(replies)) for _ in range(3))
-        if fields[0] in _TERMINAL and dead is None and leaves(rid, fields[6]):
-            picked.append((rid, fields, output or b""))
-    open_dags: set[bytes] = set()
-    dag_runs = sorted({fields[9] for _, fields, _ in picked if fields[9] is not None})
+        record = run_record(fields)
+        if record is None or record.state not in _TERMINAL or dead is not None:
+            continue
+        if leaves(rid, record.finished_ms):
+            picked.append((rid, record, output or b""))
+    open_dags: set[str] = set()
+    dag_runs = sorted({r.dag_run_id for _, r, _ in picked if r.dag_run_id is not None})
     if dag_runs:
-        states = yield [Call(("HGET", sk.dag_run(d.decode()), "st")) for d in dag_runs]
+        states = yield [Call(("HGET", sk.dag_run(d), "st")) for d in dag_runs]
         open_dags = {
             d
             for d, st in zip(dag_runs, (check(s) for s in states), strict=True)
             if st is not None and st not in _SETTLED
         }
     out: list[ToArchive] = []
-    for rid, fields, output in picked:
-        if fields[9] in open_dags or len(expiring) >= room:
+    for rid, record, output in picked:
+        if record.dag_run_id in open_dags or len(expiring) >= room:
             continue
-        bf, nx = fields[len(RUN_FIELDS)], fields[len(RUN_FIELDS) + 1]
-        run = run_from_fields(rid, fields[: len(RUN_FIELDS)])
-        run = msgspec.structs.replace(run, lease_expires_at=None)
-        out.append(ToArchive(run, output, bf is not None, nx.decode() if nx else None))
-        expiring.append(Expiring.run(rid, int(fields[6]) if fields[6] else None))
+        run = msgspec.structs.replace(run_view(rid, record), lease_expires_at=None)
+        out.append(ToArchive(run, output, record.backfill is not None, record.next_run_id))
+        expiring.append(Expiring.run(rid, record.finished_ms))
     return out, expiring, records
