@@ -51,8 +51,10 @@ def test_the_readme_is_a_front_door() -> None:
     assert first_block is not None
     assert first_block.group(1).splitlines() == [
         "bash scripts/setup.sh && .venv/bin/shardsched dev",
-        "bash scripts/setup.sh --tests && .venv/bin/python -m pytest -q",
+        "bash scripts/setup.sh --tests && .venv/bin/python -m pytest -q -n 4",
     ]
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert first_block.group(1).splitlines()[1] in ci  # CI runs the README's test command
     targets = re.findall(r"\]\(([^)#]+)[^)]*\)", readme)
     assert len(targets) >= 10
     for target in targets:
