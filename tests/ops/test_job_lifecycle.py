@@ -98,11 +98,14 @@ async def test_pause_with_reason_and_until_resumes_by_itself(node, http, redis, 
 
 async def test_auto_pause_after_consecutive_failures(node, worker, http, tmp_path) -> None:
     count = tmp_path / "count"
-    # runs 1, 2 fail; run 3 succeeds (ends the streak); runs 4, 5, 6 fail: paused after 6
+    # runs 1, 2 fail; run 3 succeeds (ends the streak); runs 4, 5, 6 fail: paused after 6.
+    # One run at a time (overlap forbid): two at once on a loaded box would read the same
+    # count, and the run that succeeds would not be the third by tick.
     command = f"n=$(cat {count} 2>/dev/null || echo 0); echo $((n+1)) > {count}; [ $n -eq 2 ]"
     job_id = await create(
         http,
         schedule={"type": "interval", "every_s": 0.3},
+        overlap="forbid",
         command=command,
         auto_pause_after=3,
         retry_policy={"max_attempts": 1},

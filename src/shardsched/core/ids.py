@@ -63,6 +63,12 @@ def task_job_id(dag_id: str, task: str) -> str:
     return f"{dag_id}.{task}"
 
 
+def parse_task_job_id(job_id: str) -> tuple[str, str] | None:
+    """A DAG task's job id ``<dag_id>.<task>`` as (DAG id, task); None for any other id."""
+    dag_id, dot, task = job_id.partition(".")
+    return (dag_id, task) if dot and task and is_dag_id(dag_id) else None
+
+
 def dag_run_of(rid: str) -> str | None:
     """The DAG run id ``<dag_id>:<tick>`` of a DAG task's run ``<dag_id>.<task>:<tick>:<n>``."""
     job, _, rest = rid.partition(":")

@@ -20,7 +20,14 @@ from urllib.parse import urlsplit
 import msgspec
 
 from shardsched.core.errors import ValidationError
-from shardsched.core.ids import attempt_of, dag_run_of, is_dag_id, with_attempt
+from shardsched.core.ids import (
+    attempt_of,
+    dag_run_of,
+    is_dag_id,
+    job_of_run,
+    parse_task_job_id,
+    with_attempt,
+)
 
 
 class Kind(enum.StrEnum):
@@ -145,7 +152,8 @@ class Rule(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         ``dag_x.task``) is this rule's; ``labels`` are the job's (None: unknown)."""
         if self.job_id is not None and job_id != self.job_id:
             return False
-        if self.dag_id is not None and job_id.partition(".")[0] != self.dag_id:
+        owner = (parse_task_job_id(job_id) or (job_id,))[0]  # a task's: its DAG's
+        if self.dag_id is not None and owner != self.dag_id:
             return False
         if self.labels:
             have = labels or {}
@@ -171,7 +179,7 @@ def _parts(value: str) -> tuple[str, str, str, str]:
 
 
 def _job_of(rid: str) -> str:
-    return rid.split(":", 1)[0]
+    return job_of_run(rid)
 
 
 def noted(events: list[tuple[str, str]]) -> tuple[list[Noted], list[tuple[str, str]]]:
@@ -214,4 +222,4 @@ def _late(old: str, new: str, detail: str) -> bool:
 
 def is_dag_run(rid: str) -> bool:
     """A DAG run's own id (``dag_x:<tick>``), not a task's run."""
-    return rid.count(":") == 1 and is_dag_id(rid.split(":", 1)[0]) and dag_run_of(rid) is None
+    return rid.count(":") == 1 and is_dag_id(job_of_run(rid)) and dag_run_of(rid) is None

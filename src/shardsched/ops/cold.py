@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple, TypeVar
 
-from shardsched.core.ids import parse_run_id
+from shardsched.core.ids import parse_dag_run_id, parse_run_id
 from shardsched.core.models import RunState
 from shardsched.core.views import Run
 from shardsched.ops.pagination import Cursor
@@ -115,7 +115,7 @@ def cold_history(dep: Deployment, url: str | None, job_ids: Sequence[str]) -> Co
         for record in archive.records(shard, "skip", ids):
             out.skips.setdefault(record.owner_id, []).append(record.record_id.encode())
         for record in archive.records(shard, "dag_run", [i for i in ids if k.is_dag_id(i)]):
-            tick = record.record_id.rpartition(":")[2]
+            tick = parse_dag_run_id(record.record_id)[1]
             if not tick.startswith("t"):  # a manual DAG run fires no tick
                 created = int(record.fields["c"])
                 entry = (record.record_id, int(tick), created, "bf" in record.fields)

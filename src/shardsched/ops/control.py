@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from shardsched.core.access import SDK_ACTOR
+from shardsched.core.ids import parse_dag_run_id
 from shardsched.core.queues import key_of
 from shardsched.ops.concurrency import release_runs
 from shardsched.ops.dag_runs import get_dag_run
@@ -49,7 +50,7 @@ def cancel_run(dep: Deployment, rid: str, actor: str = SDK_ACTOR, why: str = "")
 
 def cancel_dag_run(dep: Deployment, drid: str, actor: str = SDK_ACTOR, why: str = "") -> Op:
     """Cancel a DAG run and every task run of it not yet ended; returns the DAG run."""
-    sk = dep.keys_for(drid.split(":", 1)[0])
+    sk = dep.keys_for(parse_dag_run_id(drid)[0])
     (reply,) = yield [lua.cancel_dag_run(sk, drid, actor, why)]
     cancelled = lua.decode_dag_cancelled(check(reply), drid)
     yield from release_runs(dep, _places(cancelled.tasks))

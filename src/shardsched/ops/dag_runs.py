@@ -4,7 +4,7 @@ from the cold archive (a DAG run that left under its DAG's retention)."""
 from __future__ import annotations
 
 from shardsched.core.errors import DagNotFound, DagRunNotFound
-from shardsched.core.ids import parse_run_id, with_attempt
+from shardsched.core.ids import parse_dag_run_id, parse_run_id, with_attempt
 from shardsched.core.models import TaskState
 from shardsched.core.views import DagRun, DagTaskRun
 from shardsched.ops.cold import archive_url, cold_dag_runs, cold_runs
@@ -31,7 +31,7 @@ def task_order(dep: Deployment, dag_id: str) -> Op:
 
 def get_dag_run(dep: Deployment, drid: str) -> Op:
     """One DAG run with every task's state and every attempt of each."""
-    dag_id = drid.split(":", 1)[0]
+    dag_id = parse_dag_run_id(drid)[0]
     if not k.is_dag_id(dag_id):
         raise DagRunNotFound(drid)
     sk = dep.keys_for(dag_id)

@@ -24,7 +24,7 @@ from shardsched.core.errors import (
     ShardschedError,
     ValidationError,
 )
-from shardsched.core.ids import dag_id_of
+from shardsched.core.ids import dag_id_of, parse_task_job_id
 from shardsched.core.instants import from_ms
 from shardsched.core.labels import ACCOUNT_LABEL
 from shardsched.core.models import DagRunState, DagSpec, JobSpec, JobStatus, TaskSpec, Timing
@@ -294,12 +294,13 @@ def join_dag(dep: Deployment, spec: JobSpec, actor: str = SDK_ACTOR) -> Op:
     dag_ids = set()
     deps: list[str] = []
     for i, job_id in enumerate(spec.depends_on):
-        dag_id, dot, dep_task = job_id.partition(".")
-        if not dot or not k.is_dag_id(dag_id) or not dep_task:
+        task_of = parse_task_job_id(job_id)
+        if task_of is None:
             raise ValidationError(
                 f"{job_id!r} is not a DAG task's job id (<dag_id>.<task>)",
                 f"$.depends_on[{i}]",
             )
+        dag_id, dep_task = task_of
         dag_ids.add(dag_id)
         deps.append(dep_task)
         if len(dag_ids) > 1:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import enum
 
+from shardsched.core.ids import job_of_run
 from shardsched.store import keys as k
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
@@ -62,7 +63,7 @@ def executions(
     """Classify the fired runs ``rids`` by their last attempt; returns {rid: Execution}.
     Follows each run's next attempt (``nx``) in one round trip per attempt level."""
     out: dict[str, Execution] = {}
-    current = {rid: rid for rid in rids if not k.is_dag_id(rid.split(":", 1)[0])}
+    current = {rid: rid for rid in rids if not k.is_dag_id(job_of_run(rid))}
     for rid in rids:
         if rid not in current:
             out[rid] = Execution.DAG

@@ -16,7 +16,7 @@ import msgspec
 
 from shardsched.core import trace_ids
 from shardsched.core.access import TokenAct
-from shardsched.core.ids import parse_run_id, task_job_id
+from shardsched.core.ids import parse_dag_run_id, parse_run_id, task_job_id
 from shardsched.core.instants import from_ms
 from shardsched.core.models import DagRunState, RunState, TaskState
 from shardsched.core.queues import DEFAULT_QUEUE, Priority, key_of, parse_stored
@@ -254,7 +254,7 @@ def dag_run_from(drid: str, raw: list[bytes], tasks: list[str]) -> DagRun:
     """A DAG run from its hash (``dagrun:<id>``, HGETALL's flat list; lua/lib/dag.lua
     says what each field holds), its tasks in the DAG's order (``tasks``)."""
     fields = {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)}
-    dag_id = drid.split(":", 1)[0]
+    dag_id = parse_dag_run_id(drid)[0]
     task_runs = []
     # the DAG's tasks in order, then any this run has that a later version removed
     ours = [key[2:].decode() for key in fields if key.startswith(b"t:")]

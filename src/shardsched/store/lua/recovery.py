@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from shardsched.core.errors import AlreadyRetried, ConflictError, RunNotFound
 from shardsched.store.calls import Call
-from shardsched.store.keys import CONSUMER_GROUP, ShardKeys
+from shardsched.store.keys import CONSUMER_GROUP, ShardKeys, owner_id
 from shardsched.store.lua import signature
 from shardsched.store.lua.runs import Fenced
 from shardsched.store.ready import woken
@@ -73,7 +73,7 @@ def raise_retry_refusal(code: int, run_id: str, next_run_id: str | None) -> None
     if code == Retried.NOT_DEAD_LETTERED:
         raise ConflictError(f"run {run_id!r} is not dead-lettered")
     if code == Retried.DAG_SETTLED:
-        dag = run_id.split(".", 1)[0]
+        dag = owner_id(run_id)  # a DAG task's run: its DAG
         raise ConflictError(
             f"run {run_id!r} is a DAG task's: its DAG run settled on this failure; "
             f"trigger the DAG again instead (shardsched dags trigger {dag})"
