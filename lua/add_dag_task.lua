@@ -22,10 +22,9 @@
 
   Returns {1, now_ms}; {-1} no such DAG; {-2} deleted; {-3} version moved on; {-4} the
   task name is taken; {-5, i} dependency i (1-based) is not a task of the DAG.
-  A job (or task) of a queue other than the default gets its 'q' field and joins the
-  shard's set of queues (base .. 'queues'; lib/jobqueue.lua).
 ]]
 local rcall = redis.call
+-- @include live
 -- @include clock
 -- @include changes
 -- @include versions
@@ -33,14 +32,9 @@ local rcall = redis.call
 local dag_key, task_key = KEYS[1], KEYS[2]
 local name = ARGV[2]
 local cur = rcall('HMGET', dag_key, 'status', 'version', 'kind')
-if not cur[1] or cur[3] ~= 'dag' then
-  return {-1}
-end
-if cur[1] == 'deleted' then
-  return {-2}
-end
-if cur[2] ~= ARGV[1] then
-  return {-3}
+local refusal = dag_refusal(cur, ARGV[1])
+if refusal then
+  return refusal
 end
 if rcall('EXISTS', task_key) == 1 or rcall('HEXISTS', dag_key, 'd:' .. name) == 1 then
   return {-4}

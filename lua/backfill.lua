@@ -25,23 +25,16 @@
 
   Returns {1, queued, already, released, queues}: ticks newly queued, ticks that had a run
   or were queued already, runs started now, the queues they went to (lib/queues.lua); {-1} no such job; {-2} the job is deleted.
-  Each change of a run's state it makes appends to events (lib/events.lua).
-  Streams of queues other than the default, ready:<queue>, are built from the shard key
-  base (lib/queues.lua).
-  A concurrency key's runs have a stream of their own within their queue, and each queue
-  a ring and a set of its keys with runs (kring:<queue>, kset:<queue>), all built from
-  the shard key base (lib/queues.lua).
 ]]
 local rcall = redis.call
+-- @include runids
 -- @include clock
--- @include events
 -- @include queues
 -- @include changes
 -- @include live
 local job_key, ready_key = KEYS[1], KEYS[2]
 local base, job = ARGV[1], ARGV[2]
 
--- @include counters
 -- @include backfill
 
 local status, refused = live_status(job_key)
@@ -53,7 +46,7 @@ local queue_key = base .. 'bfq:' .. job
 local queued, already = 0, 0
 for i = 8, #ARGV do
   local tick = ARGV[i]
-  if rcall('EXISTS', base .. 'run:' .. job .. ':' .. tick .. ':1') == 1
+  if rcall('EXISTS', base .. 'run:' .. run_id(job, tick, '1')) == 1
       or rcall('ZSCORE', queue_key, tick) then
     already = already + 1
   else

@@ -21,19 +21,11 @@
   queued DAG run started), cancelled task runs as items of 3: run id, the
   state it was in, its stored queue}; {-1} no such DAG run; {-2, state} it had ended.
   allow-oom: a cancel must go through a full Redis.
-  Each change of a run's state it makes appends to events (lib/events.lua).
-  Streams of queues other than the default, ready:<queue>, are built from the shard key
-  base (lib/queues.lua).
-  A concurrency key's runs have a stream of their own within their queue, and each queue
-  a ring and a set of its keys with runs (kring:<queue>, kset:<queue>), all built from
-  the shard key base (lib/queues.lua).
 ]]
 local rcall = redis.call
 -- @include clock
 -- @include events
--- @include queues
 -- @include changes
--- @include skips
 -- @include counters
 -- @include dag
 -- @include cancel

@@ -25,20 +25,11 @@
   a DAG task or backfill tick released);
   {-1} no such run; {-2, run id, state} it had ended already (nothing written).
   allow-oom: a cancel must go through a full Redis (it writes a few bytes).
-  Each change of a run's state it makes appends to events (lib/events.lua).
-  Streams of queues other than the default, ready:<queue>, are built from the shard key
-  base (lib/queues.lua).
-  A concurrency key's runs have a stream of their own within their queue, and each queue
-  a ring and a set of its keys with runs (kring:<queue>, kset:<queue>), all built from
-  the shard key base (lib/queues.lua).
 ]]
 local rcall = redis.call
+-- @include runids
 -- @include clock
--- @include events
--- @include queues
 -- @include changes
--- @include skips
--- @include counters
 -- @include dag
 -- @include backfill
 -- @include cancel
@@ -62,7 +53,7 @@ end
 local now = server_now_ms()
 local reason = cancel_reason(actor, why)
 cancel_one(base, sets, rid, run[1], now, actor, reason)
-local job = string.match(rid, '^(.+):[^:]+:%d+$')
+local job = job_of_run(rid)
 log_change(base .. 'acts:' .. job, 'cancel', actor, '', rid .. (why ~= '' and (': ' .. why) or ''))
 if run[3] then
   dag_settle(base, ready_key, run[3], dag_task_of(rid), 'f', now)

@@ -34,11 +34,8 @@
   opened on an earlier version of the DAG takes that version's spec (dagv:<dag>:<tv>). Entries whose run is gone or no
   longer scheduled are acknowledged and dropped. A DAG
   task's run leaves the shard's stall watch (dagwait) when claimed.
-  Each change of a run's state it makes appends to events (lib/events.lua).
-  Streams of queues other than the default, ready:<queue>, are built from the shard key
-  base (lib/queues.lua), and so are those of concurrency keys (ready:<name>@<key><band>)
-  and each queue's ring and set of keys with runs (kring:<queue>, kset:<queue>): a
-  queue's claim takes its keys in turn.
+  A queue's claim takes its concurrency keys' streams in turn: each queue's ring and set
+  of keys with runs (kring:<queue>, kset:<queue>, built from the base; lib/queues.lua).
 ]]
 local rcall = redis.call
 -- @include clock

@@ -60,21 +60,16 @@
   code per item: 1 applied; 0 this very completion
   was applied before (a retry after a lost reply); -1 no such run; -2 the caller no longer
   holds the run (recorded).
-  Streams of queues other than the default, ready:<queue>, are built from the shard key
-  base (lib/queues.lua).
-  A concurrency key's runs have a stream of their own within their queue, and each queue
-  a ring and a set of its keys with runs (kring:<queue>, kset:<queue>), all built from
-  the shard key base (lib/queues.lua).
 ]]
 local rcall = redis.call
+-- @include holder
+-- @include runids
 -- @include clock
 -- @include events
 -- @include queues
 local ready_key, retries_key, dead_key, autopause_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
 
--- @include skips
--- @include counters
 -- @include dag
 -- @include backfill
 -- @include buffer
@@ -104,115 +99,105 @@ local ended_event = {}  -- state -> its event's value, reason ''
 for i = 8, #ARGV, 10 do
   local eid, rid, token, state = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local run_key = base .. 'run:' .. rid
-  local run = rcall('HMGET', run_key, 'st', 'w', 'dt', 'd', 'bf', 'e', 'q')
+  local run = rcall('HMGET', run_key, 'st', 'w', 'dt', 'e', 'd', 'bf', 'q')
   local code
   if not run[1] then
     code = -1
-  elseif run[1] == state and run[2] == worker and run[3] == token and run[6] == eid then
-    code = 0
-  else
-    if run[1] == 'running' and run[2] == worker and run[3] == token and run[6] == eid then
-      rcall('HSET', run_key, 'st', state, 'f', now, 'x', ARGV[i + 4], 'r', ARGV[i + 5],
-        'xs', ARGV[i + 7])
-      local reason = ARGV[i + 5]
-      events[#events + 1] = rid
-      if reason == '' then  -- most: one value a state for the whole batch
-        local value = ended_event[state]
-        if not value then
-          value = event_value('running', state, worker, '')
-          ended_event[state] = value
-        end
-        events[#events + 1] = value
-      else
-        events[#events + 1] = event_value('running', state, worker, reason)
+  elseif holds_run(run, 'running', worker, token, eid) then
+    rcall('HSET', run_key, 'st', state, 'f', now, 'x', ARGV[i + 4], 'r', ARGV[i + 5],
+      'xs', ARGV[i + 7])
+    local reason = ARGV[i + 5]
+    events[#events + 1] = rid
+    if reason == '' then  -- most: one value a state for the whole batch
+      local value = ended_event[state]
+      if not value then
+        value = event_value('running', state, worker, '')
+        ended_event[state] = value
       end
-      if ARGV[i + 6] ~= '' then
-        local cut_by = keep_output(base, string.match(rid, '^(.+):[^:]+:%d+$'),
-          base .. 'out:' .. rid, ARGV[i + 6], false, job_quota, shard_quota)
-        if cut_by then
-          rcall('HSET', run_key, 'oq', cut_by)
-        end
-        if ARGV[i + 9] ~= '' then
-          rcall('HSET', run_key, 'ol', ARGV[i + 9])
-        end
-      end
-      local drid = run[4]
-      if state == 'dead_letter' then
-        rcall('ZADD', dead_key, now, rid)
-      end
-      if state ~= 'succeeded' then
-        rcall('ZADD', base .. 'failures', now, rid)  -- the failure inbox, every job's
-      end
-      if state == 'succeeded' or ARGV[i + 8] == '' then  -- the run's tick ends here
-        if drid then
-          if dag_settle(base, ready_key, drid, dag_task_of(rid),
-              state == 'succeeded' and 's' or 'f', now) > 0 then
-            released = true
-          end
-        else
-          local job = string.match(rid, '^(.+):[^:]+:%d+$')
-          if run[5] and backfill_done(base, ready_key, job, now) > 0 then
-            released = true
-          end
-          if state ~= 'succeeded' and auto_pause_suspect(job, now) then
-            paused = true
-          end
-          if buffer_ends(base, job, rid, now) > 0 then  -- a buffered tick's turn
-            released = true
-          end
-          if state == 'succeeded' then  -- a dead-man's switch, if the job has one, re-armed
-            local within = rcall('HGET', base .. 'job:' .. job, 'dms')
-            if within then
-              rcall('ZADD', base .. 'deadman', now + tonumber(within), job)
-            end
-          end
-        end
-      else
-        local job, tick, attempt = string.match(rid, '^(.+):([^:]+):(%d+)$')
-        local next_rid = job .. ':' .. tick .. ':' .. (tonumber(attempt) + 1)
-        local next_key = base .. 'run:' .. next_rid
-        if rcall('EXISTS', next_key) == 0 then
-          rcall('HSET', next_key, 'st', 'retrying', 'c', now, 'due', ARGV[i + 8])
-          local kept = rcall('HMGET', run_key, 's', 'args')
-          if kept[1] then
-            rcall('HSET', next_key, 's', kept[1])
-          end
-          if kept[2] then
-            rcall('HSET', next_key, 'args', kept[2])  -- a retry runs with the same args
-          end
-          if run[7] then
-            rcall('HSET', next_key, 'q', run[7])  -- and on the same queue
-          end
-          if run[5] then
-            rcall('HSET', next_key, 'bf', '1')
-          end
-          if drid then
-            rcall('HSET', next_key, 'd', drid)
-            rcall('HSET', base .. 'dagrun:' .. drid, 'r:' .. dag_task_of(rid), next_rid)
-          end
-          rcall('ZADD', base .. 'runs:' .. job, rcall('ZSCORE', base .. 'runs:' .. job, rid) or 0,
-            next_rid)
-          rcall('ZADD', retries_key, ARGV[i + 8], next_rid)
-          add_event(events, next_rid, '', 'retrying', '', '')
-          retried = true
-          rcall('HSET', run_key, 'nx', next_rid)
-        end
-      end
-      if run[7] then
-        local other = acked_on[run[7]]
-        if not other then
-          other = {}
-          acked_on[run[7]] = other
-        end
-        other[#other + 1] = eid
-      else
-        acked[#acked + 1] = eid
-      end
-      code = 1
+      events[#events + 1] = value
     else
-      rcall('HINCRBY', run_key, 'sx', 1)
-      code = -2
+      events[#events + 1] = event_value('running', state, worker, reason)
     end
+    if ARGV[i + 6] ~= '' then
+      local cut_by = keep_output(base, job_of_run(rid),
+        base .. 'out:' .. rid, ARGV[i + 6], false, job_quota, shard_quota)
+      if cut_by then
+        rcall('HSET', run_key, 'oq', cut_by)
+      end
+      if ARGV[i + 9] ~= '' then
+        rcall('HSET', run_key, 'ol', ARGV[i + 9])
+      end
+    end
+    local drid = run[5]
+    if state == 'dead_letter' then
+      rcall('ZADD', dead_key, now, rid)
+    end
+    if state ~= 'succeeded' then
+      rcall('ZADD', base .. 'failures', now, rid)  -- the failure inbox, every job's
+    end
+    if state == 'succeeded' or ARGV[i + 8] == '' then  -- the run's tick ends here
+      if drid then
+        if dag_settle(base, ready_key, drid, dag_task_of(rid),
+            state == 'succeeded' and 's' or 'f', now) > 0 then
+          released = true
+        end
+      else
+        local job = job_of_run(rid)
+        if run[6] and backfill_done(base, ready_key, job, now) > 0 then
+          released = true
+        end
+        if state ~= 'succeeded' and auto_pause_suspect(job, now) then
+          paused = true
+        end
+        if buffer_ends(base, job, rid, now) > 0 then  -- a buffered tick's turn
+          released = true
+        end
+        if state == 'succeeded' then  -- a dead-man's switch, if the job has one, re-armed
+          local within = rcall('HGET', base .. 'job:' .. job, 'dms')
+          if within then
+            rcall('ZADD', base .. 'deadman', now + tonumber(within), job)
+          end
+        end
+      end
+    else
+      local job = job_of_run(rid)
+      local next_rid = next_attempt(rid)
+      local next_key = base .. 'run:' .. next_rid
+      if rcall('EXISTS', next_key) == 0 then
+        rcall('HSET', next_key, 'st', 'retrying', 'c', now, 'due', ARGV[i + 8])
+        local kept = rcall('HMGET', run_key, 's', 'args')
+        carry_to_next(next_key, kept[1], kept[2], run[7])
+        if run[6] then
+          rcall('HSET', next_key, 'bf', '1')
+        end
+        if drid then
+          rcall('HSET', next_key, 'd', drid)
+          rcall('HSET', base .. 'dagrun:' .. drid, 'r:' .. dag_task_of(rid), next_rid)
+        end
+        rcall('ZADD', base .. 'runs:' .. job, rcall('ZSCORE', base .. 'runs:' .. job, rid) or 0,
+          next_rid)
+        rcall('ZADD', retries_key, ARGV[i + 8], next_rid)
+        add_event(events, next_rid, '', 'retrying', '', '')
+        retried = true
+        rcall('HSET', run_key, 'nx', next_rid)
+      end
+    end
+    if run[7] then
+      local other = acked_on[run[7]]
+      if not other then
+        other = {}
+        acked_on[run[7]] = other
+      end
+      other[#other + 1] = eid
+    else
+      acked[#acked + 1] = eid
+    end
+    code = 1
+  elseif holds_run(run, state, worker, token, eid) then
+    code = 0  -- this completion was applied already (the call is sent again)
+  else
+    rcall('HINCRBY', run_key, 'sx', 1)
+    code = -2
   end
   out[#out + 1] = code
 end

@@ -30,7 +30,7 @@
   Returns {1, removed, kept}, or {-1} when the caller's epoch is stale.
 ]]
 local rcall = redis.call
--- @include counters
+-- @include runids
 -- @include outquota
 local epoch_key, dead_key, stats_key, events_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local base = ARGV[2]
@@ -55,7 +55,7 @@ local function expire_run(rid, finished)
       return 0
     end
   end
-  local job, tick = string.match(rid, '^(.+):([^:]+):%d+$')
+  local job, tick = parse_run_id(rid)
   forget_output(base, job, base .. 'out:' .. rid)
   rcall('DEL', run_key, base .. 'out:' .. rid)
   if string.byte(tick, 1) == 116 and not run[4] then

@@ -76,6 +76,7 @@
   the shard key base (lib/queues.lua).
 ]]
 local rcall = redis.call
+-- @include runids
 -- @include clock
 -- @include events
 -- @include queues
@@ -84,10 +85,8 @@ local retries_key, autopause_key = KEYS[5], KEYS[6]
 local base = ARGV[2]
 
 -- @include skips
--- @include counters
 -- @include dag
 -- @include segments
--- @include versions
 -- @include autopause
 -- @include buffer
 
@@ -174,7 +173,7 @@ for i = 6, #ARGV, 8 do
         end
       end
       if fire ~= '' then
-        rcall('HSET', job_key, 'act', job .. ':' .. fire .. ':1')
+        rcall('HSET', job_key, 'act', run_id(job, fire, '1'))
       end
     end
     if fire ~= '' and string.sub(job, 1, 4) == 'dag_' then
@@ -183,7 +182,7 @@ for i = 6, #ARGV, 8 do
         fired = fired + 1
       end
     elseif fire ~= '' then
-      local rid = job .. ':' .. fire .. ':1'
+      local rid = run_id(job, fire, '1')
       local run_key = base .. 'run:' .. rid
       if rcall('EXISTS', run_key) == 0 then
         -- job, tick and attempt are in the run id; the record keeps only what is not

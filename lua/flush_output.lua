@@ -20,15 +20,11 @@
 
   Returns {code1, code2, ...}: 1 written; -2 the caller no longer holds the run (nothing
   written).
-  Streams of queues other than the default, ready:<queue>, are built from the shard key
-  base (lib/queues.lua).
-  A concurrency key's runs have a stream of their own within their queue, and each queue
-  a ring and a set of its keys with runs (kring:<queue>, kset:<queue>), all built from
-  the shard key base (lib/queues.lua).
 ]]
 local rcall = redis.call
 local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
--- @include counters
+-- @include holder
+-- @include runids
 -- @include outquota
 -- @include queues
 local job_quota, shard_quota = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -38,9 +34,9 @@ for i = 6, #ARGV, 6 do
   local run_key = base .. 'run:' .. rid
   local run = rcall('HMGET', run_key, 'st', 'w', 'dt', 'e', 'q')
   local pending = rcall('XPENDING', ready_of(base, run[5]), group, eid, eid, 1)
-  if run[1] == 'running' and run[2] == worker and run[3] == token and run[4] == eid
+  if holds_run(run, 'running', worker, token, eid)
       and #pending == 1 and pending[1][2] == worker then
-    local cut_by = keep_output(base, string.match(rid, '^(.+):[^:]+:%d+$'),
+    local cut_by = keep_output(base, job_of_run(rid),
       base .. 'out:' .. rid, ARGV[i + 5], ARGV[i + 4] == 'a', job_quota, shard_quota)
     rcall('HSET', run_key, 'ol', ARGV[i + 3])
     if cut_by then

@@ -17,14 +17,9 @@
   Returns {the queues runs went back to (lib/queues.lua), a code per item: 1 waiting, 2
   back on its stream (its turn came), 0 not held by the caller (untouched)}.
   allow-oom: a refused run must not keep a worker slot because Redis is full.
-  Each change of a run's state it makes appends to events (lib/events.lua).
-  Streams of queues other than the default, ready:<queue>, are built from the shard key
-  base (lib/queues.lua).
-  A concurrency key's runs have a stream of their own within their queue, and each queue
-  a ring and a set of its keys with runs (kring:<queue>, kset:<queue>), all built from
-  the shard key base (lib/queues.lua).
 ]]
 local rcall = redis.call
+-- @include holder
 -- @include clock
 -- @include events
 -- @include queues
@@ -35,7 +30,7 @@ for i = 4, #ARGV, 4 do
   local eid, rid, token, key = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local run_key = base .. 'run:' .. rid
   local run = rcall('HMGET', run_key, 'st', 'w', 'dt', 'e', 'q', 'ug')
-  if run[1] == 'running' and run[2] == worker and run[3] == token and run[4] == eid then
+  if holds_run(run, 'running', worker, token, eid) then
     local ready_key = ready_of(base, run[5])
     rcall('XACK', ready_key, group, eid)
     rcall('XDEL', ready_key, eid)

@@ -17,13 +17,9 @@
   Returns the claim script's shape, 9 fields per run: entry id, run id, job spec JSON,
   scheduled_for (ms), attempt, delivery token, lease deadline (ms), now (ms), the run's
   args JSON (its own or its DAG run's; '': the job's).
-  Streams of queues other than the default, ready:<queue>, are built from the shard key
-  base (lib/queues.lua).
-  A concurrency key's runs have a stream of their own within their queue, and each queue
-  a ring and a set of its keys with runs (kring:<queue>, kset:<queue>), all built from
-  the shard key base (lib/queues.lua).
 ]]
 local rcall = redis.call
+-- @include runids
 -- @include clock
 -- @include queues
 local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
@@ -41,7 +37,7 @@ local function pending_on(ready_key)
     if rid then
       local run = rcall('HMGET', base .. 'run:' .. rid, 'st', 'w', 'dt', 's', 'l', 'args', 'd')
       if run[1] == 'running' and run[2] == worker then
-        local job, tick, attempt = string.match(rid, '^([^:]+):([^:]+):(%d+)$')
+        local job, tick, attempt = parse_run_id(rid)
         out[#out + 1] = eid
         out[#out + 1] = rid
         out[#out + 1] = rcall('HGET', base .. 'job:' .. job, 'spec') or ''

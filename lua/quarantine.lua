@@ -27,12 +27,9 @@
 ]]
 local rcall = redis.call
 -- @include clock
--- @include events
 local job_key, timer_key, segs_key, versions_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local epoch_key, stats_key = KEYS[5], KEYS[6]
 
--- @include segments
--- @include versions
 -- @include quarantine
 
 if rcall('GET', epoch_key) ~= ARGV[1] then

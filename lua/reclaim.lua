@@ -42,14 +42,9 @@
   released, queues} (released: DAG tasks released by runs failed here; queues: those runs
   went back to or were released on, lib/queues.lua; both absent when none looked at),
   or {-1} when the caller's epoch is stale.
-  Each change of a run's state it makes appends to events (lib/events.lua).
-  Streams of queues other than the default, ready:<queue>, are built from the shard key
-  base (lib/queues.lua).
-  A concurrency key's runs have a stream of their own within their queue, and each queue
-  a ring and a set of its keys with runs (kring:<queue>, kset:<queue>), all built from
-  the shard key base (lib/queues.lua).
 ]]
 local rcall = redis.call
+-- @include runids
 -- @include clock
 -- @include events
 -- @include queues
@@ -57,11 +52,8 @@ local ready_key, epoch_key, stats_key, reclaim_at_key = KEYS[1], KEYS[2], KEYS[3
 local timer_key = KEYS[5]
 local group, base = ARGV[2], ARGV[3]
 
--- @include segments
--- @include versions
 -- @include quarantine
 -- @include skips
--- @include counters
 -- @include dag
 -- @include backfill
 -- @include buffer
@@ -93,7 +85,7 @@ local function reclaim_stream(ready_key, q)
     local body = rcall('XRANGE', ready_key, eid, eid)
     local rid = body[1] and body[1][2][2]
     local run = rid and rcall('HMGET', base .. 'run:' .. rid, 'st', 'l', 'rc', 'd', 'bf', 'w') or {}
-    local job = rid and string.match(rid, '^(.+):[^:]+:%d+$')
+    local job = rid and job_of_run(rid)
     if run[1] == 'cancelled' and run[2] and tonumber(run[2]) >= now_n and not run[4]
         and rcall('EXISTS', base .. 'buf:' .. job) == 1 then
       -- cancelled by a cancel_other tick, which waits until its worker has stopped it:
@@ -130,7 +122,7 @@ local function reclaim_stream(ready_key, q)
         if run[4] then
           released = released + dag_settle(base, ready_key, run[4], dag_task_of(rid), 'f', now)
         else
-          local job = string.match(rid, '^(.+):[^:]+:%d+$')
+          local job = job_of_run(rid)
           local job_key = base .. 'job:' .. job
           local score = rcall('ZSCORE', timer_key, job)
           local now_quarantined = false

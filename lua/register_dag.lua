@@ -25,8 +25,6 @@
           lib/queues.lua)
 
   Returns {now_ms, 1}; {now_ms, -1} when the DAG id is taken (nothing written).
-  A job (or task) of a queue other than the default gets its 'q' field and joins the
-  shard's set of queues (base .. 'queues'; lib/jobqueue.lua).
 ]]
 local rcall = redis.call
 -- @include clock

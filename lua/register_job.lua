@@ -32,8 +32,6 @@
   and runs by hand go on counting ('triggers').
   Keys of a re-created job built from the base: segs:<id>, vers:<id> (lib/versions) and
   chg:<id> (lib/changes); and deadman, the shard's ZSET of dead-man's switches.
-  A job (or task) of a queue other than the default gets its 'q' field and joins the
-  shard's set of queues (base .. 'queues'; lib/jobqueue.lua).
 ]]
 local rcall = redis.call
 -- @include clock

@@ -16,23 +16,16 @@
 
   Keys built from the shard key base (each in KEYS' hash slot): bfq:<id>, cnt:<id>,
     events, job:<id>, run:<id>, runs:<id>.
-  Streams of queues other than the default, ready:<queue>, are built from the shard key
-  base (lib/queues.lua).
-  A concurrency key's runs have a stream of their own within their queue, and each queue
-  a ring and a set of its keys with runs (kring:<queue>, kset:<queue>), all built from
-  the shard key base (lib/queues.lua).
 
   Returns {1, released, queues} (the queues runs went to: lib/queues.lua), or {-1} when
   the caller's epoch is stale.
 ]]
 local rcall = redis.call
 -- @include clock
--- @include events
 -- @include queues
 local pace_key, epoch_key, ready_key = KEYS[1], KEYS[2], KEYS[3]
 local base = ARGV[2]
 
--- @include counters
 -- @include backfill
 
 if rcall('GET', epoch_key) ~= ARGV[1] then

@@ -15,14 +15,9 @@
 
   allow-oom: runs while Redis is full (it adds no more than a few bytes), so leases and
   registrations hold and no owner or worker loses its work to a full Redis.
-  Each change of a run's state it makes appends to events (lib/events.lua).
-  Streams of queues other than the default, ready:<queue>, are built from the shard key
-  base (lib/queues.lua).
-  A concurrency key's runs have a stream of their own within their queue, and each queue
-  a ring and a set of its keys with runs (kring:<queue>, kset:<queue>), all built from
-  the shard key base (lib/queues.lua).
 ]]
 local rcall = redis.call
+-- @include holder
 -- @include events
 -- @include queues
 local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
@@ -33,7 +28,7 @@ for i = 4, #ARGV, 3 do
   local run = rcall('HMGET', run_key, 'st', 'w', 'dt', 'e', 'q')
   local ready_key = ready_of(base, run[5])
   local pending = rcall('XPENDING', ready_key, group, eid, eid, 1)
-  if run[1] == 'running' and run[2] == worker and run[3] == token and run[4] == eid
+  if holds_run(run, 'running', worker, token, eid)
       and pending[1] and pending[1][2] == worker then
     rcall('XACK', ready_key, group, eid)
     rcall('XDEL', ready_key, eid)

@@ -17,13 +17,10 @@
 
   allow-oom: runs while Redis is full (it adds no more than a few bytes), so leases and
   registrations hold and no owner or worker loses its work to a full Redis.
-  Streams of queues other than the default, ready:<queue>, are built from the shard key
-  base (lib/queues.lua).
-  A concurrency key's runs have a stream of their own within their queue, and each queue
-  a ring and a set of its keys with runs (kring:<queue>, kset:<queue>), all built from
-  the shard key base (lib/queues.lua).
 ]]
 local rcall = redis.call
+-- @include holder
+-- @include runids
 -- @include clock
 -- @include queues
 local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
@@ -44,10 +41,10 @@ for i = 4, #ARGV, 3 do
   if run[1] == 'cancelled' then
     out[#out + 1] = -3
     out[#out + 1] = 0
-  elseif run[1] == 'running' and run[2] == worker and run[3] == token and run[4] == eid
+  elseif holds_run(run, 'running', worker, token, eid)
       and pending_owner(ready_key, eid) == worker then
     rcall('XCLAIM', ready_key, group, worker, 0, eid, 'JUSTID')  -- resets its idle time
-    local job = string.match(rid, '^([^:]+):')
+    local job = job_of_run(rid)
     local lease = now_n + tonumber(rcall('HGET', base .. 'job:' .. job, 'lease') or '30000')
     rcall('HSET', run_key, 'l', lease)
     out[#out + 1] = 1

@@ -16,14 +16,9 @@
   double click must not run the job twice); {-1} no such run; {-2} the run is not
   dead-lettered; {-3} the run is a DAG task's: its DAG run has settled on its failure
   (re-run the DAG instead).
-  Each change of a run's state it makes appends to events (lib/events.lua).
-  Streams of queues other than the default, ready:<queue>, are built from the shard key
-  base (lib/queues.lua).
-  A concurrency key's runs have a stream of their own within their queue, and each queue
-  a ring and a set of its keys with runs (kring:<queue>, kset:<queue>), all built from
-  the shard key base (lib/queues.lua).
 ]]
 local rcall = redis.call
+-- @include runids
 -- @include clock
 -- @include events
 -- @include queues
@@ -45,20 +40,11 @@ if run[3] then
   return {-3}
 end
 local now = server_now_ms()
-local job, tick, attempt = string.match(rid, '^(.+):([^:]+):(%d+)$')
-local next_rid = job .. ':' .. tick .. ':' .. (tonumber(attempt) + 1)
+local job = job_of_run(rid)
+local next_rid = next_attempt(rid)
 local next_key = base .. 'run:' .. next_rid
-if run[2] then
-  rcall('HSET', next_key, 'st', 'scheduled', 'c', now, 's', run[2], 'mr', 1)
-else
-  rcall('HSET', next_key, 'st', 'scheduled', 'c', now, 'mr', 1)
-end
-if run[5] then
-  rcall('HSET', next_key, 'args', run[5])  -- the retry runs with the same args
-end
-if run[6] then
-  rcall('HSET', next_key, 'q', run[6])  -- and on the same queue
-end
+rcall('HSET', next_key, 'st', 'scheduled', 'c', now, 'mr', 1)
+carry_to_next(next_key, run[2], run[5], run[6])
 local runs_key = base .. 'runs:' .. job
 rcall('ZADD', runs_key, rcall('ZSCORE', runs_key, rid) or 0, next_rid)
 enqueue(base, next_rid, run[6])

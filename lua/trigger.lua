@@ -21,14 +21,9 @@
   (the caller wakes a worker of it); {-1} when the job does not exist; {-2} when it is
   deleted. Run ids are <job>:t<n>:1 with n the job's trigger count, so two triggers in
   the same millisecond are two runs.
-  Each change of a run's state it makes appends to events (lib/events.lua).
-  Streams of queues other than the default, ready:<queue>, are built from the shard key
-  base (lib/queues.lua).
-  A concurrency key's runs have a stream of their own within their queue, and each queue
-  a ring and a set of its keys with runs (kring:<queue>, kset:<queue>), all built from
-  the shard key base (lib/queues.lua).
 ]]
 local rcall = redis.call
+-- @include runids
 -- @include clock
 -- @include events
 -- @include queues
@@ -49,7 +44,7 @@ if idem_key then
   end
 end
 local n = rcall('HINCRBY', job_key, 'triggers', 1)
-local rid = job .. ':t' .. n .. ':1'
+local rid = run_id(job, 't' .. n, '1')
 local q = rcall('HGET', job_key, 'q')
 rcall('HSET', base .. 'run:' .. rid, 's', now, 'st', 'scheduled', 'c', now)
 if q then

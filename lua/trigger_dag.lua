@@ -18,31 +18,20 @@
   Returns {code, dag_run_id, now_ms, queues} with code 1 started or 2 queued (queues:
   what the root tasks went to, lib/queues.lua); {-1} no such DAG;
   {-2} the DAG is deleted. DAG run ids are <dag>:t<n> with n the DAG's trigger count.
-  Each change of a run's state it makes appends to events (lib/events.lua).
-  Streams of queues other than the default, ready:<queue>, are built from the shard key
-  base (lib/queues.lua).
-  A concurrency key's runs have a stream of their own within their queue, and each queue
-  a ring and a set of its keys with runs (kring:<queue>, kset:<queue>), all built from
-  the shard key base (lib/queues.lua).
 ]]
 local rcall = redis.call
+-- @include live
 -- @include clock
--- @include events
 -- @include queues
 -- @include changes
 local dag_key, ready_key = KEYS[1], KEYS[2]
 local base, dag = ARGV[1], ARGV[2]
 
--- @include skips
--- @include counters
 -- @include dag
 
-local cur = rcall('HMGET', dag_key, 'status', 'kind')
-if not cur[1] or cur[2] ~= 'dag' then
-  return {-1}
-end
-if cur[1] == 'deleted' then
-  return {-2}
+local refusal = dag_refusal(rcall('HMGET', dag_key, 'status', 'version', 'kind'), nil)
+if refusal then
+  return refusal
 end
 local now = server_now_ms()
 local n = rcall('HINCRBY', dag_key, 'triggers', 1)

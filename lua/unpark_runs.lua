@@ -16,12 +16,6 @@
   already scheduled or running (it keeps its grant); 0 gone or ended (the caller gives
   its grant back: lua/ck_release.lua)}.
   allow-oom: a granted run must start even while Redis is full.
-  Each change of a run's state it makes appends to events (lib/events.lua).
-  Streams of queues other than the default, ready:<queue>, are built from the shard key
-  base (lib/queues.lua).
-  A concurrency key's runs have a stream of their own within their queue, and each queue
-  a ring and a set of its keys with runs (kring:<queue>, kset:<queue>), all built from
-  the shard key base (lib/queues.lua).
 ]]
 local rcall = redis.call
 -- @include events

@@ -34,10 +34,9 @@
           code, task spec JSON, lease (ms), queue ('' the default; lib/queues.lua)
 
   Returns {1, version, now_ms}; {-1} no such DAG; {-2} deleted; {-3} version moved on.
-  A job (or task) of a queue other than the default gets its 'q' field and joins the
-  shard's set of queues (base .. 'queues'; lib/jobqueue.lua).
 ]]
 local rcall = redis.call
+-- @include live
 -- @include clock
 -- @include changes
 -- @include segments
@@ -48,14 +47,9 @@ local dag_key, timer_key, segs_key = KEYS[1], KEYS[2], KEYS[3]
 local base, dag = ARGV[1], ARGV[2]
 local cur = rcall('HMGET', dag_key, 'status', 'version', 'kind', 'tasks', 'tv', 'ntv', 'roots',
   'sla')
-if not cur[1] or cur[3] ~= 'dag' then
-  return {-1}
-end
-if cur[1] == 'deleted' then
-  return {-2}
-end
-if cur[2] ~= ARGV[3] then
-  return {-3}
+local refusal = dag_refusal(cur, ARGV[3])
+if refusal then
+  return refusal
 end
 local now = server_now_ms()
 local function split(csv)

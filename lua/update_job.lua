@@ -44,8 +44,6 @@
            armed in deadman (built from the base) at now + it unless armed already
 
   Returns {1, version, now_ms}; {-1} no such job; {-2} deleted; {-3} version moved on.
-  A job (or task) of a queue other than the default gets its 'q' field and joins the
-  shard's set of queues (base .. 'queues'; lib/jobqueue.lua).
 ]]
 local rcall = redis.call
 -- @include clock

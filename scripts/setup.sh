@@ -51,7 +51,8 @@ fi
 # preloads, tests/worker/test_hostile_jobs.py), openssl (the tests' certificates) and
 # chromium with its driver (the browser tests of /docs and the dashboard, headless), and
 # Node.js with npm (scripts/check formats and lints the console's JavaScript with Biome,
-# from tools/js: a development tool only; installing shardsched needs no Node).
+# from tools/js: a development tool only; installing shardsched needs no Node), and
+# luacheck (lua-check: every Lua script as Redis runs it, tests/store/test_lua_lint.py).
 if (( tests )); then
   missing=()
   command -v curl >/dev/null 2>&1 || missing+=(curl)
@@ -66,6 +67,7 @@ if (( tests )); then
   command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
   command -v node >/dev/null 2>&1 || missing+=(nodejs)
   command -v npm >/dev/null 2>&1 || missing+=(npm)
+  command -v luacheck >/dev/null 2>&1 || missing+=(lua-check)
   if (( ${#missing[@]} )); then
     apt_install "used by the test suite only" "${missing[@]}"
   fi

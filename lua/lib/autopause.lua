@@ -6,6 +6,11 @@
 -- the owner's next fire call (fenced by its epoch) decides, before it fires anything.
 -- The job's own event (its id, active>paused) goes on the shard's event stream. Callers
 -- (fire.lua) define rcall and include events.
+-- Keys it builds from the shard key base (each script's hash slot): job:<id>, run:<id>,
+-- runs:<job>, segs:<job>, timer, vers:<job>.
+-- @include events
+-- @include segments
+-- @include versions
 
 -- The owner pauses the job if its streak reached its limit. Needs lib/segments.lua and
 -- lib/versions.lua.

@@ -7,6 +7,12 @@
 -- owner's pacer (release_paced.lua, from the shard's bfpace ZSET) and by backfill.lua,
 -- at most `cap` at a time: a run that ends frees a place, not a release.
 -- Callers define rcall and include events, counters and queues.
+-- Keys it builds from the shard key base (each script's hash slot): bfq:, job:<id>,
+-- run:<id>, runs:<job>.
+-- @include runids
+-- @include counters
+-- @include events
+-- @include queues
 local function backfill_release(base, ready, job, now, cap)
   local job_key = base .. 'job:' .. job
   local info = rcall('HMGET', job_key, 'bfm', 'bfp')
@@ -23,7 +29,7 @@ local function backfill_release(base, ready, job, now, cap)
     if #head == 0 then
       break
     end
-    local rid = job .. ':' .. head[1] .. ':1'
+    local rid = run_id(job, head[1], '1')
     local run_key = base .. 'run:' .. rid
     if rcall('EXISTS', run_key) == 0 then
       if q == nil then

@@ -4,6 +4,11 @@
 -- oldest waiting tick runs (one at a time: its run becomes the job's active one).
 -- fire.lua pushes, complete.lua and cancel_run.lua release. Callers define rcall and
 -- include events and queues.
+-- Keys it builds from the shard key base (each script's hash slot): buf:, job:<id>,
+-- run:<id>, runs:<job>.
+-- @include runids
+-- @include events
+-- @include queues
 local BUFFER_MAX = 1000  -- buffer_all holds at most this many (buffer_one: 1)
 
 -- Hold `tick` for later; false when the buffer is full (the caller records a skip).
@@ -13,7 +18,7 @@ local function buffer_push(base, job, tick, most)
     return false
   end
   rcall('RPUSH', key, tick)
-  emit_event(base, job .. ':' .. tick .. ':1', '', 'buffered', '', 'overlap: waits for the active run')
+  emit_event(base, run_id(job, tick, '1'), '', 'buffered', '', 'overlap: waits for the active run')
   return true
 end
 
@@ -25,7 +30,7 @@ local function buffer_release(base, job, now)
     if not tick then
       return 0
     end
-    local rid = job .. ':' .. tick .. ':1'
+    local rid = run_id(job, tick, '1')
     local run_key = base .. 'run:' .. rid
     if rcall('EXISTS', run_key) == 0 then
       local job_key = base .. 'job:' .. job

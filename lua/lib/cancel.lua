@@ -5,6 +5,9 @@
 -- stops the job's process group, and its completion is refused (lua/complete.lua). A
 -- scheduled run's stream entry stays where it is: the claim that reads it drops it.
 -- Callers define rcall and include events and changes first.
+-- Keys it builds from the shard key base (each script's hash slot): run:<id>.
+-- @include events
+-- @include queues
 local CANCELLABLE = {scheduled = true, claimed = true, running = true, retrying = true,
   waiting = true}
 

@@ -5,6 +5,7 @@
 -- A counter's value is the sum of both hashes' fields: a deployment from before, or a
 -- worker of the previous version while an upgrade rolls, counts in the job's hash, and
 -- every count is kept. Callers define rcall.
+-- Keys it builds from the shard key base (each script's hash slot): cnt:, job:<id>.
 local function counter(base, id, field)
   return tonumber(rcall('HGET', base .. 'cnt:' .. id, field) or '0')
     + tonumber(rcall('HGET', base .. 'job:' .. id, field) or '0')

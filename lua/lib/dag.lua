@@ -29,6 +29,13 @@
 -- DAG run's own hash, which a worker's completion writes, only shows them).
 -- Callers define rcall (and include lib/skips). Functions that can put task runs on the
 -- ready stream return how many they put (the caller publishes the ready channel then).
+-- Keys it builds from the shard key base (each script's hash slot): dagq:<dag>, dagrun:,
+-- dagrunv:, dagv:, dagvgc:, dagvn:, dagwait, job:<id>, run:<id>, runs:<job>.
+-- @include runids
+-- @include counters
+-- @include events
+-- @include queues
+-- @include skips
 
 local function dag_split(csv)
   local out = {}
@@ -113,7 +120,7 @@ end
 -- Returns 1 when the run was put on the stream, 0 when it existed already.
 local function dag_release(base, ready, dag, drid, tick, s, task, now, sla)
   local released = 0
-  local rid = dag .. '.' .. task .. ':' .. tick .. ':1'
+  local rid = run_id(dag .. '.' .. task, tick, '1')
   local run_key = base .. 'run:' .. rid
   if rcall('EXISTS', run_key) == 0 then
     rcall('HSET', run_key, 'st', 'scheduled', 'c', now, 'd', drid)
@@ -136,7 +143,7 @@ end
 
 -- A task that will not run in this DAG run: its record says why.
 local function dag_skip(base, dag, drid, tick, s, task, now, reason)
-  local rid = dag .. '.' .. task .. ':' .. tick .. ':1'
+  local rid = run_id(dag .. '.' .. task, tick, '1')
   local run_key = base .. 'run:' .. rid
   if rcall('EXISTS', run_key) == 0 then
     rcall('HSET', run_key, 'st', 'skipped', 'c', now, 'f', now, 'r', reason, 'd', drid)

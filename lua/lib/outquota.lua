@@ -5,6 +5,7 @@
 -- ('ol'), so a run always says how much it printed. Callers define rcall and include
 -- counters; expire_history
 -- gives the bytes back when it removes an output.
+-- @include counters
 local function keep_output(base, job, out_key, data, append, job_quota, shard_quota)
   local old = rcall('STRLEN', out_key)
   local stats_key = base .. 'stats'

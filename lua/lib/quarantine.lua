@@ -5,6 +5,9 @@
 -- on the shard's event stream, where notifications hear of it. Callers check it is active
 -- with that timer score first, include clock, events, segments and versions, and define
 -- rcall.
+-- @include events
+-- @include segments
+-- @include versions
 local function quarantine_job(job_key, timer_key, segs_key, versions_key, job, score, reason,
                               now)
   materialize_segments(job_key, segs_key)

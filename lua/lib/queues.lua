@@ -6,6 +6,8 @@
 -- (claim.lua). Each queue keeps the keys with runs on their streams in a ring,
 -- base .. 'kring:<queue>' (LIST), and a set of the same, base .. 'kset:<queue>'.
 -- Callers define rcall.
+-- Keys it builds from the shard key base (each script's hash slot): kring:, kset:,
+-- ready, ready:<queue>.
 local function ready_of(base, q)
   if q and q ~= '' then
     return base .. 'ready:' .. q

@@ -69,10 +69,36 @@ def test_every_key_a_script_builds_is_named_in_keys_py() -> None:
 
 
 def test_every_key_a_script_builds_is_in_its_header() -> None:
-    """A script's header names every key it builds from the shard's base, its lib/
-    helpers' included."""
+    """A script's header names every key it builds from the shard's base itself; a lib/
+    helper's leading comment names the keys it builds, once, for every script that
+    includes it (store/scripts.py inlines it)."""
+    lua = Path(__file__).resolve().parents[2] / "lua"
+    built_in = re.compile(r"base \.\. '([a-z_]+:?)'")
+    for path in sorted(lua.glob("*.lua")):
+        source = path.read_text()
+        header = source[source.index("--[[") : source.index("]]")]
+        missing = sorted(b for b in set(built_in.findall(source)) if b not in header)
+        assert not missing, f"lua/{path.name} builds {missing} without naming them"
+    for path in sorted(lua.glob("lib/*.lua")):
+        source = path.read_text()
+        comment = "\n".join(line for line in source.splitlines() if line.startswith("--"))
+        missing = sorted(b for b in set(built_in.findall(source)) if b not in comment)
+        assert not missing, f"lua/lib/{path.name} builds {missing} without naming them"
+
+
+def test_a_helper_is_inlined_once_with_what_it_includes() -> None:
+    """Includes are recursive: a helper names the helpers it calls, and each is inlined
+    once per script, before what calls it; a cycle is refused at load."""
+    lua = Path(__file__).resolve().parents[2] / "lua"
     for name, script in SCRIPTS.items():
-        source = script.source.decode()  # lib/ helpers already inlined
-        built = set(re.findall(r"base \.\. '([a-z_]+:?)'", source))
-        missing = sorted(b for b in built if b not in _header(name))
-        assert not missing, f"lua/{name}.lua builds {missing} without naming them"
+        source = script.source.decode()
+        defined = re.findall(r"^local function (\w+)", source, re.MULTILINE)
+        assert len(defined) == len(set(defined)), f"{name}: a helper inlined twice"
+        assert "-- @include" not in source, f"{name}: an include left unresolved"
+        first = {f: source.index(f"local function {f}(") for f in defined}
+        for f, at in first.items():
+            called = re.search(rf"(?<!function )\b{f}\(", source)
+            assert called is None or called.start() > at, f"{name}: {f} called before it is"
+    included = {p.stem: set(re.findall(r"^-- @include (\w+)$", p.read_text(), re.M))
+                for p in lua.glob("lib/*.lua")}  # fmt: skip
+    assert included["dag"] >= {"events", "queues", "counters", "skips"}

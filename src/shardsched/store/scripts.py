@@ -33,18 +33,59 @@ def _lua_dir() -> Traversable:
 
 def _lua_files() -> dict[str, bytes]:
     """Every lua/*.lua, with each ``-- @include name`` line replaced by lua/lib/name.lua
-    (helpers shared by scripts, inlined at load time as BullMQ does)."""
+    (helpers shared by scripts, inlined at load time as BullMQ does). A helper includes
+    what it calls the same way; each helper is inlined once per script, its own includes
+    before it, wherever it is first asked for."""
     root = _lua_dir()
     lib = root.joinpath("lib")
-
-    def include(match: re.Match[bytes]) -> bytes:
-        return lib.joinpath(match.group(1).decode() + ".lua").read_bytes().rstrip()
-
     return {
-        p.name.removesuffix(".lua"): _INCLUDE.sub(include, p.read_bytes())
+        p.name.removesuffix(".lua"): _shake(_inline(p.read_bytes(), lib, set(), ()))
         for p in sorted(root.iterdir(), key=lambda p: p.name)
         if p.name.endswith(".lua")
     }
+
+
+def _inline(source: bytes, lib: Traversable, done: set[str], path: tuple[str, ...]) -> bytes:
+    """``source`` with its includes inlined; ``done``: the helpers this script has by now,
+    ``path``: the helpers being inlined (a helper that includes itself is an error)."""
+
+    def include(match: re.Match[bytes]) -> bytes:
+        name = match.group(1).decode()
+        if name in path:
+            raise RuntimeError(f"lua/lib: an include cycle: {' -> '.join((*path, name))}")
+        if name in done:
+            return b""
+        done.add(name)
+        text = lib.joinpath(name + ".lua").read_bytes().rstrip()
+        return _inline(text, lib, done, (*path, name))
+
+    return _INCLUDE.sub(include, source)
+
+
+#: A function defined at the top level: ``local function name(`` to the next ``end`` at
+#: the start of a line (the scripts' and helpers' layout; a nested ``end`` is indented).
+_FUNCTION = re.compile(rb"^local function (\w+)\(.*?^end$\n?", re.MULTILINE | re.DOTALL)
+_COMMENT = re.compile(rb"--\[\[.*?\]\]|--[^\n]*", re.DOTALL)
+
+
+def _shake(source: bytes) -> bytes:
+    """``source`` without the top-level functions nothing in it calls: Redis defines
+    every function of a script on every call, so a helper a script includes but never
+    reaches would cost each call its definition. Repeated until none is left to drop (a
+    helper called only by a dropped one goes too)."""
+    while True:
+        code = _COMMENT.sub(b"", source)
+        unused = []
+        for match in _FUNCTION.finditer(code):
+            name, body = match.group(1), match.group(0)
+            uses = len(re.findall(rb"\b" + name + rb"\b", code))
+            if uses == len(re.findall(rb"\b" + name + rb"\b", body)):  # only its own
+                unused.append(name)
+        if not unused:
+            return source
+        for name in unused:
+            pattern = rb"^local function " + name + rb"\(.*?^end$\n?"
+            source = re.sub(pattern, b"", source, count=1, flags=re.MULTILINE | re.DOTALL)
 
 
 def _load() -> dict[str, Script]:

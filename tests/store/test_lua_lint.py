@@ -1,0 +1,56 @@
+"""Every script as Redis runs it (lib/ helpers inlined, store/scripts.py) passes luacheck:
+no global read or written but Redis's own (a local out of scope reads as a global nil,
+which is how a retry once lost its job), no shadowed or unreachable code. luacheck
+(Debian's lua-check) is installed by ``scripts/setup.sh --tests``."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from shardsched.store.scripts import SCRIPTS
+
+#: What Redis's Lua 5.1 gives a script beyond the standard library.
+REDIS_GLOBALS = ["redis", "KEYS", "ARGV", "cjson", "cmsgpack", "bit", "struct"]
+
+
+def test_every_script_passes_luacheck(tmp_path: Path) -> None:
+    luacheck = shutil.which("luacheck")
+    assert luacheck, "luacheck is missing: run bash scripts/setup.sh --tests"
+    for name, script in SCRIPTS.items():
+        (tmp_path / f"{name}.lua").write_bytes(script.source)
+    args = ["--std", "lua51", "--read-globals", *REDIS_GLOBALS]
+    args += ["--no-unused", "--no-redefined", "--no-max-line-length", "--codes"]
+    done = subprocess.run(
+        [luacheck, str(tmp_path), *args, "--formatter", "plain"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_luacheck_finds_a_local_read_out_of_its_scope(tmp_path: Path) -> None:
+    """The check itself: the slip it is here for is caught."""
+    luacheck = shutil.which("luacheck")
+    assert luacheck
+    (tmp_path / "slip.lua").write_text(
+        "if ARGV[1] then\n  local job = ARGV[1]\nend\nredis.call('DEL', job)\n"
+    )
+    done = subprocess.run(
+        [
+            luacheck,
+            str(tmp_path),
+            "--formatter",
+            "plain",
+            "--std",
+            "lua51",
+            "--read-globals",
+            *REDIS_GLOBALS,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0 and "undefined variable 'job'" in done.stdout
