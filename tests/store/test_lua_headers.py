@@ -102,3 +102,26 @@ def test_a_helper_is_inlined_once_with_what_it_includes() -> None:
     included = {p.stem: set(re.findall(r"^-- @include (\w+)$", p.read_text(), re.M))
                 for p in lua.glob("lib/*.lua")}  # fmt: skip
     assert included["dag"] >= {"events", "queues", "counters", "skips"}
+
+
+def test_includes_resolve_once_refuse_a_cycle_and_unreached_functions_go(
+    tmp_path: Path,
+) -> None:
+    """store/scripts.py on a library of its own: ``a`` calls ``b``; a script including
+    both gets ``b`` once, before ``a``; ``c`` it never calls is dropped; ``x``/``y``
+    include each other and are refused."""
+    from shardsched.store import scripts
+
+    (tmp_path / "a.lua").write_text("-- @include b\nlocal function a()\n  return b()\nend\n")
+    (tmp_path / "b.lua").write_text("local function b()\n  return 1\nend\n")
+    (tmp_path / "c.lua").write_text("local function c()\n  return 2\nend\n")
+    (tmp_path / "x.lua").write_text("-- @include y\n")
+    (tmp_path / "y.lua").write_text("-- @include x\n")
+    source = b"#!lua\n-- @include a\n-- @include b\n-- @include c\nreturn a()\n"
+    inlined = scripts._shake(scripts._inline(source, tmp_path, set(), ()))
+    text = inlined.decode()
+    assert text.count("local function b(") == 1
+    assert text.index("local function b(") < text.index("local function a(")
+    assert "local function c(" not in text and text.endswith("return a()\n")
+    with pytest.raises(RuntimeError, match="cycle: x -> y -> x"):
+        scripts._inline(b"-- @include x\n", tmp_path, set(), ())
