@@ -1,4 +1,4 @@
-"""The node's lag over the last minute (runtime/metrics.Window): its quantiles match a
+"""The node's lag over the last minute (runtime/metric_kinds.Window): its quantiles match a
 sort of every observation to the millisecond, it forgets what is older than its span,
 and it holds one small histogram a second, whatever the firing rate (a list of every
 observation, sorted twice a heartbeat, stalled firing at 830 runs a second)."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import random
 
-from shardsched.runtime.metrics import Window
+from shardsched.runtime.metric_kinds import Window
 
 
 def _naive(values: list[float], q: float) -> float:

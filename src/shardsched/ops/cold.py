@@ -18,7 +18,8 @@ from shardsched.core.models import RunState
 from shardsched.core.views import Run
 from shardsched.ops.pagination import Cursor
 from shardsched.store import keys as k
-from shardsched.store.archive import ArchivedRecord, ArchivedRun, open_archive
+from shardsched.store.archive import open_archive
+from shardsched.store.archive_format import ArchivedRecord, ArchivedRun
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
 
