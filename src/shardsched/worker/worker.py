@@ -7,7 +7,8 @@ hands each token to one waiting worker, so a firing costs the same whatever the 
 fleet. It looks at every shard once at start and after its waiting connection is lost
 (and every ``sweep_every_s``, when set). The parts it composes, each a module: what it
 holds (:mod:`.holdings`), running a run (:mod:`.execution`), keeping leases
-(:mod:`.leases`), sending outcomes (:mod:`.completion`), noticing overruns (:mod:`.overruns`).
+(:mod:`.leases`), sending outcomes (:mod:`.completion`), noticing overruns (:mod:`.overruns`),
+its entry in the registry of workers (:mod:`.registration`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import os
 import socket
 from collections.abc import Sequence
 
-import msgspec
 import trio
 
 from shardsched.core.pacing import Backoff
@@ -28,7 +28,6 @@ from shardsched.runtime.tracing import RunTracer
 from shardsched.store import ready
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import call_script, redis_calls
-from shardsched.store.lua import leases
 from shardsched.store.lua import runs as lua
 from shardsched.store.records import WorkerInfo
 from shardsched.store.redis import Redis, RedisError, blocking_pop
@@ -42,6 +41,7 @@ from shardsched.worker.leases import LeaseRenewer
 from shardsched.worker.limits import KeyLimits
 from shardsched.worker.live_output import OutputFlusher
 from shardsched.worker.overruns import OverrunTracker
+from shardsched.worker.registration import Registration
 from shardsched.worker.sandbox import CommandPolicy, Sandbox
 from shardsched.worker.streams import Streams
 
@@ -82,7 +82,6 @@ class Worker:
         self.drain_grace_s = drain_grace_s
         self.heartbeat_every_s = heartbeat_every_s
         self.draining = trio.Event()
-        self._registered_ms = 0
         self.free = concurrency
         self._maybe_ready: set[int] = set()
         self._changed = trio.Event()
@@ -123,6 +122,15 @@ class Worker:
             self._released,
             quota,
             tracer,
+        )
+        self.registration = Registration(
+            redis,
+            dep,
+            self.worker_id,
+            heartbeat_every_s,
+            self.metrics,
+            self._info,
+            self._learn_bands,
         )
 
     @property
@@ -288,37 +296,17 @@ class Worker:
         self.draining.set()
         self._poke()
 
-    async def _heartbeat_once(self) -> None:
-        g = self.dep.globals
-        info = msgspec.json.encode(
-            WorkerInfo(
-                capacity=self.concurrency,
-                capacity_free=self.free,
-                running=self.holdings.running_count,
-                completed=self.completed,
-                draining=self.draining.is_set(),
-                started_ms=self._registered_ms,
-                overrunning=sum(self.overruns.overrunning.values()),
-                queues=list(self.queues),
-            )
+    def _info(self) -> WorkerInfo:
+        """What the registry says of it now (registration.py fills in when it started)."""
+        return WorkerInfo(
+            capacity=self.concurrency,
+            capacity_free=self.free,
+            running=self.holdings.running_count,
+            completed=self.completed,
+            draining=self.draining.is_set(),
+            overrunning=sum(self.overruns.overrunning.values()),
+            queues=list(self.queues),
         )
-        ttl = round(self.heartbeat_every_s * 3000)
-        call = leases.heartbeat(g.workers, g.worker_info, self.worker_id, ttl, info, answer=False)
-        now_ms, _members = leases.decode_heartbeat(await call_script(self.redis, call))
-        if not self._registered_ms:
-            self._registered_ms = now_ms
-
-    async def _heartbeat(self) -> None:
-        beats = 0
-        while True:
-            try:
-                await self._heartbeat_once()
-            except RedisError as exc:
-                self.metrics.redis_error(log, "worker heartbeat", exc, self.heartbeat_every_s)
-            beats += 1
-            if beats % 5 == 0:  # a band a job named since (its tokens told us already)
-                await self._learn_bands()
-            await trio.sleep(self.heartbeat_every_s)
 
     async def _hand_back(self) -> None:
         """Kill what still runs after the grace and give those runs back at once."""
@@ -336,13 +324,7 @@ class Worker:
             await self._hand_back()
             await self.completer.flush()  # what did finish (until the 10 s are up)
             await self.limits.flush()  # their holds: the next waiting runs need not wait
-            g = self.dep.globals
-            try:
-                await self.redis.pipeline(
-                    [("ZREM", g.workers, self.worker_id), ("HDEL", g.worker_info, self.worker_id)]
-                )
-            except RedisError:
-                pass  # the registration lapses by itself
+            await self.registration.leave()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -357,11 +339,8 @@ class Worker:
             nursery.start_soon(self.limits.run, name="concurrency-holds")
             nursery.start_soon(self.flusher.run, name="output-flusher")
             nursery.start_soon(self.overruns.run, name="overrun-watch")
-            try:
-                await self._heartbeat_once()  # registered when ready, if Redis lets us
-            except RedisError as exc:
-                self.metrics.redis_error(log, "worker heartbeat", exc, self.heartbeat_every_s)
-            nursery.start_soon(self._heartbeat, name="heartbeat")
+            await self.registration.first()
+            nursery.start_soon(self.registration.run, name="heartbeat")
             task_status.started()
             await self._claim_loop(nursery)
 
