@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from conftest import admin_token, wait_until
-from shardsched.router import streams
+from shardsched.router import sse
 from shardsched.router.app import create_app
 from shardsched.service import serve_http
 
@@ -100,7 +100,7 @@ async def test_an_event_stream_outlives_the_read_timeout_with_keep_alives(
 ) -> None:
     """A stream is not a request being read: the read deadline does not cut it (it used to
     end every stream at exactly the read timeout), and comment lines keep it alive."""
-    monkeypatch.setattr(streams, "KEEP_ALIVE_S", 0.5)
+    monkeypatch.setattr(sse, "KEEP_ALIVE_S", 0.5)
     _, host, port = await serve(nursery, create_app(redis, dep), read_timeout_s=1)
     token = await admin_token(redis, dep)
     stream = await request_stream(host, port, token)
@@ -196,12 +196,12 @@ async def open_stream(host: str, port: int, token: str) -> tuple[trio.SocketStre
 async def test_open_streams_are_capped_per_token_and_in_all(
     nursery, redis, dep, monkeypatch
 ) -> None:
-    monkeypatch.setattr(streams, "STREAMS_TOTAL", 20)
+    monkeypatch.setattr(sse, "STREAMS_TOTAL", 20)
     _, host, port = await serve(nursery, create_app(redis, dep))
     one = await admin_token(redis, dep, "streamer-1")
     two = await admin_token(redis, dep, "streamer-2")
     held = []
-    for _ in range(streams.STREAMS_PER_TOKEN):
+    for _ in range(sse.STREAMS_PER_TOKEN):
         stream, head = await open_stream(host, port, one)
         assert head.startswith(b"HTTP/1.1 200"), head
         held.append(stream)

@@ -22,6 +22,7 @@ from starlette.routing import Route
 from shardsched.core.errors import Forbidden, RedisUnavailable, ValidationError
 from shardsched.core.field_errors import field_error
 from shardsched.core.instants import to_ms
+from shardsched.core.labels import parse_label_filter
 from shardsched.core.validation import MAX_JSON_DEPTH, nests_deeper
 from shardsched.ops.pagination import Cursor, parse_cursor
 from shardsched.router.schemas import opt
@@ -271,3 +272,13 @@ def route(path: str, **handlers: Callable[[Request], Any]) -> Route:
         return await guarded[request.method](request)
 
     return Route(path, endpoint, methods=list(guarded))
+
+
+def labels(text: str | msgspec.UnsetType) -> dict[str, str] | None:
+    """A list's ``?label=`` filter, or None when there is none."""
+    if text is msgspec.UNSET:
+        return None
+    try:
+        return parse_label_filter(text)
+    except ValidationError as exc:
+        raise validation(exc.message, exc.field) from None

@@ -94,7 +94,7 @@ def _mark_date_times(components: dict[str, Any], types: list[Any]) -> None:
 
 def operation_id(op: Operation) -> str:
     """``getJob``, ``listRuns``: the handler's name in camelCase (or the row's own)."""
-    name = op.operation_id or op.handler
+    name = op.name()
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
 

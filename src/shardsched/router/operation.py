@@ -1,12 +1,16 @@
 """One HTTP route as data: method, path, summary, body, query, answer, errors, the scope a
-token needs and the handler that answers it (the table itself is :mod:`.routes`)."""
+token needs and the handler that answers it. Each resource's module lists its own routes
+beside their handlers; :mod:`.routes` gathers them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from shardsched.core.access import Scope
+
+if TYPE_CHECKING:
+    from shardsched.router.context import Handler
 
 BODY_ERRORS = (400, 413, 415, 422)
 
@@ -24,12 +28,16 @@ class Operation:
     query: type | None = None
     errors: tuple[int, ...] = ()
     tags: tuple[str, ...] = field(default=())
-    #: the :class:`~shardsched.router.app.Api` method that answers it
-    handler: str = ""
+    #: the function that answers it (its name is the operationId's default)
+    handler: Handler | None = None
     #: the scope a token needs; None: open to anyone (health, readiness, metrics)
     scope: Scope | Literal["derived"] | None = "derived"
     #: the OpenAPI operationId's words (default: the handler's name), as snake_case
     operation_id: str = ""
+
+    def name(self) -> str:
+        """The operationId's words: the one given, else the handler's name."""
+        return self.operation_id or getattr(self.handler, "__name__", "")
 
     def needed(self) -> Scope | None:
         """``/internal`` wants ``worker``; other GETs ``read``, other methods ``write``."""

@@ -1,12 +1,16 @@
 """What every handler of the API shares: the Redis pool, the deployment, running an
-operation (its errors mapped to the API's statuses once), and the team check on an id."""
+operation (its errors mapped to the API's statuses once), the team check on an id, and the
+process's live streams. A handler is a function of the context and the request, listed
+beside its route in its resource's module (:mod:`.jobs`, :mod:`.runs`, ...)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import msgspec
 from starlette.requests import Request
+from starlette.responses import Response
 
 from shardsched import ops
 from shardsched.core.errors import (
@@ -22,23 +26,29 @@ from shardsched.core.errors import (
     ValidationError,
 )
 from shardsched.core.ids import dag_id_of
+from shardsched.core.views import Dag, Job
 from shardsched.ops import access
+from shardsched.ops.declare import Outcome
 from shardsched.router import http
+from shardsched.router.event_hub import EventHub
 from shardsched.router.guards import who
+from shardsched.router.sse import EVENT_POLL_S, CountedStream, StreamSlots
 from shardsched.runtime.metrics import Metrics
 from shardsched.store.drive import drive_off_loop
 from shardsched.store.redis import Redis
 
 
-class ApiBase:
-    """Bound to one Redis pool and one deployment."""
+class Context:
+    """Bound to one Redis pool and one deployment; one per app."""
 
     def __init__(self, redis: Redis, dep: ops.Deployment, metrics: Metrics) -> None:
         self.redis = redis
         self.dep = dep
         self.metrics = metrics
+        self.streams = StreamSlots()
+        self.hub = EventHub(dep, self.run, lambda: self.redis.time_ms(), EVENT_POLL_S)
 
-    async def _run(self, op: ops.Op) -> Any:
+    async def run(self, op: ops.Op) -> Any:
         try:
             return await drive_off_loop(op, self.redis)
         except ValidationError as exc:  # ours first: it is a msgspec.ValidationError too
@@ -61,33 +71,51 @@ class ApiBase:
         except ConflictError as exc:
             raise http.ApiError(409, "conflict", str(exc)) from None
 
-    async def _visible(self, request: Request, any_id: str, missing: NotFoundError) -> None:
+    async def visible(self, request: Request, any_id: str, missing: NotFoundError) -> None:
         """404 (as for an unknown id) unless the caller's team owns ``any_id``."""
-        await self._run(access.require_visible(self.dep, who(request), any_id, missing))
+        await self.run(access.require_visible(self.dep, who(request), any_id, missing))
 
-    async def _not_others(self, request: Request, any_id: str, missing: NotFoundError) -> None:
+    async def not_others(self, request: Request, any_id: str, missing: NotFoundError) -> None:
         """A put by a team's token: the id is free or the team's own; another team's id
         answers ``missing``, exactly as an unknown id does elsewhere, so a team learns
         nothing of another's ids."""
-        await self._run(access.require_free_or_own(self.dep, who(request), any_id, missing))
+        await self.run(access.require_free_or_own(self.dep, who(request), any_id, missing))
 
-    async def _dependencies(self, request: Request, depends_on: list[str]) -> None:
+    async def dependencies(self, request: Request, depends_on: list[str]) -> None:
         """A team's job may depend only on its own DAG's tasks: another team's is a 404,
         as an unknown one is (and nothing is written)."""
         for dep_id in depends_on:
-            await self._visible(request, dep_id, JobNotFound(dep_id))
+            await self.visible(request, dep_id, JobNotFound(dep_id))
 
-    async def _job(self, request: Request) -> str:
+    async def job(self, request: Request) -> str:
         job_id: str = request.path_params["job_id"]
-        await self._visible(request, job_id, JobNotFound(job_id))
+        await self.visible(request, job_id, JobNotFound(job_id))
         return job_id
 
-    async def _dag(self, request: Request) -> str:
+    async def dag(self, request: Request) -> str:
         dag_id = dag_id_of(request.path_params["dag_id"])  # ``etl`` names ``dag_etl``
-        await self._visible(request, dag_id, DagNotFound(dag_id))
+        await self.visible(request, dag_id, DagNotFound(dag_id))
         return dag_id
 
-    async def _run_id(self, request: Request) -> str:
+    async def run_id(self, request: Request) -> str:
         rid: str = request.path_params["run_id"]
-        await self._visible(request, rid, RunNotFound(rid))
+        await self.visible(request, rid, RunNotFound(rid))
         return rid
+
+    def stream(self, request: Request, body: AsyncIterator[bytes]) -> Response:
+        """``body`` as Server-Sent Events, holding one of the caller's stream slots while
+        it lasts (a 429 when the caller or the process is at the cap)."""
+        holder = who(request).name
+        self.streams.take(holder)
+        return CountedStream(body, self.streams, holder)
+
+
+#: A route's handler: what answers a request, given the app's context.
+Handler = Callable[[Context, Request], Awaitable[Response]]
+
+
+def put_answer(obj: Job | Dag, outcome: Outcome) -> Response:
+    """A PUT's answer: 201 when it created, else 200; what it did, and the version."""
+    response = http.json_response(obj, 201 if outcome == Outcome.CREATED else 200)
+    response.headers["shardsched-outcome"] = outcome.value
+    return http.etag(response, obj.version)
