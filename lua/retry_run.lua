@@ -10,7 +10,7 @@
   ARGV[2] run id
   ARGV[3] who retries it (the job's log of runs by hand, acts:<job>, gets a 'retry')
   ARGV[4] '1': a run that failed for good (state failed, no next attempt) is sent back
-          too (a gap-aware backfill, ops/backfill_gaps.py); '' only a dead-lettered one
+          too (a gap-aware backfill, ops/history/backfill_gaps.py); '' only a dead-lettered one
 
   Returns {1, new_run_id, queues} (queues: lib/queues.lua); {2, new_run_id} it was retried already (nothing written: a
   double click must not run the job twice); {-1} no such run; {-2} the run is not

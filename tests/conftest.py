@@ -23,7 +23,7 @@ import trio
 import waits
 from shardsched import ops
 from shardsched.core.access import Scope, TokenRequest
-from shardsched.ops import tokens
+from shardsched.ops.access import tokens
 from shardsched.router.app import create_app
 from shardsched.runtime.redis_server import free_port, redis_server_args
 from shardsched.service import serve_http

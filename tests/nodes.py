@@ -10,8 +10,8 @@ from pathlib import Path
 
 from conftest import child_env, shardsched_cmd, wait_until
 from shardsched import ops
-from shardsched.ops import audit
-from shardsched.ops.cluster import ClusterView, cluster_view
+from shardsched.ops.deployment.cluster import ClusterView, cluster_view
+from shardsched.ops.history import audit
 from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis
 

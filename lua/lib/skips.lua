@@ -1,6 +1,6 @@
 -- The one writer of skip records: the ticks a policy decided not to run, kept in the job's
 -- skips:<job> ZSET (scored by the first skipped tick) as "first:last:count:reason:now",
--- the format ops/ledger.py reads (core.catchup.Skip), and an event (the first tick's run
+-- the format ops/history/ledger.py reads (core.catchup.Skip), and an event (the first tick's run
 -- id, detail "<reason> x<count>"). Callers define rcall and include events.
 -- @include runids
 -- @include events

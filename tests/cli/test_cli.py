@@ -166,7 +166,7 @@ async def test_status_folds_shards_that_read_the_same(node, redis, dep) -> None:
     are off; with --all, consecutive shards that read the same are one row (``0-7``)."""
     from conftest import wait_until
     from shardsched.cli.status import render
-    from shardsched.ops.status import status_view
+    from shardsched.ops.deployment.status import status_view
 
     async def owned() -> bool:
         st = await drive_async(status_view(dep), redis)

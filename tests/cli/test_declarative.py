@@ -10,8 +10,9 @@ from conftest import keyspace, wait_until
 from shardsched.core.access import Scope, TokenRequest
 from shardsched.core.errors import PreconditionFailed, ValidationError
 from shardsched.core.models import IntervalSchedule, JobSpec
-from shardsched.ops import declare, tokens
-from shardsched.ops.jobs import create_jobs
+from shardsched.ops.access import tokens
+from shardsched.ops.jobs import declare
+from shardsched.ops.jobs.define import create_jobs
 from shardsched.store.drive import drive_async
 
 HOURLY = {"type": "interval", "every_s": 3600}

@@ -126,11 +126,11 @@ def test_a_policy_is_stored_only_when_given() -> None:
 
 
 def test_the_ledger_shows_each_dst_decision_as_a_skipped_tick() -> None:
-    """The audit's accounting (ops/ledger.py) of a daily 02:30 Berlin job with
+    """The audit's accounting (ops/history/ledger.py) of a daily 02:30 Berlin job with
     ``gap: skip, repeat: second`` over 2026: every tick fired once, and the two wall times
     its policy does not fire at are skipped ticks with their reason, not missing ones."""
     from shardsched.core.models import Timing
-    from shardsched.ops.ledger import JobHistory, Outcome, Segment, account
+    from shardsched.ops.history.ledger import JobHistory, Outcome, Segment, account
 
     policy = DstPolicy(gap=DstGap.SKIP, repeat=DstRepeat.SECOND)
     schedule = CronSchedule(expression="30 2 * * *", timezone="Europe/Berlin", dst=policy)

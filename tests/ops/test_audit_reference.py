@@ -16,8 +16,8 @@ from shardsched import ops
 from shardsched.core import schedule as engine
 from shardsched.core.instants import from_ms, to_ms
 from shardsched.core.models import CronSchedule, JobSpec, Timing
-from shardsched.ops import audit
-from shardsched.ops.ledger import JobHistory, Outcome, Segment, account
+from shardsched.ops.history import audit
+from shardsched.ops.history.ledger import JobHistory, Outcome, Segment, account
 from shardsched.shard.manager import ShardManager
 from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis

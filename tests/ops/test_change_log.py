@@ -15,7 +15,8 @@ from shardsched import ops
 from shardsched.core.access import Scope, TokenRequest
 from shardsched.core.models import IntervalSchedule, JobSpec
 from shardsched.core.patches import JobPatch
-from shardsched.ops import changes, tokens
+from shardsched.ops.access import tokens
+from shardsched.ops.history import changes
 from shardsched.sdk import AsyncClient
 from shardsched.store.drive import drive_async
 

@@ -9,8 +9,9 @@ import pytest
 from conftest import drive_list, wait_until
 from nodes import Nodes, run_audit, view, wait_owned_by
 from shardsched.core.models import DagSpec, IntervalSchedule, JobStatus, TaskSpec
-from shardsched.ops import dag_runs, listing
-from shardsched.ops import dags as dag_ops
+from shardsched.ops import listing
+from shardsched.ops.dags import dag_runs
+from shardsched.ops.dags import manage as dag_ops
 from shardsched.store.drive import drive_async as drive
 
 pytestmark = pytest.mark.processes

@@ -12,8 +12,9 @@ import trio
 
 from conftest import drive_list, keyspace, rounds_later, wait_until
 from shardsched.core.models import DagSpec, OnceSchedule, TaskSpec
-from shardsched.ops import dag_runs, listing
-from shardsched.ops import dags as dag_ops
+from shardsched.ops import listing
+from shardsched.ops.dags import dag_runs
+from shardsched.ops.dags import manage as dag_ops
 from shardsched.store.drive import call_script
 from shardsched.store.drive import drive_async as drive
 from shardsched.store.lua import runs as runs_lua

@@ -25,8 +25,8 @@ from shardsched.core.errors import (
 from shardsched.core.models import DagRunState, JobStatus
 from shardsched.core.params import TriggerRequest
 from shardsched.core.patches import JobPatch
-from shardsched.ops import dags as dag_ops
-from shardsched.ops import runs as run_ops
+from shardsched.ops.dags import manage as dag_ops
+from shardsched.ops.runs import by_id as run_ops
 from shardsched.store.calls import Call
 from shardsched.store.records import JOB_FIELDS, RUN_FIELDS
 

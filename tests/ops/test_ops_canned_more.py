@@ -22,8 +22,12 @@ from shardsched.core.errors import (
 )
 from shardsched.core.models import JobStatus, RunState
 from shardsched.core.notify import Channel
-from shardsched.ops import calendars, concurrency, control, notify, runs, tokens
-from shardsched.ops import dags as dag_ops
+from shardsched.ops.access import tokens
+from shardsched.ops.dags import manage as dag_ops
+from shardsched.ops.deployment import concurrency
+from shardsched.ops.notify import manage
+from shardsched.ops.runs import by_id, control
+from shardsched.ops.schedules import calendars
 from shardsched.store.calendars import CALENDARS_CHANGED
 from shardsched.store.records import DAG_FIELDS, RUN_FIELDS
 
@@ -41,7 +45,7 @@ def run_fields(**values: bytes) -> list[bytes | None]:
 def test_get_run_reads_one_record_and_names_its_parts_from_the_id() -> None:
     fields = run_fields(st=b"failed", c=str(NOW_MS).encode(), x=b"3", r=b"exit 3", w=b"w1")
     canned = Canned(HMGET=fields)
-    run = canned.drive(runs.get_run(DEP, RID))
+    run = canned.drive(by_id.get_run(DEP, RID))
     assert canned.round_trips == 1
     assert (run.job_id, run.attempt, run.state, run.exit_code) == (JOB, 1, RunState.FAILED, 3)
     assert run.lease_expires_at is None  # a lease means something only while it is held
@@ -52,18 +56,18 @@ def test_get_run_reads_one_record_and_names_its_parts_from_the_id() -> None:
 def test_a_run_in_neither_redis_nor_an_archive_is_not_found() -> None:
     canned = Canned(HMGET=run_fields(), HGET=None)  # no record; no archive configured
     with pytest.raises(RunNotFound):
-        canned.drive(runs.get_run(DEP, RID))
+        canned.drive(by_id.get_run(DEP, RID))
     (meta,) = canned.asked("HGET")
     assert meta.args[1:] == (DEP.globals.meta, "archive")
 
 
 def test_get_output_says_when_a_quota_cut_it() -> None:
     canned = Canned(HMGET=[b"running", b"9000", b"job"], GET=b"tail")
-    out = canned.drive(runs.get_output(DEP, RID))
+    out = canned.drive(by_id.get_output(DEP, RID))
     assert (out.output, out.total_bytes, out.truncated, out.quota) == ("tail", 9000, True, "job")
     gone = Canned(HMGET=[None, None, None], GET=None, HGET=None)
     with pytest.raises(RunNotFound):
-        gone.drive(runs.get_output(DEP, RID))
+        gone.drive(by_id.get_output(DEP, RID))
 
 
 def test_cancel_run_asks_its_script_then_reads_the_run_back() -> None:
@@ -148,19 +152,19 @@ def test_a_channel_a_rule_sends_to_cannot_be_deleted() -> None:
     rule = b'{"events":["failed"],"channels":["ops"]}'
     canned = Canned(HGETALL=[b"r1", rule], HEXISTS=1)
     with pytest.raises(ConflictError, match="r1"):
-        canned.drive(notify.delete_channel(DEP, "ops"))
+        canned.drive(manage.delete_channel(DEP, "ops"))
     assert not canned.asked("HDEL")
     free = Canned(HGETALL=[], HEXISTS=1, HDEL=1)
-    free.drive(notify.delete_channel(DEP, "ops"))
+    free.drive(manage.delete_channel(DEP, "ops"))
     assert free.asked("HDEL")
     with pytest.raises(NotFoundError):
-        Canned(HGETALL=[], HEXISTS=0).drive(notify.delete_channel(DEP, "ops"))
+        Canned(HGETALL=[], HEXISTS=0).drive(manage.delete_channel(DEP, "ops"))
 
 
 def test_put_channel_checks_the_address_before_writing() -> None:
     canned = Canned()
     with pytest.raises(Exception, match=r"(?i)url|address|scheme"):
-        canned.drive(notify.put_channel(DEP, "x", Channel(kind="webhook", url="file:///etc")))
+        canned.drive(manage.put_channel(DEP, "x", Channel(kind="webhook", url="file:///etc")))
     assert canned.calls == []
 
 
@@ -222,7 +226,7 @@ def test_setting_limits_lists_the_key_then_hands_out_turns() -> None:
 def test_an_error_reply_mid_operation_is_redis_unavailable() -> None:
     canned = Canned(HSET=Exception("LOADING Redis is loading the dataset in memory"))
     with pytest.raises(RedisUnavailable):
-        canned.drive(notify.put_channel(DEP, "ops", Channel(kind="webhook", url="https://h/x")))
+        canned.drive(manage.put_channel(DEP, "ops", Channel(kind="webhook", url="https://h/x")))
 
 
 def test_the_servers_clock_is_the_only_clock_a_key_view_uses() -> None:
@@ -241,13 +245,13 @@ def test_a_rule_naming_a_missing_channel_is_refused_before_it_is_written() -> No
     rule = Rule(events=["failed"], channels=["ops", "gone"])
     canned = Canned(HMGET=[b"{}", None])
     with pytest.raises(ValidationError, match="gone"):
-        canned.drive(notify.put_rule(DEP, rule))
+        canned.drive(manage.put_rule(DEP, rule))
     assert not canned.asked("HSET")
     kept = Canned(HMGET=[b"{}", b"{}"], HSET=1)
-    view, created = kept.drive(notify.put_rule(DEP, rule))
+    view, created = kept.drive(manage.put_rule(DEP, rule))
     assert created and view.id.startswith("nr_")
     with pytest.raises(NotFoundError):
-        Canned(HDEL=0).drive(notify.delete_rule(DEP, "nr_nothere"))
+        Canned(HDEL=0).drive(manage.delete_rule(DEP, "nr_nothere"))
 
 
 def test_lists_read_one_hash_and_leave_secrets_out() -> None:
@@ -256,7 +260,7 @@ def test_lists_read_one_hash_and_leave_secrets_out() -> None:
     assert [t.name for t in listed.tokens] == ["ci"]
     assert "abc" not in msgspec.json.encode(listed).decode()  # never the hash
     channel = msgspec.json.encode(Channel(kind="webhook", url="https://h.example/x"))
-    chans = Canned(HGETALL=[b"b", channel, b"a", channel]).drive(notify.list_channels(DEP))
+    chans = Canned(HGETALL=[b"b", channel, b"a", channel]).drive(manage.list_channels(DEP))
     assert [c.name for c in chans.channels] == ["a", "b"]
     one = Canned(HGET=msgspec.json.encode(Calendar(dates=["2026-12-25"])))
     assert one.drive(calendars.get_calendar(DEP, "h")).name == "h"

@@ -15,7 +15,7 @@ import trio
 from conftest import child_env, keyspace, shardsched_cmd, wait_until
 from shardsched.core.access import Scope, TokenRequest, token_hash
 from shardsched.core.errors import ConfigError
-from shardsched.ops import tokens
+from shardsched.ops.access import tokens
 from shardsched.router.app import create_app
 from shardsched.router.guards import AccessPolicy
 from shardsched.router.routes import OPERATIONS

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import admin_token, child_env, keyspace, shardsched_cmd
 from shardsched.core.access import Scope, TokenRequest
-from shardsched.ops import tokens
+from shardsched.ops.access import tokens
 from shardsched.store.drive import drive_async
 
 

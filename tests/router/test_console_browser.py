@@ -21,7 +21,8 @@ from browser import headless_chromium
 from conftest import wait_until
 from shardsched.core.access import Scope, TokenRequest
 from shardsched.core.models import DagSpec, IntervalSchedule, TaskSpec
-from shardsched.ops import dags, tokens
+from shardsched.ops.access import tokens
+from shardsched.ops.dags import manage
 from shardsched.shard import maintenance
 from shardsched.store.drive import drive_async
 from shardsched.worker.worker import Worker
@@ -195,8 +196,8 @@ async def test_the_console_end_to_end_in_a_browser(
         "retry_policy": {"max_attempts": 2, "base_s": 0, "jitter": False},
     }  # fmt: skip
     assert (await http.post("/api/v1/jobs", json=broken)).status_code == 201
-    dag_id = (await drive_async(dags.create_dag(dep, spec), redis)).dag_id
-    dag_run_id = (await drive_async(dags.trigger_dag(dep, dag_id), redis)).dag_run_id
+    dag_id = (await drive_async(manage.create_dag(dep, spec), redis)).dag_id
+    dag_run_id = (await drive_async(manage.trigger_dag(dep, dag_id), redis)).dag_run_id
     base = str(http.base_url).rstrip("/")
     await wait_until(lambda: _lag_points(http, 2))
     seen = await trio.to_thread.run_sync(_walk, base, admin, viewer, dag_run_id)

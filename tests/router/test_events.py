@@ -15,7 +15,7 @@ import trio
 
 from conftest import admin_token, child_env, shardsched_cmd, wait_until
 from shardsched.core.access import Scope, TokenRequest
-from shardsched.ops import tokens
+from shardsched.ops.access import tokens
 from shardsched.store.drive import drive_async
 
 NOW = {"type": "once", "at": "2020-01-01T00:00:00Z"}

@@ -12,7 +12,7 @@ import trio
 
 from conftest import wait_until
 from nodes import view
-from shardsched.ops.cluster import ClusterView
+from shardsched.ops.deployment.cluster import ClusterView
 from shardsched.shard.manager import ShardManager
 
 

@@ -15,7 +15,7 @@ import trio
 
 from conftest import admin_token, keyspace, rounds_later, wait_until
 from shardsched import ops
-from shardsched.ops import audit
+from shardsched.ops.history import audit
 from shardsched.store.drive import drive_async
 
 

@@ -12,13 +12,15 @@ from conftest import cli, keyspace, wait_until
 from shardsched.core.access import Scope, TokenRequest
 from shardsched.core.instants import from_ms
 from shardsched.core.models import JobSpec, OnceSchedule
-from shardsched.ops import jobs, listing, tokens
+from shardsched.ops import listing
+from shardsched.ops.access import tokens
+from shardsched.ops.jobs import define
 from shardsched.store.drive import drive_async
 
 
 async def _queued(redis, dep, name: str) -> str:
     spec = JobSpec(name=name, schedule=OnceSchedule(at=from_ms(0)), command="true")
-    job_id = (await drive_async(jobs.create_jobs(dep, [spec]), redis))[0].job_id
+    job_id = (await drive_async(define.create_jobs(dep, [spec]), redis))[0].job_id
 
     async def scheduled():
         page = await drive_async(listing.runs_page(dep, job_id), redis)

@@ -8,7 +8,7 @@ import pytest
 import trio
 
 from conftest import wait_until
-from shardsched.ops.cluster import list_workers
+from shardsched.ops.deployment.cluster import list_workers
 from shardsched.store.drive import drive_async
 from shardsched.worker.http_client import HttpWorkerClient, ProtocolError
 
@@ -105,7 +105,7 @@ async def test_a_worker_token_acts_only_as_its_own_workers(node, http, redis, de
     """A worker's token names the workers it may be (its prefixes, or its name): it cannot
     claim, renew or complete as another worker, even one whose run it saw."""
     from shardsched.core.access import Scope, TokenRequest
-    from shardsched.ops import tokens
+    from shardsched.ops.access import tokens
 
     async def worker_token(name: str, prefixes: list[str]) -> str:
         request = TokenRequest(name=name, scopes=[Scope.WORKER], prefixes=prefixes)

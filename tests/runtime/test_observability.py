@@ -271,7 +271,7 @@ async def test_a_run_past_its_p99_is_overrunning(node, redis, dep, tmp_path) -> 
         assert ratio > 2
 
         async def in_status() -> bool:
-            from shardsched.ops.status import status_view
+            from shardsched.ops.deployment.status import status_view
 
             st = await drive_async(status_view(dep), redis)
             return st.overrunning == 1
@@ -281,7 +281,7 @@ async def test_a_run_past_its_p99_is_overrunning(node, redis, dep, tmp_path) -> 
 
 
 async def test_an_unclaimed_dag_task_past_its_sla_counts_stalled(node, redis, dep, nursery) -> None:
-    from shardsched.ops import dags as dag_ops
+    from shardsched.ops.dags import manage as dag_ops
 
     spec = DagSpec(
         name="s", schedule=FAR, tasks=[TaskSpec(name="a", command="true")], stall_sla_s=0.3

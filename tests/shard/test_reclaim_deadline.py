@@ -9,7 +9,8 @@ from conftest import drive_list, rounds_later, wait_until
 from shardsched import ops
 from shardsched.core.instants import from_ms
 from shardsched.core.models import JobSpec, OnceSchedule
-from shardsched.ops import events, listing
+from shardsched.ops import listing
+from shardsched.ops.runs import events
 from shardsched.shard.manager import ShardManager
 from shardsched.store.drive import call_script, drive_async
 from shardsched.store.lua import runs as runs_lua

@@ -15,7 +15,7 @@ from conftest import TEST_SHARDS, admin_token, wait_until
 from shardsched import ops
 from shardsched.core.instants import from_ms
 from shardsched.core.models import IntervalSchedule, JobSpec, RunState
-from shardsched.ops.audit import audit
+from shardsched.ops.history.audit import audit
 from shardsched.router.app import create_app
 from shardsched.sdk import Client
 from shardsched.service import serve_http

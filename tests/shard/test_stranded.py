@@ -11,8 +11,8 @@ from conftest import wait_until
 from shardsched import ops
 from shardsched.core.instants import from_ms
 from shardsched.core.models import JobSpec, OnceSchedule
-from shardsched.ops import audit
-from shardsched.ops.status import status_view
+from shardsched.ops.deployment.status import status_view
+from shardsched.ops.history import audit
 from shardsched.store.drive import drive_async
 from shardsched.worker.worker import Worker
 

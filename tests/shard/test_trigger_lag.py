@@ -14,7 +14,7 @@ from nodes import fired_at_least
 from shardsched import ops
 from shardsched.core.instants import from_ms
 from shardsched.core.models import IntervalSchedule, JobSpec
-from shardsched.ops.audit import job_ticks
+from shardsched.ops.history.audit import job_ticks
 from shardsched.shard.manager import ShardManager
 from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis

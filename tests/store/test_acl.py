@@ -148,8 +148,9 @@ async def test_a_worker_runs_everything_under_its_role_and_writes_nothing_else(
     refused to it, from a client and from inside a script."""
     from shardsched.core.concurrency import LimitRequest
     from shardsched.core.models import DagSpec, RetryPolicy, TaskSpec
-    from shardsched.ops import concurrency, tokens
-    from shardsched.ops import dags as dag_ops
+    from shardsched.ops.access import tokens
+    from shardsched.ops.dags import manage as dag_ops
+    from shardsched.ops.deployment import concurrency
 
     node_redis = Redis(users["node"], size=8)
     worker_redis = Redis(users["worker"], size=8)
@@ -405,7 +406,7 @@ async def test_a_stolen_worker_password_cannot_choose_what_a_run_executes(users)
     them) is not what a claim reads: the run executes what the node and the API wrote."""
     from shardsched.core.models import DagSpec, TaskSpec
     from shardsched.core.params import TriggerRequest
-    from shardsched.ops import dags as dag_ops
+    from shardsched.ops.dags import manage as dag_ops
     from shardsched.store.drive import redis_calls
     from shardsched.store.lua import runs as runs_lua
 

@@ -15,7 +15,7 @@ import trio
 from conftest import wait_until
 from redis_cluster import LocalCluster
 from shardsched import IntervalSchedule, JobSpec, ops
-from shardsched.ops import audit
+from shardsched.ops.history import audit
 from shardsched.shard.manager import ShardManager
 from shardsched.store.drive import drive_async
 from shardsched.store.redis import RedisError, connect

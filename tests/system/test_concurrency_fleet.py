@@ -19,7 +19,8 @@ from shardsched import ops
 from shardsched.core.concurrency import LimitRequest, RateLimit
 from shardsched.core.instants import from_ms
 from shardsched.core.models import JobSpec, OnceSchedule
-from shardsched.ops import audit, concurrency
+from shardsched.ops.deployment import concurrency
+from shardsched.ops.history import audit
 from shardsched.shard.manager import ShardManager
 from shardsched.store.drive import drive_async
 from shardsched.store.redis import connect

@@ -18,7 +18,7 @@ from shardsched.bench.fleet import Fleet, read_record
 from shardsched.bench.harness import BenchRedis
 from shardsched.core.instants import from_ms
 from shardsched.core.models import JobSpec, OnceSchedule
-from shardsched.ops import audit
+from shardsched.ops.history import audit
 from shardsched.sdk import Client
 
 JOBS = 6000

@@ -12,7 +12,7 @@ import yaml
 
 from conftest import cli, wait_until
 from shardsched.core.access import Scope, TokenRequest
-from shardsched.ops import tokens
+from shardsched.ops.access import tokens
 from shardsched.store.drive import call_script, drive_async
 from shardsched.store.lua import retention as lua
 

@@ -23,7 +23,7 @@ from nodes import (
 )
 from shardsched import IntervalSchedule, JobSpec, ops
 from shardsched.core.models import Catchup
-from shardsched.ops import audit
+from shardsched.ops.history import audit
 from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis
 

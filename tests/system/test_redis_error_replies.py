@@ -25,7 +25,7 @@ import trio
 from conftest import TEST_SHARDS, RedisServer, admin_token, child_env, shardsched_cmd, wait_until
 from redis_faults import ERRORS, FaultProxy
 from shardsched import ops
-from shardsched.ops import audit
+from shardsched.ops.history import audit
 from shardsched.runtime.redis_server import free_port
 from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis

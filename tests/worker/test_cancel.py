@@ -1,4 +1,4 @@
-"""Cancelling runs (lua/cancel_run.lua, lua/cancel_dag_run.lua, ops/control.py): a running
+"""Cancelling runs (lua/cancel_run.lua, lua/cancel_dag_run.lua, ops/runs/control.py): a running
 command gets SIGTERM, then SIGKILL after its job's grace; the run ends ``cancelled`` with
 who and why and is not retried; a queued, retrying or waiting run never starts; a DAG
 task's cancel goes by its downstream's trigger rules; a whole DAG run ends at once and
@@ -28,10 +28,13 @@ from shardsched.core.models import (
     RetryPolicy,
     TaskSpec,
 )
-from shardsched.ops import concurrency, control, dag_runs, dags, events, listing
-from shardsched.ops.active import Active, Filters, active_page
-from shardsched.ops.changes import job_changes
+from shardsched.ops import listing
+from shardsched.ops.dags import dag_runs, manage
+from shardsched.ops.deployment import concurrency
+from shardsched.ops.history.changes import job_changes
 from shardsched.ops.pagination import parse_cursor
+from shardsched.ops.runs import control, events
+from shardsched.ops.runs.active import Active, Filters, active_page
 from shardsched.shard.manager import ShardManager
 from shardsched.store import keys as k
 from shardsched.store.drive import drive_async
@@ -274,8 +277,8 @@ async def test_cancelling_a_dag_task_goes_by_its_downstreams_rules(
     nursery: trio.Nursery, node: ShardManager, redis: Redis, dep: ops.Deployment, tmp_path: Path
 ) -> None:
     await start(nursery, redis, dep, "w-cancel-dag-1")
-    dag_id = (await drive_async(dags.create_dag(dep, _dag("etl1", tmp_path)), redis)).dag_id
-    drid = (await drive_async(dags.trigger_dag(dep, dag_id), redis)).dag_run_id
+    dag_id = (await drive_async(manage.create_dag(dep, _dag("etl1", tmp_path)), redis)).dag_id
+    drid = (await drive_async(manage.trigger_dag(dep, dag_id), redis)).dag_run_id
     extract = await run_in(redis, dep, k.task_job_id(dag_id, "extract"), "running")
     await drive_async(control.cancel_run(dep, extract.run_id, "alice", "stuck"), redis)
 
@@ -293,13 +296,13 @@ async def test_cancelling_a_dag_run_ends_it_and_frees_its_slot(
     nursery: trio.Nursery, node: ShardManager, redis: Redis, dep: ops.Deployment, tmp_path: Path
 ) -> None:
     await start(nursery, redis, dep, "w-cancel-dag-2")
-    dag_id = (await drive_async(dags.create_dag(dep, _dag("etl2", tmp_path)), redis)).dag_id
-    first = (await drive_async(dags.trigger_dag(dep, dag_id), redis)).dag_run_id
+    dag_id = (await drive_async(manage.create_dag(dep, _dag("etl2", tmp_path)), redis)).dag_id
+    first = (await drive_async(manage.trigger_dag(dep, dag_id), redis)).dag_run_id
     await run_in(redis, dep, k.task_job_id(dag_id, "extract"), "running")
     await wait_until(has(tmp_path / "pid"), timeout=20)
     pid = int((tmp_path / "pid").read_text())
     (tmp_path / "pid").unlink()
-    second = await drive_async(dags.trigger_dag(dep, dag_id), redis)
+    second = await drive_async(manage.trigger_dag(dep, dag_id), redis)
     queued = await drive_async(dag_runs.get_dag_run(dep, second.dag_run_id), redis)
     assert queued.state == "queued"  # max_active_runs 1
 
@@ -315,7 +318,7 @@ async def test_cancelling_a_dag_run_ends_it_and_frees_its_slot(
     with pytest.raises(ConflictError):
         await drive_async(control.cancel_dag_run(dep, first, "alice"), redis)
     # a queued one is cancelled too, without ever starting
-    third = (await drive_async(dags.trigger_dag(dep, dag_id), redis)).dag_run_id
+    third = (await drive_async(manage.trigger_dag(dep, dag_id), redis)).dag_run_id
     never = await drive_async(control.cancel_dag_run(dep, third, "bob"), redis)
     assert never.state == "cancelled" and all(t.state == "waiting" for t in never.tasks)
     await drive_async(control.cancel_dag_run(dep, second.dag_run_id, "alice"), redis)

@@ -15,7 +15,8 @@ from shardsched import ops
 from shardsched.core.concurrency import LimitRequest, RateLimit
 from shardsched.core.instants import from_ms
 from shardsched.core.models import JobSpec, OnceSchedule
-from shardsched.ops import concurrency, listing
+from shardsched.ops import listing
+from shardsched.ops.deployment import concurrency
 from shardsched.shard.manager import ShardManager
 from shardsched.store import keys as k
 from shardsched.store.drive import call_script, drive_async, redis_calls

@@ -14,7 +14,8 @@ import trio
 from conftest import RedisServer, child_env, rounds_later, shardsched_cmd, wait_until
 from shardsched import ops
 from shardsched.core.models import IntervalSchedule, JobSpec
-from shardsched.ops import audit, listing
+from shardsched.ops import listing
+from shardsched.ops.history import audit
 from shardsched.shard.manager import POISON_LAPSES
 from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis

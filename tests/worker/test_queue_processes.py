@@ -12,7 +12,7 @@ import trio
 
 from conftest import wait_until
 from shardsched.core.queues import Priority
-from shardsched.ops import audit
+from shardsched.ops.history import audit
 from shardsched.store.drive import drive_async
 from workers import lines_at_least, once_job, wait_run
 

@@ -20,7 +20,8 @@ from shardsched.core.models import (
     TaskSpec,
 )
 from shardsched.core.patches import JobPatch
-from shardsched.ops import dag_runs, dags, listing
+from shardsched.ops import listing
+from shardsched.ops.dags import dag_runs, manage
 from shardsched.shard.manager import ShardManager
 from shardsched.store import keys as k
 from shardsched.store.drive import call_script, drive_async
@@ -186,8 +187,8 @@ async def test_a_dags_tasks_each_run_on_their_own_queue(
             TaskSpec(name="load", command="true", depends_on=["train"]),
         ],
     )
-    dag_id = (await drive_async(dags.create_dag(dep, spec), redis)).dag_id
-    dag_run_id = (await drive_async(dags.trigger_dag(dep, dag_id), redis)).dag_run_id
+    dag_id = (await drive_async(manage.create_dag(dep, spec), redis)).dag_id
+    dag_run_id = (await drive_async(manage.trigger_dag(dep, dag_id), redis)).dag_run_id
 
     async def settled_run():
         run = await drive_async(dag_runs.get_dag_run(dep, dag_run_id), redis)
@@ -248,7 +249,7 @@ async def test_a_bad_queue_name_is_refused_and_writes_nothing(
 async def test_a_queue_no_live_worker_serves_shows_in_status_and_metrics(
     nursery: trio.Nursery, node: ShardManager, redis: Redis, dep: ops.Deployment
 ) -> None:
-    from shardsched.ops.status import status_view
+    from shardsched.ops.deployment.status import status_view
     from shardsched.runtime.metrics import Metrics, refresh_cluster
 
     await start(nursery, redis, dep, "w-served", "served")

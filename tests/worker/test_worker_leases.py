@@ -13,8 +13,8 @@ from conftest import child_env, shardsched_cmd, wait_until
 from shardsched import ops
 from shardsched.core.instants import from_ms
 from shardsched.core.models import JobSpec, OnceSchedule
-from shardsched.ops import audit
-from shardsched.ops.cluster import list_workers
+from shardsched.ops.deployment.cluster import list_workers
+from shardsched.ops.history import audit
 from shardsched.store.drive import drive_async
 from workers import lines_at_least, once_job, wait_run
 

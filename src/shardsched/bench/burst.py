@@ -30,7 +30,7 @@ from shardsched.core.instants import from_ms
 from shardsched.core.jitter import offset_ms
 from shardsched.core.models import CronSchedule, JobSpec, OnceSchedule
 from shardsched.core.queues import stored as stored_queue
-from shardsched.ops import audit
+from shardsched.ops.history import audit
 from shardsched.runtime.lifeline import child_env, lifeline
 from shardsched.sdk import Client
 

@@ -26,7 +26,7 @@ from shardsched.bench.burst import bench_client, plan_boundary, server_ms, start
 from shardsched.bench.harness import Procs, bench_redis, percentiles
 from shardsched.core.instants import from_ms
 from shardsched.core.models import DagSpec, OnceSchedule, TaskSpec
-from shardsched.ops import audit
+from shardsched.ops.history import audit
 from shardsched.sdk import Client
 
 #: The shape: each task and the tasks it waits for.

@@ -36,7 +36,7 @@ from shardsched.bench.burst import server_ms as _server_ms
 from shardsched.bench.fleet import Fleet, lost_and_after, read_record
 from shardsched.bench.harness import BenchRedis, percentiles
 from shardsched.core.models import CronSchedule, JobSpec
-from shardsched.ops import audit
+from shardsched.ops.history import audit
 from shardsched.sdk import Client
 
 STEP_S = 1.0  #: between the steps of a rolling restart

@@ -47,7 +47,7 @@ from shardsched.bench.fleet import (
 from shardsched.bench.harness import BenchRedis
 from shardsched.core.instants import from_ms
 from shardsched.core.models import IntervalSchedule, JobSpec
-from shardsched.ops import audit
+from shardsched.ops.history import audit
 from shardsched.sdk import Client
 
 

@@ -27,7 +27,7 @@ from shardsched.bench.burst import bench_client, start_ready
 from shardsched.bench.harness import Procs, bench_redis
 from shardsched.core.instants import from_ms
 from shardsched.core.models import CronSchedule, JobSpec
-from shardsched.ops import audit
+from shardsched.ops.history import audit
 from shardsched.sdk import Client
 from shardsched.store.calls import server_ms
 

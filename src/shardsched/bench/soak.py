@@ -36,7 +36,7 @@ from shardsched.bench.steady import spread_jobs
 from shardsched.core.ids import parse_run_id
 from shardsched.core.instants import from_ms
 from shardsched.core.models import JobSpec, OnceSchedule
-from shardsched.ops import audit
+from shardsched.ops.history import audit
 from shardsched.sdk import Client
 from shardsched.store.deployment import Deployment
 

@@ -21,7 +21,7 @@ from shardsched.bench.burst import server_ms, start_ready
 from shardsched.bench.harness import Procs, bench_redis
 from shardsched.core.instants import from_ms
 from shardsched.core.models import IntervalSchedule, JobSpec
-from shardsched.ops import audit
+from shardsched.ops.history import audit
 from shardsched.sdk import Client
 
 

@@ -12,7 +12,7 @@ import trio
 from shardsched import ops
 from shardsched.cli.http import CliError, endpoint, request
 from shardsched.cli.render import as_text, page_query
-from shardsched.ops import audit
+from shardsched.ops.history import audit
 from shardsched.store.drive import drive_async
 from shardsched.store.redis import RedisError, connect
 

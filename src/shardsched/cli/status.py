@@ -11,7 +11,7 @@ import msgspec
 from shardsched.cli import style
 from shardsched.cli.http import CliError, endpoint, request
 from shardsched.cli.render import as_text, table
-from shardsched.ops.status import ShardStatus, Status
+from shardsched.ops.deployment.status import ShardStatus, Status
 
 
 def read_status(args: argparse.Namespace) -> Status:
@@ -25,7 +25,7 @@ def read_status(args: argparse.Namespace) -> Status:
         return msgspec.convert(answer, Status)
     import trio
 
-    from shardsched.ops.status import status_view
+    from shardsched.ops.deployment.status import status_view
     from shardsched.service import open_redis
     from shardsched.store.drive import drive_async
 

@@ -77,7 +77,7 @@ def _in_redis(args: argparse.Namespace) -> Any:
     from shardsched import service
     from shardsched.core.access import TokenRequest
     from shardsched.core.errors import ShardschedError
-    from shardsched.ops import tokens
+    from shardsched.ops.access import tokens
     from shardsched.store.drive import drive_async
     from shardsched.store.redis import RedisError
 

@@ -286,7 +286,7 @@ class TaskSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     env: EnvMap = msgspec.field(default_factory=dict)
     queue: QueueName = DEFAULT_QUEUE
     priority: Priority = Priority.NORMAL
-    #: A template is over the DAG's labels; stored resolved (ops/dags.py).
+    #: A template is over the DAG's labels; stored resolved (ops/dags/manage.py).
     concurrency_key: KeyTemplate | None = None
     concurrency_limit: Limit | None = None
 

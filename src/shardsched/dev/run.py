@@ -34,7 +34,7 @@ from shardsched import ops, service
 from shardsched.core.access import Scope, TokenRequest
 from shardsched.core.errors import ConfigError
 from shardsched.dev.supervisor import Supervisor
-from shardsched.ops import tokens
+from shardsched.ops.access import tokens
 from shardsched.router.guards import AccessPolicy
 from shardsched.runtime.redis_server import (
     free_port,

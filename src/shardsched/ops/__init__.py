@@ -2,20 +2,22 @@
 
 Each is a generator over :class:`~shardsched.store.calls.Call` batches (no I/O of its own);
 drive it with ``store/drive.drive_async`` on the trio client, or the SDK's driver on redis-py.
-The verbs on jobs and runs are re-exported here; DAGs, listing, audit, the cluster view
-and the worker protocol are the submodules of the same name.
+The verbs on jobs and runs are re-exported here; the rest are grouped by resource in
+the subpackages (``ops.jobs``, ``ops.dags``, ``ops.runs``, ``ops.history``,
+``ops.schedules``, ``ops.notify``, ``ops.access``, ``ops.deployment``), and the read
+machinery they share sits at the top (``pagination``, ``listing``, ``recent``, ``cold``).
 """
 
-from shardsched.ops.history import backfill, job_versions
-from shardsched.ops.job_actions import delete_job, restore_job, resume_if_due, trigger
-from shardsched.ops.job_read import get_job
-from shardsched.ops.jobs import (
+from shardsched.ops.jobs.actions import delete_job, restore_job, resume_if_due, trigger
+from shardsched.ops.jobs.define import (
     create_job,
     create_jobs,
     patch_job,
     validate_specs,
 )
-from shardsched.ops.runs import get_output, get_run, retry_run
+from shardsched.ops.jobs.read import get_job
+from shardsched.ops.jobs.versions import backfill, job_versions
+from shardsched.ops.runs.by_id import get_output, get_run, retry_run
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment, open_deployment
 

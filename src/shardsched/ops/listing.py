@@ -15,11 +15,11 @@ from typing import Any
 from shardsched.core.errors import DagNotFound, JobNotFound, ValidationError
 from shardsched.core.models import JobStatus, RunState
 from shardsched.core.views import DagList, DagRunList, JobList, RunList
-from shardsched.ops import dag_runs
-from shardsched.ops import dags as dag_ops
-from shardsched.ops.access import spec_name
+from shardsched.ops.access.teams import spec_name
 from shardsched.ops.cold import archive_url, cold_dag_runs, cold_page, merge_page
-from shardsched.ops.job_reads import list_filter, read_jobs, read_kept_jobs
+from shardsched.ops.dags import dag_runs
+from shardsched.ops.dags import manage as dag_ops
+from shardsched.ops.jobs.read_page import list_filter, read_jobs, read_kept_jobs
 from shardsched.ops.pagination import Cursor, zpage
 from shardsched.store import keys as k
 from shardsched.store.calls import Call, Op, check, server_ms

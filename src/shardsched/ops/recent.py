@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from shardsched.core.instants import from_ms
 from shardsched.core.models import RunState
 from shardsched.core.views import Run, RunBrief
-from shardsched.ops.access import spec_name
+from shardsched.ops.access.teams import spec_name
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
 from shardsched.store.keys import owner_id

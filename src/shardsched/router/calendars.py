@@ -14,8 +14,8 @@ from shardsched.core.access import Scope
 from shardsched.core.calendars import Calendar, CalendarList, CalendarView
 from shardsched.core.models import SchedulePreviewRequest
 from shardsched.core.notify_views import Removed
-from shardsched.ops import calendars
-from shardsched.ops.preview import preview_with_calendars
+from shardsched.ops.schedules import calendars
+from shardsched.ops.schedules.preview import preview_with_calendars
 from shardsched.router import http
 from shardsched.router.context import Context
 from shardsched.router.guards import unbound

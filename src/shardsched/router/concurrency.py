@@ -8,7 +8,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from shardsched.core.concurrency import KEY, KeyList, KeyView, LimitRequest
-from shardsched.ops import access, concurrency
+from shardsched.ops.access import teams
+from shardsched.ops.deployment import concurrency
 from shardsched.router import http
 from shardsched.router.context import Context
 from shardsched.router.guards import unbound, who
@@ -33,13 +34,13 @@ async def list_concurrency_keys(cx: Context, request: Request) -> Response:
     """Every key for an unbound token; a team's token sees its own keys alone."""
     listed: KeyList = await cx.run(concurrency.list_keys(cx.dep))
     caller = who(request)
-    listed.keys = [k for k in listed.keys if access.visible_key(caller, k.key)]
+    listed.keys = [k for k in listed.keys if teams.visible_key(caller, k.key)]
     return http.json_response(listed)
 
 
 async def get_concurrency_key(cx: Context, request: Request) -> Response:
     key = _key(request)
-    if not access.visible_key(who(request), key):  # another team's: as an unused key
+    if not teams.visible_key(who(request), key):  # another team's: as an unused key
         return http.json_response(KeyView(key=key))
     return http.json_response(await cx.run(concurrency.get_key(cx.dep, key)))
 

@@ -27,8 +27,8 @@ from shardsched.core.errors import (
 )
 from shardsched.core.ids import dag_id_of
 from shardsched.core.views import Dag, Job
-from shardsched.ops import access
-from shardsched.ops.declare import Outcome
+from shardsched.ops.access import teams
+from shardsched.ops.jobs.declare import Outcome
 from shardsched.router import http
 from shardsched.router.event_hub import EventHub
 from shardsched.router.guards import who
@@ -73,13 +73,13 @@ class Context:
 
     async def visible(self, request: Request, any_id: str, missing: NotFoundError) -> None:
         """404 (as for an unknown id) unless the caller's team owns ``any_id``."""
-        await self.run(access.require_visible(self.dep, who(request), any_id, missing))
+        await self.run(teams.require_visible(self.dep, who(request), any_id, missing))
 
     async def not_others(self, request: Request, any_id: str, missing: NotFoundError) -> None:
         """A put by a team's token: the id is free or the team's own; another team's id
         answers ``missing``, exactly as an unknown id does elsewhere, so a team learns
         nothing of another's ids."""
-        await self.run(access.require_free_or_own(self.dep, who(request), any_id, missing))
+        await self.run(teams.require_free_or_own(self.dep, who(request), any_id, missing))
 
     async def dependencies(self, request: Request, depends_on: list[str]) -> None:
         """A team's job may depend only on its own DAG's tasks: another team's is a 404,

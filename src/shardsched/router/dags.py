@@ -14,8 +14,13 @@ from shardsched.core.models import DagSpec, JobStatus
 from shardsched.core.params import CancelRequest, TriggerRequest
 from shardsched.core.patches import DagPatch
 from shardsched.core.views import Dag
-from shardsched.ops import access, changes, control, dag_runs, declare, listing
-from shardsched.ops import dags as dag_ops
+from shardsched.ops import listing
+from shardsched.ops.access import teams
+from shardsched.ops.dags import dag_runs
+from shardsched.ops.dags import manage as dag_ops
+from shardsched.ops.history import changes
+from shardsched.ops.jobs import declare
+from shardsched.ops.runs import control
 from shardsched.router import http
 from shardsched.router.context import Context, put_answer
 from shardsched.router.guards import who
@@ -36,8 +41,8 @@ _cancel_decoder = msgspec.json.Decoder(CancelRequest)
 
 async def create_dag(cx: Context, request: Request) -> Response:
     spec = await http.decode(request, _dag_decoder)
-    access.require_name(who(request), spec.name)
-    access.require_keys(who(request), _task_keys(spec))
+    teams.require_name(who(request), spec.name)
+    teams.require_keys(who(request), _task_keys(spec))
     return http.json_response(
         await cx.run(dag_ops.create_dag(cx.dep, spec, who(request).name)), 201
     )
@@ -68,8 +73,8 @@ async def put_dag(cx: Context, request: Request) -> Response:
     """Create the DAG under the path's id or replace its definition (201, 200)."""
     spec = await http.decode(request, _dag_decoder)
     dag_id = dag_id_of(request.path_params["dag_id"])
-    access.require_name(who(request), spec.name)
-    access.require_keys(who(request), _task_keys(spec))
+    teams.require_name(who(request), spec.name)
+    teams.require_keys(who(request), _task_keys(spec))
     await cx.not_others(request, dag_id, DagNotFound(dag_id))
     op = declare.put_dag(cx.dep, dag_id, spec, http.if_match(request), who(request).name)
     return put_answer(*(await cx.run(op)))

@@ -18,8 +18,8 @@ import trio
 
 from shardsched import ops
 from shardsched.core.views import Event, EventList
-from shardsched.ops import events
-from shardsched.ops.events import Key
+from shardsched.ops.runs import events
+from shardsched.ops.runs.events import Key
 
 #: Events kept for the subscribers (a burst larger than this between two looks sends a
 #: slow subscriber back to reads of its own).

@@ -13,8 +13,8 @@ from shardsched import ops
 from shardsched.core import views as v
 from shardsched.core.errors import JobNotFound, RedisUnavailable, ValidationError
 from shardsched.core.views import EventList
-from shardsched.ops import events as event_ops
-from shardsched.ops.events import Key
+from shardsched.ops.runs import events as event_ops
+from shardsched.ops.runs.events import Key
 from shardsched.router import http, sse
 from shardsched.router.context import Context
 from shardsched.router.guards import who

@@ -22,7 +22,7 @@ from starlette.requests import Request
 
 from shardsched.core.access import ANONYMOUS, Principal, Scope, bearer
 from shardsched.core.errors import ConfigError
-from shardsched.ops import tokens
+from shardsched.ops.access import tokens
 from shardsched.router.http import ApiError
 from shardsched.router.session import CSRF_HEADER, SAFE_METHODS, SESSION_COOKIE, csrf_ok
 from shardsched.store.deployment import Deployment

@@ -14,8 +14,11 @@ from shardsched.core.models import JobSpec
 from shardsched.core.params import TriggerRequest
 from shardsched.core.patches import JobPatch
 from shardsched.core.views import Job, JobCreated, JobList
-from shardsched.ops import access, changes, declare, listing, names
-from shardsched.ops.job_reads import list_filter
+from shardsched.ops import listing
+from shardsched.ops.access import teams
+from shardsched.ops.history import changes
+from shardsched.ops.jobs import declare, names
+from shardsched.ops.jobs.read_page import list_filter
 from shardsched.ops.recent import recent_runs
 from shardsched.router import http
 from shardsched.router.context import Context, put_answer
@@ -31,8 +34,8 @@ _trigger_decoder = msgspec.json.Decoder(TriggerRequest)
 async def create_job(cx: Context, request: Request) -> Response:
     q: CreateQuery = http.query(request, CreateQuery)
     spec = await http.decode(request, _spec_decoder)
-    access.require_name(who(request), spec.name)
-    access.require_keys(who(request), [(spec.concurrency_key, "$.concurrency_key")])
+    teams.require_name(who(request), spec.name)
+    teams.require_keys(who(request), [(spec.concurrency_key, "$.concurrency_key")])
     await cx.dependencies(request, spec.depends_on)
     create = names.create_named if q.unique_name else ops.create_job
     created: JobCreated = await cx.run(create(cx.dep, spec, who(request).name))
@@ -84,8 +87,8 @@ async def put_job(cx: Context, request: Request) -> Response:
     answer says which in ``Shardsched-Outcome``."""
     spec = await http.decode(request, _spec_decoder)
     job_id: str = request.path_params["job_id"]
-    access.require_name(who(request), spec.name)
-    access.require_keys(who(request), [(spec.concurrency_key, "$.concurrency_key")])
+    teams.require_name(who(request), spec.name)
+    teams.require_keys(who(request), [(spec.concurrency_key, "$.concurrency_key")])
     await cx.not_others(request, job_id, JobNotFound(job_id))
     await cx.dependencies(request, spec.depends_on)
     op = declare.put_job(cx.dep, job_id, spec, http.if_match(request), who(request).name)
@@ -96,8 +99,8 @@ async def patch_job(cx: Context, request: Request) -> Response:
     patch = await http.decode(request, _patch_decoder)
     job_id = await cx.job(request)
     if patch.name is not None:
-        access.require_name(who(request), patch.name)
-    access.require_keys(who(request), [(patch.concurrency_key, "$.concurrency_key")])
+        teams.require_name(who(request), patch.name)
+    teams.require_keys(who(request), [(patch.concurrency_key, "$.concurrency_key")])
     if patch.depends_on:
         await cx.dependencies(request, patch.depends_on)
     op = ops.patch_job(cx.dep, job_id, patch, who(request).name, http.if_match(request))

@@ -22,8 +22,8 @@ from shardsched.core.notify_views import (
     RuleView,
     TestSent,
 )
-from shardsched.ops import notify, notify_alerts
-from shardsched.ops.notify_alerts import AlertsTaken, AmPayload
+from shardsched.ops.notify import alerts, manage
+from shardsched.ops.notify.alerts import AlertsTaken, AmPayload
 from shardsched.router import http
 from shardsched.router.context import Context, Handler
 from shardsched.router.guards import unbound
@@ -74,7 +74,7 @@ _BASE = "/api/v1/notifications"
 
 async def list_channels(cx: Context, request: Request) -> Response:
     unbound(request)
-    return http.json_response(await cx.run(notify.list_channels(cx.dep)))
+    return http.json_response(await cx.run(manage.list_channels(cx.dep)))
 
 
 async def put_channel(cx: Context, request: Request) -> Response:
@@ -84,32 +84,32 @@ async def put_channel(cx: Context, request: Request) -> Response:
     why = url_refusal(body.url, networks_from(os.environ))
     if why is not None:
         raise http.ApiError(422, "validation_error", why, {"field": "$.url"})
-    view, created = await cx.run(notify.put_channel(cx.dep, name, body))
+    view, created = await cx.run(manage.put_channel(cx.dep, name, body))
     return http.json_response(view, 201 if created else 200)
 
 
 async def delete_channel(cx: Context, request: Request) -> Response:
     unbound(request)
     name = request.path_params["name"]
-    await cx.run(notify.delete_channel(cx.dep, name))
+    await cx.run(manage.delete_channel(cx.dep, name))
     return http.json_response(Removed(removed=name))
 
 
 async def test_channel(cx: Context, request: Request) -> Response:
     unbound(request)
-    msg_id = await cx.run(notify.test_channel(cx.dep, request.path_params["name"]))
+    msg_id = await cx.run(manage.test_channel(cx.dep, request.path_params["name"]))
     return http.json_response(TestSent(id=msg_id), 201)
 
 
 async def list_rules(cx: Context, request: Request) -> Response:
     unbound(request)
-    return http.json_response(await cx.run(notify.list_rules(cx.dep)))
+    return http.json_response(await cx.run(manage.list_rules(cx.dep)))
 
 
 async def create_rule(cx: Context, request: Request) -> Response:
     unbound(request)
     body = await http.decode(request, _rule_decoder)
-    view, _ = await cx.run(notify.put_rule(cx.dep, body))
+    view, _ = await cx.run(manage.put_rule(cx.dep, body))
     return http.json_response(view, 201)
 
 
@@ -117,33 +117,33 @@ async def put_rule(cx: Context, request: Request) -> Response:
     unbound(request)
     body = await http.decode(request, _rule_decoder)
     rule_id = request.path_params["rule_id"]
-    view, created = await cx.run(notify.put_rule(cx.dep, body, rule_id))
+    view, created = await cx.run(manage.put_rule(cx.dep, body, rule_id))
     return http.json_response(view, 201 if created else 200)
 
 
 async def delete_rule(cx: Context, request: Request) -> Response:
     unbound(request)
     rule_id = request.path_params["rule_id"]
-    await cx.run(notify.delete_rule(cx.dep, rule_id))
+    await cx.run(manage.delete_rule(cx.dep, rule_id))
     return http.json_response(Removed(removed=rule_id))
 
 
 async def list_deliveries(cx: Context, request: Request) -> Response:
     unbound(request)
     q: DeliveryQuery = http.query(request, DeliveryQuery)
-    op = notify.deliveries(cx.dep, q.limit, _opt(q.channel), _opt(q.state))
+    op = manage.deliveries(cx.dep, q.limit, _opt(q.channel), _opt(q.state))
     return http.json_response(await cx.run(op))
 
 
 async def get_delivery(cx: Context, request: Request) -> Response:
     unbound(request)
     msg_id = request.path_params["msg_id"]
-    return http.json_response(await cx.run(notify.delivery(cx.dep, msg_id)))
+    return http.json_response(await cx.run(manage.delivery(cx.dep, msg_id)))
 
 
 async def take_alerts(cx: Context, request: Request) -> Response:
     body = await http.decode(request, _alerts_decoder)
-    return http.json_response(await cx.run(notify_alerts.take_alerts(cx.dep, body)))
+    return http.json_response(await cx.run(alerts.take_alerts(cx.dep, body)))
 
 
 ROUTES: tuple[Operation, ...] = (

@@ -20,9 +20,10 @@ from shardsched.core.labels import parse_label_filter
 from shardsched.core.models import RunState
 from shardsched.core.params import CancelRequest, RetryRequest
 from shardsched.core.views import RunOutput
-from shardsched.ops import bulk_retry, control, listing
-from shardsched.ops.active import Active, Filters, active_page
+from shardsched.ops import listing
 from shardsched.ops.recent import annotate
+from shardsched.ops.runs import bulk_retry, control
+from shardsched.ops.runs.active import Active, Filters, active_page
 from shardsched.router import http, sse
 from shardsched.router.context import Context
 from shardsched.router.guards import who

@@ -101,7 +101,7 @@ class FailureQuery(msgspec.Struct, forbid_unknown_fields=True):
     """GET /api/v1/runs: failed and dead-lettered runs of every job, most recently ended
     first; ``state`` is either or both, comma-separated; since/until bound the end. Or,
     with ``state`` one of running, queued, waiting, retrying: the runs under way in that
-    state across jobs (ops/active.py), filtered by job, queue, worker and label."""
+    state across jobs (ops/runs/active.py), filtered by job, queue, worker and label."""
 
     limit: PageSize = DEFAULT_PAGE
     cursor: CursorText | UnsetType = UNSET

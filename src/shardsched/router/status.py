@@ -7,11 +7,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from shardsched.core.views import LagHistory
-from shardsched.ops import audit as audit_ops
-from shardsched.ops import lag_history as lag_ops
-from shardsched.ops.audit import AuditReport
-from shardsched.ops.cluster import ClusterView, cluster_view
-from shardsched.ops.status import Status, status_view
+from shardsched.ops.deployment import lag_history as lag_ops
+from shardsched.ops.deployment.cluster import ClusterView, cluster_view
+from shardsched.ops.deployment.status import Status, status_view
+from shardsched.ops.history import audit as audit_ops
+from shardsched.ops.history.audit import AuditReport
 from shardsched.router import http
 from shardsched.router.context import Context
 from shardsched.router.guards import unbound

@@ -11,10 +11,10 @@ from starlette.responses import Response
 from shardsched import ops
 from shardsched.core import time_views as tv
 from shardsched.core.backfill import BackfillRequest, ResumeRequest
-from shardsched.ops import audit
-from shardsched.ops import job_stats as stats_ops
-from shardsched.ops import resume as resume_ops
-from shardsched.ops.audit import TickList
+from shardsched.ops.history import audit
+from shardsched.ops.history import stats as stats_ops
+from shardsched.ops.history.audit import TickList
+from shardsched.ops.jobs import resume as resume_ops
 from shardsched.router import http
 from shardsched.router.context import Context
 from shardsched.router.guards import who

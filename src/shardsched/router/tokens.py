@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from shardsched.core.access import Scope, TokenCreated, TokenList, TokenLog, TokenRequest
-from shardsched.ops import tokens
+from shardsched.ops.access import tokens
 from shardsched.router import http
 from shardsched.router.context import Context
 from shardsched.router.guards import unbound, who

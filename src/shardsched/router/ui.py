@@ -18,7 +18,7 @@ from urllib.parse import parse_qs
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from shardsched.ops import tokens
+from shardsched.ops.access import tokens
 from shardsched.router import http
 from shardsched.router.guards import Gate
 from shardsched.router.session import (

@@ -8,8 +8,8 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from shardsched.ops import protocol
-from shardsched.ops.cluster import WorkerList, list_workers
+from shardsched.ops.deployment import protocol
+from shardsched.ops.deployment.cluster import WorkerList, list_workers
 from shardsched.router import http
 from shardsched.router.context import Context
 from shardsched.router.guards import as_worker, unbound

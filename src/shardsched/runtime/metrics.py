@@ -259,7 +259,8 @@ def metric_names(metrics: Metrics) -> set[str]:
 
 
 def refresh_cluster(metrics: Metrics, status: Any) -> None:
-    """Set the cluster-state gauges from a :class:`shardsched.ops.status.Status` reading."""
+    """Set the cluster-state gauges from a reading of
+    :class:`shardsched.ops.deployment.status.Status`."""
     metrics.nodes_alive.set(len(status.nodes))
     for s in status.shards:
         label = str(s.shard)

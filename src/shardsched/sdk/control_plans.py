@@ -8,10 +8,10 @@ from collections.abc import Sequence
 
 from shardsched import ops
 from shardsched.core.views import BulkRetry, Dag, DagRun, Job, Run, RunList
-from shardsched.ops import bulk_retry, control
-from shardsched.ops import dags as dag_ops
-from shardsched.ops.active import Active, Filters, active_page
+from shardsched.ops.dags import manage as dag_ops
 from shardsched.ops.pagination import parse_cursor
+from shardsched.ops.runs import bulk_retry, control
+from shardsched.ops.runs.active import Active, Filters, active_page
 from shardsched.sdk.plans import Handle, Plan
 
 

@@ -17,11 +17,11 @@ from shardsched.core.models import OnResume, Schedule, SchedulePreviewRequest
 from shardsched.core.queues import Priority
 from shardsched.core.time_views import BackfillResult, JobStats, ResumeResult
 from shardsched.core.views import ChangeList, EventList, JobVersions, SchedulePreview
-from shardsched.ops import changes
-from shardsched.ops.events import events_page
-from shardsched.ops.job_stats import job_stats as job_stats_op
-from shardsched.ops.preview import preview_with_calendars
-from shardsched.ops.resume import resume_job as resume_op
+from shardsched.ops.history import changes
+from shardsched.ops.history.stats import job_stats as job_stats_op
+from shardsched.ops.jobs.resume import resume_job as resume_op
+from shardsched.ops.runs.events import events_page
+from shardsched.ops.schedules.preview import preview_with_calendars
 from shardsched.sdk.plans import Handle, Plan
 
 

@@ -1,6 +1,6 @@
 """The SDK's plans for what an operator manages deployment-wide, as the API does:
-notifications (ops/notify.py: channels, rules, the delivery record and a test message)
-and named calendars (ops/calendars.py)."""
+notifications (ops/notify/manage.py: channels, rules, the delivery record and a test message)
+and named calendars (ops/schedules/calendars.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from shardsched.core.notify_views import (
     RuleList,
     RuleView,
 )
-from shardsched.ops import calendars, notify
+from shardsched.ops.notify import manage
+from shardsched.ops.schedules import calendars
 from shardsched.sdk.plans import Handle, Plan
 from shardsched.store.calls import Op
 
@@ -23,26 +24,26 @@ def put_channel(c: Handle, name: str, channel: Channel) -> Plan[ChannelView]:
     """Add or replace a channel (a webhook, or an apprise URL)."""
 
     def op() -> Op:
-        view, _ = yield from notify.put_channel(c.deployment, name, channel)
+        view, _ = yield from manage.put_channel(c.deployment, name, channel)
         return view
 
     return Plan(op())
 
 
 def list_channels(c: Handle) -> Plan[ChannelList]:
-    return Plan(notify.list_channels(c.deployment))
+    return Plan(manage.list_channels(c.deployment))
 
 
 def delete_channel(c: Handle, name: str) -> Plan[None]:
     """Remove a channel no rule sends to (ConflictError names the rules that do)."""
-    return Plan(notify.delete_channel(c.deployment, name))
+    return Plan(manage.delete_channel(c.deployment, name))
 
 
 def add_rule(c: Handle, rule: Rule) -> Plan[RuleView]:
     """A new rule: which events of which jobs go to which channels."""
 
     def op() -> Op:
-        view, _ = yield from notify.put_rule(c.deployment, rule)
+        view, _ = yield from manage.put_rule(c.deployment, rule)
         return view
 
     return Plan(op())
@@ -50,34 +51,34 @@ def add_rule(c: Handle, rule: Rule) -> Plan[RuleView]:
 
 def put_rule(c: Handle, rule_id: str, rule: Rule) -> Plan[RuleView]:
     def op() -> Op:
-        view, _ = yield from notify.put_rule(c.deployment, rule, rule_id)
+        view, _ = yield from manage.put_rule(c.deployment, rule, rule_id)
         return view
 
     return Plan(op())
 
 
 def list_rules(c: Handle) -> Plan[RuleList]:
-    return Plan(notify.list_rules(c.deployment))
+    return Plan(manage.list_rules(c.deployment))
 
 
 def delete_rule(c: Handle, rule_id: str) -> Plan[None]:
-    return Plan(notify.delete_rule(c.deployment, rule_id))
+    return Plan(manage.delete_rule(c.deployment, rule_id))
 
 
 def test_channel(c: Handle, name: str) -> Plan[str]:
     """Send a test message over a channel; returns its id (see :func:`get_delivery`)."""
-    return Plan(notify.test_channel(c.deployment, name))
+    return Plan(manage.test_channel(c.deployment, name))
 
 
 def list_deliveries(
     c: Handle, limit: int = 50, channel: str | None = None, state: str | None = None
 ) -> Plan[DeliveryList]:
     """Messages, newest first, with every delivery attempt."""
-    return Plan(notify.deliveries(c.deployment, limit, channel, state))
+    return Plan(manage.deliveries(c.deployment, limit, channel, state))
 
 
 def get_delivery(c: Handle, msg_id: str) -> Plan[Delivery]:
-    return Plan(notify.delivery(c.deployment, msg_id))
+    return Plan(manage.delivery(c.deployment, msg_id))
 
 
 def put_calendar(c: Handle, name: str, calendar: Calendar) -> Plan[CalendarView]:

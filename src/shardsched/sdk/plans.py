@@ -36,8 +36,11 @@ from shardsched.core.views import (
     RunOutput,
     Triggered,
 )
-from shardsched.ops import concurrency, dag_runs, declare, listing, names
-from shardsched.ops import dags as dag_ops
+from shardsched.ops import listing
+from shardsched.ops.dags import dag_runs
+from shardsched.ops.dags import manage as dag_ops
+from shardsched.ops.deployment import concurrency
+from shardsched.ops.jobs import declare, names
 from shardsched.ops.pagination import parse_cursor
 from shardsched.store.deployment import Deployment
 

@@ -4,7 +4,7 @@ actors decide calendar ticks with.
 One task owns it: it reads the calendars before the node fires anything (a job must not
 fire on an excluded day because its node just started), then looks at their version once
 a second, and at once when the wake channel says a calendar changed, and reads them
-again when it moved (ops/calendars.py increments it and publishes on every change).
+again when it moved (ops/schedules/calendars.py increments it and publishes on every change).
 Actors only read :attr:`CalendarBook.calendars`, replaced whole, never changed in place.
 While Redis is unreachable the last copy stands (so does the firing, which needs Redis
 anyway)."""

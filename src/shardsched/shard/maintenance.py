@@ -7,7 +7,7 @@ backfills' paces allow (shard/liveness.py), and,
 once per shard, index the names of jobs made before
 shards kept an index of names (``lua/index_names.lua``, fenced); and every
 LAG_SAMPLE_S, record the node's trigger lag in the deployment's lag history (a day of it,
-for the console's chart: ops/lag_history.py)."""
+for the console's chart: ops/deployment/lag_history.py)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ each maintenance round), while its timer moves on and its next tick fires on tim
 The actor makes the backfill call before the fire call that moves the timer past the owed
 ticks: an owner that dies between the two leaves them queued, and the next owner decides
 the same again and queues nothing twice (run ids are the ticks'). The queued ticks are
-pending in the ledger (ops/ledger.py) until they run."""
+pending in the ledger (ops/history/ledger.py) until they run."""
 
 from __future__ import annotations
 

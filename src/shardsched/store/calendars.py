@@ -1,7 +1,7 @@
 """The calendar book as stored: reading it whole (what an owner decides ticks with, and
 what a preview or a resume decides with), and the message a change of it publishes on
 the wake channel so that every node reads it again (shard/calendar_book.py). Managing
-calendars is ops/calendars.py's."""
+calendars is ops/schedules/calendars.py's."""
 
 from __future__ import annotations
 

@@ -193,7 +193,7 @@ class ShardKeys:
 
     def name_claim(self, name: str) -> str:
         """STRING (short-lived) a creation asking for a unique ``name`` holds it, in the
-        shard ``name`` hashes to, while it looks and registers (ops/names.py)."""
+        shard ``name`` hashes to, while it looks and registers (ops/jobs/names.py)."""
         return self.base + "nclaim:" + name
 
     @property
@@ -320,7 +320,8 @@ class GlobalKeys:
     @property
     def lag_history(self) -> str:
         """STREAM each node's trigger lag p50/p99 over the last minute, sampled every
-        LAG_SAMPLE_S, kept a day (MINID): the console's lag chart (ops/lag_history.py)."""
+        LAG_SAMPLE_S, kept a day (MINID): the console's lag chart
+        (ops/deployment/lag_history.py)."""
         return f"{self.namespace}:{{g}}:lag"
 
     @property

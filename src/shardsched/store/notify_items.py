@@ -34,7 +34,7 @@ def items_of(matches: list[dict[str, str]]) -> list[Item]:
             continue
         rid, job_id = f.get("id", ""), f.get("j", "")
         item = Item(kind=Kind(kind), at=from_ms(int(f.get("at") or 0)), job_id=job_id)
-        if kind == Kind.ALERT:  # rid: the alert's name (ops/notify_alerts.py)
+        if kind == Kind.ALERT:  # rid: the alert's name (ops/notify/alerts.py)
             item.name, item.reason = rid, f.get("d") or None
             items.append(item)
             continue

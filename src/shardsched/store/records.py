@@ -322,3 +322,14 @@ def decoded_entries(raw: list[bytes], decoder: msgspec.json.Decoder[T]) -> Itera
             yield raw[i].decode(), decoder.decode(raw[i + 1])
         except msgspec.DecodeError:
             continue
+
+
+def parse_version(kept: bytes) -> tuple[bytes, int, bytes | None, bytes]:
+    """A vers:<job> entry: (status, from ms, by, spec JSON). Entries from before 'by' was
+    recorded read "status|from|spec", and a spec is JSON (it opens with a brace)."""
+    status, _, rest = kept.partition(b"|")
+    since, _, rest = rest.partition(b"|")
+    by: bytes | None = None
+    if not rest.startswith(b"{"):
+        by, _, rest = rest.partition(b"|")
+    return status, int(since), by or None, rest

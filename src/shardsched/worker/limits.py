@@ -2,7 +2,7 @@
 starts only once the key grants it (lua/ck_acquire.lua); a refused one is parked, state
 ``waiting``, and holds no slot (lua/park_runs.lua). A started run's hold is renewed with
 its lease, and given back when the run leaves the worker (completed, lost, handed back),
-which gives the next waiting runs their turn (ops/concurrency.py).
+which gives the next waiting runs their turn (ops/deployment/concurrency.py).
 
 A hold outlives a worker that dies by no more than its lease: it lapses with the run's
 lease, and the next acquire or the owner's sweep drops it.

@@ -13,7 +13,7 @@ from shardsched.core.labels import matches
 from shardsched.core.models import JobStatus
 from shardsched.core.queues import DEFAULT_QUEUE
 from shardsched.core.views import Dag, Job
-from shardsched.ops.job_read import job_calls, plain_job
+from shardsched.ops.jobs.read import job_calls, plain_job
 from shardsched.store import keys as k
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment

@@ -14,7 +14,7 @@ from shardsched.core.models import RunState
 from shardsched.core.views import BulkRetry, RetryRefusal, Run
 from shardsched.ops import listing
 from shardsched.ops.pagination import parse_cursor
-from shardsched.ops.runs import get_run, retry_run
+from shardsched.ops.runs.by_id import get_run, retry_run
 from shardsched.store.calls import Op
 from shardsched.store.deployment import Deployment
 

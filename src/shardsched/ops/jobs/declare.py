@@ -25,8 +25,8 @@ from shardsched.core.ids import dag_id_of
 from shardsched.core.models import DagSpec, JobSpec, JobStatus
 from shardsched.core.sameness import same_definition
 from shardsched.core.validation import check_dag_id, check_job_id, validate_spec
-from shardsched.ops import dags
-from shardsched.ops.jobs import changeable_job, create_jobs, read_job, write_spec
+from shardsched.ops.dags import manage
+from shardsched.ops.jobs.define import changeable_job, create_jobs, read_job, write_spec
 from shardsched.store.calls import Call, Op, check, server_ms
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import dags as dags_lua
@@ -107,24 +107,24 @@ def put_dag(
     dag_id = dag_id_of(dag_id)
     check_body_id(dag_id, None if spec.id is None else dag_id_of(spec.id))
     spec = _dag_decoder.decode(msgspec.json.encode(msgspec.structs.replace(spec, id=None)))
-    order, roots, items = dags.task_items(spec)  # validates: nothing written if bad
+    order, roots, items = manage.task_items(spec)  # validates: nothing written if bad
     wanted = msgspec.json.encode(spec)
     revived = False
     for _attempt in range(16):
         try:
-            dag = yield from dags.get_dag(dep, dag_id)
+            dag = yield from manage.get_dag(dep, dag_id)
         except DagNotFound:
             if if_match is not None:
                 raise PreconditionFailed(dag_id, if_match, None) from None
             try:
-                yield from dags.create_dag(dep, msgspec.structs.replace(spec, id=dag_id), actor)
+                yield from manage.create_dag(dep, msgspec.structs.replace(spec, id=dag_id), actor)
             except IdTaken:
                 continue
-            return (yield from dags.get_dag(dep, dag_id)), Outcome.CREATED
+            return (yield from manage.get_dag(dep, dag_id)), Outcome.CREATED
         if dag.status == JobStatus.DELETED:  # created again: its next incarnation, then as below
             if if_match is not None and dag.version != if_match:
                 raise PreconditionFailed(dag_id, if_match, dag.version)
-            dag = yield from dags.restore_dag(dep, dag_id, actor)
+            dag = yield from manage.restore_dag(dep, dag_id, actor)
             if_match = None
             revived = True
         if if_match is not None and dag.version != if_match:
@@ -134,10 +134,10 @@ def put_dag(
         old = _dag_decoder.decode(check(raw))
         if same_definition(old, spec):
             return dag, Outcome.CREATED if revived else Outcome.UNCHANGED
-        timing = msgspec.json.encode(dags.dag_timing(spec, dag_id))
+        timing = msgspec.json.encode(manage.dag_timing(spec, dag_id))
         next_fire: int | str = "="
         if msgspec.json.encode(old.schedule) != msgspec.json.encode(spec.schedule):
-            first = dags.dag_first_ms(spec, dag_id, server_ms(now))
+            first = manage.dag_first_ms(spec, dag_id, server_ms(now))
             next_fire = "" if first is None else first
         if dag.status == JobStatus.PAUSED:
             next_fire = ""
@@ -150,7 +150,7 @@ def put_dag(
                 spec_json=wanted,
                 timing_json=timing,
                 next_fire=next_fire,
-                roll=timing != msgspec.json.encode(dags.dag_timing(old, dag_id)),
+                roll=timing != msgspec.json.encode(manage.dag_timing(old, dag_id)),
                 max_active_runs=spec.max_active_runs,
                 stall_sla_ms=round(spec.stall_sla_s * 1000),
                 catchup=spec.catchup,
@@ -165,6 +165,6 @@ def put_dag(
             raise DagDeleted(dag_id)
         if code == JobReply.OK:
             done = Outcome.CREATED if revived else Outcome.UPDATED
-            return (yield from dags.get_dag(dep, dag_id)), done
+            return (yield from manage.get_dag(dep, dag_id)), done
         # NO_SUCH_JOB: gone meanwhile; VERSION_MOVED: read it again
     raise ShardschedError(f"DAG {dag_id!r} is being changed concurrently; try again")

@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from shardsched.core.access import SDK_ACTOR
 from shardsched.core.ids import parse_dag_run_id
 from shardsched.core.queues import key_of
-from shardsched.ops.concurrency import release_runs
-from shardsched.ops.dag_runs import get_dag_run
-from shardsched.ops.runs import get_run
+from shardsched.ops.dags.dag_runs import get_dag_run
+from shardsched.ops.deployment.concurrency import release_runs
+from shardsched.ops.runs.by_id import get_run
 from shardsched.store import ready
 from shardsched.store.calls import Op, check
 from shardsched.store.deployment import Deployment

@@ -1,5 +1,5 @@
 """Which ticks of a window a gap-aware backfill runs: read from the job's ledger (the
-audit's own accounting, ops/ledger.py), not guessed from the schedule. A tick the ledger
+audit's own accounting, ops/history/ledger.py), not guessed from the schedule. A tick the ledger
 shows missing (no run, no recorded decision), skipped by a recorded policy decision, or
 fired and ended badly (its last attempt dead-lettered, or failed with none left) is
 picked as the request's ``only`` says; a DST decision (``dst_*``) is the schedule's own
@@ -13,7 +13,7 @@ from datetime import datetime
 from shardsched.core.backfill import NO_RUN, Gap
 from shardsched.core.instants import to_ms
 from shardsched.core.time_views import BackfillTick
-from shardsched.ops.ledger import Outcome, account, load_history
+from shardsched.ops.history.ledger import Outcome, account, load_history
 from shardsched.store.calls import Call, Op, check, server_ms
 from shardsched.store.deployment import Deployment
 

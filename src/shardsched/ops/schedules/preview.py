@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from shardsched.core.models import SchedulePreviewRequest
 from shardsched.core.preview import preview
-from shardsched.ops.calendars import require_calendars
+from shardsched.ops.schedules.calendars import require_calendars
 from shardsched.store.calendars import read_book
 from shardsched.store.calls import Call, Op, server_ms
 from shardsched.store.deployment import Deployment

@@ -13,7 +13,7 @@ import msgspec
 
 from shardsched.core.instants import from_ms
 from shardsched.core.queues import DEFAULT_QUEUE, parse_stored
-from shardsched.ops.cluster import NodeView, WorkerView, cluster_view, list_workers
+from shardsched.ops.deployment.cluster import NodeView, WorkerView, cluster_view, list_workers
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
 from shardsched.store.keys import CONSUMER_GROUP

@@ -21,7 +21,7 @@ import msgspec
 
 from shardsched.core.labels import LabelsOnly, matches
 from shardsched.core.views import Run, RunList
-from shardsched.ops.access import spec_name
+from shardsched.ops.access.teams import spec_name
 from shardsched.ops.listing import SCAN_BUDGET
 from shardsched.ops.pagination import Cursor
 from shardsched.store.calls import Call, Op, check

@@ -15,10 +15,9 @@ from shardsched.core.errors import DagNotFound, JobNotFound, ValidationError
 from shardsched.core.ids import is_dag_id
 from shardsched.core.instants import from_ms
 from shardsched.core.views import Change, ChangeList
-from shardsched.ops.history import parse_version
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
-from shardsched.store.records import change_from_entry, opt_text
+from shardsched.store.records import change_from_entry, opt_text, parse_version
 
 _ENTRY_ID = re.compile(r"^[0-9]{1,20}-[0-9]{1,20}$")
 

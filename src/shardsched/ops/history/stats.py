@@ -1,5 +1,5 @@
 """A job's accounting over a window, read from its ledger (the audit's own accounting,
-ops/ledger.py): how many of its ticks fired, fired late, were skipped (by reason) or lost,
+ops/history/ledger.py): how many of its ticks fired, fired late, were skipped (by reason) or lost,
 and the cadence it actually ran at beside the one it is configured for, so "configured
 every 20 s, effective every 60 s: 40 skipped by overlap" is one request away."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from shardsched.core.durations import duration_text
 from shardsched.core.instants import from_ms
 from shardsched.core.time_views import JobStats
-from shardsched.ops.ledger import Outcome, account, load_history
+from shardsched.ops.history.ledger import Outcome, account, load_history
 from shardsched.store.calls import Call, Op, server_ms
 from shardsched.store.deployment import Deployment
 

@@ -23,27 +23,17 @@ from shardsched.core.time_views import BackfillResult
 from shardsched.core.timing import resolved
 from shardsched.core.validation import checked
 from shardsched.core.views import Job, JobVersion, JobVersions
-from shardsched.ops import backfill_gaps
 from shardsched.ops.cold import archive_url, cold_history
-from shardsched.ops.jobs import read_job
+from shardsched.ops.history import backfill_gaps
+from shardsched.ops.jobs.define import read_job
 from shardsched.store import ready
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import jobs as lua
 from shardsched.store.lua import recovery
+from shardsched.store.records import parse_version
 
 _spec_decoder = msgspec.json.Decoder(JobSpec)
-
-
-def parse_version(kept: bytes) -> tuple[bytes, int, bytes | None, bytes]:
-    """A vers:<job> entry: (status, from ms, by, spec JSON). Entries from before 'by' was
-    recorded read "status|from|spec", and a spec is JSON (it opens with a brace)."""
-    status, _, rest = kept.partition(b"|")
-    since, _, rest = rest.partition(b"|")
-    by: bytes | None = None
-    if not rest.startswith(b"{"):
-        by, _, rest = rest.partition(b"|")
-    return status, int(since), by or None, rest
 
 
 def job_versions(dep: Deployment, job_id: str) -> Op:

@@ -26,8 +26,8 @@ from datetime import datetime
 import msgspec
 
 from shardsched.core.instants import from_ms
-from shardsched.ops.executions import Execution, executions
-from shardsched.ops.ledger import (
+from shardsched.ops.history.executions import Execution, executions
+from shardsched.ops.history.ledger import (
     JobHistory,
     Outcome,
     TickList,

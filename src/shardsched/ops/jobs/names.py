@@ -16,8 +16,8 @@ from shardsched.core.access import SDK_ACTOR
 from shardsched.core.errors import NameTaken, ShardschedError
 from shardsched.core.models import JobSpec, JobStatus
 from shardsched.core.views import Job
-from shardsched.ops.job_reads import read_jobs
-from shardsched.ops.jobs import create_jobs
+from shardsched.ops.jobs.define import create_jobs
+from shardsched.ops.jobs.read_page import read_jobs
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
 

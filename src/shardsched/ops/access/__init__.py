@@ -1,0 +1,1 @@
+"""Who may do what: a team's view of ids, and API tokens."""

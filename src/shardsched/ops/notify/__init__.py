@@ -1,0 +1,1 @@
+"""Notifications: channels, rules and deliveries, and Alertmanager's alerts."""
