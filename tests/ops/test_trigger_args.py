@@ -195,10 +195,10 @@ async def test_the_cli_and_sdk_pass_args_and_keys(node, http, redis, dep) -> Non
     bad = await cli(http, *api, "jobs", "trigger", job_id, "--args", "[1")
     assert bad.returncode != 0 and "--args" in bad.stderr and "not JSON" in bad.stderr
     # the SDK validates before it sends anything
-    from shardsched.sdk import plans
+    from shardsched.sdk.plans import jobs
 
     try:
-        plans.trigger_request(idempotency_key="a b")
+        jobs.trigger_request(idempotency_key="a b")
     except ValidationError as exc:
         assert exc.field == "$.idempotency_key"
     else:

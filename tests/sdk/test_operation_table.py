@@ -3,14 +3,20 @@ names, and every plan written is in the table: a client cannot drift from anothe
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
 
 import pytest
 
-from shardsched.sdk import AsyncClient, Client, control_plans, history_plans, notify_plans, plans
+from shardsched.sdk import AsyncClient, Client, plans
 from shardsched.sdk.operations import DRIVER_METHODS, OPERATIONS, PARTS
 
-PLAN_MODULES = (plans, history_plans, control_plans, notify_plans)
+#: Every module of sdk/plans (one per resource), found by walking the package.
+PLAN_MODULES = tuple(
+    importlib.import_module(f"{plans.__name__}.{m.name}")
+    for m in pkgutil.iter_modules(plans.__path__)
+)
 
 
 def bound_plans(client: type) -> dict[str, object]:
@@ -35,6 +41,7 @@ def test_a_client_binds_every_operation_of_the_table_and_no_other(client: type) 
 
 
 def test_the_clients_bind_the_same_methods() -> None:
+    assert len(PLAN_MODULES) >= 7
     assert bound_plans(Client) == bound_plans(AsyncClient)
 
 

@@ -1,10 +1,7 @@
-"""The SDK's plans for what an operator manages deployment-wide, as the API does:
-notifications (ops/notify/manage.py: channels, rules, the delivery record and a test message)
-and named calendars (ops/schedules/calendars.py)."""
+"""Plans on notifications: channels, rules, a test message and the delivery record."""
 
 from __future__ import annotations
 
-from shardsched.core.calendars import Calendar, CalendarList, CalendarView
 from shardsched.core.notify import Channel, Rule
 from shardsched.core.notify_views import (
     ChannelList,
@@ -15,8 +12,10 @@ from shardsched.core.notify_views import (
     RuleView,
 )
 from shardsched.ops.notify import manage
-from shardsched.ops.schedules import calendars
-from shardsched.sdk.plans import Handle, Plan
+from shardsched.sdk.plans import (
+    Handle,
+    Plan,
+)
 from shardsched.store.calls import Op
 
 
@@ -79,26 +78,3 @@ def list_deliveries(
 
 def get_delivery(c: Handle, msg_id: str) -> Plan[Delivery]:
     return Plan(manage.delivery(c.deployment, msg_id))
-
-
-def put_calendar(c: Handle, name: str, calendar: Calendar) -> Plan[CalendarView]:
-    """Add or replace a named calendar (core/calendars.py): every job naming it decides
-    its next tick with it."""
-
-    def op() -> Op:
-        view, _ = yield from calendars.put_calendar(c.deployment, name, calendar)
-        return view
-
-    return Plan(op())
-
-
-def get_calendar(c: Handle, name: str) -> Plan[CalendarView]:
-    return Plan(calendars.get_calendar(c.deployment, name))
-
-
-def list_calendars(c: Handle) -> Plan[CalendarList]:
-    return Plan(calendars.list_calendars(c.deployment))
-
-
-def delete_calendar(c: Handle, name: str) -> Plan[None]:
-    return Plan(calendars.delete_calendar(c.deployment, name))

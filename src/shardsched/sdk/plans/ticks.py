@@ -1,7 +1,5 @@
-"""The SDK's plans of a job's history and time: its versions and change logs, its ticks
-counted (``job_stats``), a backfill (gap-aware with ``only``), and a schedule's preview.
-Each is an I/O-free :class:`Plan` the sync and async clients drive (sdk/sync.py,
-sdk/aio.py), as sdk/plans.py's."""
+"""Plans on a schedule's ticks: their counts over a window, backfill of a window and a
+resume that chooses what the ticks of the pause do."""
 
 from __future__ import annotations
 
@@ -10,19 +8,19 @@ from datetime import datetime
 
 from shardsched import ops
 from shardsched.core.backfill import BackfillRequest, Gap, ResumeRequest
-from shardsched.core.calendars import CalendarRule
 from shardsched.core.errors import ValidationError
 from shardsched.core.instants import to_ms
-from shardsched.core.models import OnResume, Schedule, SchedulePreviewRequest
+from shardsched.core.models import (
+    OnResume,
+)
 from shardsched.core.queues import Priority
 from shardsched.core.time_views import BackfillResult, JobStats, ResumeResult
-from shardsched.core.views import ChangeList, EventList, JobVersions, SchedulePreview
-from shardsched.ops.history import changes
 from shardsched.ops.history.stats import job_stats as job_stats_op
 from shardsched.ops.jobs.resume import resume_job as resume_op
-from shardsched.ops.runs.events import events_page
-from shardsched.ops.schedules.preview import preview_with_calendars
-from shardsched.sdk.plans import Handle, Plan
+from shardsched.sdk.plans import (
+    Handle,
+    Plan,
+)
 
 
 def job_stats(
@@ -33,39 +31,6 @@ def job_stats(
     lo = None if since is None else to_ms(since)
     hi = None if until is None else to_ms(until)
     return Plan(job_stats_op(c.deployment, job_id, lo, hi))
-
-
-def job_versions(c: Handle, job_id: str) -> Plan[JobVersions]:
-    return Plan(ops.job_versions(c.deployment, job_id))
-
-
-def job_changes(
-    c: Handle, job_id: str, limit: int = 50, cursor: str | None = None
-) -> Plan[ChangeList]:
-    """Who changed the job, how and when, newest first (``next_cursor`` for more)."""
-    return Plan(changes.job_changes(c.deployment, job_id, limit, cursor))
-
-
-def list_events(
-    c: Handle,
-    job_id: str | None = None,
-    run_id: str | None = None,
-    state: str | None = None,
-    limit: int = 100,
-    after: str | None = None,
-    since: datetime | None = None,
-) -> Plan[EventList]:
-    """The shards' events (what ``GET /events`` answers), oldest first from the cursor
-    ``after`` (or ``since``, or the oldest kept), filtered by job, run and new state;
-    ``next_cursor`` is where to continue, also when caught up."""
-    since_ms = None if since is None else to_ms(since)
-    return Plan(events_page(c.deployment, limit, after, since_ms, job_id, run_id, state))
-
-
-def dag_changes(
-    c: Handle, dag_id: str, limit: int = 50, cursor: str | None = None
-) -> Plan[ChangeList]:
-    return Plan(changes.dag_changes(c.deployment, dag_id, limit, cursor))
 
 
 def backfill(
@@ -102,37 +67,6 @@ def _gap(name: str) -> Gap:
     if name not in set(Gap):
         raise ValidationError(f"only takes missing, skipped or failed, not {name!r}", "$.only")
     return Gap(name)
-
-
-def next_fire_times(
-    c: Handle,
-    schedule: Schedule,
-    count: int = 10,
-    after: datetime | None = None,
-    job_id: str = "",
-    spread_s: float = 0.0,
-    *,
-    starts_at: datetime | None = None,
-    ends_at: datetime | None = None,
-    max_fires: int | None = None,
-    calendars: CalendarRule | None = None,
-) -> Plan[SchedulePreview]:
-    """The schedule's next fire times (UTC and its wall clock), DST moves flagged; its
-    ``H`` fields and its ticks' planned times as for ``job_id`` with ``spread_s``; a
-    job's window, ``max_fires`` and named calendars in effect (``stops`` says why the
-    list ends short, ``suppressed`` each tick a calendar skips)."""
-    request = SchedulePreviewRequest(
-        schedule=schedule,
-        count=count,
-        after=after,
-        job_id=job_id,
-        spread_s=spread_s,
-        starts_at=starts_at,
-        ends_at=ends_at,
-        max_fires=max_fires,
-        calendars=calendars,
-    )
-    return Plan(preview_with_calendars(c.deployment, request))
 
 
 def resume_job(

@@ -1,0 +1,108 @@
+"""Plans on DAGs: register, put, read, list, pause, resume, delete, restore, trigger, its
+runs and change log, one DAG run and cancelling it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shardsched.core.models import (
+    DagSpec,
+    JobStatus,
+)
+from shardsched.core.views import (
+    ChangeList,
+    Dag,
+    DagCreated,
+    DagList,
+    DagRun,
+    DagRunList,
+    DagTriggered,
+)
+from shardsched.ops import listing
+from shardsched.ops.dags import dag_runs
+from shardsched.ops.dags import manage as dag_ops
+from shardsched.ops.history import changes
+from shardsched.ops.jobs import declare
+from shardsched.ops.pagination import parse_cursor
+from shardsched.ops.runs import control
+from shardsched.sdk.plans import (
+    Handle,
+    Plan,
+)
+from shardsched.sdk.plans.jobs import trigger_request
+
+
+def add_dag(c: Handle, spec: DagSpec) -> Plan[DagCreated]:
+    """Register a DAG; a bad one (unknown dependency, duplicate task, the cycle named)
+    raises ValidationError and writes nothing."""
+    return Plan(dag_ops.create_dag(c.deployment, spec, c.actor))
+
+
+def put_dag(
+    c: Handle, dag_id: str, spec: DagSpec, if_match: int | None = None
+) -> Plan[tuple[Dag, declare.Outcome]]:
+    """Create the DAG ``dag_id``, or replace its definition as a new version (DAG runs
+    already open finish on theirs). Returns the DAG and what was done."""
+    return Plan(declare.put_dag(c.deployment, dag_id, spec, if_match, c.actor))
+
+
+def get_dag(c: Handle, dag_id: str) -> Plan[Dag]:
+    return Plan(dag_ops.get_dag(c.deployment, dag_id))
+
+
+def list_dags(
+    c: Handle,
+    limit: int = 50,
+    cursor: str | None = None,
+    status: JobStatus | None = None,
+    name_prefix: str | None = None,
+    include_deleted: bool = False,
+    labels: dict[str, str] | None = None,
+) -> Plan[DagList]:
+    op = listing.dags_page(
+        c.deployment, limit, parse_cursor(cursor), status, name_prefix, (), include_deleted, labels
+    )
+    return Plan(op)
+
+
+def pause_dag(c: Handle, dag_id: str) -> Plan[Dag]:
+    return Plan(dag_ops.set_dag_status(c.deployment, dag_id, JobStatus.PAUSED, c.actor))
+
+
+def resume_dag(c: Handle, dag_id: str) -> Plan[Dag]:
+    return Plan(dag_ops.set_dag_status(c.deployment, dag_id, JobStatus.ACTIVE, c.actor))
+
+
+def delete_dag(c: Handle, dag_id: str) -> Plan[Dag]:
+    return Plan(dag_ops.delete_dag(c.deployment, dag_id, c.actor))
+
+
+def restore_dag(c: Handle, dag_id: str) -> Plan[Dag]:
+    """A deleted DAG back with its last definition, as its new incarnation."""
+    return Plan(dag_ops.restore_dag(c.deployment, dag_id, c.actor))
+
+
+def trigger_dag(c: Handle, dag_id: str, args: dict[str, Any] | None = None) -> Plan[DagTriggered]:
+    """Open a DAG run now; its tasks get ``args`` (``ctx.args``, ``SHARDSCHED_ARGS``)."""
+    return Plan(dag_ops.trigger_dag(c.deployment, dag_id, c.actor, trigger_request(args)))
+
+
+def list_dag_runs(
+    c: Handle, dag_id: str, limit: int = 50, cursor: str | None = None
+) -> Plan[DagRunList]:
+    return Plan(listing.dag_runs_page(c.deployment, dag_id, limit, parse_cursor(cursor)))
+
+
+def get_dag_run(c: Handle, dag_run_id: str) -> Plan[DagRun]:
+    return Plan(dag_runs.get_dag_run(c.deployment, dag_run_id))
+
+
+def cancel_dag_run(c: Handle, dag_run_id: str, reason: str = "") -> Plan[DagRun]:
+    """Cancel a DAG run and every task run of it not yet ended."""
+    return Plan(control.cancel_dag_run(c.deployment, dag_run_id, c.actor, reason))
+
+
+def dag_changes(
+    c: Handle, dag_id: str, limit: int = 50, cursor: str | None = None
+) -> Plan[ChangeList]:
+    return Plan(changes.dag_changes(c.deployment, dag_id, limit, cursor))
