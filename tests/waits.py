@@ -35,7 +35,8 @@ import httpx
 import trio
 
 from shardsched.store.redis import Redis
-from shardsched.store.redis.connection import Connection, RedisError, RedisURL
+from shardsched.store.redis.connection import Connection, RedisURL
+from shardsched.store.redis.errors import RedisError
 
 T = TypeVar("T")
 

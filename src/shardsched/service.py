@@ -14,9 +14,7 @@ from __future__ import annotations
 import importlib
 import logging
 import re
-import signal
-import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -24,13 +22,13 @@ from typing import Any
 import trio
 
 from shardsched import ops
-from shardsched.core.errors import ConfigError, RedisUnavailable
+from shardsched.core.errors import RedisUnavailable
 from shardsched.core.pacing import Backoff
 from shardsched.core.queues import DEFAULT_QUEUE
 from shardsched.router.app import create_app
 from shardsched.router.guards import AccessPolicy
 from shardsched.router.server import TlsFiles, serve_http, split_bind
-from shardsched.runtime.heap import freeze_startup
+from shardsched.runtime.lifetime import run_until_signal
 from shardsched.runtime.metrics import Metrics
 from shardsched.runtime.tracing import RunTracer, tracer_from_env
 from shardsched.shard.manager import ShardManager
@@ -197,51 +195,6 @@ def metrics_app(metrics: Metrics) -> Any:
         return Response(body, media_type=content_type)
 
     return Starlette(routes=[Route("/metrics", endpoint, methods=["GET"])])
-
-
-def run_until_signal(
-    main: Callable[..., Awaitable[Any]],
-    ready_line: Callable[[Any], str],
-    graceful: Callable[[], None] | None = None,
-) -> None:
-    """Run ``main`` (a ``task_status`` task) until SIGINT/SIGTERM, printing a line once ready.
-
-    With ``graceful``, the first signal once ready calls it and ``main`` is expected to
-    return by itself (a worker draining); a second signal, or any signal before ready (still
-    waiting for Redis, say), stops everything at once.
-    """
-    ready = False
-
-    async def runner() -> None:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async with trio.open_nursery() as nursery:
-
-                async def watch() -> None:
-                    first = True
-                    async for _ in signals:
-                        if graceful is not None and first and ready:
-                            first = False
-                            graceful()
-                        else:
-                            nursery.cancel_scope.cancel()
-
-                async def run_main(*, task_status: trio.TaskStatus[Any]) -> None:
-                    await main(task_status=task_status)
-                    nursery.cancel_scope.cancel()  # it returned by itself: we are done
-
-                nursery.start_soon(watch)
-                value = await nursery.start(run_main)
-                nonlocal ready
-                ready = True
-                freeze_startup()
-                print(ready_line(value), flush=True)
-
-    try:
-        trio.run(runner)
-    except* ConfigError as group:
-        for exc in group.exceptions:
-            print(f"shardsched: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
 
 
 @dataclass(frozen=True)

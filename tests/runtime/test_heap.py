@@ -11,12 +11,12 @@ from conftest import child_env
 
 PROGRAM = """
 import gc, trio
-from shardsched import service
+from shardsched.runtime import lifetime
 
 async def main(*, task_status):
     task_status.started(None)
 
-service.run_until_signal(main, lambda _: f"ready {gc.get_freeze_count()}")
+lifetime.run_until_signal(main, lambda _: f"ready {gc.get_freeze_count()}")
 """
 
 

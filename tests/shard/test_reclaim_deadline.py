@@ -21,9 +21,9 @@ async def test_reclaim_waits_for_the_earliest_lease_deadline(
     node: ShardManager, redis: Redis, dep: ops.Deployment
 ) -> None:
     with trio.fail_after(30):
-        rounds = node.reclaim_rounds
+        rounds = node.reclaimer.rounds
         await rounds_later(lambda: node.maintainer.rounds, 3)  # 3 s idle: no run held anywhere
-        assert node.reclaim_rounds - rounds <= 1, "idle, the owner must not poll every second"
+        assert node.reclaimer.rounds - rounds <= 1, "idle, the owner must not poll every second"
 
         spec = JobSpec(name="r", schedule=OnceSchedule(at=from_ms(0)), command="x", lease_s=2)
         job_id = (await drive_async(ops.create_job(dep, spec), redis)).job_id
@@ -35,7 +35,7 @@ async def test_reclaim_waits_for_the_earliest_lease_deadline(
             return runs_lua.decode_claimed(reply)
 
         (entry,) = await wait_until(claimed)
-        rounds = node.reclaim_rounds
+        rounds = node.reclaimer.rounds
 
         async def back_to_scheduled() -> bool:
             runs = await drive_list(listing.runs_page(dep, job_id), redis)
@@ -46,7 +46,7 @@ async def test_reclaim_waits_for_the_earliest_lease_deadline(
         late_ms = now_ms - entry.lease_ms
         assert 0 <= late_ms < 500, f"reclaimed {late_ms} ms after the lease lapsed"
         # the rounds that did it: one for the deadline claim.lua announced, not one a second
-        assert node.reclaim_rounds - rounds <= 3
+        assert node.reclaimer.rounds - rounds <= 3
         # and the event stream says so: claimed by the ghost, taken back from it
         page = await drive_async(events.events_page(dep, job_id=job_id), redis)
         changes = [(e.old, e.new, e.worker, e.detail) for e in page.events]

@@ -10,7 +10,7 @@ import trio
 
 from conftest import RedisServer
 from shardsched.store.redis import Redis, RedisConnectionError, RedisURL, ReplyError
-from shardsched.store.redis.connection import RedisRefusedError
+from shardsched.store.redis.errors import RedisRefusedError
 
 
 def test_url_parsing() -> None:

@@ -16,7 +16,7 @@ from shardsched import ops
 from shardsched.core.models import IntervalSchedule, JobSpec
 from shardsched.ops import listing
 from shardsched.ops.history import audit
-from shardsched.shard.manager import POISON_LAPSES
+from shardsched.shard.reclaimer import POISON_LAPSES
 from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis
 

@@ -20,8 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from shardsched.bench.burst import start_ready
-from shardsched.bench.harness import Procs, bench_redis
+from shardsched.bench.harness import Procs, bench_redis, start_ready
 from shardsched.core.models import CronSchedule, JobSpec
 from shardsched.runtime.redis_server import free_port
 from shardsched.sdk import Client

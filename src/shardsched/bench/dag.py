@@ -22,8 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from shardsched.bench import floor
-from shardsched.bench.burst import bench_client, plan_boundary, server_ms, start_ready
-from shardsched.bench.harness import Procs, bench_redis, percentiles
+from shardsched.bench.harness import (
+    Procs,
+    bench_client,
+    bench_redis,
+    percentiles,
+    plan_boundary,
+    server_ms,
+    start_ready,
+)
 from shardsched.core.instants import from_ms
 from shardsched.core.models import DagSpec, OnceSchedule, TaskSpec
 from shardsched.ops.history import audit

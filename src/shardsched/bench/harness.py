@@ -1,4 +1,6 @@
-"""What every benchmark needs: a redis-server of its own and processes it started by PID."""
+"""What every benchmark needs: a redis-server of its own, processes it started by PID and
+whose ready line it waited for, a client on its Redis (one server or a cluster), the
+server's clock, and the instant a burst is due."""
 
 from __future__ import annotations
 
@@ -181,3 +183,60 @@ def per_second(instants_ms: list[int], origin_ms: int) -> list[int]:
         counts.extend([0] * (k + 1 - len(counts)))
         counts[k] += 1
     return counts
+
+
+def bench_client(url: str) -> Any:
+    """redis-py on the bench's Redis: one server, or a cluster (``redis+cluster://``)."""
+    if url.startswith("redis+cluster://"):
+        from shardsched.store.redis.cluster import parse_cluster_url
+
+        seeds = parse_cluster_url(url)
+        nodes = [redis_py.cluster.ClusterNode(u.host, u.port) for u in seeds]
+        return redis_py.RedisCluster(startup_nodes=nodes)
+    return redis_py.Redis.from_url(url)
+
+
+def server_ms(r: redis_py.Redis) -> int:
+    sec, usec = r.time()
+    return sec * 1000 + usec // 1000
+
+
+def start_ready(
+    procs: Procs, name: str, *args: str, timeout: float = 60, profile: str | None = None
+) -> None:
+    """Start a shardsched process and wait for its ready line (under py-spy if profiling)."""
+    cmd = [sys.executable, "-m", "shardsched", *args]
+    if profile:
+        Path(profile).mkdir(parents=True, exist_ok=True)
+        spy = str(Path(sys.executable).with_name("py-spy"))
+        out = str(Path(profile) / f"{name}.txt")
+        cmd = [spy, "record", "-r", "500", "--format", "raw", "-o", out, "--", *cmd]
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=child_env(),
+        text=True,
+    )
+    lifeline().hold(proc.pid, group=False)
+    procs.procs[name] = proc
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{name} exited before it was ready")
+        if "ready" in line:
+            return
+    raise TimeoutError(f"{name} not ready in {timeout} s")
+
+
+def plan_boundary(r: redis_py.Redis, mode: str, lead_s: float) -> int:
+    """The instant every job is due: the next minute boundary far enough ahead, or now+lead."""
+    now = server_ms(r)
+    if mode == "once":
+        return (now + round(lead_s * 1000)) // 1000 * 1000 + 1000
+    boundary = (now // 60_000 + 1) * 60_000
+    if boundary - now < lead_s * 1000:
+        boundary += 60_000
+    return boundary

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from shardsched.bench import floor
-from shardsched.bench.burst import bench_client, start_ready
-from shardsched.bench.harness import Procs, bench_redis
+from shardsched.bench.harness import Procs, bench_client, bench_redis, start_ready
 from shardsched.core.instants import from_ms
 from shardsched.core.models import CronSchedule, JobSpec
 from shardsched.ops.history import audit

@@ -30,8 +30,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import redis as redis_py
 
-from shardsched.bench.burst import server_ms, start_ready
-from shardsched.bench.harness import Procs, bench_redis
+from shardsched.bench.harness import Procs, bench_redis, server_ms, start_ready
 from shardsched.bench.steady import spread_jobs
 from shardsched.core.ids import parse_run_id
 from shardsched.core.instants import from_ms

@@ -23,8 +23,14 @@ from typing import Any
 import trio
 
 from shardsched.bench import floor, steady_floor
-from shardsched.bench.burst import bench_client, server_ms, start_ready
-from shardsched.bench.harness import Procs, bench_redis, percentiles
+from shardsched.bench.harness import (
+    Procs,
+    bench_client,
+    bench_redis,
+    percentiles,
+    server_ms,
+    start_ready,
+)
 from shardsched.bench.steady import spread_jobs
 from shardsched.core.ids import parse_run_id
 from shardsched.core.instants import from_ms

@@ -36,6 +36,7 @@ from shardsched.core.errors import ConfigError
 from shardsched.dev.supervisor import Supervisor
 from shardsched.ops.access import tokens
 from shardsched.router.guards import AccessPolicy
+from shardsched.runtime import lifetime
 from shardsched.runtime.redis_server import (
     free_port,
     redis_server_args,
@@ -249,7 +250,7 @@ def main(
 ) -> None:
     """``shardsched dev``: ``archive`` and ``retention`` come from the CLI's flags."""
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    service.run_until_signal(
+    lifetime.run_until_signal(
         lambda task_status: run_dev(
             http=args.http,
             data_dir=Path(args.data_dir),

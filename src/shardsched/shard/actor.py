@@ -9,18 +9,14 @@ on the Redis server's clock, or until woken because a job of the shard changed.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import math
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, NamedTuple
 
-import msgspec
 import trio
 
 from shardsched.core.catchup import decide, on_calendar
-from shardsched.core.labels import LabelsOnly, is_critical
 from shardsched.core.models import Overlap
 from shardsched.core.pacing import Backoff
 from shardsched.core.schedule import NextFireMemo
@@ -29,6 +25,7 @@ from shardsched.runtime.tracing import RunTracer
 from shardsched.shard.accounting import BatchAccount
 from shardsched.shard.calendar_book import CalendarBook
 from shardsched.shard.fire_spans import FireSpans
+from shardsched.shard.missed import MissedTicks
 from shardsched.shard.paced import hand_over, paced_catch_up
 from shardsched.shard.waker import fire_and_wake
 from shardsched.store.calls import Call
@@ -39,11 +36,6 @@ from shardsched.store.lua import jobs as jobs_lua
 from shardsched.store.redis import Redis, RedisError
 
 log = logging.getLogger(__name__)
-_labels_decoder = msgspec.json.Decoder(LabelsOnly)
-#: How long a job's critical label, read when it missed a tick, is believed.
-CRITICAL_TTL_S = 60.0
-#: The most jobs whose label is remembered (then all are forgotten at once).
-CRITICAL_CACHE_MAX = 10_000
 
 
 #: How far ahead of its tick a due batch is read and planned (the fire script never fires
@@ -52,7 +44,6 @@ LOOKAHEAD_MS = 300
 
 #: Longest sleep without a look at the timer: a safety net for a lost wake message only.
 MAX_IDLE_S = 30.0
-EVENTS_KEPT = 10_000  #: as lua/lib/events.lua caps a shard's event stream
 
 
 #: Due entries whose ticks are this close (ms) fire in one call.
@@ -121,9 +112,8 @@ class ShardActor:
         self._taken: list[_Planned] = []  #: the plans of the items the fire call sends
         #: catchup paced: backfill calls of owed ticks, made before the fire call
         self._owed: list[Call] = []
-        #: job -> (its critical label as the metric says it, trio time read): a catch-up
-        #: finds misses in every batch, and must not pay a read for each
-        self._critical: dict[str, tuple[str, float]] = {}
+        #: ticks found missed, told (counted, logged, an event), labels read sparingly
+        self._missed_ticks = MissedTicks(redis, self.keys, shard, self.metrics)
         #: (job, score, timing) -> its plan, for due jobs planned but not yet fired
         self._kept: dict[tuple[Any, int, Any, Any], _Planned] = {}
         #: (job, planned timer score, reason) of jobs the last planning could not plan
@@ -246,7 +236,7 @@ class ShardActor:
     def _observe(self, now_ms: int, reply: firing.Fired, took_s: float) -> dict[str, int]:
         """Metrics of one applied batch: lags by distinct value and write time, skips by
         reason, ticks by team; returns the ticks found missed, by job (reported by
-        :meth:`_report_missed`)."""
+        :class:`~shardsched.shard.missed.MissedTicks`)."""
         metrics, fired = self.metrics, reply.fired
         if reply.overlapped:  # held back by fire.lua's overlap policy (rare: looked up)
             team_of = {_text(p.item.job): p.team for p in self._taken}
@@ -270,48 +260,6 @@ class ShardActor:
         self._skips = {}
         missed, self._missed = self._missed, {}
         return missed
-
-    async def _report_missed(self, missed: dict[str, int]) -> None:
-        """Count and log missed ticks, each job's with whether it is labelled critical: its
-        spec is read when the job first misses, then again at most every CRITICAL_TTL_S
-        (the owner keeps no labels, and a miss is rare but comes in runs)."""
-        now = trio.current_time()
-        cache = self._critical
-        if len(cache) > CRITICAL_CACHE_MAX:
-            cache.clear()
-        jobs = [job for job in missed if now - cache.get(job, ("", -math.inf))[1] > CRITICAL_TTL_S]
-        if jobs:
-            try:
-                specs = await self.redis.pipeline(
-                    [("HGET", self.keys.job(job), "spec") for job in jobs]
-                )
-            except RedisError:
-                specs = [None] * len(jobs)  # unknown, and asked again next time
-            for job, raw in zip(jobs, specs, strict=True):
-                if isinstance(raw, bytes):
-                    with contextlib.suppress(msgspec.DecodeError):
-                        labels = _labels_decoder.decode(raw).labels
-                        cache[job] = ("true" if is_critical(labels) else "false", now)
-        critical = {job: cache.get(job, ("unknown", 0.0))[0] for job in missed}
-        metrics = self.metrics
-        told: list[str] = []  #: each job's event (notifications hear of it: core/notify.py)
-        for job, count in missed.items():
-            told += [job, f"active>active||missed: {count} tick(s) past time + misfire grace"]
-            metrics.missed.labels(metrics.job_label(job), critical[job]).inc(count)
-            log.warning(
-                "missed schedule: %d tick(s) past time + grace",
-                count,
-                extra={
-                    "job_id": job,
-                    "shard": self.shard,
-                    "epoch": self.epoch,
-                    "critical": critical[job],
-                },
-            )
-        with contextlib.suppress(RedisError):  # a full Redis: the metric and log still say it
-            await self.redis.execute(
-                "XADD", self.keys.events, "MAXLEN", "~", EVENTS_KEPT, "*", *told
-            )
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         items: list[firing.FireItem] = []
@@ -362,7 +310,7 @@ class ShardActor:
             if items:
                 missed_now = self._observe(now_ms, fired, trio.current_time() - started)
                 if missed_now:
-                    await self._report_missed(missed_now)
+                    await self._missed_ticks.report(self.epoch, missed_now)
             due = fired.due
             if not report:
                 kept_first = min(p.due for p in self._kept.values())

@@ -32,7 +32,7 @@ from shardsched.store.drive import redis_calls
 from shardsched.store.lua import jobs as jobs_lua
 from shardsched.store.lua import liveness as lua
 from shardsched.store.redis import Redis
-from shardsched.store.redis.connection import reply_error
+from shardsched.store.redis.errors import reply_error
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,6 @@ import msgspec
 import trio
 
 from shardsched.core.assignment import target_shards
-from shardsched.core.errors import ShardschedError
 from shardsched.core.pacing import Backoff
 from shardsched.core.schedule import NextFireMemo
 from shardsched.runtime.metrics import Metrics
@@ -35,25 +34,20 @@ from shardsched.shard.actor import LeaseLost, ShardActor
 from shardsched.shard.calendar_book import CalendarBook
 from shardsched.shard.dispatcher import Dispatcher
 from shardsched.shard.follower import EventFollower
-from shardsched.shard.maintenance import MAINTENANCE_EVERY_S, AutoResume, Maintainer
+from shardsched.shard.maintenance import AutoResume, Maintainer
+from shardsched.shard.reclaimer import Reclaimer
 from shardsched.shard.runaway import end_runaway_script
 from shardsched.shard.waker import Waker
 from shardsched.store.calendars import CALENDARS_CHANGED
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import call_script, redis_calls
-from shardsched.store.lua import leases, recovery
+from shardsched.store.lua import leases
 from shardsched.store.lua import runs as runs_lua
 from shardsched.store.records import NodeInfo
 from shardsched.store.redis import Redis, RedisError
 
 log = logging.getLogger(__name__)
 
-#: The longest the owner goes without a reclaim round (lua/claim.lua tells of sooner ones).
-RECLAIM_MAX_WAIT_S = 10.0
-#: The shortest pause between reclaim rounds (a deadline due this very millisecond).
-RECLAIM_MIN_WAIT_S = 0.01
-#: Lapses in a row after which a run is failed as poison, not delivered again.
-POISON_LAPSES = 3
 #: How often a node heartbeats into the registry (and looks at who else is alive); its
 #: registration lasts three of these. A node gone from the registry loses its shards at
 #: once (acquire_lease.lua takes a lease whose holder is not live): a kill -9 is taken
@@ -103,20 +97,16 @@ class ShardManager:
         self.leases: dict[int, int] = {}  #: shard -> epoch of every lease we hold
         self.live_nodes: list[str] = []
         self.refused_writes = 0
-        self.reclaimed = 0
-        self.reclaim_rounds = 0
         self.lease_rounds = 0  #: lease rounds done (what a test waits on for "a round later")
         held = lambda: list(self.leases.items())  # noqa: E731
         self.maintainer = Maintainer(redis, dep, self.metrics, held, self.node_id, auto_resume)
         self.waker = Waker(redis, dep, self.metrics, lambda: list(self.leases))
+        #: takes back runs whose worker lease lapsed, in every shard held
+        self.reclaimer = Reclaimer(redis, dep, self.metrics, held, self.waker)
         self.follower = EventFollower(redis, dep, self.metrics, held, tracer)
         self.dispatcher = Dispatcher(redis, dep, self.metrics, self.node_id)
         self.calendars = CalendarBook(redis, dep, self.metrics)
         self._started_ms = 0
-        #: the next reclaim round (trio's clock); the server's clock less trio's (ms)
-        self._reclaim_at = -math.inf
-        self._reclaim_sooner = trio.Event()
-        self._server_ahead_ms: float | None = None
 
     @property
     def auto_resumed(self) -> int:
@@ -164,7 +154,7 @@ class ShardManager:
             self.metrics.ownership_changes.labels(str(shard)).inc()
             owned = self.owned[shard] = Owned(actor)
             await nursery.start(self._run_actor, owned, name=f"shard-{shard}")
-            self._reclaim_soon(-math.inf)  # a shard taken over: its lapsed leases now
+            self.reclaimer.soon(-math.inf)  # a shard taken over: its lapsed leases now
             self.waker.wake(shard)  # and runs fired before may wait for a worker
             log.info(
                 "node %s owns shard %d at epoch %d",
@@ -239,7 +229,7 @@ class ShardManager:
         async for msg in self.redis.subscribe(self.dep.globals.wake_channel):
             if msg is None:
                 self.wake()  # (re)subscribed: anything may have changed meanwhile
-                self._reclaim_soon(-math.inf)  # and a claim's deadline may have been missed
+                self.reclaimer.soon(-math.inf)  # and a claim's deadline may have been missed
                 if not started:
                     task_status.started()
                     started = True
@@ -247,75 +237,10 @@ class ShardManager:
                 self.calendars.changed()
             elif (hint := runs_lua.reclaim_hint(msg)) is not None:
                 shard, at_ms = hint
-                if shard in self.leases and self._server_ahead_ms is not None:
-                    self._reclaim_soon((at_ms - self._server_ahead_ms) / 1000)
-                elif shard in self.leases:
-                    self._reclaim_soon(-math.inf)
+                if shard in self.leases:
+                    self.reclaimer.hint(at_ms)
             else:
                 self.wake(int(msg))
-
-    def _reclaim_soon(self, at: float) -> None:
-        """Have the reclaim round run by ``at`` (trio's clock) at the latest."""
-        if at < self._reclaim_at:
-            self._reclaim_at = at
-            self._reclaim_sooner.set()
-
-    async def _reclaim_loop(self) -> None:
-        """Take back runs whose worker lease lapsed, in every owned shard (one round trip),
-        when the earliest lease deadline the owner knows of comes: reclaim.lua answers it,
-        claim.lua publishes earlier ones, and a round never waits past RECLAIM_MAX_WAIT_S."""
-        backoff = Backoff(first=MAINTENANCE_EVERY_S, cap=10.0)
-        while True:
-            while (wait := self._reclaim_at - trio.current_time()) > 0:
-                with trio.move_on_after(wait):
-                    await self._reclaim_sooner.wait()
-                self._reclaim_sooner = trio.Event()
-            self._reclaim_at = trio.current_time() + RECLAIM_MAX_WAIT_S
-            try:
-                await self._reclaim_round()
-                backoff.reset()
-            except (RedisError, ShardschedError) as exc:
-                pause = backoff.next()
-                self.metrics.redis_error(log, "reclaim round", exc, pause)
-                self._reclaim_at = trio.current_time() + pause
-
-    async def _reclaim_round(self) -> None:
-        held = list(self.leases.items())
-        calls = [
-            recovery.reclaim(self.dep.shard(shard), epoch, 1000, POISON_LAPSES)
-            for shard, epoch in held
-        ]
-        if not calls:
-            return
-        self.reclaim_rounds += 1
-        replies = await redis_calls(self.redis, calls)
-        local = trio.current_time()
-        for (shard, _), reply in zip(held, replies, strict=True):
-            if isinstance(reply, Exception):
-                log.error("reclaim on shard %d failed: %s", shard, reply)
-                self._reclaim_soon(local + MAINTENANCE_EVERY_S)
-                continue
-            done = recovery.decode_reclaimed(reply)
-            if done is None:
-                continue  # the lease is gone: the manager's renewal round notices
-            self._server_ahead_ms = done.now_ms - local * 1000
-            if done.next_ms is not None:
-                wait = max((done.next_ms - done.now_ms) / 1000, RECLAIM_MIN_WAIT_S)
-                self._reclaim_soon(local + wait)
-            if done.requeued:
-                self.waker.wake(shard, done.queues)
-            if done.reclaimed or done.poisoned:
-                self.reclaimed += done.reclaimed
-                self.metrics.lease_reclaims.inc(done.reclaimed)
-                self.metrics.poisoned.inc(done.poisoned)
-                log.warning(
-                    "shard %d: %d runs reclaimed after their lease lapsed, %d failed as poison"
-                    " (their jobs quarantined)",
-                    shard,
-                    done.reclaimed,
-                    done.poisoned,
-                    extra={"shard": shard, "epoch": self.leases.get(shard)},
-                )
 
     async def _round(self, nursery: trio.Nursery, renew: bool = True) -> None:
         target = await self._heartbeat()
@@ -337,7 +262,7 @@ class ShardManager:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self._listen_wakes, name="wake-listener")
                 await nursery.start(self.calendars.run, name="calendars")  # before any fire
-                nursery.start_soon(self._reclaim_loop, name="reclaimer")
+                nursery.start_soon(self.reclaimer.run, name="reclaimer")
                 nursery.start_soon(self.maintainer.run, name="maintenance")
                 nursery.start_soon(self.waker.run, name="waker")
                 nursery.start_soon(self.follower.run, name="event-follower")

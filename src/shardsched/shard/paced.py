@@ -21,7 +21,7 @@ from shardsched.store.drive import redis_calls
 from shardsched.store.keys import ShardKeys
 from shardsched.store.lua import jobs as jobs_lua
 from shardsched.store.redis import Redis
-from shardsched.store.redis.connection import reply_error
+from shardsched.store.redis.errors import reply_error
 
 #: Who the job's log of runs by hand names for a paced catch-up.
 ACTOR = "scheduler"

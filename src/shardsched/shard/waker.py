@@ -26,7 +26,7 @@ from shardsched.store.drive import redis_calls
 from shardsched.store.keys import GlobalKeys
 from shardsched.store.lua.firing import OVERLAP_CODE, FireItem
 from shardsched.store.redis import Redis, RedisError
-from shardsched.store.redis.connection import reply_error
+from shardsched.store.redis.errors import reply_error
 from shardsched.store.token_pusher import TokenPusher
 
 log = logging.getLogger(__name__)

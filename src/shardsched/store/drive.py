@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from shardsched.store.calls import Call, Op, advance, refusal, unless_unserved
-from shardsched.store.redis.connection import RedisBusyError
+from shardsched.store.redis.errors import RedisBusyError
 
 if TYPE_CHECKING:
     from shardsched.store.redis import Redis

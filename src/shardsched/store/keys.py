@@ -2,7 +2,8 @@
 
 All keys of shard k carry the hash tag ``{k}`` so one Lua call touches one hash slot (Redis
 Cluster safe). Keys a script builds itself start with the shard's :attr:`ShardKeys.base`,
-which carries the same tag. Global keys are tagged ``{g}``. No other module formats a key.
+which carries the same tag. Global keys are tagged ``{g}`` (:mod:`.global_keys`). No other
+module formats a key.
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ from shardsched.core.ids import new_job_ids as new_job_ids
 from shardsched.core.ids import run_id as run_id
 from shardsched.core.ids import shard_key as shard_key
 from shardsched.core.ids import task_job_id as task_job_id
-from shardsched.store.calendar_keys import CalendarKeys
 from shardsched.store.ck_keys import ConcurrencyKeys as ConcurrencyKeys
-from shardsched.store.notify_keys import NotifyKeys
+from shardsched.store.global_keys import GlobalKeys as GlobalKeys
 from shardsched.store.watch_keys import WatchKeys
 
 DEFAULT_NAMESPACE = "ss"
@@ -291,92 +291,6 @@ class ShardKeys:
     def idempotency(self, job_id: str, key: str) -> str:
         """STRING the run a trigger with idempotency ``key`` made (expires: trigger.lua)."""
         return self.base + "idem:" + job_id + ":" + key
-
-
-@dataclass(frozen=True, slots=True)
-class GlobalKeys:
-    namespace: str
-
-    @property
-    def meta(self) -> str:
-        """HASH deployment facts: the shard count fixed at first start."""
-        return f"{self.namespace}:{{g}}:meta"
-
-    @property
-    def nodes(self) -> str:
-        """ZSET node_id -> heartbeat expiry (ms, server clock): the live nodes."""
-        return f"{self.namespace}:{{g}}:nodes"
-
-    @property
-    def node_info(self) -> str:
-        """HASH node_id -> JSON (http address, start time): what /api/v1/cluster shows."""
-        return f"{self.namespace}:{{g}}:nodeinfo"
-
-    @property
-    def workers(self) -> str:
-        """ZSET worker_id -> heartbeat expiry (ms, server clock): the live workers."""
-        return f"{self.namespace}:{{g}}:workers"
-
-    @property
-    def lag_history(self) -> str:
-        """STREAM each node's trigger lag p50/p99 over the last minute, sampled every
-        LAG_SAMPLE_S, kept a day (MINID): the console's lag chart
-        (ops/deployment/lag_history.py)."""
-        return f"{self.namespace}:{{g}}:lag"
-
-    @property
-    def worker_info(self) -> str:
-        """HASH worker_id -> JSON (capacity, free slots, running, started)."""
-        return f"{self.namespace}:{{g}}:workerinfo"
-
-    @property
-    def tokenlog(self) -> str:
-        """STREAM (capped) who made or revoked which API token, when (lua/lib/tokenlog.lua)."""
-        return f"{self.namespace}:{{g}}:tokenlog"
-
-    @property
-    def supervised(self) -> str:
-        """HASH child name → records.Supervised JSON: what ``shardsched dev`` keeps alive."""
-        return f"{self.namespace}:{{g}}:supervised"
-
-    @property
-    def tokens(self) -> str:
-        """HASH h:<sha256 of a token> -> JSON record, n:<token name> -> sha256."""
-        return f"{self.namespace}:{{g}}:tokens"
-
-    @property
-    def wake_channel(self) -> str:
-        """Pub/sub channel: a shard's timer changed (payload: shard number)."""
-        return f"{self.namespace}:wake"
-
-    @property
-    def ready_tokens(self) -> str:
-        """LIST of shard numbers, one per "this shard's ready stream may have runs": an idle
-        worker pops one (BLPOP, store/ready.py). Another queue's: :meth:`ready_tokens_of`."""
-        return f"{self.namespace}:{{g}}:ready"
-
-    @property
-    def limited_keys(self) -> str:
-        """SET the concurrency keys with limits of their own (``GET /api/v1/concurrency``)."""
-        return f"{self.namespace}:{{g}}:cklimits"
-
-    @property
-    def waiting_keys(self) -> str:
-        """SET concurrency keys runs may wait on: the owners' sweep looks at each
-        (shard/limits.py); a worker adds one before it parks a run on it."""
-        return f"{self.namespace}:{{g}}:ckwait"
-
-    @property
-    def notify(self) -> NotifyKeys:  # store/notify_keys.py
-        return NotifyKeys(f"{self.namespace}:{{g}}:")
-
-    @property
-    def calendars(self) -> CalendarKeys:  # store/calendar_keys.py
-        return CalendarKeys(f"{self.namespace}:{{g}}:")
-
-    def ready_tokens_of(self, queue: str) -> str:
-        """The wake-token LIST of ``queue`` (as stored, '' the default's)."""
-        return f"{self.namespace}:{{g}}:ready:{queue}" if queue else self.ready_tokens
 
 
 @lru_cache(maxsize=4096)

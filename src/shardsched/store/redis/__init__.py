@@ -5,13 +5,11 @@ from typing import Any
 
 from shardsched.store.redis.blocking import BlockingPop, blocking_pop
 from shardsched.store.redis.cluster import CLUSTER_SCHEMES, ClusterRedis, parse_cluster_url
-from shardsched.store.redis.connection import (
-    Connection,
-    Redis,
+from shardsched.store.redis.connection import Connection, Redis, RedisURL
+from shardsched.store.redis.errors import (
     RedisBusyError,
     RedisConnectionError,
     RedisError,
-    RedisURL,
     ReplyError,
 )
 from shardsched.store.redis.tls import client_context

@@ -13,7 +13,8 @@ from collections.abc import Awaitable, Callable
 import hiredis
 
 from shardsched.store.redis.cluster import ClusterRedis, node_url
-from shardsched.store.redis.connection import Connection, Redis, RedisURL, reply_error
+from shardsched.store.redis.connection import Connection, Redis, RedisURL
+from shardsched.store.redis.errors import reply_error
 
 
 class BlockingPop:

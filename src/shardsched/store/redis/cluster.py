@@ -24,12 +24,10 @@ from shardsched.store.redis.connection import (
     Commands,
     Connection,
     Redis,
-    RedisConnectError,
-    RedisConnectionError,
     RedisURL,
-    ReplyError,
     _raise_errors,
 )
+from shardsched.store.redis.errors import RedisConnectError, RedisConnectionError, ReplyError
 
 SLOTS = 16384
 #: Commands whose first argument is not a key (sent to any node).

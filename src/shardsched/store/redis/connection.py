@@ -19,61 +19,18 @@ from urllib.parse import unquote, urlsplit
 import hiredis
 import trio
 
-from shardsched.core.errors import RedisUnavailable, ShardschedError, is_transient_reply
+from shardsched.store.redis.errors import (
+    RedisConnectError,
+    RedisConnectionError,
+    RedisRefusedError,
+    refusal,
+    reply_error,
+)
 from shardsched.store.redis.tls import TlsOptions, client_context, parse_options
 from shardsched.store.scripts import SCRIPTS
 
 Command = Sequence[str | bytes | int | float]
 log = logging.getLogger(__name__)
-
-
-class RedisError(ShardschedError):
-    """Raised for any failure talking to Redis."""
-
-
-class ReplyError(RedisError):
-    """Raised when Redis answers a command with an error reply."""
-
-
-class RedisBusyError(ReplyError, RedisUnavailable):
-    """Raised for an error reply that passes (OOM, LOADING, BUSY, READONLY, MISCONF, ...):
-    the call changed nothing; back off and retry."""
-
-
-class RedisConnectionError(RedisError):
-    """Raised when the connection to Redis is lost or cannot be made in time."""
-
-
-class RedisConnectError(RedisConnectionError):
-    """Raised when no connection could be made: nothing was sent, so a retry elsewhere is
-    safe."""
-
-
-class RedisRefusedError(RedisConnectError):
-    """Raised when Redis accepts the connection but refuses to serve it (protected mode,
-    authentication, ACL permissions): nothing was sent but the handshake. The message says
-    what to do; an operator's fix, so the caller retries loudly rather than dies."""
-
-
-#: What to do about a refused handshake, by the error reply's code.
-_REFUSAL_HINTS = {
-    "DENIED": "Redis is in protected mode and refuses clients from other hosts without a"
-    " password: give it a password (requirepass or an ACL user) and put it in the URL,"
-    " or bind it to the interface you connect from",
-    "NOAUTH": "Redis wants a password: put it in the URL (redis://:PASSWORD@host:port/db,"
-    " or redis://USER:PASSWORD@… for an ACL user), or in SHARDSCHED_REDIS_URL",
-    "WRONGPASS": "the user name or password in the Redis URL is wrong",
-    "ERR": "check the URL's user, password and db number",
-    "NOPERM": "the Redis ACL user lacks a permission shardsched needs (scripting, streams,"
-    " pub/sub and its keys)",
-}
-
-
-def refusal(url: RedisURL, reply: BaseException) -> RedisRefusedError:
-    text = str(reply)
-    code = text.split(" ", 1)[0]
-    hint = _REFUSAL_HINTS.get(code, _REFUSAL_HINTS["ERR"])
-    return RedisRefusedError(f"Redis at {url.host}:{url.port} refused us: {text} ({hint})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,11 +68,6 @@ def _pack(command: Command) -> bytes:
     # hiredis's stub says Tuple[str | ...], a 1-tuple; it packs a tuple of any length.
     packed: bytes = hiredis.pack_command(tuple(command))  # type: ignore[arg-type]  # see above
     return packed
-
-
-def reply_error(reply: BaseException) -> ReplyError:
-    """Our exception for an error reply: :class:`RedisBusyError` when it passes."""
-    return RedisBusyError(str(reply)) if is_transient_reply(str(reply)) else ReplyError(str(reply))
 
 
 def _raise_errors(replies: list[Any]) -> list[Any]:
@@ -177,7 +129,7 @@ class Connection:
                                     raise RedisConnectError(f"Redis is loading: {reply}")
                                 if batch is loads and str(reply).startswith("NOPERM"):
                                     break  # a user that runs no script (the reader role)
-                                raise refusal(url, reply)
+                                raise refusal(url.host, url.port, reply)
                 except BaseException:
                     await conn.aclose()
                     raise
