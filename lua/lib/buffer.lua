@@ -56,8 +56,7 @@ local function buffer_ends(base, job, rid, now)
     return 0
   end
   local active = rcall('HGET', base .. 'job:' .. job, 'act')
-  local tick_of = function(id) return id and string.match(id, '^(.+):%d+$') end
-  if active and tick_of(active) ~= tick_of(rid) then
+  if active and firing_of(active) ~= firing_of(rid) then
     return 0  -- another run of the job (by hand, a backfill): the active one goes on
   end
   return buffer_release(base, job, now)

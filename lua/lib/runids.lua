@@ -6,13 +6,20 @@ local function run_id(job, tick, attempt)
   return job .. ':' .. tick .. ':' .. attempt
 end
 
--- A run id's job, tick and attempt (strings); nil when it is no run id.
+-- A run id's job, tick and attempt (strings); nil when it is no run id. Neither a job id
+-- nor a tick holds a ':', so each part is matched up to the next one: a leading '.+'
+-- would run to the end of the id and back (hundreds of instructions a run).
 local function parse_run_id(rid)
-  return string.match(rid, '^(.+):([^:]+):(%d+)$')
+  return string.match(rid, '^([^:]+):([^:]+):(%d+)$')
 end
 
 local function job_of_run(rid)
-  return (string.match(rid, '^(.+):[^:]+:%d+$'))
+  return (string.match(rid, '^([^:]+):[^:]+:%d+$'))
+end
+
+-- A run id less its attempt: the firing every attempt of it shares (<job>:<tick>).
+local function firing_of(rid)
+  return (string.match(rid, '^([^:]+:[^:]+):%d+$'))
 end
 
 -- The id of the same firing's next attempt.
