@@ -24,6 +24,7 @@ def _fail(ctx: HandlerContext) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # a second's failures must land in one window to coalesce
 async def test_25000_failures_in_a_second_make_a_handful_of_messages(
     node, worker, http, redis, redis_server, dep
 ) -> None:

@@ -26,7 +26,13 @@ from conftest import RedisServer, start_api_node
 
 class Live:
     def __init__(self, base: str, namespace: str, port: int, proc: subprocess.Popen) -> None:
-        self.http = httpx.Client(base_url=base, timeout=30)
+        # a new connection per request: the node closes a connection idle for its read
+        # timeout (10 s), and an example drawn slowly on a loaded box can send its request
+        # on a pooled connection just as the node closes it (keep-alive's race, which is
+        # the client's to retry, and would fail the example as "disconnected")
+        self.http = httpx.Client(
+            base_url=base, timeout=30, limits=httpx.Limits(max_keepalive_connections=0)
+        )
         self.redis = redis_py.Redis(port=port)
         self.namespace = namespace
         self.proc = proc

@@ -169,6 +169,7 @@ def test_auth(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow  # out of the default run, which stays near 8 min
+@pytest.mark.serial  # a takeover's latency
 def test_takeover(tmp_path: Path) -> None:
     data = tmp_path / "takeover.json"
     bench(
@@ -201,6 +202,7 @@ def test_dag(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # holds a rate of firings a second
 def test_fleet(tmp_path: Path) -> None:
     data = tmp_path / "fleet.json"
     bench(

@@ -148,9 +148,10 @@ def _worker_kill(s: Scene) -> None:
 
 def _rolling_restart(s: Scene) -> None:
     """A rolling deploy: SIGTERM each node, then each worker, in turn, each started again
-    as soon as it exits."""
+    as soon as it exits and the next one a second after it is ready."""
     for name in ("node-a", "node-b", "worker-a", "worker-b"):
         s.fleet.restart(name)
+        s.fleet.wait_ready()
         s.wait(1)
 
 
@@ -238,8 +239,10 @@ def run_scenario(
         for w in ("worker-a", "worker-b"):
             fleet.worker(w)
         scene = Scene(server, fleet, r)
+        fleet.wait_ready()
         scene.wait(before_s)
         fault(scene)
+        fleet.wait_ready()
         scene.wait(after_s)
         for job_id in job_ids:
             _retrying(partial(client.pause, job_id, reason="scenario over"))

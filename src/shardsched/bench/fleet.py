@@ -128,10 +128,32 @@ class Fleet:
     procs: Procs = field(default_factory=Procs)
     exits: dict[str, int] = field(default_factory=dict)  #: unexpected exits seen
 
+    #: name -> how many times it was started (its log holds one ready line per start)
+    starts: Counter[str] = field(default_factory=Counter)
+
     def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> None:
         log = self.log_dir / f"{name}.log"
         env = {"PYTHONUNBUFFERED": "1", **self.env, **(env or {})}
         self.procs.start(name, *args, log=log, env=env)
+        self.starts[name] += 1
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until every process running has printed its ready line (``node ready``, ``worker
+        ready``), as a deploy waits for readiness: on a loaded box a start can take seconds,
+        and a fault acted on a process still importing tests nothing (a SIGTERM then ends
+        it before its handler is installed)."""
+        deadline = time.monotonic() + timeout
+        waiting = set(self.procs.procs)
+        while waiting:
+            self.check()
+            for name in list(waiting):
+                text = (self.log_dir / f"{name}.log").read_text(errors="replace")
+                kind = "node" if name.startswith("node") else "worker"
+                if text.count(f"{kind} ready") >= self.starts[name] or name in self.exits:
+                    waiting.discard(name)
+            if waiting and time.monotonic() > deadline:
+                raise TimeoutError(f"not ready after {timeout:.0f} s: {sorted(waiting)}")
+            time.sleep(0.1)  # polls the logs until the deadline above
 
     def node(self, name: str, url: str | None = None, env: dict[str, str] | None = None) -> None:
         self.start(

@@ -183,7 +183,9 @@ def _soak(args: argparse.Namespace, url: str, root: Path, procs: Procs) -> dict:
     rows = ArchiveRows(root)
     samples: list[dict[str, Any]] = []
     t0 = time.monotonic()
-    end_ms = int(start.timestamp() * 1000) + round(args.duration * 1000)
+    # the soak lasts `duration` from the later of the first tick and the fleet being ready
+    # (a slow start on a loaded box must not leave it without a single sample)
+    end_ms = max(int(start.timestamp() * 1000), server_ms(r)) + round(args.duration * 1000)
     print(f"soak: {args.rate} triggers/s for {args.duration:.0f} s, retention {args.retention_s} s")
     print(f"{'t (s)':>7} {'used_memory (MiB)':>18} {'hot runs':>10} {'backlog':>9} "
           f"{'archived rows':>14} {'archive (MiB)':>14}")  # fmt: skip
