@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
@@ -54,6 +54,22 @@ def _text(driver, css: str, text: str, timeout: float = 30) -> None:
         raise AssertionError(f"{text!r} not in {css} at {driver.current_url}:\n{body}") from None
 
 
+def _fresh(driver, look):
+    """What `look(driver)` returns, found afresh: the page redraws on every event, so an
+    element found a moment ago may be gone (stale) by the time it is read or clicked."""
+    return WebDriverWait(driver, 20, ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda drv: (look(drv),)
+    )[0]
+
+
+def _read(driver, by: str, sel: str) -> str:
+    return _fresh(driver, lambda drv: drv.find_element(by, sel).text)
+
+
+def _click(driver, by: str, sel: str) -> None:
+    _fresh(driver, lambda drv: drv.find_element(by, sel).click())
+
+
 def _walk(base: str, admin: str, viewer: str, dag_run_id: str) -> dict[str, object]:
     seen: dict[str, object] = {}
     with headless_chromium() as d:
@@ -62,23 +78,28 @@ def _walk(base: str, admin: str, viewer: str, dag_run_id: str) -> dict[str, obje
         WebDriverWait(d, 20).until(ec.presence_of_element_located((By.ID, "token")))
         _shot(d, "login")
         d.find_element(By.ID, "token").send_keys("not-a-token")
-        d.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        _click(d, By.CSS_SELECTOR, "button[type=submit]")
         _text(d, ".error", "Unknown or revoked token")
         _login(d, base, admin)
         _text(d, "#live", "live")
         _shot(d, "overview")
-        seen["overview"] = d.find_element(By.ID, "main").text
-        charts = d.find_elements(By.CSS_SELECTOR, "#main svg[role=img]")
-        seen["lag_chart"] = [c.get_attribute("aria-label") for c in charts]
+        seen["overview"] = _read(d, By.ID, "main")
+        seen["lag_chart"] = _fresh(
+            d,
+            lambda drv: [
+                c.get_attribute("aria-label")
+                for c in drv.find_elements(By.CSS_SELECTOR, "#main svg[role=img]")
+            ],
+        )
 
         # create a job through the form; it fires every 2 s
         d.get(base + "/ui/#/new-job")
         WebDriverWait(d, 20).until(ec.presence_of_element_located((By.ID, "n-name")))
         d.find_element(By.ID, "n-name").send_keys("hello-console")
         d.find_element(By.ID, "n-command").send_keys("echo hello from the console")
-        d.find_element(By.CSS_SELECTOR, "#n-kind option[value=interval]").click()
+        _click(d, By.CSS_SELECTOR, "#n-kind option[value=interval]")
         d.find_element(By.ID, "n-expr").send_keys("2")
-        d.find_element(By.CSS_SELECTOR, "#main form button[type=submit]").click()
+        _click(d, By.CSS_SELECTOR, "#main form button[type=submit]")
         _text(d, "h1", "hello-console")
         job_url = d.current_url
         d.execute_script("window.__same_page = true")
@@ -86,30 +107,35 @@ def _walk(base: str, admin: str, viewer: str, dag_run_id: str) -> dict[str, obje
         _text(d, "#main", "✓ succeeded", timeout=40)
         assert d.execute_script("return window.__same_page === true")
         _shot(d, "job")
-        seen["job"] = d.find_element(By.ID, "main").text
-        run = d.find_element(By.XPATH, "//td/a[contains(@href, '#/runs/')]")
-        run.click()
+        seen["job"] = _read(d, By.ID, "main")
+        _click(d, By.XPATH, "//td/a[contains(@href, '#/runs/')]")
         _text(d, "#output", "hello from the console")
         _shot(d, "run")
-        seen["run"] = d.find_element(By.ID, "main").text
-        missed = d.find_element(By.XPATH, "//dt[text()='Deadline missed']/following-sibling::dd[1]")
-        assert missed.text == "—"  # a run in time (a late one's row names the deadline)
-        trace = d.find_element(By.XPATH, "//dt[text()='Trace']/following-sibling::dd[1]/a")
-        seen["trace"] = (trace.get_attribute("href"), trace.text)
+        seen["run"] = _read(d, By.ID, "main")
+        missed = _read(d, By.XPATH, "//dt[text()='Deadline missed']/following-sibling::dd[1]")
+        assert missed == "—"  # a run in time (a late one's row names the deadline)
+        trace_link = "//dt[text()='Trace']/following-sibling::dd[1]/a"
+        seen["trace"] = _fresh(
+            d,
+            lambda drv: (
+                drv.find_element(By.XPATH, trace_link).get_attribute("href"),
+                drv.find_element(By.XPATH, trace_link).text,
+            ),
+        )
 
         # pause it, with a reason
         d.get(job_url)
         WebDriverWait(d, 20).until(ec.presence_of_element_located((By.ID, "p-reason")))
         d.find_element(By.ID, "p-reason").send_keys("maintenance window")
-        d.find_element(By.XPATH, "//button[text()='Pause']").click()
+        _click(d, By.XPATH, "//button[text()='Pause']")
         _text(d, "#main", "Paused: maintenance window")
-        seen["paused"] = d.find_element(By.TAG_NAME, "h1").text
+        seen["paused"] = _read(d, By.TAG_NAME, "h1")
 
         # the jobs list: its row, next fire, sparkline
         d.get(base + "/ui/#/jobs?q=hello")
         _text(d, "#main table", "hello-console")
         _shot(d, "jobs")
-        seen["jobs"] = d.find_element(By.ID, "main").text
+        seen["jobs"] = _read(d, By.ID, "main")
 
         # a DAG run's graph, drawn with each task's state
         d.get(base + f"/ui/#/dag-runs/{dag_run_id}")
@@ -117,10 +143,13 @@ def _walk(base: str, admin: str, viewer: str, dag_run_id: str) -> dict[str, obje
             lambda drv: len(drv.find_elements(By.CSS_SELECTOR, "g.task[data-state=succeeded]")) == 3
         )
         _shot(d, "dag-run")
-        seen["dag"] = {
-            g.get_attribute("data-task"): g.get_attribute("data-state")
-            for g in d.find_elements(By.CSS_SELECTOR, "g.task")
-        }
+        seen["dag"] = _fresh(
+            d,
+            lambda drv: {
+                g.get_attribute("data-task"): g.get_attribute("data-state")
+                for g in drv.find_elements(By.CSS_SELECTOR, "g.task")
+            },
+        )
         # the failure inbox names the job and shows what it printed; the dead letter
         # retries a selection, after a dry run
         d.get(base + "/ui/#/failures")
@@ -130,19 +159,19 @@ def _walk(base: str, admin: str, viewer: str, dag_run_id: str) -> dict[str, obje
         WebDriverWait(d, 20).until(
             ec.presence_of_element_located((By.CSS_SELECTOR, "#main input[type=checkbox]"))
         )
-        d.find_element(By.CSS_SELECTOR, "#main input[type=checkbox]").click()
-        d.find_element(By.XPATH, "//button[text()='Dry run']").click()
+        _click(d, By.CSS_SELECTOR, "#main input[type=checkbox]")
+        _click(d, By.XPATH, "//button[text()='Dry run']")
         _text(d, "#retry-report", "would retry")
-        d.find_element(By.XPATH, "//button[text()='Retry selected']").click()
+        _click(d, By.XPATH, "//button[text()='Retry selected']")
         _text(d, "#retry-report", "retried as")
-        seen["retried"] = d.find_element(By.ID, "retry-report").text
+        seen["retried"] = _read(d, By.ID, "retry-report")
         for screen in ("dags", "fleet", "failures", "dead-letter", "runs"):
             d.get(base + f"/ui/#/{screen}")
             WebDriverWait(d, 20).until(
                 ec.presence_of_element_located((By.CSS_SELECTOR, "#main h1"))
             )
             _shot(d, screen)
-            seen[screen] = d.find_element(By.CSS_SELECTOR, "#main h1").text
+            seen[screen] = _read(d, By.CSS_SELECTOR, "#main h1")
         # a narrow screen (a phone): the page does not scroll sideways; wide tables scroll
         # in their own box
         d.set_window_size(390, 844)
@@ -153,14 +182,16 @@ def _walk(base: str, admin: str, viewer: str, dag_run_id: str) -> dict[str, obje
             "return document.documentElement.scrollWidth - window.innerWidth"
         )
         d.set_window_size(1280, 900)
-        d.find_element(By.CSS_SELECTOR, "#logout button").click()
+        _click(d, By.CSS_SELECTOR, "#logout button")
         WebDriverWait(d, 20).until(ec.presence_of_element_located((By.ID, "token")))
 
         # a read-only token sees no buttons that change anything
         _login(d, base, viewer)
         d.get(job_url)
         _text(d, "h1", "hello-console")
-        seen["viewer_buttons"] = [b.text for b in d.find_elements(By.CSS_SELECTOR, "#main button")]
+        seen["viewer_buttons"] = _fresh(
+            d, lambda drv: [b.text for b in drv.find_elements(By.CSS_SELECTOR, "#main button")]
+        )
     return seen
 
 
@@ -226,7 +257,7 @@ def _schedule_texts(base: str, admin: str, job_ids: list[str]) -> list[str]:
             _text(d, "#main", job_id)
             _text(d, "#main", "Next 10 fire times")
             _shot(d, f"schedule-{len(out)}")
-            out.append(d.find_element(By.ID, "main").text)
+            out.append(_read(d, By.ID, "main"))
         return out
 
 
