@@ -33,7 +33,6 @@ from shardsched.runtime.metrics import Metrics
 from shardsched.runtime.tracing import RunTracer, tracer_from_env
 from shardsched.shard.manager import ShardManager
 from shardsched.shard.retention import Retainer
-from shardsched.store.archive import open_archive
 from shardsched.store.drive import drive_async
 from shardsched.store.lua.runs import OutputQuota
 from shardsched.store.redis import Redis, RedisError, connect
@@ -112,6 +111,8 @@ async def run_node(
     async with trio.open_nursery() as actors:
         await actors.start(manager.run, name="shard-manager")
         if retention is not None and archive:
+            from shardsched.store.archive import open_archive  # pyarrow: only when archiving
+
             retainer = Retainer(
                 redis, dep, open_archive(archive), retention, manager.leases, manager.metrics
             )

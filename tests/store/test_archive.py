@@ -17,7 +17,8 @@ from shardsched.core import trace_ids
 from shardsched.core.models import RunState
 from shardsched.core.views import Run
 from shardsched.store.archive import Archive
-from shardsched.store.archive_format import SCHEMA, ArchivedRecord
+from shardsched.store.archive_format import SCHEMA
+from shardsched.store.archive_rows import ArchivedRecord
 
 T0 = datetime(2026, 11, 30, 23, 59, 59, 500000, tzinfo=UTC)
 

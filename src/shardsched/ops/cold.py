@@ -11,17 +11,28 @@ CLI in their own calling thread; the shard owner, whose loop fires jobs, never c
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from shardsched.core.ids import parse_dag_run_id, parse_run_id
 from shardsched.core.models import RunState
 from shardsched.core.views import Run
 from shardsched.ops.pagination import Cursor
 from shardsched.store import keys as k
-from shardsched.store.archive import open_archive
-from shardsched.store.archive_format import ArchivedRecord, ArchivedRun
+from shardsched.store.archive_rows import ArchivedRecord, ArchivedRun
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
+
+if TYPE_CHECKING:
+    from shardsched.store.archive import Archive
+
+
+def _open(url: str) -> Archive:
+    """The archive at ``url``, importing pyarrow (180 ms) only when history is read
+    from one: a process that never reads the archive (a CLI call, a worker) never pays."""
+    from shardsched.store.archive import open_archive
+
+    return open_archive(url)
+
 
 T = TypeVar("T")
 
@@ -38,7 +49,7 @@ def cold_run(dep: Deployment, url: str | None, rid: str) -> ArchivedRun | None:
     """The archived copy of a run, if any."""
     if not url:
         return None
-    return open_archive(url).run(dep.keys_for(rid).shard, rid)
+    return _open(url).run(dep.keys_for(rid).shard, rid)
 
 
 def cold_page(
@@ -56,7 +67,7 @@ def cold_page(
     if not url:
         return []
     top = min(hi, after.score) if after else hi
-    found = open_archive(url).runs_of(dep.keys_for(job_id).shard, job_id, lo, top)
+    found = _open(url).runs_of(dep.keys_for(job_id).shard, job_id, lo, top)
     out = []
     for item in found:  # newest first already
         if after is not None and not Cursor(*item.key) < after:
@@ -107,7 +118,7 @@ def cold_history(dep: Deployment, url: str | None, job_ids: Sequence[str]) -> Co
     out = ColdHistory({}, {}, {})
     if not url or not job_ids:
         return out
-    archive = open_archive(url)
+    archive = _open(url)
     by_shard: dict[int, list[str]] = {}
     for job_id in job_ids:
         by_shard.setdefault(dep.keys_for(job_id).shard, []).append(job_id)
@@ -142,7 +153,7 @@ def cold_runs(dep: Deployment, url: str | None, rids: Sequence[str]) -> dict[str
     by_shard: dict[int, list[str]] = {}
     for rid in rids:
         by_shard.setdefault(dep.keys_for(rid).shard, []).append(rid)
-    archive = open_archive(url)
+    archive = _open(url)
     for shard, ids in by_shard.items():
         for item in archive.runs_by_id(shard, ids):
             out[item.run.run_id] = item.run
@@ -164,7 +175,7 @@ def cold_dag_runs(
     if not url:
         return []
     top = min(hi, after.score) if after else hi
-    archive = open_archive(url)
+    archive = _open(url)
     found = archive.records(dep.keys_for(dag_id).shard, "dag_run", [dag_id], drid, lo, top)
     out = []
     for record in found:

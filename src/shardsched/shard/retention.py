@@ -14,16 +14,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import trio
 
 from shardsched.core.instants import from_ms
 from shardsched.core.pacing import Backoff
 from shardsched.runtime.metrics import Metrics
-from shardsched.store.archive import Archive
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import call_script, drive_off_loop
 from shardsched.store.lua import retention as lua
+
+if TYPE_CHECKING:  # pyarrow, 180 ms at import: paid only where an archive is opened
+    from shardsched.store.archive import Archive
 from shardsched.store.redis import Redis, RedisError
 from shardsched.store.retention import RetentionDefaults, Slice, retention_slice
 

@@ -45,13 +45,11 @@ from shardsched.core.views import Run
 from shardsched.store.archive_format import (
     RECORDS_SCHEMA,
     SCHEMA,
-    ArchivedRecord,
-    ArchivedRun,
-    ToArchive,
     newest_runs,
     records_table,
     runs_table,
 )
+from shardsched.store.archive_rows import ArchivedRecord, ArchivedRun, ToArchive
 
 _PARTITION_SCHEMA = pa.schema([("day", pa.string()), ("shard", pa.int32())])
 _PARTITIONING = ds.partitioning(_PARTITION_SCHEMA, flavor="hive")

@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 import pyarrow as pa
 
 from shardsched.core import trace_ids
 from shardsched.core.models import RunState
 from shardsched.core.views import Run
+from shardsched.store.archive_rows import ArchivedRecord, ArchivedRun, ToArchive
 
 SCHEMA_VERSION = 1
 _TS = pa.timestamp("ms", tz="UTC")
@@ -60,39 +61,6 @@ RECORDS_SCHEMA = pa.schema(
         ("archived_at", _TS),
     ]
 )
-
-
-class ArchivedRun(NamedTuple):
-    run: Run
-    output: bytes
-    archived_at: datetime
-    backfill: bool = False
-    next_run_id: str | None = None
-
-    @property
-    def key(self) -> tuple[float, bytes]:
-        """Its place in a job's runs index (score, member), as hot runs are paged."""
-        return float(round(self.run.scheduled_for.timestamp() * 1000)), self.run.run_id.encode()
-
-
-class ArchivedRecord(NamedTuple):
-    """A skip record or a DAG run in the archive (see :data:`RECORDS_SCHEMA`)."""
-
-    kind: str
-    owner_id: str
-    record_id: str
-    at: datetime
-    fields: dict[str, str]
-
-
-class ToArchive(NamedTuple):
-    """A finished run on its way out of Redis: the record, its output and the two facts
-    the API does not show but the audit needs."""
-
-    run: Run
-    output: bytes
-    backfill: bool = False
-    next_run_id: str | None = None
 
 
 def runs_table(rows: Iterable[ToArchive], archived_at: datetime) -> pa.Table:

@@ -22,7 +22,7 @@ import msgspec
 from shardsched.core.instants import from_ms
 from shardsched.core.models import Retention, RunState
 from shardsched.store import keys as k
-from shardsched.store.archive_format import ArchivedRecord, ToArchive
+from shardsched.store.archive_rows import ArchivedRecord, ToArchive
 from shardsched.store.calls import Call, Op, check, server_ms
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua.retention import Expiring

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import Counter
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -66,6 +67,7 @@ def _inline(source: bytes, lib: Traversable, done: set[str], path: tuple[str, ..
 #: the start of a line (the scripts' and helpers' layout; a nested ``end`` is indented).
 _FUNCTION = re.compile(rb"^local function (\w+)\(.*?^end$\n?", re.MULTILINE | re.DOTALL)
 _COMMENT = re.compile(rb"--\[\[.*?\]\]|--[^\n]*", re.DOTALL)
+_WORD = re.compile(rb"\w+")  #: a word: a name is used where it is a whole word
 
 
 def _shake(source: bytes) -> bytes:
@@ -75,12 +77,12 @@ def _shake(source: bytes) -> bytes:
     helper called only by a dropped one goes too)."""
     while True:
         code = _COMMENT.sub(b"", source)
-        unused = []
-        for match in _FUNCTION.finditer(code):
-            name, body = match.group(1), match.group(0)
-            uses = len(re.findall(rb"\b" + name + rb"\b", code))
-            if uses == len(re.findall(rb"\b" + name + rb"\b", body)):  # only its own
-                unused.append(name)
+        uses = Counter(_WORD.findall(code))
+        unused = [
+            match.group(1)
+            for match in _FUNCTION.finditer(code)  # called nowhere but in its own body
+            if uses[match.group(1)] == _WORD.findall(match.group(0)).count(match.group(1))
+        ]
         if not unused:
             return source
         for name in unused:

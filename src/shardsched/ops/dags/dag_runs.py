@@ -9,7 +9,7 @@ from shardsched.core.models import TaskState
 from shardsched.core.views import DagRun, DagTaskRun
 from shardsched.ops.cold import archive_url, cold_dag_runs, cold_runs
 from shardsched.store import keys as k
-from shardsched.store.archive_format import ArchivedRecord
+from shardsched.store.archive_rows import ArchivedRecord
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
 from shardsched.store.records import (
