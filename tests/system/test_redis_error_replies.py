@@ -35,20 +35,20 @@ from workers import start_worker
 pytestmark = pytest.mark.processes
 
 JOBS = 4
-EACH_S = 2.5
+EACH_S = 1.5  #: how long each error is injected
 
 
 def start_http(
-    kind: str, url: str, ns: str, log: Path, procs: list[subprocess.Popen[bytes]]
+    kind: str, url: str, ns: str, log: Path, procs: dict[str, subprocess.Popen[bytes]]
 ) -> str:
-    """Start a node or router (listed in ``procs`` at once, so it is stopped whatever
+    """Start a node or router (in ``procs`` at once, so it is stopped whatever
     happens next) and wait until it is ready; its base URL."""
     port = free_port()
     args = [kind, "--redis", url, "--namespace", ns, "--http", f"127.0.0.1:{port}"]
     if kind == "node":
         args += ["--shards", str(TEST_SHARDS), "--renew-every", "0.5"]
     watch = start_logged(shardsched_cmd(*args), log, env=child_env())
-    procs.append(watch.proc)
+    procs[kind] = watch.proc
     watch.wait_for_sync(" ready", timeout=30)
     return f"http://127.0.0.1:{port}"
 
@@ -66,15 +66,20 @@ async def test_error_replies_on_every_pipeline_end_no_process(
     await nursery.start(proxy.run)
     token = await admin_token(redis, dep)
     logs = {k: tmp_path / f"{k}.log" for k in ("node", "router", "worker")}
-    procs: list[subprocess.Popen[bytes]] = []
+    procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
-        node_url = await trio.to_thread.run_sync(
-            start_http, "node", proxy.url(), namespace, logs["node"], procs
-        )
-        router_url = await trio.to_thread.run_sync(
-            start_http, "router", proxy.url(), namespace, logs["router"], procs
-        )
-        procs.append(start_worker(proxy.url(), namespace, "w-faults", logs["worker"]))
+        urls: dict[str, str] = {}
+
+        async def start(kind: str) -> None:
+            urls[kind] = await trio.to_thread.run_sync(
+                start_http, kind, proxy.url(), namespace, logs[kind], procs
+            )
+
+        async with trio.open_nursery() as starting:  # the three start side by side
+            starting.start_soon(start, "node")
+            starting.start_soon(start, "router")
+            procs["worker"] = start_worker(proxy.url(), namespace, "w-faults", logs["worker"])
+        node_url, router_url = urls["node"], urls["router"]
         record = tmp_path / "record"
         headers = {"Authorization": f"Bearer {token}"}
         async with httpx.AsyncClient(timeout=15, headers=headers) as http:
@@ -115,8 +120,10 @@ async def test_error_replies_on_every_pipeline_end_no_process(
                         await call_api(error)
                         await trio.sleep(0.2)  # the calls' pace while errors are injected
                 proxy.errors, proxy.rate = (), 0.0
-                for proc, log in zip(procs, logs.values(), strict=True):
-                    assert proc.poll() is None, f"{error} ended it: {log.read_text()[-3000:]}"
+                for kind, proc in procs.items():
+                    assert proc.poll() is None, (
+                        f"{error} ended it: {logs[kind].read_text()[-3000:]}"
+                    )
 
             assert sum(proxy.injected.values()) > 100, proxy.injected
             bad = [s for s in statuses if (s[2] >= 500 and s[2] != 503) or s[2] == 0]
@@ -140,17 +147,17 @@ async def test_error_replies_on_every_pipeline_end_no_process(
             succeeded |= {r.run_id for r in page.runs if r.state == "succeeded"}
         ran = set(record.read_text().split())  # after: the jobs go on firing meanwhile
         assert succeeded and succeeded <= ran, sorted(succeeded - ran)[:5]
-        for proc, log in zip(procs, logs.values(), strict=True):
-            assert proc.poll() is None, log.read_text()[-3000:]
-            text = log.read_text()
+        for kind, proc in procs.items():
+            text = logs[kind].read_text()
+            assert proc.poll() is None, text[-3000:]
             assert "Traceback" not in text, text[text.index("Traceback") - 200 :][:3000]
         print(f"refused {dict(proxy.injected)}; by command {dict(proxy.by_command)}")
         print(f"fired {report.fired}, API answers {len(statuses)}")
     finally:
-        for proc in procs:
+        for proc in procs.values():
             if proc.poll() is None:
                 proc.terminate()
-        for proc in procs:
+        for proc in procs.values():
             try:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
