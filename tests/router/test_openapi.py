@@ -1,5 +1,6 @@
-"""The OpenAPI document, and schemathesis against the live API: no input it can generate
-gets a 5xx, and every answer conforms to the document (issue #7)."""
+"""The OpenAPI document, and schemathesis against the live worker protocol: no input it
+can generate gets a 5xx, and every answer conforms to the document (issue #7). The public
+API's run is tests/router/test_openapi_conformance.py (slow)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from conftest import RedisServer, child_env, start_api_node
 from shardsched.router.openapi import OPERATIONS, openapi_document
 
-schema = schemathesis.openapi.from_dict(openapi_document())
 internal_schema = schemathesis.openapi.from_dict(openapi_document(internal=True))
 
 
@@ -107,20 +107,6 @@ def test_swagger_ui_at_docs(live_api: str) -> None:
         assert httpx.get(f"{live_api}/docs/{name}").status_code == 404, name
 
 
-@schema.parametrize()
-@settings(
-    max_examples=int(os.environ.get("SHARDSCHED_FUZZ_EXAMPLES", "15")),
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-@pytest.mark.slow  # out of the default run, which stays near 8 min
-def test_api_conforms(case: schemathesis.Case, live_api: str) -> None:
-    # Every default check but "schema-valid data is accepted": a schema-valid body can still
-    # be refused with a 422 for what JSON Schema cannot say (cron syntax, time-zone names,
-    # a schedule or depends_on required one without the other).
-    case.call_and_validate(base_url=live_api, excluded_checks=[positive_data_acceptance])
-
-
 @internal_schema.parametrize()
 @settings(
     max_examples=int(os.environ.get("SHARDSCHED_FUZZ_EXAMPLES", "15")),
@@ -129,30 +115,6 @@ def test_api_conforms(case: schemathesis.Case, live_api: str) -> None:
 )
 def test_worker_protocol_conforms(case: schemathesis.Case, live_api: str) -> None:
     case.call_and_validate(base_url=live_api, excluded_checks=[positive_data_acceptance])
-
-
-@pytest.mark.slow
-def test_api_conforms_at_200_examples_per_operation() -> None:
-    """The same run as test_api_conforms, at 200 examples per operation (minutes)."""
-    env = {**child_env(), "SHARDSCHED_FUZZ_EXAMPLES": "200"}
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-m",
-            "slow",  # test_api_conforms is a slow one itself
-            f"{__file__}::test_api_conforms",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-2000:]
 
 
 TOUR_THROUGH_A_GENERATED_CLIENT = """

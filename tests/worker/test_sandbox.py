@@ -96,7 +96,10 @@ def shared_dir() -> Iterator[Path]:
     shutil.rmtree(d, ignore_errors=True)
 
 
+#: A uid range per test: the suite runs tests side by side, and a uid is the machine's, so
+#: two tests on one range see (and kill) each other's runs.
 UIDS = "210000-210007"
+BOMB_UIDS = "210100-210107"
 
 
 def processes() -> list[tuple[int, int, str]]:
@@ -158,7 +161,7 @@ async def test_each_run_has_a_uid_of_its_own_and_cannot_reach_another(
 async def test_limit_nproc_holds_per_run(node, nursery, redis, dep) -> None:
     """A fork bomb under ``--limit-nproc`` stops at the limit; with ``--run-as-uids`` the
     kernel counts per run, so two runs at once each get their own allowance."""
-    sandbox = Sandbox.make(run_as_uids=UIDS, nproc=8, concurrency=4)
+    sandbox = Sandbox.make(run_as_uids=BOMB_UIDS, nproc=8, concurrency=4)
     await start(nursery, redis, dep, sandbox=sandbox)
     bomb = (
         "python3 -c 'import os, time\nok = 0\nfor _ in range(40):\n    try:\n"
