@@ -106,14 +106,20 @@ def _offsets(zone_name: str, d: date) -> frozenset[timedelta]:
 
 
 def real_instants(zone_name: str, wall: datetime) -> list[datetime]:
-    """The instants at which the zone's clock shows ``wall``: 0, 1 or 2 of them."""
+    """The instants at which the zone's clock shows ``wall``: 0, 1 or 2 of them. The
+    clock shows t + offset(t) at an instant t, so t = wall - o shows ``wall`` exactly when
+    the zone's offset at t is o."""
+    offsets = _offsets(zone_name, wall.date())
+    as_utc = wall.replace(tzinfo=UTC)
+    if len(offsets) == 1:  # one offset for two days around: the clock maps one to one
+        (offset,) = offsets
+        return [as_utc - offset]
     zone = zone_info(zone_name)
-    found = set()
-    for offset in _offsets(zone_name, wall.date()):
-        instant = (wall - offset).replace(tzinfo=UTC)
-        if instant.astimezone(zone).replace(tzinfo=None) == wall:
-            found.add(instant)
-    return sorted(found)
+    return sorted(
+        as_utc - offset
+        for offset in offsets
+        if (as_utc - offset).astimezone(zone).utcoffset() == offset
+    )
 
 
 def rule(
