@@ -34,6 +34,24 @@ def _commands(
     return out
 
 
+#: Prints each command's --help (argv: a repr'd list of commands) as the installed
+#: ``shardsched`` entry point would, each followed by a NUL; exits non-zero on anything
+#: but help's own exit 0.
+EVERY_HELP = """
+import ast, contextlib, io, sys
+from shardsched.cli.main import main
+for command in ast.literal_eval(sys.argv[1]):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            main([*command, "--help"])
+        except SystemExit as stop:
+            if stop.code not in (0, None):
+                sys.exit(f"{command} --help exited {stop.code}")
+    sys.stdout.write(out.getvalue() + "\\0")
+"""
+
+
 def test_the_built_wheel_in_a_clean_venv(tmp_path: Path) -> None:
     dist, venv = tmp_path / "dist", tmp_path / "venv"
     subprocess.run(
@@ -57,14 +75,24 @@ def test_the_built_wheel_in_a_clean_venv(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = f"{venv / 'bin'}:/usr/bin:/bin"
 
-    for command in _commands(build_parser(with_bench=True)):
+    for command in [(), ("jobs", "create"), ("bench", "burst")]:  # as a user types them
         out = subprocess.run(
             [exe, *command, "--help"], capture_output=True, text=True, env=env, timeout=60
         )
-        shown = " ".join(command) or "shardsched"
-        assert out.returncode == 0, f"{shown} --help: {out.stderr[-2000:]}"
+        assert out.returncode == 0, f"{command} --help: {out.stderr[-2000:]}"
         assert "Traceback" not in out.stderr
-        assert not re.search(r":(mod|func|class|data):`|``", out.stdout), f"{shown}: {out.stdout}"
+    # and every command's, in one process of the venv's Python (a process each: 25 s)
+    commands = [list(c) for c in _commands(build_parser(with_bench=True))]
+    helps = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", EVERY_HELP, repr(commands)],
+        capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert helps.returncode == 0, helps.stdout[-3000:] + helps.stderr[-3000:]
+    shown = helps.stdout.split("\0")
+    assert len(shown) == len(commands) + 1, (len(shown), len(commands))
+    for command, text in zip(commands, shown, strict=False):
+        assert text.strip(), f"{command}: no help"
+        assert not re.search(r":(mod|func|class|data):`|``", text), f"{command}: {text}"
 
     burst = subprocess.run(
         [exe, "bench", "burst", "--jobs", "1000"],
