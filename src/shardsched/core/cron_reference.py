@@ -34,6 +34,8 @@ from shardsched.core.schedule_kinds import Schedule, cron_specs
 
 _MINUTE = timedelta(minutes=1)
 _DAY = timedelta(days=1)
+_EARTH_WEST = timedelta(hours=12, minutes=1)  #: the farthest west offset, and a minute
+_EARTH_EAST = timedelta(hours=14, minutes=1)  #: the farthest east offset, and a minute
 
 
 class Fire(NamedTuple):
@@ -172,7 +174,15 @@ def decide(
     unfired: list[Unfired] = []
     first = (after - timedelta(hours=40)).date()
     last = (until + timedelta(hours=40)).date()
+    # A wall time's instants, shifted or not, are the wall time less an offset the zone
+    # has (UTC-12:00 to UTC+14:00 on Earth), and a gap's end-of-gap instant lies before
+    # the shifted one: a wall time later than until + 14 h or not later than after - 12 h
+    # has no instant in (after, until].
+    lo = (after - _EARTH_WEST).replace(tzinfo=None)
+    hi = (until + _EARTH_EAST).replace(tzinfo=None)
     for wall in walls(f, first, last):
+        if not lo < wall <= hi:
+            continue
         fired: list[tuple[datetime, str | None]] = []
         real = real_instants(zone_name, wall)
         if not real:  # a gap: what the clock showed just before it is its offset
