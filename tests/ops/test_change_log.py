@@ -92,8 +92,16 @@ async def test_every_change_records_who_and_when(node, worker, http, redis, dep)
             if not (cursor := page["next_cursor"]):
                 break
         assert pages == [g[0] for g in got]
-        bad = await bob.get(path + "/changes", params={"cursor": "nope"})
-        assert bad.status_code == 422
+        # a cursor Redis would refuse (nothing before 0-0, halves past 2**64 - 1) is the
+        # caller's error, as on every other list (an independent tester's 500s)
+        for cursor in ("nope", "0-0", "00-0", "18446744073709551616-0", "0-18446744073709551616"):
+            bad = await bob.get(path + "/changes", params={"cursor": cursor})
+            assert bad.status_code == 422 and bad.json()["error"], (cursor, bad.text)
+        first = (await bob.get(path + "/changes", params={"limit": 2})).json()
+        padded = await bob.get(path + "/changes", params={"cursor": "0" + first["next_cursor"]})
+        assert padded.status_code == 200, padded.text  # leading zeros: the same entry id
+        again = await bob.get(path + "/changes", params={"cursor": first["next_cursor"]})
+        assert padded.json() == again.json()
         assert (await bob.get("/api/v1/jobs/job_000000000000/changes")).status_code == 404
 
         out = await trio.to_thread.run_sync(

@@ -19,7 +19,18 @@ from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
 from shardsched.store.records import change_from_entry, opt_text, parse_version
 
-_ENTRY_ID = re.compile(r"^[0-9]{1,20}-[0-9]{1,20}$")
+_ENTRY_ID = re.compile(r"^([0-9]{1,20})-([0-9]{1,20})$")
+_U64 = 2**64 - 1  #: a stream entry id's halves are unsigned 64-bit numbers
+
+
+def _entry_id(cursor: str) -> str:
+    """The cursor as Redis writes a stream entry id (no leading zeros); it must be above
+    0-0 (a page ends before it, and nothing is before 0-0)."""
+    match = _ENTRY_ID.match(cursor)
+    ms, seq = (int(match[1]), int(match[2])) if match else (0, 0)
+    if ms > _U64 or seq > _U64 or (ms, seq) == (0, 0):
+        raise ValidationError("not a cursor of this list", "$.cursor")
+    return f"{ms}-{seq}"
 
 
 def _newest_first(row: Any) -> tuple[int, int]:
@@ -31,10 +42,8 @@ def changes(
     dep: Deployment, any_id: str, missing: Exception, limit: int = 50, cursor: str | None = None
 ) -> Op:
     """The change log of a job or DAG (``missing`` is raised when there is none)."""
-    if cursor is not None and not _ENTRY_ID.match(cursor):
-        raise ValidationError("not a cursor of this list", "$.cursor")
+    end = "+" if cursor is None else "(" + _entry_id(cursor)
     sk = dep.keys_for(any_id)
-    end = "+" if cursor is None else "(" + cursor
     record, entries, acts, first = yield [
         Call(("HMGET", sk.job(any_id), "created", "version", "by")),
         Call(("XREVRANGE", sk.changes(any_id), end, "-", "COUNT", limit + 1)),
