@@ -239,7 +239,7 @@ async def test_a_team_sees_and_touches_only_its_own(base, redis, dep, node, work
             "a-once",
         ]
         assert (await ta.get(f"/api/v1/jobs/{job_id}")).status_code == 200
-        for path in ("/api/v1/status", "/api/v1/cluster", "/api/v1/workers"):
+        for path in ("/api/v1/status", "/api/v1/status/lag", "/api/v1/cluster", "/api/v1/workers"):
             assert (await tb.get(path)).status_code == 403, path
 
 

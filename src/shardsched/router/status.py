@@ -47,6 +47,7 @@ async def status(cx: Context, request: Request) -> Response:
 
 
 async def lag_history(cx: Context, request: Request) -> Response:
+    unbound(request)  # every node's lag: a cluster-wide view
     q: LagQuery = http.query(request, LagQuery)
     op = lag_ops.lag_history(cx.dep, http.ms(q.since), http.ms(q.until))
     return http.json_response(await cx.run(op))
