@@ -22,7 +22,7 @@ def test_the_table_is_every_format_character_of_this_pythons_unicode_database() 
 
 
 @pytest.mark.parametrize(
-    "bad", ["\x00", "\x1b[31m", "a\nb", "\x7f", "\x85", "\u202e", "\u200b", "\ufeff",
+    "bad", ["\x00", "\x1b[31m", "a\nb", "ab\n", "\x7f", "\x85", "\u202e", "\u200b", "\ufeff",
             "\U000e0041", "\u2028", "\u3164", "\u034f"],
 )  # fmt: skip
 def test_unprintable_characters_are_refused(bad: str) -> None:

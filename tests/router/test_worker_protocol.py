@@ -95,7 +95,10 @@ async def test_a_completion_must_name_the_entry_its_run_was_claimed_from(
 
 
 async def test_a_worker_id_in_the_path_is_validated(http) -> None:
-    for bad in ("a:b", "has space", "x" * 201):
+    # and what an independent tester sent: a trailing newline, NUL, an escape sequence, a
+    # bidirectional override (all once accepted and listed by GET /workers)
+    hostile = ("wk%0a", "wk%00", "wk%1b%5b31mRED", "wk%E2%80%AEgnp.exe")
+    for bad in ("a:b", "has space", "x" * 201, *hostile):
         reply = await http.post(f"/internal/workers/{bad}/heartbeat", json={})
         assert reply.status_code == 422, (bad, reply.text)
         assert reply.json()["error"]["details"]["field"] == "$.worker_id"

@@ -44,7 +44,7 @@ _COVERS: dict[Scope, frozenset[Scope]] = {
     Scope.WORKER: frozenset({Scope.WORKER}),
 }
 
-TokenName = Annotated[str, msgspec.Meta(min_length=1, max_length=100, pattern=r"^[\w.@-]+$")]
+TokenName = Annotated[str, msgspec.Meta(min_length=1, max_length=100, pattern=r"^[\w.@-]+$(?!\n)")]
 Prefix = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 
 

@@ -32,7 +32,7 @@ from shardsched.core.errors import ValidationError
 from shardsched.core.instants import from_ms
 
 #: What a calendar's name may be (it is a path segment and a hash field).
-CALENDAR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+CALENDAR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$(?!\n)")
 #: The reason a skipped tick carries in the ledger, the audit and the metric.
 CALENDAR_SKIP = "calendar"
 

@@ -25,10 +25,10 @@ import msgspec
 from shardsched.core.errors import ValidationError
 
 #: A resolved key: part of Redis key names (in a hash tag: no braces) and metric labels.
-KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@=+-]{0,127}$")
+KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@=+-]{0,127}$(?!\n)")
 ConcurrencyKey = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=KEY.pattern)]
 #: A key as a job names it: a literal key, or one with ``{labels.<label>}`` in it.
-KEY_TEMPLATE = re.compile(r"^[A-Za-z0-9{][A-Za-z0-9._:@=+{}-]{0,199}$")
+KEY_TEMPLATE = re.compile(r"^[A-Za-z0-9{][A-Za-z0-9._:@=+{}-]{0,199}$(?!\n)")
 KeyTemplate = Annotated[
     str, msgspec.Meta(min_length=1, max_length=200, pattern=KEY_TEMPLATE.pattern)
 ]

@@ -49,10 +49,10 @@ FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("day-of-month", 1, 31), ("month",
 _MONTHS = {n.upper(): i for i, n in enumerate(calendar.month_abbr) if n}
 _DAYS = {n: i for i, n in enumerate(("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"))}
 _VALUE = r"(?:[0-9]{1,2}|[A-Za-z]{3})"
-_PLAIN = re.compile(rf"^(?:(\*|\?)|({_VALUE})(?:-({_VALUE}|[Ll]))?)(?:/([0-9]{{1,3}}))?$")
-_DOM_SPECIAL = re.compile(r"^(?:L(?:-([0-9]{1,2}))?|(LW)|([0-9]{1,2})W)$", re.IGNORECASE)
+_PLAIN = re.compile(rf"^(?:(\*|\?)|({_VALUE})(?:-({_VALUE}|[Ll]))?)(?:/([0-9]{{1,3}}))?$(?!\n)")
+_DOM_SPECIAL = re.compile(r"^(?:L(?:-([0-9]{1,2}))?|(LW)|([0-9]{1,2})W)$(?!\n)", re.IGNORECASE)
 _TEXT = re.compile(r"[ \t!-~]*")
-_DOW_SPECIAL = re.compile(rf"^(?:({_VALUE})(?:#([0-9])|(L))|L({_VALUE}))$", re.IGNORECASE)
+_DOW_SPECIAL = re.compile(rf"^(?:({_VALUE})(?:#([0-9])|(L))|L({_VALUE}))$(?!\n)", re.IGNORECASE)
 
 
 class CronFields:

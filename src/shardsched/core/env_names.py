@@ -22,7 +22,7 @@ DENIED_ENV_NAMES = (
     "OPENSSL_CONF", "OPENSSL_ENGINES", "OPENSSL_MODULES",
 )  # fmt: skip
 _DENIED = "|".join([*DENIED_ENV_PREFIXES, *(f"{name}$" for name in DENIED_ENV_NAMES)])
-ENV_NAME_PATTERN = rf"^(?!SHARDSCHED_)(?!(?:{_DENIED}))[A-Za-z_][A-Za-z0-9_]*$"
+ENV_NAME_PATTERN = rf"^(?!SHARDSCHED_)(?!(?:{_DENIED}))[A-Za-z_][A-Za-z0-9_]*$(?!\n)"
 #: A job's own environment variables: a shell name, not one of the worker's SHARDSCHED_*
 #: run variables (which always win) nor one of the denied names above; a value up to 4 KiB
 #: with no NUL; up to 100 of them. Not secret: they are stored and shown with the job.

@@ -26,7 +26,7 @@ import re
 #: Each cron field's range for H: (lowest, highest). Day-of-month stops at 28, as in
 #: Jenkins, so an H day exists in every month.
 H_RANGES = ((0, 59), (0, 23), (1, 28), (1, 12), (0, 6))
-_H = re.compile(r"^H(?:\((\d+)-(\d+)\))?(?:/(\d+))?$")
+_H = re.compile(r"^H(?:\((\d+)-(\d+)\))?(?:/(\d+))?$(?!\n)")
 
 
 def _hash(key: str) -> int:

@@ -58,7 +58,7 @@ DEFAULT_PER_MINUTE = 60
 #: Labels: what an operator tags a job or DAG with (a team, a service, the apply set that
 #: manages it: ``shardsched apply --prune`` removes only its own set's).
 LabelKey = Annotated[
-    str, msgspec.Meta(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
+    str, msgspec.Meta(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$(?!\n)")
 ]
 LabelMap = Annotated[
     dict[LabelKey, Annotated[str, msgspec.Meta(max_length=200, pattern=_PRINTABLE)]],
@@ -253,17 +253,17 @@ class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
 
 
 #: A DAG task's name is part of its job id ``<dag_id>.<task>``: no dots, no colons.
-TASK_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+TASK_NAME = re.compile(r"^[A-Za-z0-9_-]+$(?!\n)")
 TaskName = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=TASK_NAME.pattern)]
 LeaseSeconds = Annotated[float, msgspec.Meta(ge=1, le=3600)]
 #: From SIGTERM to SIGKILL when a run is stopped (timeout or cancel).
 KillGrace = Annotated[float, msgspec.Meta(ge=0, le=3600)]
 #: A job id its user chose: letters, digits, '_' and '-' ('.' and ':' separate a task's
 #: and a run's parts of an id), not starting with ``dag_``, which marks a DAG's ids.
-JOB_ID = re.compile(r"^(?!dag_)[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
+JOB_ID = re.compile(r"^(?!dag_)[A-Za-z0-9][A-Za-z0-9_-]{0,99}$(?!\n)")
 #: A DAG id its user chose: letters, digits, '_' and '-'; stored with a ``dag_`` prefix
 #: (core/ids.dag_id_of: ``etl`` is ``dag_etl``, the id its answers show).
-DAG_ID = re.compile(r"^(?:dag_[A-Za-z0-9_-]{1,96}|(?!dag_)[A-Za-z0-9][A-Za-z0-9_-]{0,95})$")
+DAG_ID = re.compile(r"^(?:dag_[A-Za-z0-9_-]{1,96}|(?!dag_)[A-Za-z0-9][A-Za-z0-9_-]{0,95})$(?!\n)")
 JobId = Annotated[str, msgspec.Meta(pattern=JOB_ID.pattern)]
 DagId = Annotated[str, msgspec.Meta(pattern=DAG_ID.pattern)]
 

@@ -45,7 +45,7 @@ class Kind(enum.StrEnum):
     ALERT = "alert"  #: a Prometheus alert firing or resolved, from Alertmanager's webhook
 
 
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$(?!\n)")
 
 
 _HOST_NAME = re.compile(

@@ -33,7 +33,7 @@ _SPECIAL = tuple(
               "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32", "fd00:ec2::254/128")
 )  # fmt: skip
 #: What ``inet_aton`` takes for an IPv4 address: digits, hex and dots only.
-_NUMERIC = re.compile(r"^(0x[0-9a-f]+|[0-9]+)(\.(0x[0-9a-f]+|[0-9]+)){0,3}$", re.IGNORECASE)
+_NUMERIC = re.compile(r"^(0x[0-9a-f]+|[0-9]+)(\.(0x[0-9a-f]+|[0-9]+)){0,3}$(?!\n)", re.IGNORECASE)
 ENV = "SHARDSCHED_NOTIFY_ALLOW_NETWORKS"
 
 

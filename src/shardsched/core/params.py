@@ -15,7 +15,9 @@ from shardsched.core.text import Reason
 Args = dict[str, Any]
 ARGS_MAX_BYTES = 65536
 #: An idempotency key of a manual trigger: printable, no spaces, at most 200 characters.
-IdempotencyKey = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[!-~]+$")]
+IdempotencyKey = Annotated[
+    str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[!-~]+$(?!\n)")
+]
 
 
 class TriggerRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):

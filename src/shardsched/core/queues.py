@@ -31,7 +31,7 @@ from shardsched.core.errors import ValidationError
 
 DEFAULT_QUEUE = "default"
 #: Lower-case letters, digits, '_' and '-': part of Redis key names and metric labels.
-QUEUE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+QUEUE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$(?!\n)")
 QueueName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=QUEUE_NAME.pattern)]
 #: The most queues one worker serves (each is a stream read in each of its claims).
 MAX_WORKER_QUEUES = 16

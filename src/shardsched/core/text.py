@@ -57,6 +57,7 @@ UNPRINTABLE = _class_of(
         0x2028, 0x2029, 0x034F, 0x115F, 0x1160, 0x3164, 0xFFA0,
     ]
 )  # fmt: skip
-PRINTABLE = f"^[^{UNPRINTABLE}]*$"
+#: To the very end: Python's ``$`` also matches before a trailing newline, ``(?!\n)`` not.
+PRINTABLE = f"^[^{UNPRINTABLE}]*$(?!\n)"
 #: Why a run was cancelled or a job paused: one printable line.
 Reason = Annotated[str, msgspec.Meta(max_length=500, pattern=PRINTABLE)]

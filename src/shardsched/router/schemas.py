@@ -94,7 +94,9 @@ class EventQuery(msgspec.Struct, forbid_unknown_fields=True):
     since: AwareDatetime | UnsetType = UNSET
     job_id: IdText | UnsetType = UNSET
     run_id: IdText | UnsetType = UNSET
-    state: Annotated[str, msgspec.Meta(max_length=20, pattern="^[a-z_]+$")] | UnsetType = UNSET
+    state: Annotated[str, msgspec.Meta(max_length=20, pattern="^[a-z_]+$(?!\n)")] | UnsetType = (
+        UNSET
+    )
 
 
 class FailureQuery(msgspec.Struct, forbid_unknown_fields=True):
@@ -105,7 +107,9 @@ class FailureQuery(msgspec.Struct, forbid_unknown_fields=True):
 
     limit: PageSize = DEFAULT_PAGE
     cursor: CursorText | UnsetType = UNSET
-    state: Annotated[str, msgspec.Meta(pattern=r"^[a-z_]+(,[a-z_]+)*$")] = "failed,dead_letter"
+    state: Annotated[str, msgspec.Meta(pattern=r"^[a-z_]+(,[a-z_]+)*$(?!\n)")] = (
+        "failed,dead_letter"
+    )
     since: AwareDatetime | UnsetType = UNSET
     until: AwareDatetime | UnsetType = UNSET
     name_prefix: Prefix | UnsetType = UNSET

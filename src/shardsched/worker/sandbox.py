@@ -41,7 +41,7 @@ from shardsched.core.errors import ConfigError
 from shardsched.worker.runner import ENV_TOOL
 
 log = logging.getLogger(__name__)
-_SIZE = re.compile(r"^(\d+)([KMG]?)(i?B)?$", re.IGNORECASE)
+_SIZE = re.compile(r"^(\d+)([KMG]?)(i?B)?$(?!\n)", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 
 

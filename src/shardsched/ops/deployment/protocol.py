@@ -20,6 +20,7 @@ from shardsched.core.ids import parse_run_id
 from shardsched.core.instants import from_ms
 from shardsched.core.models import ExecSpec, RetryPolicy
 from shardsched.core.retry import verdict
+from shardsched.core.text import UNPRINTABLE
 from shardsched.store import ready
 from shardsched.store.calls import Call, Op, check, server_ms
 from shardsched.store.deployment import Deployment
@@ -27,9 +28,13 @@ from shardsched.store.lua import leases
 from shardsched.store.lua import runs as runs_lua
 from shardsched.store.records import WorkerInfo
 
-WorkerId = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[^:\s]+$")]
+#: No colon, no whitespace, nothing unprintable (core/text), to the very end (``$`` alone
+#: lets a trailing newline through in Python; ``(?!\n)`` says the same in JSON Schema).
+WorkerId = Annotated[
+    str, msgspec.Meta(min_length=1, max_length=200, pattern=rf"^[^:\s{UNPRINTABLE}]+$(?!\n)")
+]
 #: A ready-stream entry id, as claim answered it.
-EntryId = Annotated[str, msgspec.Meta(pattern=r"^[0-9]{1,20}-[0-9]{1,20}$")]
+EntryId = Annotated[str, msgspec.Meta(pattern=r"^[0-9]{1,20}-[0-9]{1,20}$(?!\n)")]
 Token = Annotated[int, msgspec.Meta(ge=0, le=2**53)]
 
 

@@ -19,7 +19,7 @@ from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
 from shardsched.store.records import change_from_entry, opt_text, parse_version
 
-_ENTRY_ID = re.compile(r"^([0-9]{1,20})-([0-9]{1,20})$")
+_ENTRY_ID = re.compile(r"^([0-9]{1,20})-([0-9]{1,20})$(?!\n)")
 _U64 = 2**64 - 1  #: a stream entry id's halves are unsigned 64-bit numbers
 
 

@@ -30,8 +30,8 @@ from shardsched.store.records import decoded_entries
 _channel = msgspec.json.Decoder(Channel)
 _rule = msgspec.json.Decoder(Rule)
 MAX_LISTED = 500
-_RULE_ID = re.compile(r"^nr_[a-z0-9_-]{1,40}$")
-_MSG_ID = re.compile(r"^[a-z0-9-]{1,40}$")
+_RULE_ID = re.compile(r"^nr_[a-z0-9_-]{1,40}$(?!\n)")
+_MSG_ID = re.compile(r"^[a-z0-9-]{1,40}$(?!\n)")
 
 
 def _rule_view(rule_id: str, r: Rule) -> RuleView:

@@ -26,7 +26,7 @@ from shardsched.store.keys import owner_id
 #: Stream entries read per shard per round, and rounds per page at most.
 _BATCH = 200
 _ROUNDS = 20
-_CURSOR = re.compile(r"^(\d{1,16})-(-?\d{1,6})-(\d{1,20})-(\d{1,10})$")
+_CURSOR = re.compile(r"^(\d{1,16})-(-?\d{1,6})-(\d{1,20})-(\d{1,10})$(?!\n)")
 
 
 class Key(NamedTuple):
