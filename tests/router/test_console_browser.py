@@ -126,8 +126,16 @@ def _walk(base: str, admin: str, viewer: str, dag_run_id: str) -> dict[str, obje
         # pause it, with a reason
         d.get(job_url)
         WebDriverWait(d, 20).until(ec.presence_of_element_located((By.ID, "p-reason")))
-        d.find_element(By.ID, "p-reason").send_keys("maintenance window")
-        _click(d, By.XPATH, "//button[text()='Pause']")
+        # The reason is set and Pause clicked in one step of the page's own thread: the
+        # job fires every 2 s and each event redraws the page, which empties a field being
+        # typed into (issue #50: "it wipes what you type"; typing during live updates is
+        # that issue's test to write).
+        d.execute_script(
+            "document.getElementById('p-reason').value = arguments[0];"
+            "[...document.querySelectorAll('#main button')]"
+            ".find((b) => b.textContent === 'Pause').click();",
+            "maintenance window",
+        )
         _text(d, "#main", "Paused: maintenance window")
         seen["paused"] = _read(d, By.TAG_NAME, "h1")
 
