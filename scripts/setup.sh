@@ -49,7 +49,8 @@ fi
 # the shells), valgrind (`bench instructions` under callgrind), systemd-analyze (the docs
 # test verifies deploy/systemd's units), a C compiler (a job builds a library another
 # preloads, tests/worker/test_hostile_jobs.py), openssl (the tests' certificates) and
-# chromium with its driver (the browser tests of /docs and the dashboard, headless), and
+# chromium with its driver (the browser tests of /docs and the dashboard, headless) and
+# DejaVu with fontconfig (tests/router/test_console_glyphs.py), and
 # Node.js with npm (scripts/check formats and lints the console's JavaScript with Biome,
 # from tools/js: a development tool only; installing shardsched needs no Node), and
 # luacheck (lua-check: every Lua script as Redis runs it, tests/store/test_lua_lint.py).
@@ -65,6 +66,9 @@ if (( tests )); then
   command -v openssl >/dev/null 2>&1 || missing+=(openssl)
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+  # the font a bare Debian desktop has: the console's state glyphs must all be in it
+  command -v fc-list >/dev/null 2>&1 || missing+=(fontconfig)
+  [[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]] || missing+=(fonts-dejavu-core)
   command -v node >/dev/null 2>&1 || missing+=(nodejs)
   command -v npm >/dev/null 2>&1 || missing+=(npm)
   command -v luacheck >/dev/null 2>&1 || missing+=(lua-check)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
@@ -70,7 +71,25 @@ def _click(driver, by: str, sel: str) -> None:
     _fresh(driver, lambda drv: drv.find_element(by, sel).click())
 
 
-def _walk(base: str, admin: str, viewer: str, dag_run_id: str) -> dict[str, object]:
+def _type(driver, text: str) -> None:
+    """Keys typed one by one into the focused field, as a person types (not a value set)."""
+    chain = ActionChains(driver)
+    for key in text:
+        chain.send_keys(key).pause(0.05)
+    chain.perform()
+
+
+def _redraws(driver, n: int) -> None:
+    """Until the screen has been redrawn by live events ``n`` times since it opened."""
+    WebDriverWait(driver, 30).until(
+        lambda drv: (
+            drv.execute_script("return Number(document.getElementById('main').dataset.draws || 0)")
+            >= n
+        )
+    )
+
+
+def _walk(base: str, admin: str, viewer: str, dag_run_id: str, broken_id: str) -> dict[str, object]:
     seen: dict[str, object] = {}
     with headless_chromium() as d:
         # a wrong token is refused on the login page itself
@@ -102,6 +121,7 @@ def _walk(base: str, admin: str, viewer: str, dag_run_id: str) -> dict[str, obje
         _click(d, By.CSS_SELECTOR, "#main form button[type=submit]")
         _text(d, "h1", "hello-console")
         job_url = d.current_url
+        seen["job_id"] = job_url.rsplit("/", 1)[1]
         d.execute_script("window.__same_page = true")
         # its run succeeds, shown without a reload (the event stream redraws the page)
         _text(d, "#main", "✓ succeeded", timeout=40)
@@ -123,21 +143,46 @@ def _walk(base: str, admin: str, viewer: str, dag_run_id: str) -> dict[str, obje
             ),
         )
 
-        # pause it, with a reason
+        # type args and a pause reason key by key while the job fires every 2 s and each
+        # event redraws the page: what is typed survives the redraws (focus and caret too)
         d.get(job_url)
         WebDriverWait(d, 20).until(ec.presence_of_element_located((By.ID, "p-reason")))
-        # The reason is set and Pause clicked in one step of the page's own thread: the
-        # job fires every 2 s and each event redraws the page, which empties a field being
-        # typed into (issue #50: "it wipes what you type"; typing during live updates is
-        # that issue's test to write).
-        d.execute_script(
-            "document.getElementById('p-reason').value = arguments[0];"
-            "[...document.querySelectorAll('#main button')]"
-            ".find((b) => b.textContent === 'Pause').click();",
-            "maintenance window",
+        draws = int(
+            d.execute_script("return Number(document.getElementById('main').dataset.draws || 0)")
         )
+        _click(d, By.ID, "t-args")
+        _type(d, '{"day": 1}')
+        _click(d, By.ID, "p-reason")
+        _type(d, "maintenance")
+        _redraws(d, draws + 2)  # at least two live redraws with the fields half typed
+        _type(d, " window")
+        _redraws(d, draws + 3)
+        seen["typed"] = _fresh(
+            d,
+            lambda drv: (
+                drv.find_element(By.ID, "t-args").get_attribute("value"),
+                drv.find_element(By.ID, "p-reason").get_attribute("value"),
+                drv.execute_script("return document.activeElement.id"),
+            ),
+        )
+        _click(d, By.XPATH, "//button[text()='Pause']")
         _text(d, "#main", "Paused: maintenance window")
         seen["paused"] = _read(d, By.TAG_NAME, "h1")
+        seen["upcoming_paused"] = _read(d, By.ID, "main")
+
+        # the failing job's ticks are red, by how its run ended (twice failed)
+        d.get(base + f"/ui/#/jobs/{broken_id}")
+        WebDriverWait(d, 30).until(
+            lambda drv: drv.find_elements(By.CSS_SELECTOR, ".strip [data-outcome=dead_letter]")
+        )
+        seen["broken_ticks"] = _fresh(
+            d,
+            lambda drv: [
+                (t.get_attribute("data-outcome"), t.get_attribute("title"))
+                for t in drv.find_elements(By.CSS_SELECTOR, ".strip [data-outcome]")
+            ],
+        )
+        _shot(d, "job-failing")
 
         # the jobs list: its row, next fire, sparkline
         d.get(base + "/ui/#/jobs?q=hello")
@@ -173,6 +218,15 @@ def _walk(base: str, admin: str, viewer: str, dag_run_id: str) -> dict[str, obje
         _click(d, By.XPATH, "//button[text()='Retry selected']")
         _text(d, "#retry-report", "retried as")
         seen["retried"] = _read(d, By.ID, "retry-report")
+        # Runs now: every tab is a link that opens its list
+        d.get(base + "/ui/#/runs")
+        _text(d, "#main h1", "Runs under way")
+        tabs = []
+        for state in ("queued", "waiting", "retrying", "running"):
+            _click(d, By.LINK_TEXT, state)
+            _text(d, "#main p strong", state)
+            tabs.append((d.current_url.split("#", 1)[1], _read(d, By.ID, "main")))
+        seen["tabs"] = tabs
         for screen in ("dags", "fleet", "failures", "dead-letter", "runs"):
             d.get(base + f"/ui/#/{screen}")
             WebDriverWait(d, 20).until(
@@ -234,15 +288,28 @@ async def test_the_console_end_to_end_in_a_browser(
         "schedule": {"type": "once", "at": "2020-01-01T00:00:00Z"},
         "retry_policy": {"max_attempts": 2, "base_s": 0, "jitter": False},
     }  # fmt: skip
-    assert (await http.post("/api/v1/jobs", json=broken)).status_code == 201
+    made = await http.post("/api/v1/jobs", json=broken)
+    assert made.status_code == 201
+    broken_id = made.json()["job_id"]
     dag_id = (await drive_async(manage.create_dag(dep, spec), redis)).dag_id
     dag_run_id = (await drive_async(manage.trigger_dag(dep, dag_id), redis)).dag_run_id
     base = str(http.base_url).rstrip("/")
     await wait_until(lambda: _lag_points(http, 2))
-    seen = await trio.to_thread.run_sync(_walk, base, admin, viewer, dag_run_id)
+    seen = await trio.to_thread.run_sync(_walk, base, admin, viewer, dag_run_id, broken_id)
     assert "Overview" in seen["overview"] and "free slots" in seen["overview"]
     assert any(label.startswith("trigger lag") for label in seen["lag_chart"]), seen["lag_chart"]
-    assert "Next 10 fire times" in seen["job"] and "Ticks, last 24 hours" in seen["job"]
+    assert "Next fires" in seen["job"] and "Ticks, last 24 hours" in seen["job"]
+    assert "every 2s" in seen["job"] and "[object" not in seen["job"]
+    assert seen["typed"] == ('{"day": 1}', "maintenance window", "p-reason")
+    paused = (await http.get(f"/api/v1/jobs/{seen['job_id']}")).json()
+    assert paused["status"] == "paused" and paused["pause_reason"] == "maintenance window"
+    assert "Paused: none until it is resumed" in seen["upcoming_paused"]
+    assert seen["broken_ticks"] and seen["broken_ticks"][0][0] == "dead_letter"
+    assert "2 attempts" in seen["broken_ticks"][0][1]
+    for (where, text), state in zip(
+        seen["tabs"], ("queued", "waiting", "retrying", "running"), strict=True
+    ):
+        assert where == f"/runs?state={state}" and "[object" not in text and "http" not in text
     assert "hello from the console" in seen["run"] and "w-console" in seen["run"]
     href, trace_id = seen["trace"]  # the run page's Trace row links to the trace (#32)
     assert re.fullmatch(r"[0-9a-f]{32}", trace_id), trace_id
@@ -263,7 +330,7 @@ def _schedule_texts(base: str, admin: str, job_ids: list[str]) -> list[str]:
         for job_id in job_ids:
             d.get(base + f"/ui/#/jobs/{job_id}")
             _text(d, "#main", job_id)
-            _text(d, "#main", "Next 10 fire times")
+            _text(d, "#main", "Next fires")
             _shot(d, f"schedule-{len(out)}")
             out.append(_read(d, By.ID, "main"))
         return out
@@ -291,6 +358,6 @@ async def test_the_console_shows_window_and_multi_schedules(node, http) -> None:
     admin = http.headers["authorization"].removeprefix("Bearer ")
     base = str(http.base_url).rstrip("/")
     win_page, multi_page = await trio.to_thread.run_sync(_schedule_texts, base, admin, ids)
-    assert "0 2 * * * + 14400s (Europe/Berlin)" in win_page, win_page
+    assert "0 2 * * * + 4h (Europe/Berlin)" in win_page, win_page
     assert "any of: 0 9 * * 1-5; 0 11 * * 6,0 (Europe/Berlin)" in multi_page, multi_page
     assert '"type"' not in win_page + multi_page

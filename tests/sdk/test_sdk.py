@@ -56,6 +56,9 @@ def sync_tour(url: str, namespace: str) -> dict:
         seen["run_id"] = triggered.run_id
         preview = client.next_fire_times(CronSchedule(expression="0 3 * * *"), count=2)
         assert len(preview.fire_times) == 2
+        upcoming = client.upcoming_fires(created.job_id, count=3)  # from its next fire on
+        assert upcoming.fire_times[0].at == client.get_job(created.job_id).next_run_at
+        assert len(upcoming.fire_times) == 3 and upcoming.schedule_words == "every 1h"
         start = datetime.now(UTC) - timedelta(hours=3)
         backfilled = client.backfill(
             client.add_job(
@@ -139,6 +142,8 @@ async def test_async_client(node, worker, redis_server, dep) -> None:
             return (await client.get_run(triggered.run_id)).state == "succeeded"
 
         await wait_until(done)
+        upcoming = await client.upcoming_fires(created.job_id, count=2)
+        assert len(upcoming.fire_times) == 2 and upcoming.stops is None
         jobs = await client.list_jobs(name_prefix="async")
         assert [j.job_id for j in jobs.jobs] == [created.job_id]
         with pytest.raises(ValidationError) as bad:

@@ -159,6 +159,9 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
         return request(api, "POST", path + "/resume", body), time_text.resume_text
     if cmd == "changes":
         return request(api, "GET", path + "/changes" + page_query(page_args(args))), changes_table
+    if cmd == "next":
+        out = request(api, "GET", path + f"/upcoming?count={args.count}")
+        return out, time_text.upcoming_text
     if cmd == "stats":
         window = page_query({"since": args.since, "until": args.until})
         return request(api, "GET", path + "/stats" + window), time_text.stats_text
@@ -243,6 +246,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     stats.add_argument("job_id")
     stats.add_argument("--since", type=ago, default=None, help="default: a day ago")
     stats.add_argument("--until", type=ago, default=None, help="default: now")
+    upcoming = jsub.add_parser(
+        "next", parents=[common],
+        help="its next fire times as it will fire them (its phase, window, calendars,"
+        " fires left and pause in effect)",
+    )  # fmt: skip
+    upcoming.add_argument("job_id")
+    upcoming.add_argument("-n", "--count", type=int, default=10, help="how many (10)")
     trigger = jsub.add_parser("trigger", parents=[common], help="run now; prints the run id")
     trigger.add_argument("job_id")
     create.trigger_flags(trigger)

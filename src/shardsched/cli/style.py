@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from shardsched.core import schedule_words
 from shardsched.core.durations import duration_text
 
 _COLOURS = {
@@ -149,14 +150,5 @@ def took(start: str | None, end: str | None) -> str | None:
 
 def cron_words(expression: str) -> str | None:
     """A cron expression in words ('At 03:00, Monday through Friday'); None if the
-    describer cannot say."""
-    try:
-        from cron_descriptor import ExpressionDescriptor, Options
-    except ImportError:
-        return None
-    options = Options()
-    options.use_24hour_time_format = True
-    try:
-        return str(ExpressionDescriptor(expression, options).get_description())
-    except Exception:
-        return None
+    describer cannot say (core/schedule_words.py: the console's wording too)."""
+    return schedule_words.cron_words(expression)

@@ -1,5 +1,5 @@
 """How the CLI shows a schedule's time: a resume's owed ticks, a job's ticks counted, a
-backfill (or its dry run's list)."""
+backfill (or its dry run's list), a job's upcoming fires."""
 
 from __future__ import annotations
 
@@ -47,3 +47,34 @@ def backfill_text(o: dict[str, Any]) -> str:
         f"{o['started']} started"
     )
     return text + (f", {o['retried']} failed ones run again" if o.get("retried") else "")
+
+
+_STOPS = {
+    "paused": "paused: no fires until it is resumed",
+    "deleted": "deleted: it fires no more",
+    "max_fires": "it has fired all its max_fires",
+    "window_ended": "past its ends_at",
+    "exhausted": "its schedule fires no more",
+    "calendar": "no day its calendars allow within reach",
+    "not_planned": "not planned yet (its owner plans it within a second)",
+}
+
+
+def upcoming_text(o: dict[str, Any]) -> str:
+    """A job's next fires (``jobs next``): UTC, its own wall clock, DST notes, why fewer."""
+    rows = [
+        [style.when(f["at"]), f["local"].replace("T", " "), f.get("dst") or ""]
+        for f in o["fire_times"]
+    ]
+    head = f"{o['job_id']}  {o['status']}"
+    if o.get("resumes_at"):
+        head += f", paused until {style.when(o['resumes_at'])}: fires from then on"
+    lines = [head]
+    if rows:
+        lines.append(table(["UTC", "ON ITS CLOCK", "DST"], rows))
+    skipped = [f"{s['wall_time']} ({s['reason']})" for s in o["suppressed"]]
+    if skipped:
+        lines.append("not fired: " + ", ".join(skipped[:20]))
+    if o.get("stops"):
+        lines.append(("no more: " if rows else "none: ") + _STOPS.get(o["stops"], o["stops"]))
+    return "\n".join(lines)

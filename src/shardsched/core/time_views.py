@@ -1,5 +1,5 @@
 """What the surfaces answer about a job's time: a backfill (and the ticks it picked), a
-job's ticks counted (``/stats``) and a resume with its owed ticks."""
+job's ticks counted (``/stats``), a resume with its owed ticks, and its upcoming fires."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from datetime import datetime
 
 import msgspec
 
-from shardsched.core.views import Job
+from shardsched.core.models import JobStatus
+from shardsched.core.views import FireTime, Job, SuppressedTime
 
 
 class BackfillTick(msgspec.Struct, omit_defaults=True):
@@ -60,3 +61,18 @@ class ResumeResult(msgspec.Struct):
     dry_run: bool
     job: Job | None = None  #: the job, resumed (None on a dry run)
     queued: int = 0  #: of the owed ticks, queued for a run (the rest had one)
+
+
+class JobUpcoming(msgspec.Struct):
+    """A job's next fires as it will fire them (``GET /jobs/{id}/upcoming``): from its
+    next tick on, with its window, fires left, calendars and pause in effect."""
+
+    job_id: str
+    status: JobStatus
+    schedule_words: str  #: its schedule as people say it ("At 04:00", "every 1d")
+    fire_times: list[FireTime]
+    suppressed: list[SuppressedTime]
+    #: why fewer came than asked: "paused" (until resumed), "deleted", "max_fires",
+    #: "window_ended", "exhausted", "calendar" (no allowed day in reach), "not_planned"
+    stops: str | None = None
+    resumes_at: datetime | None = None  #: paused until then: the fires are from then on

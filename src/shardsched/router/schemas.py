@@ -179,6 +179,12 @@ class StatsQuery(msgspec.Struct, forbid_unknown_fields=True):
     until: AwareDatetime | UnsetType = UNSET
 
 
+class UpcomingQuery(msgspec.Struct, forbid_unknown_fields=True):
+    """GET /api/v1/jobs/{id}/upcoming: how many of its next fires."""
+
+    count: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 10
+
+
 class AuditQuery(msgspec.Struct, forbid_unknown_fields=True):
     """GET /api/v1/audit: ticks due within the last ``settle_s`` are in flight, not owed;
     a run later than ``late_after_s`` is late; one fired and idle ``stranded_after_s``."""

@@ -1,6 +1,6 @@
 """A schedule's ticks: every nominal tick of a job or DAG and what became of it, their
-counts over a window, and running the ticks a window missed (backfill) or a pause went
-over (resume)."""
+counts over a window, running the ticks a window missed (backfill) or a pause went
+over (resume), and the ticks to come (a job's upcoming fires)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ from shardsched.ops.history import audit
 from shardsched.ops.history import stats as stats_ops
 from shardsched.ops.history.audit import TickList
 from shardsched.ops.jobs import resume as resume_ops
+from shardsched.ops.jobs.upcoming import upcoming_fires
 from shardsched.router import http
 from shardsched.router.context import Context
 from shardsched.router.guards import who
 from shardsched.router.operation import BODY_ERRORS, Operation
-from shardsched.router.schemas import StatsQuery, TicksQuery
+from shardsched.router.schemas import StatsQuery, TicksQuery, UpcomingQuery
 
 _backfill_decoder = msgspec.json.Decoder(BackfillRequest)
 _resume = msgspec.json.Decoder(ResumeRequest)
@@ -50,6 +51,14 @@ async def _ticks(cx: Context, request: Request, any_id: str) -> Response:
     op = audit.job_ticks(cx.dep, any_id, http.ms(since), http.ms(until), q.limit)
     response = http.json_response(await cx.run(op))
     return http.deprecated(response, "from/to are since/until") if old else response
+
+
+async def job_upcoming(cx: Context, request: Request) -> Response:
+    """The job's next fires as it will fire them (its phase, window, calendars, fires left
+    and pause in effect)."""
+    q: UpcomingQuery = http.query(request, UpcomingQuery)
+    job_id = await cx.job(request)
+    return http.json_response(await cx.run(upcoming_fires(cx.dep, job_id, q.count)))
 
 
 async def job_stats(cx: Context, request: Request) -> Response:
@@ -96,6 +105,18 @@ ROUTES: tuple[Operation, ...] = (
         tags=("jobs",),
         handler=job_ticks,
         operation_id="list_job_ticks",
+    ),
+    Operation(
+        "get",
+        "/api/v1/jobs/{job_id}/upcoming",
+        "A job's next fires as it will fire them: from its next tick, with its window,"
+        " fires left, calendars and pause in effect",
+        tv.JobUpcoming,
+        query=UpcomingQuery,
+        errors=(404, 422),
+        tags=("jobs",),
+        handler=job_upcoming,
+        operation_id="get_job_upcoming",
     ),
     Operation(
         "get",

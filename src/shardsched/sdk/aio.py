@@ -92,6 +92,7 @@ class AsyncClient:
     trigger = awaitable(jobs.trigger)
     job_versions = awaitable(jobs.job_versions)
     job_stats = awaitable(ticks.job_stats)
+    upcoming_fires = awaitable(ticks.upcoming_fires)
     resume_job = awaitable(ticks.resume_job)
     job_changes = awaitable(jobs.job_changes)
     list_events = awaitable(runs.list_events)

@@ -32,6 +32,7 @@ OPERATIONS: dict[str, Callable[..., plans.Plan[Any]]] = {
     # a job's history and schedule
     "job_versions": jobs.job_versions,
     "job_stats": ticks.job_stats,
+    "upcoming_fires": ticks.upcoming_fires,
     "resume_job": ticks.resume_job,
     "job_changes": jobs.job_changes,
     "list_events": runs.list_events,

@@ -279,6 +279,7 @@ class Client:
     trigger = blocking(jobs.trigger)
     job_versions = blocking(jobs.job_versions)
     job_stats = blocking(ticks.job_stats)
+    upcoming_fires = blocking(ticks.upcoming_fires)
     resume_job = blocking(ticks.resume_job)
     job_changes = blocking(jobs.job_changes)
     list_events = blocking(runs.list_events)

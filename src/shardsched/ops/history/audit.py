@@ -25,7 +25,9 @@ from datetime import datetime
 
 import msgspec
 
+from shardsched.core.ids import attempt_of, is_dag_id
 from shardsched.core.instants import from_ms
+from shardsched.ops.history.backfill_gaps import last_attempts
 from shardsched.ops.history.executions import Execution, executions
 from shardsched.ops.history.ledger import (
     JobHistory,
@@ -217,4 +219,23 @@ def job_ticks(dep: Deployment, job_id: str, lo: int | None, hi: int | None, limi
     now_ms = server_ms(now)
     history = yield from load_history(dep, job_id)
     records = account(history, now_ms, lo or 0, hi, limit)
-    return TickList(job_id, records[:limit], truncated=len(records) > limit)
+    shown = records[:limit]
+    if not is_dag_id(job_id):
+        yield from _run_outcomes(dep, history, shown)
+    return TickList(job_id, shown, truncated=len(records) > limit)
+
+
+def _run_outcomes(dep: Deployment, history: JobHistory, records: list[TickRecord]) -> Op:
+    """Each fired tick's run as it ended or stands: the state of its last attempt (a run
+    left for the archive: its archived state) and how many attempts it took."""
+    fired = [r.run_id for r in records if r.run_id is not None]
+    lasts = yield from last_attempts(dep, fired)
+    for record in records:
+        if record.run_id is None or record.run_id not in lasts:
+            continue
+        last, state = lasts[record.run_id]
+        if not state and last in history.archived:
+            state = history.archived[last][0]
+        record.run_state = state or None
+        record.attempts = attempt_of(last)
+        record.last_run_id = last

@@ -54,6 +54,11 @@ class TickRecord(msgspec.Struct, omit_defaults=True):
     reason: str | None = None
     decided_at: datetime | None = None
     planned: datetime | None = None  #: the tick plus the job's spread offset, if any
+    #: how its run ended (or stands), judged on its last attempt: what an operator asks of a
+    #: tick ("did it work?"), where ``outcome`` says only that the scheduler fired it
+    run_state: str | None = None
+    attempts: int | None = None  #: the attempts its run has taken so far
+    last_run_id: str | None = None  #: its last attempt (``run_id`` is the first)
 
 
 class TickList(msgspec.Struct):

@@ -1,5 +1,5 @@
-"""Plans on a schedule's ticks: their counts over a window, backfill of a window and a
-resume that chooses what the ticks of the pause do."""
+"""Plans on a schedule's ticks: their counts over a window, backfill of a window, a
+resume that chooses what the ticks of the pause do, and a job's upcoming fires."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from shardsched.core.models import (
     OnResume,
 )
 from shardsched.core.queues import Priority
-from shardsched.core.time_views import BackfillResult, JobStats, ResumeResult
+from shardsched.core.time_views import BackfillResult, JobStats, JobUpcoming, ResumeResult
 from shardsched.ops.history.stats import job_stats as job_stats_op
 from shardsched.ops.jobs.resume import resume_job as resume_op
+from shardsched.ops.jobs.upcoming import upcoming_fires as upcoming_op
 from shardsched.sdk.plans import (
     Handle,
     Plan,
@@ -31,6 +32,12 @@ def job_stats(
     lo = None if since is None else to_ms(since)
     hi = None if until is None else to_ms(until)
     return Plan(job_stats_op(c.deployment, job_id, lo, hi))
+
+
+def upcoming_fires(c: Handle, job_id: str, count: int = 10) -> Plan[JobUpcoming]:
+    """The job's next ``count`` fires as it will fire them: from its next tick, with its
+    window, fires left, calendars and pause in effect (none while paused)."""
+    return Plan(upcoming_op(c.deployment, job_id, count))
 
 
 def backfill(

@@ -72,11 +72,55 @@ async function route() {
     if (current !== screen) return;
     try {
       const node = await screen.render();
-      if (current === screen) main.replaceChildren(node);
+      if (current === screen) redraw(main, node);
     } catch (_err) {
       /* keep what is shown; the next event tries again */
     }
   };
+}
+
+// A field is known by its id (or, for a row's checkbox, its label): what the operator
+// typed, ticked or picked in it is theirs until the screen is left.
+const fieldKey = (el) => el.id || el.getAttribute("aria-label");
+const FIELDS = "input, textarea, select";
+
+// A live redraw replaces the screen, and carries over what the operator is doing on it:
+// every field they changed keeps its value (a pause reason, args, dates, ticked rows), and
+// the field they are in keeps focus and caret. Only the screen's data is new.
+function redraw(main, node) {
+  const active = document.activeElement;
+  const carried = new Map();
+  for (const el of main.querySelectorAll(FIELDS)) {
+    const key = fieldKey(el);
+    if (key && (el.dataset.touched || el === active)) carried.set(key, el);
+  }
+  let focus = null;
+  for (const el of node.querySelectorAll(FIELDS)) {
+    const old = carried.get(fieldKey(el));
+    if (!old || old.tagName !== el.tagName || old.type !== el.type) continue;
+    if (old.dataset.touched) {
+      if (el.type === "checkbox" || el.type === "radio") el.checked = old.checked;
+      else el.value = old.value;
+      el.dataset.touched = "1";
+    }
+    if (old === active) focus = [el, old];
+  }
+  main.replaceChildren(node);
+  if (focus) {
+    const [el, old] = focus;
+    el.focus({ preventScroll: true });
+    try {
+      el.setSelectionRange(old.selectionStart, old.selectionEnd, old.selectionDirection);
+    } catch (_e) {
+      /* a field with no caret (a date, a select) */
+    }
+  }
+  main.dataset.draws = String(Number(main.dataset.draws || 0) + 1);
+}
+
+// A field the operator changed is marked, so the next redraw keeps it.
+function markTouched(e) {
+  if (e.target.matches?.(FIELDS)) e.target.dataset.touched = "1";
 }
 
 async function start() {
@@ -94,6 +138,9 @@ async function start() {
     localStorage.setItem("shardsched.utc", utc.checked ? "1" : "0");
     route();
   });
+  const main = document.getElementById("main");
+  main.addEventListener("input", markTouched);
+  main.addEventListener("change", markTouched);
   window.addEventListener("hashchange", route);
   connectEvents();
   route();

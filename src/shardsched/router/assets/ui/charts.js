@@ -188,6 +188,9 @@ export function dagGraph(dagRun, tasks) {
 }
 
 // A job's ticks from /ticks, oldest first: shape per outcome, the reason on hover.
+// One mark a tick, coloured by how its run ended (its last attempt), not by the
+// scheduler's "fired": a tick whose every attempt failed is red. A late start or a skip
+// says so; a tick with no run says why.
 export function tickStrip(ticks) {
   if (!ticks.length) return h("p", { class: "muted" }, "No ticks in this window.");
   return h(
@@ -196,17 +199,24 @@ export function tickStrip(ticks) {
     ticks.map((t) => {
       const late =
         t.outcome === "fired" && t.lag_s !== undefined && t.lag_s !== null && t.lag_s > 60;
-      const kind = late ? "late" : t.outcome;
-      const title = `${when(t.tick)}: ${kind}${t.reason ? ` (${t.reason})` : ""}${t.lag_s ? `, lag ${t.lag_s.toFixed(1)} s` : ""}`;
+      const kind = t.run_state || t.outcome;
+      const notes = [
+        t.attempts > 1 ? `${t.attempts} attempts` : null,
+        late ? "late start" : null,
+        t.reason ? `(${t.reason})` : null,
+        t.lag_s ? `lag ${t.lag_s.toFixed(1)} s` : null,
+      ].filter(Boolean);
+      const title = `${when(t.tick)}: ${kind}${notes.length ? `, ${notes.join(", ")}` : ""}`;
       const attrs = {
-        class: `s-${kind}`,
+        class: `s-${kind}${late ? " late" : ""}`,
         title,
         role: "listitem",
         "aria-label": title,
         "data-outcome": kind,
       };
-      return t.run_id
-        ? h("a", { ...attrs, href: `#/runs/${encodeURIComponent(t.run_id)}` }, shape(kind))
+      const run = t.last_run_id || t.run_id;
+      return run
+        ? h("a", { ...attrs, href: `#/runs/${encodeURIComponent(run)}` }, shape(kind))
         : h("span", { ...attrs, tabindex: 0 }, shape(kind));
     }),
   );

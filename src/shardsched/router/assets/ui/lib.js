@@ -8,7 +8,9 @@ export function canWrite() {
   return session.scopes.includes("write") || session.scopes.includes("admin");
 }
 
-// h("a", {href: "#/"}, "text", child…): an element; strings become text nodes.
+// h("a", {href: "#/"}, "text", child…): an element; strings become text nodes, and
+// arrays of children are spread at any depth (a row of [link, " "] pairs is children,
+// never "[object HTMLElement]" as text).
 export function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
@@ -17,7 +19,7 @@ export function h(tag, attrs, ...children) {
     else if (k === "class") el.className = v;
     else el.setAttribute(k, v === true ? "" : String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -27,7 +29,7 @@ export function h(tag, attrs, ...children) {
 export function svg(tag, attrs, ...children) {
   const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
   for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined) continue;
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -101,6 +103,26 @@ export function when(iso, zone) {
     timeZoneName: "short",
   });
 }
+// A duration as the CLI writes it (core/durations.py): 45s, 20m, 1h30m, 1d, 0.5s.
+export function duration(seconds) {
+  if (seconds === null || seconds === undefined) return "—";
+  if (seconds < 60 && seconds !== Math.floor(seconds)) return `${seconds}s`;
+  let rest = Math.floor(seconds);
+  let out = "";
+  for (const [unit, size] of [
+    ["d", 86400],
+    ["h", 3600],
+    ["m", 60],
+    ["s", 1],
+  ]) {
+    if (rest >= size) {
+      out += `${Math.floor(rest / size)}${unit}`;
+      rest %= size;
+    }
+  }
+  return out || "0s";
+}
+
 export function ago(iso) {
   if (!iso) return "";
   const s = Math.round((Date.now() - new Date(iso).getTime()) / 1000);
@@ -123,8 +145,9 @@ export function time(iso) {
   );
 }
 
-// A run's or tick's state: a shape and the word, never only a colour.
-const SHAPES = {
+// A run's or tick's state: a shape and the word, never only a colour. Every shape is in
+// DejaVu Sans, the font a bare Debian desktop has (tests/router/test_console_glyphs.py).
+export const SHAPES = {
   succeeded: "✓",
   fired: "✓",
   failed: "✗",
@@ -135,13 +158,13 @@ const SHAPES = {
   claimed: "●",
   scheduled: "○",
   queued: "○",
-  waiting: "⧗",
+  waiting: "◔",
   retrying: "↻",
   pending: "…",
   missing: "?",
   duplicated: "‼",
-  late: "⏰",
-  paused: "⏸",
+  late: "◷",
+  paused: "‖",
   active: "▶",
   deleted: "⌫",
 };

@@ -4,6 +4,7 @@ import {
   api,
   ago,
   canWrite,
+  duration,
   h,
   query,
   stateTag,
@@ -73,6 +74,11 @@ function action(label, run, opts = {}) {
         b.disabled = true;
         try {
           const out = await run();
+          // what was typed for this action is spent: the next redraw shows the fields empty
+          for (const f of b.closest(".actions")?.querySelectorAll("input, textarea") || []) {
+            f.value = f.defaultValue;
+            delete f.dataset.touched;
+          }
           toast(opts.done ? opts.done(out) : `${label}: done`);
           if (opts.after) opts.after(out);
         } catch (err) {
@@ -219,7 +225,7 @@ function jobs(params) {
         name_prefix: params.q,
         status: params.status,
         health: params.health,
-        label: params.label,
+        label: apiLabels(params.label),
         queue: params.queue,
         cursor: params.cursor,
       };
@@ -270,7 +276,7 @@ function jobs(params) {
           h("input", {
             id: "f-label",
             name: "label",
-            placeholder: "team:payments",
+            placeholder: "team=payments",
             value: params.label || "",
           }),
         ),
@@ -322,6 +328,16 @@ function jobs(params) {
   };
 }
 
+// A label filter as the CLI writes it (team=data, several comma-separated), or as the
+// API does (team:data): the API's form either way.
+function apiLabels(text) {
+  if (!text) return text;
+  return text
+    .split(",")
+    .map((pair) => pair.trim().replace(/^([^=:]+)=/, "$1:"))
+    .join(",");
+}
+
 function scheduleText(s) {
   if (!s) return "—";
   if (s.type === "cron")
@@ -330,7 +346,7 @@ function scheduleText(s) {
       {},
       s.expression + (s.timezone && s.timezone !== "UTC" ? ` (${s.timezone})` : ""),
     );
-  if (s.type === "interval") return `every ${s.every_s}s`;
+  if (s.type === "interval") return `every ${duration(s.every_s)}`;
   if (s.type === "once") return `once at ${when(s.at)}`;
   if (s.type === "multi")
     return h(
@@ -343,7 +359,7 @@ function scheduleText(s) {
     return h(
       "code",
       {},
-      `${s.cron} + ${s.duration_s}s` +
+      `${s.cron} + ${duration(s.duration_s)}` +
         (s.timezone && s.timezone !== "UTC" ? ` (${s.timezone})` : ""),
     );
   return JSON.stringify(s);
@@ -416,6 +432,29 @@ function newJob() {
 }
 
 // --- one job ------------------------------------------------------------------------
+const STOPS = {
+  paused: "Paused: none until it is resumed",
+  deleted: "Deleted: it fires no more",
+  max_fires: "It has fired all its max_fires",
+  window_ended: "Past its ends_at",
+  exhausted: "Its schedule fires no more",
+  calendar: "No day its calendars allow within reach",
+  not_planned: "Not planned yet",
+};
+function retriesText(p) {
+  if (!p || p.max_attempts <= 1) return "none: one attempt";
+  const range =
+    p.max_s > p.base_s ? `${duration(p.base_s)} to ${duration(p.max_s)}` : duration(p.base_s);
+  return `up to ${p.max_attempts} attempts, ${p.backoff} backoff ${range}${p.jitter ? " with jitter" : ""}`;
+}
+function overlapText(o) {
+  if (!o) return "—";
+  if (typeof o === "string") return o;
+  return Object.entries(o)
+    .filter(([, v]) => v !== null && v !== undefined)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(", ");
+}
 function lineDiff(a, b) {
   const x = a.split("\n"),
     y = b.split("\n");
@@ -441,7 +480,7 @@ function job(id) {
           `/api/v1/jobs/${enc(id)}/ticks` +
             query({ since, until: new Date().toISOString(), limit: 500 }),
         ).catch(() => ({ ticks: [] })),
-        api("POST", "/api/v1/schedules/preview", { schedule: j.schedule, count: 10 }).catch(() => ({
+        api("GET", `/api/v1/jobs/${enc(id)}/upcoming?count=10`).catch(() => ({
           fire_times: [],
           suppressed: [],
         })),
@@ -567,13 +606,49 @@ function job(id) {
           h("dt", {}, "Id"),
           h("dd", {}, h("code", {}, j.job_id)),
           h("dt", {}, "Schedule"),
-          h("dd", {}, scheduleText(j.schedule)),
+          h(
+            "dd",
+            {},
+            preview.schedule_words || scheduleText(j.schedule),
+            preview.schedule_words
+              ? h("span", { class: "muted" }, " · ", scheduleText(j.schedule))
+              : null,
+          ),
           h("dt", {}, "Command"),
           h("dd", {}, h("code", {}, j.command)),
           h("dt", {}, "Next fire"),
           h("dd", {}, time(j.next_run_at)),
           h("dt", {}, "Queue"),
-          h("dd", {}, j.queue),
+          h("dd", {}, j.queue, j.priority !== "normal" ? ` (priority ${j.priority})` : ""),
+          h("dt", {}, "Retries"),
+          h("dd", {}, retriesText(j.retry_policy)),
+          h("dt", {}, "Timeout"),
+          h("dd", {}, duration(j.timeout_s)),
+          h("dt", {}, "Overlap"),
+          h("dd", {}, overlapText(j.overlap)),
+          h("dt", {}, "Concurrency key"),
+          h(
+            "dd",
+            {},
+            j.concurrency_key
+              ? h(
+                  "a",
+                  { href: `#/runs?state=waiting` },
+                  j.concurrency_key,
+                  j.concurrency_limit ? ` (limit ${j.concurrency_limit})` : "",
+                )
+              : "—",
+          ),
+          h("dt", {}, "Labels"),
+          h(
+            "dd",
+            {},
+            Object.keys(j.labels || {}).length
+              ? Object.entries(j.labels).map(([k, v]) =>
+                  h("a", { class: "label", href: `#/jobs?label=${enc(`${k}=${v}`)}` }, `${k}=${v}`),
+                )
+              : "—",
+          ),
           h("dt", {}, "Version"),
           h("dd", {}, String(j.version)),
           ...(j.incarnation > 1
@@ -583,7 +658,14 @@ function job(id) {
               ]
             : []),
         ),
-        h("h2", {}, "Next 10 fire times"),
+        h("h2", {}, "Next fires"),
+        preview.resumes_at
+          ? h(
+              "p",
+              { class: "muted" },
+              `Paused until ${when(preview.resumes_at)}: fires from then on.`,
+            )
+          : null,
         table(
           ["UTC", "On the schedule's clock", "DST"],
           preview.fire_times.map((f) => [
@@ -591,8 +673,11 @@ function job(id) {
             f.local.replace("T", " ").replace(/\.\d+/, ""),
             f.dst ? `⚠ ${f.dst}` : "",
           ]),
-          "None.",
+          STOPS[preview.stops] || "None.",
         ),
+        preview.fire_times.length && preview.stops
+          ? h("p", { class: "muted" }, `Then no more: ${STOPS[preview.stops] || preview.stops}.`)
+          : null,
         preview.suppressed.length
           ? h(
               "p",
@@ -606,7 +691,7 @@ function job(id) {
         h(
           "p",
           { class: "help" },
-          "✓ fired · ⏰ late (over a minute) · ↷ skipped (reason on hover) · ? missing · … pending",
+          "Each tick by how its run ended: ✓ succeeded · ✗ failed · ☠ dead-lettered · ● running · ○ queued · ↻ retrying · ↷ skipped (reason on hover) · ? missing · … pending; underlined: started over a minute late.",
         ),
         backfill,
         h("h2", {}, "Runs"),
