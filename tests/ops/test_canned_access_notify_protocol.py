@@ -2,8 +2,8 @@
 token is and what a team's token sees, notification rules, messages and test sends, and
 the seed's worker protocol (heartbeat, claim, renew, complete). Each pins what the
 operation asks Redis and what it makes of each answer, refusals and error replies
-included. The deployment and its runs: test_ops_canned_fourth.py; jobs, DAGs, their
-history and lists: test_ops_canned_fifth.py."""
+included. The deployment and its runs: test_canned_deployment_and_runs.py; jobs and DAGs:
+test_canned_dags_and_jobs.py; history and lists: test_canned_history_and_lists.py."""
 
 from __future__ import annotations
 
