@@ -14,8 +14,8 @@
 
   Returns {1, new_run_id, queues} (queues: lib/queues.lua); {2, new_run_id} it was retried already (nothing written: a
   double click must not run the job twice); {-1} no such run; {-2} the run is not
-  dead-lettered; {-3} the run is a DAG task's: its DAG run has settled on its failure
-  (re-run the DAG instead).
+  dead-lettered; {-3} the run is a DAG task's: its DAG run settled on its failure,
+  so it is resumed by a repair instead (ops/dags/repair.py, lua/repair_dag_run.lua).
 ]]
 local rcall = redis.call
 -- @include runids

@@ -116,13 +116,27 @@ local function dag_drop_versions(base, dag)
   end
 end
 
--- A task's first run in a DAG run: created, put on the ready stream, watched for stalls.
+-- The run id of a task's next run in a DAG run, and the run before it: its first attempt;
+-- or, for a task a repair set back to waiting (lua/repair_dag_run.lua), the attempt after
+-- its latest, which then points at the new one ('nx'), as a retry's does.
+local function dag_next_rid(base, dag, drid, tick, task)
+  local prev = rcall('HGET', base .. 'dagrun:' .. drid, 'r:' .. task)
+  if prev then
+    return next_attempt(prev), prev
+  end
+  return run_id(dag .. '.' .. task, tick, '1'), nil
+end
+
+-- A task's run in a DAG run: created, put on the ready stream, watched for stalls.
 -- Returns 1 when the run was put on the stream, 0 when it existed already.
 local function dag_release(base, ready, dag, drid, tick, s, task, now, sla)
   local released = 0
-  local rid = run_id(dag .. '.' .. task, tick, '1')
+  local rid, prev = dag_next_rid(base, dag, drid, tick, task)
   local run_key = base .. 'run:' .. rid
   if rcall('EXISTS', run_key) == 0 then
+    if prev then
+      rcall('HSET', base .. 'run:' .. prev, 'nx', rid)
+    end
     rcall('HSET', run_key, 'st', 'scheduled', 'c', now, 'd', drid)
     if s ~= tick then
       rcall('HSET', run_key, 's', s)  -- a manual DAG run: its tick is 't<n>'
@@ -143,9 +157,12 @@ end
 
 -- A task that will not run in this DAG run: its record says why.
 local function dag_skip(base, dag, drid, tick, s, task, now, reason)
-  local rid = run_id(dag .. '.' .. task, tick, '1')
+  local rid, prev = dag_next_rid(base, dag, drid, tick, task)
   local run_key = base .. 'run:' .. rid
   if rcall('EXISTS', run_key) == 0 then
+    if prev then
+      rcall('HSET', base .. 'run:' .. prev, 'nx', rid)
+    end
     rcall('HSET', run_key, 'st', 'skipped', 'c', now, 'f', now, 'r', reason, 'd', drid)
     if s ~= tick then
       rcall('HSET', run_key, 's', s)
@@ -290,45 +307,38 @@ local function dag_rule(rule, ok, failed, skipped, pending)
   return nil
 end
 
--- A task of a DAG run ended for good (outcome 's' succeeded or 'f' failed): decide each
--- waiting downstream task by its trigger rule, releasing or skipping it (a skip settles
--- its own downstream in turn), and end the DAG run when nothing is left. Idempotent: a
--- task settles once. Returns how many task runs went on the ready stream.
-local function dag_settle(base, ready, drid, task, outcome, now)
+-- What a task's trigger rule makes of it now, from its dependencies' states in the run:
+-- 'release', 'skip' (with a reason), or nil (wait).
+local function dag_verdict(run_key, dag_key, task)
+  local ok, failed, skipped, pending = 0, 0, 0, 0
+  for _, dep in ipairs(dag_split(rcall('HGET', dag_key, 'd:' .. task))) do
+    local st = rcall('HGET', run_key, 't:' .. dep)
+    if st == 's' then
+      ok = ok + 1
+    elseif st == 'f' or st == 'u' then
+      failed = failed + 1
+    elseif st == 'k' then
+      skipped = skipped + 1
+    else
+      pending = pending + 1
+    end
+  end
+  return dag_rule(rcall('HGET', dag_key, 'g:' .. task), ok, failed, skipped, pending)
+end
+
+-- Tasks of a DAG run that just ended (`work`): decide each waiting downstream task by its
+-- trigger rule, releasing or skipping it (a skip settles its own downstream in turn).
+-- Returns how many task runs went on the ready stream and the count of tasks left.
+local function dag_cascade(base, ready, drid, dag, tick, dag_key, work, now)
   local run_key = base .. 'dagrun:' .. drid
-  if rcall('HGET', run_key, 't:' .. task) ~= 'q' then
-    return 0
-  end
-  local released = 0
-  local dag, tick = string.match(drid, '^([^:]+):([^:]+)$')
-  local dag_key = dag_topo(base, dag, drid)
-  rcall('HSET', run_key, 't:' .. task, outcome)
-  if outcome == 'f' then
-    rcall('HINCRBY', run_key, 'nf', 1)
-  end
-  local left = rcall('HINCRBY', run_key, 'n', -1)
+  local released, left = 0, nil
   local s, sla = rcall('HGET', run_key, 's'), nil
-  local work = {task}
   while #work > 0 do
     local done = table.remove(work)
     for _, down in ipairs(dag_split(rcall('HGET', dag_key, 'w:' .. done))) do
       -- a task added to the DAG after this run opened is not part of it (no field)
       if rcall('HGET', run_key, 't:' .. down) == 'w' then
-        local ok, failed, skipped, pending = 0, 0, 0, 0
-        for _, dep in ipairs(dag_split(rcall('HGET', dag_key, 'd:' .. down))) do
-          local st = rcall('HGET', run_key, 't:' .. dep)
-          if st == 's' then
-            ok = ok + 1
-          elseif st == 'f' or st == 'u' then
-            failed = failed + 1
-          elseif st == 'k' then
-            skipped = skipped + 1
-          else
-            pending = pending + 1
-          end
-        end
-        local verdict, reason = dag_rule(rcall('HGET', dag_key, 'g:' .. down), ok, failed,
-          skipped, pending)
+        local verdict, reason = dag_verdict(run_key, dag_key, down)
         if verdict == 'release' then
           sla = sla or rcall('HGET', dag_key, 'sla')
           released = released + dag_release(base, ready, dag, drid, tick, s, down, now, sla)
@@ -340,6 +350,27 @@ local function dag_settle(base, ready, drid, task, outcome, now)
       end
     end
   end
+  return released, left
+end
+
+-- A task of a DAG run ended for good (outcome 's' succeeded or 'f' failed): decide each
+-- waiting downstream task by its trigger rule, releasing or skipping it (a skip settles
+-- its own downstream in turn), and end the DAG run when nothing is left. Idempotent: a
+-- task settles once. Returns how many task runs went on the ready stream.
+local function dag_settle(base, ready, drid, task, outcome, now)
+  local run_key = base .. 'dagrun:' .. drid
+  if rcall('HGET', run_key, 't:' .. task) ~= 'q' then
+    return 0
+  end
+  local dag, tick = string.match(drid, '^([^:]+):([^:]+)$')
+  local dag_key = dag_topo(base, dag, drid)
+  rcall('HSET', run_key, 't:' .. task, outcome)
+  if outcome == 'f' then
+    rcall('HINCRBY', run_key, 'nf', 1)
+  end
+  local left = rcall('HINCRBY', run_key, 'n', -1)
+  local released, after = dag_cascade(base, ready, drid, dag, tick, dag_key, {task}, now)
+  left = after or left
   if left <= 0 then
     released = released + dag_finish(base, ready, dag, drid, now)
   end

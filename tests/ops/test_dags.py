@@ -104,10 +104,16 @@ async def test_dead_letter_skips_downstream_and_fails_the_dag_run(node, worker, 
         assert tasks[name]["reason"] == "upstream_failed"
         assert tasks[name]["attempts"][0]["started_at"] is None, "never ran"
     assert tasks["report"]["state"] == "succeeded", "all_done runs whatever the outcome"
-    # the dead-lettered task is not retried on its own: the DAG run settled on it
+    # retried from the dead letter, the task resumes its DAG run (issue #50): a new
+    # attempt, its skipped downstream decided again, the task that succeeded kept
     rid = tasks["extract"]["run_id"]
     reply = await http.post(f"/api/v1/runs/{rid}/retry")
-    assert reply.status_code == 409 and "DAG" in reply.json()["error"]["message"]
+    assert reply.status_code == 201 and reply.json()["run_id"] == rid[:-1] + "3"
+    run = await finished(http, run["dag_run_id"])
+    tasks = by_task(run)
+    assert run["state"] == "failed" and tasks["extract"]["run_id"] == rid[:-1] + "3"
+    assert tasks["transform"]["state"] == "skipped" and tasks["transform"]["run_id"].endswith(":2")
+    assert tasks["report"]["run_id"].endswith(":1")  # it succeeded: kept
 
 
 async def test_trigger_rules(node, worker, http) -> None:

@@ -67,4 +67,4 @@ def test_the_check_would_see_a_missing_method() -> None:
 
     Lacking.get_job = lambda self, job_id: None  # type: ignore[method-assign,assignment]
     assert "get_job" not in bound_plans(Lacking)
-    assert len(bound_plans(Client)) == len(OPERATIONS) == 59
+    assert len(bound_plans(Client)) == len(OPERATIONS) == 61

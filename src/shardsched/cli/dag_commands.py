@@ -10,6 +10,7 @@ from typing import Any
 
 from shardsched.cli import edit, follow, style
 from shardsched.cli.create import duration_arg, json_object_arg, key_value
+from shardsched.cli.handles import dag_id_of, dag_run_id_of
 from shardsched.cli.http import read_body, request
 from shardsched.cli.render import (
     changes_table,
@@ -24,6 +25,12 @@ from shardsched.cli.render import (
 
 def run(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     api, cmd = args.api, args.dags_command
+    if getattr(args, "dag_id", None):  # a DAG named by its name, as a job is
+        args.dag_id = dag_id_of(api, args.dag_id)
+    if getattr(args, "dag_run_id", None):
+        args.dag_run_id = dag_run_id_of(api, args.dag_run_id)
+    if cmd in ("clear", "mark"):
+        return repair(args)
     if cmd == "edit":
         return edit.run_edit(args, "dag")
     if cmd == "add":
@@ -99,6 +106,44 @@ def run(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     return out, lambda o: f"{o['dag_id']}  {o['status']}"
 
 
+def repair(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
+    """``dags clear`` and ``dags mark``: the plan is made first (a dry run) and shown, then
+    applied by its token, so what runs is what was shown, or nothing if the DAG run moved
+    meanwhile."""
+    path = f"/api/v1/dag-runs/{quoted(args.dag_run_id)}/{args.dags_command}"
+    body: dict[str, Any] = {"task": args.task, "note": args.note or ""}
+    if args.dags_command == "clear":
+        body |= {"downstream": not args.no_downstream, "upstream": args.upstream,
+                 "only_failed": args.only_failed}  # fmt: skip
+    else:
+        body["state"] = args.state
+    plan = request(args.api, "POST", path, {**body, "dry_run": True})
+    if args.dry_run:
+        return plan, plan_text
+    print(plan_text(plan), file=sys.stderr)
+    return request(args.api, "POST", path, {**body, "token": plan["token"]}), plan_text
+
+
+def plan_text(o: dict[str, Any]) -> str:
+    """A repair's plan (or what it did): each task, its change, attempt and retries left."""
+    version = f"version {o['version']}" + (
+        f" (the DAG is on {o['current_version']} now)"
+        if o["version"] != o["current_version"]
+        else ""
+    )
+    head = (f"{'applied' if o['applied'] else 'plan'}: {o['action']} in {o['dag_run_id']} "
+            f"({o['dag_run_state']}), on its {version}")  # fmt: skip
+    rows = [[t["task"], t["state"], t["change"], t.get("attempt", ""),
+             "" if t.get("retries_left") is None else t["retries_left"]]
+            for t in o["tasks"]]  # fmt: skip
+    text = head + "\n" + table(["TASK", "NOW", "CHANGE", "ATTEMPT", "RETRIES_LEFT"], rows)
+    if o["applied"]:
+        text += "\nnew runs: " + (" ".join(o["new_runs"]) or "none yet (waiting on upstream)")
+    else:
+        text += f"\ntoken: {o['token']}"
+    return text
+
+
 def add_parser(
     sub: argparse._SubParsersAction,
     common: argparse.ArgumentParser,
@@ -147,3 +192,25 @@ def add_parser(
     )
     cancel.add_argument("dag_run_id")
     cancel.add_argument("--reason", default=None, help="why (recorded with who)")
+    clear = dsub.add_parser(
+        "clear", parents=[common],
+        help="run a task of a DAG run again (with its downstream), as a new attempt: the plan"
+        " is shown, then applied by its token",
+    )  # fmt: skip
+    clear.add_argument("dag_run_id", help="a DAG run id, or <dag name>:<tick>")
+    clear.add_argument("task")
+    clear.add_argument("--no-downstream", action="store_true", help="only the task itself")
+    clear.add_argument("--upstream", action="store_true", help="its upstream tasks too")
+    clear.add_argument("--only-failed", action="store_true", help="not the ones that succeeded")
+    clear.add_argument("--note", default=None, help="why (recorded with who)")
+    clear.add_argument("--dry-run", action="store_true", help="show the plan; change nothing")
+    mark = dsub.add_parser(
+        "mark", parents=[common],
+        help="end a task of a DAG run as succeeded or failed by hand; its skipped downstream"
+        " reacts as if it had",
+    )  # fmt: skip
+    mark.add_argument("dag_run_id", help="a DAG run id, or <dag name>:<tick>")
+    mark.add_argument("task")
+    mark.add_argument("state", choices=["succeeded", "failed"])
+    mark.add_argument("--note", default=None, help="why (recorded with who)")
+    mark.add_argument("--dry-run", action="store_true", help="show the plan; change nothing")

@@ -1,5 +1,5 @@
 """DAGs: register, read, list, replace, pause, delete, restore and trigger a DAG, its runs
-and change log, one DAG run and cancelling it."""
+and change log, one DAG run, cancelling it and repairing it (clear, mark)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from shardsched.core import views as v
+from shardsched.core.dag_repair import ClearRequest, MarkRequest, RepairPlan
 from shardsched.core.errors import DagNotFound, DagRunNotFound
 from shardsched.core.ids import dag_id_of, dag_run_id_of
 from shardsched.core.models import DagSpec, JobStatus
@@ -16,7 +17,7 @@ from shardsched.core.patches import DagPatch
 from shardsched.core.views import Dag
 from shardsched.ops import listing
 from shardsched.ops.access import teams
-from shardsched.ops.dags import dag_runs
+from shardsched.ops.dags import dag_runs, repair
 from shardsched.ops.dags import manage as dag_ops
 from shardsched.ops.history import changes
 from shardsched.ops.jobs import declare
@@ -37,6 +38,8 @@ def _task_keys(spec: DagSpec) -> list[tuple[str | None, str]]:
 
 
 _cancel_decoder = msgspec.json.Decoder(CancelRequest)
+_clear_decoder = msgspec.json.Decoder(ClearRequest)
+_mark_decoder = msgspec.json.Decoder(MarkRequest)
 
 
 async def create_dag(cx: Context, request: Request) -> Response:
@@ -136,6 +139,26 @@ async def cancel_dag_run(cx: Context, request: Request) -> Response:
     await cx.visible(request, drid, DagRunNotFound(drid))
     body = await http.optional_body(request, _cancel_decoder) or CancelRequest()
     op = control.cancel_dag_run(cx.dep, drid, who(request).name, body.reason)
+    return http.json_response(await cx.run(op))
+
+
+async def clear_dag_run(cx: Context, request: Request) -> Response:
+    """Clear a task of a DAG run (its downstream, upstream, only what failed): a dry run
+    returns the plan and its token; applying the token does that plan or is refused."""
+    drid = dag_run_id_of(request.path_params["dag_run_id"])
+    await cx.visible(request, drid, DagRunNotFound(drid))
+    body = await http.decode(request, _clear_decoder)
+    return http.json_response(
+        await cx.run(repair.clear_tasks(cx.dep, drid, body, who(request).name))
+    )
+
+
+async def mark_dag_run(cx: Context, request: Request) -> Response:
+    """Mark a task of a DAG run succeeded or failed, with a note."""
+    drid = dag_run_id_of(request.path_params["dag_run_id"])
+    await cx.visible(request, drid, DagRunNotFound(drid))
+    body = await http.decode(request, _mark_decoder)
+    op = repair.mark_task(cx.dep, drid, body, who(request).name)
     return http.json_response(await cx.run(op))
 
 
@@ -262,5 +285,29 @@ ROUTES: tuple[Operation, ...] = (
         errors=(*BODY_ERRORS, 404, 409),
         tags=("dags",),
         handler=cancel_dag_run,
+    ),
+    Operation(
+        "post",
+        "/api/v1/dag-runs/{dag_run_id}/clear",
+        "Clear a task of a DAG run (with its downstream, upstream, or only what failed) to run"
+        " it again as a new attempt; dry_run returns the plan and a token to apply it by",
+        RepairPlan,
+        body=ClearRequest,
+        errors=(*BODY_ERRORS, 404, 409),
+        tags=("dags",),
+        handler=clear_dag_run,
+        operation_id="clear_dag_run_task",
+    ),
+    Operation(
+        "post",
+        "/api/v1/dag-runs/{dag_run_id}/mark",
+        "Mark a task of a DAG run succeeded or failed, with a note; its skipped downstream is"
+        " decided again; dry_run returns the plan and a token",
+        RepairPlan,
+        body=MarkRequest,
+        errors=(*BODY_ERRORS, 404, 409),
+        tags=("dags",),
+        handler=mark_dag_run,
+        operation_id="mark_dag_run_task",
     ),
 )

@@ -108,6 +108,8 @@ class AsyncClient:
     cancel_run = awaitable(runs.cancel_run)
     retry_runs = awaitable(runs.retry_runs)
     cancel_dag_run = awaitable(dags.cancel_dag_run)
+    clear_task = awaitable(dags.clear_task)
+    mark_task = awaitable(dags.mark_task)
     list_runs_under_way = awaitable(runs.list_runs_under_way)
     put_channel = awaitable(notify.put_channel)
     list_channels = awaitable(notify.list_channels)

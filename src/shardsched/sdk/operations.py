@@ -49,6 +49,8 @@ OPERATIONS: dict[str, Callable[..., plans.Plan[Any]]] = {
     "cancel_run": runs.cancel_run,
     "retry_runs": runs.retry_runs,
     "cancel_dag_run": dags.cancel_dag_run,
+    "clear_task": dags.clear_task,
+    "mark_task": dags.mark_task,
     "list_runs_under_way": runs.list_runs_under_way,
     # notifications
     "put_channel": notify.put_channel,

@@ -295,6 +295,8 @@ class Client:
     cancel_run = blocking(runs.cancel_run)
     retry_runs = blocking(runs.retry_runs)
     cancel_dag_run = blocking(dags.cancel_dag_run)
+    clear_task = blocking(dags.clear_task)
+    mark_task = blocking(dags.mark_task)
     list_runs_under_way = blocking(runs.list_runs_under_way)
     put_channel = blocking(notify.put_channel)
     list_channels = blocking(notify.list_channels)

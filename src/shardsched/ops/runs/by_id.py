@@ -10,6 +10,7 @@ from shardsched.core.views import (
     RunOutput,
 )
 from shardsched.ops.cold import archive_url, cold_run
+from shardsched.ops.dags.repair import resume_dead_task
 from shardsched.store import ready
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
@@ -63,10 +64,14 @@ def get_output(dep: Deployment, rid: str) -> Op:
 
 
 def retry_run(dep: Deployment, rid: str, actor: str = SDK_ACTOR) -> Op:
-    """Send a dead-lettered run back as a new attempt; returns the new Run."""
+    """Send a dead-lettered run back as a new attempt; returns the new Run. A DAG task's
+    run resumes its DAG run: the task and its downstream that did not succeed are
+    cleared (ops/dags/repair.py)."""
     sk = dep.keys_for(rid)
     (reply,) = yield [recovery.retry_run(sk, rid, actor)]
     reply = check(reply)
+    if int(reply[0]) == recovery.Retried.DAG_SETTLED:
+        return (yield from get_run(dep, (yield from resume_dead_task(dep, rid, actor))))
     recovery.raise_retry_refusal(reply[0], rid, reply[1].decode() if len(reply) > 1 else None)
     yield ready.push(dep.globals, [sk.shard], ready.woken(reply[2]))
     return (yield from get_run(dep, reply[1].decode()))

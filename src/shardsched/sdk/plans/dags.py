@@ -1,10 +1,11 @@
 """Plans on DAGs: register, put, read, list, pause, resume, delete, restore, trigger, its
-runs and change log, one DAG run and cancelling it."""
+runs and change log, one DAG run, cancelling it and repairing it (clear, mark)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
+from shardsched.core.dag_repair import ClearRequest, MarkRequest, RepairPlan
 from shardsched.core.models import (
     DagSpec,
     JobStatus,
@@ -19,7 +20,7 @@ from shardsched.core.views import (
     DagTriggered,
 )
 from shardsched.ops import listing
-from shardsched.ops.dags import dag_runs
+from shardsched.ops.dags import dag_runs, repair
 from shardsched.ops.dags import manage as dag_ops
 from shardsched.ops.history import changes
 from shardsched.ops.jobs import declare
@@ -100,6 +101,47 @@ def get_dag_run(c: Handle, dag_run_id: str) -> Plan[DagRun]:
 def cancel_dag_run(c: Handle, dag_run_id: str, reason: str = "") -> Plan[DagRun]:
     """Cancel a DAG run and every task run of it not yet ended."""
     return Plan(control.cancel_dag_run(c.deployment, dag_run_id, c.actor, reason))
+
+
+def clear_task(
+    c: Handle,
+    dag_run_id: str,
+    task: str,
+    downstream: bool = True,
+    upstream: bool = False,
+    only_failed: bool = False,
+    dry_run: bool = False,
+    token: str | None = None,
+    note: str = "",
+) -> Plan[RepairPlan]:
+    """Clear a task of a DAG run to run it again as a new attempt (with its downstream,
+    upstream, only what failed); ``dry_run`` returns the plan and its token, and a token
+    given applies exactly that plan or raises ConflictError if the DAG run moved."""
+    request = ClearRequest(
+        task=task,
+        downstream=downstream,
+        upstream=upstream,
+        only_failed=only_failed,
+        dry_run=dry_run,
+        token=token,
+        note=note,
+    )
+    return Plan(repair.clear_tasks(c.deployment, dag_run_id, request, c.actor))
+
+
+def mark_task(
+    c: Handle,
+    dag_run_id: str,
+    task: str,
+    state: Literal["succeeded", "failed"],
+    note: str = "",
+    dry_run: bool = False,
+    token: str | None = None,
+) -> Plan[RepairPlan]:
+    """Mark a task of a DAG run succeeded or failed, with a note; its skipped downstream
+    is decided again as if it had ended so."""
+    request = MarkRequest(task=task, state=state, note=note, dry_run=dry_run, token=token)
+    return Plan(repair.mark_task(c.deployment, dag_run_id, request, c.actor))
 
 
 def dag_changes(

@@ -1,5 +1,6 @@
-"""Wrappers of an operator's control over runs that are under way: cancel one run
-(``lua/cancel_run.lua``) or a whole DAG run (``lua/cancel_dag_run.lua``)."""
+"""Wrappers of an operator's control over runs: cancel one run (``lua/cancel_run.lua``) or
+a whole DAG run (``lua/cancel_dag_run.lua``), and repair a DAG run: clear or mark its
+tasks (``lua/repair_dag_run.lua``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import enum
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from shardsched.core.errors import ConflictError, DagRunNotFound, RunNotFound
+from shardsched.core.errors import AlreadyRetried, ConflictError, DagRunNotFound, RunNotFound
 from shardsched.store.calls import Call
 from shardsched.store.keys import ShardKeys
 from shardsched.store.lua import signature
@@ -91,3 +92,80 @@ def decode_dag_cancelled(reply: Sequence[Any], dag_run_id: str) -> CancelledDagR
         for i in range(0, len(items), 3)
     )
     return CancelledDagRun(_text(reply[1]), _queues(reply[2]), tasks)
+
+
+REPAIR_DAG_RUN = signature(
+    "repair_dag_run",
+    keys=("ready", "deadletter"),
+    argv=(
+        "base",
+        "dag run id",
+        "fingerprint",
+        "actor",
+        "note",
+        "dead-lettered run",
+        "task marked",
+        "outcome",
+        "tasks read",
+    ),
+    item=("*",),
+)
+
+
+class Repair(enum.IntEnum):
+    """lua/repair_dag_run.lua's first reply field."""
+
+    APPLIED = 1
+    RETRIED_ALREADY = 2  #: the dead-lettered run named was retried already
+    NOT_FOUND = -1
+    NOT_REPAIRABLE = -2  #: queued, cancelled or skipped
+    MOVED = -3  #: the DAG run is not as the plan read it
+    VERSION_GONE = -4  #: the version it ran on is no longer kept
+
+
+class Repaired(NamedTuple):
+    queues: tuple[str, ...]  #: queues that got runs
+    new_runs: tuple[str, ...]  #: the attempts it made
+
+
+def repair_dag_run(
+    sk: ShardKeys,
+    dag_run_id: str,
+    fingerprint: str,
+    actor: str,
+    note: str,
+    names: Sequence[str],
+    tasks_read: int,
+    dead_lettered: str = "",
+    marked: str = "",
+    outcome: str = "",
+) -> Call:
+    """Apply a repair plan (core/dag_repair.py); decode with :func:`decode_repaired`."""
+    args = (sk.base, dag_run_id, fingerprint, actor, note, dead_lettered, marked, outcome,
+            tasks_read)  # fmt: skip
+    return REPAIR_DAG_RUN.call((sk.ready, sk.dead_letter), args, names)
+
+
+def decode_repaired(reply: Sequence[Any], dag_run_id: str, run_id: str = "") -> Repaired:
+    """What the repair made; raises the project's error when it was refused."""
+    code = int(reply[0])
+    if code == Repair.NOT_FOUND:
+        raise DagRunNotFound(dag_run_id)
+    if code == Repair.RETRIED_ALREADY:
+        raise AlreadyRetried(run_id, _text(reply[1]))
+    if code == Repair.NOT_REPAIRABLE:
+        raise ConflictError(
+            f"DAG run {dag_run_id!r} is {_text(reply[1])}: only a running or ended one is "
+            "repaired (trigger the DAG again instead)"
+        )
+    if code == Repair.MOVED:
+        raise ConflictError(
+            f"DAG run {dag_run_id!r} moved since the plan was made (a task ended, or the "
+            "plan was applied already): nothing was done; make a new plan"
+        )
+    if code == Repair.VERSION_GONE:
+        raise ConflictError(
+            f"DAG run {dag_run_id!r} ran on version {_text(reply[1])} of its DAG, which is "
+            "no longer kept: trigger the DAG again instead"
+        )
+    return Repaired(_queues(reply[1]), tuple(_text(r) for r in reply[2:]))
