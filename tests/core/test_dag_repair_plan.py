@@ -8,9 +8,9 @@ import msgspec
 import pytest
 
 from shardsched.core.dag_repair import (
-    Change,
     ClearRequest,
     MarkRequest,
+    RepairChange,
     Snapshot,
     fingerprint,
     plan_clear,
@@ -31,7 +31,7 @@ def snap(codes: str, state: str = "failed") -> Snapshot:
     )
 
 
-def changes(rows) -> dict[str, Change]:
+def changes(rows) -> dict[str, RepairChange]:
     return {r.task: r.change for r in rows}
 
 
@@ -45,8 +45,8 @@ def test_clear_with_upstream_and_only_failed_keeps_what_succeeded() -> None:
     request = ClearRequest(task="d", upstream=True, only_failed=True)
     reset, rows = plan_clear(snap("sfsus"), request, {})
     assert reset == ["b", "d"]
-    assert changes(rows) == {"a": Change.KEPT, "b": Change.RERUN, "c": Change.KEPT,
-                             "d": Change.RERUN}  # fmt: skip
+    kept, rerun = RepairChange.KEPT, RepairChange.RERUN
+    assert changes(rows) == {"a": kept, "b": rerun, "c": kept, "d": rerun}
     everything = plan_clear(snap("sfsus"), ClearRequest(task="d", upstream=True), {})[0]
     assert everything == ["a", "b", "c", "d"]
 
@@ -54,13 +54,16 @@ def test_clear_with_upstream_and_only_failed_keeps_what_succeeded() -> None:
 def test_running_and_unreleased_tasks_are_left_as_they_are() -> None:
     reset, rows = plan_clear(snap("sqfww", state="running"), ClearRequest(task="a"), {})
     assert reset == ["a", "c"]
-    assert changes(rows)["b"] == Change.LEFT_RUNNING and changes(rows)["d"] == Change.LEFT_WAITING
+    assert (
+        changes(rows)["b"] == RepairChange.LEFT_RUNNING
+        and changes(rows)["d"] == RepairChange.LEFT_WAITING
+    )
 
 
 def test_mark_decides_again_only_the_skipped_downstream() -> None:
     reset, rows = plan_mark(snap("fusus"), MarkRequest(task="a", state="succeeded"))
     assert reset == ["b", "d"]  # c ran (succeeded): it keeps its outcome
-    assert rows[0].change == Change.MARK and rows[0].attempt == 2
+    assert rows[0].change == RepairChange.MARK and rows[0].attempt == 2
 
 
 def test_the_token_changes_with_any_task_state_or_latest_run() -> None:

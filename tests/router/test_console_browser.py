@@ -361,3 +361,86 @@ async def test_the_console_shows_window_and_multi_schedules(node, http) -> None:
     assert "0 2 * * * + 4h (Europe/Berlin)" in win_page, win_page
     assert "any of: 0 9 * * 1-5; 0 11 * * 6,0 (Europe/Berlin)" in multi_page, multi_page
     assert '"type"' not in win_page + multi_page
+
+
+def _repair_walk(base: str, admin: str, dag_id: str, drid: str, fresh_dag: str) -> dict:
+    seen: dict[str, object] = {}
+    with headless_chromium() as d:
+        _login(d, base, admin)
+        # a DAG that never ran: its graph and definition are there already
+        d.get(base + f"/ui/#/dags/{fresh_dag}")
+        _text(d, "#main", "Definition")
+        seen["fresh_graph"] = _fresh(
+            d,
+            lambda drv: [
+                g.get_attribute("data-task")
+                for g in drv.find_elements(By.CSS_SELECTOR, "#dag-definition-graph g.task")
+            ],
+        )
+        seen["fresh_text"] = _read(d, By.ID, "main")
+        _click(d, By.XPATH, "//button[text()='Pause']")
+        _text(d, "#main h1", "paused")
+        # the failed DAG run: clear its failed task by a plan, with a note
+        d.get(base + f"/ui/#/dag-runs/{drid}")
+        _text(d, "#main h1", "failed")
+        _click(d, By.ID, "repair-note")
+        _type(d, "upstream fixed")
+        _click(d, By.XPATH, "//tr[td[1][text()='flaky']]//button[text()='Clear']")
+        _text(d, "#repair-plan", "Plan: clear")
+        seen["plan"] = _read(d, By.ID, "repair-plan")
+        _shot(d, "dag-repair")
+        _click(d, By.XPATH, "//button[text()='Apply this plan']")
+        _text(d, "#main h1", "succeeded", timeout=40)
+        seen["after"] = _read(d, By.ID, "main")
+        seen["bars"] = _fresh(
+            d,
+            lambda drv: [
+                b.get_attribute("data-task")
+                for b in drv.find_elements(By.CSS_SELECTOR, "#gantt .bar")
+            ],
+        )
+        _shot(d, "dag-run-repaired")
+        d.get(base + "/ui/#/dags")
+        _text(d, "#main table", "succeeded")
+        seen["list"] = _read(d, By.ID, "main")
+    return seen
+
+
+@pytest.mark.slow  # a browser of its own
+async def test_the_console_repairs_a_dag_run_by_a_plan(
+    nursery, node, redis, dep, http, tmp_path
+) -> None:
+    await nursery.start(Worker(redis, dep, worker_id="w-repair", concurrency=4).run)
+    count = tmp_path / "n"
+    flaky = f"n=$(( $(cat {count} 2>/dev/null || echo 0) + 1 )); echo $n > {count}; [ $n -gt 1 ]"
+    body = {
+        "name": "nightly",
+        "schedule": {"type": "once", "at": "2099-01-01T00:00:00Z"},
+        "tasks": [
+            {"name": "flaky", "command": flaky, "retry_policy": {"max_attempts": 1}},
+            {"name": "publish", "command": "true", "depends_on": ["flaky"]},
+        ],
+    }
+    dag_id = (await http.post("/api/v1/dags", json=body)).json()["dag_id"]
+    fresh = (await http.post("/api/v1/dags", json={**body, "name": "never-ran"})).json()["dag_id"]
+    drid = (await http.post(f"/api/v1/dags/{dag_id}/trigger")).json()["dag_run_id"]
+
+    async def failed() -> bool:
+        return (await http.get(f"/api/v1/dag-runs/{drid}")).json()["state"] == "failed"
+
+    await wait_until(failed, timeout=30)
+    admin = http.headers["authorization"].removeprefix("Bearer ")
+    base = str(http.base_url).rstrip("/")
+    seen = await trio.to_thread.run_sync(_repair_walk, base, admin, dag_id, drid, fresh)
+    assert seen["fresh_graph"] == ["flaky", "publish"]
+    assert "No DAG runs yet." in seen["fresh_text"] and "retry_policy" not in seen["fresh_text"]
+    assert (await http.get(f"/api/v1/dags/{fresh}")).json()["status"] == "paused"
+    assert "flaky failed rerun 2 0" in seen["plan"]
+    assert "publish upstream_failed rerun 2" in seen["plan"]
+    run = (await http.get(f"/api/v1/dag-runs/{drid}")).json()
+    assert run["state"] == "succeeded"
+    assert [t["run_id"].rsplit(":", 1)[1] for t in run["tasks"]] == ["2", "2"]
+    assert seen["bars"].count("flaky") == 2 and "publish" in seen["bars"]
+    changes = (await http.get(f"/api/v1/dags/{dag_id}/changes")).json()["changes"]
+    assert any(c["action"] == "clear" and "upstream fixed" in c["detail"] for c in changes)
+    assert "nightly" in seen["list"] and "never ran" in seen["list"]

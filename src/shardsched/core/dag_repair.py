@@ -54,7 +54,7 @@ class MarkRequest(msgspec.Struct, forbid_unknown_fields=True):
     token: Token | None = None
 
 
-class Change(enum.StrEnum):
+class RepairChange(enum.StrEnum):
     """What a plan does to one task."""
 
     RERUN = "rerun"  #: set back to waiting: decided again, a new attempt if released
@@ -67,7 +67,7 @@ class Change(enum.StrEnum):
 class PlannedTask(msgspec.Struct, omit_defaults=True):
     task: str
     state: str  #: its state in the DAG run now
-    change: Change
+    change: RepairChange
     attempt: int | None = None  #: the attempt it takes if it runs (or is marked)
     retries_left: int | None = None  #: after that attempt, by its retry policy
 
@@ -184,15 +184,15 @@ def plan_clear(
         code = snap.codes.get(task, "w")
         state = CODES.get(code, code)
         if code == "q":
-            rows.append(PlannedTask(task, state, Change.LEFT_RUNNING))
+            rows.append(PlannedTask(task, state, RepairChange.LEFT_RUNNING))
         elif code == "w":
-            rows.append(PlannedTask(task, state, Change.LEFT_WAITING))
+            rows.append(PlannedTask(task, state, RepairChange.LEFT_WAITING))
         elif request.only_failed and code == "s":
-            rows.append(PlannedTask(task, state, Change.KEPT))
+            rows.append(PlannedTask(task, state, RepairChange.KEPT))
         else:
             attempt = _attempt(snap.latest.get(task))
             budget = _budget(attempt, max_attempts.get(task))
-            rows.append(PlannedTask(task, state, Change.RERUN, attempt, budget))
+            rows.append(PlannedTask(task, state, RepairChange.RERUN, attempt, budget))
             reset.append(task)
     return reset, rows
 
@@ -205,7 +205,7 @@ def plan_mark(snap: Snapshot, request: MarkRequest) -> tuple[list[str], list[Pla
         PlannedTask(
             request.task,
             CODES.get(code, code),
-            Change.MARK,
+            RepairChange.MARK,
             _attempt(snap.latest.get(request.task)),
         )
     ]
@@ -216,7 +216,7 @@ def plan_mark(snap: Snapshot, request: MarkRequest) -> tuple[list[str], list[Pla
     ]
     for task in reset:
         state = CODES[snap.codes[task]]
-        rows.append(PlannedTask(task, state, Change.RERUN, _attempt(snap.latest.get(task))))
+        rows.append(PlannedTask(task, state, RepairChange.RERUN, _attempt(snap.latest.get(task))))
     return reset, rows
 
 

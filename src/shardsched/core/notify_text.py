@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 
+from shardsched.core.ids import parse_dag_run_id, parse_task_job_id
 from shardsched.core.notify import Kind
 
 #: Items a message details; the rest are counted.
@@ -64,14 +65,35 @@ def line(item: Item) -> str:
     return text
 
 
+def _dag_run_title(items: list[Item]) -> str:
+    """One DAG run's matches (its own and its tasks') as one story: which DAG run, what
+    became of it, and which task did what, why."""
+    own = next((i for i in items if i.run_id is None), None)
+    drid = items[0].dag_run_id or ""
+    dag_name = own.name if own is not None and own.name else parse_dag_run_id(drid)[0]
+    what = _WHAT[own.kind] if own is not None else "has tasks that ended badly"
+    tasks = []
+    for i in items:
+        if i.run_id is None:
+            continue
+        parts = parse_task_job_id(i.job_id)
+        task = parts[1] if parts else i.job_id
+        tasks.append(f"task {task} {_WHAT[i.kind]}" + (f": {i.reason}" if i.reason else ""))
+    why = "; ".join(tasks[:3]) + (f"; and {len(tasks) - 3} more" if len(tasks) > 3 else "")
+    return f"{dag_name}: DAG run {drid} {what}" + (f" ({why})" if why else "")
+
+
 def compose(msg_id: str, rule_id: str, items: list[Item], total: int) -> dict[str, Any]:
     """The message of a group: ``items`` detailed (at most DETAILED of the ``total``
     matches), its title and text for chat and mail, its counts for machines."""
     counts = Counter(str(i.kind) for i in items)
     jobs = Counter(i.job_id for i in items)
     shown = items[:DETAILED]
+    one_dag_run = {i.dag_run_id for i in items}
     if total == 1:
         title = line(items[0])
+    elif total == len(items) and len(one_dag_run) == 1 and None not in one_dag_run:
+        title = _dag_run_title(items)
     else:
         what = ", ".join(f"{n} {_WHAT[Kind(k)]}" for k, n in counts.most_common())
         title = f"shardsched: {total} notifications ({what}) across {len(jobs)} job(s)"

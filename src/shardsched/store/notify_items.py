@@ -112,5 +112,5 @@ def _link(public_url: str | None, item: Item) -> str | None:
     if item.run_id:
         return f"{public_url}/ui/#/runs/{quote(item.run_id, safe='')}"
     if item.dag_run_id:
-        return f"{public_url}/ui/#/dags/{quote(owner_id(item.job_id), safe='')}"
+        return f"{public_url}/ui/#/dag-runs/{quote(item.dag_run_id, safe='')}"
     return f"{public_url}/ui/#/jobs/{quote(item.job_id, safe='')}"

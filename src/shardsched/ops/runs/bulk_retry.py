@@ -9,7 +9,6 @@ from collections.abc import Sequence
 
 from shardsched.core.access import SDK_ACTOR
 from shardsched.core.errors import ConflictError, NotFoundError
-from shardsched.core.ids import parse_dag_run_id
 from shardsched.core.models import RunState
 from shardsched.core.views import BulkRetry, RetryRefusal, Run
 from shardsched.ops import listing
@@ -72,10 +71,4 @@ def _why_not(run: Run) -> str | None:
         return f"run {run.run_id!r} is not dead-lettered ({run.state})"
     if run.next_run_id:
         return f"run {run.run_id!r} was already retried as {run.next_run_id!r}"
-    if run.dag_run_id:
-        dag = parse_dag_run_id(run.dag_run_id)[0]
-        return (
-            f"run {run.run_id!r} is a DAG task's: its DAG run settled on this failure;"
-            f" trigger the DAG again (shardsched dags trigger {dag})"
-        )
     return None

@@ -123,6 +123,14 @@ export function duration(seconds) {
   return out || "0s";
 }
 
+// How long something took, from its start to its end (or now, with "…": still going).
+export function took(start, end) {
+  if (!start) return "";
+  const s = ((end ? Date.parse(end) : Date.now()) - Date.parse(start)) / 1000;
+  const text = s < 60 ? `${s.toFixed(1)}s` : duration(Math.round(s));
+  return end ? text : `${text}…`;
+}
+
 export function ago(iso) {
   if (!iso) return "";
   const s = Math.round((Date.now() - new Date(iso).getTime()) / 1000);

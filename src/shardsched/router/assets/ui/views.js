@@ -6,8 +6,10 @@ import {
   canWrite,
   duration,
   h,
+  took,
   query,
   stateTag,
+  svg,
   time,
   toast,
   when,
@@ -972,17 +974,29 @@ function dagList() {
   return {
     async render() {
       const page = await api("GET", "/api/v1/dags?limit=100");
+      // each DAG's latest run: its state and when it ended (one read a DAG, no redraws)
+      const latest = await Promise.all(
+        page.dags.map((d) =>
+          api("GET", `/api/v1/dags/${enc(d.dag_id)}/runs?limit=1`)
+            .then((o) => o.dag_runs[0] || null)
+            .catch(() => null),
+        ),
+      );
       return h(
         "section",
         {},
         h("h1", {}, "DAGs"),
         table(
-          ["Name", "Id", "Status", "Tasks", "Next"],
-          page.dags.map((d) => [
+          ["Name", "Id", "Status", "Tasks", "Last run", "Took", "Next"],
+          page.dags.map((d, i) => [
             link(`#/dags/${enc(d.dag_id)}`, d.name),
             h("code", {}, d.dag_id),
             stateTag(d.status),
             String(d.tasks.length),
+            latest[i]
+              ? link(`#/dag-runs/${enc(latest[i].dag_run_id)}`, stateTag(latest[i].state))
+              : h("span", { class: "muted" }, "never ran"),
+            latest[i] ? took(latest[i].started_at, latest[i].finished_at) : "",
             time(d.next_run_at),
           ]),
           "No DAGs.",
@@ -992,8 +1006,29 @@ function dagList() {
   };
 }
 
+// How long a task took in a DAG run: from its latest attempt's start to its end.
+function taskTook(t) {
+  const last = t?.attempts?.[t.attempts.length - 1];
+  return last ? took(last.started_at, last.finished_at) : "";
+}
+
+function dagDefinition(d) {
+  return table(
+    ["Task", "Depends on", "Trigger rule", "Command", "Retries", "Timeout", "Queue"],
+    d.tasks.map((t) => [
+      t.name,
+      (t.depends_on || []).join(", ") || "—",
+      t.trigger_rule || "all_success",
+      h("code", {}, t.command),
+      retriesText(t.retry_policy || { max_attempts: 1 }),
+      duration(t.timeout_s ?? 3600),
+      t.queue || "default",
+    ]),
+  );
+}
+
 function dag(id) {
-  return {
+  const screen = {
     wants: (e) => e.job_id === id || e.job_id.startsWith(`${id}.`),
     async render() {
       const [d, runs] = await Promise.all([
@@ -1001,53 +1036,233 @@ function dag(id) {
         api("GET", `/api/v1/dags/${enc(id)}/runs?limit=20`),
       ]);
       const names = d.tasks.map((t) => t.name);
+      const reload = () => screen.refresh?.();
       const grid = table(
-        ["DAG run", "State", ...names],
+        ["DAG run", "State", "Took", ...names],
         runs.dag_runs.map((r) => {
           const by = Object.fromEntries(r.tasks.map((t) => [t.task, t]));
           return [
             link(`#/dag-runs/${enc(r.dag_run_id)}`, when(r.scheduled_for)),
             stateTag(r.state),
+            took(r.started_at, r.finished_at),
             ...names.map((n) =>
               by[n]
-                ? by[n].run_id
-                  ? h("a", { href: `#/runs/${enc(by[n].run_id)}` }, stateTag(by[n].state))
-                  : stateTag(by[n].state)
+                ? h(
+                    "span",
+                    {},
+                    by[n].run_id
+                      ? h("a", { href: `#/runs/${enc(by[n].run_id)}` }, stateTag(by[n].state))
+                      : stateTag(by[n].state),
+                    h("div", { class: "muted" }, taskTook(by[n])),
+                  )
                 : "—",
             ),
           ];
         }),
         "No DAG runs yet.",
       );
-      return h(
-        "section",
-        {},
-        h("h1", {}, d.name, " ", stateTag(d.status)),
-        h(
-          "div",
-          { class: "actions" },
-          d.status === "deleted"
-            ? action("Restore", () => api("POST", `/api/v1/dags/${enc(id)}/restore`), {
-                confirm: `Bring ${d.name} back as a new incarnation?`,
-                done: (o) => `Restored: incarnation ${o.incarnation}`,
-                after: () => this.refresh?.(),
-              })
-            : action("Trigger", () => api("POST", `/api/v1/dags/${enc(id)}/trigger`), {
+      const actions = h(
+        "div",
+        { class: "actions" },
+        d.status === "deleted"
+          ? action("Restore", () => api("POST", `/api/v1/dags/${enc(id)}/restore`), {
+              confirm: `Bring ${d.name} back as a new incarnation?`,
+              done: (o) => `Restored: incarnation ${o.incarnation}`,
+              after: reload,
+            })
+          : [
+              action("Trigger", () => api("POST", `/api/v1/dags/${enc(id)}/trigger`), {
                 after: (o) => {
                   location.hash = `#/dag-runs/${enc(o.dag_run_id)}`;
                 },
               }),
+              d.status === "active"
+                ? action(
+                    "Pause",
+                    () => api("PATCH", `/api/v1/dags/${enc(id)}`, { status: "paused" }),
+                    { after: reload },
+                  )
+                : action(
+                    "Resume",
+                    () => api("PATCH", `/api/v1/dags/${enc(id)}`, { status: "active" }),
+                    { after: reload },
+                  ),
+            ],
+      );
+      return h(
+        "section",
+        {},
+        h("h1", {}, d.name, " ", stateTag(d.status)),
+        actions,
+        h(
+          "p",
+          { class: "muted" },
+          `${scheduleLine(d.schedule)} · next ${when(d.next_run_at)} · version ${d.version} · at most ${d.max_active_runs} running`,
         ),
+        h("h2", {}, "Graph"),
+        h("div", { class: "scroll", id: "dag-definition-graph" }, dagGraph({ tasks: [] }, d.tasks)),
         h("h2", {}, "Recent DAG runs × tasks"),
         grid,
+        h("h2", {}, "Definition"),
+        dagDefinition(d),
       );
     },
   };
+  return screen;
+}
+
+function scheduleLine(s) {
+  const text = scheduleText(s);
+  return typeof text === "string" ? text : text.textContent;
+}
+
+// A DAG run's repair: a plan first (what re-runs, its attempt and retries left, the DAG
+// version), then applied by its token, or refused if the DAG run moved meanwhile. The
+// plan shown is the screen's (`kept`): a live redraw shows it again.
+function repairBox(id, r, refresh, kept) {
+  const out = h("div", { id: "repair-plan", role: "status" });
+  const note = h("input", { id: "repair-note", placeholder: "why (recorded with who)" });
+  const show = () => {
+    const plan = kept.plan;
+    if (!plan) return out.replaceChildren();
+    const rows = plan.tasks.map((t) => [
+      t.task,
+      t.state,
+      t.change,
+      t.attempt ?? "",
+      t.retries_left ?? "",
+    ]);
+    out.replaceChildren(
+      h(
+        "p",
+        {},
+        `Plan: ${plan.action} in ${plan.dag_run_id} (${plan.dag_run_state}), on version ${plan.version}` +
+          (plan.version !== plan.current_version ? ` (the DAG is on ${plan.current_version})` : ""),
+      ),
+      table(["Task", "Now", "Change", "Attempt", "Retries left"], rows),
+      h(
+        "div",
+        { class: "actions" },
+        action(
+          "Apply this plan",
+          () => api("POST", kept.path, { ...kept.request, token: plan.token }),
+          {
+            done: (o) => `Applied: ${o.new_runs.join(", ") || "waiting on upstream"}`,
+            after: () => {
+              kept.plan = null;
+              note.value = "";
+              delete note.dataset.touched;
+              refresh();
+            },
+          },
+        ),
+        action("Discard", async () => {
+          kept.plan = null;
+          show();
+        }),
+      ),
+    );
+  };
+  const plan = (task, kind, extra) => async () => {
+    kept.path = `/api/v1/dag-runs/${enc(id)}/${kind}`;
+    kept.request = { task, note: note.value || "", ...extra };
+    kept.plan = await api("POST", kept.path, { ...kept.request, dry_run: true });
+    show();
+    return kept.plan;
+  };
+  const ready = { done: () => "Plan ready: check it below" };
+  const rows = r.tasks.map((t) => [
+    t.task,
+    stateTag(t.state),
+    t.run_id ? runLink(t.run_id) : "—",
+    String(t.attempts?.length || 0),
+    taskTook(t),
+    time(t.released_at),
+    h(
+      "span",
+      { class: "actions" },
+      action("Clear", plan(t.task, "clear", {}), ready),
+      action("Clear failed", plan(t.task, "clear", { only_failed: true }), ready),
+      action("Mark succeeded", plan(t.task, "mark", { state: "succeeded" }), ready),
+      action("Mark failed", plan(t.task, "mark", { state: "failed" }), ready),
+    ),
+  ]);
+  show();
+  return h(
+    "div",
+    {},
+    canWrite() ? field("repair-note", "Note for a repair", note) : null,
+    table(["Task", "State", "Run", "Attempts", "Took", "Released", ""], rows),
+    out,
+  );
+}
+
+// A DAG run's tasks over time: one bar per attempt, from its start to its end (or now).
+function gantt(r) {
+  const bars = [];
+  for (const t of r.tasks)
+    for (const a of t.attempts || [])
+      if (a.started_at)
+        bars.push({
+          task: t.task,
+          state: a.state,
+          run: a.run_id,
+          from: Date.parse(a.started_at),
+          to: a.finished_at ? Date.parse(a.finished_at) : Date.now(),
+        });
+  if (!bars.length) return h("p", { class: "muted" }, "No task has started yet.");
+  const t0 = Math.min(...bars.map((b) => b.from));
+  const t1 = Math.max(...bars.map((b) => b.to), t0 + 1);
+  const names = r.tasks.map((t) => t.task);
+  const W = 720,
+    L = 140,
+    RH = 22;
+  const x = (t) => L + ((t - t0) / (t1 - t0)) * (W - L - 10);
+  const fills = { succeeded: "#1a7f37", failed: "#cf222e", dead_letter: "#cf222e" };
+  return svg(
+    "svg",
+    {
+      viewBox: `0 0 ${W} ${names.length * RH + 24}`,
+      width: "100%",
+      role: "img",
+      id: "gantt",
+      "aria-label": `DAG run timeline: ${bars.map((b) => `${b.task} ${b.state}`).join(", ")}`,
+    },
+    names.map((n, i) =>
+      svg("text", { x: 4, y: i * RH + 16 }, n.length > 18 ? `${n.slice(0, 17)}…` : n),
+    ),
+    bars.map((b) =>
+      svg(
+        "rect",
+        {
+          x: x(b.from),
+          y: names.indexOf(b.task) * RH + 4,
+          width: Math.max(2, x(b.to) - x(b.from)),
+          height: RH - 8,
+          fill: fills[b.state] || "#0550ae",
+          class: "bar",
+          "data-task": b.task,
+        },
+        svg(
+          "title",
+          {},
+          `${b.run}: ${b.state}, ${took(new Date(b.from).toISOString(), new Date(b.to).toISOString())}`,
+        ),
+      ),
+    ),
+    svg("text", { x: L, y: names.length * RH + 20 }, when(new Date(t0).toISOString())),
+    svg(
+      "text",
+      { x: W - 10, y: names.length * RH + 20, "text-anchor": "end" },
+      `+${took(new Date(t0).toISOString(), new Date(t1).toISOString())}`,
+    ),
+  );
 }
 
 function dagRun(id) {
   const dagId = id.split(":")[0];
-  return {
+  const kept = { plan: null, path: null, request: null }; // a repair's plan, until applied
+  const screen = {
     wants: (e) => e.job_id === dagId || e.job_id.startsWith(`${dagId}.`),
     async render() {
       const [r, d] = await Promise.all([
@@ -1055,6 +1270,7 @@ function dagRun(id) {
         api("GET", `/api/v1/dags/${enc(dagId)}`),
       ]);
       const open = r.state === "queued" || r.state === "running";
+      const refresh = () => screen.refresh?.();
       return h(
         "section",
         {},
@@ -1065,6 +1281,7 @@ function dagRun(id) {
           "Of ",
           link(`#/dags/${enc(dagId)}`, d.name),
           ` · scheduled for ${when(r.scheduled_for)}`,
+          r.started_at ? ` · took ${took(r.started_at, r.finished_at)}` : "",
           r.reason ? ` · ${r.reason}` : "",
         ),
         h(
@@ -1078,24 +1295,20 @@ function dagRun(id) {
                 {
                   danger: true,
                   confirm: "Cancel this DAG run and its running tasks?",
-                  after: () => this.refresh?.(),
+                  after: refresh,
                 },
               )
             : null,
         ),
         h("div", { class: "scroll", id: "dag-graph" }, dagGraph(r, d.tasks)),
-        table(
-          ["Task", "State", "Run", "Released"],
-          r.tasks.map((t) => [
-            t.task,
-            stateTag(t.state),
-            t.run_id ? runLink(t.run_id) : "—",
-            time(t.released_at),
-          ]),
-        ),
+        h("h2", {}, "Tasks"),
+        repairBox(id, r, refresh, kept),
+        h("h2", {}, "Timeline"),
+        gantt(r),
       );
     },
   };
+  return screen;
 }
 
 // --- fleet ----------------------------------------------------------------------------
