@@ -97,3 +97,23 @@ async def test_skips_are_counted_by_reason_on_the_node(
     text = node.metrics.render()[0].decode()
     assert 'shardsched_ticks_skipped_total{reason="catchup_latest"}' in text
     assert job_id not in next(line for line in text.splitlines() if "ticks_skipped_total" in line)
+
+
+async def test_the_configured_cadence_is_the_current_one_after_an_edit(node, worker, http) -> None:
+    """Edited from every 1 s to every 2 s, a job is "configured every 2s", not the mean of
+    its ticks over both versions (the issue saw "every 44s" after 30 s became 45 s)."""
+    body = {"name": "edited", "command": "true", "schedule": {"type": "interval", "every_s": 1}}
+    job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
+
+    async def fired(n: int) -> bool:
+        ticks = (await http.get(f"/api/v1/jobs/{job_id}/ticks")).json()["ticks"]
+        return sum(t["outcome"] == "fired" for t in ticks) >= n
+
+    await wait_until(lambda: fired(3), timeout=20)
+    patched = await http.patch(
+        f"/api/v1/jobs/{job_id}", json={"schedule": {"type": "interval", "every_s": 2}}
+    )
+    assert patched.status_code == 200, patched.text
+    await wait_until(lambda: fired(5), timeout=20)
+    stats = (await http.get(f"/api/v1/jobs/{job_id}/stats")).json()
+    assert stats["configured_every_s"] == 2 and stats["summary"].startswith("configured every 2s")

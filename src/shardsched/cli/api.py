@@ -33,6 +33,7 @@ from shardsched.cli.http import CliError, endpoint, read_body, request
 from shardsched.cli.render import (
     ago,
     changes_table,
+    jobs_table,
     more_hint,
     page_args,
     page_query,
@@ -95,35 +96,22 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
             "limit": args.limit,
             "cursor": args.cursor,
             "status": args.status,
+            "health": args.health,
             "name_prefix": args.name_prefix,
             "include_deleted": "true" if args.include_deleted else None,
             "label": ",".join(f"{k}:{v}" for k, v in args.label or []) or None,
+            "recent": 1,  # each job's newest run: its last outcome
         }
-        out = request(api, "GET", "/api/v1/jobs" + page_query(query))
-        return (
-            out,
-            lambda o: (
-                table(
-                    ["JOB_ID", "NAME", "STATUS", "SCHEDULE", "NEXT"],
-                    [
-                        [
-                            j["job_id"],
-                            j["name"],
-                            j["status"],
-                            schedule_text(j["schedule"]),
-                            style.when(j["next_run_at"]),
-                        ]
-                        for j in o["jobs"]
-                    ],
-                )
-                + more_hint(o)
-            ),
-        )
+        return request(api, "GET", "/api/v1/jobs" + page_query(query)), jobs_table
     if cmd != "restore":  # a deleted job has left the index of names: its id only
         args.job_id = job_id_of(api, args.job_id)
     path = f"/api/v1/jobs/{quoted(args.job_id)}"
     if cmd == "get":
-        return request(api, "GET", path), show_job
+        last = request(api, "GET", path + "/runs?limit=1")["runs"]
+        return request(api, "GET", path), lambda o: show_job(o, last[0] if last else None)
+    if cmd == "ticks":
+        window = page_query({"since": args.since, "until": args.until, "limit": args.limit})
+        return request(api, "GET", path + "/ticks" + window), time_text.ticks_text
     if cmd == "trigger":
         given = {"args": args.run_args, "idempotency_key": args.idempotency_key}
         options = {k: v for k, v in given.items() if v is not None} or None
@@ -197,7 +185,7 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
 def _dead_letter(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     query = {"limit": args.limit, "cursor": args.cursor}
     out = request(args.api, "GET", "/api/v1/dead-letter" + page_query(query))
-    return out, lambda o: runs_table(o["runs"]) + more_hint(o)
+    return out, lambda o: runs_table(o["runs"], across=True) + more_hint(o)
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -217,6 +205,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     lst = jsub.add_parser("list", parents=[common], help="jobs, newest first")
     page(lst, 50)
     lst.add_argument("--status", choices=["active", "paused", "deleted"])
+    lst.add_argument(
+        "--health", choices=["failing", "late"],
+        help="failing: its newest run failed for good; late: its next fire over a minute due",
+    )  # fmt: skip
     lst.add_argument("--name-prefix", default=None)
     lst.add_argument("--include-deleted", action="store_true", help="deleted jobs too")
     lst.add_argument("--label", type=create.key_value, action="append", metavar="KEY=VALUE",
@@ -240,6 +232,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     resume.add_argument("--per-minute", type=int, metavar="N", help="paced: N a minute (60)")
     resume.add_argument("--dry-run", action="store_true", help="list what would run")
+    ticks = jsub.add_parser(
+        "ticks", parents=[common],
+        help="its ticks over a window and what became of each: fired (and how its run ended),"
+        " skipped and why, missed",
+    )  # fmt: skip
+    ticks.add_argument("job_id")
+    ticks.add_argument("--since", type=ago, default=None, help="default: since it was created")
+    ticks.add_argument("--until", type=ago, default=None, help="default: now")
+    ticks.add_argument("--limit", type=int, default=100)
     stats = jsub.add_parser(
         "stats", parents=[common], help="its ticks counted: fired, late, skipped, missed"
     )

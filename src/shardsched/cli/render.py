@@ -105,13 +105,17 @@ def ago(text: str | None) -> str | None:
     return (datetime.now(UTC) - timedelta(seconds=seconds)).isoformat()
 
 
-def runs_table(runs: list[dict]) -> str:
+def runs_table(runs: list[dict], across: bool = False) -> str:
     """Runs, one a row: when, how long, how it ended (``-o wide``: the times in full); a
-    run read from the cold archive has its state marked ``(archived)``."""
+    run read from the cold archive has its state marked ``(archived)``. ``across`` (a
+    list of many jobs' runs): which job and which worker too."""
     if style.current.wide:
         headers = ["RUN_ID", "STATE", "TRY", "SCHEDULED_FOR", "STARTED", "FINISHED", "TOOK"]
     else:
         headers = ["RUN_ID", "STATE", "TRY", "SCHEDULED", "TOOK"]
+    if across:
+        headers[1:1] = ["JOB"]
+        headers.append("WORKER")
     rows = []
     for r in runs:
         row = [
@@ -120,11 +124,27 @@ def runs_table(runs: list[dict]) -> str:
             r["attempt"],
             style.when(r["scheduled_for"]),
         ]
+        if across:
+            row.insert(1, r.get("job_name") or r["job_id"])
         if style.current.wide:
             row += [style.when(r["started_at"]), style.when(r["finished_at"])]
         row.append(style.took(r["started_at"], r["finished_at"]))
+        if across:
+            row.append(r.get("claimed_by") or "-")
         rows.append([*row, _ending(r)])
-    return table([*headers, "EXIT"], rows)
+    return table([*headers, "EXIT" if not across else "EXIT/REASON"], rows)
+
+
+def jobs_table(o: dict) -> str:
+    """``jobs list``: each job with its last outcome (its newest run's state, how long
+    ago) beside its schedule and next fire."""
+    rows = []
+    for j in o["jobs"]:
+        last = (j.get("recent_runs") or [None])[0]
+        outcome = "-" if last is None else f"{last['state']} ({style.when(last['scheduled_for'])})"
+        rows.append([j["job_id"], j["name"], j["status"], schedule_text(j["schedule"]),
+                     style.when(j["next_run_at"]), outcome])  # fmt: skip
+    return table(["JOB_ID", "NAME", "STATUS", "SCHEDULE", "NEXT", "LAST"], rows) + more_hint(o)
 
 
 def _ending(run: dict) -> str | None:
@@ -166,7 +186,8 @@ def _time_rows(job: dict) -> list[list[Any]]:
     return rows
 
 
-def show_job(job: dict) -> str:
+def show_job(job: dict, last: dict | None = None) -> str:
+    """``jobs get``: its definition, and its last outcome (its newest run) when given."""
     rows = [
         ["job_id", job["job_id"]],
         ["name", job["name"]],
@@ -194,6 +215,11 @@ def show_job(job: dict) -> str:
         rows.append(["labels", " ".join(f"{k}={v}" for k, v in sorted(job["labels"].items()))])
     if job.get("args"):
         rows.append(["args", json.dumps(job["args"], separators=(",", ":"))])
+    if last is not None:
+        ended = _ending(last)
+        rows.append(["last_run", f"{last['run_id']} {last['state']}"
+                     f" ({style.when(last['finished_at'] or last['scheduled_for'])})"
+                     + (f": {ended}" if ended else "")])  # fmt: skip
     return table(["FIELD", "VALUE"], rows)
 
 

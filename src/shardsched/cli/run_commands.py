@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
             "name_prefix": args.name_prefix,
         }
         out = request(api, "GET", "/api/v1/runs" + page_query(query))
-        return out, lambda o: runs_table(o["runs"]) + more_hint(o)
+        return out, lambda o: runs_table(o["runs"], across=True) + more_hint(o)
     if cmd == "retry":
         return _retry(args)
     path = f"/api/v1/runs/{quoted(args.run_id)}"
@@ -107,7 +107,9 @@ def _retry(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
 
 
 def _under_way(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
-    if args.state not in UNDER_WAY:
+    """Runs under way across jobs: of one state, or (no --state) of every state under way,
+    one page each, merged."""
+    if args.state is not None and args.state not in UNDER_WAY:
         raise CliError(
             "runs list without a JOB_ID lists runs under way: --state "
             + "|".join(UNDER_WAY)
@@ -115,14 +117,20 @@ def _under_way(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
         )
     query = {
         **page_args(args),
-        "state": args.state,
         "job": args.job,
         "queue": args.queue,
         "worker": args.worker,
         "label": ",".join(f"{k}:{v}" for k, v in args.label or []) or None,
     }
-    out = request(args.api, "GET", "/api/v1/runs" + page_query(query))
-    return out, lambda o: runs_table(o["runs"]) + more_hint(o)
+    states = [args.state] if args.state else list(UNDER_WAY)
+    pages = [
+        request(args.api, "GET", "/api/v1/runs" + page_query({**query, "state": state}))
+        for state in states
+    ]
+    out = {"runs": [r for p in pages for r in p["runs"]]}
+    if len(pages) == 1:
+        out = pages[0]
+    return out, lambda o: runs_table(o["runs"], across=True) + more_hint(o)
 
 
 def add_parser(

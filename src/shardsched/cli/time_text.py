@@ -1,5 +1,5 @@
 """How the CLI shows a schedule's time: a resume's owed ticks, a job's ticks counted, a
-backfill (or its dry run's list), a job's upcoming fires."""
+backfill (or its dry run's list), a job's upcoming fires and its ticks."""
 
 from __future__ import annotations
 
@@ -78,3 +78,18 @@ def upcoming_text(o: dict[str, Any]) -> str:
     if o.get("stops"):
         lines.append(("no more: " if rows else "none: ") + _STOPS.get(o["stops"], o["stops"]))
     return "\n".join(lines)
+
+
+def ticks_text(o: dict[str, Any]) -> str:
+    """``jobs ticks``: each tick and what became of it: fired (and how its run ended, on
+    its last attempt), skipped and why, missed, pending."""
+    rows = []
+    for t in o["ticks"]:
+        ended = t.get("run_state") or ""
+        if t.get("attempts", 1) > 1:
+            ended += f" after {t['attempts']} attempts"
+        lag = f"{t['lag_s']:.1f}s" if t.get("lag_s") is not None else ""
+        rows.append([style.when(t["tick"]), t["outcome"], ended, lag,
+                     t.get("reason") or t.get("last_run_id") or t.get("run_id") or ""])  # fmt: skip
+    more = "\n(more: a narrower --since/--until)" if o.get("truncated") else ""
+    return table(["TICK", "OUTCOME", "RUN ENDED", "LAG", "RUN / WHY"], rows) + more

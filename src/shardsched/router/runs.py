@@ -116,7 +116,9 @@ async def dead_letter(cx: Context, request: Request) -> Response:
     q: DeadLetterQuery = http.query(request, DeadLetterQuery)
     within = who(request).prefixes
     op = listing.dead_letter_page(cx.dep, q.limit, *http.cursor(q), within)
-    return http.json_response(await cx.run(op))
+    page = await cx.run(op)
+    await cx.run(annotate(cx.dep, page.runs, tails=True))  # which job, what it printed
+    return http.json_response(page)
 
 
 async def list_failures(cx: Context, request: Request) -> Response:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from shardsched.core.durations import duration_text
 from shardsched.core.instants import from_ms
+from shardsched.core.models import IntervalSchedule
 from shardsched.core.time_views import JobStats
-from shardsched.ops.history.ledger import Outcome, account, load_history
+from shardsched.ops.history.ledger import JobHistory, Outcome, TickRecord, account, load_history
 from shardsched.store.calls import Call, Op, server_ms
 from shardsched.store.deployment import Deployment
 
@@ -37,7 +38,7 @@ def job_stats(dep: Deployment, job_id: str, lo: int | None, hi: int | None) -> O
             late += 1
     ticks = len(records)
     fired = counts[Outcome.FIRED]
-    configured = _spacing([r.tick.timestamp() for r in records])
+    configured = _configured(history, records)
     effective = _spacing([r.tick.timestamp() for r in records if r.outcome == Outcome.FIRED])
     return JobStats(
         job_id=job_id,
@@ -54,6 +55,21 @@ def job_stats(dep: Deployment, job_id: str, lo: int | None, hi: int | None) -> O
         effective_every_s=None if effective is None else round(effective, 3),
         summary=_summary(configured, effective, skipped, counts[Outcome.MISSING], late),
     )
+
+
+def _configured(history: JobHistory, records: list[TickRecord]) -> float | None:
+    """The cadence the job is configured for now: its current schedule's (an interval's
+    every_s; else the spacing of the ticks since its last change), not a mean over the
+    ticks of every version in the window (30 s edited to 45 s is "every 45s")."""
+    if not history.segments:
+        return _spacing([r.tick.timestamp() for r in records])
+    current = history.segments[-1]
+    schedule = current.timing.schedule
+    if isinstance(schedule, IntervalSchedule):
+        return schedule.every_s
+    since = from_ms(current.first)
+    ticks = [r.tick.timestamp() for r in records if r.tick >= since]
+    return _spacing(ticks) or _spacing([r.tick.timestamp() for r in records])
 
 
 def _spacing(instants: list[float]) -> float | None:
