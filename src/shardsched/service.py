@@ -27,6 +27,7 @@ from shardsched.core.pacing import Backoff
 from shardsched.core.queues import DEFAULT_QUEUE
 from shardsched.router.app import create_app
 from shardsched.router.guards import AccessPolicy
+from shardsched.router.login_links import LoginLinks
 from shardsched.router.server import TlsFiles, serve_http, split_bind
 from shardsched.runtime.lifetime import run_until_signal
 from shardsched.runtime.metrics import Metrics
@@ -90,9 +91,11 @@ async def run_node(
     archive: str | None = None,
     stop: trio.Event | None = None,
     tracer: RunTracer | None = None,
+    login_links: LoginLinks | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """The shard manager, the HTTP API unless ``http`` is None, and, with ``retention``
+    """The shard manager, the HTTP API unless ``http`` is None (``login_links``: its
+    console's one-time login codes, which ``dev`` issues), and, with ``retention``
     and ``archive``, the task moving old history to the archive. Once ``stop`` is set the
     HTTP API drains, then the shard actors stop and hand their leases back, and this
     returns; cancellation stops everything at once."""
@@ -118,7 +121,7 @@ async def run_node(
             )
             await actors.start(retainer.run, name="retention")
         if http:
-            app = create_app(redis, dep, manager.metrics, policy)
+            app = create_app(redis, dep, manager.metrics, policy, login_links)
             async with trio.open_nursery() as web:  # returns once drained (or never)
                 serve = partial(serve_http, app, http, tls=tls, stop=stop)
                 task_status.started(await web.start(serve))

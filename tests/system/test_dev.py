@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -261,3 +262,35 @@ def test_dev_makes_its_own_data_dir_private_and_leaves_a_shared_one_alone(
         private_dir(shared)
     assert shared.stat().st_mode & 0o777 == 0o755, "dev changed a directory it does not own"
     assert "open to other users" in caplog.text
+
+
+def test_dev_prints_a_one_time_login_link_and_one_line_for_a_taken_port(tmp_path: Path) -> None:
+    """The console's login link works once (then it asks for the token), and holds a code,
+    not the token; a second dev on the same port says so in one line, naming --http."""
+    port = free_port()
+    with running_dev(tmp_path, port) as (proc, _, _):
+        text = (tmp_path / "dev.log").read_text()
+        found = re.search(rf"console: (http://127\.0\.0\.1:{port}/ui/login/(\S+))", text)
+        assert found, text
+        link, code = found.groups()
+        token = (tmp_path / "data" / "token").read_text().strip()
+        assert token not in text and code != token
+        with httpx.Client(timeout=10, follow_redirects=True) as browser:
+            first = browser.get(link)  # the redirect to /ui/ with the session cookie
+            assert first.status_code == 200 and "shardsched" in first.text
+            assert browser.get(f"http://127.0.0.1:{port}/ui/session").json()["scopes"]
+        with httpx.Client(timeout=10) as other:
+            again = other.get(link)
+            assert again.status_code == 401 and "used already or has expired" in again.text
+            assert other.get(f"http://127.0.0.1:{port}/ui/session").status_code == 401
+            wrong = other.get(f"http://127.0.0.1:{port}/ui/login/{'x' * 32}")
+            assert wrong.status_code == 401
+        second = subprocess.run(
+            shardsched_cmd("dev", "--http", f"127.0.0.1:{port}", "--data-dir",
+                           str(tmp_path / "data2")),
+            capture_output=True, text=True, env=child_env(), timeout=120,
+        )  # fmt: skip
+        assert second.returncode == 2, second.stderr
+        lines = second.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"--http 127.0.0.1:{port}" in lines[0], second.stderr
+        assert proc.poll() is None  # the first one is untouched

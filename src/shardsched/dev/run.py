@@ -36,6 +36,7 @@ from shardsched.core.errors import ConfigError
 from shardsched.dev.supervisor import Supervisor
 from shardsched.ops.access import tokens
 from shardsched.router.guards import AccessPolicy
+from shardsched.router.login_links import LINK_TTL_S, LoginLinks
 from shardsched.runtime import lifetime
 from shardsched.runtime.redis_server import (
     free_port,
@@ -163,8 +164,10 @@ async def run_dev(
                 outer.start_soon(sup.republish, name="dev-republish")
                 write_private(private_dir(data_dir) / REDIS_URL_FILE, redis_url + "\n")
                 hint = ""
+                links = LoginLinks()
                 if policy.auth:
                     token_file = await ensure_admin_token(redis, dep, data_dir)
+                    code = links.issue(token_file.read_text().strip())
                     hint = (
                         f"admin token in {token_file} (mode 0600): the CLI reads it from there "
                         "when run in this directory, or set SHARDSCHED_TOKEN; curl needs "
@@ -183,6 +186,7 @@ async def run_dev(
                     tls=tls,
                     retention=retention,
                     archive=archive,
+                    login_links=links,
                 )
                 worker = [sys.executable, "-m", "shardsched", "worker", "--namespace", namespace]
                 worker += ["--concurrency", str(concurrency), "--queues", queues]
@@ -200,9 +204,14 @@ async def run_dev(
                             await children.start(sup.keep_process, name, "worker", start)
                         binds = await children.start(sup.keep_task, "dev-node", "node", node)
                         api = binds[0] if binds else f"http://{http}"
+                        login = (
+                            f"console: {api}/ui/login/{code}  (a one-time link, good for"
+                            f" {LINK_TTL_S / 60:.0f} minutes; then {api}/ui/ with the token)\n"
+                            if policy.auth
+                            else f"console: {api}/ui/\n"
+                        )
                         task_status.started(
-                            f"{hint}jobs start in {scratch}\n"
-                            f"console: {api}/ui/  (log in with the admin token)\n"
+                            f"{hint}jobs start in {scratch}\n{login}"
                             f"shardsched dev ready: API {api}/api/v1  (redis: {shown})"
                         )
                 finally:

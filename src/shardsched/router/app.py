@@ -22,6 +22,7 @@ from shardsched.core.access import Scope
 from shardsched.router import docs, http, status
 from shardsched.router.context import Context
 from shardsched.router.guards import AccessPolicy, Gate
+from shardsched.router.login_links import LoginLinks
 from shardsched.router.openapi import openapi_document
 from shardsched.router.routes import OPERATIONS
 from shardsched.router.ui import Console
@@ -45,10 +46,11 @@ def create_app(
     dep: ops.Deployment,
     metrics: Metrics | None = None,
     policy: AccessPolicy | None = None,
+    login_links: LoginLinks | None = None,
 ) -> Starlette:
     """The API of a node (whose metrics it exports) or of a router (metrics of its own).
     ``policy``: who may call it (default: a token on every route but health and metrics,
-    loopback Host names only)."""
+    loopback Host names only); ``login_links``: the console's one-time login codes."""
     cx = Context(redis, dep, metrics or Metrics())
     policy = policy or AccessPolicy()
     gate = Gate(policy, redis, dep)
@@ -72,11 +74,12 @@ def create_app(
     routes.append(http.route("/internal/openapi.json", get=gated(_internal_openapi, None)))
     routes.append(http.route("/docs", get=gated(docs.docs_page, None)))
     routes.append(http.route("/docs/{name}", get=gated(docs.docs_asset, None)))
-    console = Console(gate)
+    console = Console(gate, login_links)
     routes.append(http.route("/", get=console.root))
     routes.append(http.route("/ui", get=console.root))
     routes.append(http.route("/ui/", get=console.index))
     routes.append(http.route("/ui/login", get=console.login_page, post=console.login))
+    routes.append(http.route("/ui/login/{code}", get=console.login_link))
     routes.append(http.route("/ui/logout", post=console.logout))
     routes.append(http.route("/ui/session", get=console.session))
     routes.append(http.route("/ui/assets/{name}", get=console.asset))

@@ -23,6 +23,7 @@ what the requests need (a node's shard actors, the Redis pool).
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import ssl
@@ -268,7 +269,13 @@ async def serve_http(
     stopping = trio.Event()
     worker_context = WorkerContext(None)
     host, port = split_bind(bind)
-    listeners = await trio.open_tcp_listeners(port, host=host, backlog=BACKLOG)
+    try:
+        listeners = await trio.open_tcp_listeners(port, host=host, backlog=BACKLOG)
+    except OSError as exc:  # one line naming the flag, not a traceback
+        why = "the address is in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+        raise ConfigError(
+            f"--http {bind}: {why} (another shardsched on it? choose another with --http)"
+        ) from None
     binds = []
     for listener in listeners:
         name = listener.socket.getsockname()

@@ -21,6 +21,7 @@ from starlette.responses import RedirectResponse, Response
 from shardsched.ops.access import tokens
 from shardsched.router import http
 from shardsched.router.guards import Gate
+from shardsched.router.login_links import LoginLinks
 from shardsched.router.session import (
     LOGIN_COOKIE,
     SESSION_COOKIE,
@@ -65,8 +66,9 @@ def _page(body: bytes, status: int = 200, headers: dict[str, str] | None = None)
 class Console:
     """The console's routes, bound to the app's gate (Host, Origin, tokens)."""
 
-    def __init__(self, gate: Gate) -> None:
+    def __init__(self, gate: Gate, links: LoginLinks | None = None) -> None:
         self.gate = gate
+        self.links = links or LoginLinks()
 
     def _secure(self, request: Request) -> bool:
         return request.url.scheme == "https"
@@ -118,6 +120,25 @@ class Console:
             "set-cookie", cookie(SESSION_COOKIE, token, secure=secure, max_age=SESSION_MAX_AGE_S)
         )
         response.headers.append("set-cookie", cookie(LOGIN_COOKIE, "", secure=secure, max_age=0))
+        return response
+
+    async def login_link(self, request: Request) -> Response:
+        """A one-time login link (``shardsched dev`` prints one): its code, spent here, is
+        the session; a used or expired one asks for the token instead."""
+        self.gate.check_host_and_origin(request)
+        token = self.links.redeem(request.path_params["code"])
+        who = None
+        if token is not None:
+            who = await drive_async(tokens.authenticate(self.gate.dep, token), self.gate.redis)
+        if token is None or who is None:
+            error = "This login link was used already or has expired: log in with the token."
+            return await self.login_page(request, error, 401)
+        response = RedirectResponse("/ui/", 303)
+        set_cookie = cookie(
+            SESSION_COOKIE, token, secure=self._secure(request), max_age=SESSION_MAX_AGE_S
+        )
+        response.headers.append("set-cookie", set_cookie)
+        response.headers["referrer-policy"] = "no-referrer"
         return response
 
     async def logout(self, request: Request) -> Response:

@@ -56,6 +56,13 @@ def run_until_signal(
     try:
         trio.run(runner)
     except* ConfigError as group:
-        for exc in group.exceptions:
+        for exc in _leaves(group):  # each once, however deep the nurseries nested it
             print(f"shardsched: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def _leaves(group: BaseExceptionGroup[ConfigError]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out += _leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc]
+    return list({str(e): e for e in out}.values())
