@@ -101,8 +101,20 @@ def _walk(base: str, admin: str, viewer: str, dag_run_id: str, broken_id: str) -
         _text(d, ".error", "Unknown or revoked token")
         _login(d, base, admin)
         _text(d, "#live", "live")
+        _text(d, "#triage", "Needs attention", timeout=40)  # breaks-nightly dead-lettered
         _shot(d, "overview")
         seen["overview"] = _read(d, By.ID, "main")
+        seen["alarms"] = _fresh(
+            d,
+            lambda drv: sorted(
+                c.get_attribute("data-label")
+                for c in drv.find_elements(By.CSS_SELECTOR, "#main .card.alarm")
+            ),
+        )
+        _click(d, By.CSS_SELECTOR, "#shards summary")  # the folded shard table opens
+        seen["shard_rows"] = _fresh(
+            d, lambda drv: len(drv.find_elements(By.CSS_SELECTOR, "#shards tbody tr"))
+        )
         seen["lag_chart"] = _fresh(
             d,
             lambda drv: [
@@ -130,8 +142,18 @@ def _walk(base: str, admin: str, viewer: str, dag_run_id: str, broken_id: str) -
         seen["job"] = _read(d, By.ID, "main")
         _click(d, By.XPATH, "//td/a[contains(@href, '#/runs/')]")
         _text(d, "#output", "hello from the console")
+        _text(d, "#main", "History")
         _shot(d, "run")
         seen["run"] = _read(d, By.ID, "main")
+        seen["run_events"] = _fresh(
+            d,
+            lambda drv: [
+                e.text
+                for e in drv.find_elements(
+                    By.XPATH, "//h2[text()='History']/following-sibling::div[1]//tbody/tr/td[3]"
+                )
+            ],
+        )
         missed = _read(d, By.XPATH, "//dt[text()='Deadline missed']/following-sibling::dd[1]")
         assert missed == "—"  # a run in time (a late one's row names the deadline)
         trace_link = "//dt[text()='Trace']/following-sibling::dd[1]/a"
@@ -184,6 +206,23 @@ def _walk(base: str, admin: str, viewer: str, dag_run_id: str, broken_id: str) -
         )
         _shot(d, "job-failing")
 
+        # the job's runs filtered by state
+        d.get(job_url)
+        _text(d, "h1", "hello-console")
+        _click(d, By.CSS_SELECTOR, "#r-state option[value=succeeded]")
+        WebDriverWait(d, 20).until(lambda drv: "state=succeeded" in drv.current_url)
+        _text(d, "#main", "Took")
+        seen["job_runs"] = _fresh(
+            d,
+            lambda drv: {
+                t.text
+                for t in drv.find_elements(
+                    By.XPATH,
+                    "//h2[text()='Runs']/following-sibling::div[1]//tbody//span[contains(@class,'state')]",
+                )
+            },
+        )
+
         # the jobs list: its row, next fire, sparkline
         d.get(base + "/ui/#/jobs?q=hello")
         _text(d, "#main table", "hello-console")
@@ -203,11 +242,21 @@ def _walk(base: str, admin: str, viewer: str, dag_run_id: str, broken_id: str) -
                 for g in drv.find_elements(By.CSS_SELECTOR, "g.task")
             },
         )
-        # the failure inbox names the job and shows what it printed; the dead letter
-        # retries a selection, after a dry run
+        # the failure inbox names the job and shows what it printed, filters, and retries
+        # a dead-lettered row; the dead letter retries a selection, after a dry run
         d.get(base + "/ui/#/failures")
         _text(d, "#main table", "breaks-nightly")
         _text(d, "#main table", "disk full")
+        _click(d, By.CSS_SELECTOR, "#fl-state option[value=dead_letter]")
+        _click(d, By.XPATH, "//form[@role='search']//button[text()='Filter']")
+        WebDriverWait(d, 20).until(lambda drv: "state=dead_letter" in drv.current_url)
+        _text(d, "#main table", "breaks-nightly")
+        seen["failure_states"] = _fresh(
+            d,
+            lambda drv: {t.text for t in drv.find_elements(By.CSS_SELECTOR, "#main tbody .state")},
+        )
+        _click(d, By.XPATH, "//tbody//button[text()='Retry']")
+        _text(d, "#toast", "Retried as")
         d.get(base + "/ui/#/dead-letter")
         WebDriverWait(d, 20).until(
             ec.presence_of_element_located((By.CSS_SELECTOR, "#main input[type=checkbox]"))
@@ -297,6 +346,12 @@ async def test_the_console_end_to_end_in_a_browser(
     await wait_until(lambda: _lag_points(http, 2))
     seen = await trio.to_thread.run_sync(_walk, base, admin, viewer, dag_run_id, broken_id)
     assert "Overview" in seen["overview"] and "free slots" in seen["overview"]
+    assert "dead-lettered" in seen["alarms"] and "nodes" not in seen["alarms"]
+    assert "Latest failures" in seen["overview"] and "breaks-nightly" in seen["overview"]
+    assert seen["shard_rows"] == dep.n_shards
+    assert seen["failure_states"] == {"☠ dead_letter"}
+    assert seen["run_events"][-1] == "✓ succeeded" and "● running" in seen["run_events"]
+    assert seen["job_runs"] == {"✓ succeeded"}
     assert any(label.startswith("trigger lag") for label in seen["lag_chart"]), seen["lag_chart"]
     assert "Next fires" in seen["job"] and "Ticks, last 24 hours" in seen["job"]
     assert "every 2s" in seen["job"] and "[object" not in seen["job"]

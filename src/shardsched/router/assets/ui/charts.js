@@ -1,7 +1,7 @@
 // Small drawings, each from data the API gave: a run sparkline, the trigger-lag chart,
 // a DAG run's graph and a job's tick strip. Shapes and words carry the meaning; colour
 // only repeats it.
-import { h, svg, shape, when } from "./lib.js";
+import { h, svg, shape, utcMode, when } from "./lib.js";
 
 export function sparkline(runs) {
   if (!runs?.length) return h("span", { class: "muted" }, "no runs");
@@ -18,6 +18,14 @@ export function sparkline(runs) {
       ),
     ),
   );
+}
+
+// A time of day on the chart's axis: 24-hour, in UTC when the header's toggle says so.
+function clock(t) {
+  return new Date(t).toLocaleTimeString("sv-SE", {
+    timeZone: utcMode() ? "UTC" : undefined,
+    hourCycle: "h23",
+  });
 }
 
 // Samples [{t, p50, p99}] (seconds) as two lines over time.
@@ -55,8 +63,8 @@ export function lagChart(samples) {
     svg("line", { x1: L, y1: 4, x2: L, y2: H - B, stroke: "#8c959f" }),
     svg("text", { x: 2, y: 14 }, ms(top)),
     svg("text", { x: 2, y: H - B }, "0"),
-    svg("text", { x: L, y: H - 4 }, new Date(t0).toLocaleTimeString()),
-    svg("text", { x: W - 70, y: H - 4 }, new Date(t1).toLocaleTimeString()),
+    svg("text", { x: L, y: H - 4 }, clock(t0)),
+    svg("text", { x: W - 8, y: H - 4, "text-anchor": "end" }, clock(t1)),
     svg("path", {
       d: line("p99"),
       fill: "none",
@@ -65,8 +73,8 @@ export function lagChart(samples) {
       "stroke-dasharray": "6 3",
     }),
     svg("path", { d: line("p50"), fill: "none", stroke: "#0550ae", "stroke-width": 2 }),
-    svg("text", { x: W - 170, y: 16, fill: "#cf222e" }, "- - p99"),
-    svg("text", { x: W - 100, y: 16, fill: "#0550ae" }, "— p50"),
+    svg("text", { x: W - 150, y: 14, fill: "#cf222e" }, "- - p99"),
+    svg("text", { x: W - 80, y: 14, fill: "#0550ae" }, "— p50"),
   );
 }
 

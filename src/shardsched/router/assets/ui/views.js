@@ -103,6 +103,7 @@ function runsTable(runs, withJob) {
       "Scheduled for",
       "Started",
       "Finished",
+      "Took",
       "Worker",
       "Reason",
     ].filter(Boolean),
@@ -114,6 +115,7 @@ function runsTable(runs, withJob) {
         time(r.scheduled_for),
         time(r.started_at),
         time(r.finished_at),
+        took(r.started_at, r.finished_at),
         r.claimed_by || "—",
         r.reason || "",
       ].filter((c) => c !== null),
@@ -156,42 +158,114 @@ async function lagSamples() {
   }
   return [...buckets.values()];
 }
+// Shards in one line when one node owns them all and every lease is live; else the
+// table, the unowned first. The full table stays one click away.
+function shardsView(shards) {
+  const owners = new Set(shards.map((x) => x.owner));
+  const rows = [...shards]
+    .sort((a, b) => (a.owner ? 1 : 0) - (b.owner ? 1 : 0) || a.shard - b.shard)
+    .map((x) => [String(x.shard), x.owner || "⚠ none", String(x.epoch), time(x.lease_expires_at)]);
+  const full = table(["Shard", "Owner", "Epoch", "Lease until"], rows);
+  if (owners.size === 1 && !owners.has(null) && !owners.has(undefined) && !owners.has("")) {
+    const [owner] = owners;
+    return h(
+      "details",
+      { id: "shards" },
+      h("summary", {}, `All ${shards.length} shards owned by ${owner}`),
+      full,
+    );
+  }
+  return h("div", { id: "shards" }, full);
+}
+
+// The Overview is a triage page: what needs a person first (alarms that are not zero,
+// the latest failures, runs waiting on a key, runs stranded), then the fleet's shape.
 function overview() {
   return {
     wants: () => true,
     every: 5000,
     async render() {
-      const [st, cl, samples] = await Promise.all([
+      const [st, cl, samples, failed, waiting] = await Promise.all([
         api("GET", "/api/v1/status"),
         api("GET", "/api/v1/cluster"),
         lagSamples(),
+        api("GET", "/api/v1/runs?limit=5").catch(() => ({ runs: [] })),
+        api("GET", "/api/v1/runs?state=waiting&limit=5").catch(() => ({ runs: [] })),
       ]);
-      const card = (n, label, href) =>
+      const card = (n, label, href, alarm) =>
         h(
           "div",
-          { class: "card" },
-          h("a", { href }, h("div", { class: "n" }, String(n)), h("div", {}, label)),
+          { class: `card${alarm && Number(n) > 0 ? " alarm" : ""}`, "data-label": label },
+          h(
+            "a",
+            { href },
+            h("div", { class: "n" }, alarm && Number(n) > 0 ? `⚠ ${n}` : String(n)),
+            h("div", {}, label),
+          ),
         );
+      const alarms = [
+        [st.missed, "missed", "#/jobs?health=late"],
+        [st.failed_1h, "failed in 1 h", "#/failures"],
+        [st.dead_letter, "dead-lettered", "#/dead-letter"],
+        [st.overrunning, "overrunning", "#/runs?state=running"],
+        [st.stranded, "stranded (no worker took them)", "#/runs?state=queued"],
+        [st.quarantined, "quarantined", "#/jobs?status=paused"],
+        [st.unowned.length, "unowned shards", "#/fleet"],
+        [(st.queues || []).filter((q) => q.unserved).length, "queues no worker serves", "#/fleet"],
+      ];
+      const raised = alarms.filter(([n]) => Number(n) > 0);
       return h(
         "section",
         {},
         h("h1", {}, "Overview"),
         h(
+          "p",
+          { class: raised.length ? "error" : "ok-line", role: "status", id: "triage" },
+          raised.length
+            ? `Needs attention: ${raised.map(([n, label]) => `${n} ${label}`).join(", ")}`
+            : "✓ Nothing needs attention: nothing missed, failed, dead-lettered or stranded.",
+        ),
+        h(
           "div",
           { class: "cards" },
+          alarms.map(([n, label, href]) => card(n, label, href, true)),
+        ),
+        h(
+          "div",
+          { class: "cards quiet" },
           card(st.nodes.length, "nodes", "#/fleet"),
           card(st.workers.length, "workers", "#/fleet"),
           card(`${st.slots_free}/${st.slots}`, "free slots", "#/fleet"),
           card(st.ready, "runs ready", "#/runs?state=queued"),
           card(st.pending, "runs running", "#/runs?state=running"),
           card(st.fired_1m, "fired in 1 min", "#/jobs"),
-          card(st.missed, "missed", "#/jobs?health=late"),
-          card(st.overrunning, "overrunning", "#/runs?state=running"),
-          card(st.dead_letter, "dead-lettered", "#/dead-letter"),
-          card(st.quarantined, "quarantined", "#/jobs?status=paused"),
-          card(st.failed_1h, "failed in 1 h", "#/failures"),
-          card(st.unowned.length, "unowned shards", "#/fleet"),
         ),
+        h("h2", {}, "Latest failures"),
+        table(
+          ["Run", "Job", "State", "Reason", "Ended"],
+          failed.runs.map((r) => [
+            runLink(r.run_id),
+            jobLink(r.job_id, r.job_name || r.job_id),
+            stateTag(r.state),
+            r.reason || (r.exit_code != null ? `exit ${r.exit_code}` : "—"),
+            time(r.finished_at),
+          ]),
+          "No failures.",
+        ),
+        waiting.runs.length
+          ? [
+              h("h2", {}, "Waiting on a concurrency key"),
+              table(
+                ["Run", "Job", "Key", "Since"],
+                waiting.runs.map((r) => [
+                  runLink(r.run_id),
+                  jobLink(r.job_id, r.job_name || r.job_id),
+                  r.concurrency_key || "—",
+                  time(r.created_at),
+                ]),
+              ),
+            ]
+          : null,
         h("h2", {}, "Trigger lag, last hour (worst node; p99 and p50 of each minute, every 15 s)"),
         lagChart(samples),
         h("h2", {}, "Queues"),
@@ -206,10 +280,7 @@ function overview() {
           ]),
         ),
         h("h2", {}, "Shards"),
-        table(
-          ["Shard", "Owner", "Epoch", "Lease until"],
-          cl.shards.map((s) => [s.shard, s.owner || "⚠ none", s.epoch, time(s.lease_expires_at)]),
-        ),
+        shardsView(cl.shards),
       );
     },
   };
@@ -468,14 +539,66 @@ function lineDiff(a, b) {
     : h("p", { class: "muted" }, "(status change only)");
 }
 
-function job(id) {
+const RUN_STATES = [
+  "",
+  "succeeded",
+  "failed",
+  "dead_letter",
+  "running",
+  "scheduled",
+  "retrying",
+  "waiting",
+  "skipped",
+  "cancelled",
+];
+
+// A job's runs: filtered by state, 25 a page, each page by the API's cursor.
+function jobRuns(id, params, runs) {
+  const pick = h(
+    "select",
+    {
+      id: "r-state",
+      "aria-label": "runs in state",
+      onchange: (e) => {
+        location.hash = `#/jobs/${enc(id)}${query({ state: e.target.value })}`;
+      },
+    },
+    RUN_STATES.map((st) =>
+      h("option", { value: st, selected: st === (params.state || "") }, st || "any state"),
+    ),
+  );
+  return h(
+    "div",
+    {},
+    h("div", { class: "filters" }, field("r-state", "Runs in state", pick)),
+    runsTable(runs.runs, false),
+    h(
+      "p",
+      {},
+      params.cursor ? link(`#/jobs/${enc(id)}${query({ state: params.state })}`, "← Newest") : null,
+      params.cursor && runs.next_cursor ? " · " : null,
+      runs.next_cursor
+        ? link(
+            `#/jobs/${enc(id)}${query({ state: params.state, cursor: runs.next_cursor })}`,
+            "Older →",
+          )
+        : null,
+    ),
+  );
+}
+
+function job(id, params = {}) {
   return {
     wants: (e) => e.job_id === id,
     async render() {
       const j = await api("GET", `/api/v1/jobs/${enc(id)}`);
       const since = new Date(Date.now() - 24 * 3600e3).toISOString();
       const [runs, versions, ticks, preview] = await Promise.all([
-        api("GET", `/api/v1/jobs/${enc(id)}/runs?limit=20`),
+        api(
+          "GET",
+          `/api/v1/jobs/${enc(id)}/runs` +
+            query({ limit: 25, state: params.state, cursor: params.cursor }),
+        ),
         api("GET", `/api/v1/jobs/${enc(id)}/versions`).catch(() => ({ versions: [] })),
         api(
           "GET",
@@ -697,7 +820,7 @@ function job(id) {
         ),
         backfill,
         h("h2", {}, "Runs"),
-        runsTable(runs.runs, false),
+        jobRuns(id, params, runs),
         h("h2", {}, "Versions"),
         vers.length
           ? h(
@@ -739,6 +862,11 @@ function run(id) {
     },
     async render() {
       const r = await api("GET", `/api/v1/runs/${enc(id)}`);
+      const since = new Date(Date.parse(r.created_at) - 1000).toISOString();
+      const events = await api(
+        "GET",
+        `/api/v1/events${query({ run_id: id, since, limit: 100 })}`,
+      ).catch(() => ({ events: [] }));
       const out = h("pre", { id: "output", "aria-live": "polite", "aria-label": "output" });
       if (stream) stream.close();
       stream = new EventSource(`/api/v1/runs/${enc(id)}/output/stream`);
@@ -802,6 +930,19 @@ function run(id) {
             ],
           ].flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]),
         ),
+        h("h2", {}, "History"),
+        events.events.length
+          ? table(
+              ["When", "From", "To", "Worker", "Detail"],
+              events.events.map((e) => [
+                time(e.at),
+                e.old || "—",
+                stateTag(e.new),
+                e.worker || "—",
+                e.detail || "",
+              ]),
+            )
+          : h("p", { class: "muted" }, "No events kept for this run (the event stream is capped)."),
         h("h2", {}, "Output"),
         out,
       );
@@ -856,12 +997,23 @@ function runsNow(params) {
   };
 }
 
-function failures() {
+function failures(params) {
   return {
     wants: (e) => e.new === "failed" || e.new === "dead_letter",
     every: 2000,
     async render() {
-      const page = await api("GET", "/api/v1/runs?limit=100");
+      const since = { "1h": 3600e3, "24h": 86400e3, "7d": 7 * 86400e3 }[params.within];
+      const page = await api(
+        "GET",
+        "/api/v1/runs" +
+          query({
+            limit: 50,
+            state: params.state,
+            name_prefix: params.q,
+            since: since ? new Date(Date.now() - since).toISOString() : undefined,
+            cursor: params.cursor,
+          }),
+      );
       const folded = new Map(); // the attempts of one tick: one row, its latest attempt
       for (const r of page.runs) {
         const tick = r.run_id.replace(/:\d+$/, "");
@@ -879,7 +1031,54 @@ function failures() {
           ? h("pre", { class: "tail" }, r.output_tail.trimEnd().split("\n").slice(-3).join("\n"))
           : "",
         time(r.finished_at),
+        r.state === "dead_letter" && !r.next_run_id
+          ? action("Retry", () => api("POST", `/api/v1/runs/${enc(r.run_id)}/retry`), {
+              done: (o) => `Retried as ${o.run_id}`,
+            })
+          : r.next_run_id
+            ? h("span", { class: "muted" }, "retried")
+            : "",
       ]);
+      const filters = h(
+        "form",
+        {
+          class: "filters",
+          role: "search",
+          onsubmit: (e) => {
+            e.preventDefault();
+            const f = new FormData(e.target);
+            location.hash = `#/failures${query(Object.fromEntries([...f.entries()].filter(([, v]) => v)))}`;
+          },
+        },
+        field(
+          "fl-state",
+          "State",
+          h(
+            "select",
+            { id: "fl-state", name: "state" },
+            ["", "failed", "dead_letter"].map((v) =>
+              h("option", { value: v, selected: v === (params.state || "") }, v || "both"),
+            ),
+          ),
+        ),
+        field(
+          "fl-q",
+          "Job name starts with",
+          h("input", { id: "fl-q", name: "q", value: params.q || "" }),
+        ),
+        field(
+          "fl-within",
+          "Ended within",
+          h(
+            "select",
+            { id: "fl-within", name: "within" },
+            ["", "1h", "24h", "7d"].map((v) =>
+              h("option", { value: v, selected: v === (params.within || "") }, v || "any time"),
+            ),
+          ),
+        ),
+        h("div", {}, h("button", { type: "submit" }, "Filter")),
+      );
       return h(
         "section",
         {},
@@ -889,11 +1088,15 @@ function failures() {
           { class: "muted" },
           "Failed and dead-lettered runs of every job, latest first; the attempts of one tick fold into one row.",
         ),
+        filters,
         table(
-          ["Run", "Job", "State", "Attempt", "Reason", "Output (tail)", "Ended"],
+          ["Run", "Job", "State", "Attempt", "Reason", "Output (tail)", "Ended", ""],
           rows,
           "No failures.",
         ),
+        page.next_cursor
+          ? link(`#/failures${query({ ...params, cursor: page.next_cursor })}`, "Older →")
+          : null,
       );
     },
   };
@@ -904,7 +1107,7 @@ function deadLetter() {
   return {
     wants: (e) => e.new === "dead_letter",
     async render() {
-      const page = await api("GET", "/api/v1/runs?state=dead_letter&limit=100");
+      const page = await api("GET", "/api/v1/dead-letter?limit=100");
       const boxes = [];
       // the last answer outlives a redraw (a retried run failing again redraws the list)
       const report = h(
@@ -1351,15 +1554,7 @@ function fleet() {
           "No live nodes.",
         ),
         h("h2", {}, "Shards"),
-        table(
-          ["Shard", "Owner", "Epoch", "Lease until"],
-          c.shards.map((s) => [
-            String(s.shard),
-            s.owner || "⚠ none",
-            String(s.epoch),
-            time(s.lease_expires_at),
-          ]),
-        ),
+        shardsView(c.shards),
       );
     },
   };
@@ -1368,12 +1563,12 @@ function fleet() {
 export function screens(parts, params) {
   const [a, b] = parts;
   if (!a) return overview();
-  if (a === "jobs" && b) return job(b);
+  if (a === "jobs" && b) return job(b, params);
   if (a === "jobs") return jobs(params);
   if (a === "new-job") return newJob();
   if (a === "runs" && b) return run(b);
   if (a === "runs") return runsNow(params);
-  if (a === "failures") return failures();
+  if (a === "failures") return failures(params);
   if (a === "dead-letter") return deadLetter();
   if (a === "dags" && b) return dag(b);
   if (a === "dags") return dagList();
