@@ -5,7 +5,12 @@ list`` with no arguments lists every run under way with its job and worker."""
 
 from __future__ import annotations
 
-from conftest import cli, wait_until
+import signal
+
+import trio
+
+from conftest import child_env, cli, shardsched_cmd, wait_until
+from waits import start_logged
 
 
 async def test_the_cli_shows_outcomes_names_and_reasons(node, worker, http) -> None:
@@ -58,3 +63,48 @@ async def test_the_cli_shows_outcomes_names_and_reasons(node, worker, http) -> N
     assert "running" in under_way.stdout
     bad = await cli(http, "runs", "list", "--state", "failed", *api)
     assert bad.returncode != 0 and "runs failed" in bad.stderr
+
+
+async def test_concurrency_get_names_the_runs_holding_and_waiting(node, worker, http) -> None:
+    once = {"type": "once", "at": "2020-01-01T00:00:00Z"}
+    ids = []
+    for name in ("first", "second"):
+        body = {"name": name, "command": "sleep 30", "schedule": once,
+                "concurrency_key": "db", "concurrency_limit": 1}  # fmt: skip
+        ids.append((await http.post("/api/v1/jobs", json=body)).json()["job_id"])
+
+    async def one_each() -> dict | None:
+        view = (await http.get("/api/v1/concurrency/db")).json()
+        return view if view["running"] == 1 and view["waiting"] == 1 else None
+
+    view = await wait_until(one_each, timeout=30)
+    (holder,), (waiter,) = view["holding_runs"], view["waiting_runs"]
+    assert {holder.split(":")[0], waiter.split(":")[0]} == set(ids)
+    out = await cli(http, "concurrency", "get", "db", "--api", str(http.base_url))
+    assert out.returncode == 0, out.stderr
+    held, waits = out.stdout.split("holding it:")[1].split("waiting, in order:")
+    assert holder in held and waiter in waits
+
+
+async def test_a_watched_list_redraws_when_a_run_changes_and_stops_on_ctrl_c(
+    node, worker, http, tmp_path
+) -> None:
+    token = http.headers["authorization"].removeprefix("Bearer ")
+    cmd = shardsched_cmd("runs", "list", "--watch", "--api", str(http.base_url))
+    watch = start_logged(
+        cmd, tmp_path / "watch.log", env={**child_env(), "SHARDSCHED_TOKEN": token}
+    )
+    try:
+        await trio.to_thread.run_sync(lambda: watch.wait_for_sync("watching", timeout=20))
+        body = {"name": "sleepy", "command": "sleep 20",
+                "schedule": {"type": "once", "at": "2020-01-01T00:00:00Z"}}  # fmt: skip
+        assert (await http.post("/api/v1/jobs", json=body)).status_code == 201
+        # the change redraws the list: the running run is in it, without a poll
+        await trio.to_thread.run_sync(lambda: watch.wait_for_sync("sleepy", timeout=20))
+        watch.proc.send_signal(signal.SIGINT)
+        code = await trio.to_thread.run_sync(lambda: watch.proc.wait(timeout=20))
+        assert code == 0 and "Traceback" not in watch.text()
+    finally:
+        if watch.proc.poll() is None:
+            watch.proc.kill()
+            watch.proc.wait()

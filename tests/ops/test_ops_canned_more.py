@@ -200,7 +200,13 @@ def key_reads(limit: bytes | None = b"2") -> dict:
         "HMGET": [limit, b"10", b"60000"],
         "HGET": b"5",
         "ZCARD": in_turn(1, 3),
-        "ZRANGE": [b"r", str((NOW_MS - 4000) * 1000).encode()],
+        "ZRANGE": lambda call: (
+            [b"r", str((NOW_MS - 4000) * 1000).encode()]  # the oldest waiting, with its score
+            if "WITHSCORES" in call.args
+            else [b"job_h:1:1"]
+            if str(call.args[1]).endswith("h")
+            else [b"job_w:1:1", b"job_w:2:1"]
+        ),
         "LRANGE": [],
     }
 
@@ -212,6 +218,10 @@ def test_a_key_view_reads_limits_holders_and_the_oldest_wait_in_one_round() -> N
     assert (view.limit, view.job_limit, view.running, view.waiting) == (2, 5, 1, 3)
     assert view.rate == RateLimit(max=10, per_s=60.0)
     assert view.oldest_wait_s == 4.0
+    # which runs: the holders' ZSET and the waiting ZSET in order, in the same round
+    assert view.holding_runs == ["job_h:1:1"] and view.waiting_runs == ["job_w:1:1", "job_w:2:1"]
+    ranges = [c.args[1] for c in canned.asked("ZRANGE") if "WITHSCORES" not in c.args]
+    assert ranges == [DEP.concurrency("db").holders, DEP.concurrency("db").waiting]
 
 
 def test_setting_limits_lists_the_key_then_hands_out_turns() -> None:

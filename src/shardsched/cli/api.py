@@ -205,6 +205,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     lst = jsub.add_parser("list", parents=[common], help="jobs, newest first")
     page(lst, 50)
     lst.add_argument("--status", choices=["active", "paused", "deleted"])
+    follow.watch_flag(lst)
     lst.add_argument(
         "--health", choices=["failing", "late"],
         help="failing: its newest run failed for good; late: its next fire over a minute due",
@@ -293,6 +294,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     events.add_parser(sub, common)
     dead = sub.add_parser("dead-letter", parents=[common], help="dead-lettered runs")
+    follow.watch_flag(dead)
     page(dead, 50)
     dag_commands.add_parser(sub, common, page)
     declare.add_apply_parser(sub, common)
@@ -319,6 +321,8 @@ def main(args: argparse.Namespace) -> int:
         return 2
     try:
         args.api = endpoint(args.api, args.token_file, getattr(args, "profile", None))
+        if getattr(args, "watch_list", False):
+            return follow.watch(lambda: COMMANDS[args.command](args), args.api, output)
         out, show = COMMANDS[args.command](args)
     except follow.TimedOut as exc:
         print(f"shardsched: {exc}", file=sys.stderr)

@@ -93,6 +93,12 @@ def _show(args: argparse.Namespace, out: Any) -> str:
     if args.concurrency_command == "list":
         return table(_HEADERS, [_row(v) for v in out["keys"]])
     text = table(_HEADERS, [_row(out)])
+    for title, runs, total in (
+        ("holding it", out.get("holding_runs", []), out.get("running", 0)),
+        ("waiting, in order", out.get("waiting_runs", []), out.get("waiting", 0)),
+    ):
+        more = f" (and {total - len(runs)} more)" if total > len(runs) else ""
+        text += f"\n\n{title}:{more}\n" + ("\n".join(f"  {r}" for r in runs) or "  none")
     changes = [
         [c["at"], c["actor"], "cleared" if c.get("cleared") else c.get("limit"), _rate_text(c)]
         for c in out.get("changes", [])

@@ -15,7 +15,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from shardsched.cli import progress
@@ -163,3 +163,39 @@ def timeout_flag(p: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help=f"give up after this long (exit {TIMED_OUT}); default: wait for ever",
     )
+
+
+#: The least time between two redraws of a ``--watch`` (a burst of changes is one redraw).
+REDRAW_GAP_S = 1.0
+
+
+def watch_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-w", "--watch", dest="watch_list", action="store_true",
+        help="redraw on every change the event stream reports, until Ctrl-C",
+    )  # fmt: skip
+
+
+def watch(draw: Callable[[], tuple[Any, Callable[[Any], str]]], api: Endpoint, output: str) -> int:
+    """A list redrawn whenever a run changes state (the API's event stream says when), at
+    most every REDRAW_GAP_S, until Ctrl-C: no polling of the list itself."""
+    from shardsched.cli.render import formatted
+
+    clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() else ""
+    try:
+        stream = events(api, "/api/v1/events/stream")
+        while True:
+            out, show = draw()
+            sys.stdout.write(clear + formatted(out, output, show) + "\n")
+            print(f"(watching, {time.strftime('%H:%M:%S')}: redrawn on every change; Ctrl-C"
+                  " stops)", file=sys.stderr)  # fmt: skip
+            sys.stdout.flush()
+            next_draw = time.monotonic() + REDRAW_GAP_S
+            next(stream)  # waits for a change
+            wait = next_draw - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)  # waits out the redraw gap: the changes of a burst are one
+    except KeyboardInterrupt:
+        return 0
+    except StopIteration:
+        raise CliError("the event stream ended; watch again") from None

@@ -145,6 +145,7 @@ def add_parser(
         help="a job's runs, newest first; without JOB_ID, runs under way across jobs",
     )  # fmt: skip
     rlist.add_argument("job_id", nargs="?", default=None)
+    follow.watch_flag(rlist)
     page(rlist, 50)
     rlist.add_argument(
         "--state", default=None,
@@ -165,6 +166,7 @@ def add_parser(
         "failed", parents=[common], help="failed and dead-lettered runs of every job, latest first"
     )
     page(failed, 50)
+    follow.watch_flag(failed)
     failed.add_argument("--since", default=None, metavar="WHEN", help="RFC 3339, or 1h (ago)")
     failed.add_argument("--until", default=None, metavar="WHEN", help="RFC 3339, or 10m (ago)")
     failed.add_argument("--state", choices=["failed", "dead_letter"], default=None)

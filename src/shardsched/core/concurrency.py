@@ -115,6 +115,9 @@ class KeyView(msgspec.Struct):
     #: how long the oldest waiting run has waited (its lag), seconds
     oldest_wait_s: float | None = None
     changes: list[LimitChange] = msgspec.field(default_factory=list)
+    #: one key read alone: which runs hold it and which wait, in order (the first of each)
+    holding_runs: list[str] = msgspec.field(default_factory=list)
+    waiting_runs: list[str] = msgspec.field(default_factory=list)
 
 
 class KeyList(msgspec.Struct):

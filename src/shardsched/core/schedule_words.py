@@ -4,6 +4,8 @@ reads it from a job's upcoming fires), so the two never disagree."""
 
 from __future__ import annotations
 
+from functools import cache
+
 from shardsched.core.durations import duration_text
 from shardsched.core.schedule_kinds import (
     CronSchedule,
@@ -15,6 +17,7 @@ from shardsched.core.schedule_kinds import (
 )
 
 
+@cache  # a fleet shares few expressions; a list of jobs words each once
 def cron_words(expression: str) -> str | None:
     """A cron expression in words ('At 03:00, Monday through Friday'); None if the
     describer cannot say."""

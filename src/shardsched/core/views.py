@@ -40,6 +40,7 @@ class Job(msgspec.Struct, kw_only=True):
     command: str
     timeout_s: float
     retry_policy: RetryPolicy
+    schedule_words: str = ""  #: its schedule as people say it ("At 04:00", "every 1d")
     depends_on: list[str]
     catchup: Catchup
     misfire_grace_s: float

@@ -124,10 +124,25 @@ def _change(raw: bytes) -> LimitChange:
     return msgspec.structs.replace(_change_decoder.decode(body), at=from_ms(int(at)))
 
 
+#: Runs named of a key's holders and of its waiting runs (``concurrency get``).
+RUNS_SHOWN = 20
+
+
 def get_key(dep: Deployment, key: str) -> Op:
-    """A key's limits, what holds and waits on it, and its recent changes."""
-    replies = yield [Call(("TIME",)), *_reads(dep, key)]
-    return _view(key, server_ms(check(replies[0])), replies[1:])
+    """A key's limits, which runs hold and wait on it (the first RUNS_SHOWN of each, in
+    order), and its recent changes."""
+    ck = dep.concurrency(key)
+    replies = yield [
+        Call(("TIME",)),
+        *_reads(dep, key),
+        Call(("ZRANGE", ck.holders, 0, RUNS_SHOWN - 1)),
+        Call(("ZRANGE", ck.waiting, 0, RUNS_SHOWN - 1)),
+    ]
+    view = _view(key, server_ms(check(replies[0])), replies[1 : 1 + _READS_PER_KEY])
+    holding, waiting = (check(r) for r in replies[1 + _READS_PER_KEY :])
+    view.holding_runs = [_text(r) for r in holding]
+    view.waiting_runs = [_text(r) for r in waiting]
+    return view
 
 
 def list_keys(dep: Deployment) -> Op:

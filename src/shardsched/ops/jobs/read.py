@@ -10,6 +10,7 @@ import msgspec
 from shardsched.core.errors import JobNotFound
 from shardsched.core.instants import from_ms
 from shardsched.core.models import JobSpec, JobStatus, TaskSpec, Timing
+from shardsched.core.schedule_words import schedule_words
 from shardsched.core.stored import decode_stored
 from shardsched.core.views import Job
 from shardsched.store import keys as k
@@ -35,6 +36,7 @@ def plain_job(dep: Deployment, job_id: str, rec: JobRecord, score: Any) -> Job:
         job_id=job_id,
         name=spec.name,
         schedule=spec.schedule,
+        schedule_words=schedule_words(spec.schedule),
         command=spec.command,
         timeout_s=spec.timeout_s,
         kill_grace_s=spec.kill_grace_s,
@@ -114,6 +116,7 @@ def _read_task_job(dep: Deployment, job_id: str, rec: JobRecord, dag_id: str) ->
         job_id=job_id,
         name=task.name,
         schedule=timing.schedule,
+        schedule_words=schedule_words(timing.schedule),
         command=task.command,
         timeout_s=task.timeout_s,
         kill_grace_s=task.kill_grace_s,

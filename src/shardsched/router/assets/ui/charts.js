@@ -1,7 +1,7 @@
 // Small drawings, each from data the API gave: a run sparkline, the trigger-lag chart,
 // a DAG run's graph and a job's tick strip. Shapes and words carry the meaning; colour
 // only repeats it.
-import { h, svg, shape, utcMode, when } from "./lib.js";
+import { h, svg, shape, took, utcMode, when } from "./lib.js";
 
 export function sparkline(runs) {
   if (!runs?.length) return h("span", { class: "muted" }, "no runs");
@@ -140,6 +140,8 @@ export function dagGraph(dagRun, tasks) {
     const p = pos[t.name],
       st = (state[t.name] && state[t.name].state) || "waiting";
     const runId = state[t.name] && state[t.name].run_id;
+    const last = state[t.name]?.attempts?.[state[t.name].attempts.length - 1];
+    const spent = last?.started_at ? took(last.started_at, last.finished_at) : "";
     const box = svg(
       "g",
       { class: "task", "data-task": t.name, "data-state": st },
@@ -157,8 +159,8 @@ export function dagGraph(dagRun, tasks) {
         { x: p.x + 8, y: p.y + 18 },
         t.name.length > 20 ? `${t.name.slice(0, 19)}…` : t.name,
       ),
-      svg("text", { x: p.x + 8, y: p.y + 36 }, `${shape(st)} ${st}`),
-      svg("title", {}, `${t.name}: ${st}`),
+      svg("text", { x: p.x + 8, y: p.y + 36 }, `${shape(st)} ${st}${spent ? ` · ${spent}` : ""}`),
+      svg("title", {}, `${t.name}: ${st}${spent ? `, took ${spent}` : ""}`),
     );
     if (runId) {
       const link = svg("a", { href: `#/runs/${encodeURIComponent(runId)}` }, box);

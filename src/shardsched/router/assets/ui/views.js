@@ -366,7 +366,11 @@ function jobs(params) {
         return [
           jobLink(j.job_id, j.name),
           h("code", {}, j.job_id),
-          scheduleText(j.schedule),
+          h(
+            "span",
+            { title: scheduleLine(j.schedule) },
+            j.schedule_words || scheduleText(j.schedule),
+          ),
           stateTag(j.status),
           h(
             "span",
@@ -975,6 +979,7 @@ function runsNow(params) {
         jobLink(r.job_id),
         stateTag(r.state),
         time(r.started_at || r.scheduled_for),
+        took(r.started_at || r.created_at, null),
         r.claimed_by || "—",
         r.queue,
         action(
@@ -988,7 +993,11 @@ function runsNow(params) {
         {},
         h("h1", {}, "Runs under way"),
         tabs,
-        table(["Run", "Job", "State", "Since", "Worker", "Queue", ""], rows, `Nothing ${state}.`),
+        table(
+          ["Run", "Job", "State", "Since", "For", "Worker", "Queue", ""],
+          rows,
+          `Nothing ${state}.`,
+        ),
         page.next_cursor
           ? h("p", { class: "muted" }, "More: use the API's cursor or the CLI.")
           : null,
@@ -1031,6 +1040,7 @@ function failures(params) {
           ? h("pre", { class: "tail" }, r.output_tail.trimEnd().split("\n").slice(-3).join("\n"))
           : "",
         time(r.finished_at),
+        took(r.started_at, r.finished_at),
         r.state === "dead_letter" && !r.next_run_id
           ? action("Retry", () => api("POST", `/api/v1/runs/${enc(r.run_id)}/retry`), {
               done: (o) => `Retried as ${o.run_id}`,
@@ -1090,7 +1100,7 @@ function failures(params) {
         ),
         filters,
         table(
-          ["Run", "Job", "State", "Attempt", "Reason", "Output (tail)", "Ended", ""],
+          ["Run", "Job", "State", "Attempt", "Reason", "Output (tail)", "Ended", "Took", ""],
           rows,
           "No failures.",
         ),
@@ -1139,6 +1149,7 @@ function deadLetter() {
           jobLink(r.job_id, r.job_name || r.job_id),
           r.reason || "",
           time(r.finished_at),
+          took(r.started_at, r.finished_at),
           action("Retry", () => api("POST", `/api/v1/runs/${enc(r.run_id)}/retry`), {
             done: (o) => `Retried as ${o.run_id}`,
           }),
@@ -1166,7 +1177,7 @@ function deadLetter() {
         h("h1", {}, "Dead letter"),
         bulk,
         report,
-        table(["", "Run", "Job", "Reason", "When", ""], rows, "The dead letter is empty."),
+        table(["", "Run", "Job", "Reason", "When", "Took", ""], rows, "The dead letter is empty."),
       );
     },
   };
