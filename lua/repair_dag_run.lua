@@ -29,8 +29,9 @@
 
   Returns {1, queues (lib/queues.lua), new run ids...}; {2, run id} the dead-lettered run
   was retried already; {-1} no such DAG run; {-2, state} a DAG run in that state is not
-  repaired (queued, cancelled, skipped); {-3} the DAG run moved since the plan; {-4, tv}
-  the version it ran on is no longer kept.
+  repaired (queued, cancelled, skipped); {-3} the DAG run moved since the plan. A DAG run
+  whose version is no longer kept is repaired on the DAG's current one (its tasks are all
+  there: the plan checked), and records that version ('tv', dagrunv:<id>).
   allow-oom: a repair of what failed must go through a full Redis.
 ]]
 local rcall = redis.call
@@ -80,13 +81,15 @@ local dag, tick = string.match(drid, '^([^:]+):([^:]+)$')
 local now = server_now_ms()
 if st ~= 'running' then  -- it ended: it opens again, on the version it ran on
   local tv = dag_given(base, drid)
-  if tv and tv ~= (rcall('HGET', base .. 'job:' .. dag, 'tv') or '1') then
-    if rcall('EXISTS', base .. 'dagv:' .. dag .. ':' .. tv) == 0 then
-      return {-4, tv}
-    end
+  local current = rcall('HGET', base .. 'job:' .. dag, 'tv') or '1'
+  if tv and tv ~= current and rcall('EXISTS', base .. 'dagv:' .. dag .. ':' .. tv) == 1 then
     rcall('INCR', base .. 'dagvn:' .. dag .. ':' .. tv)
     rcall('SREM', base .. 'dagvgc:' .. dag, tv)
   elseif tv then
+    if tv ~= current then  -- its version is no longer kept: it runs on the current one
+      rcall('HSET', base .. 'dagrunv:' .. drid, 'tv', current)
+      rcall('HSET', run_key, 'tv', current)
+    end
     counter_add(base, dag, 'ntv', 1)
   end
   counter_add(base, dag, 'nact', 1)

@@ -52,13 +52,27 @@ async def test_the_cli_manages_channels_and_rules_and_shows_deliveries(node, htt
         await wait_until(delivered, timeout=30)
         used = await cli(http, "notify", "channels", "rm", "hook", *api)
         assert used.returncode != 0 and rule_id in used.stderr
+        # a DAG and a job named by name, as everywhere in the CLI; --on repeated adds up
+        dag = {"name": "pipe", "schedule": {"type": "once", "at": "2099-01-01T00:00:00Z"},
+               "tasks": [{"name": "t", "command": "true"}]}  # fmt: skip
+        dag_id = (await http.post("/api/v1/dags", json=dag)).json()["dag_id"]
+        scoped = await cli(http, "notify", "rules", "add", "--on", "failed", "--on",
+                           "dead_letter", "--channel", "hook", "--dag", "pipe", "--json",
+                           *api)  # fmt: skip
+        assert scoped.returncode == 0, scoped.stderr
+        made_rule = json.loads(scoped.stdout)
+        assert made_rule["dag_id"] == dag_id and made_rule["events"] == ["failed", "dead_letter"]
+        nowhere = await cli(http, "notify", "rules", "add", "--on", "failed", "--channel",
+                            "hook", "--dag", "no-such-pipe", *api)  # fmt: skip
+        assert nowhere.returncode != 0 and "not_found" in nowhere.stderr
         bad = await cli(http, "notify", "rules", "add", "--on", "exploded", "--channel", "hook",
                         *api)  # fmt: skip
         assert bad.returncode != 0 and "exploded" in bad.stderr
         unset = await cli(http, "notify", "channels", "set", "x", "--webhook", rec.url,
                           "--secret-env", "NOT_SET_ANYWHERE", *api)  # fmt: skip
         assert unset.returncode != 0 and "NOT_SET_ANYWHERE" in unset.stderr
-        assert (await cli(http, "notify", "rules", "rm", rule_id, *api)).returncode == 0
+        for made_id in (rule_id, made_rule["id"]):
+            assert (await cli(http, "notify", "rules", "rm", made_id, *api)).returncode == 0
         assert (await cli(http, "notify", "channels", "rm", "hook", *api)).returncode == 0
 
 

@@ -104,7 +104,7 @@ async def test_clear_previews_a_plan_and_applies_its_token_once(
     assert [(t["task"], t["change"], t["attempt"]) for t in plan["tasks"]] == [
         ("b", "rerun", 2), ("c", "rerun", 2)
     ]  # fmt: skip
-    assert plan["version"] == plan["current_version"] == 1
+    assert plan["topology_version"] == plan["current_topology_version"] == 1
     assert plan["tasks"][0]["retries_left"] == 0  # the default policy: one attempt
     assert logged(log)[f"{dag_id}.b:t1:2"] == 0  # a dry run writes nothing
 
@@ -113,7 +113,7 @@ async def test_clear_previews_a_plan_and_applies_its_token_once(
     assert applied.status_code == 200, applied.text
     assert applied.json()["applied"] and applied.json()["new_runs"] == [f"{dag_id}.b:t1:2"]
     twice = await http.post(f"/api/v1/dag-runs/{drid}/clear", json=body)
-    assert twice.status_code == 409 and "moved since the plan" in twice.json()["error"]["message"]
+    assert twice.status_code == 409 and "not as that plan" in twice.json()["error"]["message"]
     run = await settled(http, drid, "succeeded")
     tasks = by_task(run)
     assert tasks["c"]["run_id"] == f"{dag_id}.c:t1:2" and tasks["a"]["run_id"].endswith(":1")
@@ -124,6 +124,18 @@ async def test_clear_previews_a_plan_and_applies_its_token_once(
     (clear,) = [c for c in changes if c["action"] == "clear"]
     assert clear["by"] == "test-admin" and "bad input upstream" in clear["detail"]
 
+    # a token applies its own plan only: not another selection's, not a mark's
+    plan = (
+        await http.post(f"/api/v1/dag-runs/{drid}/clear", json={"task": "c", "dry_run": True})
+    ).json()
+    for other in (
+        ("clear", {"task": "b", "token": plan["token"]}),
+        ("clear", {"task": "c", "upstream": True, "token": plan["token"]}),
+        ("mark", {"task": "c", "state": "failed", "token": plan["token"]}),
+    ):
+        refused = await http.post(f"/api/v1/dag-runs/{drid}/{other[0]}", json=other[1])
+        assert refused.status_code == 409, (other, refused.text)
+    assert logged(log)[f"{dag_id}.c:t1:3"] == 0
     for bad in ({"task": "nope"}, {"task": "b", "token": "x"}, {"task": "b", "extra": 1}):
         refused = await http.post(f"/api/v1/dag-runs/{drid}/clear", json=bad)
         assert refused.status_code == 422, (bad, refused.text)
@@ -248,3 +260,31 @@ async def test_the_cli_names_a_dag_by_name_and_applies_the_plan_it_shows(
     assert nope.returncode != 0 and "failed already" in nope.stderr
     missing = await cli(http, "dags", "trigger", "no-such-dag", *api)
     assert missing.returncode != 0 and "not_found" in missing.stderr
+
+
+async def test_a_dag_run_whose_version_is_gone_is_repaired_on_the_current_one(
+    node, worker, http, tmp_path
+) -> None:
+    """Edited while none of its runs was open, a DAG keeps no old version: its ended runs
+    are repaired on the current one, and the plan says so (the new command runs)."""
+    log = tmp_path / "runs.log"
+    old = [step("one", log), step("two", log, "one")]
+    dag_id = await create_dag(http, old)
+    drid = await trigger(http, dag_id)
+    assert (await finished(http, drid))["state"] == "succeeded"
+    new = [step("one", log), {**step("two", log, "one"), "command": f"echo v2 >> {log}"}]
+    body = {"name": "d", "schedule": {"type": "once", "at": "2099-01-01T00:00:00Z"},
+            "tasks": new}  # fmt: skip
+    put = await http.put(f"/api/v1/dags/{dag_id}", json=body)
+    assert put.status_code == 200, put.text
+    plan = (
+        await http.post(f"/api/v1/dag-runs/{drid}/clear", json={"task": "two", "dry_run": True})
+    ).json()
+    assert plan["topology_version"] == plan["current_topology_version"] == 2
+    assert plan["ran_on_topology_version"] == 1
+    done = await http.post(
+        f"/api/v1/dag-runs/{drid}/clear", json={"task": "two", "token": plan["token"]}
+    )
+    assert done.status_code == 200, done.text
+    await settled(http, drid, "succeeded")
+    assert "v2" in logged(log)  # the current version's command ran

@@ -38,6 +38,7 @@ async def _login(http: httpx.AsyncClient) -> httpx.AsyncClient:
     nonce = _nonce(page.text)
     resp = await c.post("/ui/login", data={"nonce": nonce, "token": token})
     assert resp.status_code == 303 and resp.headers["location"] == "/ui/"
+    assert resp.headers["cache-control"] == "no-store"  # it sets the session: never cached
     return c
 
 

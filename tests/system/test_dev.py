@@ -278,6 +278,7 @@ def test_dev_prints_a_one_time_login_link_and_one_line_for_a_taken_port(tmp_path
         with httpx.Client(timeout=10, follow_redirects=True) as browser:
             first = browser.get(link)  # the redirect to /ui/ with the session cookie
             assert first.status_code == 200 and "shardsched" in first.text
+            assert first.history[0].headers["cache-control"] == "no-store"
             assert browser.get(f"http://127.0.0.1:{port}/ui/session").json()["scopes"]
         with httpx.Client(timeout=10) as other:
             again = other.get(link)

@@ -107,8 +107,14 @@ def _jobs(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
         args.job_id = job_id_of(api, args.job_id)
     path = f"/api/v1/jobs/{quoted(args.job_id)}"
     if cmd == "get":
-        last = request(api, "GET", path + "/runs?limit=1")["runs"]
-        return request(api, "GET", path), lambda o: show_job(o, last[0] if last else None)
+        last = (request(api, "GET", path + "/runs?limit=1")["runs"] or [None])[0]
+        if last is not None and last["state"] in ("failed", "dead_letter"):  # and why
+            try:
+                output = request(api, "GET", f"/api/v1/runs/{quoted(last['run_id'])}/output")
+                last["output_tail"] = output["output"][-800:]
+            except CliError:  # its output is gone (archived): the exit code says enough
+                pass
+        return request(api, "GET", path), lambda o: show_job(o, last)
     if cmd == "ticks":
         window = page_query({"since": args.since, "until": args.until, "limit": args.limit})
         return request(api, "GET", path + "/ticks" + window), time_text.ticks_text

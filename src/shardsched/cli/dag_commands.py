@@ -126,11 +126,11 @@ def repair(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
 
 def plan_text(o: dict[str, Any]) -> str:
     """A repair's plan (or what it did): each task, its change, attempt and retries left."""
-    version = f"version {o['version']}" + (
-        f" (the DAG is on {o['current_version']} now)"
-        if o["version"] != o["current_version"]
-        else ""
-    )
+    version = f"topology version {o['topology_version']}"
+    if o.get("ran_on_topology_version"):
+        version += f" (it ran on {o['ran_on_topology_version']}, no longer kept)"
+    elif o["topology_version"] != o["current_topology_version"]:
+        version += f" (the DAG is on {o['current_topology_version']} now)"
     head = (f"{'applied' if o['applied'] else 'plan'}: {o['action']} in {o['dag_run_id']} "
             f"({o['dag_run_state']}), on its {version}")  # fmt: skip
     rows = [[t["task"], t["state"], t["change"], t.get("attempt", ""),

@@ -18,7 +18,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from shardsched.cli import progress
+from shardsched.cli import progress, style
 from shardsched.cli.create import duration_arg
 from shardsched.cli.http import CliError, Endpoint, request
 from shardsched.cli.render import page_query, quoted
@@ -185,6 +185,7 @@ def watch(draw: Callable[[], tuple[Any, Callable[[Any], str]]], api: Endpoint, o
     try:
         stream = events(api, "/api/v1/events/stream")
         while True:
+            style.tick()  # "4s ago" from this redraw, not from when the watch began
             out, show = draw()
             sys.stdout.write(clear + formatted(out, output, show) + "\n")
             print(f"(watching, {time.strftime('%H:%M:%S')}: redrawn on every change; Ctrl-C"

@@ -14,6 +14,7 @@ from typing import Any
 
 from shardsched.cli import style
 from shardsched.cli.api import common_flags
+from shardsched.cli.handles import dag_id_of, job_id_of
 from shardsched.cli.http import CliError, endpoint, request
 from shardsched.cli.render import answer, quoted, table
 
@@ -56,11 +57,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rsub = rules.add_subparsers(dest="rules_command", required=True)
     rsub.add_parser("list", parents=[common], help="the rules")
     add = rsub.add_parser("add", parents=[common], help="a new rule")
-    add.add_argument("--on", required=True, metavar="KINDS", help=", ".join(KINDS))
+    add.add_argument("--on", required=True, action="append", metavar="KINDS",
+                     help=", ".join(KINDS) + " (comma-separated, or --on again)")  # fmt: skip
     add.add_argument("--channel", action="append", required=True, dest="channels")
     scope = add.add_mutually_exclusive_group()
-    scope.add_argument("--job", metavar="JOB_ID", help="only this job")
-    scope.add_argument("--dag", metavar="DAG_ID", help="only this DAG (its runs and tasks)")
+    scope.add_argument("--job", metavar="JOB", help="only this job (its id or name)")
+    scope.add_argument(
+        "--dag", metavar="DAG", help="only this DAG, its runs and tasks (id or name)"
+    )
     add.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
     add.add_argument(
         "--group", type=float, default=10.0, metavar="S", dest="group_s",
@@ -130,16 +134,17 @@ def _call(args: argparse.Namespace) -> Any:
         if sub == "rm":
             return request(api, "DELETE", f"{base}/rules/{quoted(args.rule_id)}")
         body = {
-            "events": [k.strip() for k in args.on.split(",") if k.strip()],
+            "events": [k.strip() for on in args.on for k in on.split(",") if k.strip()],
             "channels": args.channels,
             "labels": _pairs(args.label, "--label"),
             "group_s": args.group_s,
             "description": args.description,
         }
-        if args.job:
-            body["job_id"] = args.job
+        if args.job:  # a name is a handle, as everywhere in the CLI
+            body["job_id"] = job_id_of(api, args.job)
         if args.dag:
-            body["dag_id"] = args.dag if args.dag.startswith("dag_") else f"dag_{args.dag}"
+            dag = dag_id_of(api, args.dag)
+            body["dag_id"] = dag if dag.startswith("dag_") else f"dag_{dag}"
         return request(api, "POST", f"{base}/rules", body)
     if args.msg_id:
         return request(api, "GET", f"{base}/deliveries/{quoted(args.msg_id)}")

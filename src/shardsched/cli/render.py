@@ -148,11 +148,23 @@ def jobs_table(o: dict) -> str:
 
 
 def _ending(run: dict) -> str | None:
-    """The exit code, or why there is none (a timeout, a signal, a skip's reason)."""
+    """The exit code, or why there is none (a timeout, a signal, a skip's reason), and,
+    where a list carries the output's tail, its last line: what the job said of it."""
     code, reason = run.get("exit_code"), run.get("reason")
     if code is not None and (not reason or reason == f"exit {code}"):
-        return str(code)
-    return reason if code is None else f"{code} ({reason})"
+        text: str | None = str(code)
+    else:
+        text = reason if code is None else f"{code} ({reason})"
+    said = last_line(run.get("output_tail"))
+    return f"{text}: {said}" if said and text else (said or text)
+
+
+def last_line(output: str | None, width: int = 60) -> str | None:
+    """The last line a run printed, cut to ``width``."""
+    lines = [ln.strip() for ln in (output or "").splitlines() if ln.strip()]
+    if not lines:
+        return None
+    return lines[-1] if len(lines[-1]) <= width else lines[-1][: width - 1] + "…"
 
 
 def _time_rows(job: dict) -> list[list[Any]]:

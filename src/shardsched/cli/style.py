@@ -62,6 +62,11 @@ def configure(output: str = "table", tz: str | None = None, colour: str = "auto"
     return current
 
 
+def tick() -> None:
+    """Now is now again (a ``--watch`` redraw): relative times are from this instant."""
+    current.now = datetime.now(UTC)
+
+
 def painted(state: str | None) -> str | None:
     """A state, coloured on a terminal."""
     if state is None or not current.colour or state.split()[0] not in _COLOURS:

@@ -77,10 +77,17 @@ class RepairPlan(msgspec.Struct, kw_only=True):
 
     dag_run_id: str
     action: Literal["clear", "mark"]
-    token: str  #: the DAG run's fingerprint the plan was made on
+    #: names this plan on this DAG run as it was read: applying it does exactly this plan,
+    #: or is refused if the DAG run moved (or the token is another plan's)
+    token: str
     dag_run_state: str  #: before the repair
-    version: int  #: the DAG version (topology) the DAG run runs on, and its repair
-    current_version: int  #: the DAG's version now
+    #: the DAG's topology version (its tasks, wiring and commands; pause and resume do not
+    #: change it) the repair runs on: the DAG run's own while it is kept
+    topology_version: int
+    current_topology_version: int  #: the DAG's now
+    #: set when the DAG run ran on a version no longer kept: the repair runs on the current
+    #: one (its tasks are all still there), and says so
+    ran_on_topology_version: int | None = None
     tasks: list[PlannedTask]
     applied: bool = False
     new_runs: list[str] = msgspec.field(default_factory=list)  #: the attempts it made
@@ -107,6 +114,13 @@ class Snapshot:
     codes: Mapping[str, str]  #: each task's letter ('t:<task>')
     latest: Mapping[str, str | None]  #: each task's latest run ('r:<task>')
     deps: Mapping[str, tuple[str, ...]]  #: each task's upstream ('d:<task>')
+
+
+def plan_token(snap: Snapshot, action: str, task: str, outcome: str, reset: Sequence[str]) -> str:
+    """A plan's token: the DAG run's fingerprint and what the plan does, so a token applies
+    its own plan only (a clear's token does not apply a mark, nor another selection)."""
+    what = "\n".join([fingerprint(snap), action, task, outcome, ",".join(reset)])
+    return hashlib.sha1(what.encode()).hexdigest()
 
 
 def fingerprint(snap: Snapshot) -> str:

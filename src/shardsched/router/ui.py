@@ -114,7 +114,7 @@ class Console:
             who = await drive_async(tokens.authenticate(self.gate.dep, token), self.gate.redis)
         if who is None:
             return await self.login_page(request, "Unknown or revoked token.", 401)
-        response = RedirectResponse("/ui/", 303)
+        response = RedirectResponse("/ui/", 303, headers={"cache-control": "no-store"})
         secure = self._secure(request)
         response.headers.append(
             "set-cookie", cookie(SESSION_COOKIE, token, secure=secure, max_age=SESSION_MAX_AGE_S)
@@ -133,7 +133,8 @@ class Console:
         if token is None or who is None:
             error = "This login link was used already or has expired: log in with the token."
             return await self.login_page(request, error, 401)
-        response = RedirectResponse("/ui/", 303)
+        # the answer sets the session: never kept by a cache, nor sent on as a Referer
+        response = RedirectResponse("/ui/", 303, headers={"cache-control": "no-store"})
         set_cookie = cookie(
             SESSION_COOKIE, token, secure=self._secure(request), max_age=SESSION_MAX_AGE_S
         )

@@ -20,6 +20,7 @@ from shardsched.core.dag_repair import (
     fingerprint,
     plan_clear,
     plan_mark,
+    plan_token,
     script_names,
 )
 from shardsched.core.errors import (
@@ -43,9 +44,10 @@ _exec_decoder = msgspec.json.Decoder(ExecSpec)
 @dataclass(frozen=True)
 class _Read:
     snap: Snapshot
-    version: int
+    version: int  #: the topology the repair runs on
     current_version: int
     topology: str  #: the hash the DAG run's topology is read from
+    ran_on: int | None = None  #: the DAG run's own version, when no longer kept
 
 
 def _text(value: bytes | None) -> str | None:
@@ -68,19 +70,25 @@ def read_snapshot(dep: Deployment, drid: str) -> Op:
     current_v = int(check(current) or b"1")
     given_v = check(given)
     version = int(given_v) if given_v is not None else int(fields.get("tv", current_v))
-    topology = sk.job(dag_id)
+    topology, ran_on = sk.job(dag_id), None
     if version != current_v:
         topology = sk.dag_version(dag_id, version)
     (order,) = yield [Call(("HGET", topology, "tasks"))]
     order = check(order)
-    if order is None:
-        raise ConflictError(
-            f"DAG run {drid!r} ran on version {version} of its DAG, which is no longer "
-            "kept: trigger the DAG again instead"
-        )
+    ours = {key[2:] for key in fields if key.startswith("t:")}
+    if order is None:  # its version is no longer kept: repaired on the current one
+        topology, ran_on, version = sk.job(dag_id), version, current_v
+        (order,) = yield [Call(("HGET", topology, "tasks"))]
+        order = check(order) or b""
+        gone = sorted(ours - set(order.decode().split(",")))
+        if gone:
+            raise ConflictError(
+                f"DAG run {drid!r} ran on version {ran_on} of its DAG, which is no longer "
+                f"kept, and the current version has no task {', '.join(gone)}: trigger the "
+                "DAG again instead"
+            )
     in_order = [t for t in order.decode().split(",") if f"t:{t}" in fields]
-    ours = {key[2:] for key in fields if key.startswith("t:")}  # and any a later one dropped
-    tasks = (*in_order, *sorted(ours - set(in_order)))
+    tasks = (*in_order, *sorted(ours - set(in_order)))  # and any a later one dropped
     deps_raw = yield [Call(("HGET", topology, f"d:{t}")) for t in tasks]
     deps = {
         t: tuple(d for d in (_text(check(r)) or "").split(",") if d)
@@ -93,7 +101,7 @@ def read_snapshot(dep: Deployment, drid: str) -> Op:
         latest={t: fields.get(f"r:{t}") for t in tasks},
         deps=deps,
     )
-    return _Read(snap, version, current_v, topology)
+    return _Read(snap, version, current_v, topology, ran_on)
 
 
 def _max_attempts(dep: Deployment, drid: str, read: _Read, tasks: list[str]) -> Op:
@@ -125,8 +133,8 @@ def _require(read: _Read, drid: str, task: str) -> None:
 def _stale(token: str | None, now: str, drid: str) -> None:
     if token is not None and token != now:
         raise ConflictError(
-            f"DAG run {drid!r} moved since the plan was made (a task ended, or the plan was "
-            "applied already): nothing was done; make a new plan"
+            f"DAG run {drid!r} is not as that plan read it (a task ended, a repair was "
+            "applied, or the token is another plan's): nothing was done; make a new plan"
         )
 
 
@@ -136,17 +144,18 @@ def clear_tasks(dep: Deployment, drid: str, request: ClearRequest, actor: str = 
     checked(request)
     read: _Read = yield from read_snapshot(dep, drid)
     _require(read, drid, request.task)
-    token = fingerprint(read.snap)
     candidates = [t for t in read.snap.tasks if read.snap.codes[t] not in ("q", "w")]
     budgets = yield from _max_attempts(dep, drid, read, candidates)
     reset, rows = plan_clear(read.snap, request, budgets)
+    token = plan_token(read.snap, "clear", request.task, "", reset)
     plan = RepairPlan(
         dag_run_id=drid,
         action="clear",
         token=token,
         dag_run_state=read.snap.state,
-        version=read.version,
-        current_version=read.current_version,
+        topology_version=read.version,
+        current_topology_version=read.current_version,
+        ran_on_topology_version=read.ran_on,
         tasks=rows,
     )
     if request.dry_run:
@@ -174,15 +183,16 @@ def mark_task(dep: Deployment, drid: str, request: MarkRequest, actor: str = SDK
         )
     if code == request.state[0]:
         raise ConflictError(f"task {request.task!r} is {request.state} already")
-    token = fingerprint(read.snap)
     reset, rows = plan_mark(read.snap, request)
+    token = plan_token(read.snap, "mark", request.task, request.state, reset)
     plan = RepairPlan(
         dag_run_id=drid,
         action="mark",
         token=token,
         dag_run_state=read.snap.state,
-        version=read.version,
-        current_version=read.current_version,
+        topology_version=read.version,
+        current_topology_version=read.current_version,
+        ran_on_topology_version=read.ran_on,
         tasks=rows,
     )
     if request.dry_run:
@@ -219,10 +229,11 @@ def resume_dead_task(dep: Deployment, rid: str, actor: str = SDK_ACTOR) -> Op:
     plan = RepairPlan(
         dag_run_id=drid,
         action="clear",
-        token=fingerprint(read.snap),
+        token=plan_token(read.snap, "clear", task, "", reset),
         dag_run_state=read.snap.state,
-        version=read.version,
-        current_version=read.current_version,
+        topology_version=read.version,
+        current_topology_version=read.current_version,
+        ran_on_topology_version=read.ran_on,
         tasks=rows,
     )
     done = yield from _apply(dep, drid, read, plan, reset, actor, f"retry of {rid}", dead=rid)
@@ -246,7 +257,7 @@ def _apply(
     call = control.repair_dag_run(
         sk,
         drid,
-        plan.token,
+        fingerprint(read.snap),  # the DAG run as the plan read it: checked atomically
         actor,
         note,
         script_names(read.snap, reset),

@@ -120,7 +120,6 @@ class Repair(enum.IntEnum):
     NOT_FOUND = -1
     NOT_REPAIRABLE = -2  #: queued, cancelled or skipped
     MOVED = -3  #: the DAG run is not as the plan read it
-    VERSION_GONE = -4  #: the version it ran on is no longer kept
 
 
 class Repaired(NamedTuple):
@@ -160,12 +159,7 @@ def decode_repaired(reply: Sequence[Any], dag_run_id: str, run_id: str = "") -> 
         )
     if code == Repair.MOVED:
         raise ConflictError(
-            f"DAG run {dag_run_id!r} moved since the plan was made (a task ended, or the "
-            "plan was applied already): nothing was done; make a new plan"
-        )
-    if code == Repair.VERSION_GONE:
-        raise ConflictError(
-            f"DAG run {dag_run_id!r} ran on version {_text(reply[1])} of its DAG, which is "
-            "no longer kept: trigger the DAG again instead"
+            f"DAG run {dag_run_id!r} is not as the plan read it (a task ended, or a repair "
+            "was applied first): nothing was done; make a new plan"
         )
     return Repaired(_queues(reply[1]), tuple(_text(r) for r in reply[2:]))

@@ -739,14 +739,20 @@ function job(id, params = {}) {
             "dd",
             {},
             preview.schedule_words || scheduleText(j.schedule),
-            preview.schedule_words
+            preview.schedule_words && preview.schedule_words !== scheduleLine(j.schedule)
               ? h("span", { class: "muted" }, " · ", scheduleText(j.schedule))
               : null,
           ),
           h("dt", {}, "Command"),
           h("dd", {}, h("code", {}, j.command)),
           h("dt", {}, "Next fire"),
-          h("dd", {}, time(j.next_run_at)),
+          h(
+            "dd",
+            {},
+            preview.fire_times.length
+              ? time(preview.fire_times[0].planned || preview.fire_times[0].at)
+              : STOPS[preview.stops] || time(j.next_run_at),
+          ),
           h("dt", {}, "Queue"),
           h("dd", {}, j.queue, j.priority !== "normal" ? ` (priority ${j.priority})` : ""),
           h("dt", {}, "Retries"),
@@ -976,7 +982,7 @@ function runsNow(params) {
       );
       const rows = page.runs.map((r) => [
         runLink(r.run_id),
-        jobLink(r.job_id),
+        jobLink(r.job_id, r.job_name || r.job_id),
         stateTag(r.state),
         time(r.started_at || r.scheduled_for),
         took(r.started_at || r.created_at, null),
@@ -1350,8 +1356,12 @@ function repairBox(id, r, refresh, kept) {
       h(
         "p",
         {},
-        `Plan: ${plan.action} in ${plan.dag_run_id} (${plan.dag_run_state}), on version ${plan.version}` +
-          (plan.version !== plan.current_version ? ` (the DAG is on ${plan.current_version})` : ""),
+        `Plan: ${plan.action} in ${plan.dag_run_id} (${plan.dag_run_state}), on topology version ${plan.topology_version}` +
+          (plan.ran_on_topology_version
+            ? ` (it ran on ${plan.ran_on_topology_version}, no longer kept)`
+            : plan.topology_version !== plan.current_topology_version
+              ? ` (the DAG is on ${plan.current_topology_version})`
+              : ""),
       ),
       table(["Task", "Now", "Change", "Attempt", "Retries left"], rows),
       h(
