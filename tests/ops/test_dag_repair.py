@@ -159,6 +159,8 @@ async def test_mark_succeeded_releases_the_skipped_downstream(
     assert run["state"] == "failed" and by_task(run)["report"]["state"] == "skipped"
     body = {"task": "fetch", "state": "succeeded", "note": "loaded by hand"}
     plan = (await http.post(f"/api/v1/dag-runs/{drid}/mark", json={**body, "dry_run": True})).json()
+    states = [(t["task"], t["state"]) for t in plan["tasks"]]
+    assert states == [("fetch", "failed"), ("report", "skipped")]  # as their runs say
     assert [(t["task"], t["change"]) for t in plan["tasks"]] == [
         ("fetch", "mark"), ("report", "rerun")
     ]  # fmt: skip
@@ -238,7 +240,12 @@ async def test_the_cli_names_a_dag_by_name_and_applies_the_plan_it_shows(
     node, worker, http, tmp_path
 ) -> None:
     log = tmp_path / "runs.log"
-    dag_id = await create_dag(http, [step("a", log), step("b", log, "a")], name="pipeline")
+    dag_id = await create_dag(
+        http, [step("a", log), step("b", log, "a")], name="pipeline",
+        schedule={"type": "cron", "expression": "0 3 * * *"},
+    )  # fmt: skip
+    dag = (await http.get(f"/api/v1/dags/{dag_id}")).json()
+    assert dag["schedule_words"] == "At 03:00"  # as the CLI says it, for the console
     api = ("--api", str(http.base_url))
     out = await cli(http, "dags", "trigger", "pipeline", *api)  # a name is a handle
     assert out.returncode == 0, out.stderr

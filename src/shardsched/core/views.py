@@ -107,6 +107,7 @@ class Dag(msgspec.Struct, kw_only=True):
     dag_id: str
     name: str
     schedule: Schedule
+    schedule_words: str = ""  #: its schedule as people say it ("At 03:00")
     tasks: list[TaskSpec]
     task_job_ids: dict[str, str]
     max_active_runs: int

@@ -31,6 +31,7 @@ from shardsched.core.models import DagRunState, DagSpec, JobSpec, JobStatus, Tas
 from shardsched.core.params import TriggerRequest, validate_args
 from shardsched.core.queues import stored as stored_queue
 from shardsched.core.schedule import first_planned_ms
+from shardsched.core.schedule_words import schedule_words
 from shardsched.core.timing import resolved
 from shardsched.core.views import Dag, DagCreated, DagTriggered, JobCreated
 from shardsched.store import keys as k
@@ -138,6 +139,7 @@ def dag_from(dep: Deployment, dag_id: str, replies: Sequence[Any]) -> Dag:
         dag_id=dag_id,
         name=spec.name,
         schedule=spec.schedule,
+        schedule_words=schedule_words(spec.schedule),
         tasks=spec.tasks,
         task_job_ids={t.name: k.task_job_id(dag_id, t.name) for t in spec.tasks},
         max_active_runs=spec.max_active_runs,

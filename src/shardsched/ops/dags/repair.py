@@ -15,6 +15,7 @@ from shardsched.core.access import SDK_ACTOR
 from shardsched.core.dag_repair import (
     ClearRequest,
     MarkRequest,
+    PlannedTask,
     RepairPlan,
     Snapshot,
     fingerprint,
@@ -120,6 +121,17 @@ def _max_attempts(dep: Deployment, drid: str, read: _Read, tasks: list[str]) -> 
     return out
 
 
+def _run_states(dep: Deployment, read: _Read, rows: list[PlannedTask]) -> Op:
+    """Each planned task's state as its latest run says it (dead_letter, skipped, …), not
+    only as the DAG run's letter does (failed, upstream_failed)."""
+    named = [(row, read.snap.latest.get(row.task)) for row in rows]
+    asked = [(row, rid) for row, rid in named if rid is not None]
+    replies = yield [Call(("HGET", dep.keys_for(rid).run(rid), "st")) for _, rid in asked]
+    for (row, _), state in zip(asked, replies, strict=True):
+        if check(state) is not None and row.state not in ("waiting", "running"):
+            row.state = state.decode()
+
+
 def _require(read: _Read, drid: str, task: str) -> None:
     if task not in read.snap.tasks:
         raise ValidationError(f"DAG run {drid!r} has no task {task!r}", "$.task")
@@ -147,6 +159,7 @@ def clear_tasks(dep: Deployment, drid: str, request: ClearRequest, actor: str = 
     candidates = [t for t in read.snap.tasks if read.snap.codes[t] not in ("q", "w")]
     budgets = yield from _max_attempts(dep, drid, read, candidates)
     reset, rows = plan_clear(read.snap, request, budgets)
+    yield from _run_states(dep, read, rows)
     token = plan_token(read.snap, "clear", request.task, "", reset)
     plan = RepairPlan(
         dag_run_id=drid,
@@ -184,6 +197,7 @@ def mark_task(dep: Deployment, drid: str, request: MarkRequest, actor: str = SDK
     if code == request.state[0]:
         raise ConflictError(f"task {request.task!r} is {request.state} already")
     reset, rows = plan_mark(read.snap, request)
+    yield from _run_states(dep, read, rows)
     token = plan_token(read.snap, "mark", request.task, request.state, reset)
     plan = RepairPlan(
         dag_run_id=drid,

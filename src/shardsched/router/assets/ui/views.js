@@ -1317,7 +1317,7 @@ function dag(id) {
         h(
           "p",
           { class: "muted" },
-          `${scheduleLine(d.schedule)} · next ${when(d.next_run_at)} · version ${d.version} · at most ${d.max_active_runs} running`,
+          `${d.schedule_words || scheduleLine(d.schedule)} · next ${when(d.next_run_at)} · version ${d.version} · at most ${d.max_active_runs} running`,
         ),
         h("h2", {}, "Graph"),
         h("div", { class: "scroll", id: "dag-definition-graph" }, dagGraph({ tasks: [] }, d.tasks)),
