@@ -62,6 +62,10 @@ const field = (id, label, input, help) =>
     help ? h("span", { class: "help" }, help) : null,
   );
 
+// The element with this id on the screen now, else `fallback`: an answer that arrives
+// after a live redraw goes to the screen shown, not to the one it replaced.
+const live = (id, fallback) => document.getElementById(id) || fallback;
+
 // A button that calls the API and reports; hidden from read-only tokens.
 function action(label, run, opts = {}) {
   if (!canWrite()) return null;
@@ -620,7 +624,7 @@ function job(id, params = {}) {
       const until = h("input", { id: "p-until", type: "datetime-local" });
       const bfSince = h("input", { id: "b-since", type: "datetime-local" });
       const bfUntil = h("input", { id: "b-until", type: "datetime-local" });
-      const bfOut = h("p", { role: "status" });
+      const bfOut = h("p", { role: "status", id: "backfill-report" });
       const iso = (v) => (v ? new Date(v).toISOString() : undefined);
       const actions =
         canWrite() && j.status === "deleted"
@@ -697,7 +701,8 @@ function job(id, params = {}) {
                   const missing = t.ticks.filter(
                     (x) => x.outcome === "missing" || x.outcome === "skipped",
                   ).length;
-                  bfOut.textContent = `Dry run: ${t.ticks.length} ticks in the window, ${missing} without a run would run.`;
+                  live("backfill-report", bfOut).textContent =
+                    `Dry run: ${t.ticks.length} ticks in the window, ${missing} without a run would run.`;
                 },
               },
               "Dry run",
@@ -1138,7 +1143,7 @@ function deadLetter() {
           ...out.refused.map((x) => `refused ${x.run_id}: ${x.reason}`),
         ];
         lastRetryReport = lines.join("\n") || "nothing selected";
-        report.replaceChildren(h("pre", {}, lastRetryReport));
+        live("retry-report", report).replaceChildren(h("pre", {}, lastRetryReport));
         return `${out.dry_run ? "would retry" : "retried"} ${out.dry_run ? out.would_retry.length : out.retried.length}, refused ${out.refused.length}`;
       };
       const picked = () => boxes.filter((b) => b.checked).map((b) => b.value);
@@ -1342,9 +1347,10 @@ function scheduleLine(s) {
 function repairBox(id, r, refresh, kept) {
   const out = h("div", { id: "repair-plan", role: "status" });
   const note = h("input", { id: "repair-note", placeholder: "why (recorded with who)" });
-  const show = () => {
+  // into the screen shown (an answer after a redraw), or, while rendering, into `out`
+  const show = (box = live("repair-plan", out)) => {
     const plan = kept.plan;
-    if (!plan) return out.replaceChildren();
+    if (!plan) return box.replaceChildren();
     const rows = plan.tasks.map((t) => [
       t.task,
       t.state,
@@ -1352,7 +1358,7 @@ function repairBox(id, r, refresh, kept) {
       t.attempt ?? "",
       t.retries_left ?? "",
     ]);
-    out.replaceChildren(
+    box.replaceChildren(
       h(
         "p",
         {},
@@ -1411,7 +1417,7 @@ function repairBox(id, r, refresh, kept) {
       action("Mark failed", plan(t.task, "mark", { state: "failed" }), ready),
     ),
   ]);
-  show();
+  show(out);
   return h(
     "div",
     {},
