@@ -8,6 +8,7 @@ moved (lua/repair_dag_run.lua): a plan is applied once, by whoever applies it fi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import msgspec
 
@@ -132,6 +133,28 @@ def _run_states(dep: Deployment, read: _Read, rows: list[PlannedTask]) -> Op:
             row.state = state.decode()
 
 
+def _plan(
+    read: _Read,
+    drid: str,
+    action: Literal["clear", "mark"],
+    task: str,
+    outcome: str,
+    reset: list[str],
+    rows: list[PlannedTask],
+) -> RepairPlan:
+    """The plan's answer, with the token that names it on the DAG run as read."""
+    return RepairPlan(
+        dag_run_id=drid,
+        action=action,
+        token=plan_token(read.snap, action, task, outcome, reset),
+        dag_run_state=read.snap.state,
+        topology_version=read.version,
+        current_topology_version=read.current_version,
+        ran_on_topology_version=read.ran_on,
+        tasks=rows,
+    )
+
+
 def _require(read: _Read, drid: str, task: str) -> None:
     if task not in read.snap.tasks:
         raise ValidationError(f"DAG run {drid!r} has no task {task!r}", "$.task")
@@ -160,20 +183,10 @@ def clear_tasks(dep: Deployment, drid: str, request: ClearRequest, actor: str = 
     budgets = yield from _max_attempts(dep, drid, read, candidates)
     reset, rows = plan_clear(read.snap, request, budgets)
     yield from _run_states(dep, read, rows)
-    token = plan_token(read.snap, "clear", request.task, "", reset)
-    plan = RepairPlan(
-        dag_run_id=drid,
-        action="clear",
-        token=token,
-        dag_run_state=read.snap.state,
-        topology_version=read.version,
-        current_topology_version=read.current_version,
-        ran_on_topology_version=read.ran_on,
-        tasks=rows,
-    )
+    plan = _plan(read, drid, "clear", request.task, "", reset, rows)
     if request.dry_run:
         return plan
-    _stale(request.token, token, drid)
+    _stale(request.token, plan.token, drid)
     if not reset:
         raise ConflictError(
             f"nothing to clear in DAG run {drid!r}: the tasks selected are running, not "
@@ -198,20 +211,10 @@ def mark_task(dep: Deployment, drid: str, request: MarkRequest, actor: str = SDK
         raise ConflictError(f"task {request.task!r} is {request.state} already")
     reset, rows = plan_mark(read.snap, request)
     yield from _run_states(dep, read, rows)
-    token = plan_token(read.snap, "mark", request.task, request.state, reset)
-    plan = RepairPlan(
-        dag_run_id=drid,
-        action="mark",
-        token=token,
-        dag_run_state=read.snap.state,
-        topology_version=read.version,
-        current_topology_version=read.current_version,
-        ran_on_topology_version=read.ran_on,
-        tasks=rows,
-    )
+    plan = _plan(read, drid, "mark", request.task, request.state, reset, rows)
     if request.dry_run:
         return plan
-    _stale(request.token, token, drid)
+    _stale(request.token, plan.token, drid)
     outcome = "s" if request.state == "succeeded" else "f"
     mark = (request.task, outcome)
     return (yield from _apply(dep, drid, read, plan, reset, actor, request.note, mark=mark))
@@ -240,16 +243,7 @@ def resume_dead_task(dep: Deployment, rid: str, actor: str = SDK_ACTOR) -> Op:
     _require(read, drid, task)
     request = ClearRequest(task=task, downstream=True, only_failed=True)
     reset, rows = plan_clear(read.snap, request, {})
-    plan = RepairPlan(
-        dag_run_id=drid,
-        action="clear",
-        token=plan_token(read.snap, "clear", task, "", reset),
-        dag_run_state=read.snap.state,
-        topology_version=read.version,
-        current_topology_version=read.current_version,
-        ran_on_topology_version=read.ran_on,
-        tasks=rows,
-    )
+    plan = _plan(read, drid, "clear", task, "", reset, rows)
     done = yield from _apply(dep, drid, read, plan, reset, actor, f"retry of {rid}", dead=rid)
     prefix = f"{parse_run_id(rid).job_id}:"
     return next((r for r in done.new_runs if r.startswith(prefix)), done.new_runs[0])

@@ -66,6 +66,22 @@ const field = (id, label, input, help) =>
 // after a live redraw goes to the screen shown, not to the one it replaced.
 const live = (id, fallback) => document.getElementById(id) || fallback;
 
+// A list's filters: submitted, the screen's address says the fields filled in.
+const searchForm = (route, ...fields) =>
+  h(
+    "form",
+    {
+      class: "filters",
+      role: "search",
+      onsubmit: (e) => {
+        e.preventDefault();
+        const f = new FormData(e.target);
+        location.hash = `${route}${query(Object.fromEntries([...f.entries()].filter(([, v]) => v)))}`;
+      },
+    },
+    ...fields,
+  );
+
 // A button that calls the API and reports; hidden from read-only tokens.
 function action(label, run, opts = {}) {
   if (!canWrite()) return null;
@@ -309,17 +325,8 @@ function jobs(params) {
       const page = await api("GET", `/api/v1/jobs${query(q)}`);
       shown.clear();
       for (const j of page.jobs) shown.add(j.job_id);
-      const form = h(
-        "form",
-        {
-          class: "filters",
-          role: "search",
-          onsubmit: (e) => {
-            e.preventDefault();
-            const f = new FormData(e.target);
-            location.hash = `#/jobs${query(Object.fromEntries([...f.entries()].filter(([, v]) => v)))}`;
-          },
-        },
+      const form = searchForm(
+        "#/jobs",
         field(
           "f-q",
           "Name starts with",
@@ -1060,17 +1067,8 @@ function failures(params) {
             ? h("span", { class: "muted" }, "retried")
             : "",
       ]);
-      const filters = h(
-        "form",
-        {
-          class: "filters",
-          role: "search",
-          onsubmit: (e) => {
-            e.preventDefault();
-            const f = new FormData(e.target);
-            location.hash = `#/failures${query(Object.fromEntries([...f.entries()].filter(([, v]) => v)))}`;
-          },
-        },
+      const filters = searchForm(
+        "#/failures",
         field(
           "fl-state",
           "State",
