@@ -69,7 +69,12 @@ async def test_if_match_refuses_a_stale_version_and_changes_nothing(
     assert stale.status_code == 412, stale.text
     error = stale.json()["error"]
     assert error["code"] == "precondition_failed"
-    assert error["details"] == {"id": "guarded", "expected": 1, "current": 2}
+    assert error["details"] == {
+        "id": "guarded",
+        "expected": 1,
+        "current": 2,
+        "type": "PreconditionFailed",
+    }
     patch = await http.patch(
         "/api/v1/jobs/guarded", json={"command": "echo 4"}, headers={"if-match": "1"}
     )

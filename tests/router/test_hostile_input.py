@@ -515,7 +515,12 @@ async def test_an_idempotency_key_reused_with_other_args_is_409(node, http) -> N
     assert other.status_code == 409, other.text
     error = other.json()["error"]
     assert error["code"] == "idempotency_key_reused"
-    assert error["details"] == {"idempotency_key": "k1", "run_id": first.json()["run_id"]}
+    assert error["details"] == {
+        "idempotency_key": "k1",
+        "key": "k1",
+        "run_id": first.json()["run_id"],
+        "type": "IdempotencyKeyReused",
+    }
     none = await http.post(url, json={"idempotency_key": "k1"})  # no args: not the same
     assert none.status_code == 409
     # types count: false is not 0, 1 is not 1.0, true is not 1 (Python's == says they are)

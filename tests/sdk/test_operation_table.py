@@ -68,3 +68,35 @@ def test_the_check_would_see_a_missing_method() -> None:
     Lacking.get_job = lambda self, job_id: None  # type: ignore[method-assign,assignment]
     assert "get_job" not in bound_plans(Lacking)
     assert len(bound_plans(Client)) == len(OPERATIONS) == 61
+
+
+def test_the_http_clients_send_a_route_for_every_operation_with_its_plans_arguments() -> None:
+    """``Client("https://…")`` has every operation of the table, each with exactly the
+    arguments (names, order, kinds, defaults, types) and result type of its plan."""
+    from shardsched.sdk.http import AsyncHttpClient, HttpClient
+    from shardsched.sdk.http.routes import ROUTES
+
+    assert sorted(set(OPERATIONS) - set(ROUTES)) == [], "operations with no route"
+    for client in (HttpClient, AsyncHttpClient):
+        for name in [*OPERATIONS, *DRIVER_METHODS]:
+            assert callable(getattr(client, name, None)), (client.__name__, name)
+        for name in OPERATIONS:
+            assert getattr(client, name).__wrapped__ is ROUTES[name], name
+    for name, plan in OPERATIONS.items():
+        planned = list(inspect.signature(plan).parameters.values())[1:]  # less the handle
+        routed = list(inspect.signature(ROUTES[name]).parameters.values())
+        assert [(p.name, p.kind, p.default, p.annotation) for p in routed] == [
+            (p.name, p.kind, p.default, p.annotation) for p in planned
+        ], name
+        answer = ROUTES[name].__annotations__["return"]
+        assert answer.removeprefix("HttpCall[") == plan.__annotations__["return"].removeprefix(
+            "Plan["
+        ), name
+
+
+def test_a_url_picks_the_transport() -> None:
+    from shardsched.sdk.http import HttpClient
+
+    with Client("http://127.0.0.1:9", token="t") as client:
+        assert isinstance(client, HttpClient)
+        assert client.options.endpoint.token == "t"

@@ -1,108 +1,40 @@
 """The CLI's HTTP client: one request to the API with the standard library, its error
 answer turned into a one-line :class:`CliError`.
 
-Where the API is and which token to send, first found wins:
-
-- the API: ``--api``, ``SHARDSCHED_API``, ``api`` in the config file, http://127.0.0.1:8080;
-- the token: ``SHARDSCHED_TOKEN``, the file ``--token-file`` or ``SHARDSCHED_TOKEN_FILE``
-  names, ``token_file`` in the config file, then ``.shardsched/token`` (what
-  ``shardsched dev`` writes into its data dir) in the current directory.
-
-The config file is ``$SHARDSCHED_CONFIG``, or ``$XDG_CONFIG_HOME/shardsched/config.toml``
-(``~/.config/shardsched/config.toml``). A token is never a flag: argv is public to
-every user of the machine (``ps``). Profiles name several deployments::
-
-    profile = "dev"            # the default one (else: the top-level settings)
-    [profiles.dev]
-    api = "http://127.0.0.1:8080"
-    [profiles.prod]
-    api = "https://sched.example.internal"
-    token_file = "~/.config/shardsched/prod.token"
-
-and ``--profile prod`` (or ``SHARDSCHED_PROFILE=prod``) picks one.
+Where the API is, which token to send and which CA to trust is found as the HTTP SDK
+finds it (:mod:`shardsched.sdk.http.settings`: flags, then ``SHARDSCHED_API``,
+``SHARDSCHED_TOKEN``, ``SHARDSCHED_TOKEN_FILE``, ``SHARDSCHED_CA_FILE``, then the config
+file's profile, then ``.shardsched/token``). A token is never a flag: argv is public to
+every user of the machine (``ps``).
 """
 
 from __future__ import annotations
 
 import json
-import os
+import ssl
 import sys
-import tomllib
 import urllib.error
-import urllib.parse
 import urllib.request
 from email.message import Message
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-DEFAULT_API = "http://127.0.0.1:8080"
-DEV_TOKEN = Path(".shardsched") / "token"
+from shardsched.core.errors import ConfigError
+from shardsched.sdk.http import settings
+from shardsched.sdk.http.settings import DEFAULT_API, Endpoint, config_path
+
+__all__ = ["DEFAULT_API", "CliError", "Endpoint", "config_path", "endpoint", "request"]
 
 
 class CliError(Exception):
     """A one-line message for stderr."""
 
 
-class Endpoint(NamedTuple):
-    """An API and the token to send it (None: send none)."""
-
-    url: str
-    token: str | None = None
-
-
-def config_path() -> Path:
-    if explicit := os.environ.get("SHARDSCHED_CONFIG"):
-        return Path(explicit)
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "shardsched" / "config.toml"
-
-
-def _config() -> dict[str, Any]:
-    path = config_path()
-    try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        return {}
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise CliError(f"cannot read the config file {path}: {exc}") from None
-
-
-def _read_token(path: Path) -> str:
-    try:
-        token = path.expanduser().read_text().strip()
-    except OSError as exc:
-        raise CliError(f"cannot read the token file {path}: {exc.strerror}") from None
-    if not token:
-        raise CliError(f"the token file {path} is empty")
-    return token
-
-
-def _profile(config: dict[str, Any], profile: str | None) -> dict[str, Any]:
-    """The settings of one profile (``[profiles.<name>]``) over the file's top level; the
-    profile is ``--profile``, ``SHARDSCHED_PROFILE`` or the file's ``profile``."""
-    name = profile or os.environ.get("SHARDSCHED_PROFILE") or config.get("profile")
-    if not name:
-        return config
-    profiles = config.get("profiles") or {}
-    if name not in profiles:
-        known = ", ".join(sorted(profiles)) or "none"
-        raise CliError(f"no profile {name!r} in {config_path()} (profiles: {known})")
-    return {**config, **profiles[name]}
-
-
 def endpoint(api: str | None, token_file: str | None, profile: str | None = None) -> Endpoint:
     """Where to send requests and with which token (see the module's docstring)."""
-    config = _profile(_config(), profile)
-    url = api or os.environ.get("SHARDSCHED_API") or config.get("api") or DEFAULT_API
-    if token := os.environ.get("SHARDSCHED_TOKEN", "").strip():
-        return Endpoint(str(url), token)
-    named = token_file or os.environ.get("SHARDSCHED_TOKEN_FILE") or config.get("token_file")
-    if named:
-        return Endpoint(str(url), _read_token(Path(str(named))))
-    if DEV_TOKEN.is_file():
-        return Endpoint(str(url), _read_token(DEV_TOKEN))
-    return Endpoint(str(url))
+    try:
+        return settings.endpoint(api, token_file, profile)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
 
 
 def request(api: Endpoint, method: str, path: str, body: Any = None) -> Any:
@@ -127,7 +59,8 @@ def exchange(
     for name, value in headers.items():
         req.add_header(name, value)
     try:
-        with urllib.request.urlopen(req, timeout=30) as reply:
+        context = None if api.ca_file is None else ssl.create_default_context(cafile=api.ca_file)
+        with urllib.request.urlopen(req, timeout=30, context=context) as reply:
             return json.loads(reply.read()), reply.headers
     except urllib.error.HTTPError as exc:
         try:

@@ -213,3 +213,13 @@ class DagTaskJob(ConflictError):
 
 class Forbidden(ShardschedError):
     """Raised when the caller's token does not cover what it asked for."""
+
+
+class Unauthenticated(ShardschedError):
+    """Raised when the API was sent no token, or one it does not know (HTTP 401)."""
+
+
+class Unreachable(ShardschedError, ConnectionError):
+    """Raised when the service (the API, or Redis for the Redis SDK) cannot be reached,
+    after the retries the call allows; whether a write that was under way took effect is
+    unknown: read before writing again, or repeat it with its idempotency key."""

@@ -56,20 +56,18 @@ class Context:
         except msgspec.ValidationError as exc:
             raise http.invalid(exc) from None
         except NotFoundError as exc:
-            raise http.ApiError(404, "not_found", str(exc)) from None
+            raise http.ApiError(404, "not_found", str(exc), typed(exc)) from None
         except PreconditionFailed as exc:
-            details = {"id": exc.id, "expected": exc.expected, "current": exc.current}
-            raise http.ApiError(412, "precondition_failed", str(exc), details) from None
+            raise http.ApiError(412, "precondition_failed", str(exc), typed(exc)) from None
         except IdTaken as exc:
-            raise http.ApiError(409, "id_taken", str(exc), {"id": exc.id}) from None
+            raise http.ApiError(409, "id_taken", str(exc), typed(exc)) from None
         except AlreadyRetried as exc:
-            details = {"run_id": exc.run_id, "next_run_id": exc.next_run_id}
-            raise http.ApiError(409, "already_retried", str(exc), details) from None
+            raise http.ApiError(409, "already_retried", str(exc), typed(exc)) from None
         except IdempotencyKeyReused as exc:
-            details = {"idempotency_key": exc.key, "run_id": exc.run_id}
+            details = {"idempotency_key": exc.key, **typed(exc)}
             raise http.ApiError(409, "idempotency_key_reused", str(exc), details) from None
         except ConflictError as exc:
-            raise http.ApiError(409, "conflict", str(exc)) from None
+            raise http.ApiError(409, "conflict", str(exc), typed(exc)) from None
 
     async def visible(self, request: Request, any_id: str, missing: NotFoundError) -> None:
         """404 (as for an unknown id) unless the caller's team owns ``any_id``."""
@@ -108,6 +106,13 @@ class Context:
         holder = who(request).name
         self.streams.take(holder)
         return CountedStream(body, self.streams, holder)
+
+
+def typed(exc: Exception) -> dict[str, Any]:
+    """An error answer's details: the exception's type and what it carries (``job_id``,
+    ``expected``...), so a client can raise the very exception the service raised."""
+    kept = {k: v for k, v in vars(exc).items() if isinstance(v, str | int | list | None)}
+    return {**kept, "type": type(exc).__name__}
 
 
 #: A route's handler: what answers a request, given the app's context.

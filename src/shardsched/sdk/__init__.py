@@ -11,7 +11,24 @@ Errors: JobNotFound / RunNotFound / DagNotFound / DagRunNotFound (LookupError), 
 $.path) for invalid input — as the HTTP API answers 404 / 409 / 422.
 """
 
-from shardsched.sdk.aio import AsyncClient
-from shardsched.sdk.sync import Client
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from shardsched.sdk.aio import AsyncClient
+    from shardsched.sdk.sync import Client
+
+
+def __getattr__(name: str) -> object:
+    # Loaded when asked for: the CLI reads sdk.http.settings without redis-py or trio.
+    if name == "Client":
+        from shardsched.sdk.sync import Client
+
+        return Client
+    if name == "AsyncClient":
+        from shardsched.sdk.aio import AsyncClient
+
+        return AsyncClient
+    raise AttributeError(name)
+
 
 __all__ = ["AsyncClient", "Client"]

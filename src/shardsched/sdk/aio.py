@@ -11,12 +11,14 @@ import msgspec
 
 from shardsched import ops
 from shardsched.core.access import SDK_ACTOR
+from shardsched.core.errors import Unreachable
 from shardsched.core.models import JobSpec
 from shardsched.core.views import JobCreated
-from shardsched.sdk import plans
+from shardsched.sdk import pages, plans
 from shardsched.sdk.plans import concurrency, dags, jobs, notify, runs, schedules, ticks
 from shardsched.store.drive import drive_async, drive_off_loop
 from shardsched.store.keys import DEFAULT_NAMESPACE
+from shardsched.store.redis import RedisConnectionError
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -50,9 +52,25 @@ class AsyncClient:
 
     @classmethod
     async def open(
-        cls, redis_url: str, namespace: str = DEFAULT_NAMESPACE, actor: str = SDK_ACTOR
+        cls,
+        redis_url: str | None = None,
+        namespace: str = DEFAULT_NAMESPACE,
+        actor: str = SDK_ACTOR,
+        **http: Any,
     ) -> AsyncClient:
-        """``actor``: who the job versions and change logs record as making its changes."""
+        """``actor``: who the job versions and change logs record as making its changes.
+
+        ``http://…`` or ``https://…`` (or no URL: the one the environment or the CLI's
+        config profile names) opens an :class:`~shardsched.sdk.http.AsyncHttpClient`
+        instead, for trio or asyncio: the same operations through the HTTP API, with a
+        token (``token=``, ``token_file=``, ``profile=``, ``ca_file=``, ``retries=``,
+        ``timeout_s=``)."""
+        if redis_url is None or redis_url.startswith(("http://", "https://")):
+            from shardsched.sdk.http import AsyncHttpClient
+
+            return AsyncHttpClient(redis_url, **http)  # type: ignore[return-value]
+        if http:
+            raise TypeError(f"a Redis URL takes no {', '.join(sorted(http))}")
         from shardsched.store.redis import connect
 
         redis = connect(redis_url, size=4)
@@ -68,6 +86,10 @@ class AsyncClient:
             return await drive_off_loop(op, self._redis)
         except msgspec.ValidationError as exc:
             raise plans.as_validation_error(exc) from None
+        except RedisConnectionError as exc:
+            raise Unreachable(f"cannot reach Redis: {exc}") from exc
+
+    each = staticmethod(pages.aeach)
 
     async def add_jobs(self, specs: Iterable[JobSpec], batch: int = 1000) -> list[JobCreated]:
         """As :meth:`Client.add_jobs`."""

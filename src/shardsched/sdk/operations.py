@@ -88,7 +88,7 @@ OPERATIONS: dict[str, Callable[..., plans.Plan[Any]]] = {
 }
 
 #: Methods each client writes for itself (they drive several plans, pipelined).
-DRIVER_METHODS = ("add_jobs",)
+DRIVER_METHODS = ("add_jobs", "each")
 
 #: Plans that are parts of another operation, not operations of their own.
 PARTS = (jobs.add_validated,)

@@ -14,16 +14,18 @@ import redis as redis_py
 
 from shardsched import ops
 from shardsched.core.access import SDK_ACTOR
-from shardsched.core.errors import RedisUnavailable
+from shardsched.core.errors import RedisUnavailable, Unreachable
 from shardsched.core.models import JobSpec
 from shardsched.core.views import JobCreated
-from shardsched.sdk import plans
+from shardsched.sdk import pages, plans
 from shardsched.sdk.plans import concurrency, dags, jobs, notify, runs, schedules, ticks
 from shardsched.sdk.server_clock import ServerClock
 from shardsched.store.calls import refusal
 from shardsched.store.keys import DEFAULT_NAMESPACE
 from shardsched.store.scripts import SCRIPTS
 
+#: URLs the HTTP client takes (the rest are Redis URLs).
+HTTP_SCHEMES = ("http://", "https://")
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -62,7 +64,19 @@ class Client:
     ``redis_url`` is ``redis://…`` (``rediss://`` for TLS) for one server, or
     ``redis+cluster://host:port[,…]`` (``rediss+cluster://``) for a Redis Cluster
     (redis-py's RedisCluster finds the nodes and owns the slot map; each batch goes to
-    every node its slots live on, one pipeline per node)."""
+    every node its slots live on, one pipeline per node).
+
+    ``http://…`` or ``https://…`` (or no URL: the one the environment or the CLI's config
+    profile names) makes an :class:`~shardsched.sdk.http.HttpClient` instead: the same
+    operations through the HTTP API, with a token (``token=``, ``token_file=``,
+    ``profile=``, ``ca_file=``, ``retries=``, ``timeout_s=``)."""
+
+    def __new__(cls, redis_url: str | None = None, *args: Any, **kwargs: Any) -> Client:
+        if cls is Client and (redis_url is None or redis_url.startswith(HTTP_SCHEMES)):
+            from shardsched.sdk.http import HttpClient
+
+            return HttpClient(redis_url, *args, **kwargs)  # type: ignore[return-value]
+        return super().__new__(cls)
 
     def __init__(
         self, redis_url: str, namespace: str = DEFAULT_NAMESPACE, actor: str = SDK_ACTOR
@@ -95,7 +109,11 @@ class Client:
             self._redis = redis_py.Redis.from_url(redis_url, protocol=2, **_tls_kwargs(redis_url))
             # Raw RESP replies, as the trio client sees them: the operations are shared.
             self._redis.response_callbacks.clear()
-        self._load_scripts()
+        try:
+            self._load_scripts()
+        except (redis_py.exceptions.ConnectionError, redis_py.exceptions.TimeoutError) as exc:
+            self.close()
+            raise Unreachable(f"cannot reach Redis: {exc}") from exc
         self.deployment = self._run(ops.open_deployment(namespace, None))
 
     def _node_clients(self) -> list[redis_py.Redis]:
@@ -188,6 +206,8 @@ class Client:
             raise plans.as_validation_error(exc) from None
         except redis_py.exceptions.BusyLoadingError as exc:  # redis-py raises this one
             raise RedisUnavailable(f"LOADING {exc}") from None
+        except (redis_py.exceptions.ConnectionError, redis_py.exceptions.TimeoutError) as exc:
+            raise Unreachable(f"cannot reach Redis: {exc}") from exc
 
     def add_jobs(self, specs: Iterable[JobSpec], batch: int = 1000) -> list[JobCreated]:
         """Register many jobs, one pipelined round trip per ``batch``.
@@ -206,6 +226,8 @@ class Client:
             else:
                 self._overlapped([jobs.add_validated(self, chunk).op for chunk in chunks], out)
         return out
+
+    each = staticmethod(pages.each)
 
     def _overlapped(self, batches: list[ops.Op], out: list[JobCreated]) -> None:
         """Run the batches with two in flight, so Redis runs one while the next is planned.
