@@ -21,6 +21,7 @@ from shardsched.cli import (
     events,
     export,
     follow,
+    importers,
     progress,
     render,
     run_commands,
@@ -305,6 +306,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     dag_commands.add_parser(sub, common, page)
     declare.add_apply_parser(sub, common)
     export.add_export_parser(sub, common)
+    importers.add_import_parser(sub, common)
 
 
 COMMANDS = {
@@ -315,6 +317,7 @@ COMMANDS = {
     "events": events.run,
     "apply": declare.run_apply,
     "export": export.run_export,
+    "import": importers.run_import,
 }
 
 

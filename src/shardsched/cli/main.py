@@ -165,7 +165,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     from shardsched.cli import api as api_cli
 
     api_cli.add_parsers(sub)
-    for name in ("jobs", "runs", "dead-letter", "dags", "events", "apply", "export"):
+    for name in ("jobs", "runs", "dead-letter", "dags", "events", "apply", "export", "import"):
         sub.choices[name].set_defaults(execute=cmd.api)
     from shardsched.cli import tokens as tokens_cli
 

@@ -1,0 +1,184 @@
+"""A crontab read as shardsched jobs: what ``shardsched import crontab`` writes as apply
+documents, and every line it cannot translate, with why.
+
+Both formats cron reads: a user's crontab (``crontab -l``: five time fields, then the
+command) and the system's (``/etc/crontab``, ``/etc/cron.d/*``: a user name between the
+fields and the command; the job runs as whoever the worker runs as, said once). Each job
+is a cron schedule in the ``debian`` dialect, so its days and its DST behaviour are
+Debian cron's (a fixed time in a skipped hour fires at the gap's end, a repeated hour
+fires once; docs/concepts.md), on the zone cron would use: ``CRON_TZ`` above it, else the
+zone given (the machine's, by default).
+
+Kept: ``NAME=value`` lines become the env of the jobs below them (``SHELL``, ``PATH``,
+``HOME`` included). Said as untranslatable: ``@reboot`` (no boot to fire on),
+``MAILTO`` (mail is not sent: a notification rule on failures is the equivalent), a
+command with an unescaped ``%`` (cron feeds what follows it to stdin), an environment
+name a job may not set, a line that is not a crontab line.
+
+Pure: text in, documents and warnings out; the CLI reads and writes the files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from shardsched.core.errors import ValidationError
+from shardsched.core.field_errors import field_error
+from shardsched.core.models import JobSpec
+from shardsched.core.validation import check_job_id, validate_spec
+
+_ENV = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$(?!\n)")
+_SLUG = re.compile(r"[^a-z0-9]+")
+#: What cron's own environment lines mean, not the command's.
+CRON_SETTINGS = ("MAILTO", "MAILFROM", "CRON_TZ", "RANDOM_DELAY", "CONTENT_TYPE")
+
+
+@dataclass
+class Imported:
+    """The jobs of one crontab as apply documents, and what could not be translated."""
+
+    documents: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
+
+
+def _command(text: str) -> str | None:
+    """The command as the shell gets it (``\\%`` is a literal %), or None when an
+    unescaped % feeds the rest to stdin."""
+    if re.search(r"(?<!\\)%", text):
+        return None
+    return text.replace("\\%", "%")
+
+
+def job_id(source: str, expression: str, command: str) -> str:
+    """A stable id: the source's and the command's words, and a digest of the line's
+    meaning, so importing the file again names the same jobs."""
+    words = _SLUG.sub("-", f"{source} {command.split()[0] if command.split() else ''}".lower())
+    digest = hashlib.sha256(f"{expression}\0{command}".encode()).hexdigest()[:8]
+    return f"{words.strip('-')[:60]}-{digest}".lstrip("-") or digest
+
+
+def read_crontab(text: str, source: str, timezone: str, system: bool = False) -> Imported:
+    """The jobs of crontab ``text`` (``source``: what to call it in ids and warnings)."""
+    out = Imported()
+    env: dict[str, str] = {}
+    zone = timezone
+    seen_user = False
+    fields = 6 if system else 5
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        where = f"{source}:{number}"
+        if not line or line.startswith("#"):
+            continue
+        assignment = _ENV.match(line)
+        if assignment and not line.startswith("@") and not line[0].isdigit():
+            name, value = assignment.group(1), _unquote(assignment.group(2))
+            if name == "CRON_TZ":
+                zone = value
+            elif name in CRON_SETTINGS:
+                out.warnings.append(
+                    f"{where}: {name} is cron's own setting, not translated"
+                    + (
+                        " (no mail is sent: a notification rule on failed runs is the"
+                        " equivalent, shardsched notify rules add)"
+                        if name == "MAILTO"
+                        else ""
+                    )
+                )
+            elif (why := _env_refused(name, value)) is not None:
+                out.warnings.append(f"{where}: {name} is not kept: {why}")
+            else:
+                env[name] = value
+            continue
+        if line.startswith("@"):
+            macro, _, rest = line.partition(" ")
+            expression, rest = macro, rest.strip()
+            if macro.lower() == "@reboot":
+                out.warnings.append(
+                    f"{where}: @reboot is not translated: a scheduler has no boot to fire"
+                    " on (run it from the host's init system)"
+                )
+                continue
+            parts = rest.split(None, 1) if system else [rest]
+        else:
+            split = line.split(None, fields)
+            if len(split) <= fields:
+                out.warnings.append(f"{where}: not a crontab line ({fields} fields and a command)")
+                continue
+            expression = " ".join(split[:5])
+            parts = split[5:]
+        if system:
+            if len(parts) < 2:
+                out.warnings.append(f"{where}: a system crontab line names a user, then a command")
+                continue
+            if not seen_user:
+                out.warnings.append(
+                    f"{where}: the user field ({parts[0]}) is not kept: a job runs as its"
+                    " worker runs (shardsched worker --run-as)"
+                )
+                seen_user = True
+            parts = parts[1:]
+        command = _command(parts[0].strip()) if parts and parts[0].strip() else None
+        if command is None:
+            out.warnings.append(
+                f"{where}: the command holds an unescaped % (cron sends what follows it to"
+                " stdin): not translated; write \\% for a literal %"
+            )
+            continue
+        document = _document(source, expression, command, zone, env)
+        problem = _invalid(document)
+        if problem is not None:
+            out.warnings.append(f"{where}: not translated: {problem}")
+            continue
+        out.documents.append(document)
+    return out
+
+
+def _document(
+    source: str, expression: str, command: str, zone: str, env: dict[str, str]
+) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "kind": "job",
+        "id": job_id(source, expression, command),
+        "name": f"{source}: {command}"[:200],
+        "schedule": {
+            "type": "cron",
+            "expression": expression,
+            "timezone": zone,
+            "dialect": "debian",
+        },
+        "command": command,
+    }
+    if env:
+        document["env"] = dict(env)
+    return document
+
+
+def _env_refused(name: str, value: str) -> str | None:
+    """Why a job may not set this variable (core/models.EnvName), or None."""
+    probe = {"name": "x", "schedule": {"type": "interval", "every_s": 60}, "command": "true"}
+    return _invalid({**probe, "id": "probe", "env": {name: value}})
+
+
+def _invalid(document: dict[str, Any]) -> str | None:
+    """Why the document is not a job the API would take, or None."""
+    body = {k: v for k, v in document.items() if k not in ("kind", "id")}
+    try:
+        check_job_id(document["id"])
+        validate_spec(msgspec.convert(body, JobSpec))
+    except ValidationError as exc:
+        return f"{exc.message} ({exc.field})"
+    except msgspec.ValidationError as exc:
+        err = field_error(exc)
+        return f"{err.message} ({err.field})"
+    return None
