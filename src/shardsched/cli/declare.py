@@ -12,7 +12,8 @@ as a new version), or unchanged. It labels the jobs and DAGs it puts with its ap
 that set that the files no longer declare, and nothing registered any other way
 (calendars and limits carry no label: ``--prune`` never deletes one). ``--dry-run``
 writes nothing: it shows each change as a diff, with the next fire times of what would
-change.
+change. ``paused: true`` (or ``false``) on a job or DAG declares its state too: it is
+paused (resumed) after it is put; left out, apply leaves the state as it finds it.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from shardsched.cli.http import CliError, Endpoint, exchange, request
 from shardsched.cli.render import quoted, table
 from shardsched.core.ids import dag_id_of
 
+#: The kinds an apply file may declare ``paused: true`` (or false) of.
+_PAUSABLE = ("job", "dag")
 #: The apply set of an ``apply`` without ``--set`` (``--prune`` refuses to guess it).
 DEFAULT_SET = "default"
 #: The label ``apply`` puts on what it manages; ``--prune`` looks only at its own set's.
@@ -47,20 +50,24 @@ _DONE = {"create": "created", "recreate": "created", "update": "updated"}
 
 
 class Declared(NamedTuple):
-    """One object of the files: its kind, id, the body to PUT, and where it was written."""
+    """One object of the files: its kind, id, the body to PUT, and where it was written;
+    ``paused``: the state a job or DAG is to be in (None: whatever it is in)."""
 
     kind: str
     id: str
     body: dict[str, Any]
     source: str
+    paused: bool | None = None
 
 
 class Change(NamedTuple):
     kind: str
     id: str
-    action: str  #: create | update | unchanged | delete
+    action: str  #: create | update | unchanged | delete | pause | resume
     diff: list[str]
     body: dict[str, Any] | None
+    #: after the put: "paused" or "active" (None: leave the state as it is)
+    status: str | None = None
 
 
 def _files(path: Path) -> list[Path]:
@@ -115,6 +122,9 @@ def load(paths: Iterable[str], apply_set: str | None) -> list[Declared]:
                     raise CliError(f"{source}: an object (a mapping) is expected")
                 body = dict(item)
                 kind, any_id = body.pop("kind", None), body.pop("id", None)
+                paused = body.pop("paused", None)
+                if paused is not None and (not isinstance(paused, bool) or kind not in _PAUSABLE):
+                    raise CliError(f"{source}: paused is true or false, on a job or a DAG")
                 if kind not in KINDS:
                     raise CliError(
                         f"{source}: kind must be one of {', '.join(KINDS)}, not {kind!r}"
@@ -137,7 +147,7 @@ def load(paths: Iterable[str], apply_set: str | None) -> list[Declared]:
                 if apply_set is not None and KINDS[kind].labelled:
                     body["labels"] = {**(body.get("labels") or {}), APPLY_SET: apply_set}
                 normalised(kind, body, source, any_id)
-                out.append(Declared(kind, any_id, body, source))
+                out.append(Declared(kind, any_id, body, source, paused))
     return out
 
 
@@ -166,7 +176,15 @@ def plan(api: Endpoint, declared: list[Declared], prune: str | None) -> list[Cha
                 lineterm="",
             )
         )
-        changes.append(Change(d.kind, d.id, action, diff, d.body))
+        status = None
+        if d.paused is not None:
+            status = "paused" if d.paused else "active"
+            is_now = (view or {}).get("status") if now is not None else None
+            if is_now == status or (is_now is None and status == "active"):
+                status = None  # already so (a new object is created active)
+            elif action == "unchanged":
+                action = "pause" if d.paused else "resume"
+        changes.append(Change(d.kind, d.id, action, diff, d.body, status))
     if prune is not None:
         declared_ids = {(d.kind, d.id) for d in declared}
         for kind, any_id in _applied(api, prune):
@@ -222,9 +240,15 @@ def apply_changes(
         if c.action == "delete":
             view = request(api, "DELETE", path)
             report(c, "deleted", view.get("version"))
+        elif c.action in ("pause", "resume"):
+            view = request(api, "PATCH", path, {"status": c.status})
+            report(c, "paused" if c.action == "pause" else "resumed", view.get("version"))
         elif c.action != "unchanged":
             view, headers = exchange(api, "PUT", path, c.body)
             outcome = headers.get("shardsched-outcome", _DONE[c.action])
+            if c.status is not None:  # created or changed, then paused (or resumed)
+                view = request(api, "PATCH", path, {"status": c.status})
+                outcome += f", {'paused' if c.status == 'paused' else 'resumed'}"
             report(c, outcome, view.get("version"))
         else:
             report(c, "unchanged", None)

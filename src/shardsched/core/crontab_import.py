@@ -136,7 +136,7 @@ def read_crontab(text: str, source: str, timezone: str, system: bool = False) ->
             )
             continue
         document = _document(source, expression, command, zone, env)
-        problem = _invalid(document)
+        problem = invalid(document)
         if problem is not None:
             out.warnings.append(f"{where}: not translated: {problem}")
             continue
@@ -167,12 +167,12 @@ def _document(
 def _env_refused(name: str, value: str) -> str | None:
     """Why a job may not set this variable (core/models.EnvName), or None."""
     probe = {"name": "x", "schedule": {"type": "interval", "every_s": 60}, "command": "true"}
-    return _invalid({**probe, "id": "probe", "env": {name: value}})
+    return invalid({**probe, "id": "probe", "env": {name: value}})
 
 
-def _invalid(document: dict[str, Any]) -> str | None:
+def invalid(document: dict[str, Any]) -> str | None:
     """Why the document is not a job the API would take, or None."""
-    body = {k: v for k, v in document.items() if k not in ("kind", "id")}
+    body = {k: v for k, v in document.items() if k not in ("kind", "id", "paused")}
     try:
         check_job_id(document["id"])
         validate_spec(msgspec.convert(body, JobSpec))
