@@ -307,3 +307,49 @@ async def test_the_redis_and_the_http_client_keep_one_contract(
     assert redis_seen["get_output"] == "changed\n"
     # who made the change: the Redis SDK's actor, and the HTTP token's name
     assert redis_seen["by"] == "sdk" and http_seen["by"] == "test-admin"
+
+
+async def test_ids_no_url_can_carry_are_refused_as_the_redis_client_refuses_them(
+    node, http, redis_server, dep
+) -> None:
+    """An id that is empty, ``.``, ``..``, holds a ``/`` or is longer than any id cannot be
+    one segment of a URL (a router would resolve or split it and answer another route):
+    the HTTP client answers as the Redis client does, sending nothing."""
+    token = http.headers["authorization"].removeprefix("Bearer ")
+    spec = JobSpec(name="odd", schedule=HOURLY, command="true")
+
+    def outcomes(client: Any) -> list[str]:
+        out = []
+        for odd in ("", ".", "..", "a/b", "x/changes", "x" * 5000):
+            out += [
+                refusal(lambda odd=odd: client.get_job(odd)),
+                refusal(lambda odd=odd: client.job_changes(odd)),
+                refusal(lambda odd=odd: client.put_job(odd, spec)),
+                refusal(lambda odd=odd: client.get_run(odd)),
+                refusal(lambda odd=odd: client.get_dag(odd)),
+                refusal(lambda odd=odd: client.get_dag_run(odd)),
+            ]
+        out.append(refusal(lambda: client.put_calendar("cal/", Calendar())))
+        out.append(refusal(lambda: client.set_concurrency_limits("db/main", limit=2)))
+        out.append(refusal(lambda: client.list_jobs(limit=0)))
+        out.append(refusal(lambda: client.list_jobs(limit=100_000)))
+        return out
+
+    def both() -> tuple[list[str], list[str]]:
+        with (
+            Client(redis_server.url, dep.namespace) as r,
+            Client(str(http.base_url), token=token) as h,
+        ):
+            return outcomes(r), outcomes(h)
+
+    by_redis, by_http = await trio.to_thread.run_sync(both)
+    assert by_http == by_redis
+    assert by_redis[:6] == [
+        "JobNotFound",
+        "JobNotFound",
+        "ValidationError",
+        "RunNotFound",
+        "DagNotFound",
+        "DagRunNotFound",
+    ]
+    assert by_redis[-4:] == ["ValidationError"] * 4

@@ -30,6 +30,7 @@ from shardsched import (
     Unreachable,
 )
 from shardsched.core.calendars import CalendarList
+from shardsched.core.errors import ConfigError
 
 EMPTY = json.dumps({"calendars": []}).encode()
 TRIGGERED = json.dumps({"run_id": "job_1:t1:1", "scheduled_for": "2026-12-06T00:00:00Z"}).encode()
@@ -168,13 +169,43 @@ def test_the_token_comes_from_the_argument_the_environment_or_the_profile(
     assert sent == ["Bearer from-profile", "Bearer from-env", "Bearer from-argument"]
 
 
-def test_https_trusts_the_ca_file_it_is_given(serve, cert) -> None:
+def test_https_trusts_the_ca_file_it_is_given(serve, cert, tmp_path) -> None:
     api = serve([(200, {}, EMPTY)], tls=cert)
     url = api.url.replace("http://127.0.0.1", "https://localhost")
     with Client(url, token="t", ca_file=str(cert[0])) as client:
         assert client.list_calendars().calendars == []
-    with Client(url, token="t", retries=0) as client, pytest.raises(Unreachable):
-        client.list_calendars()  # not a CA the system trusts
+    with Client(url, token="t") as client:
+        started = time.monotonic()
+        with pytest.raises(Unreachable, match="CERTIFICATE_VERIFY"):
+            client.list_calendars()  # not a CA the system trusts: not tried again
+        assert time.monotonic() - started < 2
+    with pytest.raises(ConfigError, match="cannot use the CA file"):
+        Client(url, token="t", ca_file=str(tmp_path / "nope.pem"))
+
+
+def test_a_token_url_or_wait_that_cannot_work_is_said_at_once() -> None:
+    from shardsched.sdk.http.calls import HttpCall
+    from shardsched.sdk.http.transport import RETRY_BUDGET_S, Options, pause_after
+
+    with Client("http://127.0.0.1:9/api/v1", token="sst_x\n") as client:  # as a file ends
+        assert client.options.endpoint.token == "sst_x"
+        assert client.options.endpoint.url == "http://127.0.0.1:9"  # as dev prints it
+        assert "sst_x" not in repr(client.options)  # a token in a log is a token leaked
+    for token in ("", "a\r\nb", "sst_é"):
+        with pytest.raises(ValueError, match="a token is printable ASCII"):
+            Client("http://127.0.0.1:9", token=token)
+    with pytest.raises(ValueError, match="no user or password"):
+        Client("http://u:p@127.0.0.1:9", token="t")
+    with pytest.raises(TypeError, match="for the HTTP API"):
+        Client("ftp://127.0.0.1:9", token="t")
+    # a proxy's Retry-After of a day is waited 10 s at most, and no pause passes the budget
+    options = Options.of("http://127.0.0.1:9", "t", None, None, None, 4, None)
+    call = HttpCall("GET", "/api/v1/calendars", CalendarList)
+    import httpx
+
+    answer = httpx.Response(503, headers={"retry-after": "100000"})
+    assert pause_after(options, call, 1, answer, 0.0) == 10.0
+    assert pause_after(options, call, 1, answer, RETRY_BUDGET_S - 5) is None
 
 
 def test_the_async_client_runs_under_asyncio(serve) -> None:

@@ -223,3 +223,12 @@ class Unreachable(ShardschedError, ConnectionError):
     """Raised when the service (the API, or Redis for the Redis SDK) cannot be reached,
     after the retries the call allows; whether a write that was under way took effect is
     unknown: read before writing again, or repeat it with its idempotency key."""
+
+
+class HttpError(ShardschedError):
+    """An error answer of the HTTP API with no exception of its own here (400, 413, 415,
+    429, 500...), as the HTTP SDK raises it: its status, code, message and details."""
+
+    def __init__(self, status: int, code: str, message: str, details: object = None) -> None:
+        super().__init__(f"HTTP {status} {code}: {message}")
+        self.status, self.code, self.message, self.details = status, code, message, details

@@ -68,6 +68,11 @@ class AsyncClient:
         if redis_url is None or redis_url.startswith(("http://", "https://")):
             from shardsched.sdk.http import AsyncHttpClient
 
+            if namespace != DEFAULT_NAMESPACE or actor != SDK_ACTOR:
+                raise TypeError(
+                    "namespace= and actor= are the Redis client's: through the API, the"
+                    " token says who makes a change"
+                )
             return AsyncHttpClient(redis_url, **http)  # type: ignore[return-value]
         if http:
             raise TypeError(f"a Redis URL takes no {', '.join(sorted(http))}")

@@ -8,7 +8,6 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-import hiredis
 import msgspec
 import redis as redis_py
 
@@ -19,8 +18,8 @@ from shardsched.core.models import JobSpec
 from shardsched.core.views import JobCreated
 from shardsched.sdk import pages, plans
 from shardsched.sdk.plans import concurrency, dags, jobs, notify, runs, schedules, ticks
+from shardsched.sdk.redis_calls import command, packed, refused, tls_kwargs
 from shardsched.sdk.server_clock import ServerClock
-from shardsched.store.calls import refusal
 from shardsched.store.keys import DEFAULT_NAMESPACE
 from shardsched.store.scripts import SCRIPTS
 
@@ -43,21 +42,6 @@ def blocking(
     return method
 
 
-def _tls_kwargs(redis_url: str) -> dict[str, Any]:
-    """What redis-py is told about TLS: the options the trio client reads, nothing else
-    (a ``ssl_cert_reqs=none`` or ``ssl_check_hostname=false`` in the URL is a ValueError,
-    as it is for the CLI and the services), and verification with hostname checks on."""
-    from urllib.parse import urlsplit
-
-    from shardsched.store.redis.tls import parse_options
-
-    parts = urlsplit(redis_url)
-    parse_options(parts.query)  # refuses any other option
-    if parts.scheme != "rediss":
-        return {}
-    return {"ssl_cert_reqs": "required", "ssl_check_hostname": True}
-
-
 class Client:
     """A synchronous handle on one shardsched deployment (redis-py + hiredis).
 
@@ -76,6 +60,12 @@ class Client:
             from shardsched.sdk.http import HttpClient
 
             return HttpClient(redis_url, *args, **kwargs)  # type: ignore[return-value]
+        if cls is Client and set(kwargs) - {"namespace", "actor"}:
+            given = ", ".join(sorted(set(kwargs) - {"namespace", "actor"}))
+            raise TypeError(
+                f"{given}: for the HTTP API (an http:// or https:// URL); a Redis URL takes"
+                " namespace= and actor="
+            )
         return super().__new__(cls)
 
     def __init__(
@@ -106,7 +96,7 @@ class Client:
             )
             self._redis = None
         else:
-            self._redis = redis_py.Redis.from_url(redis_url, protocol=2, **_tls_kwargs(redis_url))
+            self._redis = redis_py.Redis.from_url(redis_url, protocol=2, **tls_kwargs(redis_url))
             # Raw RESP replies, as the trio client sees them: the operations are shared.
             self._redis.response_callbacks.clear()
         try:
@@ -171,7 +161,7 @@ class Client:
         for client, idx in groups.values():
             pipe = client.pipeline(transaction=False)
             for i in idx:
-                pipe.execute_command(*_command(calls[i]))
+                pipe.execute_command(*command(calls[i]))
             for i, reply in zip(idx, pipe.execute(raise_on_error=False), strict=True):
                 replies[i] = reply
         redo = [
@@ -199,7 +189,7 @@ class Client:
         try:
             calls = next(op) if replies is None else op.send(replies)
             while True:
-                calls = op.send(_refused(calls, self._execute(calls)))
+                calls = op.send(refused(calls, self._execute(calls)))
         except StopIteration as stop:
             return stop.value
         except msgspec.ValidationError as exc:
@@ -251,7 +241,7 @@ class Client:
                 except StopIteration as stop:  # nothing to write
                     out += stop.value
                     continue
-                conn.send_packed_command([_packed(calls)])
+                conn.send_packed_command([packed(calls)])
                 sent.append((op, calls))
                 if len(sent) > 1:
                     out += self._read_back(conn, *sent.popleft())
@@ -284,7 +274,7 @@ class Client:
             self._load_scripts()
             for i, reply in zip(redo, self._execute([calls[i] for i in redo]), strict=True):
                 replies[i] = reply
-        return self._run(op, _refused(calls, replies))
+        return self._run(op, refused(calls, replies))
 
     # the operations (sdk/operations.py's table; the plans in sdk/plans/), blocking
     add_job = blocking(jobs.add_job)
@@ -360,39 +350,3 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _packed(calls: Sequence[ops.Call]) -> bytes:
-    """The commands of ``calls`` in the Redis protocol, packed by hiredis itself (redis-py's
-    packer looks at each argument in Python first: a tenth of a bulk registration's time)."""
-    return b"".join(hiredis.pack_command(_command(call)) for call in calls)
-
-
-def _command(call: ops.Call) -> tuple[Any, ...]:
-    """The Redis command of ``call`` (a script by its SHA)."""
-    if call.script is None:
-        return call.args
-    sha = SCRIPTS[call.script].sha
-    return ("EVALSHA", sha, len(call.keys), *call.keys, *call.args)
-
-
-def _refused(calls: Sequence[ops.Call], replies: list[Any]) -> list[Any]:
-    """The replies, once ``store.calls.refusal`` found none that refuses its call (BUSY,
-    LOADING, OOM, READONLY, NOPERM, ...); raises RedisUnavailable for one that does, as
-    the trio driver does: a caller hears "come back later", never a TypeError."""
-    refused = refusal(calls, [_coded(r) for r in replies])
-    if refused is not None:
-        raise RedisUnavailable(refused)
-    return replies
-
-
-def _coded(reply: Any) -> Any:
-    """An error reply as Redis sent it: redis-py strips the code (``NOPERM``, ``OOM``...)
-    from the text of the exceptions it makes and keeps it as ``status_code``."""
-    if not isinstance(reply, redis_py.exceptions.RedisError):
-        return reply
-    code = getattr(reply, "status_code", None)
-    text = str(reply)
-    if code and not text.startswith(code):
-        text = f"{code} {text}"
-    return RedisUnavailable(text)

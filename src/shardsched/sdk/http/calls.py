@@ -18,6 +18,7 @@ from urllib.parse import quote
 import msgspec
 
 from shardsched.core import errors
+from shardsched.core.errors import HttpError
 
 T = TypeVar("T")
 
@@ -26,7 +27,7 @@ IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 #: Answers that say "not now": the service's Redis refused or it is overloaded.
 RETRY_STATUSES = frozenset({429, 503})
 #: The longest pause a ``Retry-After`` is honoured for; longer waits are the caller's call.
-MAX_RETRY_AFTER_S = 60.0
+MAX_RETRY_AFTER_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,17 @@ class HttpCall(Generic[T]):
         return None if self.body is None else msgspec.json.encode(self.body)
 
 
-def segment(text: str) -> str:
-    """An id as one path segment (a run id's ':' and anything else escaped)."""
+#: The longest id a path segment carries (ids are far shorter: a run id, ~130).
+MAX_SEGMENT = 2048
+
+
+def segment(text: str, missing: Callable[[str], Exception]) -> str:
+    """An id as one path segment (a run id's ':' and anything else escaped). An id no
+    object can have, and that a URL cannot carry as one segment (empty, ``.``, ``..``,
+    with a ``/``, or longer than any id), raises ``missing(text)`` as the service would
+    answer for an unknown id, and nothing is sent."""
+    if text in ("", ".", "..") or "/" in text or len(text) > MAX_SEGMENT:
+        raise missing(text)
     return quote(text, safe="")
 
 
@@ -91,15 +101,6 @@ def result(call: HttpCall[T], status: int, body: bytes, headers: Mapping[str, st
     if call.read is not None:
         return call.read(decoded, headers)
     return cast(T, decoded)
-
-
-class HttpError(errors.ShardschedError):
-    """An error answer with no exception of its own in :mod:`shardsched.core.errors`
-    (400, 413, 415, 429, 500...): its status, code, message and details."""
-
-    def __init__(self, status: int, code: str, message: str, details: Any = None) -> None:
-        super().__init__(f"HTTP {status} {code}: {message}")
-        self.status, self.code, self.message, self.details = status, code, message, details
 
 
 class _ErrorBody(msgspec.Struct):

@@ -47,6 +47,10 @@ class Endpoint(NamedTuple):
     token: str | None = None
     ca_file: str | None = None
 
+    def __repr__(self) -> str:  # a token printed in a log is a token leaked
+        token = None if self.token is None else "***"
+        return f"Endpoint(url={self.url!r}, token={token!r}, ca_file={self.ca_file!r})"
+
 
 def config_path() -> Path:
     if explicit := os.environ.get("SHARDSCHED_CONFIG"):

@@ -5,6 +5,7 @@ its route (:mod:`.routes`) over ``httpx``, with the token, CA and retries of
 from __future__ import annotations
 
 import functools
+import inspect
 import time
 from collections.abc import Callable, Iterable
 from typing import Concatenate, ParamSpec, TypeVar
@@ -31,6 +32,13 @@ def sending(
     def method(self: HttpClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return self.send(route(*args, **kwargs))
 
+    # help() and IDEs read the route's arguments, after ``self``
+    own = inspect.signature(route)
+    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+    result = str(own.return_annotation).removeprefix("HttpCall[").removesuffix("]")
+    method.__signature__ = own.replace(  # type: ignore[attr-defined]
+        parameters=[self_param, *own.parameters.values()], return_annotation=result
+    )
     return method
 
 
@@ -60,7 +68,7 @@ class HttpClient:
 
     def send(self, call: HttpCall[T]) -> T:
         """Send one call, again while :func:`~.transport.pause_after` says so."""
-        attempt = 0
+        attempt, started = 0, time.monotonic()
         while True:
             attempt += 1
             outcome: httpx.Response | Exception
@@ -70,7 +78,8 @@ class HttpClient:
                 )
             except httpx.TransportError as exc:
                 outcome = exc
-            pause = pause_after(self.options, call, attempt, outcome)
+            spent = time.monotonic() - started
+            pause = pause_after(self.options, call, attempt, outcome, spent)
             if pause is None:
                 if isinstance(outcome, Exception):
                     raise unreachable(self.options, call, outcome) from outcome

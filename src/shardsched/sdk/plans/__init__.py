@@ -46,6 +46,16 @@ def as_validation_error(exc: msgspec.ValidationError) -> ValidationError:
     return field_error(exc)
 
 
+#: The largest page a list answers (the API's too: router/schemas.MAX_PAGE).
+MAX_PAGE = 1000
+
+
+def page_size(limit: int, most: int = MAX_PAGE) -> None:
+    """ValidationError (``$.limit``) unless ``limit`` is a page size the API takes too."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= most:
+        raise ValidationError(f"limit is 1 to {most}, not {limit!r}", "$.limit")
+
+
 def validated_batches(specs: Iterable[JobSpec], batch: int) -> list[list[JobSpec]]:
     """Every spec validated before anything is written (a bad one raises ValidationError
     naming ``$[i].field``), then cut into batches of ``batch``."""

@@ -26,10 +26,7 @@ from shardsched.ops.history import changes
 from shardsched.ops.jobs import declare
 from shardsched.ops.pagination import parse_cursor
 from shardsched.ops.runs import control
-from shardsched.sdk.plans import (
-    Handle,
-    Plan,
-)
+from shardsched.sdk.plans import Handle, Plan, page_size
 from shardsched.sdk.plans.jobs import trigger_request
 
 
@@ -60,6 +57,7 @@ def list_dags(
     include_deleted: bool = False,
     labels: dict[str, str] | None = None,
 ) -> Plan[DagList]:
+    page_size(limit)
     op = listing.dags_page(
         c.deployment, limit, parse_cursor(cursor), status, name_prefix, (), include_deleted, labels
     )
@@ -91,6 +89,7 @@ def trigger_dag(c: Handle, dag_id: str, args: dict[str, Any] | None = None) -> P
 def list_dag_runs(
     c: Handle, dag_id: str, limit: int = 50, cursor: str | None = None
 ) -> Plan[DagRunList]:
+    page_size(limit)
     return Plan(listing.dag_runs_page(c.deployment, dag_id, limit, parse_cursor(cursor)))
 
 
@@ -147,4 +146,5 @@ def mark_task(
 def dag_changes(
     c: Handle, dag_id: str, limit: int = 50, cursor: str | None = None
 ) -> Plan[ChangeList]:
+    page_size(limit)
     return Plan(changes.dag_changes(c.deployment, dag_id, limit, cursor))

@@ -28,7 +28,7 @@ from shardsched.ops import listing
 from shardsched.ops.history import changes
 from shardsched.ops.jobs import declare, names
 from shardsched.ops.pagination import parse_cursor
-from shardsched.sdk.plans import Handle, Plan, as_validation_error
+from shardsched.sdk.plans import Handle, Plan, as_validation_error, page_size
 
 
 def add_validated(c: Handle, specs: Sequence[JobSpec]) -> Plan[list[JobCreated]]:
@@ -73,6 +73,7 @@ def list_jobs(
     """A page of jobs, newest first; pass ``next_cursor`` back for the next page. Deleted
     jobs only with ``include_deleted`` (or ``status=JobStatus.DELETED``); with ``labels``,
     those that have every one."""
+    page_size(limit)
     op = listing.jobs_page(
         c.deployment, limit, parse_cursor(cursor), status, name_prefix, (), include_deleted, labels
     )
@@ -135,4 +136,5 @@ def job_changes(
     c: Handle, job_id: str, limit: int = 50, cursor: str | None = None
 ) -> Plan[ChangeList]:
     """Who changed the job, how and when, newest first (``next_cursor`` for more)."""
+    page_size(limit)
     return Plan(changes.job_changes(c.deployment, job_id, limit, cursor))

@@ -12,10 +12,7 @@ from shardsched.core.notify_views import (
     RuleView,
 )
 from shardsched.ops.notify import manage
-from shardsched.sdk.plans import (
-    Handle,
-    Plan,
-)
+from shardsched.sdk.plans import Handle, Plan, page_size
 from shardsched.store.calls import Op
 
 
@@ -73,6 +70,7 @@ def list_deliveries(
     c: Handle, limit: int = 50, channel: str | None = None, state: str | None = None
 ) -> Plan[DeliveryList]:
     """Messages, newest first, with every delivery attempt."""
+    page_size(limit, 500)
     return Plan(manage.deliveries(c.deployment, limit, channel, state))
 
 

@@ -23,7 +23,7 @@ from shardsched.ops.pagination import parse_cursor
 from shardsched.ops.runs import bulk_retry, control
 from shardsched.ops.runs.active import Active, Filters, active_page
 from shardsched.ops.runs.events import events_page
-from shardsched.sdk.plans import Handle, Plan
+from shardsched.sdk.plans import Handle, Plan, page_size
 
 
 def _ms(when: datetime | None) -> int | None:
@@ -44,6 +44,7 @@ def list_runs(
     until: datetime | None = None,
 ) -> Plan[RunList]:
     """A page of a job's runs, newest first by scheduled_for."""
+    page_size(limit)
     op = listing.runs_page(
         c.deployment, job_id, limit, parse_cursor(cursor), state, _ms(since), _ms(until)
     )
@@ -55,6 +56,7 @@ def get_output(c: Handle, run_id: str) -> Plan[RunOutput]:
 
 
 def list_dead_letter(c: Handle, limit: int = 50, cursor: str | None = None) -> Plan[RunList]:
+    page_size(limit)
     return Plan(listing.dead_letter_page(c.deployment, limit, parse_cursor(cursor)))
 
 
@@ -68,6 +70,7 @@ def list_failures(
     name_prefix: str | None = None,
 ) -> Plan[RunList]:
     """The failure inbox: failed and dead-lettered runs of every job, latest first."""
+    page_size(limit)
     op = listing.failures_page(
         c.deployment,
         limit,
@@ -97,6 +100,7 @@ def list_runs_under_way(
 ) -> Plan[RunList]:
     """Runs in ``state`` (running, queued, waiting or retrying) across jobs, by shard and
     place in line; follow ``next_cursor`` until it is None (a page may be short)."""
+    page_size(limit)
     filters = Filters(job_id, queue, worker, labels or {})
     return Plan(
         active_page(c.deployment, Active.parse(state), limit, parse_cursor(cursor), filters)
@@ -127,5 +131,6 @@ def list_events(
     """The shards' events (what ``GET /events`` answers), oldest first from the cursor
     ``after`` (or ``since``, or the oldest kept), filtered by job, run and new state;
     ``next_cursor`` is where to continue, also when caught up."""
+    page_size(limit)
     since_ms = None if since is None else to_ms(since)
     return Plan(events_page(c.deployment, limit, after, since_ms, job_id, run_id, state))

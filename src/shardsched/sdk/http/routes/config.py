@@ -3,11 +3,12 @@ concurrency keys' limits."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from shardsched.core.calendars import Calendar, CalendarList, CalendarView
-from shardsched.core.concurrency import KeyList, KeyView
+from shardsched.core.concurrency import KEY, KeyList, KeyView
+from shardsched.core.errors import NotFoundError, ValidationError
 from shardsched.core.notify import Channel, Rule
 from shardsched.core.notify_views import (
     ChannelList,
@@ -25,6 +26,22 @@ from shardsched.sdk.http.routes.jobs import V1
 NOTIFY = f"{V1}/notifications"
 
 
+def _gone(what: str) -> Callable[[str], Exception]:
+    """An unknown name's exception, as the service answers it (404)."""
+    return lambda name: NotFoundError(f"{what} {name!r} not found")
+
+
+def _channel(name: str) -> str:
+    return f"{NOTIFY}/channels/{segment(name, _gone('channel'))}"
+
+
+def _key(key: str) -> str:
+    """The key, checked as the service checks it (ValidationError at ``key``)."""
+    if not KEY.match(key):
+        raise ValidationError(f"{key!r} is not a concurrency key", "key")
+    return key
+
+
 def _nothing(decoded: Any, headers: Mapping[str, str]) -> None:
     return None
 
@@ -33,11 +50,14 @@ def _nothing(decoded: Any, headers: Mapping[str, str]) -> None:
 
 
 def put_calendar(name: str, calendar: Calendar) -> HttpCall[CalendarView]:
-    return HttpCall("PUT", f"{V1}/calendars/{segment(name)}", CalendarView, body=calendar)
+    calendar.check(name)  # as the service checks it: ValidationError at $.name
+    return HttpCall(
+        "PUT", f"{V1}/calendars/{segment(name, _gone('calendar'))}", CalendarView, body=calendar
+    )
 
 
 def get_calendar(name: str) -> HttpCall[CalendarView]:
-    return HttpCall("GET", f"{V1}/calendars/{segment(name)}", CalendarView)
+    return HttpCall("GET", f"{V1}/calendars/{segment(name, _gone('calendar'))}", CalendarView)
 
 
 def list_calendars() -> HttpCall[CalendarList]:
@@ -45,14 +65,17 @@ def list_calendars() -> HttpCall[CalendarList]:
 
 
 def delete_calendar(name: str) -> HttpCall[None]:
-    return HttpCall("DELETE", f"{V1}/calendars/{segment(name)}", Removed, read=_nothing)
+    return HttpCall(
+        "DELETE", f"{V1}/calendars/{segment(name, _gone('calendar'))}", Removed, read=_nothing
+    )
 
 
 # notifications
 
 
 def put_channel(name: str, channel: Channel) -> HttpCall[ChannelView]:
-    return HttpCall("PUT", f"{NOTIFY}/channels/{segment(name)}", ChannelView, body=channel)
+    channel.check(name)  # as the service checks it: ValidationError
+    return HttpCall("PUT", _channel(name), ChannelView, body=channel)
 
 
 def list_channels() -> HttpCall[ChannelList]:
@@ -60,7 +83,7 @@ def list_channels() -> HttpCall[ChannelList]:
 
 
 def delete_channel(name: str) -> HttpCall[None]:
-    return HttpCall("DELETE", f"{NOTIFY}/channels/{segment(name)}", Removed, read=_nothing)
+    return HttpCall("DELETE", _channel(name), Removed, read=_nothing)
 
 
 def add_rule(rule: Rule) -> HttpCall[RuleView]:
@@ -68,7 +91,7 @@ def add_rule(rule: Rule) -> HttpCall[RuleView]:
 
 
 def put_rule(rule_id: str, rule: Rule) -> HttpCall[RuleView]:
-    return HttpCall("PUT", f"{NOTIFY}/rules/{segment(rule_id)}", RuleView, body=rule)
+    return HttpCall("PUT", f"{NOTIFY}/rules/{segment(rule_id, _gone('rule'))}", RuleView, body=rule)
 
 
 def list_rules() -> HttpCall[RuleList]:
@@ -76,11 +99,13 @@ def list_rules() -> HttpCall[RuleList]:
 
 
 def delete_rule(rule_id: str) -> HttpCall[None]:
-    return HttpCall("DELETE", f"{NOTIFY}/rules/{segment(rule_id)}", Removed, read=_nothing)
+    return HttpCall(
+        "DELETE", f"{NOTIFY}/rules/{segment(rule_id, _gone('rule'))}", Removed, read=_nothing
+    )
 
 
 def test_channel(name: str) -> HttpCall[str]:
-    path = f"{NOTIFY}/channels/{segment(name)}/test"
+    path = _channel(name) + "/test"
     return HttpCall("POST", path, TestSent, read=lambda sent, _: sent.id)
 
 
@@ -92,7 +117,7 @@ def list_deliveries(
 
 
 def get_delivery(msg_id: str) -> HttpCall[Delivery]:
-    return HttpCall("GET", f"{NOTIFY}/deliveries/{segment(msg_id)}", Delivery)
+    return HttpCall("GET", f"{NOTIFY}/deliveries/{segment(msg_id, _gone('message'))}", Delivery)
 
 
 # concurrency keys
@@ -104,15 +129,24 @@ def set_concurrency_limits(
     body: dict[str, Any] = {}
     body |= {"limit": limit} if limit is not None else {}
     body |= {"rate": {"max": rate[0], "per_s": rate[1]}} if rate is not None else {}
-    return HttpCall("PUT", f"{V1}/concurrency/{segment(key)}", KeyView, body=body)
+    return HttpCall(
+        "PUT",
+        f"{V1}/concurrency/{segment(_key(key), _gone('concurrency key'))}",
+        KeyView,
+        body=body,
+    )
 
 
 def clear_concurrency_limits(key: str) -> HttpCall[KeyView]:
-    return HttpCall("DELETE", f"{V1}/concurrency/{segment(key)}", KeyView)
+    return HttpCall(
+        "DELETE", f"{V1}/concurrency/{segment(_key(key), _gone('concurrency key'))}", KeyView
+    )
 
 
 def get_concurrency_key(key: str) -> HttpCall[KeyView]:
-    return HttpCall("GET", f"{V1}/concurrency/{segment(key)}", KeyView)
+    return HttpCall(
+        "GET", f"{V1}/concurrency/{segment(_key(key), _gone('concurrency key'))}", KeyView
+    )
 
 
 def list_concurrency_keys() -> HttpCall[KeyList]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from shardsched.core.errors import DagRunNotFound
 from shardsched.core.models import DagSpec, JobStatus
+from shardsched.core.validation import check_dag_id
 from shardsched.core.views import (
     ChangeList,
     Dag,
@@ -26,6 +28,7 @@ def add_dag(spec: DagSpec) -> HttpCall[DagCreated]:
 def put_dag(
     dag_id: str, spec: DagSpec, if_match: int | None = None
 ) -> HttpCall[tuple[Dag, declare.Outcome]]:
+    check_dag_id(dag_id)  # as the service checks it: ValidationError at $.id
     headers = if_match_header(if_match)
     return HttpCall("PUT", dag_path(dag_id), Dag, {}, spec, put_read, headers=headers)
 
@@ -80,7 +83,7 @@ def list_dag_runs(dag_id: str, limit: int = 50, cursor: str | None = None) -> Ht
 
 
 def get_dag_run(dag_run_id: str) -> HttpCall[DagRun]:
-    return HttpCall("GET", f"{V1}/dag-runs/{segment(dag_run_id)}", DagRun)
+    return HttpCall("GET", f"{V1}/dag-runs/{segment(dag_run_id, DagRunNotFound)}", DagRun)
 
 
 def dag_changes(dag_id: str, limit: int = 50, cursor: str | None = None) -> HttpCall[ChangeList]:

@@ -8,10 +8,12 @@ from datetime import datetime
 from typing import Any
 
 from shardsched.core.calendars import CalendarRule
+from shardsched.core.errors import DagNotFound, JobNotFound
 from shardsched.core.models import JobSpec, JobStatus, Schedule
 from shardsched.core.patches import JobPatch
 from shardsched.core.queues import Priority
 from shardsched.core.time_views import BackfillResult, JobStats, JobUpcoming, ResumeResult
+from shardsched.core.validation import check_job_id
 from shardsched.core.views import (
     ChangeList,
     EventList,
@@ -29,11 +31,11 @@ V1 = "/api/v1"
 
 
 def job_path(job_id: str, tail: str = "") -> str:
-    return f"{V1}/jobs/{segment(job_id)}{tail}"
+    return f"{V1}/jobs/{segment(job_id, JobNotFound)}{tail}"
 
 
 def dag_path(dag_id: str, tail: str = "") -> str:
-    return f"{V1}/dags/{segment(dag_id)}{tail}"
+    return f"{V1}/dags/{segment(dag_id, DagNotFound)}{tail}"
 
 
 def put_read(decoded: Any, headers: Mapping[str, str]) -> Any:
@@ -56,9 +58,9 @@ def add_job(spec: JobSpec, unique_name: bool = False) -> HttpCall[JobCreated]:
 def put_job(
     job_id: str, spec: JobSpec, if_match: int | None = None
 ) -> HttpCall[tuple[Job, declare.Outcome]]:
-    return HttpCall(
-        "PUT", job_path(job_id), Job, {}, spec, put_read, headers=if_match_header(if_match)
-    )
+    check_job_id(job_id)  # as the service checks it: ValidationError at $.id
+    headers = if_match_header(if_match)
+    return HttpCall("PUT", job_path(job_id), Job, {}, spec, put_read, headers=headers)
 
 
 def get_job(job_id: str) -> HttpCall[Job]:

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Literal
 
 from shardsched.core.dag_repair import RepairPlan
+from shardsched.core.errors import DagRunNotFound, RunNotFound
 from shardsched.core.models import RunState
 from shardsched.core.views import BulkRetry, DagRun, Run, RunList, RunOutput
 from shardsched.ops.listing import FAILURE_STATES
@@ -15,7 +16,7 @@ from shardsched.sdk.http.routes.jobs import V1, job_path
 
 
 def get_run(run_id: str) -> HttpCall[Run]:
-    return HttpCall("GET", f"{V1}/runs/{segment(run_id)}", Run)
+    return HttpCall("GET", f"{V1}/runs/{segment(run_id, RunNotFound)}", Run)
 
 
 def list_runs(
@@ -31,7 +32,7 @@ def list_runs(
 
 
 def get_output(run_id: str) -> HttpCall[RunOutput]:
-    return HttpCall("GET", f"{V1}/runs/{segment(run_id)}/output", RunOutput)
+    return HttpCall("GET", f"{V1}/runs/{segment(run_id, RunNotFound)}/output", RunOutput)
 
 
 def list_dead_letter(limit: int = 50, cursor: str | None = None) -> HttpCall[RunList]:
@@ -55,11 +56,11 @@ def list_failures(
 
 def retry_run(run_id: str) -> HttpCall[Run]:
     # a second retry of one dead-lettered run is refused (AlreadyRetried): safe to resend
-    return HttpCall("POST", f"{V1}/runs/{segment(run_id)}/retry", Run, idempotent=True)
+    return HttpCall("POST", f"{V1}/runs/{segment(run_id, RunNotFound)}/retry", Run, idempotent=True)
 
 
 def cancel_run(run_id: str, reason: str = "") -> HttpCall[Run]:
-    path = f"{V1}/runs/{segment(run_id)}/cancel"
+    path = f"{V1}/runs/{segment(run_id, RunNotFound)}/cancel"
     return HttpCall("POST", path, Run, body={"reason": reason}, idempotent=True)  # ends as one
 
 
@@ -69,7 +70,7 @@ def retry_runs(run_ids: Sequence[str], dry_run: bool = False) -> HttpCall[BulkRe
 
 
 def cancel_dag_run(dag_run_id: str, reason: str = "") -> HttpCall[DagRun]:
-    path = f"{V1}/dag-runs/{segment(dag_run_id)}/cancel"
+    path = f"{V1}/dag-runs/{segment(dag_run_id, DagRunNotFound)}/cancel"
     return HttpCall("POST", path, DagRun, body={"reason": reason}, idempotent=True)
 
 
@@ -92,7 +93,7 @@ def clear_task(
         "token": token,
         "note": note,
     }
-    path = f"{V1}/dag-runs/{segment(dag_run_id)}/clear"
+    path = f"{V1}/dag-runs/{segment(dag_run_id, DagRunNotFound)}/clear"
     # a plan's token applies once (the DAG run moved on: ConflictError), so with one, or
     # as a dry run, a resend is safe
     safe = dry_run or token is not None
@@ -108,7 +109,7 @@ def mark_task(
     token: str | None = None,
 ) -> HttpCall[RepairPlan]:
     body = {"task": task, "state": state, "note": note, "dry_run": dry_run, "token": token}
-    path = f"{V1}/dag-runs/{segment(dag_run_id)}/mark"
+    path = f"{V1}/dag-runs/{segment(dag_run_id, DagRunNotFound)}/mark"
     return HttpCall("POST", path, RepairPlan, body=body, idempotent=dry_run or token is not None)
 
 

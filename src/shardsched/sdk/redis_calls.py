@@ -1,0 +1,68 @@
+"""How the Redis client's calls become redis-py commands and its replies come back: a
+plan's :class:`~shardsched.store.calls.Call` as a command (a script by its SHA), packed
+by hiredis, its refusals (BUSY, LOADING, NOPERM...) raised as RedisUnavailable, and the
+TLS options redis-py is given."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import hiredis
+import redis as redis_py
+
+from shardsched import ops
+from shardsched.core.errors import RedisUnavailable
+from shardsched.store.calls import refusal
+from shardsched.store.scripts import SCRIPTS
+
+
+def tls_kwargs(redis_url: str) -> dict[str, Any]:
+    """What redis-py is told about TLS: the options the trio client reads, nothing else
+    (a ``ssl_cert_reqs=none`` or ``ssl_check_hostname=false`` in the URL is a ValueError,
+    as it is for the CLI and the services), and verification with hostname checks on."""
+    from urllib.parse import urlsplit
+
+    from shardsched.store.redis.tls import parse_options
+
+    parts = urlsplit(redis_url)
+    parse_options(parts.query)  # refuses any other option
+    if parts.scheme != "rediss":
+        return {}
+    return {"ssl_cert_reqs": "required", "ssl_check_hostname": True}
+
+
+def packed(calls: Sequence[ops.Call]) -> bytes:
+    """The commands of ``calls`` in the Redis protocol, packed by hiredis itself (redis-py's
+    packer looks at each argument in Python first: a tenth of a bulk registration's time)."""
+    return b"".join(hiredis.pack_command(command(call)) for call in calls)
+
+
+def command(call: ops.Call) -> tuple[Any, ...]:
+    """The Redis command of ``call`` (a script by its SHA)."""
+    if call.script is None:
+        return call.args
+    sha = SCRIPTS[call.script].sha
+    return ("EVALSHA", sha, len(call.keys), *call.keys, *call.args)
+
+
+def refused(calls: Sequence[ops.Call], replies: list[Any]) -> list[Any]:
+    """The replies, once ``store.calls.refusal`` found none that refuses its call (BUSY,
+    LOADING, OOM, READONLY, NOPERM, ...); raises RedisUnavailable for one that does, as
+    the trio driver does: a caller hears "come back later", never a TypeError."""
+    refused = refusal(calls, [_coded(r) for r in replies])
+    if refused is not None:
+        raise RedisUnavailable(refused)
+    return replies
+
+
+def _coded(reply: Any) -> Any:
+    """An error reply as Redis sent it: redis-py strips the code (``NOPERM``, ``OOM``...)
+    from the text of the exceptions it makes and keeps it as ``status_code``."""
+    if not isinstance(reply, redis_py.exceptions.RedisError):
+        return reply
+    code = getattr(reply, "status_code", None)
+    text = str(reply)
+    if code and not text.startswith(code):
+        text = f"{code} {text}"
+    return RedisUnavailable(text)
