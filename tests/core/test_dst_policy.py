@@ -154,3 +154,31 @@ def test_the_ledger_shows_each_dst_decision_as_a_skipped_tick() -> None:
     assert z("2026-10-25T01:30") in [r.tick for r in records if r.outcome == Outcome.FIRED]
     limited = account(history, to_ms(hi), limit=30)  # a page of ticks: in order, cut
     assert [r.tick for r in limited] == [r.tick for r in records[:31]]
+
+
+@pytest.mark.parametrize(("zone", "expression", "lo", "hi", "shifted"), GAPS)
+def test_the_virtual_clock_meets_each_gap_as_the_table_says(zone, expression, lo, hi, shifted):
+    """The same hand-worked table through shardsched.testing (the kit a user tests a
+    schedule with): the default rule fires the gap's match once, shifted, and says so."""
+    from shardsched.core.models import JobSpec
+    from shardsched.testing import simulate
+
+    job = JobSpec(
+        name="j", schedule=CronSchedule(expression=expression, timezone=zone), command="x"
+    )
+    sim = simulate(job, z(lo), z(hi) - z(lo))
+    assert [(t.at, t.outcome, t.dst) for t in sim] == [(z(shifted), "fired", "dst_shifted")]
+
+
+@pytest.mark.parametrize(("zone", "expression", "lo", "hi", "first", "second"), REPEATS)
+def test_the_virtual_clock_meets_each_repeat_as_the_table_says(
+    zone, expression, lo, hi, first, second
+):
+    from shardsched.core.models import JobSpec
+    from shardsched.testing import simulate
+
+    job = JobSpec(
+        name="j", schedule=CronSchedule(expression=expression, timezone=zone), command="x"
+    )
+    sim = simulate(job, z(lo), z(hi) - z(lo))
+    assert [(t.at, t.outcome) for t in sim] == [(z(first), "fired"), (z(second), "skipped")]

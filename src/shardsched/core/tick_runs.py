@@ -28,7 +28,7 @@ from shardsched.core.ticks import walk
 
 #: Walked with the engine either side of an offset change, beyond the change's size (a
 #: DST rule moves a match by at most that: a gap's shift, a repeat's second occurrence).
-MARGIN = timedelta(hours=2)
+MARGIN = timedelta(minutes=5)
 _EPOCH = datetime(1970, 1, 1)
 
 
