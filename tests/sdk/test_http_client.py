@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import trio
 
+from conftest import wait_until
 from shardsched import (
     AsyncClient,
     Client,
@@ -234,11 +234,11 @@ async def test_the_async_client_under_trio_against_a_node(node, worker, http) ->
         ]
         assert sorted(names) == sorted(s.name for s in specs)
         run = await client.trigger(created[0].job_id)
-        for _ in range(200):
-            if (await client.get_run(run.run_id)).state == "succeeded":
-                break
-            await trio.sleep(0.05)  # polling a run's state: the API has no wait-for-run
-        assert (await client.get_run(run.run_id)).state == "succeeded"
+
+        async def succeeded() -> bool:
+            return (await client.get_run(run.run_id)).state == "succeeded"
+
+        await wait_until(succeeded, timeout=20)
     async with await AsyncClient.open(url, token="not-a-token") as client:
         with pytest.raises(Unauthenticated):
             await client.get_job(created[0].job_id)

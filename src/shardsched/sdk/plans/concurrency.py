@@ -11,7 +11,8 @@ from shardsched.ops.deployment import concurrency
 from shardsched.sdk.plans import Handle, Plan, as_validation_error
 
 
-def _key(key: str) -> str:
+def key_checked(key: str) -> str:
+    """The key, or ValidationError (at ``key``) for one no key can be (both clients)."""
     if not KEY.match(key):
         raise ValidationError(f"{key!r} is not a concurrency key", "key")
     return key
@@ -26,15 +27,15 @@ def set_concurrency_limits(
         request = checked(LimitRequest(limit, None if rate is None else RateLimit(*rate)))
     except msgspec.ValidationError as exc:
         raise as_validation_error(exc) from None
-    return Plan(concurrency.set_limits(c.deployment, _key(key), request, c.actor))
+    return Plan(concurrency.set_limits(c.deployment, key_checked(key), request, c.actor))
 
 
 def clear_concurrency_limits(c: Handle, key: str) -> Plan[KeyView]:
-    return Plan(concurrency.clear_limits(c.deployment, _key(key), c.actor))
+    return Plan(concurrency.clear_limits(c.deployment, key_checked(key), c.actor))
 
 
 def get_concurrency_key(c: Handle, key: str) -> Plan[KeyView]:
-    return Plan(concurrency.get_key(c.deployment, _key(key)))
+    return Plan(concurrency.get_key(c.deployment, key_checked(key)))
 
 
 def list_concurrency_keys(c: Handle) -> Plan[KeyList]:

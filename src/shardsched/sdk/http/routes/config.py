@@ -7,8 +7,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from shardsched.core.calendars import Calendar, CalendarList, CalendarView
-from shardsched.core.concurrency import KEY, KeyList, KeyView
-from shardsched.core.errors import NotFoundError, ValidationError
+from shardsched.core.concurrency import KeyList, KeyView
+from shardsched.core.errors import NotFoundError
 from shardsched.core.notify import Channel, Rule
 from shardsched.core.notify_views import (
     ChannelList,
@@ -22,6 +22,7 @@ from shardsched.core.notify_views import (
 )
 from shardsched.sdk.http.calls import HttpCall, query, segment
 from shardsched.sdk.http.routes.jobs import V1
+from shardsched.sdk.plans.concurrency import key_checked
 
 NOTIFY = f"{V1}/notifications"
 
@@ -33,13 +34,6 @@ def _gone(what: str) -> Callable[[str], Exception]:
 
 def _channel(name: str) -> str:
     return f"{NOTIFY}/channels/{segment(name, _gone('channel'))}"
-
-
-def _key(key: str) -> str:
-    """The key, checked as the service checks it (ValidationError at ``key``)."""
-    if not KEY.match(key):
-        raise ValidationError(f"{key!r} is not a concurrency key", "key")
-    return key
 
 
 def _nothing(decoded: Any, headers: Mapping[str, str]) -> None:
@@ -131,7 +125,7 @@ def set_concurrency_limits(
     body |= {"rate": {"max": rate[0], "per_s": rate[1]}} if rate is not None else {}
     return HttpCall(
         "PUT",
-        f"{V1}/concurrency/{segment(_key(key), _gone('concurrency key'))}",
+        f"{V1}/concurrency/{segment(key_checked(key), _gone('concurrency key'))}",
         KeyView,
         body=body,
     )
@@ -139,13 +133,13 @@ def set_concurrency_limits(
 
 def clear_concurrency_limits(key: str) -> HttpCall[KeyView]:
     return HttpCall(
-        "DELETE", f"{V1}/concurrency/{segment(_key(key), _gone('concurrency key'))}", KeyView
+        "DELETE", f"{V1}/concurrency/{segment(key_checked(key), _gone('concurrency key'))}", KeyView
     )
 
 
 def get_concurrency_key(key: str) -> HttpCall[KeyView]:
     return HttpCall(
-        "GET", f"{V1}/concurrency/{segment(_key(key), _gone('concurrency key'))}", KeyView
+        "GET", f"{V1}/concurrency/{segment(key_checked(key), _gone('concurrency key'))}", KeyView
     )
 
 
