@@ -3,6 +3,7 @@
 from typing import TYPE_CHECKING
 
 from shardsched._version import __version__
+from shardsched.core.apps import App
 from shardsched.core.calendars import Calendar, CalendarRule, DateRange, Weekday
 from shardsched.core.cron import CronDialect
 from shardsched.core.dst_policy import DstPolicy
@@ -22,10 +23,12 @@ from shardsched.core.errors import (
     JobNotFound,
     NameTaken,
     NotFoundError,
+    NotOwned,
     PreconditionFailed,
     RedisUnavailable,
     RunNotFound,
     ShardschedError,
+    Superseded,
     Unauthenticated,
     Unreachable,
     ValidationError,
@@ -61,6 +64,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "AlreadyRetried",
+    "App",
     "AsyncClient",
     "BulkPartiallyApplied",
     "Calendar",
@@ -91,6 +95,7 @@ __all__ = [
     "MultiSchedule",
     "NameTaken",
     "NotFoundError",
+    "NotOwned",
     "OnceSchedule",
     "PreconditionFailed",
     "RedisUnavailable",
@@ -99,6 +104,7 @@ __all__ = [
     "RunNotFound",
     "RunState",
     "ShardschedError",
+    "Superseded",
     "TaskSpec",
     "TriggerRule",
     "Unauthenticated",

@@ -19,12 +19,16 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+import msgspec
 import trio
 
 from shardsched import ops
-from shardsched.core.errors import RedisUnavailable
+from shardsched.core.apps import App, load_app
+from shardsched.core.deploys import DeployResult
+from shardsched.core.errors import RedisUnavailable, ShardschedError, Superseded
 from shardsched.core.pacing import Backoff
 from shardsched.core.queues import DEFAULT_QUEUE
+from shardsched.ops.apps.deploy import deploy_app
 from shardsched.router.app import create_app
 from shardsched.router.guards import AccessPolicy
 from shardsched.router.login_links import LoginLinks
@@ -298,12 +302,51 @@ class WorkerOptions:
     drain_grace_s: float = 10.0
     pass_env: tuple[str, ...] = ()
     imports: tuple[str, ...] = ()  #: modules whose @handler functions register
+    #: MODULE:APP of each shardsched.App to deploy at start (opt-in), its handlers served
+    deploys: tuple[str, ...] = ()
     sandbox: Sandbox | None = None
     policy: CommandPolicy | None = None
     #: bytes: a run's tail kept, a job's output in Redis, all output in Redis (0: none)
     output_sizes: tuple[int, int, int] = (64 * 1024, 0, 0)
     metrics: str | None = None  #: HOST:PORT of its /metrics
     queues: tuple[str, ...] = (DEFAULT_QUEUE,)  #: it claims only these, in this order
+
+
+async def deploy_at_start(o: WorkerOptions, apps: list[App]) -> None:
+    """Deploy each app as ``shardsched deploy`` would, before the worker claims anything.
+    A later deploy of an app (another worker starting, a ``shardsched deploy``) wins and
+    this one stops quietly; a declaration the service refuses stops the worker, as a bad
+    ``--import`` does."""
+    redis, dep = await open_redis(o.redis, o.namespace, None)
+    try:
+        for app in apps:
+            await _deploy(redis, dep, app)
+    finally:
+        with trio.CancelScope(shield=True):
+            await redis.aclose()
+
+
+async def _deploy(redis: Redis, dep: ops.Deployment, app: App) -> None:
+    op = deploy_app(dep, app.name, dict(app.jobs()), dict(app.dags()), False, "worker")
+    try:
+        result: DeployResult = await drive_async(op, redis)
+    except Superseded as exc:
+        log.info("deploy of app %s: %s", app.name, exc)
+        return
+    except (ShardschedError, msgspec.ValidationError) as exc:
+        raise SystemExit(f"shardsched: --deploy {app.name}: {exc}") from None
+    except RedisError as exc:  # NOPERM: the worker's ACL role writes no definitions
+        raise SystemExit(
+            f"shardsched: --deploy {app.name}: Redis refused it ({exc}); a deploy writes"
+            " definitions: give this worker a Redis user of the node's role, or deploy"
+            " with `shardsched deploy`"
+        ) from None
+    tally = result.counts()
+    counts = ", ".join(f"{n} {what}" for what, n in tally.items()) or "nothing declared"
+    changed = set(tally) - {"unchanged"}  # a change of definitions is said at WARNING
+    (log.warning if changed else log.info)(
+        "app %s deployed (generation %s): %s", app.name, result.generation, counts
+    )
 
 
 def serve_worker(o: WorkerOptions) -> None:
@@ -313,6 +356,12 @@ def serve_worker(o: WorkerOptions) -> None:
             importlib.import_module(module)
         except Exception as exc:
             raise SystemExit(f"shardsched: --import {module}: {exc!r}") from None
+    try:
+        apps = [load_app(spec) for spec in o.deploys]  # their handlers register
+    except ValueError as exc:
+        raise SystemExit(f"shardsched: --deploy {exc}") from None
+    if apps:
+        trio.run(deploy_at_start, o, apps)  # before the worker claims anything
     holder, tracer = list[Worker](), tracer_from_env("shardsched-worker")
 
     async def worker(task_status: trio.TaskStatus[list[str]]) -> None:

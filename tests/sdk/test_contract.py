@@ -29,6 +29,7 @@ from shardsched import (
     TaskSpec,
     ValidationError,
 )
+from shardsched.core.apps import App
 from shardsched.core.errors import DagNotFound, PreconditionFailed
 from shardsched.core.notify import Channel, Rule
 from shardsched.sdk.http import HttpClient
@@ -93,6 +94,14 @@ def tour(c: Recorder, p: str) -> dict[str, Any]:
             f"{p}-put", JobSpec(name=f"{p}-put", schedule=HOURLY, command="false"), if_match=9
         )
     )
+    app = App(f"{p}-app")  # schedules in code: deployed as a set, the same either way
+    app.job(id=f"{p}-app-job", every="1h")(lambda ctx: None)
+    note("deploy_app dry run", c.deploy_app(app, dry_run=True))
+    seen["deploy_app"] = c.deploy_app(app).counts()
+    seen["deploy_app again"] = c.deploy_app(app).counts()
+    rival = App(f"{p}-rival")
+    rival.job(id=f"{p}-app-job", every="1m")(lambda ctx: None)
+    seen["deploy_app not its own"] = refusal(lambda: c.deploy_app(rival))
     note("get_job", c.get_job(jid))
     note("jobs_named", c.jobs_named(f"{p}-a"))
     note(
@@ -240,6 +249,7 @@ ERRORS = {
     "get_dag missing": DagNotFound.__name__,
     "trigger deleted": JobDeleted.__name__,
     "retry_run again": "AlreadyRetried",
+    "deploy_app not its own": "NotOwned",
 }
 
 

@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 
 from shardsched.store.lua import all_signatures
-from shardsched.store.scripts import SCRIPTS
+from shardsched.store.scripts import FENCED, FENCED_PREFIX, SCRIPTS
+
+#: The scripts of lua/ (each fenced variant is one of them behind lua/lib/fence.lua).
+OWN = sorted(name for name in SCRIPTS if not name.startswith(FENCED_PREFIX))
 
 _KEY = re.compile(r"^  KEYS\[(\d+)\] +(\S+)", re.MULTILINE)
 _ARG = re.compile(r"^  ARGV\[(\d+)\]", re.MULTILINE)
@@ -22,10 +25,10 @@ def _header(name: str) -> str:
 
 
 def test_every_script_has_one_wrapper() -> None:
-    assert sorted(all_signatures()) == sorted(SCRIPTS)
+    assert sorted(all_signatures()) == OWN
 
 
-@pytest.mark.parametrize("name", sorted(SCRIPTS))
+@pytest.mark.parametrize("name", OWN)
 def test_wrapper_matches_header(name: str) -> None:
     header, sig = _header(name), all_signatures()[name]
     keys = [(int(i), key) for i, key in _KEY.findall(header)]
@@ -46,8 +49,8 @@ def test_wrapper_matches_header(name: str) -> None:
 def test_lua_builds_no_keys_from_argv_but_the_base() -> None:
     """A key built inside a script comes from the shard key base (the header says so), so
     it carries the shard's hash tag; no other ARGV is concatenated into a key."""
-    for name, script in SCRIPTS.items():
-        for line in script.source.decode().splitlines():
+    for name in OWN:
+        for line in SCRIPTS[name].source.decode().splitlines():
             for m in re.finditer(r"ARGV\[(\d+)\] \.\. '[a-z_]+:?'", line):
                 arg = int(m.group(1)) - 1
                 assert all_signatures()[name].argv[arg] == "base", f"{name}: {line.strip()}"
@@ -125,3 +128,14 @@ def test_includes_resolve_once_refuse_a_cycle_and_unreached_functions_go(
     assert "local function c(" not in text and text.endswith("return a()\n")
     with pytest.raises(RuntimeError, match="cycle: x -> y -> x"):
         scripts._inline(b"-- @include x\n", tmp_path, set(), ())
+
+
+def test_a_fenced_variant_is_its_script_behind_the_fence() -> None:
+    """``fenced:<name>`` runs lua/lib/fence.lua first and then exactly the script as
+    written (with the shebang's flags), so a deploy's writes behave as a PUT's."""
+    fence = (Path(__file__).resolve().parents[2] / "lua/lib/fence.lua").read_text().rstrip()
+    for name in FENCED:
+        plain = SCRIPTS[name].source.decode()
+        variant = SCRIPTS[FENCED_PREFIX + name].source.decode()
+        shebang, _, body = plain.partition("\n")
+        assert variant == f"{shebang}\n{fence}\n{body}", name

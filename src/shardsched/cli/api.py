@@ -17,6 +17,7 @@ from shardsched.cli import (
     create,
     dag_commands,
     declare,
+    deploy_app,
     edit,
     events,
     export,
@@ -307,6 +308,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     declare.add_apply_parser(sub, common)
     export.add_export_parser(sub, common)
     importers.add_import_parser(sub, common)
+    deploy_app.add_deploy_parser(sub, common)
 
 
 COMMANDS = {
@@ -318,6 +320,7 @@ COMMANDS = {
     "apply": declare.run_apply,
     "export": export.run_export,
     "import": importers.run_import,
+    "deploy": deploy_app.run_deploy,
 }
 
 

@@ -92,6 +92,7 @@ def worker(args: argparse.Namespace) -> None:
             drain_grace_s=args.drain_grace,
             pass_env=tuple(args.pass_env),
             imports=tuple(args.imports),
+            deploys=tuple(args.deploys),
             sandbox=sandbox,
             policy=_config(CommandPolicy.of, args.handlers_only, args.allow_command),
             output_sizes=_config(output_quota_sizes, args),

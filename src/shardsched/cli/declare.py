@@ -158,6 +158,12 @@ def plan(api: Endpoint, declared: list[Declared], prune: str | None) -> list[Cha
     in_order = sorted(declared, key=lambda d: order.index(d.kind))  # what jobs name, first
     for d in progress.track(in_order, "comparing with what is there"):
         now, view = current(api, d.kind, d.id)
+        owner = ((now or {}).get("labels") or {}).get(APPLY_SET, "")
+        if owner.startswith("app:"):  # an App's (core/apps.py): its deploy owns it
+            raise CliError(
+                f"{d.source}: {d.kind} {d.id} belongs to app {owner[4:]!r}: change it in"
+                " its code and `shardsched deploy` it (apply leaves an app's own alone)"
+            )
         gone = now is None and view is not None
         want = normalised(d.kind, d.body, d.source, d.id)
         action = (
@@ -262,6 +268,11 @@ def run_apply(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
             "--prune deletes what one apply set applied before and the files no longer"
             " declare: name the set with --set NAME (every apply without --set shares the"
             " set 'default', so pruning it would delete what other files declared)"
+        )
+    if (args.set or "").startswith("app:"):
+        raise CliError(
+            f"--set {args.set}: the sets app:NAME belong to apps declared in code; deploy"
+            " them with `shardsched deploy MODULE:APP`"
         )
     apply_set = None if args.no_label else (args.set or DEFAULT_SET)
     declared = load(args.file, apply_set)

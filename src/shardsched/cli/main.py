@@ -94,6 +94,15 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
         help="import MODULE for its @handler functions",
     )
     worker.add_argument(
+        "--deploy",
+        dest="deploys",
+        action="append",
+        default=[],
+        metavar="MODULE:APP",
+        help="serve the handlers of a shardsched.App and deploy it before claiming"
+        " (opt-in reconcile, as `shardsched deploy`; a later deploy wins; repeatable)",
+    )
+    worker.add_argument(
         "--metrics",
         default=None,
         metavar="HOST:PORT",
@@ -165,7 +174,17 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     from shardsched.cli import api as api_cli
 
     api_cli.add_parsers(sub)
-    for name in ("jobs", "runs", "dead-letter", "dags", "events", "apply", "export", "import"):
+    for name in (
+        "jobs",
+        "runs",
+        "dead-letter",
+        "dags",
+        "events",
+        "apply",
+        "export",
+        "import",
+        "deploy",
+    ):
         sub.choices[name].set_defaults(execute=cmd.api)
     from shardsched.cli import tokens as tokens_cli
 

@@ -79,6 +79,37 @@ class IdTaken(ConflictError):
         self.id = any_id
 
 
+class Superseded(ConflictError):
+    """Raised when a deploy of an app (``shardsched deploy``) is overtaken by a later one:
+    the later deploy claimed a newer generation, and this one writes nothing more (what it
+    wrote before stands until the later one makes it match its own definitions)."""
+
+    def __init__(self, app: str, generation: int, newer: int) -> None:
+        super().__init__(
+            f"this deploy of app {app!r} (generation {generation}) was superseded by a later"
+            f" one (generation {newer}): its definitions are the app's now"
+        )
+        self.app = app
+        self.generation = generation
+        self.newer = newer
+
+
+class NotOwned(ConflictError):
+    """Raised when a deploy of an app declares a job or DAG id that exists outside the
+    app's own set (registered by hand, by ``apply``, or by another app): a deploy changes
+    only what is its own."""
+
+    def __init__(self, app: str, any_id: str, owner: str) -> None:
+        held = f"apply set {owner!r}" if owner else "no app (it was registered another way)"
+        super().__init__(
+            f"{any_id!r} exists and belongs to {held}: app {app!r} changes only its own;"
+            " give the declaration another id, or delete that one first"
+        )
+        self.app = app
+        self.id = any_id
+        self.owner = owner
+
+
 class NameTaken(ConflictError):
     """Raised when a job is created with a unique name (``unique_name``) that another job
     has (``job_ids``; empty: one is being created with it at this moment)."""

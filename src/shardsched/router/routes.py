@@ -6,6 +6,7 @@ order of the document's paths."""
 from __future__ import annotations
 
 from shardsched.router import (
+    apps,
     calendars,
     concurrency,
     dags,
@@ -32,4 +33,5 @@ OPERATIONS: tuple[Operation, ...] = (
     *tokens.ROUTES,
     *concurrency.ROUTES,
     *notify.ROUTES,
+    *apps.ROUTES,
 )

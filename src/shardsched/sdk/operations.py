@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shardsched.sdk import plans
-from shardsched.sdk.plans import concurrency, dags, jobs, notify, runs, schedules, ticks
+from shardsched.sdk.plans import apps, concurrency, dags, jobs, notify, runs, schedules, ticks
 
 #: The plans every client binds, by method name (``add_jobs``, the bulk registration
 #: that pipelines its batches, is each driver's own: :data:`DRIVER_METHODS`).
@@ -85,6 +85,8 @@ OPERATIONS: dict[str, Callable[..., plans.Plan[Any]]] = {
     "clear_concurrency_limits": concurrency.clear_concurrency_limits,
     "get_concurrency_key": concurrency.get_concurrency_key,
     "list_concurrency_keys": concurrency.list_concurrency_keys,
+    # apps: schedules declared in code
+    "deploy_app": apps.deploy_app,
 }
 
 #: Methods each client writes for itself (they drive several plans, pipelined).

@@ -17,7 +17,7 @@ from shardsched.core.errors import RedisUnavailable, Unreachable
 from shardsched.core.models import JobSpec
 from shardsched.core.views import JobCreated
 from shardsched.sdk import pages, plans
-from shardsched.sdk.plans import concurrency, dags, jobs, notify, runs, schedules, ticks
+from shardsched.sdk.plans import apps, concurrency, dags, jobs, notify, runs, schedules, ticks
 from shardsched.sdk.redis_calls import command, packed, refused, tls_kwargs
 from shardsched.sdk.server_clock import ServerClock
 from shardsched.store.keys import DEFAULT_NAMESPACE
@@ -338,6 +338,7 @@ class Client:
     clear_concurrency_limits = blocking(concurrency.clear_concurrency_limits)
     get_concurrency_key = blocking(concurrency.get_concurrency_key)
     list_concurrency_keys = blocking(concurrency.list_concurrency_keys)
+    deploy_app = blocking(apps.deploy_app)
 
     def close(self) -> None:
         if self._cluster is not None:

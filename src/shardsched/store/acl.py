@@ -83,7 +83,7 @@ WORKER_SHARD_KEYS = (
 NODE_SHARD_KEYS = (
     "owner", "epoch", "timer", "jobs", "dags", "job:", "segs:", "vers:", "resumes",
     "skips:", "chg:", "acts:", "idem:", "queues", "names:", "named:", "nclaim:",
-    "names_indexed", "evfollow", "failing", "deadlines", "bfpace",
+    "names_indexed", "evfollow", "failing", "deadlines", "bfpace", "appfence:",
     # what a run executes: a DAG's kept versions, a DAG run's version and args, a run by
     # hand's args (a claim reads them; a worker that could write them could choose them)
     "dagv:", "dagrunv:", "args:",

@@ -35,6 +35,11 @@ class GlobalKeys:
         """ZSET worker_id -> heartbeat expiry (ms, server clock): the live workers."""
         return f"{self.namespace}:{{g}}:workers"
 
+    def app_generation(self, app: str) -> str:
+        """STRING counter: each deploy of ``app`` claims the next generation here (INCR);
+        the later claim is the newer deploy (ops/apps/deploy.py)."""
+        return f"{self.namespace}:{{g}}:appgen:{app}"
+
     @property
     def lag_history(self) -> str:
         """STREAM each node's trigger lag p50/p99 over the last minute, sampled every

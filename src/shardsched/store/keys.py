@@ -176,6 +176,11 @@ class ShardKeys:
         """STRING integer, incremented by every acquisition: the fencing token."""
         return self.base + "epoch"
 
+    def app_fence(self, app: str) -> str:
+        """STRING the newest generation of a deploy of ``app`` announced on this shard:
+        only writes fenced with it land here (lua/announce_deploy.lua, lua/lib/fence.lua)."""
+        return self.base + "appfence:" + app
+
     @property
     def stats(self) -> str:
         """HASH counters of the shard (refused stale writes, …)."""

@@ -32,18 +32,29 @@ def _lua_dir() -> Traversable:
     return Path(__file__).resolve().parents[3] / "lua"  # a source checkout
 
 
+#: The scripts a deploy of an app writes through (ops/apps/deploy.py). Each has a fenced
+#: variant, ``fenced:<name>``: lua/lib/fence.lua first (the deploy's generation must be
+#: the shard's newest), then the script as written.
+FENCED = ("register_job", "update_job", "delete_job", "register_dag", "update_dag")
+FENCED_PREFIX = "fenced:"
+
+
 def _lua_files() -> dict[str, bytes]:
     """Every lua/*.lua, with each ``-- @include name`` line replaced by lua/lib/name.lua
     (helpers shared by scripts, inlined at load time as BullMQ does). A helper includes
     what it calls the same way; each helper is inlined once per script, its own includes
-    before it, wherever it is first asked for."""
+    before it, wherever it is first asked for. Then the fenced variants of :data:`FENCED`."""
     root = _lua_dir()
     lib = root.joinpath("lib")
-    return {
-        p.name.removesuffix(".lua"): _shake(_inline(p.read_bytes(), lib, set(), ()))
+    raw = {
+        p.name.removesuffix(".lua"): p.read_bytes()
         for p in sorted(root.iterdir(), key=lambda p: p.name)
         if p.name.endswith(".lua")
     }
+    for name in FENCED:  # after the shebang line (its flags hold for the variant too)
+        shebang, _, body = raw[name].partition(b"\n")
+        raw[FENCED_PREFIX + name] = shebang + b"\n-- @include fence\n" + body
+    return {name: _shake(_inline(source, lib, set(), ())) for name, source in raw.items()}
 
 
 def _inline(source: bytes, lib: Traversable, done: set[str], path: tuple[str, ...]) -> bytes:

@@ -18,6 +18,8 @@ from typing import Any
 import msgspec
 import trio
 
+from shardsched.core.apps import app_handler
+
 PREFIX = "handler:"
 
 
@@ -70,10 +72,10 @@ def lookup(command: str) -> Handler | None:
     if not command.startswith(PREFIX):
         return None
     name = command[len(PREFIX) :]
-    try:
-        return _registry[name]
-    except KeyError:
+    found = _registry.get(name) or app_handler(name)  # an App's (core/apps.py) if not
+    if found is None:
         raise LookupError(f"no handler named {name!r} in this worker") from None
+    return found
 
 
 async def call(fn: Handler, ctx: HandlerContext) -> Any:

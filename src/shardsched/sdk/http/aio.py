@@ -17,7 +17,7 @@ from shardsched.core.models import JobSpec
 from shardsched.core.views import JobCreated
 from shardsched.sdk import pages, plans
 from shardsched.sdk.http.calls import HttpCall, result
-from shardsched.sdk.http.routes import config, dags, jobs, runs
+from shardsched.sdk.http.routes import apps, config, dags, jobs, runs
 from shardsched.sdk.http.transport import Options, pause_after, unreachable
 
 P = ParamSpec("P")
@@ -158,6 +158,7 @@ class AsyncHttpClient:
     clear_concurrency_limits = awaiting(config.clear_concurrency_limits)
     get_concurrency_key = awaiting(config.get_concurrency_key)
     list_concurrency_keys = awaiting(config.list_concurrency_keys)
+    deploy_app = awaiting(apps.deploy_app)
 
     async def aclose(self) -> None:
         await self._http.aclose()

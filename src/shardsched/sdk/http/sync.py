@@ -16,7 +16,7 @@ from shardsched.core.models import JobSpec
 from shardsched.core.views import JobCreated
 from shardsched.sdk import pages, plans
 from shardsched.sdk.http.calls import HttpCall, result
-from shardsched.sdk.http.routes import config, dags, jobs, runs
+from shardsched.sdk.http.routes import apps, config, dags, jobs, runs
 from shardsched.sdk.http.transport import Options, pause_after, unreachable
 
 P = ParamSpec("P")
@@ -161,6 +161,7 @@ class HttpClient:
     clear_concurrency_limits = sending(config.clear_concurrency_limits)
     get_concurrency_key = sending(config.get_concurrency_key)
     list_concurrency_keys = sending(config.list_concurrency_keys)
+    deploy_app = sending(apps.deploy_app)
 
     def close(self) -> None:
         self._http.close()

@@ -48,6 +48,7 @@ def signature(
 def all_signatures() -> dict[str, Signature]:
     """Every script's signature (imports every wrapper module)."""
     from shardsched.store.lua import (  # noqa: F401
+        apps,
         concurrency,
         dags,
         firing,

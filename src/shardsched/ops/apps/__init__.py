@@ -1,0 +1,1 @@
+"""Operations on apps: schedules declared in code (core/apps.py), deployed as a set."""
