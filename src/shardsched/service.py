@@ -19,20 +19,18 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-import msgspec
 import trio
 
 from shardsched import ops
 from shardsched.core.apps import App, load_app
-from shardsched.core.deploys import DeployResult
-from shardsched.core.errors import RedisUnavailable, ShardschedError, Superseded
+from shardsched.core.errors import RedisUnavailable
 from shardsched.core.pacing import Backoff
 from shardsched.core.queues import DEFAULT_QUEUE
-from shardsched.ops.apps.deploy import deploy_app
 from shardsched.router.app import create_app
 from shardsched.router.guards import AccessPolicy
 from shardsched.router.login_links import LoginLinks
 from shardsched.router.server import TlsFiles, serve_http, split_bind
+from shardsched.runtime.app_deploys import deploy_app_at_start
 from shardsched.runtime.lifetime import run_until_signal
 from shardsched.runtime.metrics import Metrics
 from shardsched.runtime.tracing import RunTracer, tracer_from_env
@@ -320,33 +318,10 @@ async def deploy_at_start(o: WorkerOptions, apps: list[App]) -> None:
     redis, dep = await open_redis(o.redis, o.namespace, None)
     try:
         for app in apps:
-            await _deploy(redis, dep, app)
+            await deploy_app_at_start(redis, dep, app)
     finally:
         with trio.CancelScope(shield=True):
             await redis.aclose()
-
-
-async def _deploy(redis: Redis, dep: ops.Deployment, app: App) -> None:
-    op = deploy_app(dep, app.name, dict(app.jobs()), dict(app.dags()), False, "worker")
-    try:
-        result: DeployResult = await drive_async(op, redis)
-    except Superseded as exc:
-        log.info("deploy of app %s: %s", app.name, exc)
-        return
-    except (ShardschedError, msgspec.ValidationError) as exc:
-        raise SystemExit(f"shardsched: --deploy {app.name}: {exc}") from None
-    except RedisError as exc:  # NOPERM: the worker's ACL role writes no definitions
-        raise SystemExit(
-            f"shardsched: --deploy {app.name}: Redis refused it ({exc}); a deploy writes"
-            " definitions: give this worker a Redis user of the node's role, or deploy"
-            " with `shardsched deploy`"
-        ) from None
-    tally = result.counts()
-    counts = ", ".join(f"{n} {what}" for what, n in tally.items()) or "nothing declared"
-    changed = set(tally) - {"unchanged"}  # a change of definitions is said at WARNING
-    (log.warning if changed else log.info)(
-        "app %s deployed (generation %s): %s", app.name, result.generation, counts
-    )
 
 
 def serve_worker(o: WorkerOptions) -> None:
@@ -360,6 +335,9 @@ def serve_worker(o: WorkerOptions) -> None:
         apps = [load_app(spec) for spec in o.deploys]  # their handlers register
     except ValueError as exc:
         raise SystemExit(f"shardsched: --deploy {exc}") from None
+    for app in apps:
+        if not app.jobs() and not app.dags():  # it would prune all it had
+            raise SystemExit(f"shardsched: --deploy: app {app.name!r} declares no job or DAG")
     if apps:
         trio.run(deploy_at_start, o, apps)  # before the worker claims anything
     holder, tracer = list[Worker](), tracer_from_env("shardsched-worker")

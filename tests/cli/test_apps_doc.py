@@ -115,6 +115,8 @@ async def test_deploy_says_what_is_wrong_and_writes_nothing(node, http, tmp_path
     (tmp_path / "two.py").write_text(
         "import shardsched\na = shardsched.App('a')\nb = shardsched.App('b')\n"
     )
+    (tmp_path / "empty.py").write_text("import shardsched\napp = shardsched.App('empty')\n")
+    (tmp_path / "exits.py").write_text("import sys\nsys.exit(0)\n")
     (tmp_path / "taken.py").write_text(
         "import shardsched\napp = shardsched.App('taken')\n"
         "@app.job(id='by-hand', every=60)\ndef f(ctx): ...\n"
@@ -133,6 +135,8 @@ async def test_deploy_says_what_is_wrong_and_writes_nothing(node, http, tmp_path
         "shardsched deploy two:c": "c is nothing, not a shardsched.App",
         "shardsched deploy bad_cron:app": "job 'f': minute field",
         "shardsched deploy taken:app": "'by-hand' exists and belongs to no app",
+        "shardsched deploy empty:app": "declares no job or DAG",
+        "shardsched deploy exits:app": "cannot import exits: SystemExit",
     }
     for line, said in cases.items():
         out = await trio.to_thread.run_sync(run, line)

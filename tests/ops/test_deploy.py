@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from shardsched import JobSpec
-from shardsched.core.apps import APPLY_SET, App
+from shardsched.core.app_sets import APPLY_SET
+from shardsched.core.apps import App
 from shardsched.core.errors import NotOwned, Superseded
 from shardsched.core.models import IntervalSchedule, JobStatus
 from shardsched.core.sameness import same_definition
@@ -217,3 +218,62 @@ def test_a_declaration_refused_anywhere_is_refused_before_anything_is_written(
             assert err.value.field.startswith("$.dags.d"), err.value.field
     assert c.get_job("first").schedule.every_s == 3600, "nothing was written"
     assert set(live(c, "partial")) == {"first"}
+
+
+def test_an_apps_label_is_given_and_taken_only_by_its_deploys(client: Client) -> None:
+    """Found by the independent tester: a job made by hand with the label apply-set:
+    app:own was pruned by own's next deploy, and a hand PUT took an app's job over."""
+    from shardsched import DagSpec, JobPatch, TaskSpec, ValidationError
+
+    c = client
+    deploy(c, app_of("own", {"kept": "1h"}, ["a"]))
+    mine = {"apply-set": "app:own"}
+    every = IntervalSchedule(60)
+    refused_writes = {
+        "create": lambda: c.add_job(JobSpec(name="s", command="x", schedule=every, labels=mine)),
+        "put new": lambda: c.put_job("sneaky", JobSpec(name="s", command="x", schedule=every,
+                                                       labels=mine)),
+        "put away": lambda: c.put_job("kept", JobSpec(name="kept", command="x", schedule=every)),
+        "patch away": lambda: c.update_job("kept", JobPatch(labels={})),
+        "dag": lambda: c.add_dag(DagSpec(name="d", schedule=every, labels=mine,
+                                         tasks=[TaskSpec(name="a", command="x")])),
+        "dag away": lambda: c.put_dag("dag_etl", DagSpec(name="etl", schedule=every,
+                                                         tasks=[TaskSpec(name="a", command="x")])),
+    }  # fmt: skip
+    for what, write in refused_writes.items():
+        with pytest.raises(ValidationError) as err:
+            write()
+        assert err.value.field == "$.labels", what
+    hotfix = JobSpec(name="kept", command="y", schedule=every, labels=mine)
+    assert c.put_job("kept", hotfix)[0].command == "y", "kept the label: a hand fix goes"
+    c.update_job("kept", JobPatch(command="z"))
+    assert set(live(c, "own")) == {"kept", "dag_etl"}
+    assert {x.id: x.action for x in deploy(c, app_of("own", {"kept": "1h"}, ["a"])).changes} == {
+        "kept": "changed", "dag_etl": "unchanged"
+    }  # fmt: skip
+
+
+def test_a_lost_generation_counter_does_not_refuse_every_deploy_after(client: Client) -> None:
+    """The shards' fences outlive the app's counter (a Redis restarted without it): the
+    next deploy moves the counter past them instead of being superseded forever; a fence
+    lost under a running deploy stops it with a ConflictError, writing nothing more."""
+    from shardsched.core.errors import ConflictError
+
+    c = client
+    deploy(c, app_of("lost", {"a": "1h"}))
+    deploy(c, app_of("lost", {"a": "2h"}))
+    redis = c._node_clients()[0]
+    redis.delete(c.deployment.globals.app_generation("lost"))
+    third = deploy(c, app_of("lost", {"a": "3h"}))
+    assert third.generation == 3 and third.counts() == {"changed": 1}
+    fourth = app_of("lost", {"a": "4h"})
+    op = deploy_app(c.deployment, "lost", dict(fourth.jobs()), {})
+    calls, _ = _step(c, op, None)
+    while calls is not None and not any(str(x.script).startswith("fenced:") for x in calls):
+        calls, _ = _step(c, op, refused(calls, c._execute(calls)))
+    for s in range(c.deployment.n_shards):
+        redis.delete(c.deployment.shard(s).app_fence("lost"))
+    with pytest.raises(ConflictError, match="lost its fence"):
+        while calls is not None:
+            calls, _ = _step(c, op, refused(calls, c._execute(calls)))
+    assert c.get_job("a").schedule.every_s == 3 * 3600

@@ -102,6 +102,7 @@ def tour(c: Recorder, p: str) -> dict[str, Any]:
     rival = App(f"{p}-rival")
     rival.job(id=f"{p}-app-job", every="1m")(lambda ctx: None)
     seen["deploy_app not its own"] = refusal(lambda: c.deploy_app(rival))
+    seen["deploy_app not an app"] = refusal(lambda: c.deploy_app("billing"))
     note("get_job", c.get_job(jid))
     note("jobs_named", c.jobs_named(f"{p}-a"))
     note(
@@ -250,6 +251,7 @@ ERRORS = {
     "trigger deleted": JobDeleted.__name__,
     "retry_run again": "AlreadyRetried",
     "deploy_app not its own": "NotOwned",
+    "deploy_app not an app": "TypeError",
 }
 
 

@@ -25,6 +25,12 @@ def run_deploy(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
         body = DeployRequest(dict(app.jobs()), dict(app.dags()), args.dry_run)
     except ValueError as exc:  # ValidationError too: a declaration the API would refuse
         raise CliError(str(exc)) from None
+    if not body.jobs and not body.dags and not args.allow_empty:
+        raise CliError(
+            f"app {app.name!r} in {args.app} declares no job or DAG: deploying it would"
+            " prune every one it has (a module that lost its decorators?); --allow-empty"
+            " if that is meant"
+        )
     path = f"/api/v1/apps/{quoted(app.name)}/deploy"
     result = request(args.api, "POST", path, msgspec.to_builtins(body))
     return result, show
@@ -66,3 +72,8 @@ def add_deploy_parser(sub: argparse._SubParsersAction, common: argparse.Argument
     )
     p.add_argument("app", metavar="MODULE:APP", help="e.g. billing.jobs:app")
     p.add_argument("--dry-run", action="store_true", help="show the changes, write nothing")
+    p.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="deploy an app that declares nothing (pruning all it had)",
+    )

@@ -15,13 +15,13 @@ I/O.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, TypeVar
 
 import msgspec
 
+from shardsched.core.app_sets import APPLY_SET, apply_set_of, check_app_name
 from shardsched.core.dag import validate_dag
 from shardsched.core.durations import parse_duration
 from shardsched.core.errors import ValidationError
@@ -36,9 +36,6 @@ from shardsched.core.validation import (
     validate_spec,
 )
 
-#: The label that says which apply set (here: which app) a job or DAG belongs to.
-APPLY_SET = "apply-set"
-APP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$(?!\n)")
 #: A command that names an in-process handler (worker/handlers.py).
 HANDLER_PREFIX = "handler:"
 
@@ -51,20 +48,6 @@ _handlers: dict[str, Callable[..., Any]] = {}
 def app_handler(name: str) -> Callable[..., Any] | None:
     """The function an App declared as handler ``name`` (None: no App declared it)."""
     return _handlers.get(name)
-
-
-def apply_set_of(app: str) -> str:
-    """The apply set (label value) of an app's jobs and DAGs."""
-    return f"app:{app}"
-
-
-def check_app_name(name: str) -> None:
-    if not isinstance(name, str) or not APP_NAME.match(name):
-        raise ValidationError(
-            "an app's name is letters, digits, '_' and '-' (at most 63), starting with a"
-            f" letter or digit, not {name!r}",
-            "$.app",
-        )
 
 
 def schedule_of(
@@ -365,3 +348,11 @@ def load_app(spec: str) -> App:
             f"{module_name} holds {len(apps)} shardsched.App objects: name one, {module_name}:app"
         )
     return apps[0]
+
+
+def an_app(app: object) -> App:
+    """``app`` if it is an App; TypeError saying what was given otherwise (both clients'
+    ``deploy_app`` answer a wrong argument alike)."""
+    if not isinstance(app, App):
+        raise TypeError(f"deploy_app takes a shardsched.App, not {type(app).__name__}")
+    return app

@@ -25,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from shardsched.core.apps import APPLY_SET, apply_set_of, check_app_name
+from shardsched.core.app_sets import APPLY_SET, apply_set_of, check_app_name
 from shardsched.core.deploys import DeployChange, DeployResult
 from shardsched.core.errors import NotOwned, Superseded, ValidationError
 from shardsched.core.ids import dag_id_of
@@ -109,15 +109,24 @@ def _check_dag(dag: DagSpec) -> None:
 
 def _claim(dep: Deployment, app: str) -> Op:
     """A generation for this deploy, announced on every shard; Superseded if a later
-    one was announced first somewhere."""
-    (generation,) = yield [Call(("INCR", dep.globals.app_generation(app)))]
-    generation = int(check(generation))
+    one was announced first somewhere. A shard's fence above every generation claimed
+    (the counter lost: a Redis restarted without its data, a cluster node replaced) would
+    refuse every deploy from then on: the counter is moved past it and the claim made
+    again."""
+    counter = dep.globals.app_generation(app)
     shards = [dep.shard(s) for s in range(dep.n_shards)]
-    replies = yield [apps_lua.announce_deploy(sk, app, generation) for sk in shards]
-    newest = max(apps_lua.decode_announced(r) for r in replies)
-    if newest > generation:
-        raise Superseded(app, generation, newest)
-    return generation
+    for _attempt in range(3):
+        (generation,) = yield [Call(("INCR", counter))]
+        generation = int(check(generation))
+        replies = yield [apps_lua.announce_deploy(sk, app, generation) for sk in shards]
+        newest = max(apps_lua.decode_announced(r) for r in replies)
+        if newest <= generation:
+            return generation
+        (claimed,) = yield [Call(("GET", counter))]
+        if int(check(claimed) or 0) >= newest:  # a later deploy claimed it: it wins
+            raise Superseded(app, generation, newest)
+        yield [Call(("SET", counter, newest))]  # a lost counter: past every fence
+    raise Superseded(app, generation, newest)
 
 
 def _owned(dep: Deployment, app: str, within: tuple[str, ...]) -> Op:
@@ -218,9 +227,9 @@ def deploy_app(
         if change.action == "pruned":
             op = (delete_job if change.kind == "job" else manage.delete_dag)(dep, change.id, actor)
         elif change.kind == "job":
-            op = put_job(dep, change.id, jobs[change.id], None, actor)
+            op = put_job(dep, change.id, jobs[change.id], None, actor, apply_set_of(app))
         else:
-            op = put_dag(dep, change.id, dags[change.id], None, actor)
+            op = put_dag(dep, change.id, dags[change.id], None, actor, apply_set_of(app))
         result = yield from apps_lua.fenced(op, app, generation)
         view = result[0] if isinstance(result, tuple) else result
         done.append(msgspec.structs.replace(change, version=view.version))

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from shardsched.core.access import SDK_ACTOR
+from shardsched.core.app_sets import check_owner
 from shardsched.core.dag import stored_task, validate_dag
 from shardsched.core.errors import (
     ConflictError,
@@ -85,9 +86,11 @@ def task_items(spec: DagSpec) -> tuple[str, str, list[Any]]:
     return ",".join(topo.order), ",".join(topo.roots), items
 
 
-def create_dag(dep: Deployment, spec: DagSpec, actor: str = SDK_ACTOR) -> Op:
-    """Register a DAG (validated first: nothing is written for an invalid one)."""
+def create_dag(dep: Deployment, spec: DagSpec, actor: str = SDK_ACTOR, writer: str = "") -> Op:
+    """Register a DAG (validated first: nothing is written for an invalid one); ``writer``:
+    the app set a deploy writes as ('' by hand: core/apps.check_owner)."""
     order, roots, items = task_items(spec)
+    check_owner(None, spec.labels, writer)
     (now,) = yield [Call(("TIME",))]
     dag_id = dag_id_of(spec.id) if spec.id else k.new_dag_id()
     first = dag_first_ms(spec, dag_id, server_ms(now))

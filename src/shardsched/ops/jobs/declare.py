@@ -11,6 +11,7 @@ import enum
 import msgspec
 
 from shardsched.core.access import SDK_ACTOR
+from shardsched.core.app_sets import check_owner
 from shardsched.core.errors import (
     DagDeleted,
     DagNotFound,
@@ -55,9 +56,11 @@ def put_job(
     spec: JobSpec,
     if_match: int | None = None,
     actor: str = SDK_ACTOR,
+    writer: str = "",
 ) -> Op:
     """Create the job ``job_id`` with ``spec``, or replace its definition (its status and
-    pause stay as they are); returns ``(Job, Outcome)``.
+    pause stay as they are); returns ``(Job, Outcome)``. ``writer``: the app set a deploy
+    writes as ('' by hand: an app's own stay its own, core/apps.check_owner).
 
     A replaced schedule is planned from now; an unchanged one keeps its next fire. A
     deleted job's id is created again as its new incarnation (its history stays)."""
@@ -76,10 +79,12 @@ def put_job(
             if if_match is not None:
                 raise PreconditionFailed(job_id, if_match, None) from None
             try:
-                yield from create_jobs(dep, [msgspec.structs.replace(spec, id=job_id)], True, actor)
+                new = [msgspec.structs.replace(spec, id=job_id)]
+                yield from create_jobs(dep, new, True, actor, writer)
             except IdTaken:
                 continue  # another put created it meanwhile: compare with that one
             return (yield from read_job(dep, job_id)), Outcome.CREATED
+        check_owner(job.labels, spec.labels, writer)
         assert job.schedule is not None and spec.schedule is not None
         replan = msgspec.json.encode(spec.schedule) != msgspec.json.encode(job.schedule)
         written = yield from write_spec(
@@ -98,6 +103,7 @@ def put_dag(
     spec: DagSpec,
     if_match: int | None = None,
     actor: str = SDK_ACTOR,
+    writer: str = "",
 ) -> Op:
     """Create the DAG ``dag_id`` with ``spec``, or replace its definition (tasks added,
     removed, re-wired, their commands, its schedule and limits) as a new version; returns
@@ -117,7 +123,8 @@ def put_dag(
             if if_match is not None:
                 raise PreconditionFailed(dag_id, if_match, None) from None
             try:
-                yield from manage.create_dag(dep, msgspec.structs.replace(spec, id=dag_id), actor)
+                new = msgspec.structs.replace(spec, id=dag_id)
+                yield from manage.create_dag(dep, new, actor, writer)
             except IdTaken:
                 continue
             return (yield from manage.get_dag(dep, dag_id)), Outcome.CREATED
@@ -129,6 +136,7 @@ def put_dag(
             revived = True
         if if_match is not None and dag.version != if_match:
             raise PreconditionFailed(dag_id, if_match, dag.version)
+        check_owner(dag.labels, spec.labels, writer)
         sk = dep.keys_for(dag_id)
         (raw, now) = yield [Call(("HGET", sk.job(dag_id), "spec")), Call(("TIME",))]
         old = _dag_decoder.decode(check(raw))

@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from shardsched.core.access import SDK_ACTOR
+from shardsched.core.app_sets import check_owner
 from shardsched.core.concurrency import key_or_none
 from shardsched.core.errors import (
     ConflictError,
@@ -65,16 +66,23 @@ def validate_specs(specs: Sequence[JobSpec]) -> None:
 
 
 def create_jobs(
-    dep: Deployment, specs: Sequence[JobSpec], validated: bool = False, actor: str = SDK_ACTOR
+    dep: Deployment,
+    specs: Sequence[JobSpec],
+    validated: bool = False,
+    actor: str = SDK_ACTOR,
+    writer: str = "",
 ) -> Op:
     """Register jobs (validated first: an invalid one writes nothing); returns JobCreated list.
 
     One script call per shard, all in one round trip. A job with depends_on joins its
     dependencies' DAG as a new task (one script call each). ``validated``: the caller
     already ran :func:`validate_specs` on them (a bulk registration, before its first batch).
+    ``writer``: the app set a deploy writes as ('' by hand: core/apps.check_owner).
     """
     if not validated:
         validate_specs(specs)
+    for spec in specs:
+        check_owner(None, spec.labels, writer)
     yield from require_calendars(dep, [s.calendars for s in specs if s.calendars])
     if any(spec.depends_on for spec in specs):
         created = []
@@ -204,6 +212,8 @@ def patch_job(
         not_spec = ("status", "pause_reason", "paused_until")
         changes = {f: getattr(patch, f) for f in patch.__struct_fields__ if f not in not_spec}
         changes = {f: v for f, v in changes.items() if v is not None}
+        if patch.labels is not None:
+            check_owner(job.labels, patch.labels)
         spec = msgspec.structs.replace(spec_of(job), **changes)
         validate_spec(spec)
         yield from require_calendars(dep, [patch.calendars])

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shardsched.core.errors import Superseded
+from shardsched.core.errors import ConflictError, Superseded
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.keys import ShardKeys
 from shardsched.store.lua import signature
@@ -94,8 +94,14 @@ def fenced(op: Op, app: str, generation: int) -> Op:
             for call, reply in zip(sent, replies, strict=True):
                 if call.script is not None and isinstance(reply, Exception):
                     words = str(reply).split()
-                    if words[:1] == ["SUPERSEDED"]:
+                    if words[:1] == ["SUPERSEDED"] and int(words[1]) > generation:
                         raise Superseded(app, generation, int(words[1]))
+                    if words[:1] == ["SUPERSEDED"]:  # its announcement is gone
+                        raise ConflictError(
+                            f"the deploy of app {app!r} lost its fence on a shard (a Redis"
+                            " restarted without its data?): nothing more was written;"
+                            " deploy again"
+                        )
             calls = op.send(replies)
     except StopIteration as stop:
         return stop.value
