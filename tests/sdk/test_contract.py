@@ -345,6 +345,11 @@ async def test_ids_no_url_can_carry_are_refused_as_the_redis_client_refuses_them
         out.append(refusal(lambda: client.set_concurrency_limits("db/main", limit=2)))
         out.append(refusal(lambda: client.list_jobs(limit=0)))
         out.append(refusal(lambda: client.list_jobs(limit=100_000)))
+        naive = datetime(2026, 1, 1)  # no zone: refused alike, never a TypeError
+        out.append(refusal(lambda: client.job_stats("odd-naive", since=naive)))
+        out.append(refusal(lambda: client.list_events(since=naive)))
+        out.append(refusal(lambda: client.list_runs("odd-naive", since=naive)))
+        out.append(refusal(lambda: client.pause("odd-naive", until=naive)))
         return out
 
     def both() -> tuple[list[str], list[str]]:
@@ -364,4 +369,4 @@ async def test_ids_no_url_can_carry_are_refused_as_the_redis_client_refuses_them
         "DagNotFound",
         "DagRunNotFound",
     ]
-    assert by_redis[-4:] == ["ValidationError"] * 4
+    assert by_redis[-8:] == ["ValidationError"] * 8

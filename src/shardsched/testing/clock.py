@@ -10,19 +10,18 @@ that fall due in it are decided when it ends, by the job's catch-up policy (fire
 skipped and why, or handed to a paced backfill that starts them at the job's
 ``catchup_per_minute``). ``max_fires`` and ``ends_at`` end a job's ticks.
 
-Not modelled: how long runs take, so a job's ``overlap`` (a tick meeting a run still
-under way: skipped, buffered, replacing it) and the worker side (retries, timeouts).
+How long runs take is the caller's to say (``simulate(..., durations=...)``): then a
+job's ``overlap`` rule decides what a tick meeting a run still under way does
+(testing/overlap.py). Not modelled: the worker side (retries, timeouts, claim delays).
 """
 
 from __future__ import annotations
 
 import bisect
 import gc
-import zoneinfo
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple
+from datetime import datetime, timedelta
 
 from shardsched.core.calendars import CALENDAR_SKIP, Calendar, tick_allowed
 from shardsched.core.catchup import decide, on_calendar
@@ -34,35 +33,8 @@ from shardsched.core.schedule import first_planned_ms, parse_cron, timing_next_m
 from shardsched.core.tick_runs import ticks_from
 from shardsched.core.timing import timing_of
 from shardsched.testing.jobs import JobsLike, named_specs
-
-
-class Tick(NamedTuple):
-    """One tick of one job and what was decided for it."""
-
-    job: str  #: the job's name
-    at_ms: int  #: the nominal tick (ms since 1970, UTC)
-    outcome: str  #: "fired" | "skipped"
-    reason: str | None = None  #: why skipped (misfire, calendar, dst_gap, catchup_limit...)
-    fired_ms: int | None = None  #: when it started: its planned time, or when caught up
-    dst: str | None = None  #: "dst_shifted" | "dst_repeated": a DST change moved it
-    late: bool = False  #: started after its misfire grace (caught up after an outage)
-    zone: str = "UTC"  #: the schedule's wall clock
-
-    @property
-    def at(self) -> datetime:
-        return from_ms(self.at_ms)
-
-    @property
-    def local(self) -> datetime:
-        return self.at.astimezone(_zone(self.zone))
-
-    @property
-    def fired_at(self) -> datetime | None:
-        return None if self.fired_ms is None else from_ms(self.fired_ms)
-
-
-def _zone(name: str) -> zoneinfo.ZoneInfo | Any:
-    return UTC if name == "UTC" else zoneinfo.ZoneInfo(name)
+from shardsched.testing.overlap import Durations, with_overlap
+from shardsched.testing.tick import Tick
 
 
 @dataclass
@@ -180,7 +152,12 @@ class VirtualClock:
         if timing.max_fires is None and timing.calendars is None:  # the common case, fast
             job.fires += len(ticks)
             get, new, name, zone = notes.get, tuple.__new__, job.name, job.zone
-            out = [new(Tick, (name, t, "fired", None, t + off, get(t), False, zone)) for t in ticks]
+            out = [
+                new(
+                    Tick, (name, t, "fired", None, t + off, get(t), False, zone, None, False, False)
+                )
+                for t in ticks
+            ]
             following = job.next_after(ticks[-1])
             job.timer = None if following is None else following + off
             return out
@@ -285,9 +262,12 @@ def simulate(
     duration: timedelta,
     outages: Iterable[tuple[datetime, timedelta]] = (),
     calendars: Mapping[str, Calendar] | None = None,
+    durations: Durations | None = None,
 ) -> Simulation:
     """Every tick of ``jobs`` from ``start`` for ``duration``, the scheduler down for each
-    (from, for how long) of ``outages``: what fired when, what was skipped and why."""
+    (from, for how long) of ``outages``: what fired when, what was skipped and why.
+    ``durations``: how long each job's runs take (by job name or id: a timedelta, or a
+    function of the Tick); then each job's ``overlap`` rule is applied (testing/overlap)."""
     clock = VirtualClock(jobs, start, dict(calendars or {}))
     end = start + duration
     for down_from, down_for in sorted(outages, key=lambda o: o[0]):
@@ -296,7 +276,12 @@ def simulate(
         clock.sleep_until(max(down_from, clock.now))
         clock.outage(min(down_for, end - clock.now))
     clock.sleep_until(end)
-    return Simulation(clock.ticks)
+    if not durations:
+        return Simulation(clock.ticks)
+    policies = {}
+    for job_id, spec in named_specs(jobs):
+        policies[spec.name] = (spec.overlap, durations.get(spec.name, durations.get(job_id)))
+    return Simulation(with_overlap(clock.ticks, policies, to_ms(end)))
 
 
 __all__ = ["JobSpec", "Simulation", "Tick", "VirtualClock", "simulate"]

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from shardsched import ops
-from shardsched.core.instants import to_ms
+from shardsched.core.instants import given_ms
 from shardsched.core.models import (
     RunState,
 )
@@ -26,8 +26,8 @@ from shardsched.ops.runs.events import events_page
 from shardsched.sdk.plans import Handle, Plan, page_size
 
 
-def _ms(when: datetime | None) -> int | None:
-    return None if when is None else to_ms(when)
+def _ms(when: datetime | None, field: str) -> int | None:
+    return None if when is None else given_ms(when, field)
 
 
 def get_run(c: Handle, run_id: str) -> Plan[Run]:
@@ -46,7 +46,13 @@ def list_runs(
     """A page of a job's runs, newest first by scheduled_for."""
     page_size(limit)
     op = listing.runs_page(
-        c.deployment, job_id, limit, parse_cursor(cursor), state, _ms(since), _ms(until)
+        c.deployment,
+        job_id,
+        limit,
+        parse_cursor(cursor),
+        state,
+        _ms(since, "$.since"),
+        _ms(until, "$.until"),
     )
     return Plan(op)
 
@@ -76,8 +82,8 @@ def list_failures(
         limit,
         parse_cursor(cursor),
         frozenset(states),
-        _ms(since),
-        _ms(until),
+        _ms(since, "$.since"),
+        _ms(until, "$.until"),
         name_prefix,
     )
     return Plan(op)
@@ -132,5 +138,5 @@ def list_events(
     ``after`` (or ``since``, or the oldest kept), filtered by job, run and new state;
     ``next_cursor`` is where to continue, also when caught up."""
     page_size(limit)
-    since_ms = None if since is None else to_ms(since)
+    since_ms = None if since is None else given_ms(since, "$.since")
     return Plan(events_page(c.deployment, limit, after, since_ms, job_id, run_id, state))

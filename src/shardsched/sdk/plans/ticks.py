@@ -9,7 +9,7 @@ from datetime import datetime
 from shardsched import ops
 from shardsched.core.backfill import BackfillRequest, Gap, ResumeRequest
 from shardsched.core.errors import ValidationError
-from shardsched.core.instants import to_ms
+from shardsched.core.instants import given_ms
 from shardsched.core.models import (
     OnResume,
 )
@@ -29,8 +29,8 @@ def job_stats(
 ) -> Plan[JobStats]:
     """The job's (or DAG's) ticks over [since, until] (default the last day) counted:
     fired, late, skipped by reason, missed, and its effective cadence."""
-    lo = None if since is None else to_ms(since)
-    hi = None if until is None else to_ms(until)
+    lo = None if since is None else given_ms(since, "$.since")
+    hi = None if until is None else given_ms(until, "$.until")
     return Plan(job_stats_op(c.deployment, job_id, lo, hi))
 
 
