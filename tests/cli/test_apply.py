@@ -384,3 +384,24 @@ async def test_apply_puts_calendars_and_limits_before_the_jobs_that_name_them(
     assert (await http.get("/api/v1/jobs/office")).json()["status"] == "deleted"
     assert (await http.get("/api/v1/calendars/holidays")).status_code == 200
     assert (await http.get("/api/v1/concurrency/tenant:acme")).json()["limit"] == 5
+
+
+async def test_prune_with_nothing_declared_is_refused_unless_allowed(
+    node, http, tmp_path: Path
+) -> None:
+    """Found by an independent tester: an import that failed wrote an empty file, and
+    ``apply --prune`` of it deleted the whole set."""
+    api = ("--api", str(http.base_url))
+    (tmp_path / "one.yaml").write_text(
+        "kind: job\nid: kept\nname: kept\ncommand: 'true'\n"
+        "schedule: {type: interval, every_s: 60}\n"
+    )
+    (tmp_path / "empty.yaml").write_text("")
+    made = await cli(http, "apply", "-f", str(tmp_path / "one.yaml"), "--set", "s", *api)
+    assert made.returncode == 0, made.stderr
+    empty = ("apply", "-f", str(tmp_path / "empty.yaml"), "--set", "s", "--prune", *api)
+    refused = await cli(http, *empty)
+    assert refused.returncode != 0 and "the files declare nothing" in refused.stderr
+    assert (await http.get("/api/v1/jobs/kept")).json()["status"] == "active"
+    allowed = await cli(http, *empty, "--allow-empty")
+    assert allowed.returncode == 0 and "1 deleted" in allowed.stdout, allowed.stdout

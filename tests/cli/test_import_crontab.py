@@ -78,7 +78,8 @@ def test_a_system_crontab_has_a_user_field() -> None:
         "cd / && run-parts --report /etc/cron.hourly",
         "/srv/rotate",
     ]
-    assert len(out.warnings) == 1 and "user field (root) is not kept" in out.warnings[0]
+    assert len(out.warnings) == 2 and "user field (root) is not kept" in out.warnings[0]
+    assert "user field (www-data) is not kept" in out.warnings[1], "each user is said"
     # the same line read as a user crontab keeps "root" in the command: said apart
     user = read_crontab(text, "crontab", "UTC")
     assert user.documents[0]["command"].startswith("root cd /")
@@ -159,3 +160,50 @@ def test_the_importing_page_runs_as_printed(tmp_path) -> None:
     assert out.returncode == 0 and out.stderr == said, out.stderr
     shown = re.search(r"```yaml imported\n(.*?)```", page, re.DOTALL).group(1)
     assert out.stdout == shown, out.stdout
+
+
+def test_odd_lines_found_by_an_independent_tester() -> None:
+    """A tab in a command, the same line twice, an env name cron would not take, bytes
+    that are not UTF-8, a last line without its newline: each translated or said."""
+    text = (
+        '0 2 * * * awk -F"\t" x\n'
+        "5 * * * * /bin/same\n"
+        "5 * * * * /bin/same\n"
+        "BAD-NAME=x\n"
+        "# caf\ufffd\n"
+        "7 * * * * echo caf\ufffd\n"
+        "9 * * * * /bin/last"
+    )
+    out = read_crontab(text, "odd", "UTC")
+    commands = [d["command"] for d in out.documents]
+    assert commands == ['awk -F"\t" x', "/bin/same", "/bin/same", "/bin/last"]
+    assert out.documents[0]["name"] == 'odd: awk -F" " x', "a tab shows as a space"
+    ids = [d["id"] for d in out.documents]
+    assert len(set(ids)) == 4 and ids[2] == ids[1] + "-2", "cron runs both: two jobs"
+    said = "\n".join(out.warnings)
+    assert "odd:4: 'BAD-NAME' is not a variable name" in said
+    assert "odd:6: not translated: it holds bytes that are not UTF-8" in said
+    assert "the last line ends without a newline" in said
+    assert "odd:5" not in said, "a comment's bytes do not matter"
+
+
+def test_the_command_line_says_a_bad_zone_a_bad_dir_and_reads_latin_1(tmp_path) -> None:
+    crontab = tmp_path / "latin"
+    crontab.write_bytes(b"# caf\xe9\n0 3 * * * /bin/nightly\n")
+    (tmp_path / "a-file").write_text("")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            shardsched_cmd("import", "crontab", str(crontab), *args),
+            capture_output=True, text=True, env=child_env(), timeout=60,
+        )  # fmt: skip
+
+    ok = run("--zone", "UTC")
+    assert ok.returncode == 0 and "/bin/nightly" in ok.stdout and ok.stderr == "", ok.stderr
+    for args, said in (
+        (("--zone", "Nowhere/Zone"), "'Nowhere/Zone' is not a time zone"),
+        (("--zone", "UTC", "--dir", str(tmp_path / "a-file")), "--dir"),
+    ):
+        out = run(*args)
+        assert out.returncode != 0 and said in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr and out.stderr.count("\n") == 1

@@ -122,6 +122,10 @@ app.conf.beat_schedule = {
     "cleanup": {"task": "proj.cleanup", "schedule": crontab(minute=0, hour="*/3")},
     "heartbeat": {"task": "proj.beat", "schedule": timedelta(seconds=30), "args": (1,)},
     "sunrise": {"task": "proj.lights", "schedule": solar("sunrise", 40.7, -74.0)},
+    "sundays": {"task": "proj.week", "schedule": crontab(minute=0, hour=0, day_of_week="sunday"),
+                "options": {"queue": "q", "expires": 60, "priority": 3}},
+    "no-task": {"schedule": timedelta(hours=1)},
+    "pickled": {"task": "proj.p", "schedule": timedelta(hours=1), "args": (object(),)},
 }
 """
 
@@ -141,6 +145,13 @@ async def test_imported_files_apply_and_a_suspended_cronjob_is_paused(node, http
     assert k8s.returncode == 0 and beat.returncode == 0, k8s.stderr + beat.stderr
     assert "solar schedules" in beat.stderr
     assert "zone America/New_York)" in beat.stdout
+    # found by an independent tester: Celery's own names, a missing task, args JSON
+    # cannot say, options dropped: each said, none a traceback
+    assert "expression: 0 0 * * 0" in beat.stdout  # day_of_week="sunday", as Celery reads it
+    assert "['no-task']: not translated: it names no task" in beat.stderr
+    assert "['pickled']: not translated: its args are not JSON" in beat.stderr
+    assert "['sundays']: options expires, priority not kept" in beat.stderr
+    assert "Traceback" not in beat.stderr
     (tmp_path / "all.yaml").write_text(k8s.stdout + "\n---\n" + beat.stdout)
     apply = ("--api", str(http.base_url), "apply", "-f", str(tmp_path / "all.yaml"))
     done = await cli(http, *apply, "--set", "moved")
@@ -151,7 +162,7 @@ async def test_imported_files_apply_and_a_suspended_cronjob_is_paused(node, http
     cleanup = await http.get("/api/v1/jobs/beat-cleanup")
     assert cleanup.json()["schedule"]["timezone"] == "America/New_York"
     again = await cli(http, *apply, "--set", "moved", "--dry-run")
-    assert "3 unchanged" in again.stdout, again.stdout
+    assert "4 unchanged" in again.stdout, again.stdout
     # declared running again: apply resumes it, and says so
     (tmp_path / "all.yaml").write_text(
         (tmp_path / "all.yaml").read_text().replace("paused: true", "paused: false")
@@ -161,6 +172,11 @@ async def test_imported_files_apply_and_a_suspended_cronjob_is_paused(node, http
     assert (await http.get("/api/v1/jobs/billing-nightly-report")).json()["status"] == "active"
     bad = run("celery-beat", "no_such_module")
     assert bad.returncode == 1 and "cannot import no_such_module" in bad.stderr
+    (tmp_path / "exits_beat.py").write_text("import sys\nsys.exit(0)\n")
+    exits = run("celery-beat", "exits_beat")
+    assert exits.returncode == 1 and "cannot import exits_beat: SystemExit" in exits.stderr
+    nope = run("celery-beat", "proj_beat:nope")
+    assert nope.returncode == 1 and "has no attribute 'nope'" in nope.stderr
 
 
 def test_the_importing_page_runs_as_printed(tmp_path) -> None:
@@ -186,3 +202,41 @@ def test_the_importing_page_runs_as_printed(tmp_path) -> None:
         assert out.returncode == 0 and out.stderr == block(said), out.stderr
         ids = [d["id"] for d in yaml.safe_load_all(out.stdout) if d]
         assert ids == wanted
+
+
+def test_manifests_found_odd_by_an_independent_tester() -> None:
+    """``$(VAR)`` as Kubernetes expands it, a forbidden env name dropped (the job kept),
+    ``@every``, and what Kubernetes itself refuses (a non-string command word, a string
+    ``suspend``, an empty ``timeZone``) said, not guessed."""
+
+    def cronjob(name: str, schedule: str = "0 * * * *", **spec: object) -> dict:
+        container = spec.pop("container", None) or {
+            "name": "c", "image": "busybox",
+            "command": ["echo"], "args": ["$(PLAIN)", "$$(PLAIN)", "$(UNSET)"],
+            "env": [{"name": "PLAIN", "value": "v1"}, {"name": "LD_PRELOAD", "value": "x.so"}],
+        }  # fmt: skip
+        template = {"spec": {"template": {"spec": {"containers": [container]}}}}
+        return {"kind": "CronJob", "metadata": {"name": name},
+                "spec": {"schedule": schedule, "jobTemplate": template, **spec}}  # fmt: skip
+
+    out = read_cronjobs(
+        [
+            cronjob("expands"),
+            cronjob("every", "@every 1h30m"),
+            cronjob("words", container={"name": "c", "image": "i", "command": [["a"], 5]}),
+            cronjob("suspend-text", suspend="yes"),
+            cronjob("no-zone", timeZone=""),
+        ],
+        "odd.yaml",
+    )
+    by_name = {d["name"]: d for d in out.documents}
+    assert sorted(by_name) == ["default/every", "default/expands"]
+    assert by_name["default/expands"]["command"] == "echo v1 '$(PLAIN)' '$(UNSET)'"
+    assert by_name["default/expands"]["env"] == {"PLAIN": "v1"}
+    assert by_name["default/every"]["schedule"] == {"type": "interval", "every_s": 5400.0}
+    said = "\n".join(out.warnings)
+    assert "env LD_PRELOAD is not kept: the loader, a shell or a runtime" in said
+    assert "(words): not translated: command and args are lists of strings" in said
+    assert "(suspend-text): not translated: suspend 'yes' is not true or false" in said
+    assert "(no-zone): not translated: timeZone '' is not a zone's name" in said
+    assert "^(?!" not in said, "no regex in what a user reads"

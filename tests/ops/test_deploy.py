@@ -244,12 +244,27 @@ def test_an_apps_label_is_given_and_taken_only_by_its_deploys(client: Client) ->
         with pytest.raises(ValidationError) as err:
             write()
         assert err.value.field == "$.labels", what
+    # found by the second tester: a definition changed by hand, the label kept
+    from shardsched import ConflictError
+
     hotfix = JobSpec(name="kept", command="y", schedule=every, labels=mine)
-    assert c.put_job("kept", hotfix)[0].command == "y", "kept the label: a hand fix goes"
-    c.update_job("kept", JobPatch(command="z"))
+    dag_fix = DagSpec(name="etl", schedule=every, labels=mine,
+                      tasks=[TaskSpec(name="a", command="y")])  # fmt: skip
+    for what, write in {
+        "put": lambda: c.put_job("kept", hotfix),
+        "patch": lambda: c.update_job("kept", JobPatch(command="z")),
+        "dag": lambda: c.put_dag("dag_etl", dag_fix),
+    }.items():
+        with pytest.raises(ConflictError, match="belongs to app 'own'"):
+            write()
+        assert c.get_job("kept").command == "handler:own._noop", what
+    same = c.get_job("kept")
+    assert c.put_job("kept", _spec(same))[1].value == "unchanged", "the same: no change"
+    assert c.pause("kept").status == JobStatus.PAUSED, "pausing an app's job stays open"
+    assert c.resume("kept").status == JobStatus.ACTIVE
     assert set(live(c, "own")) == {"kept", "dag_etl"}
     assert {x.id: x.action for x in deploy(c, app_of("own", {"kept": "1h"}, ["a"])).changes} == {
-        "kept": "changed", "dag_etl": "unchanged"
+        "kept": "unchanged", "dag_etl": "unchanged"
     }  # fmt: skip
 
 

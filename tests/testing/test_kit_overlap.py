@@ -113,3 +113,25 @@ def test_without_durations_runs_take_no_time() -> None:
     sim = simulate(job("forbid"), START, timedelta(minutes=60))
     assert [t.outcome for t in sim] == ["fired"] * 6
     assert all(t.ended_ms is None for t in sim)
+
+
+def test_what_the_kit_refuses_found_by_an_independent_tester() -> None:
+    """A duration for no job (a typo would test nothing), a negative or non-timedelta
+    one, a naive instant, the same job twice: each a clear error, not a silent pass."""
+    from shardsched.testing import VirtualClock
+
+    span = timedelta(minutes=30)
+    for durations, error, said in (
+        ({"slwo": timedelta(minutes=5)}, ValueError, "durations for no job"),
+        ({"slow": timedelta(minutes=-5)}, ValueError, "cannot take"),
+        ({"slow": 5}, TypeError, "a timedelta or a function"),
+        ({"slow": lambda t: None}, TypeError, "a timedelta, not NoneType"),
+    ):
+        with pytest.raises(error, match=said):
+            simulate(job("forbid"), START, span, durations=durations)
+    with pytest.raises(ValueError, match="aware"):
+        simulate(job("forbid"), START, span, outages=[(datetime(2026, 1, 1), span)])
+    with pytest.raises(ValueError, match="aware"):
+        VirtualClock(job("forbid"), START).sleep_until(datetime(2026, 1, 2))
+    with pytest.raises(ValueError, match="given twice"):
+        simulate([job("forbid"), job("forbid")], START, span)

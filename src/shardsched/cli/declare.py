@@ -277,6 +277,11 @@ def run_apply(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     apply_set = None if args.no_label else (args.set or DEFAULT_SET)
     declared = load(args.file, apply_set)
     prune = args.set if args.prune else None
+    if prune is not None and not declared and not args.allow_empty:
+        raise CliError(
+            f"the files declare nothing: --prune would delete every job and DAG of set"
+            f" {prune!r} (an import that failed?); --allow-empty if that is meant"
+        )
     changes = plan(args.api, declared, prune)
     if args.dry_run:
         rows = [
@@ -367,6 +372,11 @@ def add_apply_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentP
         default=None,
         metavar="NAME",
         help="the apply set (label apply-set; default: default); --prune needs it named",
+    )
+    p.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="with --prune, files that declare nothing (deleting the whole set)",
     )
     p.add_argument(
         "--no-label",

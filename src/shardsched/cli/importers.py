@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import zoneinfo
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,9 +42,12 @@ def machine_zone() -> str:
     return "UTC"
 
 
-def _read(path: str) -> str:
+def _read(path: str, lenient: bool = False) -> str:
+    """The file's text; ``lenient``: bytes that are not UTF-8 read as U+FFFD (cron reads
+    bytes: a comment in Latin-1 must not stop an import; a line holding one is said)."""
     try:
-        return sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+        return raw.decode("utf-8", errors="replace" if lenient else "strict")
     except (OSError, UnicodeDecodeError) as exc:
         raise CliError(f"cannot read {path}: {exc}") from None
 
@@ -66,7 +70,10 @@ def run_import(args: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
     if args.dir is None:
         return imported.documents, lambda _: text.rstrip("\n")
     out_dir = Path(args.dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"--dir {args.dir}: {exc.strerror or exc}") from None
     target = out_dir / f"{source.replace('.', '-').replace(':', '-')}.yaml"
     target.write_text(text)
     return (
@@ -79,12 +86,16 @@ def _crontab(args: argparse.Namespace) -> tuple[Imported, str, str]:
     from shardsched.core.crontab_import import read_crontab
 
     zone = args.tz_zone or machine_zone()
+    try:
+        zoneinfo.ZoneInfo(zone)
+    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+        raise CliError(f"{zone!r} is not a time zone (an IANA name: Europe/Berlin)") from None
     source = "crontab" if args.file == "-" else Path(args.file).name
     in_etc = args.file != "-" and (
         (Path(args.file).name == "crontab" and "/etc" in args.file) or "/cron.d/" in args.file
     )
     system = args.system or in_etc
-    imported = read_crontab(_read(args.file), source, zone, system=system)
+    imported = read_crontab(_read(args.file, lenient=True), source, zone, system=system)
     kind = "system" if system else "user"
     return (
         imported,
@@ -131,10 +142,12 @@ def beat_of(spec: str) -> tuple[list[Any], str, str]:
     sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:  # the user's module: any error of its own
+    except (Exception, SystemExit) as exc:  # the user's module: any error of its own
         raise CliError(f"cannot import {module_name}: {type(exc).__name__}: {exc}") from None
     finally:
         sys.path.pop(0)
+    if attr and not hasattr(module, attr):
+        raise CliError(f"{spec}: {module_name} has no attribute {attr!r}")
     target: Any = getattr(module, attr) if attr else module
     conf = getattr(target, "conf", None)
     if conf is None and not attr:  # a module holding an app
@@ -165,13 +178,16 @@ def beat_of(spec: str) -> tuple[list[Any], str, str]:
             "args": list(entry.get("args") or ()),
             "kwargs": dict(entry.get("kwargs") or {}),
             "queue": options.get("queue"),
+            "dropped": sorted(str(k) for k in options if k != "queue"),
         }
         if hasattr(when, "_orig_minute"):
-            fields = [
-                str(getattr(when, f"_orig_{f}"))
-                for f in ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
+            names = ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
+            fields = [str(getattr(when, f"_orig_{f}")) for f in names]
+            parsed = [  # as Celery read them ('sunday' is 0), for what cron cannot read
+                "*" if text.strip() in ("*", "?") else ",".join(map(str, sorted(getattr(when, f))))
+                for f, text in zip(names, fields, strict=True)
             ]
-            entries.append(BeatEntry(kind="crontab", fields=fields, **base))
+            entries.append(BeatEntry(kind="crontab", fields=fields, parsed=parsed, **base))
         elif (
             isinstance(when, int | float)
             or hasattr(when, "total_seconds")
@@ -201,7 +217,7 @@ def add_import_parser(sub: argparse._SubParsersAction, common: argparse.Argument
         help="a user's crontab (crontab -l) or a system one (/etc/crontab, /etc/cron.d/*)",
         description="Each line a job: a cron schedule in the debian dialect (Debian cron's"
         " days and DST: a time in a skipped hour fires at the gap's end, a repeated hour"
-        " once) on CRON_TZ's zone, else --tz, else this machine's; NAME=value lines become"
+        " once) on CRON_TZ's zone, else --zone, else this machine's; NAME=value lines become"
         " the env of the jobs below them. @reboot, MAILTO and commands with an unescaped %"
         " are said as untranslatable.",
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from shardsched.core.errors import ValidationError
+from shardsched.core.errors import ConflictError, ValidationError
 
 #: The label that says which apply set (here: which app) a job or DAG belongs to.
 APPLY_SET = "apply-set"
@@ -53,4 +53,17 @@ def check_app_name(name: str) -> None:
             "an app's name is letters, digits, '_' and '-' (at most 63), starting with a"
             f" letter or digit, not {name!r}",
             "$.app",
+        )
+
+
+def check_hand_change(labels: dict[str, str] | None, any_id: str, writer: str = "") -> None:
+    """A change of definition by hand (``writer`` '') of a job or DAG an app owns is
+    refused (ConflictError): its code is where it is defined, and its next deploy would
+    put that back. Pausing, resuming, triggering and deleting it stay open."""
+    owner = app_set_of(labels)
+    if owner and not writer:
+        raise ConflictError(
+            f"{any_id!r} belongs to app {owner[4:]!r}: its definition is changed in its"
+            " code and deployed (`shardsched deploy`); pause, resume, trigger or delete it"
+            " here"
         )

@@ -38,6 +38,11 @@ class BeatEntry:
     args: list[Any] = field(default_factory=list)
     kwargs: dict[str, Any] = field(default_factory=dict)
     queue: str | None = None
+    #: its ``options`` other than ``queue`` (expires, priority…): not kept, said
+    dropped: list[str] = field(default_factory=list)
+    #: crontab: the five fields as Celery parsed them (``sunday`` is ``0``), used where
+    #: the fields as written are not cron's
+    parsed: list[str] = field(default_factory=list)
 
 
 def _unrestricted(text: str) -> bool:
@@ -49,6 +54,9 @@ def read_beat(entries: list[BeatEntry], app: str, timezone: str) -> Imported:
     out = Imported()
     for entry in entries:
         where = f"beat_schedule[{entry.name!r}]"
+        if not entry.task:
+            out.warnings.append(f"{where}: not translated: it names no task")
+            continue
         if entry.kind == "other":
             kind = entry.fields[0] if entry.fields else "?"
             why = (
@@ -73,15 +81,27 @@ def read_beat(entries: list[BeatEntry], app: str, timezone: str) -> Imported:
             }
         else:
             schedule = {"type": "interval", "every_s": float(entry.fields[0])}
+        try:
+            command = _command(app, entry)
+        except (TypeError, ValueError) as exc:  # args Celery pickles, JSON cannot say
+            out.warnings.append(f"{where}: not translated: its args are not JSON ({exc})")
+            continue
+        if entry.dropped:
+            out.warnings.append(
+                f"{where}: options {', '.join(entry.dropped)} not kept (only queue is)"
+            )
         document: dict[str, Any] = {
             "kind": "job",
             "id": _id(entry.name),
             "name": entry.name[:200],
             "schedule": schedule,
-            "command": _command(app, entry),
+            "command": command,
             "labels": {"celery-task": entry.task[:63]},
         }
         problem = invalid(document)
+        if problem is not None and entry.kind == "crontab" and entry.parsed:
+            document["schedule"] = {**schedule, "expression": " ".join(entry.parsed)}
+            problem = invalid(document)
         if problem is not None:
             out.warnings.append(f"{where}: not translated: {problem}")
             continue

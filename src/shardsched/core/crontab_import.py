@@ -27,6 +27,7 @@ from typing import Any
 
 import msgspec
 
+from shardsched.core.env_names import env_name_refused
 from shardsched.core.errors import ValidationError
 from shardsched.core.field_errors import field_error
 from shardsched.core.models import JobSpec
@@ -44,6 +45,12 @@ class Imported:
 
     documents: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+
+
+#: A line that sets something, though not a variable cron would (``BAD-NAME=x``).
+_ALMOST_ENV = re.compile(r"^(?![0-9*@])[^\s=]+\s*=")
+#: Control characters: a name shows as one line (a tab in a command is a space in it).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _unquote(value: str) -> str:
@@ -73,14 +80,30 @@ def read_crontab(text: str, source: str, timezone: str, system: bool = False) ->
     out = Imported()
     env: dict[str, str] = {}
     zone = timezone
-    seen_user = False
+    seen_users: set[str] = set()
+    ids: dict[str, int] = {}
     fields = 6 if system else 5
+    if text and not text.endswith("\n"):
+        out.warnings.append(
+            f"{source}: the last line ends without a newline: Debian's crontab refuses such"
+            " a file and cron may skip that line; imported anyway"
+        )
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         where = f"{source}:{number}"
         if not line or line.startswith("#"):
             continue
+        if "\ufffd" in line:  # bytes that were not UTF-8 (the CLI read them replaced)
+            out.warnings.append(f"{where}: not translated: it holds bytes that are not UTF-8")
+            continue
         assignment = _ENV.match(line)
+        if not assignment and _ALMOST_ENV.match(line):
+            name = line.split("=", 1)[0].strip()
+            out.warnings.append(
+                f"{where}: {name!r} is not a variable name (letters, digits and _, not"
+                " starting with a digit): not kept"
+            )
+            continue
         if assignment and not line.startswith("@") and not line[0].isdigit():
             name, value = assignment.group(1), _unquote(assignment.group(2))
             if name == "CRON_TZ":
@@ -95,7 +118,7 @@ def read_crontab(text: str, source: str, timezone: str, system: bool = False) ->
                         else ""
                     )
                 )
-            elif (why := _env_refused(name, value)) is not None:
+            elif (why := env_refused(name, value)) is not None:
                 out.warnings.append(f"{where}: {name} is not kept: {why}")
             else:
                 env[name] = value
@@ -121,12 +144,12 @@ def read_crontab(text: str, source: str, timezone: str, system: bool = False) ->
             if len(parts) < 2:
                 out.warnings.append(f"{where}: a system crontab line names a user, then a command")
                 continue
-            if not seen_user:
+            if parts[0] not in seen_users:  # each user once: another is another privilege
                 out.warnings.append(
                     f"{where}: the user field ({parts[0]}) is not kept: a job runs as its"
                     " worker runs (shardsched worker --run-as)"
                 )
-                seen_user = True
+                seen_users.add(parts[0])
             parts = parts[1:]
         command = _command(parts[0].strip()) if parts and parts[0].strip() else None
         if command is None:
@@ -136,6 +159,10 @@ def read_crontab(text: str, source: str, timezone: str, system: bool = False) ->
             )
             continue
         document = _document(source, expression, command, zone, env)
+        repeats = ids.get(document["id"], 0)
+        ids[document["id"]] = repeats + 1
+        if repeats:  # the same line again: cron runs both, so two jobs
+            document["id"] = f"{document['id'][:95]}-{repeats + 1}"
         problem = invalid(document)
         if problem is not None:
             out.warnings.append(f"{where}: not translated: {problem}")
@@ -150,7 +177,7 @@ def _document(
     document: dict[str, Any] = {
         "kind": "job",
         "id": job_id(source, expression, command),
-        "name": f"{source}: {command}"[:200],
+        "name": _CONTROL.sub(" ", f"{source}: {command}")[:200],
         "schedule": {
             "type": "cron",
             "expression": expression,
@@ -164,8 +191,12 @@ def _document(
     return document
 
 
-def _env_refused(name: str, value: str) -> str | None:
-    """Why a job may not set this variable (core/models.EnvName), or None."""
+def env_refused(name: str, value: str) -> str | None:
+    """Why a job may not set this variable (core/env_names: its name in words; its value
+    as the API checks it), or None."""
+    why = env_name_refused(name)
+    if why is not None:
+        return why
     probe = {"name": "x", "schedule": {"type": "interval", "every_s": 60}, "command": "true"}
     return invalid({**probe, "id": "probe", "env": {name: value}})
 

@@ -34,3 +34,22 @@ EnvMap = Annotated[
     dict[EnvName, Annotated[str, msgspec.Meta(max_length=4096, pattern=_NO_NUL)]],
     msgspec.Meta(max_length=100),
 ]
+
+
+def env_name_refused(name: str) -> str | None:
+    """Why a job may not set the variable ``name``, in words (None: it may): what an
+    importer says of a crontab's or a manifest's env line."""
+    if name.startswith("SHARDSCHED_"):
+        return "SHARDSCHED_* are the worker's run variables"
+    if name.startswith(DENIED_ENV_PREFIXES) or name in DENIED_ENV_NAMES:
+        return (
+            "the loader, a shell or a runtime acts on it before the job's code (docs/security.md)"
+        )
+    if (
+        not name
+        or len(name) > 128
+        or not (name[0].isalpha() or name[0] == "_")
+        or not all(c.isascii() and (c.isalnum() or c == "_") for c in name)
+    ):
+        return "not a variable name (letters, digits and _, not starting with a digit)"
+    return None

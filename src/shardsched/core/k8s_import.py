@@ -20,7 +20,8 @@ import re
 import shlex
 from typing import Any
 
-from shardsched.core.crontab_import import Imported, invalid
+from shardsched.core.crontab_import import Imported, env_refused, invalid
+from shardsched.core.durations import parse_duration
 
 _OVERLAP = {"Allow": "allow", "Forbid": "forbid", "Replace": "replace"}
 _SLUG = re.compile(r"[^a-z0-9-]+")
@@ -54,6 +55,40 @@ def read_cronjobs(documents: list[Any], source: str) -> Imported:
     return out
 
 
+def _env(container: dict[str, Any], where: str, warnings: list[str]) -> dict[str, str]:
+    """The container's plain env values; one from a secret, or a name a job may not set,
+    is said and left out (the job stays)."""
+    env: dict[str, str] = {}
+    for entry in container.get("env") or []:
+        name = str((entry or {}).get("name"))
+        if "value" in entry and "valueFrom" not in entry:
+            why = env_refused(name, str(entry["value"]))
+            if why is None:
+                env[name] = str(entry["value"])
+            else:
+                warnings.append(f"{where}: env {name} is not kept: {why}")
+        else:
+            warnings.append(
+                f"{where}: env {name} comes from a secret or a config map: not translated"
+                " (set it in the worker's environment)"
+            )
+    return env
+
+
+#: ``$(VAR)`` in a container's command and args: Kubernetes puts the container's env
+#: value there (``$$`` is a literal ``$``; an unknown name stays as written).
+_REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def _expanded(word: str, env: dict[str, str]) -> str:
+    def one(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        return env.get(match.group(1), match.group(0))
+
+    return _REFERENCE.sub(one, word)
+
+
 def _job(
     doc: dict[str, Any], name: str, namespace: str, where: str, warnings: list[str]
 ) -> dict[str, Any] | None:
@@ -68,7 +103,13 @@ def _job(
         )
         return None
     container = containers[0]
-    argv = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
+    words = list(container.get("command") or []) + list(container.get("args") or [])
+    if any(not isinstance(w, str | int | float) or isinstance(w, bool) for w in words):
+        warnings.append(
+            f"{where}: not translated: command and args are lists of strings (Kubernetes"
+            " refuses this manifest)"
+        )
+        return None
     if not container.get("command"):
         warnings.append(
             f"{where}: not translated: the container has no command (it runs its image's"
@@ -76,15 +117,29 @@ def _job(
         )
         return None
     schedule = str(spec.get("schedule") or "")
-    zone = str(spec.get("timeZone") or "UTC")
+    zone = spec.get("timeZone")
+    if zone is not None and (not isinstance(zone, str) or not zone):
+        warnings.append(f"{where}: not translated: timeZone {zone!r} is not a zone's name")
+        return None
+    zone = zone or "UTC"
     if schedule.startswith(("TZ=", "CRON_TZ=")):  # the old, unsupported way to say a zone
         prefix, _, schedule = schedule.partition(" ")
         zone = prefix.split("=", 1)[1]
+    env = _env(container, where, warnings)
+    argv = [_expanded(str(w), env) for w in words]
+    every = schedule.strip()
+    when: dict[str, Any] = {"type": "cron", "expression": schedule, "timezone": zone}
+    if every.startswith("@every "):  # robfig/cron's, which Kubernetes parses with
+        try:
+            when = {"type": "interval", "every_s": parse_duration(every[7:])}
+        except ValueError as exc:
+            warnings.append(f"{where}: not translated: {exc}")
+            return None
     document: dict[str, Any] = {
         "kind": "job",
         "id": _SLUG.sub("-", f"{namespace}-{name}".lower()).strip("-")[:100],
         "name": f"{namespace}/{name}",
-        "schedule": {"type": "cron", "expression": schedule, "timezone": zone},
+        "schedule": when,
         "command": shlex.join(argv),
         "labels": {"k8s-namespace": namespace[:63]},
     }
@@ -98,21 +153,16 @@ def _job(
             document["overlap"] = _OVERLAP[policy]
     if spec.get("startingDeadlineSeconds") is not None:
         document["start_deadline_s"] = float(spec["startingDeadlineSeconds"])
-    if spec.get("suspend") is True:
+    suspend = spec.get("suspend")
+    if suspend is not None and not isinstance(suspend, bool):
+        warnings.append(f"{where}: not translated: suspend {suspend!r} is not true or false")
+        return None
+    if suspend:
         document["paused"] = True
     if template.get("backoffLimit") is not None:
         document["retry_policy"] = {"max_attempts": int(template["backoffLimit"]) + 1}
     if template.get("activeDeadlineSeconds") is not None:
         document["timeout_s"] = float(template["activeDeadlineSeconds"])
-    env: dict[str, str] = {}
-    for entry in container.get("env") or []:
-        if "value" in entry and "valueFrom" not in entry:
-            env[str(entry["name"])] = str(entry["value"])
-        else:
-            warnings.append(
-                f"{where}: env {entry.get('name')} comes from a secret or a config map: not"
-                " translated (set it in the worker's environment)"
-            )
     if container.get("envFrom"):
         warnings.append(f"{where}: envFrom is not translated (set it in the worker's environment)")
     if env:

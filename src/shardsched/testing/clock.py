@@ -33,7 +33,7 @@ from shardsched.core.schedule import first_planned_ms, parse_cron, timing_next_m
 from shardsched.core.tick_runs import ticks_from
 from shardsched.core.timing import timing_of
 from shardsched.testing.jobs import JobsLike, named_specs
-from shardsched.testing.overlap import Durations, with_overlap
+from shardsched.testing.overlap import Durations, check_durations, with_overlap
 from shardsched.testing.tick import Tick
 
 
@@ -88,6 +88,8 @@ class VirtualClock:
     def sleep_until(self, when: datetime) -> list[Tick]:
         """Move time forward to ``when``; the ticks decided on the way (those due at
         ``when`` included)."""
+        if when.tzinfo is None:
+            raise ValueError("when is an aware datetime (datetime(..., tzinfo=UTC))")
         until = to_ms(when)
         if until < self._now:
             raise ValueError(f"{when.isoformat()} is before the clock's now")
@@ -268,6 +270,9 @@ def simulate(
     (from, for how long) of ``outages``: what fired when, what was skipped and why.
     ``durations``: how long each job's runs take (by job name or id: a timedelta, or a
     function of the Tick); then each job's ``overlap`` rule is applied (testing/overlap)."""
+    outages = list(outages)
+    if any(down_from.tzinfo is None for down_from, _ in outages):
+        raise ValueError("an outage starts at an aware datetime (datetime(..., tzinfo=UTC))")
     clock = VirtualClock(jobs, start, dict(calendars or {}))
     end = start + duration
     for down_from, down_for in sorted(outages, key=lambda o: o[0]):
@@ -278,8 +283,10 @@ def simulate(
     clock.sleep_until(end)
     if not durations:
         return Simulation(clock.ticks)
+    named = named_specs(jobs)
+    check_durations(durations, [(job_id, spec.name) for job_id, spec in named])
     policies = {}
-    for job_id, spec in named_specs(jobs):
+    for job_id, spec in named:
         policies[spec.name] = (spec.overlap, durations.get(spec.name, durations.get(job_id)))
     return Simulation(with_overlap(clock.ticks, policies, to_ms(end)))
 

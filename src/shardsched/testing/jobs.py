@@ -41,6 +41,11 @@ def named_specs(jobs: JobsLike) -> list[tuple[str, JobSpec]]:
         if spec.schedule is None:
             raise ValueError(f"job {spec.name!r} has no schedule (a DAG's task runs by its DAG)")
         out.append((job_id or spec.id or _SLUG.sub("-", spec.name), spec))
+    seen: set[str] = set()
+    for job_id, _spec in out:  # one job twice would double every tick, silently
+        if job_id in seen:
+            raise ValueError(f"job {job_id!r} is given twice (give each its own id)")
+        seen.add(job_id)
     return out
 
 

@@ -11,7 +11,7 @@ import enum
 import msgspec
 
 from shardsched.core.access import SDK_ACTOR
-from shardsched.core.app_sets import check_owner
+from shardsched.core.app_sets import check_hand_change, check_owner
 from shardsched.core.errors import (
     DagDeleted,
     DagNotFound,
@@ -27,7 +27,7 @@ from shardsched.core.models import DagSpec, JobSpec, JobStatus
 from shardsched.core.sameness import same_definition
 from shardsched.core.validation import check_dag_id, check_job_id, validate_spec
 from shardsched.ops.dags import manage
-from shardsched.ops.jobs.define import changeable_job, create_jobs, read_job, write_spec
+from shardsched.ops.jobs.define import changeable_job, create_jobs, read_job, spec_of, write_spec
 from shardsched.store.calls import Call, Op, check, server_ms
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import dags as dags_lua
@@ -85,6 +85,8 @@ def put_job(
                 continue  # another put created it meanwhile: compare with that one
             return (yield from read_job(dep, job_id)), Outcome.CREATED
         check_owner(job.labels, spec.labels, writer)
+        if not same_definition(spec_of(job), spec):
+            check_hand_change(job.labels, job_id, writer)
         assert job.schedule is not None and spec.schedule is not None
         replan = msgspec.json.encode(spec.schedule) != msgspec.json.encode(job.schedule)
         written = yield from write_spec(
@@ -142,6 +144,7 @@ def put_dag(
         old = _dag_decoder.decode(check(raw))
         if same_definition(old, spec):
             return dag, Outcome.CREATED if revived else Outcome.UNCHANGED
+        check_hand_change(dag.labels, dag_id, writer)
         timing = msgspec.json.encode(manage.dag_timing(spec, dag_id))
         next_fire: int | str = "="
         if msgspec.json.encode(old.schedule) != msgspec.json.encode(spec.schedule):

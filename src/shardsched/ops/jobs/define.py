@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from shardsched.core.access import SDK_ACTOR
-from shardsched.core.app_sets import check_owner
+from shardsched.core.app_sets import check_hand_change, check_owner
 from shardsched.core.concurrency import key_or_none
 from shardsched.core.errors import (
     ConflictError,
@@ -214,6 +214,8 @@ def patch_job(
         changes = {f: v for f, v in changes.items() if v is not None}
         if patch.labels is not None:
             check_owner(job.labels, patch.labels)
+        if changes:  # a status alone (pause, resume) stays open on an app's job
+            check_hand_change(job.labels, job_id)
         spec = msgspec.structs.replace(spec_of(job), **changes)
         validate_spec(spec)
         yield from require_calendars(dep, [patch.calendars])
