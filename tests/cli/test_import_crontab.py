@@ -207,3 +207,21 @@ def test_the_command_line_says_a_bad_zone_a_bad_dir_and_reads_latin_1(tmp_path) 
         out = run(*args)
         assert out.returncode != 0 and said in out.stderr, out.stderr
         assert "Traceback" not in out.stderr and out.stderr.count("\n") == 1
+
+
+def test_syntax_debians_cron_refuses_is_said() -> None:
+    """Found by the second tester: ``L``, ``#``, ``?``, ``H`` and a wrapping range are
+    shardsched's, not Debian cron's (its crontab refuses the file): each line is said,
+    translated still; a plain line with names is not."""
+    text = (
+        "0 22-2/2 * * * /a\n0 0 L * * /b\nH 2 * * * /c\n0 0 * * 5#3 /d\n0 0 ? * * /e\n"
+        "0 0 * JUL-AUG WED /f\n"
+    )
+    out = read_crontab(text, "ext", "UTC")
+    said = "\n".join(out.warnings)
+    for line, what in ((1, "wraps (22-2)"), (2, "uses L"), (3, "uses H"), (4, "uses #"),
+                       (5, "uses ?")):  # fmt: skip
+        assert f"ext:{line}: field" in said and what in said, (line, said)
+    assert "ext:6" not in said
+    assert "Debian's cron refuses it; translated as shardsched reads it" in said
+    assert len(out.documents) == 6

@@ -158,6 +158,9 @@ def read_crontab(text: str, source: str, timezone: str, system: bool = False) ->
                 " stdin): not translated; write \\% for a literal %"
             )
             continue
+        for why in not_debian(expression):  # translated still: said, as cron refuses it
+            out.warnings.append(f"{where}: {why}: Debian's cron refuses it; translated as"
+                                " shardsched reads it")  # fmt: skip
         document = _document(source, expression, command, zone, env)
         repeats = ids.get(document["id"], 0)
         ids[document["id"]] = repeats + 1
@@ -189,6 +192,35 @@ def _document(
     if env:
         document["env"] = dict(env)
     return document
+
+
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+_RANGE = re.compile(r"([0-9]+|[a-z]{3})-([0-9]+|[a-z]{3})")
+
+
+def not_debian(expression: str) -> list[str]:
+    """What of a cron expression Debian's cron (Vixie cron 3.0) does not take: ``L``,
+    ``W``, ``#``, ``?``, ``H`` and a range that wraps (``22-2``); [] for a plain one."""
+    fields = expression.lower().split()
+    if len(fields) != 5:  # a macro (@daily): cron's own
+        return []
+    out = []
+    names = (None, None, None, _MONTHS, _DAYS)
+    for n, (text, known) in enumerate(zip(fields, names, strict=True)):
+        words = set(known or ())  # a name of the field goes; any other word is odd
+        bare = "".join("" if w in words else "?" for w in re.findall(r"[a-z]{3}", text))
+        bare += re.sub(r"[a-z]{3}", "", text)
+        odd = sorted({c for c in bare if c in "lwh#?"})
+        if odd:
+            out.append(f"field {n + 1} ({text}) uses {' '.join(odd).upper()}")
+            continue
+        for lo, hi in _RANGE.findall(text):
+            a = known.index(lo) if known and lo in known else int(lo) if lo.isdigit() else 0
+            b = known.index(hi) if known and hi in known else int(hi) if hi.isdigit() else 0
+            if a > b:
+                out.append(f"field {n + 1} ({text}) has a range that wraps ({lo}-{hi})")
+    return out
 
 
 def env_refused(name: str, value: str) -> str | None:
