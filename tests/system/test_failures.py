@@ -45,9 +45,9 @@ async def test_failed_and_dead_lettered_runs_of_every_job_newest_first(
     assert {r["job_id"] for r in runs} == {failing, dead}  # the succeeded job is not there
     states = sorted((r["job_id"], r["attempt"], r["state"]) for r in runs)
     assert states == sorted([(failing, 1, "failed"), (dead, 1, "failed"), (dead, 2, "dead_letter")])
-    assert [r["finished_at"] for r in runs] == sorted(
-        (r["finished_at"] for r in runs), reverse=True
-    )
+    # as instants: "…:27Z" (a whole second) sorts after "…:27.019Z" as text, not in time
+    finished = [datetime.fromisoformat(r["finished_at"]) for r in runs]
+    assert finished == sorted(finished, reverse=True)
     assert fine not in {r["job_id"] for r in runs}
     assert {r["state"] for r in await inbox(state="dead_letter")} == {"dead_letter"}
     assert len(await inbox(state="failed")) == 2
