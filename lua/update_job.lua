@@ -110,6 +110,8 @@ if new == '' then
   rcall('ZREM', timer_key, job)
   if ARGV[5] == 'active' and ARGV[6] ~= '=' then
     rcall('HSET', job_key, 'nf', 'exhausted')  -- active, and never fires again: said so
+  elseif ARGV[5] == 'paused' then
+    rcall('HDEL', job_key, 'nf')  -- paused: its resume plans it (a job created paused)
   end
 else
   rcall('ZADD', timer_key, new, job)

@@ -405,3 +405,30 @@ async def test_prune_with_nothing_declared_is_refused_unless_allowed(
     assert (await http.get("/api/v1/jobs/kept")).json()["status"] == "active"
     allowed = await cli(http, *empty, "--allow-empty")
     assert allowed.returncode == 0 and "1 deleted" in allowed.stdout, allowed.stdout
+
+
+async def test_a_job_declared_paused_is_created_paused_before_any_tick(
+    node, worker, http, tmp_path: Path
+) -> None:
+    """Found by an independent tester: ``paused: true`` (and a suspended k8s CronJob) was
+    a put, then a pause: a job due at once (a past ``once``) ran in between, 8 times in 8.
+    Now created with no timer entry and paused in the same put: nothing fires until it
+    is resumed."""
+    from conftest import rounds_later
+
+    api = ("--api", str(http.base_url))
+    (tmp_path / "held.yaml").write_text(  # due the moment it exists
+        "kind: job\nid: held\nname: held\ncommand: 'true'\npaused: true\n"
+        "schedule: {type: once, at: '2020-01-01T00:00:00Z'}\n"
+    )
+    done = await cli(http, "apply", "-f", str(tmp_path / "held.yaml"), *api)
+    assert done.returncode == 0 and "created, paused" in done.stdout, done.stdout + done.stderr
+    job = (await http.get("/api/v1/jobs/held")).json()
+    assert job["status"] == "paused" and job.get("no_next_run") is None, job
+    await rounds_later(lambda: node.maintainer.rounds, 2)  # a due tick fires in ms
+    runs = (await http.get("/api/v1/jobs/held/runs")).json()["runs"]
+    assert runs == [], "nothing fired before the resume"
+    changes = (await http.get("/api/v1/jobs/held/changes")).json()["changes"]
+    assert [c["action"] for c in reversed(changes)][:2] == ["create", "pause"]
+    resumed = await http.patch("/api/v1/jobs/held", json={"status": "active"})
+    assert resumed.status_code == 200 and resumed.json()["status"] == "active", resumed.text

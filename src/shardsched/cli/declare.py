@@ -250,9 +250,14 @@ def apply_changes(
             view = request(api, "PATCH", path, {"status": c.status})
             report(c, "paused" if c.action == "pause" else "resumed", view.get("version"))
         elif c.action != "unchanged":
-            view, headers = exchange(api, "PUT", path, c.body)
+            born_paused = c.kind == "job" and c.action in ("create", "recreate")
+            born_paused = born_paused and c.status == "paused"  # no tick fires before
+            query = "?paused=true" if born_paused else ""
+            view, headers = exchange(api, "PUT", path + query, c.body)
             outcome = headers.get("shardsched-outcome", _DONE[c.action])
-            if c.status is not None:  # created or changed, then paused (or resumed)
+            if born_paused:
+                outcome += ", paused"
+            elif c.status is not None:  # created or changed, then paused (or resumed)
                 view = request(api, "PATCH", path, {"status": c.status})
                 outcome += f", {'paused' if c.status == 'paused' else 'resumed'}"
             report(c, outcome, view.get("version"))

@@ -24,7 +24,7 @@ from shardsched.router import http
 from shardsched.router.context import Context, put_answer
 from shardsched.router.guards import who
 from shardsched.router.operation import BODY_ERRORS, Operation
-from shardsched.router.schemas import ChangeQuery, CreateQuery, JobQuery, opt
+from shardsched.router.schemas import ChangeQuery, CreateQuery, JobQuery, PutQuery, opt
 
 _spec_decoder = msgspec.json.Decoder(JobSpec)
 _patch_decoder = msgspec.json.Decoder(JobPatch)
@@ -85,13 +85,16 @@ async def get_job(cx: Context, request: Request) -> Response:
 async def put_job(cx: Context, request: Request) -> Response:
     """Create the job under the path's id or replace its definition (201, 200); the
     answer says which in ``Shardsched-Outcome``."""
+    q: PutQuery = http.query(request, PutQuery)
     spec = await http.decode(request, _spec_decoder)
     job_id: str = request.path_params["job_id"]
     teams.require_name(who(request), spec.name)
     teams.require_keys(who(request), [(spec.concurrency_key, "$.concurrency_key")])
     await cx.not_others(request, job_id, JobNotFound(job_id))
     await cx.dependencies(request, spec.depends_on)
-    op = declare.put_job(cx.dep, job_id, spec, http.if_match(request), who(request).name)
+    op = declare.put_job(
+        cx.dep, job_id, spec, http.if_match(request), who(request).name, paused=q.paused
+    )
     return put_answer(*(await cx.run(op)))
 
 
@@ -176,6 +179,7 @@ ROUTES: tuple[Operation, ...] = (
         "Create the job under this id, or replace its definition as a new version",
         v.Job,
         body=JobSpec,
+        query=PutQuery,
         errors=(*BODY_ERRORS, 409, 412),
         tags=("jobs",),
         handler=put_job,

@@ -72,6 +72,14 @@ class CreateQuery(msgspec.Struct, forbid_unknown_fields=True):
     unique_name: bool = False
 
 
+class PutQuery(msgspec.Struct, forbid_unknown_fields=True):
+    """PUT /api/v1/jobs/{id}."""
+
+    #: a job this put creates is created paused: no tick fires before (an existing
+    #: job's state stays as it is)
+    paused: bool = False
+
+
 class RunQuery(msgspec.Struct, forbid_unknown_fields=True):
     """GET /api/v1/jobs/{id}/runs: newest first by scheduled_for; since/until bound it."""
 

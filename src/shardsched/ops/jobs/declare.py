@@ -57,10 +57,13 @@ def put_job(
     if_match: int | None = None,
     actor: str = SDK_ACTOR,
     writer: str = "",
+    paused: bool = False,
 ) -> Op:
     """Create the job ``job_id`` with ``spec``, or replace its definition (its status and
     pause stay as they are); returns ``(Job, Outcome)``. ``writer``: the app set a deploy
     writes as ('' by hand: an app's own stay its own, core/apps.check_owner).
+    ``paused``: a job this put creates is created paused, no tick firing before (it is
+    registered with no timer entry, then paused); an existing one's state stays.
 
     A replaced schedule is planned from now; an unchanged one keeps its next fire. A
     deleted job's id is created again as its new incarnation (its history stays)."""
@@ -80,10 +83,16 @@ def put_job(
                 raise PreconditionFailed(job_id, if_match, None) from None
             try:
                 new = [msgspec.structs.replace(spec, id=job_id)]
-                yield from create_jobs(dep, new, True, actor, writer)
+                yield from create_jobs(dep, new, True, actor, writer, held=paused)
             except IdTaken:
                 continue  # another put created it meanwhile: compare with that one
-            return (yield from read_job(dep, job_id)), Outcome.CREATED
+            job = yield from read_job(dep, job_id)
+            if paused:
+                written = yield from write_spec(
+                    dep, job, spec_of(job), JobStatus.PAUSED, None, None, False, actor
+                )
+                job = written if written is not None else (yield from read_job(dep, job_id))
+            return job, Outcome.CREATED
         check_owner(job.labels, spec.labels, writer)
         if not same_definition(spec_of(job), spec):
             check_hand_change(job.labels, job_id, writer)

@@ -71,8 +71,10 @@ def create_jobs(
     validated: bool = False,
     actor: str = SDK_ACTOR,
     writer: str = "",
+    held: bool = False,
 ) -> Op:
     """Register jobs (validated first: an invalid one writes nothing); returns JobCreated list.
+    ``held``: with no timer entry (a job to be paused next: no tick can fire before).
 
     One script call per shard, all in one round trip. A job with depends_on joins its
     dependencies' DAG as a new task (one script call each). ``validated``: the caller
@@ -132,7 +134,7 @@ def create_jobs(
             made = timing_of(spec, job_id)
             known = timings[timing_key] = (_spec_encoder.encode(made), made)
         timing = known[0]
-        first = firsts.of(timing, known[1], job_id)
+        first = None if held else firsts.of(timing, known[1], job_id)
         plan.append((job_id, first))
         by_shard.setdefault(k.shard_of(job_id, dep.n_shards), []).append(
             lua.NewJob(
