@@ -29,6 +29,7 @@ local rcall = redis.call
 -- @include queues
 -- @include changes
 -- @include live
+-- @include triggered
 local job_key, ready_key = KEYS[1], KEYS[2]
 local base, job, args, key = ARGV[1], ARGV[2], ARGV[4], ARGV[5]
 local status, refused = live_status(job_key)
@@ -43,23 +44,9 @@ if idem_key then
     return {2, first, now}
   end
 end
-local n = rcall('HINCRBY', job_key, 'triggers', 1)
-local rid = run_id(job, 't' .. n, '1')
-local q = rcall('HGET', job_key, 'q')
-rcall('HSET', base .. 'run:' .. rid, 's', now, 'st', 'scheduled', 'c', now)
-if q then
-  rcall('HSET', base .. 'run:' .. rid, 'q', q)
-end
-if args ~= '' then
-  rcall('HSET', base .. 'run:' .. rid, 'args', args)  -- shown with the run
-end
--- what the run (and its retries) executes with, where a worker cannot write ('': the job's)
-rcall('SET', base .. 'args:' .. job .. ':t' .. n, args)
+local rid = make_triggered_run(base, job_key, job, args, now, '', 'manual')
 if idem_key then
   rcall('SET', idem_key, rid, 'PX', ARGV[6])
 end
-rcall('ZADD', base .. 'runs:' .. job, now, rid)
-enqueue(base, rid, q)
 log_change(base .. 'acts:' .. job, 'trigger', ARGV[3], '', rid)
-emit_event(base, rid, '', 'scheduled', '', 'manual')
 return {1, rid, now, woken_queues()}

@@ -20,6 +20,7 @@ import msgspec
 from shardsched.core.calendars import CalendarRule
 from shardsched.core.concurrency import KeyTemplate, Limit
 from shardsched.core.env_names import EnvMap
+from shardsched.core.events import OnRules
 from shardsched.core.params import Args
 from shardsched.core.queues import DEFAULT_QUEUE, Priority, QueueName
 from shardsched.core.schedule_kinds import AwareDatetime as AwareDatetime
@@ -28,6 +29,7 @@ from shardsched.core.schedule_kinds import IntervalSchedule as IntervalSchedule
 from shardsched.core.schedule_kinds import MultiSchedule as MultiSchedule
 from shardsched.core.schedule_kinds import OnceSchedule as OnceSchedule
 from shardsched.core.schedule_kinds import Schedule as Schedule
+from shardsched.core.schedule_kinds import TriggeredSchedule as TriggeredSchedule
 from shardsched.core.schedule_kinds import WindowSchedule as WindowSchedule
 from shardsched.core.schedule_kinds import cron_specs as cron_specs
 from shardsched.core.schedule_kinds import schedule_zone as schedule_zone
@@ -250,6 +252,13 @@ class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     #: The id to register it under (unset: a random ``job_…``); unique in the namespace.
     #: Not stored in the definition: it is the job's ``job_id``.
     id: JobId | None = None
+    #: What else runs it: events it listens to (core/events.py). With ``on`` and no
+    #: schedule, it has none: ``{"type": "triggered"}``.
+    on: OnRules = msgspec.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.schedule is None and self.on and not self.depends_on:
+            self.schedule = TriggeredSchedule()
 
 
 #: A DAG task's name is part of its job id ``<dag_id>.<task>``: no dots, no colons.

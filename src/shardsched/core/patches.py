@@ -10,6 +10,7 @@ import msgspec
 from shardsched.core.calendars import CalendarRule
 from shardsched.core.concurrency import KeyTemplate, Limit
 from shardsched.core.env_names import EnvMap
+from shardsched.core.events import OnRules
 from shardsched.core.models import (
     AwareDatetime,
     Catchup,
@@ -70,6 +71,7 @@ class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     expect_success_within_s: PositiveSeconds | None = None
     calendars: CalendarRule | None = None  #: replaces the whole rule ({} clears it)
     catchup_per_minute: PerMinute | None = None
+    on: OnRules | None = None  #: replaces the whole list ([] clears it)
     status: JobStatus | None = None
     #: With status "paused" (or on a paused job): why, shown on the job.
     pause_reason: Reason | None = None

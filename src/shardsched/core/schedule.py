@@ -44,6 +44,7 @@ from shardsched.core.models import (
     OnceSchedule,
     Schedule,
     Timing,
+    TriggeredSchedule,
     WindowSchedule,
 )
 
@@ -214,6 +215,8 @@ def _first_fire_ms(schedule: Schedule, now_ms: int) -> int | None:
         case OnceSchedule(at=at):
             # A past instant fires at once: its tick is now, so it is not a missed schedule.
             return max(to_ms(at), now_ms)
+        case TriggeredSchedule():
+            return None
     raise TypeError(f"not a schedule: {schedule!r}")
 
 
@@ -227,7 +230,7 @@ def _next_fire_ms(schedule: Schedule, prev_ms: int) -> int | None:
             return cron_next_ms(expr, tz, prev_ms)
         case IntervalSchedule(every_s=every):
             return prev_ms + round(every * 1000)
-        case OnceSchedule():
+        case OnceSchedule() | TriggeredSchedule():
             return None
     raise TypeError(f"not a schedule: {schedule!r}")
 

@@ -1,5 +1,6 @@
 """The kinds of schedule a job or DAG has (what users send, part of :mod:`.models`): a cron
-expression, an interval, one instant, a window per cron tick, or several cron specs. When
+expression, an interval, one instant, a window per cron tick, several cron specs, or none
+(``triggered``: only its triggers run it). When
 each fires is :mod:`.schedule`'s arithmetic."""
 
 from __future__ import annotations
@@ -64,7 +65,22 @@ class MultiSchedule(msgspec.Struct, tag="multi", tag_field="type", forbid_unknow
     schedules: Annotated[list[CronSchedule], msgspec.Meta(min_length=1, max_length=20)]
 
 
-Schedule = CronSchedule | IntervalSchedule | OnceSchedule | WindowSchedule | MultiSchedule
+class TriggeredSchedule(
+    msgspec.Struct, tag="triggered", tag_field="type", forbid_unknown_fields=True
+):
+    """No clock at all: the job runs only when something triggers it (an event it listens
+    to, a hook, another job's outcome, or by hand: its ``on`` rules, core/events.py). A
+    job given ``on`` and no schedule has this one."""
+
+
+Schedule = (
+    CronSchedule
+    | IntervalSchedule
+    | OnceSchedule
+    | WindowSchedule
+    | MultiSchedule
+    | TriggeredSchedule
+)
 
 
 def schedule_zone(schedule: Schedule) -> str:

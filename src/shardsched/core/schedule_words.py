@@ -13,6 +13,7 @@ from shardsched.core.schedule_kinds import (
     MultiSchedule,
     OnceSchedule,
     Schedule,
+    TriggeredSchedule,
     WindowSchedule,
 )
 
@@ -49,4 +50,6 @@ def schedule_words(schedule: Schedule) -> str:
             return "any of: " + "; ".join(schedule_words(spec) for spec in specs)
         case OnceSchedule(at=at):
             return f"once at {at.isoformat()}"
+        case TriggeredSchedule():
+            return "only when triggered"
     return str(schedule)

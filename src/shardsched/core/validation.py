@@ -113,8 +113,14 @@ def validate_spec(spec: JobSpec) -> JobSpec:
             raise ValidationError(
                 "a DAG task's name may only hold letters, digits, '_' and '-'", "$.name"
             )
-    elif spec.schedule is None:
+        if spec.on:
+            raise ValidationError(
+                "a DAG task runs when its dependencies allow: it takes no `on`", "$.on"
+            )
+    elif spec.schedule is None and not spec.on:
         raise ValidationError("Object missing required field `schedule`", "$.schedule")
+    elif spec.schedule is None:
+        pass  # only its triggers run it (ops/jobs/define gives it the `triggered` kind)
     else:
         validate_schedule(spec.schedule)
     if spec.starts_at and spec.ends_at and spec.ends_at < spec.starts_at:

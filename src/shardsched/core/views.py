@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from shardsched.core.calendars import CalendarRule
+from shardsched.core.events import OnEvent
 from shardsched.core.models import (
     DEFAULT_MAX_CATCHUP,
     Catchup,
@@ -91,6 +92,7 @@ class Job(msgspec.Struct, kw_only=True):
     invalid: str | None = None
     #: its newest runs, newest first, when a list asked for them (``?recent=N``)
     recent_runs: list[RunBrief] | None = None
+    on: list[OnEvent] = msgspec.field(default_factory=list)  #: the events that run it
 
 
 class RunBrief(msgspec.Struct, kw_only=True):

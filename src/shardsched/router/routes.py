@@ -17,6 +17,7 @@ from shardsched.router import (
     status,
     ticks,
     tokens,
+    triggers,
     workers,
 )
 from shardsched.router.operation import Operation
@@ -26,6 +27,7 @@ OPERATIONS: tuple[Operation, ...] = (
     *ticks.ROUTES,
     *runs.ROUTES,
     *events.ROUTES,
+    *triggers.ROUTES,
     *calendars.ROUTES,
     *dags.ROUTES,
     *workers.ROUTES,

@@ -233,3 +233,14 @@ class Readiness(msgspec.Struct):
     owners: dict[str, str]
     #: this process is stopping (SIGTERM): it finishes what it holds and takes nothing new
     stopping: bool = False
+
+
+class ReceivedQuery(msgspec.Struct, forbid_unknown_fields=True):
+    """GET /api/v1/events/received: the events received, newest first; ``before`` a
+    page's ``next_cursor``; ``name`` one event's only."""
+
+    limit: PageSize = DEFAULT_PAGE
+    before: Annotated[str, msgspec.Meta(max_length=20, pattern=r"^[0-9]+$(?!\n)")] | UnsetType = (
+        UNSET
+    )
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=128)] | UnsetType = UNSET

@@ -3,7 +3,8 @@ claimed within their SLA (``lua/dag_stalled.lua``, fenced), resume the jobs paus
 until now, in every shard the node holds, sweep the concurrency keys those shards
 look after (shard/limits.py), look at a slice of one shard's jobs for an active job with
 no timer entry and at the due deadlines and dead-man's switches, release what paced
-backfills' paces allow (shard/liveness.py), and,
+backfills' paces allow (shard/liveness.py), deliver events left pending and release
+events held for jobs resumed (shard/event_chores.py), and,
 once per shard, index the names of jobs made before
 shards kept an index of names (``lua/index_names.lua``, fenced); and every
 LAG_SAMPLE_S, record the node's trigger lag in the deployment's lag history (a day of it,
@@ -19,6 +20,7 @@ import trio
 
 from shardsched.core.errors import ShardschedError
 from shardsched.runtime.metrics import Metrics
+from shardsched.shard.event_chores import EventChores
 from shardsched.shard.limits import sweep_keys
 from shardsched.shard.liveness import TimerCheck, release_paced, watch_deadlines
 from shardsched.shard.rounds import every
@@ -74,6 +76,7 @@ class Maintainer:
         self.timers = TimerCheck(redis, dep, metrics)  #: liveness (shard/liveness.py)
         self.deadlines_missed = 0  #: deadlines and dead-man's switches found missed here
         self.paced_released = 0  #: paced backfill runs released here
+        self.events = EventChores(redis, dep, metrics)  #: shard/event_chores.py
 
     async def run(self) -> None:
         """Every second: report DAG tasks released but not claimed within their SLA, and
@@ -120,6 +123,7 @@ class Maintainer:
         await self.timers.round(held)
         self.deadlines_missed += await watch_deadlines(self.redis, self.dep, self.metrics, held)
         self.paced_released += await release_paced(self.redis, self.dep, held)
+        await self.events.round(held)
 
     async def _sample_lag(self) -> None:
         """The node's lag over the last minute into the lag history (kept a day). Not

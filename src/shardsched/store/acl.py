@@ -84,6 +84,8 @@ NODE_SHARD_KEYS = (
     "owner", "epoch", "timer", "jobs", "dags", "job:", "segs:", "vers:", "resumes",
     "skips:", "chg:", "acts:", "idem:", "queues", "names:", "named:", "nclaim:",
     "names_indexed", "evfollow", "failing", "deadlines", "bfpace", "appfence:",
+    # events received and their deliveries held (store/event_delivery.py)
+    "evt:", "evpending", "evlog", "evheld:", "evheldjobs",
     # what a run executes: a DAG's kept versions, a DAG run's version and args, a run by
     # hand's args (a claim reads them; a worker that could write them could choose them)
     "dagv:", "dagrunv:", "args:",

@@ -41,6 +41,18 @@ class GlobalKeys:
         return f"{self.namespace}:{{g}}:appgen:{app}"
 
     @property
+    def hooks(self) -> str:
+        """HASH hook name -> its definition JSON, secrets included (core/events.HookSpec):
+        never answered as is (ops/events/hooks.py)."""
+        return f"{self.namespace}:{{g}}:hooks"
+
+    def listeners(self, event: str) -> str:
+        """SET the jobs that may listen to ``event``: written before a job's definition
+        and trimmed after, so it holds every job that listens (and maybe some that no
+        longer do: a delivery reads each one's definition first)."""
+        return f"{self.namespace}:{{g}}:listen:{event}"
+
+    @property
     def lag_history(self) -> str:
         """STREAM each node's trigger lag p50/p99 over the last minute, sampled every
         LAG_SAMPLE_S, kept a day (MINID): the console's lag chart

@@ -293,6 +293,31 @@ class ShardKeys:
         """STRING the tail of what a run printed (its worker's --output-tail)."""
         return self.base + "out:" + rid
 
+    def event(self, event_id: str) -> str:
+        """HASH an event received (core/events.py): its name, source, key, payload,
+        when, and once settled its outcome 'o' (lua/store_event.lua, settle_event.lua)."""
+        return self.base + "evt:" + event_id
+
+    @property
+    def events_pending(self) -> str:
+        """ZSET event_id -> received (ms): the shard's events stored with no outcome yet;
+        its owner delivers one left there (store/event_delivery.py)."""
+        return self.base + "evpending"
+
+    @property
+    def event_log(self) -> str:
+        """ZSET event_id -> received (ms): the shard's events, newest last (listing)."""
+        return self.base + "evlog"
+
+    def events_held(self, job_id: str) -> str:
+        """LIST deliveries held while the job is paused (lua/deliver_event.lua)."""
+        return self.base + "evheld:" + job_id
+
+    @property
+    def events_held_jobs(self) -> str:
+        """SET the shard's jobs holding deliveries (lua/release_held.lua)."""
+        return self.base + "evheldjobs"
+
     def idempotency(self, job_id: str, key: str) -> str:
         """STRING the run a trigger with idempotency ``key`` made (expires: trigger.lua)."""
         return self.base + "idem:" + job_id + ":" + key

@@ -64,6 +64,8 @@ def delete_job(dep: Deployment, job_id: str, actor: str = SDK_ACTOR) -> Op:
     code = check(reply)[0]
     if code != lua.JobReply.DELETED:  # deleted meanwhile by another DELETE: the same answer
         lua.raise_refusal(code, job_id)
+    if job.on:  # a deleted job listens to nothing
+        yield [Call(("SREM", dep.globals.listeners(r.event), job_id)) for r in job.on]
     return (yield from read_job(dep, job_id))
 
 

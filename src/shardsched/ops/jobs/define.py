@@ -101,6 +101,7 @@ def create_jobs(
     by_shard: dict[int, list[lua.NewJob]] = {}
     plan = []
     has_h: dict[bytes, bool] = {}  # per schedule: whether it has an H of its own per job
+    listening: dict[str, list[str]] = {}  # event -> its listeners among them
     fresh = iter(k.new_job_ids(sum(not spec.id for spec in specs)))
     for spec in specs:
         job_id = spec.id or next(fresh)
@@ -136,6 +137,8 @@ def create_jobs(
         timing = known[0]
         first = None if held else firsts.of(timing, known[1], job_id)
         plan.append((job_id, first))
+        for rule in spec.on:
+            listening.setdefault(rule.event, []).append(job_id)
         by_shard.setdefault(k.shard_of(job_id, dep.n_shards), []).append(
             lua.NewJob(
                 job_id,
@@ -151,6 +154,8 @@ def create_jobs(
                 _ms(spec.expect_success_within_s),
             )
         )
+    if listening:  # the index first: it holds every listener, and maybe more
+        yield [Call(("SADD", dep.globals.listeners(e), *ids)) for e, ids in listening.items()]
     shards = list(by_shard)
     replies = yield [
         lua.register_job(dep.shard(s), dep.globals, by_shard[s], actor) for s in shards
@@ -274,6 +279,9 @@ def write_spec(
         and (status != JobStatus.PAUSED or (reason, until) == (job.pause_reason, job.paused_until))
     ):
         return job  # nothing changes (a repeated pause or resume): no new version
+    listens = {rule.event for rule in spec.on}
+    if listens:  # the index first: it holds every listener, and maybe more
+        yield [Call(("SADD", dep.globals.listeners(e), job.job_id)) for e in sorted(listens)]
     (now,) = yield [Call(("TIME",))]
     now_ms = server_ms(now)
     timing = _spec_encoder.encode(timing_of(spec, job.job_id))
@@ -325,6 +333,9 @@ def write_spec(
     lua.raise_refusal(code, job.job_id)
     if code != lua.JobReply.OK:
         return None
+    gone = {rule.event for rule in job.on} - listens
+    if gone:  # no longer listens: out of the index (a delivery would trim it anyway)
+        yield [Call(("SREM", dep.globals.listeners(e), job.job_id)) for e in sorted(gone)]
     return (yield from read_job(dep, job.job_id))
 
 

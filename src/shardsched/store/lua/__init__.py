@@ -51,6 +51,7 @@ def all_signatures() -> dict[str, Signature]:
         apps,
         concurrency,
         dags,
+        events,
         firing,
         jobs,
         leases,

@@ -1,0 +1,62 @@
+#!lua
+--[[
+  The owner's release of events held for paused jobs (deliver_event.lua): a job active
+  again gets a run for each delivery it holds, in order; a job deleted (or gone) drops
+  them; a job still paused keeps them.
+
+  KEYS[1] evheldjobs SET the shard's jobs holding deliveries
+  KEYS[2] epoch      STRING the shard's fencing token
+  KEYS[3] ready      STREAM of fired runs
+  ARGV[1] epoch the caller holds
+  ARGV[2] shard key base; job:<id>, evheld:<id>, idem:<id>:<key>, run:<id>, runs:<id>,
+          args:<id>:t<n> and the events stream are built from it
+  ARGV[3] how many jobs to look at, at most
+
+  Returns {1, released, dropped, queues}: released a flat list event, run id, ...;
+  dropped a flat list event, job, ... of events whose job was deleted; or {-1} when the caller's epoch
+  is stale.
+]]
+local rcall = redis.call
+-- @include runids
+-- @include clock
+-- @include events
+-- @include queues
+-- @include triggered
+local held_jobs_key, epoch_key = KEYS[1], KEYS[2]
+local base = ARGV[2]
+if rcall('GET', epoch_key) ~= ARGV[1] then
+  return {-1}
+end
+local now = server_now_ms()
+local released, dropped = {}, {}
+local looked = 0
+for _, job in ipairs(rcall('SMEMBERS', held_jobs_key)) do
+  looked = looked + 1
+  if looked > tonumber(ARGV[3]) then
+    break
+  end
+  local job_key = base .. 'job:' .. job
+  local held_key = base .. 'evheld:' .. job
+  local status = rcall('HGET', job_key, 'status')
+  if status ~= 'paused' then
+    for _, entry in ipairs(rcall('LRANGE', held_key, 0, -1)) do
+      local ev, key, args = string.match(entry, '^([^\n]*)\n([^\n]*)\n(.*)$')
+      local idem_key = base .. 'idem:' .. job .. ':' .. key
+      if status == 'active' then
+        local rid = make_triggered_run(base, job_key, job, args, now, 'event:' .. ev, 'event')
+        if rcall('EXISTS', idem_key) == 1 then  -- a key expired meanwhile stays so
+          rcall('SET', idem_key, rid, 'KEEPTTL')
+        end
+        released[#released + 1] = ev
+        released[#released + 1] = rid
+      else
+        rcall('DEL', idem_key)
+        dropped[#dropped + 1] = ev
+        dropped[#dropped + 1] = job
+      end
+    end
+    rcall('DEL', held_key)
+    rcall('SREM', held_jobs_key, job)
+  end
+end
+return {1, released, dropped, woken_queues()}

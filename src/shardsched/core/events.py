@@ -1,0 +1,319 @@
+"""Events that trigger jobs: what a job listens to (``on``), what an event received is
+and the one outcome it ends in, what a webhook is and how its signature is checked.
+
+An event comes in by ``POST /api/v1/events/{name}`` (a token's) or by a signed hook
+(``POST /api/v1/hooks/{name}``); it is stored before it is acknowledged
+(lua/store_event.lua), delivered to each job that listens to its name and whose filter
+it passes (lua/deliver_event.lua, its key the dedupe of that job), and its outcome is
+recorded once (lua/settle_event.lua). Pure: the matching, the args a delivery gives a
+run and the signature arithmetic, with no I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import hmac
+import re
+from datetime import datetime
+from typing import Annotated, Any
+
+import msgspec
+
+from shardsched.core.errors import ValidationError
+from shardsched.core.params import ARGS_MAX_BYTES, IdempotencyKey
+
+#: An event's name: what jobs listen to (``cms.published``, ``orders:created``).
+EVENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$(?!\n)")
+EventName = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=EVENT_NAME.pattern)]
+#: A hook's name: its path ``/api/v1/hooks/{name}``.
+HookName = Annotated[
+    str, msgspec.Meta(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$(?!\n)")
+]
+#: A field of a payload, dotted: ``post.slug`` is ``payload["post"]["slug"]``.
+FIELD_PATH = r"^[A-Za-z0-9_$@-]+(\.[A-Za-z0-9_$@-]+){0,15}$(?!\n)"
+FieldPath = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=FIELD_PATH)]
+#: What a filter compares a field with: a value, or a list of values it may be.
+Scalar = str | int | float | bool | None
+FilterValue = Scalar | Annotated[list[Scalar], msgspec.Meta(max_length=100)]
+#: A payload at most this long as JSON (a hook's body; an emitted event's ``payload``).
+PAYLOAD_MAX_BYTES = 64 * 1024
+#: A signed hook's timestamp must be this close to the server's clock (either way).
+REPLAY_WINDOW_S = 300
+#: How long an event is kept once settled, and held deliveries a job keeps at most.
+EVENT_KEPT_S = 7 * 86400
+HOLD_MAX = 1000
+#: An event not settled this long after it came is the audit's failure (every event
+#: ends in one outcome; its owner delivers one left pending after PENDING_GRACE_S).
+PENDING_GRACE_S = 5
+UNSETTLED_AFTER_S = 60
+#: The header a hook's sender signs with: ``t=<unix seconds>,v1=<hex HMAC-SHA256>``.
+SIGNATURE_HEADER = "shardsched-signature"
+
+
+class WhenPaused(enum.StrEnum):
+    """What an event does to a job that listens to it while the job is paused."""
+
+    HOLD = "hold"  #: held, in order, up to hold_max; a run each on resume
+    KEEP_LATEST = "keep_latest"  #: only the latest held; the earlier ones dropped
+    DROP = "drop"  #: dropped (its outcome says so)
+
+
+class OnEvent(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """One rule of a job's ``on``: run it when ``event`` comes and its payload passes
+    ``filter`` (each dotted field equal to the value given, or to one of a list)."""
+
+    event: EventName
+    filter: Annotated[dict[FieldPath, FilterValue], msgspec.Meta(max_length=32)] = msgspec.field(
+        default_factory=dict
+    )
+    #: the run's args: unset, the payload (an object; any other value as ``payload``);
+    #: else each arg taken from the payload's dotted field (one missing: left out)
+    args: Annotated[dict[str, FieldPath], msgspec.Meta(max_length=64)] | None = None
+    when_paused: WhenPaused = WhenPaused.HOLD
+    hold_max: Annotated[int, msgspec.Meta(ge=1, le=HOLD_MAX)] = 100
+
+
+OnRules = Annotated[list[OnEvent], msgspec.Meta(max_length=32)]
+
+
+class EmitRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """The body of ``POST /api/v1/events/{name}``: the payload (any JSON) and a key that
+    makes a second event with it a duplicate for every job (within a day)."""
+
+    payload: Any = None
+    idempotency_key: IdempotencyKey | None = None
+
+
+class DeliveryResult(enum.StrEnum):
+    CREATED = "created"  #: a run of the job made (``run_id``)
+    DEDUPLICATED = "deduplicated"  #: its key came to the job before: that run (or hold)
+    HELD = "held"  #: the job is paused: held until it resumes
+    DROPPED = "dropped"  #: the job is paused and drops, or holds its most already
+    REFUSED = "refused"  #: the job is deleted or gone (``reason``)
+
+
+class EventDelivery(msgspec.Struct, omit_defaults=True):
+    """What an event did to one job that listens to it."""
+
+    job_id: str
+    result: DeliveryResult
+    run_id: str | None = None  #: the run made, or the earlier one (deduplicated)
+    reason: str | None = None
+    #: deduplicated: the event whose delivery made that run
+    first_event_id: str | None = None
+
+
+class EventResult(enum.StrEnum):
+    """An event's one outcome, from its deliveries (the first that applies)."""
+
+    RUNS = "runs"  #: at least one run made
+    HELD = "held"  #: none made, at least one held
+    DEDUPLICATED = "deduplicated"  #: none made or held, at least one deduplicated
+    DROPPED = "dropped"  #: every listener dropped it
+    REFUSED = "refused"  #: no job listens (or every one refused it)
+
+
+class EventOutcome(msgspec.Struct):
+    outcome: EventResult
+    deliveries: list[EventDelivery] = msgspec.field(default_factory=list)
+    reason: str | None = None  #: refused: why (no job listens)
+    settled_at: datetime | None = None
+
+
+class ReceivedEvent(msgspec.Struct):
+    """An event as ``GET /api/v1/events/{id}`` answers it."""
+
+    event_id: str
+    name: str
+    source: str  #: ``api:<token name>`` or ``hook:<hook name>``
+    received_at: datetime
+    payload: Any = None
+    idempotency_key: str | None = None
+    #: None until settled (the audit counts one left so past UNSETTLED_AFTER_S)
+    outcome: EventOutcome | None = None
+    #: a delivery held for a paused job, later: ``run:<id>`` or ``dropped:<why>``, by job
+    later: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class EventPage(msgspec.Struct):
+    events: list[ReceivedEvent]
+    next_cursor: str | None = None
+
+
+def outcome_of(deliveries: list[EventDelivery]) -> EventOutcome:
+    """The one outcome of an event's deliveries."""
+    if not deliveries:
+        return EventOutcome(
+            EventResult.REFUSED,
+            reason="no job listens to this event (or none whose filter it passes)",
+        )
+    results = {d.result for d in deliveries}
+    for result, outcome in (
+        (DeliveryResult.CREATED, EventResult.RUNS),
+        (DeliveryResult.HELD, EventResult.HELD),
+        (DeliveryResult.DEDUPLICATED, EventResult.DEDUPLICATED),
+        (DeliveryResult.DROPPED, EventResult.DROPPED),
+    ):
+        if result in results:
+            return EventOutcome(outcome, deliveries)
+    return EventOutcome(EventResult.REFUSED, deliveries, reason="every job refused it")
+
+
+_MISSING = object()
+
+
+def field_at(payload: Any, path: str) -> Any:
+    """The payload's value at a dotted path, or :data:`_MISSING`."""
+    value = payload
+    for part in path.split("."):
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return _MISSING
+    return value
+
+
+def passes(rule: OnEvent, payload: Any) -> bool:
+    """Whether the payload passes the rule's filter: each field equal to the value given
+    (or to one of a list), types kept (``1`` is not ``true``)."""
+    for path, wanted in rule.filter.items():
+        value = field_at(payload, path)
+        if value is _MISSING:
+            return False
+        options = wanted if isinstance(wanted, list) else [wanted]
+        if not any(_same(value, option) for option in options):
+            return False
+    return True
+
+
+def _same(a: Any, b: Any) -> bool:
+    return (type(a) is type(b) and a == b) or (
+        type(a) in (int, float) and type(b) in (int, float) and a == b
+    )
+
+
+def run_args(rule: OnEvent, payload: Any) -> bytes:
+    """The args JSON a delivery gives its run: the payload (an object as is, any other
+    value as ``{"payload": value}``, nothing for null), or the rule's selection."""
+    if rule.args is None:
+        if payload is None:
+            return b""
+        args = payload if isinstance(payload, dict) else {"payload": payload}
+    else:
+        args = {}
+        for name, path in rule.args.items():
+            value = field_at(payload, path)
+            if value is not _MISSING:
+                args[name] = value
+    raw = msgspec.json.encode(args)
+    if len(raw) > ARGS_MAX_BYTES:  # the payload's bound is lower; a selection's is not
+        raise ValidationError(f"the run's args are {len(raw)} bytes, more than {ARGS_MAX_BYTES}")
+    return raw
+
+
+def rules_for(rules: list[OnEvent], event: str) -> list[OnEvent]:
+    return [rule for rule in rules if rule.event == event]
+
+
+# -- webhooks ------------------------------------------------------------------------------
+
+#: A hook's secret: what its sender and the service share (16 to 256 printable bytes).
+Secret = Annotated[str, msgspec.Meta(min_length=16, max_length=256, pattern=r"^[!-~]+$(?!\n)")]
+#: A request header's name (its idempotency key's).
+HeaderName = Annotated[
+    str, msgspec.Meta(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9-]+$(?!\n)")
+]
+
+
+class HookSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """The body of ``PUT /api/v1/hooks/{name}``: its secrets (two while rotating: a
+    signature by either is good), the event its requests become (default
+    ``hook.<name>``), and where a request's idempotency key is (a header, or a field of
+    the payload; neither: the signature, so a resent request is a duplicate)."""
+
+    secrets: Annotated[list[Secret], msgspec.Meta(min_length=1, max_length=2)]
+    event: EventName | None = None
+    idempotency_header: HeaderName | None = None
+    idempotency_field: FieldPath | None = None
+
+
+class Hook(msgspec.Struct, omit_defaults=True):
+    """A hook as the API answers it: never its secrets, only how many it has."""
+
+    name: str
+    event: str
+    secrets: int
+    url_path: str
+    idempotency_header: str | None = None
+    idempotency_field: str | None = None
+
+
+class HookList(msgspec.Struct):
+    hooks: list[Hook]
+
+
+def hook_event(name: str, spec: HookSpec) -> str:
+    return spec.event or f"hook.{name}"
+
+
+def hook_view(name: str, spec: HookSpec) -> Hook:
+    return Hook(
+        name=name,
+        event=hook_event(name, spec),
+        secrets=len(spec.secrets),
+        url_path=f"/api/v1/hooks/{name}",
+        idempotency_header=spec.idempotency_header,
+        idempotency_field=spec.idempotency_field,
+    )
+
+
+class SignatureError(ValueError):
+    """A hook request's signature is missing, malformed or made with no secret of the
+    hook (the message says which, never a secret)."""
+
+
+def sign(secret: str, timestamp: int, body: bytes) -> str:
+    """The signature header's value for ``body`` sent at ``timestamp`` (unix seconds):
+    what a sender computes (docs/events.md has it in shell and Python)."""
+    return f"t={timestamp},v1={_digest(secret, timestamp, body)}"
+
+
+def _digest(secret: str, timestamp: int, body: bytes) -> str:
+    message = str(timestamp).encode() + b"." + body
+    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
+
+def verify(secrets: list[str], header: str | None, body: bytes) -> int:
+    """The signed timestamp (unix seconds) when ``header`` signs ``body`` with one of the
+    secrets; SignatureError otherwise. The window is the server's clock's to judge
+    (lua/store_event.lua), not this host's."""
+    if not header:
+        raise SignatureError(f"the request is not signed: no {SIGNATURE_HEADER} header")
+    timestamp: int | None = None
+    given: list[str] = []
+    for part in header.split(","):
+        key, eq, value = part.strip().partition("=")
+        if not eq:
+            raise SignatureError(f"{SIGNATURE_HEADER} is t=<unix seconds>,v1=<hex>")
+        if key == "t":
+            if not value.isascii() or not value.isdigit() or len(value) > 12:
+                raise SignatureError("the signature's timestamp t= is not unix seconds")
+            timestamp = int(value)
+        elif key == "v1":
+            given.append(value)
+    if timestamp is None or not given:
+        raise SignatureError(f"{SIGNATURE_HEADER} needs t= and at least one v1=")
+    for secret in secrets:
+        expected = _digest(secret, timestamp, body)
+        if any(hmac.compare_digest(expected.encode(), v.encode()) for v in given):
+            return timestamp
+    raise SignatureError("the signature does not match the body with any secret of the hook")
+
+
+def signature_key(header: str) -> str:
+    """An idempotency key from the signature itself (a hook with no other): the same
+    request resent is the same key."""
+    return "sig-" + hashlib.sha256(header.encode()).hexdigest()[:40]

@@ -1,0 +1,170 @@
+"""An event emitted (a token's ``POST /api/v1/events/{name}``, the SDK's ``emit``) or
+received by a signed hook: checked, stored before anything else, delivered to the jobs
+that listen, its outcome answered; and events read back, one or a page.
+
+Nothing is written for a request refused: the payload's size and JSON, the hook's
+signature and key are checked first, the signed timestamp's window by the store itself
+(lua/store_event.lua, on the server's clock)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from shardsched.core.errors import NotFoundError, ValidationError
+from shardsched.core.events import (
+    PAYLOAD_MAX_BYTES,
+    REPLAY_WINDOW_S,
+    SIGNATURE_HEADER,
+    EmitRequest,
+    EventPage,
+    field_at,
+    hook_event,
+    signature_key,
+    verify,
+)
+from shardsched.core.params import IdempotencyKey
+from shardsched.ops.events.hooks import read_hook
+from shardsched.store import event_delivery
+from shardsched.store.calls import Call, Op, check
+from shardsched.store.deployment import Deployment
+
+_key_decoder = msgspec.json.Decoder(IdempotencyKey)
+
+
+class EventNotFound(NotFoundError):
+    def __init__(self, event_id: str) -> None:
+        super().__init__(f"event {event_id!r} not found")
+
+
+class StaleSignature(ValueError):
+    """A signed request whose timestamp is not within REPLAY_WINDOW_S of the server's
+    clock: a replay, or a sender's clock far off."""
+
+
+def emit(dep: Deployment, name: str, request: EmitRequest, source: str) -> Op:
+    """Store the event, deliver it, answer it with its outcome (a ReceivedEvent)."""
+    payload = msgspec.json.encode(request.payload) if request.payload is not None else b""
+    if len(payload) > PAYLOAD_MAX_BYTES:
+        raise ValidationError(
+            f"the payload is {len(payload)} bytes as JSON, more than {PAYLOAD_MAX_BYTES}",
+            "$.payload",
+        )
+    return (yield from _take(dep, name, source, request.idempotency_key or "", payload, None))
+
+
+def receive_hook(dep: Deployment, hook: str, headers: Mapping[str, str], body: bytes) -> Op:
+    """A hook's request: its signature checked against the hook's secrets (SignatureError),
+    its body JSON (ValidationError), its key found, then stored and delivered as the
+    hook's event (StaleSignature: outside the window, nothing written)."""
+    spec = yield from read_hook(dep, hook)
+    header = headers.get(SIGNATURE_HEADER)
+    signed_at = verify(spec.secrets, header, body)
+    try:
+        value: Any = msgspec.json.decode(body)
+    except msgspec.DecodeError as exc:
+        raise ValidationError(f"the body is not JSON: {exc}", "$") from None
+    key = _hook_key(spec.idempotency_header, spec.idempotency_field, headers, value)
+    payload = msgspec.json.encode(value)  # as stored: one line of JSON
+    key = key if key is not None else signature_key(header or "")
+    event = hook_event(hook, spec)
+    return (yield from _take(dep, event, f"hook:{hook}", key, payload, signed_at))
+
+
+def _hook_key(
+    header: str | None, field: str | None, headers: Mapping[str, str], value: Any
+) -> str | None:
+    """The request's idempotency key where the hook says it is (None: it says nowhere)."""
+    if header is not None:
+        raw = headers.get(header.lower())
+        if raw is None:
+            raise ValidationError(f"the request has no {header} header, its idempotency key")
+        return _checked_key(raw, f"the {header} header")
+    if field is not None:
+        found = field_at(value, field)
+        if not isinstance(found, str | int) or isinstance(found, bool):
+            raise ValidationError(
+                f"the payload has no text or number at {field}, its idempotency key", "$"
+            )
+        return _checked_key(str(found), f"the payload's {field}")
+    return None
+
+
+def _checked_key(raw: str, where: str) -> str:
+    try:
+        key: str = _key_decoder.decode(msgspec.json.encode(raw))
+    except msgspec.ValidationError:
+        raise ValidationError(
+            f"{where} is not an idempotency key (1 to 200 printable characters, no space)"
+        ) from None
+    return key
+
+
+def _take(
+    dep: Deployment, name: str, source: str, key: str, payload: bytes, signed_at: int | None
+) -> Op:
+    event_id = event_delivery.new_event_id()
+    op = event_delivery.receive(
+        dep, event_id, name, source, key, payload, signed_at, REPLAY_WINDOW_S * 1000
+    )
+    code, _now = yield from op
+    if code == -1:
+        raise StaleSignature(
+            f"the signature's timestamp is more than {REPLAY_WINDOW_S} s from the server's"
+            " clock: a replay, or the sender's clock is off"
+        )
+    if code != 1:  # a random id taken: never in practice; say so rather than guess
+        raise RuntimeError(f"event id {event_id} is taken")
+    yield from event_delivery.deliver(dep, event_id, name, key, payload)
+    return (yield from get_event(dep, event_id))
+
+
+def get_event(dep: Deployment, event_id: str) -> Op:
+    event = yield from event_delivery.read_event(dep, event_id)
+    if event is None:
+        raise EventNotFound(event_id)
+    return event
+
+
+def list_received(
+    dep: Deployment, limit: int = 50, before_ms: int | None = None, name: str | None = None
+) -> Op:
+    """The newest events received (across shards), newest first, received before
+    ``before_ms`` when given; ``name`` keeps one event's only. Returns an EventPage whose
+    ``next_cursor`` is the received ms of the last one shown."""
+    hi = "+inf" if before_ms is None else f"({before_ms}"
+    shards = range(dep.n_shards)
+    replies = yield [
+        Call(("ZRANGE", dep.shard(s).event_log, hi, "-inf", "BYSCORE", "REV", "LIMIT", 0,
+              limit * 2 if name else limit, "WITHSCORES"))
+        for s in shards
+    ]  # fmt: skip
+    found: list[tuple[int, str]] = []
+    for reply in replies:
+        flat = check(reply)
+        found += [(int(float(flat[i + 1])), flat[i].decode()) for i in range(0, len(flat), 2)]
+    found.sort(reverse=True)
+    ids = [event_id for _ms, event_id in found]
+    raws = yield [Call(("HGETALL", dep.keys_for(i).event(i))) for i in ids] if ids else []
+    events = []
+    for event_id, raw in zip(ids, raws, strict=True):
+        event = event_delivery.event_of(event_id, check(raw))
+        if event is not None and (name is None or event.name == name):
+            events.append(event)
+        if len(events) == limit:
+            break
+    more = len(events) == limit
+    cursor = str(int(events[-1].received_at.timestamp() * 1000)) if more and events else None
+    return EventPage(events=events, next_cursor=cursor)
+
+
+def unsettled(dep: Deployment, older_than_ms: int) -> Op:
+    """Events stored before ``older_than_ms`` (server ms) with no outcome yet, by shard:
+    what the audit counts as a failure."""
+    replies = yield [
+        Call(("ZCOUNT", dep.shard(s).events_pending, "-inf", f"({older_than_ms}"))
+        for s in range(dep.n_shards)
+    ]
+    return {s: int(check(r)) for s, r in enumerate(replies) if check(r)}

@@ -1,0 +1,203 @@
+"""Events and hooks: an event emitted with a token (``POST /api/v1/events/{event}``), a
+signed hook's request (``POST /api/v1/hooks/{name}``: no token, its signature instead),
+an event read back with its one outcome, the events received; and the hooks managed
+(admin). The handlers sit beside their routes (:data:`ROUTES`); the work is
+ops/events."""
+
+from __future__ import annotations
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from shardsched.core.access import Scope
+from shardsched.core.events import (
+    EVENT_NAME,
+    PAYLOAD_MAX_BYTES,
+    EmitRequest,
+    EventPage,
+    Hook,
+    HookList,
+    HookSpec,
+    ReceivedEvent,
+    SignatureError,
+)
+from shardsched.ops.events import hooks, received
+from shardsched.router import http
+from shardsched.router.context import Context
+from shardsched.router.guards import unbound, who
+from shardsched.router.operation import BODY_ERRORS, Operation
+from shardsched.router.schemas import ReceivedQuery, opt
+
+_emit_decoder = msgspec.json.Decoder(EmitRequest)
+_hook_decoder = msgspec.json.Decoder(HookSpec)
+
+
+class HookReceived(msgspec.Struct):
+    """What a hook's sender is answered: the event's id and its outcome, not the jobs."""
+
+    event_id: str
+    outcome: str
+
+
+async def emit_event(cx: Context, request: Request) -> Response:
+    """An event: stored, delivered to the jobs that listen, answered with its outcome."""
+    name: str = request.path_params["event"]
+    raw = await http.read_body(request)  # JSON only: no page a user visits can emit
+    body = http.decode_bytes(raw, _emit_decoder) if raw.strip() else EmitRequest()
+    op = received.emit(cx.dep, _event_name(name), body, f"api:{who(request).name}")
+    return http.json_response(await cx.run(op))
+
+
+def _event_name(name: str) -> str:
+    if not EVENT_NAME.match(name):
+        raise http.validation(
+            "an event's name is 1 to 128 letters, digits, '.', '_', ':' and '-'", "$.event"
+        )
+    return name
+
+
+async def receive_hook(cx: Context, request: Request) -> Response:
+    """A hook's signed request: refused with nothing written unless it is signed by one of
+    the hook's secrets within five minutes of the server's clock, JSON, and at most 64 KiB."""
+    name: str = request.path_params["name"]
+    body = await http.read_raw(request, PAYLOAD_MAX_BYTES)
+    try:
+        op = received.receive_hook(cx.dep, name, request.headers, body)
+        event: ReceivedEvent = await cx.run(op)
+    except SignatureError as exc:
+        raise http.ApiError(401, "bad_signature", str(exc)) from None
+    except received.StaleSignature as exc:
+        raise http.ApiError(401, "stale_signature", str(exc)) from None
+    outcome = event.outcome.outcome.value if event.outcome else "pending"
+    return http.json_response(HookReceived(event.event_id, outcome))
+
+
+async def get_event(cx: Context, request: Request) -> Response:
+    unbound(request)  # its deliveries name jobs of every team
+    event_id: str = request.path_params["event"]
+    return http.json_response(await cx.run(received.get_event(cx.dep, event_id)))
+
+
+async def list_received(cx: Context, request: Request) -> Response:
+    unbound(request)
+    q: ReceivedQuery = http.query(request, ReceivedQuery)
+    before = opt(q.before)
+    op = received.list_received(
+        cx.dep, q.limit, None if before is None else int(before), opt(q.name)
+    )
+    return http.json_response(await cx.run(op))
+
+
+async def put_hook(cx: Context, request: Request) -> Response:
+    unbound(request)
+    body = await http.decode(request, _hook_decoder)
+    return http.json_response(
+        await cx.run(hooks.put_hook(cx.dep, request.path_params["name"], body))
+    )
+
+
+async def get_hook(cx: Context, request: Request) -> Response:
+    unbound(request)
+    return http.json_response(await cx.run(hooks.get_hook(cx.dep, request.path_params["name"])))
+
+
+async def list_hooks(cx: Context, request: Request) -> Response:
+    unbound(request)
+    return http.json_response(await cx.run(hooks.list_hooks(cx.dep)))
+
+
+async def delete_hook(cx: Context, request: Request) -> Response:
+    unbound(request)
+    await cx.run(hooks.delete_hook(cx.dep, request.path_params["name"]))
+    return Response(status_code=204)
+
+
+ROUTES: tuple[Operation, ...] = (
+    Operation(
+        "get",
+        "/api/v1/events/received",
+        "The events received (emitted or by a hook), newest first, each with its outcome",
+        EventPage,
+        query=ReceivedQuery,
+        errors=(403, 422),
+        tags=("events",),
+        handler=list_received,
+    ),
+    Operation(
+        "post",
+        "/api/v1/events/{event}",
+        "Emit an event: stored before it is answered, delivered to every job whose `on`"
+        " listens to it (and whose filter its payload passes), answered with its one outcome",
+        ReceivedEvent,
+        body=EmitRequest,
+        body_optional=True,
+        errors=BODY_ERRORS,
+        tags=("events",),
+        handler=emit_event,
+    ),
+    Operation(
+        "get",
+        "/api/v1/events/{event}",
+        "An event received (by its id): its payload, source and its one outcome",
+        ReceivedEvent,
+        errors=(403, 404),
+        tags=("events",),
+        handler=get_event,
+    ),
+    Operation(
+        "post",
+        "/api/v1/hooks/{name}",
+        "A signed hook request (no token: `Shardsched-Signature: t=<unix s>,v1=<hex"
+        " HMAC-SHA256 of '<t>.<body>'>`), received as the hook's event",
+        HookReceived,
+        errors=(400, 401, 404, 413, 422),
+        tags=("hooks",),
+        handler=receive_hook,
+        scope=None,
+    ),
+    Operation(
+        "put",
+        "/api/v1/hooks/{name}",
+        "Create or replace a hook: its secrets (two while rotating), its event, where its"
+        " requests' idempotency key is",
+        Hook,
+        body=HookSpec,
+        errors=(*BODY_ERRORS, 403),
+        tags=("hooks",),
+        handler=put_hook,
+        scope=Scope.ADMIN,
+        operation_id="put_hook",
+    ),
+    Operation(
+        "get",
+        "/api/v1/hooks",
+        "The hooks (never a secret: how many each has)",
+        HookList,
+        errors=(403,),
+        tags=("hooks",),
+        handler=list_hooks,
+        scope=Scope.ADMIN,
+    ),
+    Operation(
+        "get",
+        "/api/v1/hooks/{name}",
+        "A hook (never a secret: how many it has)",
+        Hook,
+        errors=(403, 404),
+        tags=("hooks",),
+        handler=get_hook,
+        scope=Scope.ADMIN,
+    ),
+    Operation(
+        "delete",
+        "/api/v1/hooks/{name}",
+        "Delete a hook: its requests are refused from then on",
+        None,
+        204,
+        errors=(403, 404),
+        tags=("hooks",),
+        handler=delete_hook,
+        scope=Scope.ADMIN,
+    ),
+)

@@ -1,0 +1,226 @@
+"""An event's way from receipt to its one outcome, as a sequence of calls: stored in its
+own shard before it is acknowledged, delivered to every job that listens to its name and
+whose filter it passes, its outcome settled once; and an event read back.
+
+The receiver (the router, for ``POST /api/v1/events/{name}`` and a hook) runs it all;
+the owner of the event's shard runs :func:`deliver` again for an event still pending
+after ``PENDING_GRACE_S`` (its receiver died between the two). Delivering twice is safe:
+each delivery's key (the event's idempotency key, or its id) dedupes it on the job, and
+a run made by this very event's first delivery counts as made (its ``cause``), so the
+outcome both compute is the same and the first settled stays. Here in the store, beside
+:mod:`.turns`, because the owner imports no operation.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import Any
+
+import msgspec
+
+from shardsched.core.events import (
+    EVENT_KEPT_S,
+    DeliveryResult,
+    EventDelivery,
+    EventOutcome,
+    OnEvent,
+    ReceivedEvent,
+    outcome_of,
+    passes,
+    rules_for,
+    run_args,
+)
+from shardsched.core.instants import from_ms
+from shardsched.core.params import IDEMPOTENCY_TTL_S
+from shardsched.store import ready
+from shardsched.store.calls import Call, Op, check, server_ms
+from shardsched.store.deployment import Deployment
+from shardsched.store.lua import events as lua
+
+EVENT_ID = re.compile(r"^ev_[0-9a-f]{20}$(?!\n)")
+_outcome_decoder = msgspec.json.Decoder(EventOutcome)
+_outcome_encoder = msgspec.json.Encoder()
+
+
+class _Listens(msgspec.Struct):
+    """What a delivery reads of a job's stored spec: only its rules."""
+
+    on: list[OnEvent] = msgspec.field(default_factory=list)
+
+
+_listens_decoder = msgspec.json.Decoder(_Listens)
+
+
+def new_event_id() -> str:
+    return "ev_" + secrets.token_hex(10)
+
+
+def receive(
+    dep: Deployment,
+    event_id: str,
+    name: str,
+    source: str,
+    key: str,
+    payload: bytes,
+    signed_at_s: int | None = None,
+    window_ms: int = 0,
+) -> Op:
+    """Store the event (nothing else yet); returns (code, now_ms) as store_event.lua."""
+    sk = dep.keys_for(event_id)
+    call = lua.store_event(sk, event_id, name, source, key, payload, signed_at_s, window_ms)
+    (reply,) = yield [call]
+    code, now = check(reply)
+    return int(code), int(now)
+
+
+def deliver(dep: Deployment, event_id: str, name: str, key: str, payload: bytes) -> Op:
+    """Deliver a stored event to the jobs that listen and settle its outcome; returns the
+    outcome recorded (this one, or the one settled before)."""
+    g = dep.globals
+    members, now = yield [Call(("SMEMBERS", g.listeners(name))), Call(("TIME",))]
+    job_ids = sorted(m.decode() for m in check(members))
+    value: Any = msgspec.json.decode(payload) if payload else None
+    stale: list[str] = []
+    targets: list[tuple[str, OnEvent]] = []
+    if job_ids:
+        reads = yield [
+            Call(("HMGET", dep.keys_for(j).job(j), "spec", "status", "dag")) for j in job_ids
+        ]
+        for job_id, reply in zip(job_ids, reads, strict=True):
+            spec_raw, status, dag = check(reply)
+            if spec_raw is None or status in (None, b"deleted") or dag is not None:
+                stale.append(job_id)
+                continue
+            rules = rules_for(_listens_decoder.decode(spec_raw).on, name)
+            if not rules:
+                stale.append(job_id)  # it listened once: the index is trimmed here
+                continue
+            rule = next((r for r in rules if passes(r, value)), None)
+            if rule is not None:
+                targets.append((job_id, rule))
+    if stale:
+        yield [Call(("SREM", g.listeners(name), *stale))]
+    dedupe = f"event:{name}:{key or event_id}"
+    deliveries: list[EventDelivery] = []
+    if targets:
+        calls = []
+        for job_id, rule in targets:
+            try:
+                args = run_args(rule, value)
+            except ValueError as exc:  # a selection past the args' bound
+                deliveries.append(EventDelivery(job_id, DeliveryResult.REFUSED, reason=str(exc)))
+                continue
+            calls.append(
+                lua.deliver_event(
+                    dep.keys_for(job_id), job_id, event_id, args, dedupe,
+                    IDEMPOTENCY_TTL_S * 1000, rule.when_paused.value, rule.hold_max,
+                )
+            )  # fmt: skip
+        replies = yield calls
+        wakes: list[Call] = []
+        refused = {d.job_id for d in deliveries}
+        for (job_id, _rule), reply in zip(
+            [t for t in targets if t[0] not in refused], replies, strict=True
+        ):
+            delivery, woke = _delivery(job_id, event_id, check(reply))
+            deliveries.append(delivery)
+            if woke is not None:
+                wakes += ready.push(g, [dep.keys_for(job_id).shard], woke)
+        if wakes:
+            yield wakes
+    outcome = outcome_of(deliveries)
+    outcome.settled_at = from_ms(server_ms(check(now)))
+    sk = dep.keys_for(event_id)
+    raw = _outcome_encoder.encode(outcome)
+    (reply,) = yield [lua.settle_event(sk, event_id, raw, EVENT_KEPT_S * 1000)]
+    reply = check(reply)
+    if reply[0] == 2:
+        return _outcome_decoder.decode(reply[1])
+    return outcome
+
+
+def _delivery(
+    job_id: str, event_id: str, reply: list[Any]
+) -> tuple[EventDelivery, tuple[str, ...] | None]:
+    """One deliver_event.lua reply as a EventDelivery, and the queues to wake (a run made)."""
+    code = int(reply[0])
+    if code == 1:
+        run_id = reply[1].decode()
+        return EventDelivery(job_id, DeliveryResult.CREATED, run_id=run_id), ready.woken(reply[3])
+    if code == 2:
+        first, cause = reply[1].decode(), reply[3].decode()
+        if cause == f"event:{event_id}":  # made by this event's earlier delivery
+            return EventDelivery(job_id, DeliveryResult.CREATED, run_id=first), None
+        if first == f"held:{event_id}":
+            return EventDelivery(job_id, DeliveryResult.HELD, reason="the job is paused"), None
+        if first.startswith("held:"):
+            earlier = first.removeprefix("held:")
+            return EventDelivery(
+                job_id, DeliveryResult.DEDUPLICATED, first_event_id=earlier,
+                reason="the earlier event is held: the job is paused",
+            ), None  # fmt: skip
+        return EventDelivery(
+            job_id, DeliveryResult.DEDUPLICATED, run_id=first,
+            first_event_id=cause.removeprefix("event:") or None,
+        ), None  # fmt: skip
+    if code == 3:
+        return EventDelivery(job_id, DeliveryResult.HELD, reason="the job is paused"), None
+    if code == 4:
+        why = reply[1].decode()
+        reason = (
+            "the job is paused and drops events"
+            if why == "paused"
+            else ("the job is paused and holds its most already")
+        )
+        return EventDelivery(job_id, DeliveryResult.DROPPED, reason=reason), None
+    reason = "the job is deleted" if code == -2 else "no such job"
+    return EventDelivery(job_id, DeliveryResult.REFUSED, reason=reason), None
+
+
+_FIELDS = ("n", "src", "k", "p", "at", "o")
+
+
+def read_event(dep: Deployment, event_id: str) -> Op:
+    """The event (a ReceivedEvent), or None when there is none (or it expired)."""
+    if not EVENT_ID.match(event_id):
+        return None
+    (raw,) = yield [Call(("HGETALL", dep.keys_for(event_id).event(event_id)))]
+    return event_of(event_id, check(raw))
+
+
+def event_of(event_id: str, raw: Any) -> ReceivedEvent | None:
+    """A ReceivedEvent from its hash's HGETALL reply (a list or a dict), None if empty."""
+    if isinstance(raw, list):
+        raw = dict(zip(raw[::2], raw[1::2], strict=True))
+    if not raw or b"n" not in raw:
+        return None
+    later = {
+        f.decode().removeprefix("later:"): v.decode()
+        for f, v in raw.items()
+        if f.startswith(b"later:")
+    }
+    payload = raw.get(b"p") or b""
+    return ReceivedEvent(
+        event_id=event_id,
+        name=raw[b"n"].decode(),
+        source=raw[b"src"].decode(),
+        received_at=from_ms(int(raw[b"at"])),
+        payload=msgspec.json.decode(payload) if payload else None,
+        idempotency_key=(raw.get(b"k") or b"").decode() or None,
+        outcome=_outcome_decoder.decode(raw[b"o"]) if b"o" in raw else None,
+        later=later,
+    )
+
+
+def redeliver(dep: Deployment, event_id: str) -> Op:
+    """Deliver a stored event again from its record (the owner's, for one left pending);
+    returns its outcome, or None when the event is gone."""
+    sk = dep.keys_for(event_id)
+    (raw,) = yield [Call(("HMGET", sk.event(event_id), "n", "k", "p", "o"))]
+    name, key, payload, outcome = check(raw)
+    if name is None or outcome is not None:  # gone, or settled: no longer pending
+        yield [Call(("ZREM", sk.events_pending, event_id))]
+        return None if outcome is None else _outcome_decoder.decode(outcome)
+    op = deliver(dep, event_id, name.decode(), (key or b"").decode(), payload or b"")
+    return (yield from op)
