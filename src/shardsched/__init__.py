@@ -33,6 +33,7 @@ from shardsched.core.errors import (
     Unreachable,
     ValidationError,
 )
+from shardsched.core.events import EventNotFound, HookSpec, OnEvent, ReceivedEvent
 from shardsched.core.models import (
     CronSchedule,
     DagSpec,
@@ -43,6 +44,7 @@ from shardsched.core.models import (
     RetryPolicy,
     RunState,
     TaskSpec,
+    TriggeredSchedule,
     TriggerRule,
     WindowSchedule,
 )
@@ -82,7 +84,9 @@ __all__ = [
     "DagTaskJob",
     "DateRange",
     "DstPolicy",
+    "EventNotFound",
     "Forbidden",
+    "HookSpec",
     "HttpError",
     "IdTaken",
     "IdempotencyKeyReused",
@@ -96,8 +100,10 @@ __all__ = [
     "NameTaken",
     "NotFoundError",
     "NotOwned",
+    "OnEvent",
     "OnceSchedule",
     "PreconditionFailed",
+    "ReceivedEvent",
     "RedisUnavailable",
     "RetryPolicy",
     "Run",
@@ -107,6 +113,7 @@ __all__ = [
     "Superseded",
     "TaskSpec",
     "TriggerRule",
+    "TriggeredSchedule",
     "Unauthenticated",
     "Unreachable",
     "ValidationError",

@@ -129,7 +129,7 @@ async def test_apply_refuses_a_bad_file_before_writing_anything(
             "a range ends before it starts",
         ),
         (good + "---\nkind: calendar\nid: _x\n", "a calendar's name is"),
-        (good + "---\nkind: calendar\nid: off\n", "id must be text, not False: quote it"),
+        (good + "---\nkind: calendar\nid: false\n", "id must be text, not False: quote it"),
         (good + "---\nkind: concurrency\nid: k\nlimit: 0\n", "$.limit"),
         (good + "---\nkind: concurrency\nid: k\n", "says limit, rate or both"),
         # an id is the path of its PUT: checked with the rest, before anything is written

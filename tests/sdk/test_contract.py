@@ -24,6 +24,7 @@ from shardsched import (
     JobPatch,
     JobSpec,
     OnceSchedule,
+    OnEvent,
     RetryPolicy,
     RunNotFound,
     TaskSpec,
@@ -103,6 +104,15 @@ def tour(c: Recorder, p: str) -> dict[str, Any]:
     rival.job(id=f"{p}-app-job", every="1m")(lambda ctx: None)
     seen["deploy_app not its own"] = refusal(lambda: c.deploy_app(rival))
     seen["deploy_app not an app"] = refusal(lambda: c.deploy_app("billing"))
+    listener = c.add_job(JobSpec(name=f"{p}-listens", command="true", on=[OnEvent(event=f"{p}.e")]))
+    emitted = note("emit", c.emit(f"{p}.e", {"k": 1}, idempotency_key=f"{p}-ev"))
+    seen["emit outcome"] = emitted.outcome.outcome.value
+    seen["emit args"] = c.get_run(emitted.outcome.deliveries[0].run_id).args
+    seen["emit again"] = c.emit(f"{p}.e", {"k": 1}, idempotency_key=f"{p}-ev").outcome.outcome
+    seen["emit to"] = emitted.outcome.deliveries[0].job_id == listener.job_id
+    seen["get_event"] = note("get_event", c.get_event(emitted.event_id)).outcome == emitted.outcome
+    seen["get_event missing"] = refusal(lambda: c.get_event("ev_" + "0" * 20))
+    seen["emit bad name"] = refusal(lambda: c.emit("no spaces"))
     note("get_job", c.get_job(jid))
     note("jobs_named", c.jobs_named(f"{p}-a"))
     note(
@@ -252,6 +262,8 @@ ERRORS = {
     "retry_run again": "AlreadyRetried",
     "deploy_app not its own": "NotOwned",
     "deploy_app not an app": "TypeError",
+    "get_event missing": "EventNotFound",
+    "emit bad name": ValidationError.__name__,
 }
 
 

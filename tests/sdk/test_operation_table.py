@@ -67,7 +67,7 @@ def test_the_check_would_see_a_missing_method() -> None:
 
     Lacking.get_job = lambda self, job_id: None  # type: ignore[method-assign,assignment]
     assert "get_job" not in bound_plans(Lacking)
-    assert len(bound_plans(Client)) == len(OPERATIONS) == 62
+    assert len(bound_plans(Client)) == len(OPERATIONS) == 64
 
 
 def test_the_http_clients_send_a_route_for_every_operation_with_its_plans_arguments() -> None:

@@ -22,6 +22,7 @@ from shardsched.cli import (
     events,
     export,
     follow,
+    hooks,
     importers,
     progress,
     render,
@@ -309,6 +310,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     export.add_export_parser(sub, common)
     importers.add_import_parser(sub, common)
     deploy_app.add_deploy_parser(sub, common)
+    hooks.add_parser(sub, common)
 
 
 COMMANDS = {
@@ -321,6 +323,7 @@ COMMANDS = {
     "export": export.run_export,
     "import": importers.run_import,
     "deploy": deploy_app.run_deploy,
+    "hooks": hooks.run,
 }
 
 

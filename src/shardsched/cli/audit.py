@@ -49,6 +49,13 @@ def format_report(r: audit.AuditReport) -> str:
         "  runs       "
         + ("  ".join(f"{name} {n}" for name, n in r.executions.items()) or "none fired"),
     ]
+    if r.events.get("received"):
+        lines.append(
+            f"  events     received {r.events['received']}  pending {r.events['pending']}"
+            f"  unsettled {r.events['unsettled']}"
+        )
+    if r.events.get("unsettled"):
+        lines.append(f"  ! {r.events['unsettled']} events with no outcome past a minute")
     if r.stranded:
         lines.append(
             f"  ! {r.stranded} stranded (fired, not running anywhere): "

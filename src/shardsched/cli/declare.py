@@ -94,8 +94,9 @@ def _documents(path: Path) -> Iterator[tuple[str, Any]]:
     else:
         yaml = yaml_module()
         try:
-            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, if built
-            docs = list(yaml.load_all(text, Loader=loader))
+            from shardsched.runtime import yaml12  # `on:` is a key, not True
+
+            docs = list(yaml12.load_all(text))
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""

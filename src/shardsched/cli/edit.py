@@ -76,8 +76,10 @@ def _put(
     args: argparse.Namespace, kind: str, any_id: str, path: str, edited: str, version: int
 ) -> tuple[Any, Callable[[Any], str]]:
     yaml = yaml_module()
+    from shardsched.runtime import yaml12
+
     try:
-        body = yaml.safe_load(edited)
+        body = yaml12.load(edited)
     except yaml.YAMLError as exc:
         raise _Invalid(f"not YAML: {exc}") from None
     if not isinstance(body, dict):

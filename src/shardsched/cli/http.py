@@ -91,8 +91,10 @@ def read_body(source: str) -> Any:
         json_error = exc
     import yaml
 
+    from shardsched.runtime import yaml12
+
     try:
-        body = yaml.safe_load(text)
+        body = yaml12.load(text)
     except yaml.YAMLError as exc:
         why = " ".join(str(exc).split())
         raise CliError(f"{source} is neither JSON ({json_error}) nor YAML ({why})") from None

@@ -184,6 +184,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
         "export",
         "import",
         "deploy",
+        "hooks",
     ):
         sub.choices[name].set_defaults(execute=cmd.api)
     from shardsched.cli import tokens as tokens_cli

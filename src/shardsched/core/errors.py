@@ -43,6 +43,22 @@ class RunNotFound(NotFoundError):
         self.run_id = run_id
 
 
+class EventNotFound(NotFoundError):
+    """Raised when no event received has the given id (or it expired)."""
+
+    def __init__(self, event_id: str) -> None:
+        super().__init__(f"event {event_id!r} not found")
+        self.event_id = event_id
+
+
+class HookNotFound(NotFoundError):
+    """Raised when no hook has the given name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"hook {name!r} not found")
+        self.hook = name
+
+
 class ConflictError(ShardschedError):
     """Raised when the request conflicts with the current state (a deleted job, a race)."""
 

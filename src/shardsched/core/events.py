@@ -20,6 +20,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from shardsched.core.errors import EventNotFound as EventNotFound
 from shardsched.core.errors import ValidationError
 from shardsched.core.params import ARGS_MAX_BYTES, IdempotencyKey
 

@@ -12,7 +12,6 @@ from starlette.responses import Response
 
 from shardsched.core.access import Scope
 from shardsched.core.events import (
-    EVENT_NAME,
     PAYLOAD_MAX_BYTES,
     EmitRequest,
     EventPage,
@@ -45,16 +44,15 @@ async def emit_event(cx: Context, request: Request) -> Response:
     name: str = request.path_params["event"]
     raw = await http.read_body(request)  # JSON only: no page a user visits can emit
     body = http.decode_bytes(raw, _emit_decoder) if raw.strip() else EmitRequest()
-    op = received.emit(cx.dep, _event_name(name), body, f"api:{who(request).name}")
-    return http.json_response(await cx.run(op))
+    op = received.emit(cx.dep, name, body, f"api:{who(request).name}")
+    event: ReceivedEvent = await cx.run(op)
+    _count(cx, "api", event)
+    return http.json_response(event)
 
 
-def _event_name(name: str) -> str:
-    if not EVENT_NAME.match(name):
-        raise http.validation(
-            "an event's name is 1 to 128 letters, digits, '.', '_', ':' and '-'", "$.event"
-        )
-    return name
+def _count(cx: Context, source: str, event: ReceivedEvent) -> None:
+    outcome = event.outcome.outcome.value if event.outcome else "pending"
+    cx.metrics.events_received.labels(source, outcome).inc()
 
 
 async def receive_hook(cx: Context, request: Request) -> Response:
@@ -66,9 +64,12 @@ async def receive_hook(cx: Context, request: Request) -> Response:
         op = received.receive_hook(cx.dep, name, request.headers, body)
         event: ReceivedEvent = await cx.run(op)
     except SignatureError as exc:
+        cx.metrics.hook_refusals.labels("bad_signature").inc()
         raise http.ApiError(401, "bad_signature", str(exc)) from None
     except received.StaleSignature as exc:
+        cx.metrics.hook_refusals.labels("stale_signature").inc()
         raise http.ApiError(401, "stale_signature", str(exc)) from None
+    _count(cx, "hook", event)
     outcome = event.outcome.outcome.value if event.outcome else "pending"
     return http.json_response(HookReceived(event.event_id, outcome))
 
@@ -109,8 +110,7 @@ async def list_hooks(cx: Context, request: Request) -> Response:
 
 async def delete_hook(cx: Context, request: Request) -> Response:
     unbound(request)
-    await cx.run(hooks.delete_hook(cx.dep, request.path_params["name"]))
-    return Response(status_code=204)
+    return http.json_response(await cx.run(hooks.delete_hook(cx.dep, request.path_params["name"])))
 
 
 ROUTES: tuple[Operation, ...] = (
@@ -192,9 +192,8 @@ ROUTES: tuple[Operation, ...] = (
     Operation(
         "delete",
         "/api/v1/hooks/{name}",
-        "Delete a hook: its requests are refused from then on",
-        None,
-        204,
+        "Delete a hook: its requests are refused from then on (answers what it was)",
+        Hook,
         errors=(403, 404),
         tags=("hooks",),
         handler=delete_hook,

@@ -127,6 +127,19 @@ class Metrics:
             "Finished runs moved from Redis to the cold archive by retention",
             registry=r,
         )
+        self.events_received = Counter(
+            f"{ns}_events_received",
+            "Events received (emitted or by a signed hook) by the outcome recorded: runs,"
+            " held, deduplicated, dropped, refused",
+            ["source", "outcome"],
+            registry=r,
+        )
+        self.hook_refusals = Counter(
+            f"{ns}_hook_requests_refused",
+            "Hook requests refused before anything was written, by why",
+            ["reason"],
+            registry=r,
+        )
         self.dag_stalled = Counter(
             f"{ns}_dag_stalled",
             "DAG task runs released and not claimed within their DAG's stall SLA",

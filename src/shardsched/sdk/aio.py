@@ -15,7 +15,17 @@ from shardsched.core.errors import Unreachable
 from shardsched.core.models import JobSpec
 from shardsched.core.views import JobCreated
 from shardsched.sdk import pages, plans
-from shardsched.sdk.plans import apps, concurrency, dags, jobs, notify, runs, schedules, ticks
+from shardsched.sdk.plans import (
+    apps,
+    concurrency,
+    dags,
+    events,
+    jobs,
+    notify,
+    runs,
+    schedules,
+    ticks,
+)
 from shardsched.store.drive import drive_async, drive_off_loop
 from shardsched.store.keys import DEFAULT_NAMESPACE
 from shardsched.store.redis import RedisConnectionError
@@ -167,6 +177,8 @@ class AsyncClient:
     get_concurrency_key = awaitable(concurrency.get_concurrency_key)
     list_concurrency_keys = awaitable(concurrency.list_concurrency_keys)
     deploy_app = awaitable(apps.deploy_app)
+    emit = awaitable(events.emit)
+    get_event = awaitable(events.get_event)
 
     async def aclose(self) -> None:
         await self._redis.aclose()

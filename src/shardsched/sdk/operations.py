@@ -12,7 +12,17 @@ from collections.abc import Callable
 from typing import Any
 
 from shardsched.sdk import plans
-from shardsched.sdk.plans import apps, concurrency, dags, jobs, notify, runs, schedules, ticks
+from shardsched.sdk.plans import (
+    apps,
+    concurrency,
+    dags,
+    events,
+    jobs,
+    notify,
+    runs,
+    schedules,
+    ticks,
+)
 
 #: The plans every client binds, by method name (``add_jobs``, the bulk registration
 #: that pipelines its batches, is each driver's own: :data:`DRIVER_METHODS`).
@@ -87,6 +97,9 @@ OPERATIONS: dict[str, Callable[..., plans.Plan[Any]]] = {
     "list_concurrency_keys": concurrency.list_concurrency_keys,
     # apps: schedules declared in code
     "deploy_app": apps.deploy_app,
+    # events: emitted, read back with their one outcome
+    "emit": events.emit,
+    "get_event": events.get_event,
 }
 
 #: Methods each client writes for itself (they drive several plans, pipelined).

@@ -17,7 +17,17 @@ from shardsched.core.errors import RedisUnavailable, Unreachable
 from shardsched.core.models import JobSpec
 from shardsched.core.views import JobCreated
 from shardsched.sdk import pages, plans
-from shardsched.sdk.plans import apps, concurrency, dags, jobs, notify, runs, schedules, ticks
+from shardsched.sdk.plans import (
+    apps,
+    concurrency,
+    dags,
+    events,
+    jobs,
+    notify,
+    runs,
+    schedules,
+    ticks,
+)
 from shardsched.sdk.redis_calls import command, packed, refused, tls_kwargs
 from shardsched.sdk.server_clock import ServerClock
 from shardsched.store.keys import DEFAULT_NAMESPACE
@@ -339,6 +349,8 @@ class Client:
     get_concurrency_key = blocking(concurrency.get_concurrency_key)
     list_concurrency_keys = blocking(concurrency.list_concurrency_keys)
     deploy_app = blocking(apps.deploy_app)
+    emit = blocking(events.emit)
+    get_event = blocking(events.get_event)
 
     def close(self) -> None:
         if self._cluster is not None:

@@ -58,9 +58,9 @@ def _from_files(path: Path) -> list[tuple[str | None, JobSpec]]:
             loaded = json.loads(text)
             documents = loaded if isinstance(loaded, list) else [loaded]
         else:
-            import yaml
+            from shardsched.runtime import yaml12
 
-            documents = [d for d in yaml.safe_load_all(text) if d is not None]
+            documents = [d for d in yaml12.load_all(text) if d is not None]
         for doc in documents:
             if not isinstance(doc, dict) or doc.get("kind", "job") != "job":
                 continue

@@ -6,18 +6,13 @@ from __future__ import annotations
 
 import msgspec
 
-from shardsched.core.errors import NotFoundError, ValidationError
+from shardsched.core.errors import HookNotFound, ValidationError
 from shardsched.core.events import HookList, HookName, HookSpec, hook_view
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
 
 _spec_decoder = msgspec.json.Decoder(HookSpec)
 _HOOK_NAME = msgspec.json.Decoder(HookName)
-
-
-class HookNotFound(NotFoundError):
-    def __init__(self, name: str) -> None:
-        super().__init__(f"hook {name!r} not found")
 
 
 def check_name(name: str) -> None:
@@ -60,9 +55,10 @@ def list_hooks(dep: Deployment) -> Op:
 
 
 def delete_hook(dep: Deployment, name: str) -> Op:
-    """Delete the hook: its requests are refused from now on (404)."""
-    check_name(name)
+    """Delete the hook: its requests are refused from now on (404); returns the Hook it
+    was."""
+    spec = yield from read_hook(dep, name)
     (n,) = yield [Call(("HDEL", dep.globals.hooks, name))]
-    if not check(n):
+    if not check(n):  # deleted meanwhile
         raise HookNotFound(name)
-    return None
+    return hook_view(name, spec)

@@ -13,8 +13,9 @@ from typing import Any
 
 import msgspec
 
-from shardsched.core.errors import NotFoundError, ValidationError
+from shardsched.core.errors import EventNotFound, ValidationError
 from shardsched.core.events import (
+    EVENT_NAME,
     PAYLOAD_MAX_BYTES,
     REPLAY_WINDOW_S,
     SIGNATURE_HEADER,
@@ -34,11 +35,6 @@ from shardsched.store.deployment import Deployment
 _key_decoder = msgspec.json.Decoder(IdempotencyKey)
 
 
-class EventNotFound(NotFoundError):
-    def __init__(self, event_id: str) -> None:
-        super().__init__(f"event {event_id!r} not found")
-
-
 class StaleSignature(ValueError):
     """A signed request whose timestamp is not within REPLAY_WINDOW_S of the server's
     clock: a replay, or a sender's clock far off."""
@@ -46,6 +42,10 @@ class StaleSignature(ValueError):
 
 def emit(dep: Deployment, name: str, request: EmitRequest, source: str) -> Op:
     """Store the event, deliver it, answer it with its outcome (a ReceivedEvent)."""
+    if not EVENT_NAME.match(name):
+        raise ValidationError(
+            "an event's name is 1 to 128 letters, digits, '.', '_', ':' and '-'", "$.event"
+        )
     payload = msgspec.json.encode(request.payload) if request.payload is not None else b""
     if len(payload) > PAYLOAD_MAX_BYTES:
         raise ValidationError(

@@ -25,6 +25,7 @@ from datetime import datetime
 
 import msgspec
 
+from shardsched.core.events import UNSETTLED_AFTER_S
 from shardsched.core.ids import attempt_of, is_dag_id
 from shardsched.core.instants import from_ms
 from shardsched.ops.history.backfill_gaps import last_attempts
@@ -38,7 +39,7 @@ from shardsched.ops.history.ledger import (
     load_histories,
     load_history,
 )
-from shardsched.store.calls import Call, Op, server_ms
+from shardsched.store.calls import Call, Op, check, server_ms
 from shardsched.store.deployment import Deployment
 
 
@@ -90,6 +91,9 @@ class AuditReport(msgspec.Struct):
     #: retrying, stranded (see :func:`execution_of`), dag (a DAG run: its tasks' runs tell)
     executions: dict[str, int] = msgspec.field(default_factory=dict)
     stranded_runs: list[str] = msgspec.field(default_factory=list)  #: the first 100
+    #: events received (core/events.py): ``received`` (kept), ``pending`` (no outcome
+    #: yet), ``unsettled`` (no outcome past UNSETTLED_AFTER_S: a failure)
+    events: dict[str, int] = msgspec.field(default_factory=dict)
 
     @property
     def stranded(self) -> int:
@@ -97,7 +101,12 @@ class AuditReport(msgspec.Struct):
 
     @property
     def ok(self) -> bool:
-        return self.missing == 0 and self.duplicated == 0 and self.stranded == 0
+        return (
+            self.missing == 0
+            and self.duplicated == 0
+            and self.stranded == 0
+            and not self.events.get("unsettled")
+        )
 
 
 @dataclass
@@ -161,6 +170,7 @@ def audit(
             totals.executions[execution] += 1
             if execution == Execution.STRANDED and len(totals.stranded) < 100:
                 totals.stranded.append(rid)
+    events = yield from _events(dep, now_ms)
     c = totals.counts
     return AuditReport(
         horizon=from_ms(horizon),
@@ -181,7 +191,28 @@ def audit(
         unplannable=totals.unplannable[:100],
         executions={str(e): n for e, n in sorted(totals.executions.items())},
         stranded_runs=totals.stranded,
+        events=events,
     )
+
+
+def _events(dep: Deployment, now_ms: int) -> Op:
+    """Events received, pending and unsettled (pending past UNSETTLED_AFTER_S), summed
+    over the shards."""
+    old = now_ms - UNSETTLED_AFTER_S * 1000
+    calls = []
+    for s in range(dep.n_shards):
+        sk = dep.shard(s)
+        calls += [
+            Call(("ZCARD", sk.event_log)),
+            Call(("ZCARD", sk.events_pending)),
+            Call(("ZCOUNT", sk.events_pending, "-inf", f"({old}")),
+        ]
+    replies = [int(check(r)) for r in (yield calls)]
+    return {
+        "received": sum(replies[0::3]),
+        "pending": sum(replies[1::3]),
+        "unsettled": sum(replies[2::3]),
+    }
 
 
 def _add_job(

@@ -17,7 +17,7 @@ from shardsched.core.models import JobSpec
 from shardsched.core.views import JobCreated
 from shardsched.sdk import pages, plans
 from shardsched.sdk.http.calls import HttpCall, result
-from shardsched.sdk.http.routes import apps, config, dags, jobs, runs
+from shardsched.sdk.http.routes import apps, config, dags, events, jobs, runs
 from shardsched.sdk.http.transport import Options, pause_after, unreachable
 
 P = ParamSpec("P")
@@ -159,6 +159,8 @@ class AsyncHttpClient:
     get_concurrency_key = awaiting(config.get_concurrency_key)
     list_concurrency_keys = awaiting(config.list_concurrency_keys)
     deploy_app = awaiting(apps.deploy_app)
+    emit = awaiting(events.emit)
+    get_event = awaiting(events.get_event)
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -16,7 +16,7 @@ from shardsched.core.models import JobSpec
 from shardsched.core.views import JobCreated
 from shardsched.sdk import pages, plans
 from shardsched.sdk.http.calls import HttpCall, result
-from shardsched.sdk.http.routes import apps, config, dags, jobs, runs
+from shardsched.sdk.http.routes import apps, config, dags, events, jobs, runs
 from shardsched.sdk.http.transport import Options, pause_after, unreachable
 
 P = ParamSpec("P")
@@ -162,6 +162,8 @@ class HttpClient:
     get_concurrency_key = sending(config.get_concurrency_key)
     list_concurrency_keys = sending(config.list_concurrency_keys)
     deploy_app = sending(apps.deploy_app)
+    emit = sending(events.emit)
+    get_event = sending(events.get_event)
 
     def close(self) -> None:
         self._http.close()

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 from shardsched.sdk.http.calls import HttpCall
-from shardsched.sdk.http.routes import apps, config, dags, jobs, runs
+from shardsched.sdk.http.routes import apps, config, dags, events, jobs, runs
 from shardsched.sdk.operations import OPERATIONS
 
-_MODULES = (jobs, runs, dags, config, apps)
+_MODULES = (jobs, runs, dags, config, apps, events)
 
 #: The route of each operation of the table, by the table's names.
 ROUTES: dict[str, Callable[..., HttpCall[Any]]] = {
