@@ -49,7 +49,7 @@
     dagq:<id>, dagrun:<id>, dagv:<id>, dagwait, events, failures (runs ended failed or
     dead_letter), job:<id> (read; its 'act' when a buffered tick runs), out:<id>,
     run:<id>, runs:<id>, skips:<id> (lib/dag's; not written by a completion), stats,
-    buf:<id> (lib/buffer.lua), deadman.
+    buf:<id> (lib/buffer.lua), deadman, outq (lib/outcomes.lua).
 
   Each run's stream entry is acknowledged on its queue's stream ('q' on its record,
   lib/queues.lua); a retry keeps the run's queue.
@@ -74,6 +74,7 @@ local group, worker, base = ARGV[1], ARGV[2], ARGV[3]
 -- @include backfill
 -- @include buffer
 -- @include outquota
+-- @include outcomes
 local job_quota, shard_quota = tonumber(ARGV[6]), tonumber(ARGV[7])
 
 -- A run of `job` failed for good: a job with an auto-pause policy is handed to the owner,
@@ -136,6 +137,7 @@ for i = 8, #ARGV, 10 do
       rcall('ZADD', base .. 'failures', now, rid)  -- the failure inbox, every job's
     end
     if state == 'succeeded' or ARGV[i + 8] == '' then  -- the run's tick ends here
+      note_outcome(base, job_of_run(rid), rid, state == 'succeeded' and 's' or 'f', now)
       if drid then
         if dag_settle(base, ready_key, drid, dag_task_of(rid),
             state == 'succeeded' and 's' or 'f', now) > 0 then

@@ -1,9 +1,10 @@
 #!lua
 --[[
-  An event delivered to one job that listens to it (core/events.py, store/event_delivery):
-  a run of the job now, unless the event's key was delivered to the job before (then the
-  earlier run, or the earlier event still held), or the job is paused (then held, kept
-  latest or dropped as its rule says).
+  An event delivered to one job that listens to it, or an upstream's outcome to a job that
+  runs after it (core/events.py, store/event_delivery, shard/event_chores): a run of the
+  job now, unless the delivery's key came to the job before (then the earlier run, or
+  the earlier delivery still held), or the job is paused (then held, kept latest or
+  dropped as its rule says).
 
   KEYS[1] job     HASH the job
   KEYS[2] ready   STREAM of fired runs
@@ -11,17 +12,18 @@
           evheld:<job> (LIST of held deliveries) and evheldjobs (SET of jobs holding any)
           are built from it (same hash slot)
   ARGV[2] job id
-  ARGV[3] event id: the run's cause ('event:<id>')
+  ARGV[3] the run's cause: 'event:<event id>' or 'after:<upstream run id>'
   ARGV[4] the run's args JSON ('': the job's own)
-  ARGV[5] the delivery's key: 'event:<name>:<idempotency key or event id>'
+  ARGV[5] the delivery's key: 'event:<name>:<idempotency key or event id>', or
+          'after:...' (store/event_delivery.py)
   ARGV[6] how long a key is remembered (ms)
   ARGV[7] when the job is paused: hold | keep_latest | drop
   ARGV[8] deliveries held at most (hold: a delivery beyond is dropped)
 
   Returns {1, run_id, now_ms, queues} a run made (queues: lib/queues.lua); {2, first,
-  now_ms, cause} the key was delivered before (first: that run's id, or 'held:<event>'
-  while that event is held; cause: the first run's); {3, held, superseded...} held (held:
-  how many the job holds now; superseded: the events keep_latest replaced); {4, why}
+  now_ms, cause} the key was delivered before (first: that run's id, or 'held:<cause>'
+  while that delivery is held; cause: the first run's); {3, held, superseded...} held (held:
+  how many the job holds now; superseded: the causes keep_latest replaced); {4, why}
   dropped ('paused' by the rule drop, 'full' past the bound); {-1} no such job; {-2}
   deleted.
 ]]
@@ -33,7 +35,7 @@ local rcall = redis.call
 -- @include live
 -- @include triggered
 local job_key = KEYS[1]
-local base, job, event, args, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local base, job, cause, args, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local status, refused = live_status(job_key)
 if refused then
   return refused
@@ -42,11 +44,11 @@ local now = server_now_ms()
 local idem_key = base .. 'idem:' .. job .. ':' .. key
 local first = rcall('GET', idem_key)
 if first then
-  local cause = ''
+  local first_cause = ''
   if string.sub(first, 1, 5) ~= 'held:' then
-    cause = rcall('HGET', base .. 'run:' .. first, 'cause') or ''
+    first_cause = rcall('HGET', base .. 'run:' .. first, 'cause') or ''
   end
-  return {2, first, now, cause}
+  return {2, first, now, first_cause}
 end
 if status == 'paused' then
   local rule = ARGV[7]
@@ -65,11 +67,12 @@ if status == 'paused' then
   elseif rcall('LLEN', held_key) >= tonumber(ARGV[8]) then
     return {4, 'full'}
   end
-  out[2] = rcall('RPUSH', held_key, event .. '\n' .. key .. '\n' .. args)
+  out[2] = rcall('RPUSH', held_key, cause .. '\n' .. key .. '\n' .. args)
   rcall('SADD', base .. 'evheldjobs', job)
-  rcall('SET', idem_key, 'held:' .. event, 'PX', ARGV[6])
+  rcall('SET', idem_key, 'held:' .. cause, 'PX', ARGV[6])
   return out
 end
-local rid = make_triggered_run(base, job_key, job, args, now, 'event:' .. event, 'event')
+local detail = string.match(cause, '^[a-z]+')  -- event, after: the scheduled event's
+local rid = make_triggered_run(base, job_key, job, args, now, cause, detail)
 rcall('SET', idem_key, rid, 'PX', ARGV[6])
 return {1, rid, now, woken_queues()}

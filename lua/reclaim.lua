@@ -118,6 +118,7 @@ local function reclaim_stream(ready_key, q)
           'r', 'lease lapsed ' .. lapses .. ' times in a row (poison run)')
         add_event(events, rid, 'running', 'failed', run[6], 'poison')
         rcall('ZADD', base .. 'failures', now, rid)  -- the failure inbox
+        note_outcome(base, job_of_run(rid), rid, 'f', now)
         poisoned = poisoned + 1
         if run[4] then
           released = released + dag_settle(base, ready_key, run[4], dag_task_of(rid), 'f', now)

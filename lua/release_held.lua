@@ -12,9 +12,10 @@
           args:<id>:t<n> and the events stream are built from it
   ARGV[3] how many jobs to look at, at most
 
-  Returns {1, released, dropped, queues}: released a flat list event, run id, ...;
-  dropped a flat list event, job, ... of events whose job was deleted; or {-1} when the caller's epoch
-  is stale.
+  Returns {1, released, dropped, queues}: released a flat list cause, run id, ... (a
+  cause: 'event:<id>' or 'after:<run id>', lua/deliver_event.lua); dropped a flat list
+  cause, job, ... of those whose job was deleted; or {-1} when the caller's epoch is
+  stale.
 ]]
 local rcall = redis.call
 -- @include runids
@@ -40,18 +41,19 @@ for _, job in ipairs(rcall('SMEMBERS', held_jobs_key)) do
   local status = rcall('HGET', job_key, 'status')
   if status ~= 'paused' then
     for _, entry in ipairs(rcall('LRANGE', held_key, 0, -1)) do
-      local ev, key, args = string.match(entry, '^([^\n]*)\n([^\n]*)\n(.*)$')
+      local cause, key, args = string.match(entry, '^([^\n]*)\n([^\n]*)\n(.*)$')
       local idem_key = base .. 'idem:' .. job .. ':' .. key
       if status == 'active' then
-        local rid = make_triggered_run(base, job_key, job, args, now, 'event:' .. ev, 'event')
+        local detail = string.match(cause, '^[a-z]+')
+        local rid = make_triggered_run(base, job_key, job, args, now, cause, detail)
         if rcall('EXISTS', idem_key) == 1 then  -- a key expired meanwhile stays so
           rcall('SET', idem_key, rid, 'KEEPTTL')
         end
-        released[#released + 1] = ev
+        released[#released + 1] = cause
         released[#released + 1] = rid
       else
         rcall('DEL', idem_key)
-        dropped[#dropped + 1] = ev
+        dropped[#dropped + 1] = cause
         dropped[#dropped + 1] = job
       end
     end

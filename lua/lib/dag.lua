@@ -36,6 +36,7 @@
 -- @include events
 -- @include queues
 -- @include skips
+-- @include outcomes
 
 local function dag_split(csv)
   local out = {}
@@ -217,6 +218,7 @@ local function dag_finish(base, ready, dag, drid, now)
   rcall('HSET', run_key, 'st', failed and 'failed' or 'succeeded', 'f', now)
   dag_release_version(base, dag, drid)
   emit_event(base, drid, 'running', failed and 'failed' or 'succeeded', '', '')
+  note_outcome(base, dag, drid, failed and 'f' or 's', now)
   counter_add(base, dag, 'nact', -1)
   return dag_promote(base, ready, dag, now)
 end

@@ -33,7 +33,7 @@ from shardsched.core.errors import (
     Unreachable,
     ValidationError,
 )
-from shardsched.core.events import EventNotFound, HookSpec, OnEvent, ReceivedEvent
+from shardsched.core.events import EventNotFound, HookSpec, OnRule, ReceivedEvent
 from shardsched.core.models import (
     CronSchedule,
     DagSpec,
@@ -100,7 +100,7 @@ __all__ = [
     "NameTaken",
     "NotFoundError",
     "NotOwned",
-    "OnEvent",
+    "OnRule",
     "OnceSchedule",
     "PreconditionFailed",
     "ReceivedEvent",

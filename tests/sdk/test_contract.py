@@ -24,7 +24,7 @@ from shardsched import (
     JobPatch,
     JobSpec,
     OnceSchedule,
-    OnEvent,
+    OnRule,
     RetryPolicy,
     RunNotFound,
     TaskSpec,
@@ -104,7 +104,7 @@ def tour(c: Recorder, p: str) -> dict[str, Any]:
     rival.job(id=f"{p}-app-job", every="1m")(lambda ctx: None)
     seen["deploy_app not its own"] = refusal(lambda: c.deploy_app(rival))
     seen["deploy_app not an app"] = refusal(lambda: c.deploy_app("billing"))
-    listener = c.add_job(JobSpec(name=f"{p}-listens", command="true", on=[OnEvent(event=f"{p}.e")]))
+    listener = c.add_job(JobSpec(name=f"{p}-listens", command="true", on=[OnRule(event=f"{p}.e")]))
     emitted = note("emit", c.emit(f"{p}.e", {"k": 1}, idempotency_key=f"{p}-ev"))
     seen["emit outcome"] = emitted.outcome.outcome.value
     seen["emit args"] = c.get_run(emitted.outcome.deliveries[0].run_id).args

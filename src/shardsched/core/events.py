@@ -60,22 +60,82 @@ class WhenPaused(enum.StrEnum):
     DROP = "drop"  #: dropped (its outcome says so)
 
 
-class OnEvent(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """One rule of a job's ``on``: run it when ``event`` comes and its payload passes
-    ``filter`` (each dotted field equal to the value given, or to one of a list)."""
+class When(enum.StrEnum):
+    """Which of an upstream firing's outcomes run a job that runs after it."""
 
-    event: EventName
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  #: failed for good: no attempt left, dead-lettered, poison
+    FINISHED = "finished"  #: either
+
+
+class Rerun(enum.StrEnum):
+    """When the upstream's same tick ends again (retried, cleared, repaired)."""
+
+    #: the job runs once per upstream tick, however often that tick ends
+    ONCE_PER_UPSTREAM_TICK = "once_per_upstream_tick"
+    EVERY_TIME = "every_time"  #: each time it ends as ``when`` says
+
+
+#: What a job runs after: ``job:<id>``, ``task:<dag>.<task>`` (a DAG's task), ``dag:<id>``
+#: (a DAG run's outcome).
+AFTER = re.compile(r"^(job|task|dag):([A-Za-z0-9][A-Za-z0-9_.-]{0,200})$(?!\n)")
+After = Annotated[str, msgspec.Meta(min_length=5, max_length=210, pattern=AFTER.pattern)]
+
+
+class OnRule(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """One rule of a job's ``on``: either an ``event`` it listens to (run when one comes
+    whose payload passes ``filter``: each dotted field equal to the value given, or to
+    one of a list), or what it runs ``after`` (run when that job's, task's or DAG run's
+    firing ends as ``when`` says; ``rerun`` says whether the same upstream tick ending
+    again runs it again)."""
+
+    event: EventName | None = None
     filter: Annotated[dict[FieldPath, FilterValue], msgspec.Meta(max_length=32)] = msgspec.field(
         default_factory=dict
     )
     #: the run's args: unset, the payload (an object; any other value as ``payload``);
     #: else each arg taken from the payload's dotted field (one missing: left out)
     args: Annotated[dict[str, FieldPath], msgspec.Meta(max_length=64)] | None = None
+    after: After | None = None
+    when: When = When.SUCCEEDED
+    rerun: Rerun = Rerun.ONCE_PER_UPSTREAM_TICK
     when_paused: WhenPaused = WhenPaused.HOLD
     hold_max: Annotated[int, msgspec.Meta(ge=1, le=HOLD_MAX)] = 100
 
 
-OnRules = Annotated[list[OnEvent], msgspec.Meta(max_length=32)]
+def validate_on(rules: list[OnRule], path: str = "$.on") -> None:
+    """What msgspec cannot say: a rule is an event's or an upstream's, not both, and
+    takes only its own kind's fields."""
+    for i, rule in enumerate(rules):
+        where = f"{path}[{i}]"
+        if (rule.event is None) == (rule.after is None):
+            raise ValidationError("a rule of `on` has either `event` or `after`", where)
+        if rule.after is not None and (rule.filter or rule.args is not None):
+            raise ValidationError("`filter` and `args` are an event's, not `after`'s", where)
+        if rule.event is not None and (rule.when, rule.rerun) != (
+            When.SUCCEEDED, Rerun.ONCE_PER_UPSTREAM_TICK
+        ):  # fmt: skip
+            raise ValidationError("`when` and `rerun` are `after`'s, not an event's", where)
+
+
+def upstream_of(after: str) -> str:
+    """The id an ``after`` names: a job's, a task's job id ``<dag_id>.<task>``, a DAG's
+    (``dag_<id>``)."""
+    kind, _, handle = after.partition(":")
+    if kind == "job":
+        return handle
+    if kind == "dag":
+        return handle if handle.startswith("dag_") else "dag_" + handle
+    dag, _, task = handle.partition(".")
+    return ("" if dag.startswith("dag_") else "dag_") + dag + "." + task
+
+
+def ends_as(when: When, state: str) -> bool:
+    """Whether an upstream ending ``s`` (succeeded) or ``f`` (failed) is a ``when``."""
+    return when == When.FINISHED or (when == When.SUCCEEDED) == (state == "s")
+
+
+OnRules = Annotated[list[OnRule], msgspec.Meta(max_length=32)]
 
 
 class EmitRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -177,7 +237,7 @@ def field_at(payload: Any, path: str) -> Any:
     return value
 
 
-def passes(rule: OnEvent, payload: Any) -> bool:
+def passes(rule: OnRule, payload: Any) -> bool:
     """Whether the payload passes the rule's filter: each field equal to the value given
     (or to one of a list), types kept (``1`` is not ``true``)."""
     for path, wanted in rule.filter.items():
@@ -196,7 +256,7 @@ def _same(a: Any, b: Any) -> bool:
     )
 
 
-def run_args(rule: OnEvent, payload: Any) -> bytes:
+def run_args(rule: OnRule, payload: Any) -> bytes:
     """The args JSON a delivery gives its run: the payload (an object as is, any other
     value as ``{"payload": value}``, nothing for null), or the rule's selection."""
     if rule.args is None:
@@ -215,7 +275,7 @@ def run_args(rule: OnEvent, payload: Any) -> bytes:
     return raw
 
 
-def rules_for(rules: list[OnEvent], event: str) -> list[OnEvent]:
+def rules_for(rules: list[OnRule], event: str) -> list[OnRule]:
     return [rule for rule in rules if rule.event == event]
 
 

@@ -113,6 +113,16 @@ def with_attempt(rid: str, attempt: int) -> str:
     return f"{parts.job_id}:{parts.tick}:{attempt}"
 
 
+def firing_of(rid: str) -> str:
+    """A run's firing ``<job>:<tick>``, which its attempts share; any other id (a DAG
+    run's ``<dag_id>:<tick>``) is its own."""
+    try:
+        parts = parse_run_id(rid)
+    except ValueError:
+        return rid
+    return f"{parts.job_id}:{parts.tick}"
+
+
 def parse_dag_run_id(drid: str) -> tuple[str, str]:
     """A DAG run id's DAG id and tick (``<dag_id>:<tick>``; the tick as written)."""
     dag_id, _, tick = drid.partition(":")

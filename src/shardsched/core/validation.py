@@ -13,6 +13,7 @@ import msgspec
 
 from shardsched.core.concurrency import resolve_key
 from shardsched.core.errors import ValidationError
+from shardsched.core.events import validate_on
 from shardsched.core.jitter import h_choices, has_h, resolve_h
 from shardsched.core.models import (
     DAG_ID,
@@ -125,6 +126,7 @@ def validate_spec(spec: JobSpec) -> JobSpec:
         validate_schedule(spec.schedule)
     if spec.starts_at and spec.ends_at and spec.ends_at < spec.starts_at:
         raise ValidationError("ends_at is before starts_at", "$.ends_at")
+    validate_on(spec.on)
     if spec.skip_late_start and spec.start_deadline_s is None:
         raise ValidationError(
             "skip_late_start skips a run not started by its start_deadline_s: set one",

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from shardsched.core.calendars import CalendarRule
-from shardsched.core.events import OnEvent
+from shardsched.core.events import OnRule
 from shardsched.core.models import (
     DEFAULT_MAX_CATCHUP,
     Catchup,
@@ -92,7 +92,9 @@ class Job(msgspec.Struct, kw_only=True):
     invalid: str | None = None
     #: its newest runs, newest first, when a list asked for them (``?recent=N``)
     recent_runs: list[RunBrief] | None = None
-    on: list[OnEvent] = msgspec.field(default_factory=list)  #: the events that run it
+    on: list[OnRule] = msgspec.field(
+        default_factory=list
+    )  #: the events and upstream outcomes that run it
 
 
 class RunBrief(msgspec.Struct, kw_only=True):
@@ -290,6 +292,9 @@ class Run(msgspec.Struct, kw_only=True):
     deadline_missed: str | None = None
     #: where to see that trace, when the API is given SHARDSCHED_TRACE_URL
     trace_url: str | None = None
+    #: what made it, if not its schedule or a hand: ``event:<event id>`` (an event or a
+    #: hook), ``after:<run id>`` (an upstream's outcome; a DAG run's id for a DAG's)
+    cause: str | None = None
 
 
 class RetryRefusal(msgspec.Struct):

@@ -72,7 +72,7 @@ DENIED = ("flushall", "flushdb", "config", "keys", "debug", "shutdown", "monitor
 WORKER_SHARD_KEYS = (
     "ready", "ready:", "retries", "deadletter", "failures", "dagwait", "dagrun:", "dagvn:",
     "dagvgc:", "dagq:", "stats", "run:", "runs:", "reclaim_at", "bfq:", "events", "out:",
-    "cnt:", "autopause", "waiting", "kring:", "kset:", "deadman", "buf:",
+    "cnt:", "autopause", "waiting", "kring:", "kset:", "deadman", "buf:", "outq",
 )  # fmt: skip
 #: The keys of a shard only a node writes: the shard's ``owner`` lease and fencing
 #: ``epoch``; what a run executes (a DAG's kept versions, a DAG run's version and args,

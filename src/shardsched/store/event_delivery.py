@@ -24,13 +24,17 @@ from shardsched.core.events import (
     DeliveryResult,
     EventDelivery,
     EventOutcome,
-    OnEvent,
+    OnRule,
     ReceivedEvent,
+    Rerun,
+    ends_as,
     outcome_of,
     passes,
     rules_for,
     run_args,
+    upstream_of,
 )
+from shardsched.core.ids import attempt_of, firing_of, job_of_run
 from shardsched.core.instants import from_ms
 from shardsched.core.params import IDEMPOTENCY_TTL_S
 from shardsched.store import ready
@@ -46,7 +50,7 @@ _outcome_encoder = msgspec.json.Encoder()
 class _Listens(msgspec.Struct):
     """What a delivery reads of a job's stored spec: only its rules."""
 
-    on: list[OnEvent] = msgspec.field(default_factory=list)
+    on: list[OnRule] = msgspec.field(default_factory=list)
 
 
 _listens_decoder = msgspec.json.Decoder(_Listens)
@@ -82,7 +86,7 @@ def deliver(dep: Deployment, event_id: str, name: str, key: str, payload: bytes)
     job_ids = sorted(m.decode() for m in check(members))
     value: Any = msgspec.json.decode(payload) if payload else None
     stale: list[str] = []
-    targets: list[tuple[str, OnEvent]] = []
+    targets: list[tuple[str, OnRule]] = []
     if job_ids:
         reads = yield [
             Call(("HMGET", dep.keys_for(j).job(j), "spec", "status", "dag")) for j in job_ids
@@ -113,7 +117,7 @@ def deliver(dep: Deployment, event_id: str, name: str, key: str, payload: bytes)
                 continue
             calls.append(
                 lua.deliver_event(
-                    dep.keys_for(job_id), job_id, event_id, args, dedupe,
+                    dep.keys_for(job_id), job_id, f"event:{event_id}", args, dedupe,
                     IDEMPOTENCY_TTL_S * 1000, rule.when_paused.value, rule.hold_max,
                 )
             )  # fmt: skip
@@ -123,10 +127,14 @@ def deliver(dep: Deployment, event_id: str, name: str, key: str, payload: bytes)
         for (job_id, _rule), reply in zip(
             [t for t in targets if t[0] not in refused], replies, strict=True
         ):
-            delivery, woke = _delivery(job_id, event_id, check(reply))
+            delivery, woke = delivery_of(job_id, f"event:{event_id}", check(reply))
             deliveries.append(delivery)
             if woke is not None:
                 wakes += ready.push(g, [dep.keys_for(job_id).shard], woke)
+            for superseded in check(reply)[2:] if int(check(reply)[0]) == 3 else []:
+                earlier = superseded.decode().removeprefix("event:")
+                why = f"superseded by {event_id} (keep_latest)"
+                wakes.append(lua.note_event(dep.keys_for(earlier), earlier, job_id, "", why))
         if wakes:
             yield wakes
     outcome = outcome_of(deliveries)
@@ -140,29 +148,30 @@ def deliver(dep: Deployment, event_id: str, name: str, key: str, payload: bytes)
     return outcome
 
 
-def _delivery(
-    job_id: str, event_id: str, reply: list[Any]
+def delivery_of(
+    job_id: str, cause: str, reply: list[Any]
 ) -> tuple[EventDelivery, tuple[str, ...] | None]:
-    """One deliver_event.lua reply as a EventDelivery, and the queues to wake (a run made)."""
+    """One deliver_event.lua reply as an EventDelivery, and the queues to wake (a run
+    made). ``cause``: this delivery's (``event:<id>``, ``after:<run id>``)."""
     code = int(reply[0])
     if code == 1:
         run_id = reply[1].decode()
         return EventDelivery(job_id, DeliveryResult.CREATED, run_id=run_id), ready.woken(reply[3])
     if code == 2:
-        first, cause = reply[1].decode(), reply[3].decode()
-        if cause == f"event:{event_id}":  # made by this event's earlier delivery
+        first, first_cause = reply[1].decode(), reply[3].decode()
+        if first_cause == cause:  # made by this very cause's earlier delivery
             return EventDelivery(job_id, DeliveryResult.CREATED, run_id=first), None
-        if first == f"held:{event_id}":
+        if first == f"held:{cause}":
             return EventDelivery(job_id, DeliveryResult.HELD, reason="the job is paused"), None
         if first.startswith("held:"):
-            earlier = first.removeprefix("held:")
+            earlier = first.removeprefix("held:").removeprefix("event:")
             return EventDelivery(
                 job_id, DeliveryResult.DEDUPLICATED, first_event_id=earlier,
-                reason="the earlier event is held: the job is paused",
+                reason="the earlier delivery is held: the job is paused",
             ), None  # fmt: skip
         return EventDelivery(
             job_id, DeliveryResult.DEDUPLICATED, run_id=first,
-            first_event_id=cause.removeprefix("event:") or None,
+            first_event_id=first_cause.removeprefix("event:") or None,
         ), None  # fmt: skip
     if code == 3:
         return EventDelivery(job_id, DeliveryResult.HELD, reason="the job is paused"), None
@@ -176,6 +185,75 @@ def _delivery(
         return EventDelivery(job_id, DeliveryResult.DROPPED, reason=reason), None
     reason = "the job is deleted" if code == -2 else "no such job"
     return EventDelivery(job_id, DeliveryResult.REFUSED, reason=reason), None
+
+
+#: How long an upstream tick's key is remembered per job (``once_per_upstream_tick``).
+AFTER_KEY_TTL_S = 7 * 86400
+
+
+def upstream_of_run(rid: str) -> str:
+    """The job, task or DAG whose firing ``rid`` is (a DAG run id ``<dag_id>:<tick>``)."""
+    job = job_of_run(rid)
+    return job if attempt_of(rid) is not None else job.partition(".")[0]
+
+
+def dispatch_outcomes(dep: Deployment, entries: list[bytes]) -> Op:
+    """Each ended firing of outq (``run id\\nstate\\nms``) delivered to the jobs that run
+    after its job (core/events.py ``after``, ``when``, ``rerun``); returns the deliveries
+    made, as (upstream run id, EventDelivery)."""
+    g = dep.globals
+    ended = []
+    for raw in entries:
+        rid, state, ms = raw.decode().split("\n")
+        ended.append((rid, upstream_of_run(rid), state, ms))
+    ups = sorted({up for _rid, up, _s, _ms in ended})
+    members = yield [Call(("SMEMBERS", g.after(up))) for up in ups]
+    after_of = {
+        up: sorted(m.decode() for m in check(r)) for up, r in zip(ups, members, strict=True)
+    }
+    downs = sorted({d for ds in after_of.values() for d in ds})
+    if not downs:
+        return []
+    reads = yield [Call(("HMGET", dep.keys_for(d).job(d), "spec", "status", "dag")) for d in downs]
+    rules: dict[str, list[OnRule]] = {}
+    for down, reply in zip(downs, reads, strict=True):
+        spec_raw, status, dag = check(reply)
+        if spec_raw is not None and status not in (None, b"deleted") and dag is None:
+            rules[down] = [r for r in _listens_decoder.decode(spec_raw).on if r.after]
+    stale = [
+        Call(("SREM", g.after(up), d))
+        for up, ds in after_of.items()
+        for d in ds
+        if not any(upstream_of(r.after or "") == up for r in rules.get(d, []))
+    ]
+    plan: list[tuple[str, str, Call]] = []
+    for rid, up, state, ms in ended:
+        for down in after_of[up]:
+            rule = next(
+                (r for r in rules.get(down, []) if upstream_of(r.after or "") == up
+                 and ends_as(r.when, state)),
+                None,
+            )  # fmt: skip
+            if rule is None:
+                continue
+            once = rule.rerun == Rerun.ONCE_PER_UPSTREAM_TICK
+            key = f"after:{firing_of(rid)}" if once else f"after:{rid}:{ms}"
+            call = lua.deliver_event(
+                dep.keys_for(down), down, f"after:{rid}", b"", key,
+                AFTER_KEY_TTL_S * 1000, rule.when_paused.value, rule.hold_max,
+            )  # fmt: skip
+            plan.append((rid, down, call))
+    replies = (yield [c for _r, _d, c in plan]) if plan else []
+    made: list[tuple[str, EventDelivery]] = []
+    wakes: list[Call] = []
+    for (rid, down, _call), reply in zip(plan, replies, strict=True):
+        delivery, woke = delivery_of(down, f"after:{rid}", check(reply))
+        made.append((rid, delivery))
+        if woke is not None:
+            wakes += ready.push(g, [dep.keys_for(down).shard], woke)
+    if wakes or stale:
+        yield wakes + stale
+    return made
 
 
 _FIELDS = ("n", "src", "k", "p", "at", "o")

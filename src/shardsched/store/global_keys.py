@@ -52,6 +52,11 @@ class GlobalKeys:
         longer do: a delivery reads each one's definition first)."""
         return f"{self.namespace}:{{g}}:listen:{event}"
 
+    def after(self, upstream: str) -> str:
+        """SET the jobs that may run after ``upstream``'s outcomes (ops/jobs/after.py):
+        written before such a job (a superset, read with each one's definition)."""
+        return f"{self.namespace}:{{g}}:after:{upstream}"
+
     @property
     def lag_history(self) -> str:
         """STREAM each node's trigger lag p50/p99 over the last minute, sampled every

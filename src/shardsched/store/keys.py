@@ -309,6 +309,13 @@ class ShardKeys:
         """ZSET event_id -> received (ms): the shard's events, newest last (listing)."""
         return self.base + "evlog"
 
+    @property
+    def outcomes(self) -> str:
+        """LIST "run id\\nstate\\nms": firings ended whose job (or DAG) has jobs that run
+        after it (lua/lib/outcomes.lua); its owner dispatches and trims them
+        (shard/event_chores.py, lua/trim_outcomes.lua)."""
+        return self.base + "outq"
+
     def events_held(self, job_id: str) -> str:
         """LIST deliveries held while the job is paused (lua/deliver_event.lua)."""
         return self.base + "evheld:" + job_id

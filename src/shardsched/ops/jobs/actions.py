@@ -21,6 +21,7 @@ from shardsched.core.models import JobSpec, JobStatus
 from shardsched.core.params import IDEMPOTENCY_TTL_S, TriggerRequest, validate_args
 from shardsched.core.patches import JobPatch
 from shardsched.core.views import Triggered
+from shardsched.ops.jobs import after
 from shardsched.ops.jobs.define import create_jobs, patch_job, read_job
 from shardsched.store import keys as k
 from shardsched.store import ready
@@ -64,8 +65,10 @@ def delete_job(dep: Deployment, job_id: str, actor: str = SDK_ACTOR) -> Op:
     code = check(reply)[0]
     if code != lua.JobReply.DELETED:  # deleted meanwhile by another DELETE: the same answer
         lua.raise_refusal(code, job_id)
-    if job.on:  # a deleted job listens to nothing
-        yield [Call(("SREM", dep.globals.listeners(r.event), job_id)) for r in job.on]
+    if job.on:  # a deleted job listens to nothing, and runs after nothing
+        yield [
+            Call(("SREM", dep.globals.listeners(r.event), job_id)) for r in job.on if r.event
+        ] + after.unmarks(dep, job_id, after.upstreams(job.on))
     return (yield from read_job(dep, job_id))
 
 

@@ -36,6 +36,7 @@ from shardsched.core.timing import per_job, timing_of
 from shardsched.core.validation import checked, validate_spec
 from shardsched.core.views import Job, JobCreated
 from shardsched.ops.dags.manage import join_dag
+from shardsched.ops.jobs import after
 from shardsched.ops.jobs.read import read_job
 from shardsched.ops.schedules.calendars import require_calendars
 from shardsched.store import keys as k
@@ -94,6 +95,16 @@ def create_jobs(
             else:
                 created += yield from create_jobs(dep, [spec], actor=actor)
         return created
+    chained = {  # a job whose id is made here cannot be anyone's upstream yet
+        spec.id or f"(new job {i})": spec.on
+        for i, spec in enumerate(specs)
+        if any(r.after for r in spec.on)
+    }
+    before: list[str] = []
+    after_write: list[str] = []
+    if chained:
+        batch = frozenset(spec.id for spec in specs if spec.id)
+        before, after_write = yield from after.check_chain(dep, chained, batch)
     (now,) = yield [Call(("TIME",))]
     now_ms = server_ms(now)
     firsts = FirstFires(now_ms)  # one cron computation per distinct timing
@@ -102,6 +113,7 @@ def create_jobs(
     plan = []
     has_h: dict[bytes, bool] = {}  # per schedule: whether it has an H of its own per job
     listening: dict[str, list[str]] = {}  # event -> its listeners among them
+    runs_after: list[tuple[str, list[str]]] = []  # a job, the upstreams it runs after
     fresh = iter(k.new_job_ids(sum(not spec.id for spec in specs)))
     for spec in specs:
         job_id = spec.id or next(fresh)
@@ -138,7 +150,11 @@ def create_jobs(
         first = None if held else firsts.of(timing, known[1], job_id)
         plan.append((job_id, first))
         for rule in spec.on:
-            listening.setdefault(rule.event, []).append(job_id)
+            if rule.event is not None:
+                listening.setdefault(rule.event, []).append(job_id)
+        ups = after.upstreams(spec.on)
+        if ups:
+            runs_after.append((job_id, ups))
         by_shard.setdefault(k.shard_of(job_id, dep.n_shards), []).append(
             lua.NewJob(
                 job_id,
@@ -156,6 +172,15 @@ def create_jobs(
         )
     if listening:  # the index first: it holds every listener, and maybe more
         yield [Call(("SADD", dep.globals.listeners(e), *ids)) for e, ids in listening.items()]
+    if runs_after:  # upstreams that exist: marked first, so none of their ends is missed
+        existing_ups = set(before)
+        calls = [
+            c
+            for j, ups in runs_after
+            for c in after.marks(dep, j, [u for u in ups if u in existing_ups])
+        ]
+        if calls:
+            yield calls
     shards = list(by_shard)
     replies = yield [
         lua.register_job(dep.shard(s), dep.globals, by_shard[s], actor) for s in shards
@@ -164,6 +189,13 @@ def create_jobs(
     for s, reply in zip(shards, replies, strict=True):
         for new, code in zip(by_shard[s], lua.decode_registered(check(reply)), strict=True):
             registered[new.job_id] = code
+    if runs_after and after_write:  # upstreams made in this very batch: marked now
+        fresh_ups = set(after_write)
+        yield [
+            c
+            for j, ups in runs_after
+            for c in after.marks(dep, j, [u for u in ups if u in fresh_ups])
+        ]
     created = []
     first_at: dict[int, datetime] = {}  # one datetime per distinct instant
     for job_id, first in plan:
@@ -279,9 +311,13 @@ def write_spec(
         and (status != JobStatus.PAUSED or (reason, until) == (job.pause_reason, job.paused_until))
     ):
         return job  # nothing changes (a repeated pause or resume): no new version
-    listens = {rule.event for rule in spec.on}
+    listens = {rule.event for rule in spec.on if rule.event is not None}
     if listens:  # the index first: it holds every listener, and maybe more
         yield [Call(("SADD", dep.globals.listeners(e), job.job_id)) for e in sorted(listens)]
+    ups = after.upstreams(spec.on)
+    if ups:  # each exists (or the chain is refused) and is marked before the write
+        yield from after.check_chain(dep, {job.job_id: spec.on})
+        yield after.marks(dep, job.job_id, ups)
     (now,) = yield [Call(("TIME",))]
     now_ms = server_ms(now)
     timing = _spec_encoder.encode(timing_of(spec, job.job_id))
@@ -333,9 +369,12 @@ def write_spec(
     lua.raise_refusal(code, job.job_id)
     if code != lua.JobReply.OK:
         return None
-    gone = {rule.event for rule in job.on} - listens
+    gone = {rule.event for rule in job.on if rule.event is not None} - listens
     if gone:  # no longer listens: out of the index (a delivery would trim it anyway)
         yield [Call(("SREM", dep.globals.listeners(e), job.job_id)) for e in sorted(gone)]
+    left = sorted(set(after.upstreams(job.on)) - set(ups))
+    if left:
+        yield after.unmarks(dep, job.job_id, left)
     return (yield from read_job(dep, job.job_id))
 
 

@@ -87,3 +87,12 @@ NOTE_EVENT = signature("note_event", keys=("event",), argv=("job id", "run id", 
 def note_event(sk: ShardKeys, event_id: str, job_id: str, run_id: str, why: str = "") -> Call:
     """A held delivery's fate beside the event's outcome; reply 1, or 0 (expired)."""
     return NOTE_EVENT.call((sk.event(event_id),), (job_id, run_id, why))
+
+
+TRIM_OUTCOMES = signature("trim_outcomes", keys=("outq", "epoch"), argv=("epoch", "count", "first"))
+
+
+def trim_outcomes(sk: ShardKeys, epoch: int, count: int, first: bytes) -> Call:
+    """The owner's: the first ``count`` outcomes dispatched; reply 1, 0 (not as read) or
+    -1 (stale epoch)."""
+    return TRIM_OUTCOMES.call((sk.outcomes, sk.epoch), (epoch, count, first))

@@ -1,0 +1,115 @@
+"""Jobs that run after another job's, task's or DAG run's outcome (``on: [{after:
+...}]``, core/events.py): the upstream checked to exist, the chain checked for a cycle
+(refused, naming the path), and the upstream marked so its firings' outcomes are noted
+for its owner (``ds`` on its hash, read by lua/lib/outcomes.lua) and indexed
+(``{g}:after:<upstream>``: the jobs that may run after it).
+
+An upstream that exists is marked before the job that runs after it is written, so no
+outcome of it can pass unnoticed once the job is there; one made in the same batch is
+marked right after the batch is registered (it has had no firing yet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from shardsched.core.errors import ValidationError
+from shardsched.core.events import OnRule, upstream_of
+from shardsched.store.calls import Call, Op, check
+from shardsched.store.deployment import Deployment
+
+
+class _Rules(msgspec.Struct):
+    on: list[OnRule] = msgspec.field(default_factory=list)
+
+
+_rules_decoder = msgspec.json.Decoder(_Rules)
+
+
+def upstreams(rules: Sequence[OnRule]) -> list[str]:
+    return sorted({upstream_of(r.after) for r in rules if r.after is not None})
+
+
+def marks(dep: Deployment, job_id: str, ups: Sequence[str]) -> list[Call]:
+    """Mark each upstream and index ``job_id`` as running after it."""
+    calls = []
+    for up in ups:
+        calls.append(Call(("SADD", dep.globals.after(up), job_id)))
+        calls.append(Call(("HSET", dep.keys_for(up).job(up), "ds", "1")))
+    return calls
+
+
+def unmarks(dep: Deployment, job_id: str, ups: Sequence[str]) -> list[Call]:
+    """``job_id`` runs after these no more (the upstream's mark stays: harmless, one
+    entry a firing on a list its owner empties)."""
+    return [Call(("SREM", dep.globals.after(up), job_id)) for up in ups]
+
+
+def check_chain(
+    dep: Deployment, declared: dict[str, list[OnRule]], alongside: frozenset[str] = frozenset()
+) -> Op:
+    """Refuse (ValidationError naming the rule) an upstream that neither exists nor is
+    declared alongside (``alongside``: the ids written in the same batch), and a cycle
+    (naming its path); returns the upstreams that exist (marked before the write) and
+    those declared alongside (marked after it)."""
+    wanted = sorted({up for rules in declared.values() for up in upstreams(rules)})
+    if not wanted:
+        return [], []
+    specs = yield [Call(("HMGET", dep.keys_for(u).job(u), "spec", "status")) for u in wanted]
+    existing: dict[str, list[OnRule]] = {}
+    for up, reply in zip(wanted, specs, strict=True):
+        spec, _status = check(reply)
+        if spec is not None:  # a job (deleted too: it may come back), a task, a DAG
+            existing[up] = _rules_decoder.decode(spec).on
+    for rules in declared.values():
+        for i, rule in enumerate(rules):
+            if rule.after is None:
+                continue
+            up = upstream_of(rule.after)
+            if up not in existing and up not in declared and up not in alongside:
+                raise ValidationError(
+                    f"{rule.after}: there is no such job, task or DAG to run after",
+                    f"$.on[{i}].after",
+                )
+    graph: dict[str, list[str]] = {
+        node: upstreams(rules) for node, rules in {**existing, **declared}.items()
+    }
+    yield from _walk(dep, graph, declared)
+    before = [u for u in wanted if u in existing]
+    return before, [u for u in wanted if u not in existing]
+
+
+def _walk(dep: Deployment, graph: dict[str, list[str]], declared: dict[str, list[OnRule]]) -> Op:
+    """Follow each declared job's upstreams (reading definitions not yet known) and
+    refuse a path that comes back to it."""
+    frontier = [u for ups in graph.values() for u in ups if u not in graph]
+    while frontier:
+        unknown = sorted(set(frontier))
+        replies = yield [Call(("HGET", dep.keys_for(u).job(u), "spec")) for u in unknown]
+        for up, raw in zip(unknown, replies, strict=True):
+            spec = check(raw)
+            rules = _rules_decoder.decode(spec).on if spec else []
+            graph[up] = upstreams(rules)
+        frontier = [u for node in unknown for u in graph[node] if u not in graph]
+    for start in declared:
+        path = _cycle(graph, start)
+        if path:
+            said = " runs after ".join(path)
+            raise ValidationError(f"a cycle: {said}", "$.on")
+
+
+def _cycle(graph: dict[str, list[str]], start: str) -> list[str] | None:
+    """A path start → … → start along the upstream edges, if there is one."""
+    stack: list[tuple[str, list[str]]] = [(start, [start])]
+    seen: set[str] = set()
+    while stack:
+        node, path = stack.pop()
+        for up in graph.get(node, []):
+            if up == start:
+                return [*path, start]
+            if up not in seen:
+                seen.add(up)
+                stack.append((up, [*path, up]))
+    return None

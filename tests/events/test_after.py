@@ -1,0 +1,141 @@
+"""Jobs that run after another's outcome (``on: [{after: ...}]``), on a real node and
+worker: a chain of three runs once per upstream success, each run records its cause;
+``when`` picks the outcome; a re-run of the same upstream tick runs the next again only
+under ``every_time``; a DAG run's outcome triggers too; a paused downstream holds; an
+unknown upstream and a cycle are refused naming them, and write nothing."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import httpx
+
+from conftest import keyspace, wait_until
+from shardsched import JobSpec, OnceSchedule, OnRule
+from shardsched.ops.jobs.define import create_jobs
+from shardsched.store.drive import drive_async
+
+PAST = datetime(2020, 1, 1, tzinfo=UTC)
+ONCE = {"type": "once", "at": "2020-01-01T00:00:00Z"}
+
+
+async def job(http: httpx.AsyncClient, job_id: str, **fields) -> dict:
+    body = {"name": job_id, "command": "true", **fields}
+    reply = await http.put(f"/api/v1/jobs/{job_id}", json=body)
+    assert reply.status_code in (200, 201), reply.text
+    return reply.json()
+
+
+async def runs_of(http: httpx.AsyncClient, job_id: str) -> list[dict]:
+    return (await http.get(f"/api/v1/jobs/{job_id}/runs", params={"limit": 100})).json()["runs"]
+
+
+async def settle(http: httpx.AsyncClient, job_id: str, n: int) -> list[dict]:
+    async def done() -> list[dict] | None:
+        runs = await runs_of(http, job_id)
+        ended = [r for r in runs if r["state"] in ("succeeded", "failed", "dead_letter")]
+        return runs if len(ended) >= n else None
+
+    return await wait_until(done, timeout=30)
+
+
+async def test_a_chain_of_three_runs_once_per_success(http, node, worker) -> None:
+    await job(http, "extract", schedule={"type": "interval", "every_s": 3600})
+    await job(http, "transform", on=[{"after": "job:extract"}])
+    await job(http, "load", on=[{"after": "job:transform", "when": "succeeded"}])
+    for _ in range(2):
+        await http.post("/api/v1/jobs/extract/trigger")
+        await settle(http, "extract", _ + 1)
+    loads = await settle(http, "load", 2)
+    transforms = await runs_of(http, "transform")
+    assert len(transforms) == 2 and len(loads) == 2
+    extracts = await runs_of(http, "extract")
+    causes = sorted(r["cause"] for r in transforms)
+    assert causes == sorted(f"after:{r['run_id']}" for r in extracts)
+    assert sorted(r["cause"] for r in loads) == sorted(f"after:{r['run_id']}" for r in transforms)
+
+
+async def test_when_picks_the_outcome(http, node, worker) -> None:
+    await job(http, "flaky", command="exit 3", schedule={"type": "interval", "every_s": 3600})
+    await job(http, "on-fail", on=[{"after": "job:flaky", "when": "failed"}])
+    await job(http, "on-ok", on=[{"after": "job:flaky"}])
+    await job(http, "on-end", on=[{"after": "job:flaky", "when": "finished"}])
+    await http.post("/api/v1/jobs/flaky/trigger")
+    await settle(http, "on-fail", 1)
+    await settle(http, "on-end", 1)
+    assert await runs_of(http, "on-ok") == []
+
+
+async def test_a_rerun_of_the_same_tick_only_under_every_time(
+    http, node, worker, redis, dep
+) -> None:
+    retry = {"max_attempts": 2, "base_s": 0, "jitter": False}
+    await job(http, "up", command="exit 1", schedule={"type": "interval", "every_s": 3600},
+              retry_policy=retry)  # fmt: skip
+    await job(http, "once", on=[{"after": "job:up", "when": "finished"}])
+    await job(http, "every", on=[{"after": "job:up", "when": "finished", "rerun": "every_time"}])
+    await http.post("/api/v1/jobs/up/trigger")
+    await settle(http, "up", 2)
+    await settle(http, "every", 1)
+    (failed,) = [r for r in await runs_of(http, "up") if r["state"] == "dead_letter"]
+    retried = await http.post(f"/api/v1/runs/{failed['run_id']}/retry")
+    assert retried.status_code == 201, retried.text
+    await settle(http, "up", 3)
+    await settle(http, "every", 2)
+    assert len(await runs_of(http, "once")) == 1  # the same tick: once
+
+
+async def test_after_a_dag_run_and_a_task(http, node, worker) -> None:
+    dag = {"name": "etl", "schedule": {"type": "interval", "every_s": 3600},
+           "tasks": [{"name": "a", "command": "true"}, {"name": "b", "command": "true",
+                     "depends_on": ["a"]}]}  # fmt: skip
+    assert (await http.put("/api/v1/dags/etl", json=dag)).status_code in (200, 201)
+    await job(http, "after-dag", on=[{"after": "dag:etl"}])
+    await job(http, "after-task", on=[{"after": "task:etl.a"}])
+    drid = (await http.post("/api/v1/dags/dag_etl/trigger")).json()["dag_run_id"]
+    (run,) = await settle(http, "after-dag", 1)
+    assert run["cause"] == f"after:{drid}"
+    (task_run,) = await settle(http, "after-task", 1)
+    assert task_run["cause"].startswith("after:dag_etl.a:")
+
+
+async def test_a_paused_downstream_holds_then_runs(http, node, worker) -> None:
+    await job(http, "up2", schedule={"type": "interval", "every_s": 3600})
+    await job(http, "down2", on=[{"after": "job:up2"}])
+    await http.patch("/api/v1/jobs/down2", json={"status": "paused"})
+    await http.post("/api/v1/jobs/up2/trigger")
+    await settle(http, "up2", 1)
+    await http.patch("/api/v1/jobs/down2", json={"status": "active"})
+    (run,) = await settle(http, "down2", 1)
+    assert run["cause"].startswith("after:up2:t1:")
+
+
+async def test_unknown_upstreams_and_cycles_are_refused(http, node, redis, namespace) -> None:
+    await job(http, "a", schedule={"type": "interval", "every_s": 3600})
+    await job(http, "b", on=[{"after": "job:a"}])
+    await job(http, "c", on=[{"after": "job:b"}])
+    before = await keyspace(redis, namespace)
+    for body, said in [
+        ({"on": [{"after": "job:c"}]}, "a cycle: a runs after c runs after b runs after a"),
+        ({"on": [{"after": "job:a"}]}, "a cycle: a runs after a"),
+        ({"on": [{"after": "job:nope"}]}, "job:nope: there is no such job"),
+        ({"on": [{"after": "dag:nope"}]}, "dag:nope: there is no such job"),
+        ({"on": [{"after": "job:b", "filter": {"x": 1}}]}, "`filter` and `args` are an event's"),
+        ({"on": [{"event": "e", "when": "failed"}]}, "`when` and `rerun` are `after`'s"),
+        ({"on": [{"event": "e", "after": "job:b"}]}, "either `event` or `after`"),
+        ({"on": [{"after": "jobs-b"}]}, "matching regex"),
+    ]:
+        reply = await http.patch("/api/v1/jobs/a", json=body)
+        assert reply.status_code == 422, (body, reply.text)
+        assert said in reply.json()["error"]["message"], (body, reply.text)
+    assert await keyspace(redis, namespace) == before
+
+
+async def test_a_chain_declared_in_one_batch(http, node, worker, redis, dep) -> None:
+    specs = [
+        JobSpec(id="c1", name="c1", command="true", on=[OnRule(after="job:c0")]),
+        JobSpec(id="c0", name="c0", command="true", schedule=OnceSchedule(at=PAST)),
+    ]
+    await drive_async(create_jobs(dep, specs), redis)  # one batch: c1 written first
+    (run,) = await settle(http, "c1", 1)
+    assert run["cause"].startswith("after:c0:")
