@@ -42,7 +42,10 @@
           'max_fires'; ':s<ms>' and ':f<ms>' index each run it makes in the shard's
           deadlines ZSET, 's|<run>' ('sk|<run>' with ':k': skipped if late) at its planned
           time plus the start deadline, 'f|<run>' plus the finish deadline:
-          lua/deadlines.lua), queue as stored ('' the default's
+          lua/deadlines.lua; backpressure: ':p<n>' skips the tick (recorded 'backlog')
+          while n of the job's runs are queued, ':c<n>' coalesces it instead (recorded
+          'coalesced', its tick added to the newest queued run's 'co'), n 0 for no count
+          bound, ':g<ms>' also when the oldest queued one is that old), queue as stored ('' the default's
           normal band; as this script reported it with the job due), planned time of the
           tick ('' when it is the tick itself; else the tick plus the job's spread offset,
           core/jitter.py: kept on the run record as 'pl')
@@ -90,6 +93,33 @@ local base = ARGV[2]
 -- @include autopause
 -- @include buffer
 
+local QUEUED = {scheduled = true, waiting = true}
+-- Whether a job's runs are queued past its bound (`count` of them not yet claimed, 0 no
+-- such bound; or the oldest of them older than `age` ms, nil none): the newest queued
+-- run, which a coalesced tick joins, or nil. Its newest runs are looked at, at most
+-- 100: claims take a queue's runs oldest first, so the queued ones are the newest.
+local function backlogged(base, job, count, age, now_n)
+  local newest = rcall('ZREVRANGE', base .. 'runs:' .. job, 0, 99)
+  local queued, first, oldest = 0, nil, nil
+  for _, rid in ipairs(newest) do
+    local info = rcall('HMGET', base .. 'run:' .. rid, 'st', 'c')
+    if QUEUED[info[1] or ''] then
+      queued = queued + 1
+      first = first or rid
+      oldest = tonumber(info[2])
+    elseif info[1] ~= 'retrying' and info[1] ~= 'buffered' then
+      break  -- one claimed or ended: the older ones were taken before it
+    end
+  end
+  if not first then
+    return nil
+  end
+  if (count > 0 and queued >= count) or (age and oldest and now_n - oldest >= age) then
+    return first
+  end
+  return nil
+end
+
 local current = rcall('GET', epoch_key)
 if current ~= ARGV[1] then
   rcall('HINCRBY', stats_key, 'refused_fire', 1)
@@ -118,6 +148,7 @@ local now_n = tonumber(now)
 for i = 6, #ARGV, 8 do
   local job, old, fire, new, skip = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local overlap, max_fires, start_dl, finish_dl, skip_late = ARGV[i + 5], nil, nil, nil, ''
+  local backlog, backlog_n, backlog_age = nil, 0, nil
   if #overlap > 1 then
     for key, value in string.gmatch(overlap, ':(%a)(%d*)') do
       if key == 'm' then
@@ -128,6 +159,10 @@ for i = 6, #ARGV, 8 do
         finish_dl = tonumber(value)
       elseif key == 'k' then
         skip_late = 'k'
+      elseif key == 'p' or key == 'c' then
+        backlog, backlog_n = key, tonumber(value)
+      elseif key == 'g' then
+        backlog_age = tonumber(value)
       end
     end
     overlap = string.sub(overlap, 1, 1)
@@ -137,6 +172,26 @@ for i = 6, #ARGV, 8 do
   -- compare-and-set on the timer; and never before the tick (planned ahead of it)
   if score and (score == old or tonumber(score) == tonumber(old)) and tonumber(old) <= now_n then
     applied = applied + 1
+    if fire ~= '' and backlog then  -- backpressure: its runs still queued past its bound
+      local absorber = backlogged(base, job, backlog_n, backlog_age, now_n)
+      if absorber then
+        if backlog == 'p' then
+          record_skip(base, job, fire, fire, 1, 'backlog', now)
+          overlapped[#overlapped + 1] = job .. '|backlog'
+        else
+          record_skip(base, job, fire, fire, 1, 'coalesced', now)
+          overlapped[#overlapped + 1] = job .. '|coalesced'
+          local run_key = base .. 'run:' .. absorber
+          local had = rcall('HGET', run_key, 'co')
+          if not had then
+            rcall('HSET', run_key, 'co', fire)
+          elseif #had < 14000 then  -- about the last 1,000 ticks it stands for
+            rcall('HSET', run_key, 'co', had .. ',' .. fire)
+          end
+        end
+        fire = ''
+      end
+    end
     if fire ~= '' and overlap ~= 'a' then
       local job_key = base .. 'job:' .. job
       local active = rcall('HGET', job_key, 'act')

@@ -17,6 +17,8 @@ from typing import Annotated, TypeVar
 
 import msgspec
 
+from shardsched.core.backlog import Backlog as Backlog
+from shardsched.core.backlog import BacklogPolicy as BacklogPolicy
 from shardsched.core.calendars import CalendarRule
 from shardsched.core.concurrency import KeyTemplate, Limit
 from shardsched.core.env_names import EnvMap
@@ -173,6 +175,7 @@ class Timing(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     calendars: CalendarRule | None = None  #: decided at each tick (core/catchup.on_calendar)
     team: str = ""  #: its ACCOUNT_LABEL's value (core/labels.py): its ticks' metric label
     per_minute: int = DEFAULT_PER_MINUTE  #: catchup paced: owed ticks started a minute
+    backlog: str = ""  #: its backpressure as fire.lua reads it (BacklogPolicy.code)
 
 
 class Retention(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -255,6 +258,8 @@ class JobSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     #: What else runs it: events it listens to (core/events.py). With ``on`` and no
     #: schedule, it has none: ``{"type": "triggered"}``.
     on: OnRules = msgspec.field(default_factory=list)
+    #: Backpressure: what a tick does while its runs are still queued beyond a bound
+    backlog: BacklogPolicy | None = None
 
     def __post_init__(self) -> None:
         if self.schedule is None and self.on and not self.depends_on:

@@ -13,6 +13,7 @@ from shardsched.core.env_names import EnvMap
 from shardsched.core.events import OnRules
 from shardsched.core.models import (
     AwareDatetime,
+    BacklogPolicy,
     Catchup,
     Command,
     GraceSeconds,
@@ -72,6 +73,7 @@ class JobPatch(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     calendars: CalendarRule | None = None  #: replaces the whole rule ({} clears it)
     catchup_per_minute: PerMinute | None = None
     on: OnRules | None = None  #: replaces the whole list ([] clears it)
+    backlog: BacklogPolicy | None = None  #: replaces the policy ({} for queue)
     status: JobStatus | None = None
     #: With status "paused" (or on a paused job): why, shown on the job.
     pause_reason: Reason | None = None

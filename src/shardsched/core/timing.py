@@ -44,6 +44,7 @@ def timing_of(spec: JobSpec, job_id: str) -> Timing:
         spec.calendars if spec.calendars and spec.calendars.names() else None,
         spec.labels.get(ACCOUNT_LABEL, ""),
         spec.catchup_per_minute or DEFAULT_PER_MINUTE,
+        "" if spec.backlog is None else spec.backlog.code(),
     )
 
 

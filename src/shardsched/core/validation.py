@@ -127,6 +127,17 @@ def validate_spec(spec: JobSpec) -> JobSpec:
     if spec.starts_at and spec.ends_at and spec.ends_at < spec.starts_at:
         raise ValidationError("ends_at is before starts_at", "$.ends_at")
     validate_on(spec.on)
+    backlog = spec.backlog
+    if (
+        backlog is not None
+        and backlog.policy != "queue"
+        and backlog.max_queued is None
+        and backlog.max_age_s is None
+    ):
+        raise ValidationError(
+            f"backlog {backlog.policy.value} needs a bound: max_queued, max_age_s or both",
+            "$.backlog",
+        )
     if spec.skip_late_start and spec.start_deadline_s is None:
         raise ValidationError(
             "skip_late_start skips a run not started by its start_deadline_s: set one",

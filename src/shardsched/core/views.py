@@ -15,6 +15,7 @@ from shardsched.core.calendars import CalendarRule
 from shardsched.core.events import OnRule
 from shardsched.core.models import (
     DEFAULT_MAX_CATCHUP,
+    BacklogPolicy,
     Catchup,
     DagRunState,
     JobSpec,
@@ -92,9 +93,9 @@ class Job(msgspec.Struct, kw_only=True):
     invalid: str | None = None
     #: its newest runs, newest first, when a list asked for them (``?recent=N``)
     recent_runs: list[RunBrief] | None = None
-    on: list[OnRule] = msgspec.field(
-        default_factory=list
-    )  #: the events and upstream outcomes that run it
+    #: the events and upstream outcomes that run it
+    on: list[OnRule] = msgspec.field(default_factory=list)
+    backlog: BacklogPolicy | None = None  #: backpressure: what a tick does when behind
 
 
 class RunBrief(msgspec.Struct, kw_only=True):
@@ -295,6 +296,8 @@ class Run(msgspec.Struct, kw_only=True):
     #: what made it, if not its schedule or a hand: ``event:<event id>`` (an event or a
     #: hook), ``after:<run id>`` (an upstream's outcome; a DAG run's id for a DAG's)
     cause: str | None = None
+    #: the later ticks it stands for: coalesced into it while it was queued (backlog)
+    stands_for: list[datetime] | None = None
 
 
 class RetryRefusal(msgspec.Struct):

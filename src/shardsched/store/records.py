@@ -28,7 +28,7 @@ _RUN_LETTERS = {
     "began_ms": "b", "finished_ms": "f", "exit_code": "x", "reason": "r", "dag_run_id": "d",
     "job_version": "v", "next_run_id": "nx", "args": "args", "queue": "q",
     "cancelled_by": "cb", "planned_ms": "pl", "deadline_missed": "dlm", "stalled_ms": "stl",
-    "backfill": "bf", "cause": "cause",
+    "backfill": "bf", "cause": "cause", "coalesced": "co",
 }  # fmt: skip
 
 
@@ -57,6 +57,7 @@ class RunRecord(msgspec.Struct, frozen=True, rename=_RUN_LETTERS):
     stalled_ms: int | None = None  #: a DAG task's run released, unclaimed past its SLA
     backfill: str | None = None  #: made by a backfill (its id)
     cause: str | None = None  #: made by an event or an upstream's outcome (core/events.py)
+    coalesced: str | None = None  #: ticks (ms, comma-joined) it stands for (backlog coalesce)
 
 
 #: The hash fields of a run record, in the order an HMGET of them answers.
@@ -197,6 +198,9 @@ def run_view(rid: str, rec: RunRecord) -> Run:
         planned_for=opt_from_ms(rec.planned_ms),
         deadline_missed=rec.deadline_missed,
         cause=rec.cause,
+        stands_for=None
+        if rec.coalesced is None
+        else [from_ms(int(t)) for t in rec.coalesced.split(",")],
     )
 
 

@@ -140,6 +140,7 @@ def create_jobs(
             None if spec.calendars is None else _spec_encoder.encode(spec.calendars),
             spec.labels.get(ACCOUNT_LABEL, ""),
             spec.catchup_per_minute,
+            None if spec.backlog is None else spec.backlog.code(),
             job_id if h else "",  # its H is its own
         )
         known = timings.get(timing_key)

@@ -82,6 +82,7 @@ def plain_job(dep: Deployment, job_id: str, rec: JobRecord, score: Any) -> Job:
         incarnation_started_at=opt_from_ms(rec.incarnation_ms),
         invalid=invalid,
         on=spec.on,
+        backlog=spec.backlog,
     )
 
 

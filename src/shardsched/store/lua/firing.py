@@ -75,6 +75,8 @@ def plan(
             code += f":s{timing.start_deadline_ms}" + (":k" if timing.skip_late_start else "")
         if timing.finish_deadline_ms is not None:
             code += f":f{timing.finish_deadline_ms}"
+        code += timing.backlog  # backpressure: ':p<n>' skip, ':c<n>' coalesce, ':g<ms>'
+
     return FireItem(
         job,
         old,

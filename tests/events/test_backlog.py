@@ -1,0 +1,80 @@
+"""Backpressure on firing (a job's ``backlog``), on a real node with no worker at first so
+its runs stay queued: ``skip`` records the ticks past the bound ``skipped: backlog``,
+``coalesce`` lets the queued run stand for them (listed on it, recorded ``coalesced``),
+``queue`` fires them all; the ledger (/ticks), the stats, the audit and the metric say
+so, and once a worker drains the queue, ticks fire again."""
+
+from __future__ import annotations
+
+from prometheus_client import generate_latest
+
+from conftest import wait_until
+from shardsched.ops.history.audit import audit
+from shardsched.store.drive import drive_async
+from shardsched.worker.worker import Worker
+
+EVERY = {"type": "interval", "every_s": 0.2}
+
+
+async def make(http, job_id: str, backlog: dict | None) -> None:
+    body = {"name": job_id, "command": "true", "schedule": EVERY}
+    if backlog is not None:
+        body["backlog"] = backlog
+    reply = await http.put(f"/api/v1/jobs/{job_id}", json=body)
+    assert reply.status_code == 201, reply.text
+
+
+async def runs_of(http, job_id: str) -> list[dict]:
+    return (await http.get(f"/api/v1/jobs/{job_id}/runs", params={"limit": 200})).json()["runs"]
+
+
+async def ticks_of(http, job_id: str) -> list[dict]:
+    return (await http.get(f"/api/v1/jobs/{job_id}/ticks", params={"limit": 500})).json()["ticks"]
+
+
+async def test_skip_coalesce_and_queue(http, node, redis, dep, nursery) -> None:
+    await make(http, "skips", {"policy": "skip", "max_queued": 2})
+    await make(http, "merges", {"policy": "coalesce", "max_queued": 1})
+    await make(http, "queues", None)
+
+    async def skipped_enough() -> bool:
+        ticks = await ticks_of(http, "skips")
+        return sum(t.get("reason") == "backlog" for t in ticks) >= 5
+
+    await wait_until(skipped_enough, timeout=20)
+    skips = await runs_of(http, "skips")
+    assert len(skips) == 2 and {r["state"] for r in skips} == {"scheduled"}
+    merges = await runs_of(http, "merges")
+    (merged,) = merges
+    assert len(merged["stands_for"]) >= 5
+    ticks = await ticks_of(http, "merges")
+    coalesced = [t for t in ticks if t.get("reason") == "coalesced"]
+    assert {t["tick"] for t in coalesced} <= set(merged["stands_for"])
+    assert len(await runs_of(http, "queues")) >= 7  # no policy: every tick fired
+    stats = (await http.get("/api/v1/jobs/skips/stats")).json()
+    assert stats["skipped"]["backlog"] >= 5, stats
+    report = await drive_async(audit(dep, settle_s=0.3), redis)
+    assert report.skipped_by_reason.get("backlog", 0) >= 3 and report.missing == 0
+    assert report.skipped_by_reason.get("coalesced", 0) >= 3
+    metrics = generate_latest(node.metrics.registry).decode()  # the node's, which fires
+    assert 'reason="backlog"' in metrics and 'reason="coalesced"' in metrics
+
+    worker = Worker(redis, dep, worker_id="late-worker", concurrency=4)
+    await nursery.start(worker.run)
+    before = len(skips)
+
+    async def fires_again() -> bool:
+        runs = await runs_of(http, "skips")
+        return len(runs) >= before + 3 and sum(r["state"] == "succeeded" for r in runs) >= 3
+
+    await wait_until(fires_again, timeout=20)
+
+
+async def test_a_bound_is_required_and_kept(http, node) -> None:
+    body = {"name": "x", "command": "true", "schedule": EVERY, "backlog": {"policy": "skip"}}
+    reply = await http.put("/api/v1/jobs/x", json=body)
+    assert reply.status_code == 422 and "needs a bound" in reply.text
+    body["backlog"] = {"policy": "coalesce", "max_age_s": 30}
+    reply = await http.put("/api/v1/jobs/x", json=body)
+    assert reply.status_code == 201
+    assert reply.json()["backlog"] == {"policy": "coalesce", "max_age_s": 30.0}
