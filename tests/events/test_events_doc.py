@@ -14,7 +14,8 @@ from pathlib import Path
 
 import trio
 
-from conftest import admin_token, child_env, shardsched_cmd
+from conftest import admin_token, child_env, shardsched_cmd, wait_until
+from shardsched.runtime import yaml12
 from shardsched.sdk.sync import Client
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "events.md"
@@ -51,7 +52,8 @@ async def test_the_events_page_runs_as_printed(node, worker, http, redis, dep, t
     token = await admin_token(redis, dep, "docs")
     env = {**child_env(), "SHARDSCHED_API": str(http.base_url).rstrip("/"),
            "SHARDSCHED_TOKEN": token, "CMS_SECRET": SECRET}  # fmt: skip
-    (tmp_path / "reindex.yaml").write_text(blocks("yaml")["reindex.yaml"])
+    for name, text in blocks("yaml").items():
+        (tmp_path / name).write_text(text)
 
     def run(line: str) -> subprocess.CompletedProcess[str]:
         argv = shlex.split(line)
@@ -60,7 +62,7 @@ async def test_the_events_page_runs_as_printed(node, worker, http, redis, dep, t
                               capture_output=True, text=True, timeout=60)  # fmt: skip
 
     console = blocks("console")
-    for name in ("listen", "hook"):
+    for name in ("listen", "hook", "chain"):
         for line, printed in commands(console[name]):
             done = await trio.to_thread.run_sync(run, line)
             assert done.returncode == 0, (line, done.stderr)
@@ -104,3 +106,18 @@ async def test_the_events_page_runs_as_printed(node, worker, http, redis, dep, t
             if d["result"] == "created":
                 slugs.append((await http.get(f"/api/v1/runs/{d['run_id']}")).json()["args"])
     assert sorted(s["slug"] for s in slugs) == ["from-python", "from-the-cms", "hello", "hi"]
+
+    async def loaded() -> list | None:
+        runs = (await http.get("/api/v1/jobs/load/runs")).json()["runs"]
+        return runs if runs and runs[0]["state"] == "succeeded" else None
+
+    (load,) = await wait_until(loaded, timeout=30)
+    (transform,) = (await http.get("/api/v1/jobs/transform/runs")).json()["runs"]
+    (extract,) = (await http.get("/api/v1/jobs/extract/runs")).json()["runs"]
+    assert transform["cause"] == f"after:{extract['run_id']}"
+    assert load["cause"] == f"after:{transform['run_id']}"
+    backup = yaml12.load(blocks("yaml")["backup.yaml"])
+    made = await http.post("/api/v1/jobs", json=backup)
+    assert made.status_code == 201, made.text
+    job = (await http.get(f"/api/v1/jobs/{made.json()['job_id']}")).json()
+    assert job["backlog"] == {"policy": "coalesce", "max_queued": 1}

@@ -155,12 +155,20 @@ class Fleet:
                 raise TimeoutError(f"not ready after {timeout:.0f} s: {sorted(waiting)}")
             time.sleep(0.1)  # polls the logs until the deadline above
 
-    def node(self, name: str, url: str | None = None, env: dict[str, str] | None = None) -> None:
+    def node(
+        self,
+        name: str,
+        url: str | None = None,
+        env: dict[str, str] | None = None,
+        http: str | None = None,
+    ) -> None:
+        """A node; with ``http`` (HOST:PORT) serving the API there too."""
         self.start(
             name,
             "node",
             *("--redis", url or self.url, "--namespace", self.namespace, "--node-id", name),
-            *("--no-http", "--lease-ttl", str(LEASE_TTL_S), "--renew-every", str(RENEW_EVERY_S)),
+            *(("--http", http) if http else ("--no-http",)),
+            *("--lease-ttl", str(LEASE_TTL_S), "--renew-every", str(RENEW_EVERY_S)),
             *("--log-level", "INFO"),
             env=env,
         )

@@ -240,6 +240,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
             console,
             dag,
             deploy,
+            events,
             faults,
             floor,
             footprint,
@@ -260,7 +261,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
         modules = (auth, burst, commands, faults, deploy, steady, soak, register, footprint)
         for module in (*modules, scale, plan, takeover, archive, floor, dag, workers, seedfleet):
             module.add_parser(bench_sub)
-        for module in (instructions, console, steady_floor, nextfire):
+        for module in (instructions, console, steady_floor, nextfire, events):
             module.add_parser(bench_sub)
     return parser
 

@@ -243,6 +243,10 @@ def show_run(run: dict) -> str:
         tail += f"\nqueue {run.get('queue', 'default')} · priority {run.get('priority')}"
     if run.get("deadline_missed"):
         tail += f"\ndeadline missed: {run['deadline_missed']}"
+    if run.get("cause"):
+        tail += f"\ncause {run['cause']}"
+    if run.get("stands_for"):
+        tail += f"\nstands for {len(run['stands_for'])} later ticks (coalesced)"
     return runs_table([run]) + tail
 
 
