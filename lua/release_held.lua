@@ -1,15 +1,19 @@
 #!lua
 --[[
   The owner's release of events held for paused jobs (deliver_event.lua): a job active
-  again gets a run for each delivery it holds, in order; a job deleted (or gone) drops
-  them; a job still paused keeps them.
+  again gets a run for each delivery it holds, in order (a DAG a DAG run); a job deleted
+  (or gone) drops them; a job still paused keeps them.
 
   KEYS[1] evheldjobs SET the shard's jobs holding deliveries
   KEYS[2] epoch      STRING the shard's fencing token
   KEYS[3] ready      STREAM of fired runs
   ARGV[1] epoch the caller holds
   ARGV[2] shard key base; job:<id>, evheld:<id>, idem:<id>:<key>, run:<id>, runs:<id>,
-          args:<id>:t<n> and the events stream are built from it
+          args:<id>:t<n>, the events stream and lib/dag's keys (dagv:<dag>:<tv> (with
+          dagvn:<dag>:<tv>, dagvgc:<dag>, dagrunv:<id>)) are built from it
+
+  Keys built from the shard key base (each in KEYS' hash slot): cnt:<id>, dagq:<id>,
+    dagrun:<id>, dagwait, skips:<id>, outq.
   ARGV[3] how many jobs to look at, at most
 
   Returns {1, released, dropped, queues}: released a flat list cause, run id, ... (a
@@ -23,8 +27,10 @@ local rcall = redis.call
 -- @include events
 -- @include queues
 -- @include triggered
-local held_jobs_key, epoch_key = KEYS[1], KEYS[2]
+local held_jobs_key, epoch_key, ready_key = KEYS[1], KEYS[2], KEYS[3]
 local base = ARGV[2]
+
+-- @include dag
 if rcall('GET', epoch_key) ~= ARGV[1] then
   return {-1}
 end
@@ -44,8 +50,13 @@ for _, job in ipairs(rcall('SMEMBERS', held_jobs_key)) do
       local cause, key, args = string.match(entry, '^([^\n]*)\n([^\n]*)\n(.*)$')
       local idem_key = base .. 'idem:' .. job .. ':' .. key
       if status == 'active' then
-        local detail = string.match(cause, '^[a-z]+')
-        local rid = make_triggered_run(base, job_key, job, args, now, cause, detail)
+        local rid
+        if string.sub(job, 1, 4) == 'dag_' then  -- a DAG's: a DAG run (lib/dag.lua)
+          rid = dag_triggered(base, ready_key, job_key, job, cause, args, now)
+        else
+          local detail = string.match(cause, '^[a-z]+')
+          rid = make_triggered_run(base, job_key, job, args, now, cause, detail)
+        end
         if rcall('EXISTS', idem_key) == 1 then  -- a key expired meanwhile stays so
           rcall('SET', idem_key, rid, 'KEEPTTL')
         end

@@ -383,3 +383,17 @@ end
 local function dag_task_of(rid)
   return string.match(rid, '^[^.:]+%.([^:]+):')
 end
+
+-- A DAG run opened now by a trigger rather than its clock (an event, an upstream's
+-- outcome): tick 't<n>' with n the DAG's trigger count, its args and its cause kept on
+-- the DAG run. Returns its id.
+local function dag_triggered(base, ready, dag_key, dag, cause, args, now)
+  local n = rcall('HINCRBY', dag_key, 'triggers', 1)
+  local _, drid = dag_open(base, ready, dag, 't' .. n, now, now, true)
+  if args ~= '' then
+    rcall('HSET', base .. 'dagrun:' .. drid, 'args', args)
+    rcall('HSET', base .. 'dagrunv:' .. drid, 'args', args)
+  end
+  rcall('HSET', base .. 'dagrun:' .. drid, 'cause', cause)
+  return drid
+end

@@ -139,3 +139,54 @@ async def test_a_chain_declared_in_one_batch(http, node, worker, redis, dep) -> 
     await drive_async(create_jobs(dep, specs), redis)  # one batch: c1 written first
     (run,) = await settle(http, "c1", 1)
     assert run["cause"].startswith("after:c0:")
+
+
+async def test_a_dag_runs_after_a_job_and_on_an_event(http, node, worker) -> None:
+    await job(http, "feeder", schedule={"type": "interval", "every_s": 3600})
+    dag = {"name": "etl2", "schedule": {"type": "triggered"},
+           "on": [{"after": "job:feeder"}, {"event": "etl.go", "when_paused": "keep_latest"}],
+           "tasks": [{"name": "a", "command": "true"}]}  # fmt: skip
+    assert (await http.put("/api/v1/dags/etl2", json=dag)).status_code == 201
+    shown = (await http.get("/api/v1/dags/dag_etl2")).json()
+    assert shown["next_run_at"] is None and len(shown["on"]) == 2
+    feeder = (await http.post("/api/v1/jobs/feeder/trigger")).json()["run_id"]
+
+    async def dag_runs(n: int) -> list[dict] | None:
+        runs = (await http.get("/api/v1/dags/dag_etl2/runs")).json()["dag_runs"]
+        return runs if len(runs) >= n else None
+
+    (opened,) = await wait_until(lambda: dag_runs(1), timeout=30)
+    assert opened["cause"] == f"after:{feeder}"
+    event = (await http.post("/api/v1/events/etl.go", json={"payload": {"day": "x"}})).json()
+    (d,) = event["outcome"]["deliveries"]
+    assert d["job_id"] == "dag_etl2" and d["result"] == "created"
+    runs = await wait_until(lambda: dag_runs(2), timeout=30)
+    assert {r["cause"] for r in runs} == {f"after:{feeder}", f"event:{event['event_id']}"}
+    await http.patch("/api/v1/dags/dag_etl2", json={"status": "paused"})
+    held = [(await http.post("/api/v1/events/etl.go", json={})).json() for _ in range(2)]
+    assert [e["outcome"]["outcome"] for e in held] == ["held", "held"]
+    await http.patch("/api/v1/dags/dag_etl2", json={"status": "active"})
+    runs = await wait_until(lambda: dag_runs(3), timeout=30)
+    assert f"event:{held[1]['event_id']}" in {r["cause"] for r in runs}  # the latest kept
+    assert f"event:{held[0]['event_id']}" not in {r["cause"] for r in runs}
+
+
+async def test_declared_in_an_app(http, node, worker, redis, dep) -> None:
+    from shardsched.core.apps import App
+    from shardsched.ops.apps.deploy import deploy_app
+
+    app = App("pipes")
+    app.job(id="p-extract", every="1h")(lambda ctx: None)
+    app.job(id="p-load", on=[{"after": "job:p-extract"}])(lambda ctx: None)
+
+    def step(ctx) -> None:
+        del ctx
+
+    app.dag("p-dag", on=[{"event": "pipes.go"}]).task()(step)
+    op = deploy_app(dep, app.name, dict(app.jobs()), dict(app.dags()), False, "tests")
+    result = await drive_async(op, redis)
+    assert result.counts() == {"created": 3}, result
+    load = (await http.get("/api/v1/jobs/p-load")).json()
+    assert load["schedule"] == {"type": "triggered"} and load["on"] == [{"after": "job:p-extract"}]
+    dag = (await http.get("/api/v1/dags/dag_p-dag")).json()
+    assert dag["schedule"] == {"type": "triggered"} and dag["on"] == [{"event": "pipes.go"}]

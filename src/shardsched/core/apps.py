@@ -246,10 +246,11 @@ class App:
             if queue is not None:
                 body["queue"] = queue
             handler = f"{self.name}.{fn.__name__}"
+            no_clock = body.get("on") and (cron, every, at, schedule) == (None,) * 4
             body.update(
                 name=name or job_id,
                 command=HANDLER_PREFIX + handler,
-                schedule=schedule_of(where, cron, every, at, schedule, tz),
+                schedule=None if no_clock else schedule_of(where, cron, every, at, schedule, tz),
                 labels=_labelled(where, self.name, labels),
             )
             spec: JobSpec = _built(where, body, JobSpec)
@@ -293,9 +294,12 @@ class App:
             if stored in self._dags:
                 raise ValidationError(f"{where}: declared twice in the app", "$.id")
             body = dict(fields)
+            no_clock = body.get("on") and (cron, every, at, schedule) == (None,) * 4
             body.update(
                 name=name or any_id,
-                schedule=schedule_of(where, cron, every, at, schedule, tz),
+                schedule={"type": "triggered"}
+                if no_clock
+                else schedule_of(where, cron, every, at, schedule, tz),
                 labels=_labelled(where, self.name, labels),
             )
             decl = self._dags[stored] = DagDecl(self, any_id, body)

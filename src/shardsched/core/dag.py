@@ -12,6 +12,7 @@ import msgspec
 
 from shardsched.core.concurrency import resolve_key
 from shardsched.core.errors import ValidationError
+from shardsched.core.events import validate_on
 from shardsched.core.models import DagSpec, TaskSpec
 from shardsched.core.validation import checked, validate_schedule
 
@@ -97,6 +98,7 @@ def topology(tasks: Sequence[TaskSpec]) -> Topology:
 def validate_dag(spec: DagSpec) -> Topology:
     checked(spec)
     validate_schedule(spec.schedule)
+    validate_on(spec.on)
     for i, task in enumerate(spec.tasks):
         stored_task(task, spec.labels, f"$.tasks[{i}]")
     return topology(spec.tasks)

@@ -327,6 +327,9 @@ class DagSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     labels: LabelMap = msgspec.field(default_factory=dict)
     #: The id to register it under (unset: a random ``dag_…``); unique in the namespace.
     id: DagId | None = None
+    #: What else opens a DAG run: events and upstream outcomes (core/events.py); with only
+    #: these, its schedule is ``{"type": "triggered"}``.
+    on: OnRules = msgspec.field(default_factory=list)
 
 
 class DagRunState(enum.StrEnum):

@@ -134,6 +134,8 @@ class Dag(msgspec.Struct, kw_only=True):
     args: dict[str, Any] = msgspec.field(default_factory=dict)  #: its runs' parameters
     incarnation: int = 1  #: 2 and up: its id was deleted and created again
     incarnation_started_at: datetime | None = None
+    #: the events and upstream outcomes that open a run of it
+    on: list[OnRule] = msgspec.field(default_factory=list)
 
 
 class DagCreated(msgspec.Struct):
@@ -173,6 +175,9 @@ class DagRun(msgspec.Struct, kw_only=True):
     tasks: list[DagTaskRun] = msgspec.field(default_factory=list)
     #: Read from the cold archive (it left Redis under the DAG's retention).
     archived: bool = False
+    #: what opened it, if an event or an upstream's outcome did (``event:<id>``,
+    #: ``after:<run id>``)
+    cause: str | None = None
 
 
 class DagRunList(msgspec.Struct):

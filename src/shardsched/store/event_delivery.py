@@ -116,7 +116,7 @@ def deliver(dep: Deployment, event_id: str, name: str, key: str, payload: bytes)
                 deliveries.append(EventDelivery(job_id, DeliveryResult.REFUSED, reason=str(exc)))
                 continue
             calls.append(
-                lua.deliver_event(
+                lua.deliver_to(
                     dep.keys_for(job_id), job_id, f"event:{event_id}", args, dedupe,
                     IDEMPOTENCY_TTL_S * 1000, rule.when_paused.value, rule.hold_max,
                 )
@@ -238,7 +238,7 @@ def dispatch_outcomes(dep: Deployment, entries: list[bytes]) -> Op:
                 continue
             once = rule.rerun == Rerun.ONCE_PER_UPSTREAM_TICK
             key = f"after:{firing_of(rid)}" if once else f"after:{rid}:{ms}"
-            call = lua.deliver_event(
+            call = lua.deliver_to(
                 dep.keys_for(down), down, f"after:{rid}", b"", key,
                 AFTER_KEY_TTL_S * 1000, rule.when_paused.value, rule.hold_max,
             )  # fmt: skip

@@ -288,6 +288,7 @@ def dag_run_from(drid: str, raw: list[bytes], tasks: list[str]) -> DagRun:
         finished_at=opt_ms(fields.get(b"f")),
         reason=opt_text(fields.get(b"rs")),
         tasks=task_runs,
+        cause=opt_text(fields.get(b"cause")),
     )
 
 

@@ -35,6 +35,7 @@ from shardsched.core.schedule import first_planned_ms
 from shardsched.core.schedule_words import schedule_words
 from shardsched.core.timing import resolved
 from shardsched.core.views import Dag, DagCreated, DagTriggered, JobCreated
+from shardsched.ops import triggers
 from shardsched.store import keys as k
 from shardsched.store import ready
 from shardsched.store.calls import Call, Op, check, server_ms
@@ -91,8 +92,9 @@ def create_dag(dep: Deployment, spec: DagSpec, actor: str = SDK_ACTOR, writer: s
     the app set a deploy writes as ('' by hand: core/apps.check_owner)."""
     order, roots, items = task_items(spec)
     check_owner(None, spec.labels, writer)
-    (now,) = yield [Call(("TIME",))]
     dag_id = dag_id_of(spec.id) if spec.id else k.new_dag_id()
+    yield from triggers.declare(dep, dag_id, spec.on)  # before: no event or end missed
+    (now,) = yield [Call(("TIME",))]
     first = dag_first_ms(spec, dag_id, server_ms(now))
     spec = msgspec.structs.replace(spec, id=None)  # the id is the key, not the definition
     sk = dep.keys_for(dag_id)
@@ -163,6 +165,7 @@ def dag_from(dep: Deployment, dag_id: str, replies: Sequence[Any]) -> Dag:
         labels=spec.labels,
         incarnation=rec.incarnation or 1,
         incarnation_started_at=opt_from_ms(rec.incarnation_ms),
+        on=spec.on,
     )
 
 
@@ -243,6 +246,7 @@ def restore_dag(dep: Deployment, dag_id: str, actor: str = SDK_ACTOR) -> Op:
             raise ConflictError(
                 f"DAG {dag_id!r} is {dag.status.value}: only a deleted one is restored"
             )
+        yield from triggers.declare(dep, dag_id, dag.on)  # it listens again
         (now,) = yield [Call(("TIME",))]
         first = first_planned_ms(_timing_of_view(dag), dag_id, server_ms(now))
         next_fire = "" if first is None else first
@@ -267,6 +271,7 @@ def delete_dag(dep: Deployment, dag_id: str, actor: str = SDK_ACTOR) -> Op:
     code = check(reply)[0]
     if code != jobs_lua.JobReply.DELETED:  # deleted meanwhile by another DELETE: the same
         jobs_lua.raise_refusal(code, dag_id, dag=True)
+    yield from triggers.retract(dep, dag_id, dag.on, [])
     return (yield from get_dag(dep, dag_id))
 
 

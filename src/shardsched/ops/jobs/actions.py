@@ -21,7 +21,7 @@ from shardsched.core.models import JobSpec, JobStatus
 from shardsched.core.params import IDEMPOTENCY_TTL_S, TriggerRequest, validate_args
 from shardsched.core.patches import JobPatch
 from shardsched.core.views import Triggered
-from shardsched.ops.jobs import after
+from shardsched.ops import triggers as after
 from shardsched.ops.jobs.define import create_jobs, patch_job, read_job
 from shardsched.store import keys as k
 from shardsched.store import ready

@@ -26,6 +26,7 @@ from shardsched.core.ids import dag_id_of
 from shardsched.core.models import DagSpec, JobSpec, JobStatus
 from shardsched.core.sameness import same_definition
 from shardsched.core.validation import check_dag_id, check_job_id, validate_spec
+from shardsched.ops import triggers
 from shardsched.ops.dags import manage
 from shardsched.ops.jobs.define import changeable_job, create_jobs, read_job, spec_of, write_spec
 from shardsched.store.calls import Call, Op, check, server_ms
@@ -154,6 +155,7 @@ def put_dag(
         if same_definition(old, spec):
             return dag, Outcome.CREATED if revived else Outcome.UNCHANGED
         check_hand_change(dag.labels, dag_id, writer)
+        yield from triggers.declare(dep, dag_id, spec.on)  # before: no event or end missed
         timing = msgspec.json.encode(manage.dag_timing(spec, dag_id))
         next_fire: int | str = "="
         if msgspec.json.encode(old.schedule) != msgspec.json.encode(spec.schedule):
@@ -185,6 +187,7 @@ def put_dag(
             raise DagDeleted(dag_id)
         if code == JobReply.OK:
             done = Outcome.CREATED if revived else Outcome.UPDATED
+            yield from triggers.retract(dep, dag_id, old.on, spec.on)
             return (yield from manage.get_dag(dep, dag_id)), done
         # NO_SUCH_JOB: gone meanwhile; VERSION_MOVED: read it again
     raise ShardschedError(f"DAG {dag_id!r} is being changed concurrently; try again")

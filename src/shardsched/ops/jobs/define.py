@@ -35,8 +35,8 @@ from shardsched.core.schedule import FirstFires, first_planned_ms
 from shardsched.core.timing import per_job, timing_of
 from shardsched.core.validation import checked, validate_spec
 from shardsched.core.views import Job, JobCreated
+from shardsched.ops import triggers as after
 from shardsched.ops.dags.manage import join_dag
-from shardsched.ops.jobs import after
 from shardsched.ops.jobs.read import read_job
 from shardsched.ops.schedules.calendars import require_calendars
 from shardsched.store import keys as k

@@ -37,14 +37,14 @@ def store_event(
 DELIVER_EVENT = signature(
     "deliver_event",
     keys=("job", "ready"),
-    argv=("base", "job id", "event id", "args", "key", "key ttl", "when paused", "hold max"),
+    argv=("base", "job id", "cause", "args", "key", "key ttl", "when paused", "hold max"),
 )
 
 
 def deliver_event(
     sk: ShardKeys,
     job_id: str,
-    event_id: str,
+    cause: str,
     args_json: bytes,
     key: str,
     key_ttl_ms: int,
@@ -55,8 +55,35 @@ def deliver_event(
     {4, why} | {-1} | {-2} (lua/deliver_event.lua)."""
     return DELIVER_EVENT.call(
         (sk.job(job_id), sk.ready),
-        (sk.base, job_id, event_id, args_json, key, key_ttl_ms, when_paused, hold_max),
+        (sk.base, job_id, cause, args_json, key, key_ttl_ms, when_paused, hold_max),
     )
+
+
+DELIVER_DAG = signature(
+    "deliver_dag",
+    keys=("dag", "ready"),
+    argv=("base", "dag id", "cause", "args", "key", "key ttl", "when paused", "hold max"),
+)
+
+
+def deliver_to(
+    sk: ShardKeys,
+    any_id: str,
+    cause: str,
+    args_json: bytes,
+    key: str,
+    key_ttl_ms: int,
+    when_paused: str,
+    hold_max: int,
+) -> Call:
+    """A delivery to a job (lua/deliver_event.lua) or a DAG (lua/deliver_dag.lua), by
+    its id; the replies are alike (a DAG's run id is its DAG run's)."""
+    if any_id.startswith("dag_") and "." not in any_id:
+        return DELIVER_DAG.call(
+            (sk.job(any_id), sk.ready),
+            (sk.base, any_id, cause, args_json, key, key_ttl_ms, when_paused, hold_max),
+        )
+    return deliver_event(sk, any_id, cause, args_json, key, key_ttl_ms, when_paused, hold_max)
 
 
 SETTLE_EVENT = signature(

@@ -113,3 +113,29 @@ def _cycle(graph: dict[str, list[str]], start: str) -> list[str] | None:
                 seen.add(up)
                 stack.append((up, [*path, up]))
     return None
+
+
+def declare(dep: Deployment, any_id: str, rules: Sequence[OnRule]) -> Op:
+    """Before a job or DAG ``any_id`` is written with ``rules``: its upstreams checked
+    (ValidationError) and marked, and it indexed as a listener of its events."""
+    ups = upstreams(rules)
+    if ups:
+        yield from check_chain(dep, {any_id: list(rules)})
+    events = sorted({r.event for r in rules if r.event is not None})
+    calls = marks(dep, any_id, ups) + [
+        Call(("SADD", dep.globals.listeners(e), any_id)) for e in events
+    ]
+    if calls:
+        yield calls
+
+
+def retract(dep: Deployment, any_id: str, old: Sequence[OnRule], new: Sequence[OnRule]) -> Op:
+    """After a write: ``any_id`` out of the indexes of what ``old`` had and ``new`` has
+    not (a delete: ``new`` empty)."""
+    gone_ups = sorted(set(upstreams(old)) - set(upstreams(new)))
+    gone_events = {r.event for r in old if r.event} - {r.event for r in new if r.event}
+    calls = unmarks(dep, any_id, gone_ups) + [
+        Call(("SREM", dep.globals.listeners(e), any_id)) for e in sorted(gone_events)
+    ]
+    if calls:
+        yield calls
