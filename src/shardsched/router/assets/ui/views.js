@@ -8,6 +8,7 @@ import {
   h,
   took,
   query,
+  shape,
   stateTag,
   svg,
   time,
@@ -940,6 +941,13 @@ function run(id) {
             ["Queue", r.queue],
             ["DAG run", r.dag_run_id ? link(`#/dag-runs/${enc(r.dag_run_id)}`, r.dag_run_id) : "—"],
             ["Next attempt", r.next_run_id ? runLink(r.next_run_id) : "—"],
+            ["Cause", causeLink(r.cause)],
+            [
+              "Stands for",
+              r.stands_for?.length
+                ? `${r.stands_for.length} later ticks (coalesced): ${r.stands_for.slice(0, 5).map(time).join(", ")}`
+                : "—",
+            ],
             [
               "Deadline missed",
               r.deadline_missed ? h("span", { class: "tag failed" }, r.deadline_missed) : "—",
@@ -971,6 +979,147 @@ function run(id) {
     },
   };
   return screen;
+}
+
+// What made a run or a DAG run, if not its clock or a hand: an event (its page), or an
+// upstream's outcome (that run, or DAG run).
+function causeLink(cause) {
+  if (!cause) return "—";
+  const [kind, ...rest] = cause.split(":");
+  const what = rest.join(":");
+  if (kind === "event") return h("span", {}, "event ", link(`#/events/${enc(what)}`, what));
+  if (kind === "after") {
+    const target = what.split(":").length === 2 ? `#/dag-runs/${enc(what)}` : `#/runs/${enc(what)}`;
+    return h("span", {}, "after ", link(target, what));
+  }
+  return cause;
+}
+
+// --- events received: each with its one outcome -----------------------------------------
+const OUTCOMES = ["runs", "held", "deduplicated", "dropped", "refused"];
+
+function eventsList(params) {
+  return {
+    async render() {
+      const q = { limit: 100, name: params.name || undefined, before: params.before || undefined };
+      const page = await api("GET", `/api/v1/events/received${query(q)}`);
+      const shown = params.outcome
+        ? page.events.filter((e) => (e.outcome?.outcome || "pending") === params.outcome)
+        : page.events;
+      return h(
+        "section",
+        {},
+        h("h1", {}, "Events"),
+        h(
+          "p",
+          { class: "muted" },
+          "Events emitted and received by signed hooks, newest first: each ends in one outcome.",
+        ),
+        searchForm(
+          "#/events",
+          field(
+            "ev-name",
+            "Event",
+            h("input", { id: "ev-name", name: "name", value: params.name || "" }),
+          ),
+          field(
+            "ev-outcome",
+            "Outcome",
+            h(
+              "select",
+              { id: "ev-outcome", name: "outcome" },
+              h("option", { value: "" }, "any"),
+              [...OUTCOMES, "pending"].map((o) =>
+                h("option", { value: o, selected: params.outcome === o ? "" : undefined }, o),
+              ),
+            ),
+          ),
+          h("button", { type: "submit" }, "Filter"),
+        ),
+        table(
+          ["Received", "Event", "Name", "Source", "Outcome", "Jobs"],
+          shown.map((e) => [
+            time(e.received_at),
+            link(`#/events/${enc(e.event_id)}`, e.event_id),
+            e.name,
+            e.source,
+            outcomeTag(e.outcome),
+            String(e.outcome?.deliveries?.length ?? 0),
+          ]),
+          "No events received.",
+        ),
+        page.next_cursor
+          ? link(`#/events${query({ ...params, before: page.next_cursor })}`, "Older")
+          : null,
+      );
+    },
+  };
+}
+
+// An event's outcome as a state is shown: a shape and the word (never only a colour).
+const OUTCOME_LOOK = {
+  runs: "succeeded",
+  held: "scheduled",
+  deduplicated: "skipped",
+  dropped: "failed",
+  refused: "failed",
+};
+
+function outcomeTag(o) {
+  const word = o?.outcome || "pending";
+  const look = OUTCOME_LOOK[word] || "missing";
+  return h("span", { class: `state s-${look}`, title: word }, `${shape(look)} ${word}`);
+}
+
+function eventView(id) {
+  return {
+    async render() {
+      const e = await api("GET", `/api/v1/events/${enc(id)}`);
+      const o = e.outcome;
+      const target = (d) =>
+        d.job_id.startsWith("dag_") && !d.job_id.includes(".")
+          ? link(`#/dags/${enc(d.job_id)}`, d.job_id)
+          : jobLink(d.job_id);
+      const made = (d) =>
+        !d.run_id
+          ? "—"
+          : d.job_id.startsWith("dag_") && !d.job_id.includes(".")
+            ? link(`#/dag-runs/${enc(d.run_id)}`, d.run_id)
+            : runLink(d.run_id);
+      return h(
+        "section",
+        {},
+        h("h1", {}, "Event ", h("code", {}, e.event_id)),
+        h("p", {}, outcomeTag(o), " ", o?.reason ? h("span", { class: "muted" }, o.reason) : null),
+        h(
+          "dl",
+          { class: "kv" },
+          ...[
+            ["Name", e.name],
+            ["Source", e.source],
+            ["Received", time(e.received_at)],
+            ["Settled", o ? time(o.settled_at) : "not yet"],
+            ["Idempotency key", e.idempotency_key || "—"],
+          ].flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]),
+        ),
+        h("h2", {}, "Deliveries"),
+        table(
+          ["Job", "Result", "Run", "Reason", "First event", "Later"],
+          (o?.deliveries || []).map((d) => [
+            target(d),
+            d.result,
+            made(d),
+            d.reason || "",
+            d.first_event_id ? link(`#/events/${enc(d.first_event_id)}`, d.first_event_id) : "",
+            e.later?.[d.job_id] || "",
+          ]),
+          o ? "No job listens to it." : "Not delivered yet.",
+        ),
+        h("h2", {}, "Payload"),
+        h("pre", { "aria-label": "payload" }, JSON.stringify(e.payload, null, 2)),
+      );
+    },
+  };
 }
 
 // --- runs under way, failures, dead letter ----------------------------------------------
@@ -1599,6 +1748,8 @@ export function screens(parts, params) {
   if (a === "dags") return dagList();
   if (a === "dag-runs" && b) return dagRun(b);
   if (a === "fleet") return fleet();
+  if (a === "events" && b) return eventView(b);
+  if (a === "events") return eventsList(params);
   return { render: async () => h("p", { class: "error" }, "No such screen.") };
 }
 export { ApiError, ago };
