@@ -54,8 +54,8 @@ def _walk(base: str, admin: str, first: str, refused: str) -> dict:
 async def test_the_events_screens(node, worker, http) -> None:
     job = {"name": "reindex", "command": "true", "on": [{"event": "cms.published"}]}
     job_id = (await http.post("/api/v1/jobs", json=job)).json()["job_id"]
-    first = (await http.post("/api/v1/events/cms.published",
-                             json={"payload": {"slug": "a"}, "idempotency_key": "k"})).json()  # fmt: skip
+    body = {"payload": {"slug": "a"}, "idempotency_key": "k"}
+    first = (await http.post("/api/v1/events/cms.published", json=body)).json()
     again = (await http.post("/api/v1/events/cms.published", json={"idempotency_key": "k"})).json()
     refused = (await http.post("/api/v1/events/nobody.listens", json={})).json()
     assert again["outcome"]["outcome"] == "deduplicated"
