@@ -63,6 +63,9 @@ def error_response(err: ApiError) -> Response:
         response.headers["Retry-After"] = str(RETRY_AFTER_S)
     elif err.status in (408, 413):  # the rest of that body may still come: start afresh
         response.headers["Connection"] = "close"  # so a keep-alive client knows
+    elif err.status == 401 and err.code in ("bad_signature", "stale_signature"):
+        # a hook's sender signs its request: no token would do (docs/events.md)
+        response.headers["WWW-Authenticate"] = 'Shardsched-Signature realm="hook"'
     elif err.status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="shardsched"'
     return response
