@@ -19,13 +19,16 @@
   ARGV[6] how long a key is remembered (ms)
   ARGV[7] when the job is paused: hold | keep_latest | drop
   ARGV[8] deliveries held at most (hold: a delivery beyond is dropped)
+  ARGV[9] the job's backlog code ('' none; core/backlog.py): while its runs are queued
+          past that bound, a delivery is held as for a paused job (the code kept on the
+          job as 'blc' for lua/release_held.lua, which releases them as the queue drains)
 
   Returns {1, run_id, now_ms, queues} a run made (queues: lib/queues.lua); {2, first,
   now_ms, cause} the key was delivered before (first: that run's id, or 'held:<cause>'
   while that delivery is held; cause: the first run's); {3, held, superseded...} held (held:
   how many the job holds now; superseded: the causes keep_latest replaced); {4, why}
-  dropped ('paused' by the rule drop, 'full' past the bound); {-1} no such job; {-2}
-  deleted.
+  dropped ('paused' by the rule drop, 'full' past the bound); {5, ...} as 3, held because
+  the job's runs are queued past its backlog bound; {-1} no such job; {-2} deleted.
 ]]
 local rcall = redis.call
 -- @include runids
@@ -34,6 +37,7 @@ local rcall = redis.call
 -- @include queues
 -- @include live
 -- @include triggered
+-- @include backlog
 local job_key = KEYS[1]
 local base, job, cause, args, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local status, refused = live_status(job_key)
@@ -50,13 +54,21 @@ if first then
   end
   return {2, first, now, first_cause}
 end
-if status == 'paused' then
+local behind = false
+if status ~= 'paused' and (ARGV[9] or '') ~= '' then
+  local count, age = backlog_bounds(ARGV[9])
+  behind = count ~= nil and backlogged(base, job, count, age, tonumber(now)) ~= nil
+  if behind then
+    rcall('HSET', job_key, 'blc', ARGV[9])
+  end
+end
+if status == 'paused' or behind then
   local rule = ARGV[7]
   if rule == 'drop' then
     return {4, 'paused'}
   end
   local held_key = base .. 'evheld:' .. job
-  local out = {3, 0}
+  local out = {behind and 5 or 3, 0}
   if rule == 'keep_latest' then
     for _, entry in ipairs(rcall('LRANGE', held_key, 0, -1)) do
       local ev, ekey = string.match(entry, '^([^\n]*)\n([^\n]*)\n')

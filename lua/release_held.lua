@@ -1,8 +1,9 @@
 #!lua
 --[[
   The owner's release of events held for paused jobs (deliver_event.lua): a job active
-  again gets a run for each delivery it holds, in order (a DAG a DAG run); a job deleted
-  (or gone) drops them; a job still paused keeps them.
+  again gets a run for each delivery it holds, in order (a DAG a DAG run), as long as its
+  runs are not queued past its backlog bound ('blc' on the job, lua/deliver_event.lua);
+  a job deleted (or gone) drops them; a job still paused keeps them.
 
   KEYS[1] evheldjobs SET the shard's jobs holding deliveries
   KEYS[2] epoch      STRING the shard's fencing token
@@ -27,6 +28,7 @@ local rcall = redis.call
 -- @include events
 -- @include queues
 -- @include triggered
+-- @include backlog
 local held_jobs_key, epoch_key, ready_key = KEYS[1], KEYS[2], KEYS[3]
 local base = ARGV[2]
 
@@ -46,7 +48,11 @@ for _, job in ipairs(rcall('SMEMBERS', held_jobs_key)) do
   local held_key = base .. 'evheld:' .. job
   local status = rcall('HGET', job_key, 'status')
   if status ~= 'paused' then
+    local count, age = backlog_bounds(rcall('HGET', job_key, 'blc'))
     for _, entry in ipairs(rcall('LRANGE', held_key, 0, -1)) do
+      if status == 'active' and count and backlogged(base, job, count, age, tonumber(now)) then
+        break  -- its runs queued past its bound again: the rest are held on, in order
+      end
       local cause, key, args = string.match(entry, '^([^\n]*)\n([^\n]*)\n(.*)$')
       local idem_key = base .. 'idem:' .. job .. ':' .. key
       if status == 'active' then
@@ -67,9 +73,11 @@ for _, job in ipairs(rcall('SMEMBERS', held_jobs_key)) do
         dropped[#dropped + 1] = cause
         dropped[#dropped + 1] = job
       end
+      rcall('LPOP', held_key)
     end
-    rcall('DEL', held_key)
-    rcall('SREM', held_jobs_key, job)
+    if rcall('LLEN', held_key) == 0 then
+      rcall('SREM', held_jobs_key, job)
+    end
   end
 end
 return {1, released, dropped, woken_queues()}

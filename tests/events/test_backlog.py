@@ -78,3 +78,33 @@ async def test_a_bound_is_required_and_kept(http, node) -> None:
     reply = await http.put("/api/v1/jobs/x", json=body)
     assert reply.status_code == 201
     assert reply.json()["backlog"] == {"policy": "coalesce", "max_age_s": 30.0}
+
+
+async def test_events_to_a_job_at_its_cap_are_held_then_released(http, node, redis, dep, nursery):
+    """An event (or an upstream's end) to a job whose runs are queued past its backlog
+    bound is held, not piled on; once a worker drains the queue, the held ones run, in
+    order, never more queued at once than the bound lets through."""
+    job = {"name": "capped", "command": "true", "on": [{"event": "cap.e"}],
+           "backlog": {"policy": "skip", "max_queued": 2}}  # fmt: skip
+    assert (await http.put("/api/v1/jobs/capped", json=job)).status_code == 201
+    outcomes = []
+    for i in range(5):
+        event = (await http.post("/api/v1/events/cap.e", json={"payload": {"i": i}})).json()
+        outcomes.append((event["event_id"], event["outcome"]["deliveries"][0]))
+    results = [d["result"] for _e, d in outcomes]
+    assert results == ["created", "created", "held", "held", "held"], outcomes
+    assert "backlog bound" in outcomes[2][1]["reason"]
+    worker = Worker(redis, dep, worker_id="cap-worker", concurrency=4)
+    await nursery.start(worker.run)
+
+    async def released() -> list[dict] | None:
+        runs = await runs_of(http, "capped")
+        done = [r for r in runs if r["state"] == "succeeded"]
+        return runs if len(done) == 5 else None
+
+    runs = await wait_until(released, timeout=30)
+    args = sorted(r["args"]["i"] for r in runs)
+    assert args == [0, 1, 2, 3, 4]
+    for event_id, _d in outcomes[2:]:
+        later = (await http.get(f"/api/v1/events/{event_id}")).json()["later"]
+        assert later["capped"].startswith("run:capped:t"), later

@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from shardsched.core.backlog import BacklogPolicy
 from shardsched.core.events import (
     EVENT_KEPT_S,
     DeliveryResult,
@@ -48,9 +49,13 @@ _outcome_encoder = msgspec.json.Encoder()
 
 
 class _Listens(msgspec.Struct):
-    """What a delivery reads of a job's stored spec: only its rules."""
+    """What a delivery reads of a job's stored spec: its rules and its backpressure."""
 
     on: list[OnRule] = msgspec.field(default_factory=list)
+    backlog: BacklogPolicy | None = None
+
+    def backlog_code(self) -> str:
+        return "" if self.backlog is None else self.backlog.code()
 
 
 _listens_decoder = msgspec.json.Decoder(_Listens)
@@ -87,6 +92,7 @@ def deliver(dep: Deployment, event_id: str, name: str, key: str, payload: bytes)
     value: Any = msgspec.json.decode(payload) if payload else None
     stale: list[str] = []
     targets: list[tuple[str, OnRule]] = []
+    codes: dict[str, str] = {}  # a target's backlog code
     if job_ids:
         reads = yield [
             Call(("HMGET", dep.keys_for(j).job(j), "spec", "status", "dag")) for j in job_ids
@@ -96,7 +102,9 @@ def deliver(dep: Deployment, event_id: str, name: str, key: str, payload: bytes)
             if spec_raw is None or status in (None, b"deleted") or dag is not None:
                 stale.append(job_id)
                 continue
-            rules = rules_for(_listens_decoder.decode(spec_raw).on, name)
+            listens = _listens_decoder.decode(spec_raw)
+            codes[job_id] = listens.backlog_code()
+            rules = rules_for(listens.on, name)
             if not rules:
                 stale.append(job_id)  # it listened once: the index is trimmed here
                 continue
@@ -119,6 +127,7 @@ def deliver(dep: Deployment, event_id: str, name: str, key: str, payload: bytes)
                 lua.deliver_to(
                     dep.keys_for(job_id), job_id, f"event:{event_id}", args, dedupe,
                     IDEMPOTENCY_TTL_S * 1000, rule.when_paused.value, rule.hold_max,
+                    codes.get(job_id, ""),
                 )
             )  # fmt: skip
         replies = yield calls
@@ -131,7 +140,7 @@ def deliver(dep: Deployment, event_id: str, name: str, key: str, payload: bytes)
             deliveries.append(delivery)
             if woke is not None:
                 wakes += ready.push(g, [dep.keys_for(job_id).shard], woke)
-            for superseded in check(reply)[2:] if int(check(reply)[0]) == 3 else []:
+            for superseded in check(reply)[2:] if int(check(reply)[0]) in (3, 5) else []:
                 earlier = superseded.decode().removeprefix("event:")
                 why = f"superseded by {event_id} (keep_latest)"
                 wakes.append(lua.note_event(dep.keys_for(earlier), earlier, job_id, "", why))
@@ -175,6 +184,9 @@ def delivery_of(
         ), None  # fmt: skip
     if code == 3:
         return EventDelivery(job_id, DeliveryResult.HELD, reason="the job is paused"), None
+    if code == 5:
+        reason = "the job's runs are queued past its backlog bound"
+        return EventDelivery(job_id, DeliveryResult.HELD, reason=reason), None
     if code == 4:
         why = reply[1].decode()
         reason = (
@@ -216,10 +228,13 @@ def dispatch_outcomes(dep: Deployment, entries: list[bytes]) -> Op:
         return []
     reads = yield [Call(("HMGET", dep.keys_for(d).job(d), "spec", "status", "dag")) for d in downs]
     rules: dict[str, list[OnRule]] = {}
+    codes: dict[str, str] = {}
     for down, reply in zip(downs, reads, strict=True):
         spec_raw, status, dag = check(reply)
         if spec_raw is not None and status not in (None, b"deleted") and dag is None:
-            rules[down] = [r for r in _listens_decoder.decode(spec_raw).on if r.after]
+            listens = _listens_decoder.decode(spec_raw)
+            rules[down] = [r for r in listens.on if r.after]
+            codes[down] = listens.backlog_code()
     stale = [
         Call(("SREM", g.after(up), d))
         for up, ds in after_of.items()
@@ -241,6 +256,7 @@ def dispatch_outcomes(dep: Deployment, entries: list[bytes]) -> Op:
             call = lua.deliver_to(
                 dep.keys_for(down), down, f"after:{rid}", b"", key,
                 AFTER_KEY_TTL_S * 1000, rule.when_paused.value, rule.hold_max,
+                codes.get(down, ""),
             )  # fmt: skip
             plan.append((rid, down, call))
     replies = (yield [c for _r, _d, c in plan]) if plan else []

@@ -37,8 +37,11 @@ def store_event(
 DELIVER_EVENT = signature(
     "deliver_event",
     keys=("job", "ready"),
-    argv=("base", "job id", "cause", "args", "key", "key ttl", "when paused", "hold max"),
-)
+    argv=(
+        "base", "job id", "cause", "args", "key", "key ttl", "when paused", "hold max",
+        "backlog",
+    ),
+)  # fmt: skip
 
 
 def deliver_event(
@@ -50,12 +53,13 @@ def deliver_event(
     key_ttl_ms: int,
     when_paused: str,
     hold_max: int,
+    backlog: str = "",
 ) -> Call:
-    """Reply {1, run, now, queues} | {2, first, now, cause} | {3, held, superseded...} |
-    {4, why} | {-1} | {-2} (lua/deliver_event.lua)."""
+    """Reply {1, run, now, queues} | {2, first, now, cause} | {3 or 5, held,
+    superseded...} | {4, why} | {-1} | {-2} (lua/deliver_event.lua)."""
     return DELIVER_EVENT.call(
         (sk.job(job_id), sk.ready),
-        (sk.base, job_id, cause, args_json, key, key_ttl_ms, when_paused, hold_max),
+        (sk.base, job_id, cause, args_json, key, key_ttl_ms, when_paused, hold_max, backlog),
     )
 
 
@@ -75,15 +79,19 @@ def deliver_to(
     key_ttl_ms: int,
     when_paused: str,
     hold_max: int,
+    backlog: str = "",
 ) -> Call:
     """A delivery to a job (lua/deliver_event.lua) or a DAG (lua/deliver_dag.lua), by
-    its id; the replies are alike (a DAG's run id is its DAG run's)."""
+    its id; the replies are alike (a DAG's run id is its DAG run's; a DAG's cap is its
+    max_active_runs, under which its runs queue: no ``backlog``)."""
     if any_id.startswith("dag_") and "." not in any_id:
         return DELIVER_DAG.call(
             (sk.job(any_id), sk.ready),
             (sk.base, any_id, cause, args_json, key, key_ttl_ms, when_paused, hold_max),
         )
-    return deliver_event(sk, any_id, cause, args_json, key, key_ttl_ms, when_paused, hold_max)
+    return deliver_event(
+        sk, any_id, cause, args_json, key, key_ttl_ms, when_paused, hold_max, backlog
+    )
 
 
 SETTLE_EVENT = signature(
