@@ -46,3 +46,21 @@ async def test_hooks_and_events_from_the_command_line(http, node, tmp_path) -> N
         assert done.returncode != 0 and said in done.stderr, (args, done.stderr)
     assert (await cli(http, "hooks", "delete", "cms", *api)).returncode == 0
     assert "cms" not in (await cli(http, "hooks", "list", *api)).stdout
+
+
+async def test_a_queues_default_backlog_from_the_command_line(http, node) -> None:
+    api = ["--api", str(http.base_url)]
+    done = await cli(http, "queues", "backlog", "slow", "--policy", "coalesce", "--max-queued",
+                     "2", *api)  # fmt: skip
+    assert done.returncode == 0 and "slow   coalesce  2" in done.stdout, done.stdout + done.stderr
+    listed = await cli(http, "queues", "backlog", *api)
+    assert "slow" in listed.stdout
+    for args, said in [
+        (["queues", "backlog", "slow", "--policy", "skip"], "needs a bound"),
+        (["queues", "backlog", "slow"], "give --policy"),
+        (["queues", "backlog", "--clear"], "name the queue"),
+    ]:
+        failed = await cli(http, *args, *api)
+        assert failed.returncode != 0 and said in failed.stderr, (args, failed.stderr)
+    cleared = await cli(http, "queues", "backlog", "slow", "--clear", *api)
+    assert "no queue has one" in cleared.stdout

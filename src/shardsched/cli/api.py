@@ -25,6 +25,7 @@ from shardsched.cli import (
     hooks,
     importers,
     progress,
+    queues,
     render,
     run_commands,
     style,
@@ -311,6 +312,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     importers.add_import_parser(sub, common)
     deploy_app.add_deploy_parser(sub, common)
     hooks.add_parser(sub, common)
+    queues.add_parser(sub, common)
 
 
 COMMANDS = {
@@ -324,6 +326,7 @@ COMMANDS = {
     "import": importers.run_import,
     "deploy": deploy_app.run_deploy,
     "hooks": hooks.run,
+    "queues": queues.run,
 }
 
 

@@ -185,6 +185,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
         "import",
         "deploy",
         "hooks",
+        "queues",
     ):
         sub.choices[name].set_defaults(execute=cmd.api)
     from shardsched.cli import tokens as tokens_cli

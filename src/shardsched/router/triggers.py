@@ -1,8 +1,9 @@
-"""Events and hooks: an event emitted with a token (``POST /api/v1/events/{event}``), a
-signed hook's request (``POST /api/v1/hooks/{name}``: no token, its signature instead),
-an event read back with its one outcome, the events received; and the hooks managed
-(admin). The handlers sit beside their routes (:data:`ROUTES`); the work is
-ops/events."""
+"""Events, hooks and queues' default backpressure: an event emitted with a token
+(``POST /api/v1/events/{event}``), a signed hook's request (``POST
+/api/v1/hooks/{name}``: no token, its signature instead), an event read back with its one
+outcome, the events received; the hooks managed (admin); a queue's default backlog. The
+handlers sit beside their routes (:data:`ROUTES`); the work is ops/events and
+ops/deployment/queues."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from shardsched.core.access import Scope
+from shardsched.core.backlog import BacklogPolicy
 from shardsched.core.events import (
     PAYLOAD_MAX_BYTES,
     EmitRequest,
@@ -21,6 +23,8 @@ from shardsched.core.events import (
     ReceivedEvent,
     SignatureError,
 )
+from shardsched.ops.deployment import queues
+from shardsched.ops.deployment.queues import QueueBacklogs
 from shardsched.ops.events import hooks, received
 from shardsched.router import http
 from shardsched.router.context import Context
@@ -30,6 +34,7 @@ from shardsched.router.schemas import ReceivedQuery, opt
 
 _emit_decoder = msgspec.json.Decoder(EmitRequest)
 _hook_decoder = msgspec.json.Decoder(HookSpec)
+_policy_decoder = msgspec.json.Decoder(BacklogPolicy)
 
 
 class HookReceived(msgspec.Struct):
@@ -111,6 +116,23 @@ async def list_hooks(cx: Context, request: Request) -> Response:
 async def delete_hook(cx: Context, request: Request) -> Response:
     unbound(request)
     return http.json_response(await cx.run(hooks.delete_hook(cx.dep, request.path_params["name"])))
+
+
+async def list_queue_backlogs(cx: Context, request: Request) -> Response:
+    return http.json_response(await cx.run(queues.queue_backlogs(cx.dep)))
+
+
+async def put_queue_backlog(cx: Context, request: Request) -> Response:
+    unbound(request)
+    body = await http.decode(request, _policy_decoder)
+    op = queues.set_queue_backlog(cx.dep, request.path_params["queue"], body)
+    return http.json_response(await cx.run(op))
+
+
+async def delete_queue_backlog(cx: Context, request: Request) -> Response:
+    unbound(request)
+    op = queues.set_queue_backlog(cx.dep, request.path_params["queue"], BacklogPolicy())
+    return http.json_response(await cx.run(op))
 
 
 ROUTES: tuple[Operation, ...] = (
@@ -198,5 +220,32 @@ ROUTES: tuple[Operation, ...] = (
         tags=("hooks",),
         handler=delete_hook,
         scope=Scope.ADMIN,
+    ),
+    Operation(
+        "get",
+        "/api/v1/queues/backlog",
+        "Each queue's default backpressure, for its jobs with no backlog of their own",
+        QueueBacklogs,
+        tags=("queues",),
+        handler=list_queue_backlogs,
+    ),
+    Operation(
+        "put",
+        "/api/v1/queues/{queue}/backlog",
+        "Set a queue's default backpressure (policy queue: none); answers every queue's",
+        QueueBacklogs,
+        body=BacklogPolicy,
+        errors=(*BODY_ERRORS, 403),
+        tags=("queues",),
+        handler=put_queue_backlog,
+    ),
+    Operation(
+        "delete",
+        "/api/v1/queues/{queue}/backlog",
+        "Clear a queue's default backpressure; answers every queue's",
+        QueueBacklogs,
+        errors=(403, 422),
+        tags=("queues",),
+        handler=delete_queue_backlog,
     ),
 )

@@ -19,6 +19,7 @@ import trio
 from shardsched.core.catchup import decide, on_calendar
 from shardsched.core.models import Overlap
 from shardsched.core.pacing import Backoff
+from shardsched.core.queues import parse_stored
 from shardsched.core.schedule import NextFireMemo
 from shardsched.runtime.metrics import Metrics
 from shardsched.runtime.tracing import RunTracer
@@ -27,6 +28,7 @@ from shardsched.shard.calendar_book import CalendarBook
 from shardsched.shard.fire_spans import FireSpans
 from shardsched.shard.missed import MissedTicks
 from shardsched.shard.paced import hand_over, paced_catch_up
+from shardsched.shard.queue_backlogs import QueueBacklogs
 from shardsched.shard.waker import fire_and_wake
 from shardsched.store.calls import Call
 from shardsched.store.deployment import Deployment
@@ -84,7 +86,10 @@ class ShardActor:
         wake: Callable[[int, tuple[str, ...]], None] | None = None,
         tracer: RunTracer | None = None,
         calendars: CalendarBook | None = None,
+        queue_backlogs: QueueBacklogs | None = None,
     ) -> None:
+        #: each queue's default backpressure, for jobs with none of their own
+        self.queue_backlogs = queue_backlogs
         #: the node's named calendars, which calendar ticks are decided with
         self.calendars = calendars
         #: the fire spans made while idle (None: tracing is off, runtime/tracing.py)
@@ -163,7 +168,13 @@ class ShardActor:
                 late += decision.skip.count
             skip = None if decision.skip is None else decision.skip.encode()
             new = None if decision.new is None else decision.new + off
-            item = firing.plan(job, old, decision.fire, new, skip, overlap, queue, off, timing)
+            fallback = ""  # the queue's default backpressure, unless the job has its own
+            if not timing.backlog and self.queue_backlogs and self.queue_backlogs.codes:
+                name = parse_stored(queue.decode() if isinstance(queue, bytes) else queue)[0]
+                fallback = self.queue_backlogs.codes.get(name, "")
+            item = firing.plan(
+                job, old, decision.fire, new, skip, overlap, queue, off, timing, fallback
+            )
             fire = None if decision.fire is None else decision.fire + off  # lag: vs planned
             owed = None
             if decision.owed is not None:

@@ -35,6 +35,7 @@ from shardsched.shard.calendar_book import CalendarBook
 from shardsched.shard.dispatcher import Dispatcher
 from shardsched.shard.follower import EventFollower
 from shardsched.shard.maintenance import AutoResume, Maintainer
+from shardsched.shard.queue_backlogs import QueueBacklogs
 from shardsched.shard.reclaimer import Reclaimer
 from shardsched.shard.runaway import end_runaway_script
 from shardsched.shard.waker import Waker
@@ -106,6 +107,7 @@ class ShardManager:
         self.follower = EventFollower(redis, dep, self.metrics, held, tracer)
         self.dispatcher = Dispatcher(redis, dep, self.metrics, self.node_id)
         self.calendars = CalendarBook(redis, dep, self.metrics)
+        self.queue_backlogs = QueueBacklogs(redis, dep, self.metrics)
         self._started_ms = 0
 
     @property
@@ -149,6 +151,7 @@ class ShardManager:
                 wake=self.waker.wake,
                 tracer=self.tracer,
                 calendars=self.calendars,
+                queue_backlogs=self.queue_backlogs,
             )
             self.leases[shard] = actor.epoch
             self.metrics.ownership_changes.labels(str(shard)).inc()
@@ -262,6 +265,7 @@ class ShardManager:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self._listen_wakes, name="wake-listener")
                 await nursery.start(self.calendars.run, name="calendars")  # before any fire
+                await nursery.start(self.queue_backlogs.run, name="queue-backlogs")
                 nursery.start_soon(self.reclaimer.run, name="reclaimer")
                 nursery.start_soon(self.maintainer.run, name="maintenance")
                 nursery.start_soon(self.waker.run, name="waker")

@@ -38,6 +38,7 @@ from shardsched.core.events import (
 from shardsched.core.ids import attempt_of, firing_of, job_of_run
 from shardsched.core.instants import from_ms
 from shardsched.core.params import IDEMPOTENCY_TTL_S
+from shardsched.core.queues import DEFAULT_QUEUE
 from shardsched.store import ready
 from shardsched.store.calls import Call, Op, check, server_ms
 from shardsched.store.deployment import Deployment
@@ -53,12 +54,22 @@ class _Listens(msgspec.Struct):
 
     on: list[OnRule] = msgspec.field(default_factory=list)
     backlog: BacklogPolicy | None = None
+    queue: str = DEFAULT_QUEUE
 
-    def backlog_code(self) -> str:
-        return "" if self.backlog is None else self.backlog.code()
+    def backlog_code(self, defaults: dict[str, str]) -> str:
+        """Its own backpressure, else its queue's default (``defaults``: by queue)."""
+        return self.backlog.code() if self.backlog is not None else defaults.get(self.queue, "")
+
+
+def queue_defaults(raw: Any) -> dict[str, str]:
+    """Each queue's default backpressure code from an HGETALL of ``queue_backlogs``."""
+    flat = check(raw)
+    pairs = dict(zip(flat[::2], flat[1::2], strict=True)) if isinstance(flat, list) else flat
+    return {q.decode(): _policy_decoder.decode(v).code() for q, v in pairs.items()}
 
 
 _listens_decoder = msgspec.json.Decoder(_Listens)
+_policy_decoder = msgspec.json.Decoder(BacklogPolicy)
 
 
 def new_event_id() -> str:
@@ -87,7 +98,12 @@ def deliver(dep: Deployment, event_id: str, name: str, key: str, payload: bytes)
     """Deliver a stored event to the jobs that listen and settle its outcome; returns the
     outcome recorded (this one, or the one settled before)."""
     g = dep.globals
-    members, now = yield [Call(("SMEMBERS", g.listeners(name))), Call(("TIME",))]
+    members, now, qb = yield [
+        Call(("SMEMBERS", g.listeners(name))),
+        Call(("TIME",)),
+        Call(("HGETALL", g.queue_backlogs)),
+    ]
+    defaults = queue_defaults(qb)
     job_ids = sorted(m.decode() for m in check(members))
     value: Any = msgspec.json.decode(payload) if payload else None
     stale: list[str] = []
@@ -103,7 +119,7 @@ def deliver(dep: Deployment, event_id: str, name: str, key: str, payload: bytes)
                 stale.append(job_id)
                 continue
             listens = _listens_decoder.decode(spec_raw)
-            codes[job_id] = listens.backlog_code()
+            codes[job_id] = listens.backlog_code(defaults)
             rules = rules_for(listens.on, name)
             if not rules:
                 stale.append(job_id)  # it listened once: the index is trimmed here
@@ -219,7 +235,11 @@ def dispatch_outcomes(dep: Deployment, entries: list[bytes]) -> Op:
         rid, state, ms = raw.decode().split("\n")
         ended.append((rid, upstream_of_run(rid), state, ms))
     ups = sorted({up for _rid, up, _s, _ms in ended})
-    members = yield [Call(("SMEMBERS", g.after(up))) for up in ups]
+    *members, qb = yield [
+        *(Call(("SMEMBERS", g.after(up))) for up in ups),
+        Call(("HGETALL", g.queue_backlogs)),
+    ]
+    defaults = queue_defaults(qb)
     after_of = {
         up: sorted(m.decode() for m in check(r)) for up, r in zip(ups, members, strict=True)
     }
@@ -234,7 +254,7 @@ def dispatch_outcomes(dep: Deployment, entries: list[bytes]) -> Op:
         if spec_raw is not None and status not in (None, b"deleted") and dag is None:
             listens = _listens_decoder.decode(spec_raw)
             rules[down] = [r for r in listens.on if r.after]
-            codes[down] = listens.backlog_code()
+            codes[down] = listens.backlog_code(defaults)
     stale = [
         Call(("SREM", g.after(up), d))
         for up, ds in after_of.items()

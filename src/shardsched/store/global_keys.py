@@ -52,6 +52,12 @@ class GlobalKeys:
         longer do: a delivery reads each one's definition first)."""
         return f"{self.namespace}:{{g}}:listen:{event}"
 
+    @property
+    def queue_backlogs(self) -> str:
+        """HASH queue -> BacklogPolicy JSON: a queue's default backpressure, for its jobs
+        with none of their own (ops/deployment/queues.py; nodes read it every second)."""
+        return f"{self.namespace}:{{g}}:qbacklog"
+
     def after(self, upstream: str) -> str:
         """SET the jobs that may run after ``upstream``'s outcomes (ops/jobs/after.py):
         written before such a job (a superset, read with each one's definition)."""

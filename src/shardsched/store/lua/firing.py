@@ -58,13 +58,15 @@ def plan(
     queue: Any = b"",
     offset: int = 0,
     timing: Timing | None = None,
+    backlog: str = "",
 ) -> FireItem:
     """``tick`` and ``skip`` are nominal; ``old`` and ``new`` timer scores, planned: the
     nominal tick plus ``offset`` (the job's spread, core/jitter.py). The ``timing``'s
     ``max_fires`` and deadlines ride on the overlap code (fire.lua reads no job field
     for them): ``:m<n>`` the script counts the job's fires and ends it at the n-th,
     ``:s<ms>``/``:f<ms>`` it indexes the run by its start/finish deadline, ``:k`` a run
-    not started by its deadline is skipped."""
+    not started by its deadline is skipped; ``backlog``: its queue's default
+    backpressure, for a job with none of its own."""
     code = OVERLAP_CODE[overlap]
     # A spread job's run says when it was planned even when its offset happens to be 0.
     spread = bool(offset) or (timing is not None and bool(timing.spread_s))
@@ -75,7 +77,8 @@ def plan(
             code += f":s{timing.start_deadline_ms}" + (":k" if timing.skip_late_start else "")
         if timing.finish_deadline_ms is not None:
             code += f":f{timing.finish_deadline_ms}"
-        code += timing.backlog  # backpressure: ':p<n>' skip, ':c<n>' coalesce, ':g<ms>'
+        # backpressure: ':p<n>' skip, ':c<n>' coalesce, ':g<ms>'; else the queue's default
+        code += timing.backlog or backlog
 
     return FireItem(
         job,
