@@ -30,6 +30,7 @@ local rcall = redis.call
 -- @include live
 -- @include clock
 -- @include queues
+-- @include deliveries
 local dag_key, ready_key = KEYS[1], KEYS[2]
 local base, dag, cause, args, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
@@ -50,26 +51,7 @@ if first then
   return {2, first, now, first_cause}
 end
 if rcall('HGET', dag_key, 'status') == 'paused' then
-  local rule = ARGV[7]
-  if rule == 'drop' then
-    return {4, 'paused'}
-  end
-  local held_key = base .. 'evheld:' .. dag
-  local out = {3, 0}
-  if rule == 'keep_latest' then
-    for _, entry in ipairs(rcall('LRANGE', held_key, 0, -1)) do
-      local held_cause, held_key_of = string.match(entry, '^([^\n]*)\n([^\n]*)\n')
-      rcall('DEL', base .. 'idem:' .. dag .. ':' .. held_key_of)
-      out[#out + 1] = held_cause
-    end
-    rcall('DEL', held_key)
-  elseif rcall('LLEN', held_key) >= tonumber(ARGV[8]) then
-    return {4, 'full'}
-  end
-  out[2] = rcall('RPUSH', held_key, cause .. '\n' .. key .. '\n' .. args)
-  rcall('SADD', base .. 'evheldjobs', dag)
-  rcall('SET', idem_key, 'held:' .. cause, 'PX', ARGV[6])
-  return out
+  return hold_delivery(base, dag, cause, key, args, ARGV[7], ARGV[8], ARGV[6], 3)
 end
 local drid = dag_triggered(base, ready_key, dag_key, dag, cause, args, now)
 rcall('SET', idem_key, drid, 'PX', ARGV[6])

@@ -38,6 +38,7 @@ local rcall = redis.call
 -- @include live
 -- @include triggered
 -- @include backlog
+-- @include deliveries
 local job_key = KEYS[1]
 local base, job, cause, args, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local status, refused = live_status(job_key)
@@ -63,26 +64,7 @@ if status ~= 'paused' and (ARGV[9] or '') ~= '' then
   end
 end
 if status == 'paused' or behind then
-  local rule = ARGV[7]
-  if rule == 'drop' then
-    return {4, 'paused'}
-  end
-  local held_key = base .. 'evheld:' .. job
-  local out = {behind and 5 or 3, 0}
-  if rule == 'keep_latest' then
-    for _, entry in ipairs(rcall('LRANGE', held_key, 0, -1)) do
-      local ev, ekey = string.match(entry, '^([^\n]*)\n([^\n]*)\n')
-      rcall('DEL', base .. 'idem:' .. job .. ':' .. ekey)
-      out[#out + 1] = ev
-    end
-    rcall('DEL', held_key)
-  elseif rcall('LLEN', held_key) >= tonumber(ARGV[8]) then
-    return {4, 'full'}
-  end
-  out[2] = rcall('RPUSH', held_key, cause .. '\n' .. key .. '\n' .. args)
-  rcall('SADD', base .. 'evheldjobs', job)
-  rcall('SET', idem_key, 'held:' .. cause, 'PX', ARGV[6])
-  return out
+  return hold_delivery(base, job, cause, key, args, ARGV[7], ARGV[8], ARGV[6], behind and 5 or 3)
 end
 local detail = string.match(cause, '^[a-z]+')  -- event, after: the scheduled event's
 local rid = make_triggered_run(base, job_key, job, args, now, cause, detail)

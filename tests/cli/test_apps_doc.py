@@ -8,7 +8,6 @@ the service refuses."""
 
 from __future__ import annotations
 
-import re
 import shlex
 import subprocess
 import sys
@@ -16,7 +15,9 @@ from pathlib import Path
 
 import trio
 
+import doc_blocks
 from conftest import child_env, shardsched_cmd
+from doc_blocks import commands
 from shardsched.core.models import JobStatus
 from shardsched.sdk.sync import Client
 
@@ -24,22 +25,7 @@ PAGE = Path(__file__).resolve().parents[2] / "docs" / "apps.md"
 
 
 def blocks(kind: str) -> dict[str, str]:
-    text = PAGE.read_text()
-    return {
-        m.group(1).strip(): m.group(2)
-        for m in re.finditer(rf"```{kind} ([^\n]*)\n(.*?)```", text, re.DOTALL)
-    }
-
-
-def commands(block: str) -> list[tuple[str, list[str]]]:
-    """Each ``$ command`` and the output lines the page prints after it."""
-    out: list[tuple[str, list[str]]] = []
-    for line in block.splitlines():
-        if line.startswith("$ "):
-            out.append((line[2:], []))
-        else:
-            out[-1][1].append(line)
-    return out
+    return doc_blocks.blocks("apps.md", kind)
 
 
 def run_in(cwd: Path, env: dict[str, str], line: str) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import trio
 
+import doc_blocks
 from conftest import admin_token, child_env, shardsched_cmd, wait_until
+from doc_blocks import commands
 from shardsched.runtime import yaml12
 from shardsched.sdk.sync import Client
 
@@ -23,21 +25,7 @@ SECRET = "a-long-shared-secret-for-the-docs"
 
 
 def blocks(kind: str) -> dict[str, str]:
-    text = PAGE.read_text()
-    return {
-        m.group(1).strip(): m.group(2)
-        for m in re.finditer(rf"```{kind} ([^\n]*)\n(.*?)```", text, re.DOTALL)
-    }
-
-
-def commands(block: str) -> list[tuple[str, list[str]]]:
-    out: list[tuple[str, list[str]]] = []
-    for line in block.splitlines():
-        if line.startswith("$ "):
-            out.append((line[2:], []))
-        else:
-            out[-1][1].append(line)
-    return out
+    return doc_blocks.blocks("events.md", kind)
 
 
 def matches(printed: str, got: str) -> bool:
