@@ -21,8 +21,6 @@ from doc_blocks import commands
 from shardsched.core.models import JobStatus
 from shardsched.sdk.sync import Client
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "apps.md"
-
 
 def blocks(kind: str) -> dict[str, str]:
     return doc_blocks.blocks("apps.md", kind)

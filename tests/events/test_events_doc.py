@@ -10,7 +10,6 @@ import re
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 import trio
 
@@ -20,7 +19,6 @@ from doc_blocks import commands
 from shardsched.runtime import yaml12
 from shardsched.sdk.sync import Client
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "events.md"
 SECRET = "a-long-shared-secret-for-the-docs"
 
 
