@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import httpx
+import trio
 
 from conftest import keyspace, wait_until
 from shardsched import JobSpec, OnceSchedule, OnRule
@@ -190,3 +191,24 @@ async def test_declared_in_an_app(http, node, worker, redis, dep) -> None:
     assert load["schedule"] == {"type": "triggered"} and load["on"] == [{"after": "job:p-extract"}]
     dag = (await http.get("/api/v1/dags/dag_p-dag")).json()
     assert dag["schedule"] == {"type": "triggered"} and dag["on"] == [{"event": "pipes.go"}]
+
+
+async def test_two_writes_at_once_cannot_close_a_cycle(http, node) -> None:
+    """Each write of an `after` rule is checked and written holding one lock: of x after y
+    and y after x sent at once, one is refused (found by the independent tester: both
+    were accepted, and x and y then ran each other forever)."""
+    for round_ in range(6):
+        x, y = f"x{round_}", f"y{round_}"
+        for job_id in (x, y):
+            await job(http, job_id, schedule={"type": "interval", "every_s": 3600})
+        replies: dict = {}
+
+        async def patch(a: str, b: str, replies: dict = replies) -> None:
+            body = {"on": [{"after": f"job:{b}"}]}
+            replies[a] = await http.patch(f"/api/v1/jobs/{a}", json=body)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(patch, x, y)
+            nursery.start_soon(patch, y, x)
+        codes = sorted(r.status_code for r in replies.values())
+        assert codes == [200, 422], {k: r.text for k, r in replies.items()}

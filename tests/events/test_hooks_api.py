@@ -153,3 +153,37 @@ async def test_a_deleted_hook_refuses(http, node) -> None:
     assert bad.status_code == 422
     bad = await http.put("/api/v1/hooks/x!", json={"secrets": [SECRET]})
     assert bad.status_code == 422
+
+
+async def test_found_by_the_tester(http, node, redis, namespace) -> None:
+    """A body nested past 64 levels is 422 before anything is written (it was stored, and
+    then broke every read of the events: a RecursionError); a request resent with its
+    signature header written otherwise (pairs reordered, spaces, another v1=) is still
+    the same request when the signature is the key; ``t`` is signed as its very digits."""
+    await setup(http)
+    deep = b'{"a":' * 980 + b"1" + b"}" * 980
+    before = await keyspace(redis, namespace)
+    async with anonymous(http) as anon:
+        reply = await anon.post("/api/v1/hooks/cms", content=deep, headers=signed(deep))
+        assert reply.status_code == 422 and "deeper than 64" in reply.text, reply.text
+        assert await keyspace(redis, namespace) == before
+        body = b'{"n": 1}'
+        headers = signed(body)
+        t, v1 = headers["Shardsched-Signature"].split(",")
+        first = await anon.post("/api/v1/hooks/cms", content=body, headers=headers)
+        assert first.json()["outcome"] == "runs"
+        for written in (f"{v1},{t}", f"{t}, {v1}", f"{t},{v1},v1=00", f"{t},v1=00,{v1}"):
+            resent = {**headers, "Shardsched-Signature": written}
+            again = await anon.post("/api/v1/hooks/cms", content=body, headers=resent)
+            assert again.json()["outcome"] == "deduplicated", (written, again.text)
+        now = int(time.time())
+        mac = hmac.new(SECRET.encode(), f"0{now}.".encode() + body, hashlib.sha256).hexdigest()
+        padded = {**headers, "Shardsched-Signature": f"t=0{now},v1={mac}"}
+        assert (
+            await anon.post("/api/v1/hooks/cms", content=body, headers=padded)
+        ).status_code == 200
+        mac = hmac.new(SECRET.encode(), f"{now}.".encode() + body, hashlib.sha256).hexdigest()
+        padded = {**headers, "Shardsched-Signature": f"t=0{now},v1={mac}"}
+        assert (
+            await anon.post("/api/v1/hooks/cms", content=body, headers=padded)
+        ).status_code == 401

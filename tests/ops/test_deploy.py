@@ -183,7 +183,7 @@ def test_two_deploys_racing_end_in_the_later_claims_definitions(client: Client, 
 
 
 def _spec(job: Any) -> JobSpec:
-    from shardsched.ops.jobs.define import spec_of
+    from shardsched.ops.jobs.change import spec_of
 
     return spec_of(job)
 

@@ -339,21 +339,22 @@ class SignatureError(ValueError):
 def sign(secret: str, timestamp: int, body: bytes) -> str:
     """The signature header's value for ``body`` sent at ``timestamp`` (unix seconds):
     what a sender computes (docs/events.md has it in shell and Python)."""
-    return f"t={timestamp},v1={_digest(secret, timestamp, body)}"
+    return f"t={timestamp},v1={_digest(secret, str(timestamp), body)}"
 
 
-def _digest(secret: str, timestamp: int, body: bytes) -> str:
-    message = str(timestamp).encode() + b"." + body
+def _digest(secret: str, timestamp: str, body: bytes) -> str:
+    """HMAC-SHA256 of ``<t>.<body>``, ``t`` as the header writes it (its very digits)."""
+    message = timestamp.encode() + b"." + body
     return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
 
 
-def verify(secrets: list[str], header: str | None, body: bytes) -> int:
-    """The signed timestamp (unix seconds) when ``header`` signs ``body`` with one of the
-    secrets; SignatureError otherwise. The window is the server's clock's to judge
-    (lua/store_event.lua), not this host's."""
+def verify(secrets: list[str], header: str | None, body: bytes) -> str:
+    """The signed timestamp (unix seconds, as the header writes it) when ``header`` signs
+    ``body`` with one of the secrets; SignatureError otherwise. The window is the
+    server's clock's to judge (lua/store_event.lua), not this host's."""
     if not header:
         raise SignatureError(f"the request is not signed: no {SIGNATURE_HEADER} header")
-    timestamp: int | None = None
+    timestamp: str | None = None
     given: list[str] = []
     for part in header.split(","):
         key, eq, value = part.strip().partition("=")
@@ -362,7 +363,7 @@ def verify(secrets: list[str], header: str | None, body: bytes) -> int:
         if key == "t":
             if not value.isascii() or not value.isdigit() or len(value) > 12:
                 raise SignatureError("the signature's timestamp t= is not unix seconds")
-            timestamp = int(value)
+            timestamp = value
         elif key == "v1":
             given.append(value)
     if timestamp is None or not given:
@@ -374,7 +375,8 @@ def verify(secrets: list[str], header: str | None, body: bytes) -> int:
     raise SignatureError("the signature does not match the body with any secret of the hook")
 
 
-def signature_key(header: str) -> str:
-    """An idempotency key from the signature itself (a hook with no other): the same
-    request resent is the same key."""
-    return "sig-" + hashlib.sha256(header.encode()).hexdigest()[:40]
+def signature_key(timestamp: str, body: bytes) -> str:
+    """An idempotency key from what the signature vouches for (a hook with no other key):
+    its timestamp and body, so the same request sent again is the same key however its
+    header is written (the pairs reordered, another valid v1= added)."""
+    return "sig-" + hashlib.sha256(timestamp.encode() + b"." + body).hexdigest()[:40]

@@ -9,10 +9,10 @@ machinery they share sits at the top (``pagination``, ``listing``, ``recent``, `
 """
 
 from shardsched.ops.jobs.actions import delete_job, restore_job, resume_if_due, trigger
+from shardsched.ops.jobs.change import patch_job
 from shardsched.ops.jobs.define import (
     create_job,
     create_jobs,
-    patch_job,
     validate_specs,
 )
 from shardsched.ops.jobs.read import get_job

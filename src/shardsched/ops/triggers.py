@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from shardsched.core.errors import ValidationError
+from shardsched.core.errors import ConflictError, ValidationError
 from shardsched.core.events import OnRule, upstream_of
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
@@ -139,3 +139,26 @@ def retract(dep: Deployment, any_id: str, old: Sequence[OnRule], new: Sequence[O
     ]
     if calls:
         yield calls
+
+
+#: A definition with ``after`` rules is checked for a cycle and written holding this lock,
+#: so two written at once cannot each pass the check and together close a cycle. Held
+#: milliseconds; its expiry frees it from a writer that died holding it.
+LOCK_MS = 5000
+LOCK_TRIES = 1000
+
+
+def locked(dep: Deployment, op: Op) -> Op:
+    """``op`` run holding the deployment's lock of ``after`` chains (tried LOCK_TRIES times,
+    a round trip each; then ConflictError, to be tried again)."""
+    key = dep.globals.after_lock
+    for _ in range(LOCK_TRIES):
+        (took,) = yield [Call(("SET", key, "1", "NX", "PX", LOCK_MS))]
+        if check(took):
+            break
+    else:
+        raise ConflictError("other definitions with `after` rules are being written: try again")
+    try:
+        return (yield from op)
+    finally:
+        yield [Call(("DEL", key))]

@@ -58,6 +58,12 @@ class GlobalKeys:
         with none of their own (ops/deployment/queues.py; nodes read it every second)."""
         return f"{self.namespace}:{{g}}:qbacklog"
 
+    @property
+    def after_lock(self) -> str:
+        """STRING held while a definition with ``after`` rules is checked and written
+        (ops/triggers.py): two at once could close a cycle neither sees."""
+        return f"{self.namespace}:{{g}}:afterlock"
+
     def after(self, upstream: str) -> str:
         """SET the jobs that may run after ``upstream``'s outcomes (ops/jobs/after.py):
         written before such a job (a superset, read with each one's definition)."""

@@ -88,6 +88,17 @@ def task_items(spec: DagSpec) -> tuple[str, str, list[Any]]:
 
 
 def create_dag(dep: Deployment, spec: DagSpec, actor: str = SDK_ACTOR, writer: str = "") -> Op:
+    """:func:`create_dag_unlocked`, holding the lock of ``after`` chains when the DAG runs
+    after another (ops/triggers.py)."""
+    op = create_dag_unlocked(dep, spec, actor, writer)
+    if any(r.after for r in spec.on):
+        return (yield from triggers.locked(dep, op))
+    return (yield from op)
+
+
+def create_dag_unlocked(
+    dep: Deployment, spec: DagSpec, actor: str = SDK_ACTOR, writer: str = ""
+) -> Op:
     """Register a DAG (validated first: nothing is written for an invalid one); ``writer``:
     the app set a deploy writes as ('' by hand: core/apps.check_owner)."""
     order, roots, items = task_items(spec)

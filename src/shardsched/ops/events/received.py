@@ -27,6 +27,7 @@ from shardsched.core.events import (
     verify,
 )
 from shardsched.core.params import IdempotencyKey
+from shardsched.core.validation import MAX_JSON_DEPTH, nests_deeper
 from shardsched.ops.events.hooks import read_hook
 from shardsched.store import event_delivery
 from shardsched.store.calls import Call, Op, check
@@ -61,14 +62,19 @@ def receive_hook(dep: Deployment, hook: str, headers: Mapping[str, str], body: b
     hook's event (StaleSignature: outside the window, nothing written)."""
     spec = yield from read_hook(dep, hook)
     header = headers.get(SIGNATURE_HEADER)
-    signed_at = verify(spec.secrets, header, body)
+    signed = verify(spec.secrets, header, body)
+    if nests_deeper(body, MAX_JSON_DEPTH):  # what every body is held to (router/http.py)
+        raise ValidationError(
+            f"the body nests arrays and objects deeper than {MAX_JSON_DEPTH} levels", "$"
+        )
     try:
         value: Any = msgspec.json.decode(body)
     except msgspec.DecodeError as exc:
         raise ValidationError(f"the body is not JSON: {exc}", "$") from None
     key = _hook_key(spec.idempotency_header, spec.idempotency_field, headers, value)
     payload = msgspec.json.encode(value)  # as stored: one line of JSON
-    key = key if key is not None else signature_key(header or "")
+    key = key if key is not None else signature_key(signed, body)
+    signed_at = int(signed)
     event = hook_event(hook, spec)
     return (yield from _take(dep, event, f"hook:{hook}", key, payload, signed_at))
 

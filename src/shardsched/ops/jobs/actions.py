@@ -22,7 +22,9 @@ from shardsched.core.params import IDEMPOTENCY_TTL_S, TriggerRequest, validate_a
 from shardsched.core.patches import JobPatch
 from shardsched.core.views import Triggered
 from shardsched.ops import triggers as after
-from shardsched.ops.jobs.define import create_jobs, patch_job, read_job
+from shardsched.ops.jobs.change import patch_job
+from shardsched.ops.jobs.define import create_jobs
+from shardsched.ops.jobs.read import read_job
 from shardsched.store import keys as k
 from shardsched.store import ready
 from shardsched.store.calls import Call, Op, check

@@ -28,7 +28,9 @@ from shardsched.core.sameness import same_definition
 from shardsched.core.validation import check_dag_id, check_job_id, validate_spec
 from shardsched.ops import triggers
 from shardsched.ops.dags import manage
-from shardsched.ops.jobs.define import changeable_job, create_jobs, read_job, spec_of, write_spec
+from shardsched.ops.jobs.change import changeable_job, spec_of, write_spec
+from shardsched.ops.jobs.define import create_jobs
+from shardsched.ops.jobs.read import read_job
 from shardsched.store.calls import Call, Op, check, server_ms
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import dags as dags_lua
@@ -117,6 +119,22 @@ def put_dag(
     actor: str = SDK_ACTOR,
     writer: str = "",
 ) -> Op:
+    """:func:`_put_dag`, holding the lock of ``after`` chains when the DAG runs after
+    another (ops/triggers.py)."""
+    op = _put_dag(dep, dag_id, spec, if_match, actor, writer)
+    if any(r.after for r in spec.on):
+        return (yield from triggers.locked(dep, op))
+    return (yield from op)
+
+
+def _put_dag(
+    dep: Deployment,
+    dag_id: str,
+    spec: DagSpec,
+    if_match: int | None = None,
+    actor: str = SDK_ACTOR,
+    writer: str = "",
+) -> Op:
     """Create the DAG ``dag_id`` with ``spec``, or replace its definition (tasks added,
     removed, re-wired, their commands, its schedule and limits) as a new version; returns
     ``(Dag, Outcome)``. DAG runs already open finish on the version they opened on; a
@@ -136,7 +154,7 @@ def put_dag(
                 raise PreconditionFailed(dag_id, if_match, None) from None
             try:
                 new = msgspec.structs.replace(spec, id=dag_id)
-                yield from manage.create_dag(dep, new, actor, writer)
+                yield from manage.create_dag_unlocked(dep, new, actor, writer)
             except IdTaken:
                 continue
             return (yield from manage.get_dag(dep, dag_id)), Outcome.CREATED

@@ -23,7 +23,8 @@ from shardsched.core.ticks import ticks_in
 from shardsched.core.time_views import ResumeResult
 from shardsched.core.timing import resolved
 from shardsched.core.validation import checked
-from shardsched.ops.jobs.define import patch_job, read_job
+from shardsched.ops.jobs.change import patch_job
+from shardsched.ops.jobs.read import read_job
 from shardsched.ops.jobs.versions import backfill, job_anchor
 from shardsched.store.calendars import read_book
 from shardsched.store.calls import Call, Op, server_ms

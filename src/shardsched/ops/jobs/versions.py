@@ -25,7 +25,7 @@ from shardsched.core.validation import checked
 from shardsched.core.views import Job, JobVersion, JobVersions
 from shardsched.ops.cold import archive_url, cold_history
 from shardsched.ops.history import backfill_gaps
-from shardsched.ops.jobs.define import read_job
+from shardsched.ops.jobs.read import read_job
 from shardsched.store import ready
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment

@@ -72,6 +72,8 @@ def _index_write(call: Call) -> bool:
     name, key = str(call.args[0]).upper(), str(call.args[1]) if len(call.args) > 1 else ""
     if name in ("SADD", "SREM"):
         return ":{g}:listen:" in key or ":{g}:after:" in key
+    if name in ("SET", "DEL"):  # the lock of `after` chains, held milliseconds
+        return key.endswith(":{g}:afterlock")
     return name == "HSET" and len(call.args) == 4 and call.args[2] == "ds"
 
 
