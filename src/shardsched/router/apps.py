@@ -32,11 +32,13 @@ async def deploy(cx: Context, request: Request) -> Response:
         teams.require_name(caller, spec.name)
         teams.require_keys(caller, [(spec.concurrency_key, "$.concurrency_key")])
         await cx.not_others(request, job_id, JobNotFound(job_id))
+        await cx.upstreams(request, spec.on)
     for dag_id, dag in body.dags.items():
         teams.require_name(caller, dag.name)
         keys = [(t.concurrency_key, "$.tasks.concurrency_key") for t in dag.tasks]
         teams.require_keys(caller, keys)
         await cx.not_others(request, dag_id_of(dag_id), DagNotFound(dag_id))
+        await cx.upstreams(request, dag.on)
     op = deploy_app(
         cx.dep, app, body.jobs, body.dags, body.dry_run, caller.name, tuple(caller.prefixes)
     )

@@ -25,6 +25,7 @@ from shardsched.core.errors import (
     RunNotFound,
     ValidationError,
 )
+from shardsched.core.events import OnRule, upstream_of
 from shardsched.core.ids import dag_id_of
 from shardsched.core.views import Dag, Job
 from shardsched.ops.access import teams
@@ -84,6 +85,23 @@ class Context:
         as an unknown one is (and nothing is written)."""
         for dep_id in depends_on:
             await self.visible(request, dep_id, JobNotFound(dep_id))
+
+    async def upstreams(self, request: Request, rules: list[OnRule] | None) -> None:
+        """A team's job or DAG may run after its own only: another team's upstream is
+        refused exactly as an unknown one is (422), so a team learns nothing of another's
+        ids or outcomes."""
+        caller = who(request)
+        if not caller.bound or not rules:
+            return
+        for i, rule in enumerate(rules):
+            if rule.after is None:
+                continue
+            name = await self.run(teams.owner_name(self.dep, upstream_of(rule.after)))
+            if name is not None and not caller.sees(name):
+                raise http.validation(
+                    f"{rule.after}: there is no such job, task or DAG to run after",
+                    f"$.on[{i}].after",
+                )
 
     async def job(self, request: Request) -> str:
         job_id: str = request.path_params["job_id"]

@@ -46,6 +46,7 @@ async def create_dag(cx: Context, request: Request) -> Response:
     spec = await http.decode(request, _dag_decoder)
     teams.require_name(who(request), spec.name)
     teams.require_keys(who(request), _task_keys(spec))
+    await cx.upstreams(request, spec.on)
     return http.json_response(
         await cx.run(dag_ops.create_dag(cx.dep, spec, who(request).name)), 201
     )
@@ -79,6 +80,7 @@ async def put_dag(cx: Context, request: Request) -> Response:
     teams.require_name(who(request), spec.name)
     teams.require_keys(who(request), _task_keys(spec))
     await cx.not_others(request, dag_id, DagNotFound(dag_id))
+    await cx.upstreams(request, spec.on)
     op = declare.put_dag(cx.dep, dag_id, spec, http.if_match(request), who(request).name)
     return put_answer(*(await cx.run(op)))
 

@@ -37,6 +37,7 @@ async def create_job(cx: Context, request: Request) -> Response:
     teams.require_name(who(request), spec.name)
     teams.require_keys(who(request), [(spec.concurrency_key, "$.concurrency_key")])
     await cx.dependencies(request, spec.depends_on)
+    await cx.upstreams(request, spec.on)
     create = names.create_named if q.unique_name else ops.create_job
     created: JobCreated = await cx.run(create(cx.dep, spec, who(request).name))
     return http.json_response(created, 201)
@@ -92,6 +93,7 @@ async def put_job(cx: Context, request: Request) -> Response:
     teams.require_keys(who(request), [(spec.concurrency_key, "$.concurrency_key")])
     await cx.not_others(request, job_id, JobNotFound(job_id))
     await cx.dependencies(request, spec.depends_on)
+    await cx.upstreams(request, spec.on)
     op = declare.put_job(
         cx.dep, job_id, spec, http.if_match(request), who(request).name, paused=q.paused
     )
@@ -106,6 +108,7 @@ async def patch_job(cx: Context, request: Request) -> Response:
     teams.require_keys(who(request), [(patch.concurrency_key, "$.concurrency_key")])
     if patch.depends_on:
         await cx.dependencies(request, patch.depends_on)
+    await cx.upstreams(request, patch.on)
     op = ops.patch_job(cx.dep, job_id, patch, who(request).name, http.if_match(request))
     job: Job = await cx.run(op)
     return http.etag(http.json_response(job), job.version)

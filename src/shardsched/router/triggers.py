@@ -22,7 +22,9 @@ from shardsched.core.events import (
     HookSpec,
     ReceivedEvent,
     SignatureError,
+    outcome_of,
 )
+from shardsched.ops.access import teams
 from shardsched.ops.deployment import queues
 from shardsched.ops.deployment.queues import QueueBacklogs
 from shardsched.ops.events import hooks, received
@@ -52,6 +54,14 @@ async def emit_event(cx: Context, request: Request) -> Response:
     op = received.emit(cx.dep, name, body, f"api:{who(request).name}")
     event: ReceivedEvent = await cx.run(op)
     _count(cx, "api", event)
+    if who(request).bound and event.outcome is not None:  # its own jobs only, as it sees them
+        seen = [
+            d for d in event.outcome.deliveries
+            if (n := await cx.run(teams.owner_name(cx.dep, d.job_id))) and who(request).sees(n)
+        ]  # fmt: skip
+        own = outcome_of(seen)
+        own.settled_at = event.outcome.settled_at
+        event.outcome = own
     return http.json_response(event)
 
 
