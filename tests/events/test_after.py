@@ -9,10 +9,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import httpx
+import pytest
 import trio
 
 from conftest import keyspace, wait_until
-from shardsched import JobSpec, OnceSchedule, OnRule
+from shardsched import JobSpec, OnceSchedule, OnRule, ValidationError
 from shardsched.ops.jobs.define import create_jobs
 from shardsched.store.drive import drive_async
 
@@ -212,3 +213,25 @@ async def test_two_writes_at_once_cannot_close_a_cycle(http, node) -> None:
             nursery.start_soon(patch, y, x)
         codes = sorted(r.status_code for r in replies.values())
         assert codes == [200, 422], {k: r.text for k, r in replies.items()}
+
+
+async def test_an_app_declaring_its_chain_downstream_first(http, node, redis, dep) -> None:
+    """Found by the independent tester: a deploy wrote in declaration order, so an app
+    whose downstream came first was refused while its dry run said it would be created."""
+    from shardsched.core.apps import App
+    from shardsched.ops.apps.deploy import deploy_app
+
+    app = App("backwards")
+    app.job(id="bw-load", on=[{"after": "job:bw-extract"}])(lambda ctx: None)
+    app.job(id="bw-extract", every="1h")(lambda ctx: None)
+    op = deploy_app(dep, app.name, dict(app.jobs()), dict(app.dags()), False, "tests")
+    result = await drive_async(op, redis)
+    assert [c.id for c in result.changes] == ["bw-extract", "bw-load"]
+    cyclic = App("loops")
+    cyclic.job(id="l-a", on=[{"after": "job:l-b"}])(lambda ctx: None)
+    cyclic.job(id="l-b", on=[{"after": "job:l-a"}])(lambda ctx: None)
+    for dry_run in (True, False):
+        op = deploy_app(dep, cyclic.name, dict(cyclic.jobs()), {}, dry_run, "tests")
+        with pytest.raises(ValidationError, match="a cycle: l-a runs after l-b runs after l-a"):
+            await drive_async(op, redis)
+    assert (await http.get("/api/v1/jobs/l-a")).status_code == 404

@@ -64,3 +64,37 @@ async def test_a_queues_default_backlog_from_the_command_line(http, node) -> Non
         assert failed.returncode != 0 and said in failed.stderr, (args, failed.stderr)
     cleared = await cli(http, "queues", "backlog", "slow", "--clear", *api)
     assert "no queue has one" in cleared.stdout
+
+
+async def test_apply_writes_upstreams_first_and_refuses_a_cycle_before_writing(
+    http, node, tmp_path, redis, namespace
+) -> None:
+    """Found by the independent tester: `apply` wrote in file order, so a chain listed
+    downstream first was refused half-way (and an export, sorted by id, could not be
+    applied back). Now upstreams go first, a DAG before the job after it, and a cycle
+    among the files stops the apply before anything is written."""
+    from conftest import keyspace
+
+    api = ["--api", str(http.base_url)]
+    chain = tmp_path / "chain.yaml"
+    chain.write_text(
+        "kind: job\nid: load\nname: load\ncommand: 'true'\non: [{after: 'job:transform'}]\n"
+        "---\nkind: job\nid: transform\nname: transform\ncommand: 'true'\n"
+        "on: [{after: 'dag:etl'}]\n"
+        "---\nkind: dag\nid: etl\nname: etl\nschedule: {type: interval, every_s: 3600}\n"
+        "tasks: [{name: a, command: 'true'}]\n"
+    )
+    done = await cli(http, "apply", "-f", str(chain), *api)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.index("dag_etl") < done.stdout.index("transform") < done.stdout.index("load")
+    cycle = tmp_path / "cycle.yaml"
+    cycle.write_text(
+        "kind: job\nid: p\nname: p\ncommand: 'true'\non: [{after: 'job:q'}]\n"
+        "---\nkind: job\nid: q\nname: q\ncommand: 'true'\non: [{after: 'job:p'}]\n"
+    )
+    before = await keyspace(redis, namespace)
+    for args in (["--dry-run"], []):
+        refused = await cli(http, "apply", "-f", str(cycle), *args, *api)
+        assert refused.returncode != 0, refused.stdout
+        assert "a cycle: p runs after q runs after p" in refused.stderr, refused.stderr
+    assert await keyspace(redis, namespace) == before

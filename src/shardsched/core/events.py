@@ -130,6 +130,34 @@ def upstream_of(after: str) -> str:
     return ("" if dag.startswith("dag_") else "dag_") + dag + "." + task
 
 
+def after_order(nodes: list[tuple[str, list[str]]]) -> list[int]:
+    """The order to write declarations in so each comes after the upstreams it names
+    among them (``nodes``: each one's id and its upstreams' ids, a task's as its DAG's),
+    the given order kept otherwise; ValidationError naming a cycle among them."""
+    index = {node: i for i, (node, _ups) in enumerate(nodes)}
+    order: list[int] = []
+    state: dict[int, int] = {}  # 1 on the path, 2 placed
+
+    def visit(i: int, path: list[str]) -> None:
+        if state.get(i) == 2:
+            return
+        node, ups = nodes[i]
+        if state.get(i) == 1:
+            loop = [*path[path.index(node) :], node]
+            raise ValidationError(f"a cycle: {' runs after '.join(loop)}", "$.on")
+        state[i] = 1
+        for up in ups:
+            j = index.get(up)
+            if j is not None:
+                visit(j, [*path, node])
+        state[i] = 2
+        order.append(i)
+
+    for i in range(len(nodes)):
+        visit(i, [])
+    return order
+
+
 def ends_as(when: When, state: str) -> bool:
     """Whether an upstream ending ``s`` (succeeded) or ``f`` (failed) is a ``when``."""
     return when == When.FINISHED or (when == When.SUCCEEDED) == (state == "s")

@@ -28,6 +28,7 @@ import msgspec
 from shardsched.core.app_sets import APPLY_SET, apply_set_of, check_app_name
 from shardsched.core.deploys import DeployChange, DeployResult
 from shardsched.core.errors import NotOwned, Superseded, ValidationError
+from shardsched.core.events import after_order, upstream_of
 from shardsched.core.ids import dag_id_of
 from shardsched.core.models import DagSpec, JobSpec, JobStatus
 from shardsched.core.sameness import plain, same_definition
@@ -192,6 +193,21 @@ def _changes(
             yield DeployChange(kind, any_id, "pruned")
 
 
+def _upstreams_first(
+    changes: list[DeployChange], jobs: dict[str, JobSpec], dags: dict[str, DagSpec]
+) -> list[DeployChange]:
+    """The changes in an order where a job or DAG comes after the upstreams its ``after``
+    rules name among them (ValidationError for a cycle among them: nothing written)."""
+    writes = [c for c in changes if c.action != "pruned"]
+    nodes = []
+    for c in writes:
+        spec = jobs[c.id] if c.kind == "job" else dags[c.id]
+        ups = [upstream_of(r.after).partition(".")[0] for r in spec.on if r.after]
+        nodes.append((c.id, ups))
+    order = after_order(nodes)
+    return [writes[i] for i in order] + [c for c in changes if c.action == "pruned"]
+
+
 def _plain(spec: Any) -> dict[str, Any]:
     out = plain(spec)
     assert isinstance(out, dict)
@@ -215,7 +231,7 @@ def deploy_app(
     generation = None if dry_run else (yield from _claim(dep, app))
     owned = yield from _owned(dep, app, within)
     current = yield from _current(dep, sorted({*jobs, *dags, *owned}))
-    changes = list(_changes(app, jobs, dags, current, owned))
+    changes = _upstreams_first(list(_changes(app, jobs, dags, current, owned)), jobs, dags)
     if generation is None:
         return DeployResult(app, True, None, changes)
     done = []
