@@ -44,7 +44,8 @@
           time plus the start deadline, 'f|<run>' plus the finish deadline:
           lua/deadlines.lua; backpressure: ':p<n>' skips the tick (recorded 'backlog')
           while n of the job's runs are queued, ':c<n>' coalesces it instead (recorded
-          'coalesced', its tick added to the newest queued run's 'co'), n 0 for no count
+          'coalesced', its tick added to the newest queued run's 'co' (the first 1,000 or so;
+          all counted in 'con')), n 0 for no count
           bound, ':g<ms>' also when the oldest queued one is that old), queue as stored ('' the default's
           normal band; as this script reported it with the job due), planned time of the
           tick ('' when it is the tick itself; else the tick plus the job's spread offset,
@@ -160,9 +161,10 @@ for i = 6, #ARGV, 8 do
           local had = rcall('HGET', run_key, 'co')
           if not had then
             rcall('HSET', run_key, 'co', fire)
-          elseif #had < 14000 then  -- about the last 1,000 ticks it stands for
+          elseif #had < 14000 then  -- the first 1,000 or so it stands for, listed
             rcall('HSET', run_key, 'co', had .. ',' .. fire)
           end
+          rcall('HINCRBY', run_key, 'con', 1)  -- and all of them counted
         end
         fire = ''
       end

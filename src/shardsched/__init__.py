@@ -33,7 +33,8 @@ from shardsched.core.errors import (
     Unreachable,
     ValidationError,
 )
-from shardsched.core.events import EventNotFound, HookSpec, OnRule, ReceivedEvent
+from shardsched.core.events import EventNotFound, OnRule, ReceivedEvent
+from shardsched.core.hooks import HookSpec
 from shardsched.core.models import (
     CronSchedule,
     DagSpec,

@@ -53,6 +53,7 @@ async def test_skip_coalesce_and_queue(http, node, redis, dep, nursery) -> None:
     ticks = await ticks_of(http, "merges")
     coalesced = [t for t in ticks if t.get("reason") == "coalesced"]
     assert {t["tick"] for t in coalesced} <= set(merged["stands_for"])
+    assert merged["stands_for_count"] >= len(merged["stands_for"])
     assert len(await runs_of(http, "queues")) >= 5  # no policy: every tick fired
     stats = (await http.get("/api/v1/jobs/skips/stats")).json()
     assert stats["skipped"]["backlog"] >= 5, stats

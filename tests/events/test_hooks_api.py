@@ -14,6 +14,7 @@ import json
 import time
 
 import httpx
+import trio
 
 from conftest import keyspace
 
@@ -30,7 +31,7 @@ def signed(body: bytes, secret: str = SECRET, at: int | None = None) -> dict[str
 async def setup(http: httpx.AsyncClient, **hook) -> str:
     spec = {"secrets": [SECRET], **hook}
     reply = await http.put("/api/v1/hooks/cms", json=spec)
-    assert reply.status_code == 200, reply.text
+    assert reply.status_code == 201, reply.text  # made (200: replaced)
     job = {"name": "fed", "command": "true", "on": [{"event": "hook.cms"}]}
     return (await http.post("/api/v1/jobs", json=job)).json()["job_id"]
 
@@ -187,3 +188,36 @@ async def test_found_by_the_tester(http, node, redis, namespace) -> None:
         assert (
             await anon.post("/api/v1/hooks/cms", content=body, headers=padded)
         ).status_code == 401
+
+
+async def test_more_found_by_the_tester(http, node, redis_server, dep) -> None:
+    """Every refusal of a hook request is counted by its code; a hook takes its key from
+    a header or a field, not both; an emitted payload with NaN is refused (it was stored
+    as null); a replaced hook answers 200, a new one 201."""
+    from shardsched import Client, ValidationError
+
+    await setup(http)
+    replaced = await http.put("/api/v1/hooks/cms", json={"secrets": [SECRET]})
+    assert replaced.status_code == 200
+    both = {"secrets": [SECRET], "idempotency_header": "X-Id", "idempotency_field": "id"}
+    reply = await http.put("/api/v1/hooks/cms", json=both)
+    assert reply.status_code == 422 and "not both" in reply.text
+    async with anonymous(http) as anon:
+        await anon.post("/api/v1/hooks/cms", content=b"x" * 70_000, headers=signed(b"x"))
+        await anon.post("/api/v1/hooks/cms", content=b"nope", headers=signed(b"nope"))
+        await anon.post("/api/v1/hooks/none", content=b"{}", headers=signed(b"{}"))
+        await anon.post("/api/v1/hooks/cms", content=b"{}", headers={})
+    # the app's own metrics: the router's registry, which the http fixture's app keeps
+    text = (await http.get("/metrics")).text
+    for code in ("body_too_large", "validation_error", "not_found", "bad_signature"):
+        assert f'shardsched_hook_requests_refused_total{{reason="{code}"}} 1.0' in text, code
+
+    def nan() -> str:
+        with Client(redis_server.url, dep.namespace) as client:
+            try:
+                client.emit("x", {"v": float("nan")})
+            except ValidationError as exc:
+                return str(exc)
+        return "accepted"
+
+    assert "not a JSON number" in await trio.to_thread.run_sync(nan)

@@ -38,7 +38,8 @@ import redis as redis_py
 
 from shardsched.bench.fleet import Fleet, Scene, read_record
 from shardsched.bench.harness import BenchRedis, percentiles
-from shardsched.core.events import HookSpec, OnRule, When
+from shardsched.core.events import OnRule, When
+from shardsched.core.hooks import HookSpec
 from shardsched.core.models import IntervalSchedule, JobSpec
 from shardsched.ops.history import audit
 from shardsched.runtime.redis_server import free_port

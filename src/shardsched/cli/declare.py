@@ -32,13 +32,12 @@ from shardsched.cli.definitions import (
     check_id,
     current,
     normalised,
+    upstreams_first,
     yaml_lines,
     yaml_module,
 )
 from shardsched.cli.http import CliError, Endpoint, exchange, request
 from shardsched.cli.render import quoted, table
-from shardsched.core.errors import ValidationError
-from shardsched.core.events import after_order, upstream_of
 from shardsched.core.ids import dag_id_of
 
 #: The kinds an apply file may declare ``paused: true`` (or false) of.
@@ -154,34 +153,12 @@ def load(paths: Iterable[str], apply_set: str | None) -> list[Declared]:
     return out
 
 
-def _upstreams_first(declared: list[Declared]) -> list[Declared]:
-    """Jobs and DAGs in an order where each comes after the upstreams its ``after`` rules
-    name among them (files may list them in any order); a cycle among them stops the
-    apply before anything is written."""
-    runs = [d for d in declared if d.kind in ("job", "dag")]
-    nodes = []
-    for d in runs:
-        rules = (d.body.get("on") or []) if isinstance(d.body.get("on"), list) else []
-        ups = [
-            upstream_of(r["after"]).partition(".")[0]  # a task's: its DAG's
-            for r in rules
-            if isinstance(r, dict) and isinstance(r.get("after"), str)
-        ]
-        nodes.append((d.id, ups))
-    try:
-        order = after_order(nodes)
-    except ValidationError as exc:
-        raise CliError(f"the files declare {exc.message}") from None
-    rest = [d for d in declared if d.kind not in ("job", "dag")]
-    return rest + [runs[i] for i in order]
-
-
 def plan(api: Endpoint, declared: list[Declared], prune: str | None) -> list[Change]:
     """What applying would do, object by object (and, with ``prune``, what it deletes)."""
     changes = []
     order = list(KINDS)
     in_order = sorted(declared, key=lambda d: order.index(d.kind))  # what jobs name, first
-    in_order = _upstreams_first(in_order)
+    in_order = upstreams_first(in_order)
     for d in progress.track(in_order, "comparing with what is there"):
         now, view = current(api, d.kind, d.id)
         owner = ((now or {}).get("labels") or {}).get(APPLY_SET, "")

@@ -13,6 +13,8 @@ from shardsched.cli.http import CliError, Endpoint, request
 from shardsched.cli.render import quoted
 from shardsched.core.calendars import Calendar
 from shardsched.core.concurrency import LimitRequest
+from shardsched.core.errors import ValidationError
+from shardsched.core.events import after_order, upstream_of
 from shardsched.core.models import DagSpec, JobSpec
 from shardsched.core.sameness import plain
 
@@ -119,3 +121,25 @@ def yaml_lines(body: dict[str, Any] | None, sort_keys: bool = True) -> list[str]
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's: ~10x faster
     text: str = yaml.dump(body, Dumper=dumper, sort_keys=sort_keys, allow_unicode=True)
     return text.splitlines()
+
+
+def upstreams_first(declared: list[Any]) -> list[Any]:
+    """Jobs and DAGs in an order where each comes after the upstreams its ``after`` rules
+    name among them (files may list them in any order); a cycle among them stops the
+    apply before anything is written."""
+    runs = [d for d in declared if d.kind in ("job", "dag")]
+    nodes = []
+    for d in runs:
+        rules = (d.body.get("on") or []) if isinstance(d.body.get("on"), list) else []
+        ups = [
+            upstream_of(r["after"]).partition(".")[0]  # a task's: its DAG's
+            for r in rules
+            if isinstance(r, dict) and isinstance(r.get("after"), str)
+        ]
+        nodes.append((d.id, ups))
+    try:
+        order = after_order(nodes)
+    except ValidationError as exc:
+        raise CliError(f"the files declare {exc.message}") from None
+    rest = [d for d in declared if d.kind not in ("job", "dag")]
+    return rest + [runs[i] for i in order]

@@ -246,7 +246,8 @@ def show_run(run: dict) -> str:
     if run.get("cause"):
         tail += f"\ncause {run['cause']}"
     if run.get("stands_for"):
-        tail += f"\nstands for {len(run['stands_for'])} later ticks (coalesced)"
+        count = run.get("stands_for_count") or len(run["stands_for"])
+        tail += f"\nstands for {count} later ticks (coalesced)"
     return runs_table([run]) + tail
 
 

@@ -301,8 +301,10 @@ class Run(msgspec.Struct, kw_only=True):
     #: what made it, if not its schedule or a hand: ``event:<event id>`` (an event or a
     #: hook), ``after:<run id>`` (an upstream's outcome; a DAG run's id for a DAG's)
     cause: str | None = None
-    #: the later ticks it stands for: coalesced into it while it was queued (backlog)
+    #: the later ticks it stands for: coalesced into it while it was queued (backlog);
+    #: about the first 1,000 listed, ``stands_for_count`` all of them
     stands_for: list[datetime] | None = None
+    stands_for_count: int | None = None
 
 
 class RetryRefusal(msgspec.Struct):

@@ -240,7 +240,10 @@ class ReceivedQuery(msgspec.Struct, forbid_unknown_fields=True):
     page's ``next_cursor``; ``name`` one event's only."""
 
     limit: PageSize = DEFAULT_PAGE
-    before: Annotated[str, msgspec.Meta(max_length=20, pattern=r"^[0-9]+$(?!\n)")] | UnsetType = (
-        UNSET
-    )
+    before: (
+        Annotated[
+            str, msgspec.Meta(max_length=60, pattern=r"^[0-9]{1,15}(:ev_[0-9a-f]{20})?$(?!\n)")
+        ]
+        | UnsetType
+    ) = UNSET
     name: Annotated[str, msgspec.Meta(min_length=1, max_length=128)] | UnsetType = UNSET

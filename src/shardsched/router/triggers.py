@@ -17,13 +17,10 @@ from shardsched.core.events import (
     PAYLOAD_MAX_BYTES,
     EmitRequest,
     EventPage,
-    Hook,
-    HookList,
-    HookSpec,
     ReceivedEvent,
-    SignatureError,
     outcome_of,
 )
+from shardsched.core.hooks import Hook, HookList, HookSpec, SignatureError
 from shardsched.ops.access import teams
 from shardsched.ops.deployment import queues
 from shardsched.ops.deployment.queues import QueueBacklogs
@@ -72,18 +69,22 @@ def _count(cx: Context, source: str, event: ReceivedEvent) -> None:
 
 async def receive_hook(cx: Context, request: Request) -> Response:
     """A hook's signed request: refused with nothing written unless it is signed by one of
-    the hook's secrets within five minutes of the server's clock, JSON, and at most 64 KiB."""
+    the hook's secrets within five minutes of the server's clock, JSON, and at most 64 KiB.
+    Every refusal is counted by its code (``shardsched_hook_requests_refused_total``)."""
     name: str = request.path_params["name"]
-    body = await http.read_raw(request, PAYLOAD_MAX_BYTES)
     try:
-        op = received.receive_hook(cx.dep, name, request.headers, body)
-        event: ReceivedEvent = await cx.run(op)
-    except SignatureError as exc:
-        cx.metrics.hook_refusals.labels("bad_signature").inc()
-        raise http.ApiError(401, "bad_signature", str(exc)) from None
-    except received.StaleSignature as exc:
-        cx.metrics.hook_refusals.labels("stale_signature").inc()
-        raise http.ApiError(401, "stale_signature", str(exc)) from None
+        body = await http.read_raw(request, PAYLOAD_MAX_BYTES)
+        try:
+            event: ReceivedEvent = await cx.run(
+                received.receive_hook(cx.dep, name, request.headers, body)
+            )
+        except SignatureError as exc:
+            raise http.ApiError(401, "bad_signature", str(exc)) from None
+        except received.StaleSignature as exc:
+            raise http.ApiError(401, "stale_signature", str(exc)) from None
+    except http.ApiError as err:
+        cx.metrics.hook_refusals.labels(err.code).inc()
+        raise
     _count(cx, "hook", event)
     outcome = event.outcome.outcome.value if event.outcome else "pending"
     return http.json_response(HookReceived(event.event_id, outcome))
@@ -98,19 +99,15 @@ async def get_event(cx: Context, request: Request) -> Response:
 async def list_received(cx: Context, request: Request) -> Response:
     unbound(request)
     q: ReceivedQuery = http.query(request, ReceivedQuery)
-    before = opt(q.before)
-    op = received.list_received(
-        cx.dep, q.limit, None if before is None else int(before), opt(q.name)
-    )
+    op = received.list_received(cx.dep, q.limit, opt(q.before), opt(q.name))
     return http.json_response(await cx.run(op))
 
 
 async def put_hook(cx: Context, request: Request) -> Response:
     unbound(request)
     body = await http.decode(request, _hook_decoder)
-    return http.json_response(
-        await cx.run(hooks.put_hook(cx.dep, request.path_params["name"], body))
-    )
+    hook, created = await cx.run(hooks.put_hook(cx.dep, request.path_params["name"], body))
+    return http.json_response(hook, 201 if created else 200)
 
 
 async def get_hook(cx: Context, request: Request) -> Response:

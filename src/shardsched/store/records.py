@@ -29,6 +29,7 @@ _RUN_LETTERS = {
     "job_version": "v", "next_run_id": "nx", "args": "args", "queue": "q",
     "cancelled_by": "cb", "planned_ms": "pl", "deadline_missed": "dlm", "stalled_ms": "stl",
     "backfill": "bf", "cause": "cause", "coalesced": "co",
+    "coalesced_count": "con",
 }  # fmt: skip
 
 
@@ -58,6 +59,7 @@ class RunRecord(msgspec.Struct, frozen=True, rename=_RUN_LETTERS):
     backfill: str | None = None  #: made by a backfill (its id)
     cause: str | None = None  #: made by an event or an upstream's outcome (core/events.py)
     coalesced: str | None = None  #: ticks (ms, comma-joined) it stands for (backlog coalesce)
+    coalesced_count: int | None = None  #: how many (the list keeps about the first 1,000)
 
 
 #: The hash fields of a run record, in the order an HMGET of them answers.
@@ -201,6 +203,7 @@ def run_view(rid: str, rec: RunRecord) -> Run:
         stands_for=None
         if rec.coalesced is None
         else [from_ms(int(t)) for t in rec.coalesced.split(",")],
+        stands_for_count=rec.coalesced_count,
     )
 
 

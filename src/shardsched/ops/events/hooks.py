@@ -7,7 +7,7 @@ from __future__ import annotations
 import msgspec
 
 from shardsched.core.errors import HookNotFound, ValidationError
-from shardsched.core.events import HookList, HookName, HookSpec, hook_view
+from shardsched.core.hooks import HookList, HookName, HookSpec, hook_view
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
 
@@ -26,10 +26,15 @@ def check_name(name: str) -> None:
 
 
 def put_hook(dep: Deployment, name: str, spec: HookSpec) -> Op:
-    """Create or replace the hook (its secrets too); returns the Hook."""
+    """Create or replace the hook (its secrets too); returns (Hook, whether it is new)."""
     check_name(name)
-    yield [Call(("HSET", dep.globals.hooks, name, msgspec.json.encode(spec)))]
-    return hook_view(name, spec)
+    if spec.idempotency_header is not None and spec.idempotency_field is not None:
+        raise ValidationError(
+            "a request's key is in a header or a payload field, not both",
+            "$.idempotency_field",
+        )
+    (added,) = yield [Call(("HSET", dep.globals.hooks, name, msgspec.json.encode(spec)))]
+    return hook_view(name, spec), bool(check(added))
 
 
 def read_hook(dep: Deployment, name: str) -> Op:

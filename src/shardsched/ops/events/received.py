@@ -8,6 +8,7 @@ signature and key are checked first, the signed timestamp's window by the store 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,11 +18,14 @@ from shardsched.core.errors import EventNotFound, ValidationError
 from shardsched.core.events import (
     EVENT_NAME,
     PAYLOAD_MAX_BYTES,
-    REPLAY_WINDOW_S,
-    SIGNATURE_HEADER,
     EmitRequest,
     EventPage,
+    ReceivedEvent,
     field_at,
+)
+from shardsched.core.hooks import (
+    REPLAY_WINDOW_S,
+    SIGNATURE_HEADER,
     hook_event,
     signature_key,
     verify,
@@ -47,6 +51,7 @@ def emit(dep: Deployment, name: str, request: EmitRequest, source: str) -> Op:
         raise ValidationError(
             "an event's name is 1 to 128 letters, digits, '.', '_', ':' and '-'", "$.event"
         )
+    _finite(request.payload)
     payload = msgspec.json.encode(request.payload) if request.payload is not None else b""
     if len(payload) > PAYLOAD_MAX_BYTES:
         raise ValidationError(
@@ -54,6 +59,19 @@ def emit(dep: Deployment, name: str, request: EmitRequest, source: str) -> Op:
             "$.payload",
         )
     return (yield from _take(dep, name, source, request.idempotency_key or "", payload, None))
+
+
+def _finite(value: Any, path: str = "$.payload") -> None:
+    """JSON has no NaN or infinity: an SDK caller's float('nan') is refused, not stored as
+    null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValidationError(f"{value} is not a JSON number", path)
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _finite(v, f"{path}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _finite(v, f"{path}[{i}]")
 
 
 def receive_hook(dep: Deployment, hook: str, headers: Mapping[str, str], body: bytes) -> Op:
@@ -92,7 +110,7 @@ def _hook_key(
         found = field_at(value, field)
         if not isinstance(found, str | int) or isinstance(found, bool):
             raise ValidationError(
-                f"the payload has no text or number at {field}, its idempotency key", "$"
+                f"the payload has no text or integer at {field}, its idempotency key", "$"
             )
         return _checked_key(str(found), f"the payload's {field}")
     return None
@@ -134,36 +152,68 @@ def get_event(dep: Deployment, event_id: str) -> Op:
     return event
 
 
+Place = tuple[int, str]  #: an event's place in the log: (received ms, event id)
+
+
 def list_received(
-    dep: Deployment, limit: int = 50, before_ms: int | None = None, name: str | None = None
+    dep: Deployment, limit: int = 50, before: str | None = None, name: str | None = None
 ) -> Op:
-    """The newest events received (across shards), newest first, received before
-    ``before_ms`` when given; ``name`` keeps one event's only. Returns an EventPage whose
-    ``next_cursor`` is the received ms of the last one shown."""
-    hi = "+inf" if before_ms is None else f"({before_ms}"
-    shards = range(dep.n_shards)
-    replies = yield [
-        Call(("ZRANGE", dep.shard(s).event_log, hi, "-inf", "BYSCORE", "REV", "LIMIT", 0,
-              limit * 2 if name else limit, "WITHSCORES"))
-        for s in shards
-    ]  # fmt: skip
-    found: list[tuple[int, str]] = []
-    for reply in replies:
-        flat = check(reply)
-        found += [(int(float(flat[i + 1])), flat[i].decode()) for i in range(0, len(flat), 2)]
+    """The newest events received (across shards), newest first (by received ms, then
+    id), from the place ``before`` (a page's ``next_cursor``: ``<ms>:<event id>``, or
+    ``<ms>``) on; ``name`` keeps one event's only. Events received in one millisecond
+    are never split from a page's edge and lost (the tester saw a cursor of the
+    millisecond alone skip them)."""
+    place: Place | None = _place(before)
+    events: list[ReceivedEvent] = []
+    while len(events) < limit:
+        window = yield from _below(dep, place, limit)
+        if not window:
+            return EventPage(events=events, next_cursor=None)
+        raws = yield [Call(("HGETALL", dep.keys_for(i).event(i))) for _ms, i in window]
+        for (ms, event_id), raw in zip(window, raws, strict=True):
+            place = (ms, event_id)
+            event = event_delivery.event_of(event_id, check(raw))
+            if event is not None and (name is None or event.name == name):
+                events.append(event)
+                if len(events) == limit:
+                    break
+    assert place is not None
+    return EventPage(events=events, next_cursor=f"{place[0]}:{place[1]}")
+
+
+def _place(cursor: str | None) -> Place | None:
+    if not cursor:
+        return None
+    ms, _, event_id = cursor.partition(":")
+    if not ms.isdigit():
+        raise ValidationError("a cursor is <ms>:<event id> (a page's next_cursor)", "$.before")
+    return int(ms), event_id or "~"  # <ms> alone: every event of that ms is before it
+
+
+def _below(dep: Deployment, place: Place | None, count: int) -> Op:
+    """The ``count`` places next below ``place`` across every shard, newest first: each
+    shard's are read from the place's millisecond down (inclusive), those at or above
+    the place dropped, read on while a shard's whole window was dropped."""
+    hi = "+inf" if place is None else str(place[0])
+    found: list[Place] = []
+    offsets = dict.fromkeys(range(dep.n_shards), 0)
+    while offsets:
+        replies = yield [
+            Call(("ZRANGE", dep.shard(s).event_log, hi, "-inf", "BYSCORE", "REV", "LIMIT",
+                  offset, count, "WITHSCORES"))
+            for s, offset in offsets.items()
+        ]  # fmt: skip
+        again = {}
+        for (s, offset), reply in zip(offsets.items(), replies, strict=True):
+            flat = check(reply)
+            got = [(int(float(flat[i + 1])), flat[i].decode()) for i in range(0, len(flat), 2)]
+            kept = [p for p in got if place is None or p < place]
+            found += kept
+            if len(got) == count and not kept:  # all of one millisecond above the place
+                again[s] = offset + count
+        offsets = again
     found.sort(reverse=True)
-    ids = [event_id for _ms, event_id in found]
-    raws = yield [Call(("HGETALL", dep.keys_for(i).event(i))) for i in ids] if ids else []
-    events = []
-    for event_id, raw in zip(ids, raws, strict=True):
-        event = event_delivery.event_of(event_id, check(raw))
-        if event is not None and (name is None or event.name == name):
-            events.append(event)
-        if len(events) == limit:
-            break
-    more = len(events) == limit
-    cursor = str(int(events[-1].received_at.timestamp() * 1000)) if more and events else None
-    return EventPage(events=events, next_cursor=cursor)
+    return found[:count]
 
 
 def unsettled(dep: Deployment, older_than_ms: int) -> Op:

@@ -87,7 +87,7 @@ def _summary(
     if configured is None:
         return "fewer than two ticks in the window"
     text = f"configured every {_every(configured)}"
-    text += f", effective every {_every(effective)}" if effective else ", nothing fired"
+    text += f", effective every {_every(effective)}" if effective else ", fewer than two fired"
     why = [f"{n} skipped by {reason}" for reason, n in sorted(skipped.items())]
     why += [f"{missed} missed"] if missed else []
     why += [f"{late} late"] if late else []

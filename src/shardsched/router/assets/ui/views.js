@@ -945,7 +945,7 @@ function run(id) {
             [
               "Stands for",
               r.stands_for?.length
-                ? `${r.stands_for.length} later ticks (coalesced): ${r.stands_for.slice(0, 5).map(time).join(", ")}`
+                ? `${r.stands_for_count || r.stands_for.length} later ticks (coalesced): ${r.stands_for.slice(0, 5).map(time).join(", ")}`
                 : "—",
             ],
             [
