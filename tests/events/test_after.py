@@ -6,13 +6,14 @@ unknown upstream and a cycle are refused naming them, and write nothing."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import httpx
 import pytest
 import trio
 
-from conftest import keyspace, wait_until
+from conftest import keyspace, rounds_later, wait_until
 from shardsched import JobSpec, OnceSchedule, OnRule, ValidationError
 from shardsched.ops.jobs.define import create_jobs
 from shardsched.store.drive import drive_async
@@ -235,3 +236,42 @@ async def test_an_app_declaring_its_chain_downstream_first(http, node, redis, de
         with pytest.raises(ValidationError, match="a cycle: l-a runs after l-b runs after l-a"):
             await drive_async(op, redis)
     assert (await http.get("/api/v1/jobs/l-a")).status_code == 404
+
+
+async def test_a_cycle_through_a_dags_task_is_refused(http, node) -> None:
+    """A job after a DAG's task, while the DAG runs after that job: the task runs only
+    when its DAG does, so this is a cycle (x -> etl3.a -> etl3 -> x), refused."""
+    await job(http, "x3", schedule={"type": "interval", "every_s": 3600})
+    dag = {"name": "etl3", "schedule": {"type": "triggered"}, "on": [{"after": "job:x3"}],
+           "tasks": [{"name": "a", "command": "true"}]}  # fmt: skip
+    assert (await http.put("/api/v1/dags/etl3", json=dag)).status_code == 201
+    reply = await http.patch("/api/v1/jobs/x3", json={"on": [{"after": "task:etl3.a"}]})
+    assert reply.status_code == 422, reply.text
+    assert "a cycle: x3 runs after dag_etl3.a runs after dag_etl3 runs after x3" in reply.text
+
+
+async def test_a_chain_that_comes_back_on_itself_stops(http, node, worker, redis, dep,
+                                                       monkeypatch) -> None:  # fmt: skip
+    """A cycle that slipped past every check (written here straight into Redis) stops
+    after MAX_AFTER_DEPTH runs each after the one before, instead of running forever."""
+    from shardsched.store import event_delivery
+
+    monkeypatch.setattr(event_delivery, "MAX_AFTER_DEPTH", 4)
+    await job(http, "ping", schedule={"type": "interval", "every_s": 3600})
+    await job(http, "pong", on=[{"after": "job:ping"}])
+    sk = dep.keys_for("ping")
+    spec = json.loads(await redis.execute("HGET", sk.job("ping"), "spec"))
+    spec["on"] = [{"after": "job:pong"}]
+    await redis.execute("HSET", sk.job("ping"), "spec", json.dumps(spec))
+    await redis.execute("SADD", dep.globals.after("pong"), "ping")
+    await redis.execute("HSET", dep.keys_for("pong").job("pong"), "ds", "1")
+    await http.post("/api/v1/jobs/ping/trigger")
+
+    async def stopped() -> int | None:
+        runs = await runs_of(http, "ping") + await runs_of(http, "pong")
+        done = all(r["state"] == "succeeded" for r in runs)
+        return len(runs) if done and len(runs) >= 5 else None
+
+    n = await wait_until(stopped, timeout=40)
+    await rounds_later(lambda: node.maintainer.rounds, 3)  # nothing more comes
+    assert len(await runs_of(http, "ping") + await runs_of(http, "pong")) == n == 5

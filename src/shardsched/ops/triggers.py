@@ -74,7 +74,7 @@ def check_chain(
                     f"$.on[{i}].after",
                 )
     graph: dict[str, list[str]] = {
-        node: upstreams(rules) for node, rules in {**existing, **declared}.items()
+        node: _edges(node, rules) for node, rules in {**existing, **declared}.items()
     }
     yield from _walk(dep, graph, declared)
     before = [u for u in wanted if u in existing]
@@ -90,14 +90,23 @@ def _walk(dep: Deployment, graph: dict[str, list[str]], declared: dict[str, list
         replies = yield [Call(("HGET", dep.keys_for(u).job(u), "spec")) for u in unknown]
         for up, raw in zip(unknown, replies, strict=True):
             spec = check(raw)
-            rules = _rules_decoder.decode(spec).on if spec else []
-            graph[up] = upstreams(rules)
+            graph[up] = _edges(up, _rules_decoder.decode(spec).on if spec else [])
         frontier = [u for node in unknown for u in graph[node] if u not in graph]
     for start in declared:
         path = _cycle(graph, start)
         if path:
             said = " runs after ".join(path)
             raise ValidationError(f"a cycle: {said}", "$.on")
+
+
+def _edges(node: str, rules: Sequence[OnRule]) -> list[str]:
+    """What ``node`` runs after: a DAG task runs when its DAG runs, so after whatever its
+    DAG runs after (a job after ``task:etl.a`` while ``etl`` runs after that job is a
+    cycle); anything else, its own rules' upstreams."""
+    dag, dot, _task = node.partition(".")
+    if dot and dag.startswith("dag_"):
+        return [dag]
+    return upstreams(rules)
 
 
 def _cycle(graph: dict[str, list[str]], start: str) -> list[str] | None:

@@ -13,6 +13,7 @@ outcome both compute is the same and the first settled stays. Here in the store,
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 from typing import Any
@@ -246,6 +247,9 @@ def dispatch_outcomes(dep: Deployment, entries: list[bytes]) -> Op:
     downs = sorted({d for ds in after_of.values() for d in ds})
     if not downs:
         return []
+    deep = yield from _too_deep(dep, [rid for rid, up, _s, _ms in ended if after_of[up]])
+    if deep:  # a chain that came back on itself past every check: not run again
+        ended = [e for e in ended if e[0] not in deep]
     reads = yield [Call(("HMGET", dep.keys_for(d).job(d), "spec", "status", "dag")) for d in downs]
     rules: dict[str, list[OnRule]] = {}
     codes: dict[str, str] = {}
@@ -290,6 +294,40 @@ def dispatch_outcomes(dep: Deployment, entries: list[bytes]) -> Op:
     if wakes or stale:
         yield wakes + stale
     return made
+
+
+#: The longest chain of runs made one after another's end: a run this many causes deep
+#: makes no more (a cycle that slipped past every check would otherwise run forever).
+MAX_AFTER_DEPTH = 32
+_deep_log = logging.getLogger("shardsched.triggers")
+
+
+def _too_deep(dep: Deployment, rids: list[str]) -> Op:
+    """Of ``rids``, those whose chain of ``after`` causes is MAX_AFTER_DEPTH long: followed
+    one link a round trip, for every run at once (most have no cause: one round)."""
+    place = {rid: rid for rid in rids}
+    for _ in range(MAX_AFTER_DEPTH):
+        if not place:
+            return set()
+        keys = [_cause_key(dep, at) for at in place.values()]
+        causes = yield [Call(("HGET", key, "cause")) for key in keys]
+        place = {
+            rid: cause.decode().removeprefix("after:")
+            for (rid, _at), cause in zip(place.items(), causes, strict=True)
+            if check(cause) is not None and cause.startswith(b"after:")
+        }
+    for rid in place:
+        _deep_log.error(
+            "%s ends a chain of %d runs each after the one before: nothing runs after it"
+            " (a cycle?)", rid, MAX_AFTER_DEPTH,
+        )  # fmt: skip
+    return set(place)
+
+
+def _cause_key(dep: Deployment, any_run: str) -> str:
+    """The hash that keeps a run's (or a DAG run's) cause."""
+    sk = dep.keys_for(upstream_of_run(any_run))
+    return sk.run(any_run) if attempt_of(any_run) is not None else sk.dag_run(any_run)
 
 
 _FIELDS = ("n", "src", "k", "p", "at", "o")
