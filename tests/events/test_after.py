@@ -275,3 +275,27 @@ async def test_a_chain_that_comes_back_on_itself_stops(http, node, worker, redis
     n = await wait_until(stopped, timeout=40)
     await rounds_later(lambda: node.maintainer.rounds, 3)  # nothing more comes
     assert len(await runs_of(http, "ping") + await runs_of(http, "pong")) == n == 5
+
+
+async def test_after_any_job_with_matching_labels(http, node, worker) -> None:
+    """``after: labels:team=data``: any job with those labels, made before the rule or
+    after it, runs the job when it ends as ``when`` says; a job with other labels does
+    not; a job its own selector names is refused (it would run after itself)."""
+    every = {"type": "interval", "every_s": 3600}
+    await job(http, "d-old", command="exit 1", schedule=every, labels={"team": "data"})
+    await job(http, "o-job", command="exit 1", schedule=every, labels={"team": "ops"})
+    await job(http, "alert", on=[{"after": "labels:team=data", "when": "failed"}])
+    await job(http, "d-new", command="exit 1", schedule=every, labels={"team": "data", "x": "1"})
+    await job(http, "d-late", command="exit 1", schedule=every)
+    await http.patch("/api/v1/jobs/d-late", json={"labels": {"team": "data"}})  # joins later
+    for job_id in ("d-old", "o-job", "d-new", "d-late"):
+        await http.post(f"/api/v1/jobs/{job_id}/trigger")
+    runs = await settle(http, "alert", 3)
+    causes = sorted(r["cause"].split(":")[1] for r in runs)
+    assert causes == ["d-late", "d-new", "d-old"]
+    await rounds_later(lambda: node.maintainer.rounds, 2)
+    assert len(await runs_of(http, "alert")) == 3  # not o-job's
+    selfish = {"name": "s", "command": "true", "labels": {"team": "data"},
+               "on": [{"after": "labels:team=data"}]}  # fmt: skip
+    reply = await http.put("/api/v1/jobs/selfish", json=selfish)
+    assert reply.status_code == 422 and "which it is itself" in reply.text, reply.text

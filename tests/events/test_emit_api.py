@@ -191,3 +191,33 @@ async def test_paging_the_events_received_skips_none(http, node) -> None:
 async def _emit_many(http, t: int) -> None:
     for i in range(15):
         await http.post("/api/v1/events/paged", json={"payload": {"t": t, "i": i}})
+
+
+async def test_paging_with_many_ties_by_a_model(redis, dep) -> None:
+    """Pages of every size over events laid out across the shards with many in the same
+    millisecond (seeded), against the obvious model: all of them, each once, in (ms, id)
+    order newest first."""
+    import random
+
+    from shardsched.ops.events.received import list_received
+    from shardsched.store.drive import drive_async
+
+    rng = random.Random(5)
+    laid = []
+    for _ in range(120):
+        event_id = "ev_" + "".join(rng.choice("0123456789abcdef") for _ in range(20))
+        ms = 1_700_000_000_000 + rng.choice((0, 0, 0, 1, 1, 2, 5))
+        sk = dep.keys_for(event_id)
+        await redis.execute("ZADD", sk.event_log, ms, event_id)
+        await redis.execute("HSET", sk.event(event_id), "n", "tie", "src", "t", "at", ms)
+        laid.append((ms, event_id))
+    model = [event_id for _ms, event_id in sorted(laid, reverse=True)]
+    for limit in (1, 2, 3, 5, 8, 50):
+        seen, cursor = [], None
+        while True:
+            page = await drive_async(list_received(dep, limit, cursor), redis)
+            seen += [e.event_id for e in page.events]
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        assert seen == model, limit

@@ -33,6 +33,9 @@ async def test_teams_stay_apart(http, node, redis, dep) -> None:
             assert reply.json()["error"]["message"] == (
                 f"{upstream}: there is no such job, task or DAG to run after"
             )
+        job = {"name": "a-sel", "command": "true", "on": [{"after": "labels:team=b"}]}
+        reply = await a.put("/api/v1/jobs/a-sel", json=job)
+        assert reply.status_code == 422 and "by id, not by labels" in reply.text
         await a.put("/api/v1/jobs/a-l", json={"name": "a-l", "command": "true",
                                               "on": [{"event": "shared"}]})  # fmt: skip
         await b.put("/api/v1/jobs/b-l", json={"name": "b-l", "command": "true",

@@ -68,8 +68,13 @@ class Rerun(enum.StrEnum):
 
 #: What a job runs after: ``job:<id>``, ``task:<dag>.<task>`` (a DAG's task), ``dag:<id>``
 #: (a DAG run's outcome).
-AFTER = re.compile(r"^(job|task|dag):([A-Za-z0-9][A-Za-z0-9_.-]{0,200})$(?!\n)")
-After = Annotated[str, msgspec.Meta(min_length=5, max_length=210, pattern=AFTER.pattern)]
+#: ``labels:team=data[,k=v…]``: any job whose labels hold these (a selector).
+_PAIR = r"[A-Za-z0-9][A-Za-z0-9._/-]{0,62}=[A-Za-z0-9._-]{1,100}"
+AFTER = re.compile(
+    rf"^(?:(job|task|dag):([A-Za-z0-9][A-Za-z0-9_.-]{{0,200}})|labels:{_PAIR}(?:,{_PAIR}){{0,7}})$(?!\n)"
+)
+After = Annotated[str, msgspec.Meta(min_length=5, max_length=1000, pattern=AFTER.pattern)]
+SELECTOR = "labels:"
 
 
 class OnRule(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -108,9 +113,27 @@ def validate_on(rules: list[OnRule], path: str = "$.on") -> None:
             raise ValidationError("`when` and `rerun` are `after`'s, not an event's", where)
 
 
+def selector_of(after: str) -> dict[str, str] | None:
+    """The labels an ``after: labels:…`` asks of a job; None for an id."""
+    if not after.startswith(SELECTOR):
+        return None
+    pairs = (pair.partition("=") for pair in after.removeprefix(SELECTOR).split(","))
+    return {k: v for k, _, v in pairs}
+
+
+def selects(selector: str, labels: dict[str, str]) -> bool:
+    """Whether a job with ``labels`` is one a selector (as :func:`upstream_of` writes it)
+    names."""
+    wanted = selector_of(selector)
+    return wanted is not None and all(labels.get(k) == v for k, v in wanted.items())
+
+
 def upstream_of(after: str) -> str:
     """The id an ``after`` names: a job's, a task's job id ``<dag_id>.<task>``, a DAG's
-    (``dag_<id>``)."""
+    (``dag_<id>``); a selector as itself, its pairs sorted."""
+    selector = selector_of(after)
+    if selector is not None:
+        return SELECTOR + ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
     kind, _, handle = after.partition(":")
     if kind == "job":
         return handle

@@ -12,11 +12,12 @@ marked right after the batch is registered (it has had no firing yet).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
 from shardsched.core.errors import ConflictError, ValidationError
-from shardsched.core.events import OnRule, upstream_of
+from shardsched.core.events import SELECTOR, OnRule, selects, upstream_of
 from shardsched.store.calls import Call, Op, check
 from shardsched.store.deployment import Deployment
 
@@ -25,7 +26,12 @@ class _Rules(msgspec.Struct):
     on: list[OnRule] = msgspec.field(default_factory=list)
 
 
+class _Labels(msgspec.Struct):
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+
+
 _rules_decoder = msgspec.json.Decoder(_Rules)
+_labels_decoder = msgspec.json.Decoder(_Labels)
 
 
 def upstreams(rules: Sequence[OnRule]) -> list[str]:
@@ -33,12 +39,72 @@ def upstreams(rules: Sequence[OnRule]) -> list[str]:
 
 
 def marks(dep: Deployment, job_id: str, ups: Sequence[str]) -> list[Call]:
-    """Mark each upstream and index ``job_id`` as running after it."""
+    """Mark each upstream and index ``job_id`` as running after it (a selector: indexed,
+    its jobs marked by :func:`mark_selected`)."""
     calls = []
     for up in ups:
         calls.append(Call(("SADD", dep.globals.after(up), job_id)))
-        calls.append(Call(("HSET", dep.keys_for(up).job(up), "ds", "1")))
+        if is_selector(up):
+            calls.append(Call(("SADD", dep.globals.selectors, up)))
+        else:
+            calls.append(Call(("HSET", dep.keys_for(up).job(up), "ds", "1")))
     return calls
+
+
+#: Jobs a selector's first marking reads a round trip, per shard.
+SCAN_CHUNK = 500
+
+
+def mark_selected(dep: Deployment, downstream: str, selectors: Sequence[str]) -> Op:
+    """Every job there is that ``selectors`` name, marked and indexed as ``downstream``'s
+    upstream: the jobs made later are marked as they are made (:func:`join_selectors`).
+    Reads every job's labels once (a selector is declared rarely)."""
+    if not selectors:
+        return
+    for shard in range(dep.n_shards):
+        sk = dep.shard(shard)
+        start = 0
+        while True:
+            (ids,) = yield [Call(("ZRANGE", sk.jobs, start, start + SCAN_CHUNK - 1))]
+            ids = [i.decode() for i in check(ids)]
+            if not ids:
+                break
+            specs = yield [Call(("HGET", sk.job(i), "spec")) for i in ids]
+            calls = []
+            for job_id, raw in zip(ids, specs, strict=True):
+                labels = _labels_decoder.decode(raw).labels if check(raw) else {}
+                if job_id != downstream and any(selects(sel, labels) for sel in selectors):
+                    calls += [
+                        Call(("SADD", dep.globals.after(job_id), downstream)),
+                        Call(("HSET", sk.job(job_id), "ds", "1")),
+                    ]
+            if calls:
+                yield calls
+            start += SCAN_CHUNK
+
+
+def join_selectors(
+    dep: Deployment, selectors: Any, jobs: Sequence[tuple[str, dict[str, str]]]
+) -> Op:
+    """Jobs just written (id, labels) that a declared selector names (``selectors``: the
+    SMEMBERS reply of them, read in the write's round trip) marked and indexed as the
+    upstreams of the jobs that run after the selector."""
+    chosen = [s.decode() for s in (check(selectors) or [])]
+    matched = [(j, sel) for j, labels in jobs for sel in chosen if selects(sel, labels)]
+    if not matched:
+        return
+    sels = sorted({sel for _j, sel in matched})
+    replies = yield [Call(("SMEMBERS", dep.globals.after(sel))) for sel in sels]
+    downs = {sel: [d.decode() for d in check(r)] for sel, r in zip(sels, replies, strict=True)}
+    calls = []
+    for job_id, sel in matched:
+        for down in downs[sel]:
+            if down != job_id:
+                calls.append(Call(("SADD", dep.globals.after(job_id), down)))
+        if downs[sel]:
+            calls.append(Call(("HSET", dep.keys_for(job_id).job(job_id), "ds", "1")))
+    if calls:
+        yield calls
 
 
 def unmarks(dep: Deployment, job_id: str, ups: Sequence[str]) -> list[Call]:
@@ -48,13 +114,28 @@ def unmarks(dep: Deployment, job_id: str, ups: Sequence[str]) -> list[Call]:
 
 
 def check_chain(
-    dep: Deployment, declared: dict[str, list[OnRule]], alongside: frozenset[str] = frozenset()
+    dep: Deployment,
+    declared: dict[str, list[OnRule]],
+    alongside: frozenset[str] = frozenset(),
+    labels_of: dict[str, dict[str, str]] | None = None,
 ) -> Op:
     """Refuse (ValidationError naming the rule) an upstream that neither exists nor is
     declared alongside (``alongside``: the ids written in the same batch), and a cycle
-    (naming its path); returns the upstreams that exist (marked before the write) and
-    those declared alongside (marked after it)."""
-    wanted = sorted({up for rules in declared.values() for up in upstreams(rules)})
+    (naming its path; a job a selector of its own names is one: ``labels_of``, the
+    declared ones' labels); returns the upstreams that exist (marked before the write)
+    and those declared alongside (marked after it). A selector (``labels:…``) is never
+    looked for: it names the jobs that match it, now and later."""
+    labels_of = labels_of or {}
+    for any_id, rules in declared.items():
+        for i, rule in enumerate(rules):
+            if rule.after and selects(upstream_of(rule.after), labels_of.get(any_id, {})):
+                raise ValidationError(
+                    f"a cycle: {any_id} runs after {rule.after}, which it is itself",
+                    f"$.on[{i}].after",
+                )
+    wanted = sorted(
+        {up for rules in declared.values() for up in upstreams(rules) if not is_selector(up)}
+    )
     if not wanted:
         return [], []
     specs = yield [Call(("HMGET", dep.keys_for(u).job(u), "spec", "status")) for u in wanted]
@@ -68,6 +149,8 @@ def check_chain(
             if rule.after is None:
                 continue
             up = upstream_of(rule.after)
+            if is_selector(up):
+                continue
             if up not in existing and up not in declared and up not in alongside:
                 raise ValidationError(
                     f"{rule.after}: there is no such job, task or DAG to run after",
@@ -99,6 +182,10 @@ def _walk(dep: Deployment, graph: dict[str, list[str]], declared: dict[str, list
             raise ValidationError(f"a cycle: {said}", "$.on")
 
 
+def is_selector(up: str) -> bool:
+    return up.startswith(SELECTOR)
+
+
 def _edges(node: str, rules: Sequence[OnRule]) -> list[str]:
     """What ``node`` runs after: a DAG task runs when its DAG runs, so after whatever its
     DAG runs after (a job after ``task:etl.a`` while ``etl`` runs after that job is a
@@ -106,7 +193,7 @@ def _edges(node: str, rules: Sequence[OnRule]) -> list[str]:
     dag, dot, _task = node.partition(".")
     if dot and dag.startswith("dag_"):
         return [dag]
-    return upstreams(rules)
+    return [up for up in upstreams(rules) if not is_selector(up)]  # a selector: a leaf
 
 
 def _cycle(graph: dict[str, list[str]], start: str) -> list[str] | None:
@@ -136,6 +223,7 @@ def declare(dep: Deployment, any_id: str, rules: Sequence[OnRule]) -> Op:
     ]
     if calls:
         yield calls
+    yield from mark_selected(dep, any_id, [up for up in ups if is_selector(up)])
 
 
 def retract(dep: Deployment, any_id: str, old: Sequence[OnRule], new: Sequence[OnRule]) -> Op:

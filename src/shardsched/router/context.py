@@ -25,7 +25,7 @@ from shardsched.core.errors import (
     RunNotFound,
     ValidationError,
 )
-from shardsched.core.events import OnRule, upstream_of
+from shardsched.core.events import SELECTOR, OnRule, upstream_of
 from shardsched.core.ids import dag_id_of
 from shardsched.core.views import Dag, Job
 from shardsched.ops.access import teams
@@ -96,6 +96,11 @@ class Context:
         for i, rule in enumerate(rules):
             if rule.after is None:
                 continue
+            if rule.after.startswith(SELECTOR):  # it would name other teams' jobs too
+                raise http.validation(
+                    "a team's token runs after its own jobs by id, not by labels",
+                    f"$.on[{i}].after",
+                )
             name = await self.run(teams.owner_name(self.dep, upstream_of(rule.after)))
             if name is not None and not caller.sees(name):
                 raise http.validation(

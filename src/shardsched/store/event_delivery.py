@@ -23,6 +23,7 @@ import msgspec
 from shardsched.core.backlog import BacklogPolicy
 from shardsched.core.events import (
     EVENT_KEPT_S,
+    SELECTOR,
     DeliveryResult,
     EventDelivery,
     EventOutcome,
@@ -34,6 +35,7 @@ from shardsched.core.events import (
     passes,
     rules_for,
     run_args,
+    selects,
     upstream_of,
 )
 from shardsched.core.ids import attempt_of, firing_of, job_of_run
@@ -56,6 +58,7 @@ class _Listens(msgspec.Struct):
     on: list[OnRule] = msgspec.field(default_factory=list)
     backlog: BacklogPolicy | None = None
     queue: str = DEFAULT_QUEUE
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
 
     def backlog_code(self, defaults: dict[str, str]) -> str:
         """Its own backpressure, else its queue's default (``defaults``: by queue)."""
@@ -250,7 +253,12 @@ def dispatch_outcomes(dep: Deployment, entries: list[bytes]) -> Op:
     deep = yield from _too_deep(dep, [rid for rid, up, _s, _ms in ended if after_of[up]])
     if deep:  # a chain that came back on itself past every check: not run again
         ended = [e for e in ended if e[0] not in deep]
-    reads = yield [Call(("HMGET", dep.keys_for(d).job(d), "spec", "status", "dag")) for d in downs]
+    job_ups = [up for up in ups if after_of[up] and not up.startswith("dag_")]
+    reads = yield [
+        *(Call(("HMGET", dep.keys_for(d).job(d), "spec", "status", "dag")) for d in downs),
+        *(Call(("HGET", dep.keys_for(up).job(up), "spec")) for up in job_ups),
+    ]
+    reads, up_specs = reads[: len(downs)], reads[len(downs) :]
     rules: dict[str, list[OnRule]] = {}
     codes: dict[str, str] = {}
     for down, reply in zip(downs, reads, strict=True):
@@ -259,18 +267,26 @@ def dispatch_outcomes(dep: Deployment, entries: list[bytes]) -> Op:
             listens = _listens_decoder.decode(spec_raw)
             rules[down] = [r for r in listens.on if r.after]
             codes[down] = listens.backlog_code(defaults)
+    labels_of = {  # what a selector (``labels:…``) is matched against
+        up: _listens_decoder.decode(raw).labels if check(raw) else {}
+        for up, raw in zip(job_ups, up_specs, strict=True)
+    }
+
+    def names(rule: OnRule, up: str) -> bool:
+        named = upstream_of(rule.after or "")
+        return named == up or (named.startswith(SELECTOR) and selects(named, labels_of.get(up, {})))
+
     stale = [
         Call(("SREM", g.after(up), d))
         for up, ds in after_of.items()
         for d in ds
-        if not any(upstream_of(r.after or "") == up for r in rules.get(d, []))
+        if not any(names(r, up) for r in rules.get(d, []))
     ]
     plan: list[tuple[str, str, Call]] = []
     for rid, up, state, ms in ended:
         for down in after_of[up]:
             rule = next(
-                (r for r in rules.get(down, []) if upstream_of(r.after or "") == up
-                 and ends_as(r.when, state)),
+                (r for r in rules.get(down, []) if names(r, up) and ends_as(r.when, state)),
                 None,
             )  # fmt: skip
             if rule is None:

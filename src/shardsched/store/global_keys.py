@@ -59,6 +59,12 @@ class GlobalKeys:
         return f"{self.namespace}:{{g}}:qbacklog"
 
     @property
+    def selectors(self) -> str:
+        """SET the selectors (``labels:k=v…``) some job runs after: a job written is
+        looked at against each (ops/triggers.py)."""
+        return f"{self.namespace}:{{g}}:selectors"
+
+    @property
     def after_lock(self) -> str:
         """STRING held while a definition with ``after`` rules is checked and written
         (ops/triggers.py): two at once could close a cycle neither sees."""

@@ -191,11 +191,15 @@ def _place(cursor: str | None) -> Place | None:
 
 
 def _below(dep: Deployment, place: Place | None, count: int) -> Op:
-    """The ``count`` places next below ``place`` across every shard, newest first: each
-    shard's are read from the place's millisecond down (inclusive), those at or above
-    the place dropped, read on while a shard's whole window was dropped."""
+    """The places next below ``place`` across every shard, newest first, at most
+    ``count``: each shard's are read from the place's millisecond down (inclusive), those
+    at or above the place dropped, read on while a shard's whole window was dropped.
+    Only what no unread entry can come before is answered: below the lowest entry of a
+    shard whose window was full, another of its entries may come first (the tester's
+    paging lost one of 90 so)."""
     hi = "+inf" if place is None else str(place[0])
     found: list[Place] = []
+    floor: Place | None = None  # what is answered is at or above it
     offsets = dict.fromkeys(range(dep.n_shards), 0)
     while offsets:
         replies = yield [
@@ -211,9 +215,11 @@ def _below(dep: Deployment, place: Place | None, count: int) -> Op:
             found += kept
             if len(got) == count and not kept:  # all of one millisecond above the place
                 again[s] = offset + count
+            elif len(got) == count and (floor is None or got[-1] > floor):
+                floor = got[-1]  # this shard may have more just below its window
         offsets = again
     found.sort(reverse=True)
-    return found[:count]
+    return [p for p in found if floor is None or p >= floor][:count]
 
 
 def unsettled(dep: Deployment, older_than_ms: int) -> Op:

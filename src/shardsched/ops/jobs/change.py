@@ -161,9 +161,12 @@ def _write_spec(
         yield [Call(("SADD", dep.globals.listeners(e), job.job_id)) for e in sorted(listens)]
     ups = after.upstreams(spec.on)
     if ups:  # each exists (or the chain is refused) and is marked before the write
-        yield from after.check_chain(dep, {job.job_id: spec.on})
+        yield from after.check_chain(
+            dep, {job.job_id: spec.on}, labels_of={job.job_id: spec.labels}
+        )
         yield after.marks(dep, job.job_id, ups)
-    (now,) = yield [Call(("TIME",))]
+        yield from after.mark_selected(dep, job.job_id, [u for u in ups if after.is_selector(u)])
+    (now, selected) = yield [Call(("TIME",)), Call(("SMEMBERS", dep.globals.selectors))]
     now_ms = server_ms(now)
     timing = _spec_encoder.encode(timing_of(spec, job.job_id))
     roll = status != job.status or timing != _spec_encoder.encode(
@@ -220,6 +223,8 @@ def _write_spec(
     left = sorted(set(after.upstreams(job.on)) - set(ups))
     if left:
         yield after.unmarks(dep, job.job_id, left)
+    if spec.labels:  # a selector may name it now
+        yield from after.join_selectors(dep, selected, [(job.job_id, spec.labels)])
     return (yield from read_job(dep, job.job_id))
 
 

@@ -112,8 +112,9 @@ def _create_jobs(
     after_write: list[str] = []
     if chained:
         batch = frozenset(spec.id for spec in specs if spec.id)
-        before, after_write = yield from after.check_chain(dep, chained, batch)
-    (now,) = yield [Call(("TIME",))]
+        labels_of = {spec.id: spec.labels for spec in specs if spec.id}
+        before, after_write = yield from after.check_chain(dep, chained, batch, labels_of)
+    (now, selected) = yield [Call(("TIME",)), Call(("SMEMBERS", dep.globals.selectors))]
     now_ms = server_ms(now)
     firsts = FirstFires(now_ms)  # one cron computation per distinct timing
     timings: dict[tuple[Any, ...], tuple[bytes, Timing]] = {}
@@ -122,6 +123,7 @@ def _create_jobs(
     has_h: dict[bytes, bool] = {}  # per schedule: whether it has an H of its own per job
     listening: dict[str, list[str]] = {}  # event -> its listeners among them
     runs_after: list[tuple[str, list[str]]] = []  # a job, the upstreams it runs after
+    labelled: list[tuple[str, dict[str, str]]] = []  # a job, its labels (for selectors)
     fresh = iter(k.new_job_ids(sum(not spec.id for spec in specs)))
     for spec in specs:
         job_id = spec.id or next(fresh)
@@ -158,6 +160,8 @@ def _create_jobs(
         timing = known[0]
         first = None if held else firsts.of(timing, known[1], job_id)
         plan.append((job_id, first))
+        if spec.labels:
+            labelled.append((job_id, spec.labels))
         for rule in spec.on:
             if rule.event is not None:
                 listening.setdefault(rule.event, []).append(job_id)
@@ -186,10 +190,14 @@ def _create_jobs(
         calls = [
             c
             for j, ups in runs_after
-            for c in after.marks(dep, j, [u for u in ups if u in existing_ups])
+            for c in after.marks(
+                dep, j, [u for u in ups if u in existing_ups or after.is_selector(u)]
+            )
         ]
         if calls:
             yield calls
+        for j, ups in runs_after:  # the jobs there are that a selector names
+            yield from after.mark_selected(dep, j, [u for u in ups if after.is_selector(u)])
     shards = list(by_shard)
     replies = yield [
         lua.register_job(dep.shard(s), dep.globals, by_shard[s], actor) for s in shards
@@ -205,6 +213,8 @@ def _create_jobs(
             for j, ups in runs_after
             for c in after.marks(dep, j, [u for u in ups if u in fresh_ups])
         ]
+    # jobs a selector names, as they are made (one round trip only when any is named)
+    yield from after.join_selectors(dep, selected, labelled)
     created = []
     first_at: dict[int, datetime] = {}  # one datetime per distinct instant
     for job_id, first in plan:
