@@ -74,7 +74,7 @@ def dag_reads(*fields: list[bytes | None], **more: Any) -> dict[str, Any]:
 
 
 def test_create_dag_registers_the_dag_and_its_tasks_in_one_script_call() -> None:
-    canned = Canned(TIME=TIME, register_dag=[NOW_MS, 1])
+    canned = Canned(TIME=TIME, SMEMBERS=[], register_dag=[NOW_MS, 1])
     made = canned.drive(dag_ops.create_dag(DEP, msgspec.structs.replace(ETL, id="etl"), "ops"))
     (reg,) = canned.asked("register_dag")
     assert made.dag_id == "dag_etl" and canned.round_trips == 2
@@ -86,7 +86,9 @@ def test_create_dag_registers_the_dag_and_its_tasks_in_one_script_call() -> None
     items = reg.args[13:]  # 7 fields a task: name, dependencies, downstream, rule, ...
     assert (items[:4], items[7:11]) == (("extract", "", "load", "s"), ("load", "extract", "", "s"))
     with pytest.raises(IdTaken):
-        Canned(TIME=TIME, register_dag=[NOW_MS, -1]).drive(dag_ops.create_dag(DEP, ETL))
+        Canned(TIME=TIME, SMEMBERS=[], register_dag=[NOW_MS, -1]).drive(
+            dag_ops.create_dag(DEP, ETL)
+        )
 
 
 def test_an_invalid_dag_is_refused_before_anything_is_asked() -> None:
@@ -101,7 +103,7 @@ def test_an_invalid_dag_is_refused_before_anything_is_asked() -> None:
 def test_restoring_a_deleted_dag_writes_its_next_incarnation_from_the_servers_clock() -> None:
     reads = dag_reads(dag_fields(b"deleted"), dag_fields(version=b"4"),
                       HGET=in_turn(None, b"{}", b"{}", None))  # fmt: skip
-    canned = Canned(TIME=TIME, update_job=[1], **reads)
+    canned = Canned(TIME=TIME, SMEMBERS=[], update_job=[1], **reads)
     dag = canned.drive(dag_ops.restore_dag(DEP, DAG, "ops"))
     (update,) = canned.asked("update_job")
     assert update.args[:2] == (DAG, 3) and update.args[4] == "active"
@@ -275,7 +277,7 @@ def registered(*codes: int) -> Callable[[Call], list[int]]:
 
 def test_jobs_created_together_are_registered_one_script_call_a_shard_in_one_round() -> None:
     specs = [msgspec.structs.replace(SPEC, id="alpha"), msgspec.structs.replace(SPEC, id="beta")]
-    canned = Canned(TIME=TIME, register_job=registered(1, 2))
+    canned = Canned(TIME=TIME, SMEMBERS=[], register_job=registered(1, 2))
     made = canned.drive(define.create_jobs(DEP, specs, actor="ops"))
     assert canned.round_trips == 2
     calls = canned.asked("register_job")
@@ -285,7 +287,9 @@ def test_jobs_created_together_are_registered_one_script_call_a_shard_in_one_rou
     assert [(c.job_id, c.recreated) for c in made] == [("alpha", False), ("beta", True)]
     assert made[0].next_run_at is not None and made[0].next_run_at > from_ms(NOW_MS)
     with pytest.raises(IdTaken):
-        Canned(TIME=TIME, register_job=registered(1, -1)).drive(define.create_jobs(DEP, specs))
+        Canned(TIME=TIME, SMEMBERS=[], register_job=registered(1, -1)).drive(
+            define.create_jobs(DEP, specs)
+        )
 
 
 def test_a_job_naming_a_missing_calendar_is_refused_before_the_clock_is_read() -> None:
@@ -340,7 +344,7 @@ def test_a_unique_name_is_claimed_checked_then_let_go_whatever_happened() -> Non
     with pytest.raises(NameTaken, match="job_a"):
         taken.drive(names.create_named(DEP, SPEC))
     assert taken.asked("DEL")[0].args == ("DEL", claim)
-    free = Canned(SET=b"OK", HGET=None, TIME=TIME, register_job=registered(1), DEL=1)
+    free = Canned(SET=b"OK", HGET=None, TIME=TIME, SMEMBERS=[], register_job=registered(1), DEL=1)
     made = free.drive(names.create_named(DEP, SPEC))
     assert free.asked("SET")[0].args[1:2] + free.asked("SET")[0].args[3:] == (claim, "NX", "PX",
                                                                              10_000)  # fmt: skip
@@ -355,7 +359,7 @@ def test_putting_the_same_definition_again_writes_nothing() -> None:
 
 
 def test_putting_a_new_id_creates_it_and_if_match_on_a_missing_one_is_refused() -> None:
-    canned = Canned(HMGET=in_turn([None] * 13, job_fields()), ZSCORE=None, TIME=TIME,
+    canned = Canned(HMGET=in_turn([None] * 13, job_fields()), ZSCORE=None, TIME=TIME, SMEMBERS=[],
                     register_job=registered(1))  # fmt: skip
     job, outcome = canned.drive(declare.put_job(DEP, JOB, SPEC))
     assert outcome == declare.Outcome.CREATED and job.job_id == JOB

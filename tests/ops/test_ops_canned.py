@@ -37,7 +37,7 @@ def one_slot(call: Call) -> set[str]:
 
 
 def test_create_asks_the_server_clock_then_registers_in_one_script_call() -> None:
-    canned = Canned(TIME=TIME, register_job=[1, 1])
+    canned = Canned(TIME=TIME, SMEMBERS=[], register_job=[1, 1])
     created = canned.drive(ops.create_job(DEP, SPEC))
     (register,) = canned.asked("register_job")
     assert canned.round_trips == 2
@@ -49,7 +49,7 @@ def test_create_asks_the_server_clock_then_registers_in_one_script_call() -> Non
 
 
 def test_create_of_a_taken_id_raises_id_taken() -> None:
-    canned = Canned(TIME=TIME, register_job=[1, -1])
+    canned = Canned(TIME=TIME, SMEMBERS=[], register_job=[1, -1])
     with pytest.raises(IdTaken):
         canned.drive(ops.create_job(DEP, msgspec.structs.replace(SPEC, id="mine")))
 
@@ -64,7 +64,7 @@ def test_create_validates_before_it_asks_anything() -> None:
 
 def test_patch_reads_the_job_writes_its_next_version_and_reads_it_back() -> None:
     versions = in_turn(job_fields(version=3), job_fields(status="paused", version=4))
-    canned = Canned(HMGET=versions, ZSCORE=None, TIME=TIME, update_job=[1])
+    canned = Canned(HMGET=versions, ZSCORE=None, TIME=TIME, SMEMBERS=[], update_job=[1])
     job = canned.drive(ops.patch_job(DEP, JOB, JobPatch(status=JobStatus.PAUSED)))
     (update,) = canned.asked("update_job")
     assert job.status == JobStatus.PAUSED and job.version == 4
@@ -73,7 +73,7 @@ def test_patch_reads_the_job_writes_its_next_version_and_reads_it_back() -> None
 
 def test_patch_retries_when_the_version_moved_meanwhile() -> None:
     reads = in_turn(job_fields(version=3), job_fields(version=4), job_fields("paused", 5))
-    canned = Canned(HMGET=reads, ZSCORE=None, TIME=TIME, update_job=in_turn([-3], [1]))
+    canned = Canned(HMGET=reads, ZSCORE=None, TIME=TIME, SMEMBERS=[], update_job=in_turn([-3], [1]))
     job = canned.drive(ops.patch_job(DEP, JOB, JobPatch(status=JobStatus.PAUSED)))
     assert job.version == 5 and len(canned.asked("update_job")) == 2
 
