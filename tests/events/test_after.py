@@ -213,7 +213,9 @@ async def test_two_writes_at_once_cannot_close_a_cycle(http, node) -> None:
             nursery.start_soon(patch, x, y)
             nursery.start_soon(patch, y, x)
         codes = sorted(r.status_code for r in replies.values())
-        assert codes == [200, 422], {k: r.text for k, r in replies.items()}
+        # one written, the other refused: the cycle it would close (422), or, on a box
+        # too loaded for the lock to come free in time, "try again" (409)
+        assert codes in ([200, 422], [200, 409]), {k: r.text for k, r in replies.items()}
 
 
 async def test_an_app_declaring_its_chain_downstream_first(http, node, redis, dep) -> None:

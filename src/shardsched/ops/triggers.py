@@ -242,7 +242,7 @@ def retract(dep: Deployment, any_id: str, old: Sequence[OnRule], new: Sequence[O
 #: so two written at once cannot each pass the check and together close a cycle. Held
 #: milliseconds; its expiry frees it from a writer that died holding it.
 LOCK_MS = 5000
-LOCK_TRIES = 1000
+LOCK_TRIES = 3000
 
 
 def locked(dep: Deployment, op: Op) -> Op:
