@@ -38,7 +38,7 @@ from shardsched.shard.manager import ShardManager
 from shardsched.shard.retention import Retainer
 from shardsched.store.drive import drive_async
 from shardsched.store.lua.runs import OutputQuota
-from shardsched.store.redis import Redis, RedisError, connect
+from shardsched.store.redis import Redis, RedisError, connect, follow_primary
 from shardsched.store.redis_config import check_redis_config
 from shardsched.store.retention import RetentionDefaults
 from shardsched.worker.sandbox import CommandPolicy, Sandbox
@@ -114,6 +114,7 @@ async def run_node(
         auto_resume=ops.resume_if_due,
     )
     async with trio.open_nursery() as actors:
+        await actors.start(follow_primary, redis)
         await actors.start(manager.run, name="shard-manager")
         if retention is not None and archive:
             from shardsched.store.archive import open_archive  # pyarrow: only when archiving
@@ -145,7 +146,10 @@ async def run_router(
 ) -> None:
     """The HTTP API alone; returns once ``stop`` is set and it drained."""
     app = create_app(redis, dep, policy=policy or access_policy(http))
-    await serve_http(app, http, tls=tls, stop=stop, task_status=task_status)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(follow_primary, redis)
+        await serve_http(app, http, tls=tls, stop=stop, task_status=task_status)
+        nursery.cancel_scope.cancel()
 
 
 async def run_worker(
@@ -155,10 +159,12 @@ async def run_worker(
 ) -> None:
     """A worker, and its ``/metrics`` at ``metrics_bind`` while it runs; returns once it
     drained (:meth:`Worker.drain`)."""
-    if metrics_bind is None:
-        await worker.run(task_status=task_status)
-        return
     async with trio.open_nursery() as nursery:
+        await nursery.start(follow_primary, worker.redis)
+        if metrics_bind is None:
+            await worker.run(task_status=task_status)
+            nursery.cancel_scope.cancel()
+            return
         binds = await nursery.start(serve_http, metrics_app(worker.metrics), metrics_bind)
 
         async def work(*, task_status: trio.TaskStatus[None]) -> None:

@@ -14,7 +14,7 @@ from shardsched.store.drive import drive_async
 
 
 @pytest.mark.slow  # moved out of the default run to keep it under 8 min
-@pytest.mark.serial  # judges a lag p99 under 0.25 s: four slow tests at once on 2 cores made it 0.27
+@pytest.mark.serial  # judges lag p99 < 0.25 s: four slow tests at once made it 0.27
 async def test_a_backlog_of_100k_ticks_drains_beside_on_time_jobs(node, redis, dep) -> None:
     on_time = [
         c.job_id

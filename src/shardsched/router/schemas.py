@@ -233,6 +233,8 @@ class Readiness(msgspec.Struct):
     owners: dict[str, str]
     #: this process is stopping (SIGTERM): it finishes what it holds and takes nothing new
     stopping: bool = False
+    #: the Redis this process uses: a server, a cluster, or the primary the sentinels name
+    redis: str = ""
 
 
 class ReceivedQuery(msgspec.Struct, forbid_unknown_fields=True):

@@ -80,6 +80,7 @@ async def readyz(cx: Context, request: Request) -> Response:
         owned=len(view.shards) - len(unowned),
         unowned=unowned,
         owners={str(s.shard): s.owner for s in view.shards if s.owner in live},
+        redis=cx.redis.describe(),
     )
     stopping = request.scope.get("state", {}).get(STOPPING_KEY)
     if stopping is not None and stopping.is_set():

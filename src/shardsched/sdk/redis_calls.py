@@ -32,6 +32,35 @@ def tls_kwargs(redis_url: str) -> dict[str, Any]:
     return {"ssl_cert_reqs": "required", "ssl_check_hostname": True}
 
 
+def sentinel_client(redis_url: str) -> Any:
+    """A redis-py client on the primary a ``redis[s]+sentinel://`` URL's sentinels name
+    (redis-py's Sentinel finds it again after a failover; a READONLY reply from a demoted
+    primary is raised as a lost connection, the next call finds the new one)."""
+    from redis.sentinel import Sentinel
+
+    from shardsched.store.redis.sentinel import SentinelURL
+
+    spec = SentinelURL.parse(redis_url)
+    ssl: dict[str, Any] = {}
+    if spec.server.tls is not None:  # the same options the trio client reads
+        tls = spec.server.tls
+        ssl = {"ssl": True, "ssl_ca_certs": tls.ca_file, "ssl_certfile": tls.cert_file,
+               "ssl_keyfile": tls.key_file, "ssl_cert_reqs": "required",
+               "ssl_check_hostname": True}  # fmt: skip
+    first = spec.sentinels[0]
+    sentinel = Sentinel(
+        [(s.host, s.port) for s in spec.sentinels],
+        sentinel_kwargs={"username": first.username, "password": first.password, **ssl},
+        socket_timeout=5.0,
+        **ssl,
+    )
+    server = spec.server
+    return sentinel.master_for(
+        spec.service, username=server.username, password=server.password, db=server.db,
+        protocol=2,
+    )  # fmt: skip
+
+
 def packed(calls: Sequence[ops.Call]) -> bytes:
     """The commands of ``calls`` in the Redis protocol, packed by hiredis itself (redis-py's
     packer looks at each argument in Python first: a tenth of a bulk registration's time)."""

@@ -28,7 +28,7 @@ from shardsched.sdk.plans import (
     schedules,
     ticks,
 )
-from shardsched.sdk.redis_calls import command, packed, refused, tls_kwargs
+from shardsched.sdk.redis_calls import command, packed, refused, sentinel_client, tls_kwargs
 from shardsched.sdk.server_clock import ServerClock
 from shardsched.store.keys import DEFAULT_NAMESPACE
 from shardsched.store.scripts import SCRIPTS
@@ -105,6 +105,8 @@ class Client:
                 **ssl,
             )
             self._redis = None
+        elif redis_url.startswith(("redis+sentinel://", "rediss+sentinel://")):
+            self._redis = sentinel_client(redis_url)
         else:
             self._redis = redis_py.Redis.from_url(redis_url, protocol=2, **tls_kwargs(redis_url))
             # Raw RESP replies, as the trio client sees them: the operations are shared.

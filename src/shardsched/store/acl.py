@@ -21,8 +21,9 @@ at all (no EVAL, EVALSHA or FCALL): a read-only role cannot make Redis busy.
 
 from __future__ import annotations
 
-#: Commands every role sends: the connection handshake and the server clock.
-_BASE = ("ping", "time", "select")
+#: Commands every role sends: the connection handshake, the server clock, and (behind
+#: Sentinel) the primary's word that it is the primary.
+_BASE = ("ping", "time", "select", "role")
 #: Loading and running our scripts (EVAL: the fallback after a SCRIPT FLUSH). Not the
 #: reader's: a script can spin (a loop runs until the busy-reply threshold and past it,
 #: and every other client then gets BUSY), so a role that only reads runs none.

@@ -1,7 +1,10 @@
-"""The trio Redis clients of the service processes: one server (:class:`Redis`) or a
-Redis Cluster (:class:`~.cluster.ClusterRedis`, same interface), chosen by URL."""
+"""The trio Redis clients of the service processes: one server (:class:`Redis`), a
+Redis Cluster (:class:`~.cluster.ClusterRedis`) or the primary the sentinels name
+(:class:`~.sentinel.SentinelRedis`), one interface, chosen by URL."""
 
 from typing import Any
+
+import trio
 
 from shardsched.store.redis.blocking import BlockingPop, blocking_pop
 from shardsched.store.redis.cluster import CLUSTER_SCHEMES, ClusterRedis, parse_cluster_url
@@ -12,15 +15,30 @@ from shardsched.store.redis.errors import (
     RedisError,
     ReplyError,
 )
+from shardsched.store.redis.sentinel import SENTINEL_SCHEMES, SentinelRedis, SentinelURL
 from shardsched.store.redis.tls import client_context
 
 
 def connect(url: str, **options: Any) -> Any:
     """The client for a URL: :class:`Redis` for ``redis://``, a cluster-routing client for
-    ``redis+cluster://host:port[,host:port…]`` (same interface)."""
+    ``redis+cluster://host:port[,host:port…]``, a primary-following one for
+    ``redis+sentinel://host:port[,host:port…]/service`` (same interface)."""
     if url.startswith(CLUSTER_SCHEMES):
         return ClusterRedis(url, **options)
+    if url.startswith(SENTINEL_SCHEMES):
+        return SentinelRedis(url, **options)
     return Redis(url, **options)
+
+
+async def follow_primary(
+    redis: Any, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """For a long-lived process: follow the sentinels' ``+switch-master`` (a Sentinel
+    client), until cancelled; returns at once for any other client."""
+    if isinstance(redis, SentinelRedis):
+        await redis.follow(task_status=task_status)
+    else:
+        task_status.started()
 
 
 def check_url(url: str) -> None:
@@ -29,6 +47,10 @@ def check_url(url: str) -> None:
         for seed in parse_cluster_url(url):
             if seed.tls is not None:
                 client_context(seed.tls)
+    elif url.startswith(SENTINEL_SCHEMES):
+        spec = SentinelURL.parse(url)
+        if spec.server.tls is not None:
+            client_context(spec.server.tls)
     else:
         parsed = RedisURL.parse(url)
         if parsed.tls is not None:
@@ -45,7 +67,9 @@ __all__ = [
     "RedisError",
     "RedisURL",
     "ReplyError",
+    "SentinelRedis",
     "blocking_pop",
     "check_url",
     "connect",
+    "follow_primary",
 ]

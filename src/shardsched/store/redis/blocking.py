@@ -9,11 +9,11 @@ reply that would have come is never read from a reused connection.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 import hiredis
 
-from shardsched.store.redis.cluster import ClusterRedis, node_url
-from shardsched.store.redis.connection import Connection, Redis, RedisURL
+from shardsched.store.redis.connection import Commands, Connection, RedisURL
 from shardsched.store.redis.errors import reply_error
 
 
@@ -57,22 +57,7 @@ class BlockingPop:
             self._conn = None
 
 
-def blocking_pop(redis: Redis | ClusterRedis, *keys: str) -> BlockingPop:
-    """A :class:`BlockingPop` of ``keys`` (one hash slot) on the server (or the cluster
-    node) holding them."""
-    key = keys[0]
-    if isinstance(redis, ClusterRedis):
-        cluster = redis
-
-        async def locate() -> RedisURL:
-            host, port = await cluster.node_of_key(key)
-            return RedisURL.parse(node_url(cluster.cluster_url, host, port))
-
-        return BlockingPop(keys, locate)
-
-    url = redis.url
-
-    async def fixed() -> RedisURL:
-        return url
-
-    return BlockingPop(keys, fixed)
+def blocking_pop(redis: Commands, *keys: str) -> BlockingPop:
+    """A :class:`BlockingPop` of ``keys`` (one hash slot) on the server (the cluster node,
+    the primary) holding them, asked again at each connect."""
+    return BlockingPop(keys, partial(redis.url_of_key, keys[0]))

@@ -159,6 +159,15 @@ class ClusterRedis(Commands):
     def cluster_url(self) -> str:
         return self._cluster_url
 
+    def describe(self) -> str:
+        masters = len({a for a in self._slots if a is not None})
+        seeds = ", ".join(f"{s.host}:{s.port}" for s in self.seeds)
+        return f"cluster of {masters} masters (seeds {seeds})"
+
+    async def url_of_key(self, key: str) -> RedisURL:
+        host, port = await self.node_of_key(key)
+        return RedisURL.parse(node_url(self._cluster_url, host, port))
+
     async def node_of_key(self, key: str) -> tuple[str, int]:
         """The master that holds ``key``'s slot (reading the slot map when stale)."""
         if self._stale:

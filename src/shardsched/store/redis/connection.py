@@ -70,6 +70,11 @@ def _pack(command: Command) -> bytes:
     return packed
 
 
+def _demoted(reply: BaseException) -> bool:
+    """Whether an error reply says the server is a replica now (no longer the primary)."""
+    return str(reply).split(" ", 1)[0] == "READONLY"
+
+
 def _raise_errors(replies: list[Any]) -> list[Any]:
     for reply in replies:
         if isinstance(reply, hiredis.ReplyError):
@@ -195,6 +200,15 @@ class Connection:
         with trio.move_on_after(1, shield=True):
             await self._stream.aclose()
 
+    async def abort(self) -> None:
+        """Close the socket under the stream, without a TLS goodbye: for a connection
+        another task is reading (its read then fails as a lost connection)."""
+        self.broken = True
+        stream = self._stream
+        raw = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
+        with trio.move_on_after(1, shield=True):
+            await raw.aclose()
+
 
 class Commands:
     """What the service calls, over one ``replies`` (one server's, or a cluster's routed
@@ -251,6 +265,14 @@ class Commands:
         sec, usec = await self.execute("TIME")
         return int(sec) * 1000 + int(usec) // 1000
 
+    async def url_of_key(self, key: str) -> RedisURL:
+        """The server that holds ``key`` now (a connection of one's own goes there)."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """Which Redis this client uses, for ``/readyz`` and the log."""
+        raise NotImplementedError
+
 
 class Redis(Commands):
     """A bounded pool of :class:`Connection` with reconnect-and-backoff.
@@ -262,17 +284,18 @@ class Redis(Commands):
 
     def __init__(
         self,
-        url: str,
+        url: str | RedisURL,
         *,
         size: int = 4,
         connect_timeout: float = 5.0,
         retry_for: float = 10.0,
         log_failures: bool = True,
     ) -> None:
-        self.url = RedisURL.parse(url)
+        self.url = url if isinstance(url, RedisURL) else RedisURL.parse(url)
         self._log_failures = log_failures  #: False while waiting for a server we started
         self._limit = trio.Semaphore(size)
         self._idle: list[Connection] = []
+        self._subscribed: set[Connection] = set()  #: closed with the pool
         self._connect_timeout = connect_timeout
         self._retry_for = retry_for
         self._closed = False
@@ -302,8 +325,15 @@ class Redis(Commands):
             conn = self._idle.pop() if self._idle else await self._connect()
             try:
                 replies = await conn.execute_many(commands)
+                if any(isinstance(r, hiredis.ReplyError) and _demoted(r) for r in replies):
+                    # A demoted primary: behind a name that moves (a managed endpoint),
+                    # connecting again resolves the name again and finds the new one.
+                    conn.broken = True
+                    idle, self._idle = self._idle, []
+                    for other in idle:
+                        await other.aclose()
             finally:
-                if conn.broken:
+                if conn.broken or self._closed:
                     await conn.aclose()
                 else:
                     self._idle.append(conn)
@@ -330,6 +360,7 @@ class Redis(Commands):
             conn = await self._connect()
         except RedisConnectionError:
             return
+        self._subscribed.add(conn)
         try:
             await conn.send(("SUBSCRIBE", *channels))
             for _ in channels:
@@ -342,10 +373,22 @@ class Redis(Commands):
         except RedisConnectionError:
             return
         finally:
+            self._subscribed.discard(conn)
             await conn.aclose()
 
+    async def url_of_key(self, key: str) -> RedisURL:
+        """The server that holds ``key``: this one."""
+        return self.url
+
+    def describe(self) -> str:
+        return f"{self.url.host}:{self.url.port}"
+
     async def aclose(self) -> None:
+        """Close every idle connection and every subscription; a call in flight closes its
+        connection when it returns."""
         self._closed = True
         idle, self._idle = self._idle, []
         for conn in idle:
             await conn.aclose()
+        for conn in list(self._subscribed):
+            await conn.abort()
