@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 import pytest
 import trio
 
+from conftest import wait_until
 from shardsched.runtime.redis_server import free_port, redis_server_args, spawn, stop_process
 from shardsched.store.redis import Redis, RedisBusyError
 
@@ -64,6 +65,11 @@ async def test_a_name_that_moves_is_followed(pair: int) -> None:
     trio.socket.set_custom_hostname_resolver(alias)
     client = Redis(f"redis://{NAME}:{port}/0", size=2, retry_for=10)
     try:
+
+        async def in_sync() -> bool:
+            return b"master_link_status:up" in await b.execute("INFO", "replication")
+
+        await wait_until(in_sync, timeout=30)
         await client.execute("SET", "k", "v")
         assert await a.execute("WAIT", 1, 5000) == 1  # on the replica too
         # the provider's failover: the replica promoted, the old primary demoted, the name
