@@ -295,3 +295,32 @@ def test_dev_prints_a_one_time_login_link_and_one_line_for_a_taken_port(tmp_path
         lines = second.stderr.strip().splitlines()
         assert len(lines) == 1 and f"--http 127.0.0.1:{port}" in lines[0], second.stderr
         assert proc.poll() is None  # the first one is untouched
+
+
+@pytest.mark.slow  # a failover: ~20 s
+def test_dev_on_sentinel_survives_its_primary_killed(tmp_path: Path) -> None:
+    """``dev --sentinel``: a primary, a replica and three sentinels; kill -9 the primary
+    and the next job runs on the promoted replica, which /readyz names; SIGTERM leaves
+    nothing behind."""
+    port = free_port()
+    with running_dev(tmp_path, port, "--sentinel", "--replicas", "1") as (proc, line, _):
+        assert "sentinels" in line and "replicas" in line, line
+        tree = descendants(proc.pid)
+        with dev_http(tmp_path, port) as http:
+            run_once_job(http, "true")
+            where = http.get("/readyz").json()["redis"]
+            primary = int(re.search(r"127\.0\.0\.1:(\d+)", where)[1])
+            (pid,) = [
+                p for p in tree
+                if f"127.0.0.1:{primary}" in Path(f"/proc/{p}/cmdline").read_text()
+            ]  # fmt: skip
+            os.kill(pid, signal.SIGKILL)
+            run = run_once_job(http, "echo after the failover", timeout=60)
+            out = http.get(f"/api/v1/runs/{run['run_id']}/output").json()["output"]
+            assert out == "after the failover\n"
+            now = http.get("/readyz").json()["redis"]
+            assert "via sentinel" in now and f":{primary}" not in now, now
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        survivors = [p for p in tree if alive(p)]
+        assert survivors == [], f"left behind: {survivors}"

@@ -106,6 +106,12 @@ def dev(args: argparse.Namespace) -> None:
     from shardsched import dev as dev_command
 
     args.queues = ",".join(_queues(args.queues))  # a bad name stops dev, not each worker
+    if args.sentinel and (args.cluster or args.redis):
+        raise SystemExit(
+            "shardsched: dev --sentinel starts its own Redis: not with --cluster or --redis"
+        )
+    if not 1 <= args.replicas <= 5:
+        raise SystemExit("shardsched: dev --replicas is 1 to 5")
     dev_command.main(args, *retention_of(args, Path(args.data_dir) / "archive"))
 
 

@@ -58,6 +58,20 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
         metavar="N",
         help="start a local Redis Cluster of N masters instead of one redis-server",
     )
+    dev.add_argument(
+        "--sentinel",
+        action="store_true",
+        help="start a primary, its replicas and three Redis Sentinels instead of one"
+        " redis-server, and use them through a redis+sentinel:// URL (to try a failover:"
+        " kill the primary)",
+    )
+    dev.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --sentinel: the primary's replicas (default %(default)s)",
+    )
     retention_flags(dev, dev=True)
     dev.set_defaults(execute=cmd.dev)
 

@@ -46,6 +46,7 @@ from shardsched.runtime.redis_server import (
     stop_process,
     wait_for_redis,
 )
+from shardsched.runtime.sentinel_group import start_sentinel_group
 from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis, RedisConnectionError
 from shardsched.store.retention import RetentionDefaults
@@ -132,6 +133,7 @@ async def run_dev(
     concurrency: int,
     namespace: str,
     cluster: int = 0,
+    sentinel_replicas: int = 0,
     queues: str = "default",
     policy: AccessPolicy | None = None,
     tls: service.TlsFiles | None = None,
@@ -140,7 +142,7 @@ async def run_dev(
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     policy = policy or service.access_policy(http)
-    cluster_procs: list[trio.Process] = []
+    cluster_procs: list[trio.Process] = []  # a cluster's nodes, or a sentinel group's
     sup = Supervisor()
     children_done = trio.Event()  # Redis stops after the node and the workers
     scratch = Path(tempfile.mkdtemp(prefix="shardsched-dev-jobs-"))
@@ -152,6 +154,17 @@ async def run_dev(
                     root = data_dir.resolve() / "cluster" / str(os.getpid())
                     cluster_procs, redis_url = await start_cluster(cluster, root)
                     shown = redis_url
+                elif redis_url is None and sentinel_replicas:
+                    root = private_dir(data_dir).resolve() / "sentinel" / str(os.getpid())
+                    with private_umask():
+                        group = await start_sentinel_group(root, sentinel_replicas, 3, 2000)
+                    cluster_procs = list(group.procs.values())
+                    redis_url = group.url
+                    shown = (
+                        f"{data_dir / REDIS_URL_FILE}: primary :{group.primary_port}, replicas "
+                        f"{', '.join(f':{p}' for p in group.replica_ports)}, sentinels "
+                        f"{', '.join(f':{p}' for p in group.sentinel_ports)}"
+                    )
                 elif redis_url is None:
                     redis_url = await _embedded_redis(outer, sup, data_dir, children_done)
                     shown = str(data_dir / REDIS_URL_FILE)  # it holds the password
@@ -269,6 +282,7 @@ def main(
             concurrency=args.concurrency,
             namespace=args.namespace,
             cluster=args.cluster,
+            sentinel_replicas=args.replicas if args.sentinel else 0,
             queues=args.queues,
             policy=service.access_policy(
                 args.http,

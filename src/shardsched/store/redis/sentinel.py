@@ -155,14 +155,16 @@ class SentinelRedis(Commands):
     async def url_of_key(self, key: str) -> RedisURL:
         return (await self.primary()).url
 
-    async def forget(self, pool: Redis | None = None) -> None:
+    async def forget(self, pool: Redis | None = None) -> bool:
         """Find the primary again before the next call (unless another call already did:
         ``pool`` is the one that failed); the old pool's connections close, its
-        subscriptions with them (they move to the new primary)."""
+        subscriptions with them (they move to the new primary). Whether it forgot one."""
         if pool is None or pool is self._pool:
             old, self._pool = self._pool, None
             if old is not None:
                 await old.aclose()
+                return True
+        return False
 
     def _adopt(self, host: str, port: int) -> None:
         before, self._last_seen = self._last_seen, (host, port)
@@ -173,15 +175,14 @@ class SentinelRedis(Commands):
             retry_for=0.3,  # a dead primary: ask the sentinels again soon
             log_failures=False,
         )
-        if before != (host, port):
-            self.switches += before is not None
+        if before is None:
+            log.info("Redis primary of %r is %s:%d", self.spec.service, host, port)
+        elif before != (host, port):
+            self.switches += 1
             log.warning(
-                "Redis primary of %r is %s:%d%s",
-                self.spec.service,
-                host,
-                port,
-                f" (was {before[0]}:{before[1]})" if before else "",
-            )
+                "Redis primary of %r is now %s:%d (was %s:%d)",
+                self.spec.service, host, port, *before,
+            )  # fmt: skip
 
     async def _discover(self) -> tuple[str, int]:
         """Ask each sentinel in turn for the primary, until one names a server that says
@@ -303,10 +304,9 @@ class SentinelRedis(Commands):
                     if not (isinstance(msg, list) and len(msg) == 3 and msg[0] == b"message"):
                         continue
                     text = bytes(msg[2]).decode()
-                    if text.split(" ")[0] == self.spec.service:
+                    if text.split(" ")[0] == self.spec.service and await self.forget():
                         where = f"{sentinel.host}:{sentinel.port}"
-                        log.warning("sentinel %s: +switch-master %s", where, text)
-                        await self.forget()
+                        log.info("sentinel %s says +switch-master %s", where, text)
             except RedisConnectionError:
                 pass
             finally:
