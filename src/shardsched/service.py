@@ -36,9 +36,10 @@ from shardsched.runtime.metrics import Metrics
 from shardsched.runtime.tracing import RunTracer, tracer_from_env
 from shardsched.shard.manager import ShardManager
 from shardsched.shard.retention import Retainer
+from shardsched.store.deployment import Durability
 from shardsched.store.drive import drive_async
 from shardsched.store.lua.runs import OutputQuota
-from shardsched.store.redis import Redis, RedisError, connect, follow_primary
+from shardsched.store.redis import Redis, RedisError, connect, follow_primary, use_durability
 from shardsched.store.redis_config import check_redis_config
 from shardsched.store.retention import RetentionDefaults
 from shardsched.worker.sandbox import CommandPolicy, Sandbox
@@ -54,6 +55,7 @@ async def open_redis(
     size: int = 8,
     wait: bool = True,
     archive: str | None = None,
+    durable: Durability | None = None,
 ) -> tuple[Redis, ops.Deployment]:
     """Connect and read (or set up) the deployment. Until Redis can be used, say why as an
     error, with what to do, and try again (capped backoff), unless ``wait`` is False: a
@@ -63,7 +65,12 @@ async def open_redis(
     backoff = Backoff(first=1.0, cap=10.0)
     while True:
         try:
-            dep = await drive_async(ops.open_deployment(namespace, shards, archive), redis)
+            dep = await drive_async(ops.open_deployment(namespace, shards, archive, durable), redis)
+            use_durability(redis, dep)
+            if dep.durable is not None:
+                d = dep.durable
+                log.info("durable mode: every write waits for %d replica(s), up to %d ms",
+                         d.replicas, d.timeout_ms)  # fmt: skip
             return redis, dep
         except (RedisError, RedisUnavailable) as exc:
             if not wait:
@@ -242,6 +249,7 @@ class NodeOptions:
     allow_eviction: bool = False
     retention: RetentionDefaults | None = None
     archive: str | None = None
+    durable: Durability | None = None  #: sets the deployment's durable mode (None: keeps it)
 
 
 def serve_node(o: NodeOptions) -> None:
@@ -250,7 +258,9 @@ def serve_node(o: NodeOptions) -> None:
 
     async def node(task_status: trio.TaskStatus[list[str]]) -> None:
         policy = None if o.http is None else o.http.policy()  # refused before any wait
-        redis, dep = await open_redis(o.redis, o.namespace, o.shards, archive=o.archive)
+        redis, dep = await open_redis(
+            o.redis, o.namespace, o.shards, archive=o.archive, durable=o.durable
+        )
         tracer = tracer_from_env("shardsched-node")
         try:
             await check_redis_config(redis, o.allow_eviction)

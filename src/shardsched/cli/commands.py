@@ -65,8 +65,21 @@ def node(args: argparse.Namespace) -> None:
             allow_eviction=args.allow_eviction,
             retention=retention,
             archive=archive,
+            durable=_durability(args),
         )
     )
+
+
+def _durability(args: argparse.Namespace) -> Any:
+    from shardsched.store.deployment import Durability
+
+    if args.durable_replicas is None:
+        return None
+    if not 0 <= args.durable_replicas <= 16 or not 10 <= args.durable_timeout_ms <= 60_000:
+        raise SystemExit(
+            "shardsched: node --durable-replicas is 0 to 16, --durable-timeout-ms 10 to 60000"
+        )
+    return Durability(args.durable_replicas, args.durable_timeout_ms)
 
 
 def router(args: argparse.Namespace) -> None:

@@ -86,6 +86,22 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     node.add_argument("--lease-ttl", type=float, default=5.0, help="seconds (default 5)")
     node.add_argument("--renew-every", type=float, default=2.0, help="seconds (default 2)")
     node.add_argument("--allow-eviction", action="store_true")
+    node.add_argument(
+        "--durable-replicas",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the deployment's durable mode: every write (a firing, a claim, a completion,"
+        " an API change) is acknowledged only once N replicas have it (0 turns it off;"
+        " kept in Redis for every process started after; default: as it is)",
+    )
+    node.add_argument(
+        "--durable-timeout-ms",
+        type=int,
+        default=1000,
+        metavar="MS",
+        help="with --durable-replicas: how long a call waits for them (default 1000)",
+    )
     retention_flags(node)
     node.set_defaults(execute=cmd.node)
 

@@ -86,11 +86,12 @@ class AsyncClient:
             return AsyncHttpClient(redis_url, **http)  # type: ignore[return-value]
         if http:
             raise TypeError(f"a Redis URL takes no {', '.join(sorted(http))}")
-        from shardsched.store.redis import connect
+        from shardsched.store.redis import connect, use_durability
 
         redis = connect(redis_url, size=4)
         try:
             deployment = await drive_async(ops.open_deployment(namespace, None), redis)
+            use_durability(redis, deployment)
         except BaseException:
             await redis.aclose()
             raise

@@ -170,11 +170,26 @@ class Client:
             client = self._client_for(call)
             groups.setdefault(id(client), (client, []))[1].append(i)
         replies: list[Any] = [None] * len(calls)
+        dep: ops.Deployment | None = getattr(self, "deployment", None)  # None: being read
+        durable = None if dep is None else dep.durable
         for client, idx in groups.values():
             pipe = client.pipeline(transaction=False)
             for i in idx:
                 pipe.execute_command(*command(calls[i]))
-            for i, reply in zip(idx, pipe.execute(raise_on_error=False), strict=True):
+            if dep is not None and durable is not None:  # as the trio client does
+                pipe.execute_command("PUBLISH", dep.globals.durable_channel, "")
+                pipe.execute_command("WAIT", durable.replicas, durable.timeout_ms)
+            out = pipe.execute(raise_on_error=False)
+            if durable is not None:
+                acked = out.pop()
+                out.pop()
+                if not isinstance(acked, int) or acked < durable.replicas:
+                    raise redis_py.exceptions.ConnectionError(
+                        f"{acked} of {durable.replicas} replicas acknowledged within"
+                        f" {durable.timeout_ms} ms (the durable mode): the call ran, but a"
+                        " failover may lose it"
+                    )
+            for i, reply in zip(idx, out, strict=True):
                 replies[i] = reply
         redo = [
             i
@@ -265,6 +280,17 @@ class Client:
                     out += self._read_back(conn, *sent.popleft())
                 except BaseException as exc:
                     error = error or exc
+            durable = self.deployment.durable
+            if durable is not None and error is None:  # the whole bulk on the replicas
+                conn.send_command("PUBLISH", self.deployment.globals.durable_channel, "")
+                conn.send_command("WAIT", durable.replicas, durable.timeout_ms)
+                conn.read_response()
+                acked = conn.read_response()
+                if not isinstance(acked, int) or acked < durable.replicas:
+                    error = Unreachable(
+                        f"{acked} of {durable.replicas} replicas acknowledged the bulk within"
+                        f" {durable.timeout_ms} ms (the durable mode): a failover may lose it"
+                    )
         finally:
             if error is not None:
                 conn.disconnect()  # a reply may still be unread

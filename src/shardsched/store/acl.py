@@ -21,9 +21,9 @@ at all (no EVAL, EVALSHA or FCALL): a read-only role cannot make Redis busy.
 
 from __future__ import annotations
 
-#: Commands every role sends: the connection handshake, the server clock, and (behind
-#: Sentinel) the primary's word that it is the primary.
-_BASE = ("ping", "time", "select", "role")
+#: Commands every role sends: the connection handshake, the server clock, (behind
+#: Sentinel) the primary's word that it is the primary, and the durable mode's WAIT.
+_BASE = ("ping", "time", "select", "role", "wait")
 #: Loading and running our scripts (EVAL: the fallback after a SCRIPT FLUSH). Not the
 #: reader's: a script can spin (a loop runs until the busy-reply threshold and past it,
 #: and every other client then gets BUSY), so a role that only reads runs none.

@@ -10,11 +10,37 @@ from shardsched.store.calls import Call, Op, check
 
 
 @dataclass(frozen=True, slots=True)
+class Durability:
+    """The durable mode (docs/operations.md, "High availability"): a round trip is
+    acknowledged only once ``replicas`` replicas have every write the primary made before
+    its end (``PUBLISH`` then ``WAIT``), waited for up to ``timeout_ms``; otherwise it is
+    answered as a lost connection: it may have run, send it again."""
+
+    replicas: int
+    timeout_ms: int = 1000
+
+    def code(self) -> str:
+        return f"{self.replicas}:{self.timeout_ms}"
+
+    @classmethod
+    def parse(cls, text: str | bytes | None) -> Durability | None:
+        """The stored code (``replicas:timeout_ms``); None when off or not set."""
+        if not text:
+            return None
+        replicas, _, timeout = (text.decode() if isinstance(text, bytes) else text).partition(":")
+        if int(replicas) <= 0:
+            return None
+        return cls(int(replicas), int(timeout or 1000))
+
+
+@dataclass(frozen=True, slots=True)
 class Deployment:
-    """Where a deployment's keys live: its namespace and shard count."""
+    """Where a deployment's keys live: its namespace and shard count; and whether its
+    writes wait for replicas (``durable``)."""
 
     namespace: str = k.DEFAULT_NAMESPACE
     n_shards: int = k.DEFAULT_SHARDS
+    durable: Durability | None = None
 
     def keys_for(self, any_id: str) -> k.ShardKeys:
         return k.shard_keys(self.namespace, k.shard_of(any_id, self.n_shards))
@@ -35,8 +61,14 @@ class Deployment:
         return k.sweeper_shard(key, self.n_shards)
 
 
-def open_deployment(namespace: str, n_shards: int | None, archive: str | None = None) -> Op:
-    """Read the deployment's shard count, fixing it at first start, and its archive.
+def open_deployment(
+    namespace: str,
+    n_shards: int | None,
+    archive: str | None = None,
+    durable: Durability | None = None,
+) -> Op:
+    """Read the deployment's shard count, fixing it at first start, its archive and its
+    durable mode (``durable`` sets it: ``replicas`` 0 turns it off; None keeps it).
 
     ``n_shards=None`` accepts whatever is stored (or the default for a new deployment);
     otherwise a mismatch raises ConfigError: a node started with another N refuses to run.
@@ -49,6 +81,9 @@ def open_deployment(namespace: str, n_shards: int | None, archive: str | None = 
     calls = [Call(("HSETNX", meta, "shards", want), refusable=True), Call(("HGET", meta, "shards"))]
     if archive:
         calls.append(Call(("HSET", meta, "archive", archive)))
+    if durable is not None:
+        calls.append(Call(("HSET", meta, "durable", durable.code())))
+    calls.append(Call(("HGET", meta, "durable")))
     replies = yield calls
     stored = int(check(replies[1]))
     if n_shards is not None and stored != n_shards:
@@ -56,4 +91,4 @@ def open_deployment(namespace: str, n_shards: int | None, archive: str | None = 
             f"this deployment has {stored} shards (fixed at first start); "
             f"refusing --shards {n_shards}"
         )
-    return Deployment(namespace, stored)
+    return Deployment(namespace, stored, Durability.parse(check(replies[-1])))

@@ -103,6 +103,12 @@ class GlobalKeys:
         return f"{self.namespace}:{{g}}:tokens"
 
     @property
+    def durable_channel(self) -> str:
+        """Pub/sub channel nobody listens to: the durable mode PUBLISHes to it before each
+        WAIT, so the WAIT counts every write the primary made before (store/redis)."""
+        return f"{self.namespace}:durable"
+
+    @property
     def wake_channel(self) -> str:
         """Pub/sub channel: a shard's timer changed (payload: shard number)."""
         return f"{self.namespace}:wake"

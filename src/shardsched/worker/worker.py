@@ -30,7 +30,7 @@ from shardsched.store.deployment import Deployment
 from shardsched.store.drive import call_script, redis_calls
 from shardsched.store.lua import runs as lua
 from shardsched.store.records import WorkerInfo
-from shardsched.store.redis import Redis, RedisError, blocking_pop
+from shardsched.store.redis import Redis, RedisError, RedisNotDurable, blocking_pop
 from shardsched.store.token_pusher import TokenPusher
 from shardsched.worker import spans
 from shardsched.worker.completion import Completer
@@ -83,6 +83,7 @@ class Worker:
         self.heartbeat_every_s = heartbeat_every_s
         self.draining = trio.Event()
         self.free = concurrency
+        self._owe_take_up = False  #: a claim ran but was not known durable (_claim_loop)
         self._maybe_ready: set[int] = set()
         self._changed = trio.Event()
         self._idle = trio.Event()  #: set while a slot is free and no shard is known to have work
@@ -206,9 +207,10 @@ class Worker:
             with trio.CancelScope(shield=True):
                 await waiter.aclose()
 
-    async def _take_up_pending(self) -> None:
+    async def _take_up_pending(self) -> bool:
         """After a (re)connect, first take up runs delivered to this worker id and never
-        finished by it (a lost claim reply, a restart under the same id)."""
+        finished by it (a lost claim reply, a restart under the same id, a claim the
+        durable mode did not see on the replicas); whether it could look."""
         calls = [
             lua.pending_runs(self.dep.shard(s), self.worker_id, queues=self.streams.all)
             for s in range(self.dep.n_shards)
@@ -217,7 +219,7 @@ class Worker:
             replies = await redis_calls(self.redis, calls)
         except RedisError as exc:
             self.metrics.redis_error(log, "taking up pending runs", exc, 0)
-            return  # the next re-subscription tries again
+            return False  # the next re-subscription (or claim) tries again
         held_runs = self.holdings.run_ids()
         for shard, reply in enumerate(replies):
             if isinstance(reply, Exception):
@@ -227,6 +229,7 @@ class Worker:
             for c in await self.limits.admit(shard, pending):
                 log.warning("taking up run %s still pending on this worker", c.run_id)
                 self._start(c)
+        return True
 
     async def _sweep(self, every_s: float) -> None:
         while True:
@@ -358,6 +361,8 @@ class Worker:
                 await self._changed.wait()
                 self._changed = trio.Event()
                 continue
+            if self._owe_take_up:  # a claim not known durable: its runs, once they are
+                self._owe_take_up = not await self._take_up_pending()
             shard = self._maybe_ready.pop()
             want = self.free
             try:
@@ -366,6 +371,11 @@ class Worker:
                 pause = backoff.next()
                 self.metrics.redis_error(log, f"claim on shard {shard}", exc, pause)
                 self._maybe_ready.add(shard)
+                # The durable mode: the claim ran but the replicas did not have it in time.
+                # Its runs are not executed until a later round trip finds them on the
+                # replicas (a failover may yet lose the claim, and then another worker
+                # runs them): taken up from this worker's pending ones.
+                self._owe_take_up = self._owe_take_up or isinstance(exc, RedisNotDurable)
                 await trio.sleep(pause)
                 continue
             backoff.reset()

@@ -8,11 +8,12 @@ import trio
 
 from shardsched.store.redis.blocking import BlockingPop, blocking_pop
 from shardsched.store.redis.cluster import CLUSTER_SCHEMES, ClusterRedis, parse_cluster_url
-from shardsched.store.redis.connection import Connection, Redis, RedisURL
+from shardsched.store.redis.connection import Connection, Durable, Redis, RedisURL
 from shardsched.store.redis.errors import (
     RedisBusyError,
     RedisConnectionError,
     RedisError,
+    RedisNotDurable,
     ReplyError,
 )
 from shardsched.store.redis.sentinel import SENTINEL_SCHEMES, SentinelRedis, SentinelURL
@@ -41,6 +42,14 @@ async def follow_primary(
         task_status.started()
 
 
+def use_durability(redis: Any, dep: Any) -> None:
+    """Put the deployment's durable mode (``dep.durable``, store/deployment.py) on a client."""
+    d = dep.durable
+    redis.set_durability(
+        None if d is None else Durable(d.replicas, d.timeout_ms, dep.globals.durable_channel)
+    )
+
+
 def check_url(url: str) -> None:
     """Raise ValueError for a URL neither client takes."""
     if url.startswith(CLUSTER_SCHEMES):
@@ -61,10 +70,12 @@ __all__ = [
     "BlockingPop",
     "ClusterRedis",
     "Connection",
+    "Durable",
     "Redis",
     "RedisBusyError",
     "RedisConnectionError",
     "RedisError",
+    "RedisNotDurable",
     "RedisURL",
     "ReplyError",
     "SentinelRedis",
@@ -72,4 +83,5 @@ __all__ = [
     "check_url",
     "connect",
     "follow_primary",
+    "use_durability",
 ]

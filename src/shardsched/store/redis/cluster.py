@@ -23,6 +23,7 @@ from shardsched.store.redis.connection import (
     Command,
     Commands,
     Connection,
+    Durable,
     Redis,
     RedisURL,
     _raise_errors,
@@ -100,6 +101,7 @@ class ClusterRedis(Commands):
         self._stale = True
         self._refresh_lock = trio.Lock()
         self._closed = False
+        self._durable: Durable | None = None
 
     def _pool(self, addr: tuple[str, int]) -> Redis:
         pool = self._pools.get(addr)
@@ -110,7 +112,14 @@ class ClusterRedis(Commands):
                 connect_timeout=self._timeout,
                 retry_for=min(self._retry_for, 2.0),
             )
+            pool.set_durability(self._durable)
         return pool
+
+    def set_durability(self, durable: Durable | None) -> None:
+        """Each master's share of a call waits for that master's replicas."""
+        self._durable = durable
+        for pool in self._pools.values():
+            pool.set_durability(durable)
 
     async def _refresh(self) -> None:
         """Read the slot map from the first node that answers (known masters, then seeds)."""

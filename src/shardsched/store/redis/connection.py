@@ -22,6 +22,7 @@ import trio
 from shardsched.store.redis.errors import (
     RedisConnectError,
     RedisConnectionError,
+    RedisNotDurable,
     RedisRefusedError,
     refusal,
     reply_error,
@@ -210,6 +211,40 @@ class Connection:
             await raw.aclose()
 
 
+#: Commands that write nothing: a round trip of these alone does not wait for replicas
+#: in the durable mode (what it reads may yet be lost in a failover; a read does not
+#: acknowledge anything). Every script counts as a write.
+READ_ONLY = frozenset(
+    b"GET MGET STRLEN EXISTS TTL PTTL TYPE HGET HMGET HGETALL HLEN HEXISTS HKEYS HSCAN"
+    b" ZRANGE ZREVRANGE ZRANGEBYSCORE ZREVRANGEBYSCORE ZSCORE ZMSCORE ZCARD ZCOUNT ZRANK"
+    b" LRANGE LLEN LINDEX SMEMBERS SCARD SISMEMBER SMISMEMBER SSCAN SCAN GETRANGE"
+    b" XRANGE XREVRANGE XLEN XPENDING XINFO TIME PING INFO ROLE".split()
+)
+
+
+def writes(commands: Sequence[Command]) -> bool:
+    """Whether a round trip may write (anything but :data:`READ_ONLY` commands)."""
+    for command in commands:
+        name = command[0]
+        raw = name if isinstance(name, bytes) else str(name).encode()
+        if raw.upper() not in READ_ONLY:
+            return True
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class Durable:
+    """The durable mode on a client: the commands that end each round trip."""
+
+    replicas: int
+    timeout_ms: int
+    channel: str  #: PUBLISHed to (nobody listens): every write before it is then counted
+
+    @property
+    def commands(self) -> tuple[Command, Command]:
+        return (("PUBLISH", self.channel, ""), ("WAIT", self.replicas, self.timeout_ms))
+
+
 class Commands:
     """What the service calls, over one ``replies`` (one server's, or a cluster's routed
     one): pipelines, single commands, Lua scripts by SHA, the server's clock."""
@@ -273,6 +308,10 @@ class Commands:
         """Which Redis this client uses, for ``/readyz`` and the log."""
         raise NotImplementedError
 
+    def set_durability(self, durable: Durable | None) -> None:
+        """Turn the durable mode on (or off, None) for every call from now on."""
+        raise NotImplementedError
+
 
 class Redis(Commands):
     """A bounded pool of :class:`Connection` with reconnect-and-backoff.
@@ -299,6 +338,7 @@ class Redis(Commands):
         self._connect_timeout = connect_timeout
         self._retry_for = retry_for
         self._closed = False
+        self.durability: Durable | None = None  #: set_durability
 
     async def _connect(self) -> Connection:
         deadline = trio.current_time() + self._retry_for
@@ -317,10 +357,22 @@ class Redis(Commands):
             await trio.sleep(delay)
             delay = min(delay * 2, 2.0)
 
+    def set_durability(self, durable: Durable | None) -> None:
+        self.durability = durable
+
     async def replies(self, commands: Sequence[Command]) -> list[Any]:
-        """Run commands in one round trip; error replies come back in place as values."""
+        """Run commands in one round trip; error replies come back in place as values.
+        In the durable mode a round trip that may write ends with ``PUBLISH`` and
+        ``WAIT`` (every write the primary made before it on the replicas), and too few
+        replicas raise RedisNotDurable: the commands ran, but a failover may lose what
+        they wrote."""
         if self._closed:
             raise RedisConnectionError("client is closed")
+        durable = self.durability
+        if durable is not None and writes(commands):
+            commands = [*commands, *durable.commands]
+        else:
+            durable = None
         async with self._limit:
             conn = self._idle.pop() if self._idle else await self._connect()
             try:
@@ -337,6 +389,14 @@ class Redis(Commands):
                     await conn.aclose()
                 else:
                     self._idle.append(conn)
+        if durable is not None:
+            acked = replies[-1]
+            del replies[-2:]
+            if not isinstance(acked, int) or acked < durable.replicas:
+                raise RedisNotDurable(
+                    f"{acked} of {durable.replicas} replicas acknowledged within"
+                    f" {durable.timeout_ms} ms: what this call wrote may be lost in a failover"
+                )
         return replies
 
     async def subscribe(self, *channels: str) -> AsyncIterator[bytes | None]:

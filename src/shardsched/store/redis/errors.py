@@ -24,6 +24,12 @@ class RedisConnectionError(RedisError):
     """Raised when the connection to Redis is lost or cannot be made in time."""
 
 
+class RedisNotDurable(RedisConnectionError):
+    """Raised in the durable mode when fewer replicas than asked acknowledged a call's
+    writes in time: it ran on the primary, but a failover may lose it. As for a lost
+    connection, the caller sends it again (every script is idempotent) or gives up."""
+
+
 class RedisConnectError(RedisConnectionError):
     """Raised when no connection could be made: nothing was sent, so a retry elsewhere is
     safe."""

@@ -33,8 +33,20 @@ from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 import hiredis
 import trio
 
-from shardsched.store.redis.connection import Command, Commands, Connection, Redis, RedisURL
-from shardsched.store.redis.errors import RedisConnectError, RedisConnectionError, refusal
+from shardsched.store.redis.connection import (
+    Command,
+    Commands,
+    Connection,
+    Durable,
+    Redis,
+    RedisURL,
+)
+from shardsched.store.redis.errors import (
+    RedisConnectError,
+    RedisConnectionError,
+    RedisNotDurable,
+    refusal,
+)
 from shardsched.store.redis.tls import parse_options
 
 SENTINEL_SCHEMES = ("redis+sentinel://", "rediss+sentinel://")
@@ -123,6 +135,7 @@ class SentinelRedis(Commands):
         self._lock = trio.Lock()
         self._closed = False
         self._last_seen: tuple[str, int] | None = None
+        self._durable: Durable | None = None
         #: switches of primary seen so far (a test and the log count them)
         self.switches = 0
 
@@ -155,6 +168,11 @@ class SentinelRedis(Commands):
     async def url_of_key(self, key: str) -> RedisURL:
         return (await self.primary()).url
 
+    def set_durability(self, durable: Durable | None) -> None:
+        self._durable = durable
+        if self._pool is not None:
+            self._pool.set_durability(durable)
+
     async def forget(self, pool: Redis | None = None) -> bool:
         """Find the primary again before the next call (unless another call already did:
         ``pool`` is the one that failed); the old pool's connections close, its
@@ -175,6 +193,7 @@ class SentinelRedis(Commands):
             retry_for=0.3,  # a dead primary: ask the sentinels again soon
             log_failures=False,
         )
+        self._pool.set_durability(self._durable)
         if before is None:
             log.info("Redis primary of %r is %s:%d", self.spec.service, host, port)
         elif before != (host, port):
@@ -255,6 +274,8 @@ class SentinelRedis(Commands):
                 if trio.current_time() > deadline:
                     raise
                 continue
+            except RedisNotDurable:
+                raise  # the primary answered: it is its replicas that lag
             except RedisConnectionError:
                 await self.forget(pool)
                 raise
