@@ -25,6 +25,7 @@ from shardsched.store.drive import drive_async
 from shardsched.store.redis import Durable, RedisNotDurable, connect, use_durability
 from shardsched.worker.handlers import HandlerContext, handler
 from shardsched.worker.worker import Worker
+from waits import server_clock_passes
 
 pytestmark = pytest.mark.processes
 EXECUTED: list[str] = []  #: the jobs' own record: one entry per execution
@@ -93,11 +94,12 @@ async def test_a_worker_executes_nothing_the_replicas_do_not_have(
             os.kill(group.procs[replica].pid, signal.SIGSTOP)
             # a claim acknowledged just before the stop executes at once (inline); one in
             # flight is answered within the 300 ms WAIT
-            await trio.sleep(0.5)  # past the WAIT timeout of any claim sent before the stop
+            stopped_ms = await redis.time_ms()
+            await server_clock_passes(redis, stopped_ms + 500)  # past any such WAIT
             before = len(EXECUTED)
             # 2 s of ticks come due with the replica stopped: nothing may execute
             start = await redis.primary()
-            await trio.sleep(2)  # the outage itself: what runs during it is the point
+            await server_clock_passes(redis, stopped_ms + 2500)
             assert len(EXECUTED) == before, EXECUTED[before:]
             assert start is await redis.primary()
             os.kill(group.procs[replica].pid, signal.SIGCONT)

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import hiredis
 import trio
 
+from shardsched.store.redis.durable import Command, Durable, writes
 from shardsched.store.redis.errors import (
     RedisConnectError,
     RedisConnectionError,
@@ -27,42 +26,12 @@ from shardsched.store.redis.errors import (
     refusal,
     reply_error,
 )
-from shardsched.store.redis.tls import TlsOptions, client_context, parse_options
+from shardsched.store.redis.tls import client_context
+from shardsched.store.redis.url import RedisURL
 from shardsched.store.scripts import SCRIPTS
 
-Command = Sequence[str | bytes | int | float]
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class RedisURL:
-    host: str = "127.0.0.1"
-    port: int = 6379
-    username: str | None = None
-    password: str | None = None
-    db: int = 0
-    tls: TlsOptions | None = None  #: None: plain TCP
-
-    @classmethod
-    def parse(cls, url: str) -> RedisURL:
-        """Parse ``redis[s]://[user[:password]@]host[:port][/db][?tls options]``; raises
-        ValueError."""
-        parts = urlsplit(url)
-        if parts.scheme not in ("redis", "rediss"):
-            raise ValueError(f"unsupported Redis URL scheme {parts.scheme!r} in {url!r}")
-        if parts.query and parts.scheme != "rediss":
-            raise ValueError(f"URL options are TLS options: they want rediss://, in {url!r}")
-        db_text = parts.path.lstrip("/")
-        if db_text and not db_text.isdigit():
-            raise ValueError(f"the db of a Redis URL is a number, not {db_text!r}")
-        return cls(
-            host=parts.hostname or "127.0.0.1",
-            port=parts.port or 6379,
-            username=unquote(parts.username) if parts.username else None,
-            password=unquote(parts.password) if parts.password else None,
-            db=int(db_text) if db_text else 0,
-            tls=parse_options(parts.query) if parts.scheme == "rediss" else None,
-        )
+__all__ = ["Command", "Commands", "Connection", "Durable", "Redis", "RedisURL"]
 
 
 def _pack(command: Command) -> bytes:
@@ -209,40 +178,6 @@ class Connection:
         raw = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
         with trio.move_on_after(1, shield=True):
             await raw.aclose()
-
-
-#: Commands that write nothing: a round trip of these alone does not wait for replicas
-#: in the durable mode (what it reads may yet be lost in a failover; a read does not
-#: acknowledge anything). Every script counts as a write.
-READ_ONLY = frozenset(
-    b"GET MGET STRLEN EXISTS TTL PTTL TYPE HGET HMGET HGETALL HLEN HEXISTS HKEYS HSCAN"
-    b" ZRANGE ZREVRANGE ZRANGEBYSCORE ZREVRANGEBYSCORE ZSCORE ZMSCORE ZCARD ZCOUNT ZRANK"
-    b" LRANGE LLEN LINDEX SMEMBERS SCARD SISMEMBER SMISMEMBER SSCAN SCAN GETRANGE"
-    b" XRANGE XREVRANGE XLEN XPENDING XINFO TIME PING INFO ROLE".split()
-)
-
-
-def writes(commands: Sequence[Command]) -> bool:
-    """Whether a round trip may write (anything but :data:`READ_ONLY` commands)."""
-    for command in commands:
-        name = command[0]
-        raw = name if isinstance(name, bytes) else str(name).encode()
-        if raw.upper() not in READ_ONLY:
-            return True
-    return False
-
-
-@dataclass(frozen=True, slots=True)
-class Durable:
-    """The durable mode on a client: the commands that end each round trip."""
-
-    replicas: int
-    timeout_ms: int
-    channel: str  #: PUBLISHed to (nobody listens): every write before it is then counted
-
-    @property
-    def commands(self) -> tuple[Command, Command]:
-        return (("PUBLISH", self.channel, ""), ("WAIT", self.replicas, self.timeout_ms))
 
 
 class Commands:
