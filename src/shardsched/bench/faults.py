@@ -348,7 +348,14 @@ def format_table(verdicts: list[Verdict]) -> str:
     return "\n".join(rows)
 
 
-def run(args: argparse.Namespace) -> list[Verdict]:
+def run(args: argparse.Namespace) -> list[Any]:
+    if args.nemesis:
+        from shardsched.bench import nemesis
+
+        found = nemesis.main(args)
+        if not all(v.ok for v in found):
+            raise SystemExit(1)
+        return found
     names = args.scenario or list(SCENARIOS)
     verdicts = []
     for name in names:
@@ -370,4 +377,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--jobs", type=int, default=50)
     p.add_argument("--every", type=float, default=1.0, help="interval of every job (s)")
     p.add_argument("--json", default=None, metavar="FILE")
+    from shardsched.bench.nemesis import add_arguments
+
+    add_arguments(p)
     p.set_defaults(bench=run)

@@ -23,13 +23,13 @@ FAKETIME_LIBS = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1"))
 
 
 def read_record(record: Path) -> tuple[Counter[str], dict[str, list[int]]]:
-    """The record the jobs wrote themselves, lines of ``<run id> <start ms>`` in the files
-    of ``record``: how many times each run executed, and its starts."""
+    """The record the jobs wrote themselves, lines of ``<run id> <start ms>[ <execution
+    id>]`` in the files of ``record``: how many times each run executed, and its starts."""
     executions: Counter[str] = Counter()
     starts: dict[str, list[int]] = {}
     for path in record.iterdir():
         for line in path.read_text().splitlines():
-            rid, _, ms = line.partition(" ")
+            rid, ms, *_execution = line.split(" ")
             executions[rid] += 1
             starts.setdefault(rid, []).append(int(ms))
     return executions, starts
@@ -169,12 +169,14 @@ class Fleet:
             *("--redis", url or self.url, "--namespace", self.namespace, "--node-id", name),
             *(("--http", http) if http else ("--no-http",)),
             *("--lease-ttl", str(LEASE_TTL_S), "--renew-every", str(RENEW_EVERY_S)),
-            *("--log-level", "INFO"),
+            *("--log-level", "INFO", *self.node_args),
             env=env,
         )
 
     #: extra arguments of every worker (``--import`` of a bench's handler)
     worker_args: tuple[str, ...] = ()
+    #: extra arguments of every node (the nemesis's ``--durable-replicas``)
+    node_args: tuple[str, ...] = ()
     #: the environment of every process started (a bench handler's record directory)
     env: dict[str, str] = field(default_factory=dict)
     #: (name, seconds from SIGTERM to exit, exit code) of each graceful restart

@@ -10,11 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from functools import partial
+from typing import Any
 
 import hiredis
+import trio
 
 from shardsched.store.redis.connection import Commands, Connection, RedisURL
-from shardsched.store.redis.errors import reply_error
+from shardsched.store.redis.errors import RedisConnectionError, reply_error
+
+#: How long past its own timeout a BLPOP's answer is waited for.
+_GRACE_S = 2.0
 
 
 class BlockingPop:
@@ -27,9 +32,11 @@ class BlockingPop:
         keys: tuple[str, ...],
         locate: Callable[[], Awaitable[RedisURL]],
         connect_timeout: float = 5.0,
+        track: Callable[[Connection], None] = lambda conn: None,
     ) -> None:
         self.keys = keys
         self._locate = locate
+        self._track = track
         self._connect_timeout = connect_timeout
         self._conn: Connection | None = None
         #: connections opened so far: a new one means a reply may have been lost with the
@@ -44,8 +51,16 @@ class BlockingPop:
         if self._conn is None:
             url = await self._locate()
             self._conn = await Connection.open(url, self._connect_timeout, scripts=False)
+            self._track(self._conn)
             self.connects += 1
-        (reply,) = await self._conn.execute_many([("BLPOP", *self.keys, f"{timeout_s:g}")])
+        conn = self._conn
+        with trio.move_on_after(timeout_s + _GRACE_S):
+            (reply,) = await conn.execute_many([("BLPOP", *self.keys, f"{timeout_s:g}")])
+            return await self._answer(reply)
+        await self.aclose()  # a server that does not answer (stopped, cut off): locate again
+        raise RedisConnectionError(f"no answer to BLPOP within {timeout_s + _GRACE_S:g} s")
+
+    async def _answer(self, reply: Any) -> tuple[str, bytes] | None:
         if isinstance(reply, hiredis.ReplyError):
             await self.aclose()  # MOVED after a failover: locate again on the next pop
             raise reply_error(reply)
@@ -60,4 +75,4 @@ class BlockingPop:
 def blocking_pop(redis: Commands, *keys: str) -> BlockingPop:
     """A :class:`BlockingPop` of ``keys`` (one hash slot) on the server (the cluster node,
     the primary) holding them, asked again at each connect."""
-    return BlockingPop(keys, partial(redis.url_of_key, keys[0]))
+    return BlockingPop(keys, partial(redis.url_of_key, keys[0]), track=redis.track)

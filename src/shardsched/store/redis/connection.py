@@ -247,6 +247,10 @@ class Commands:
         """Turn the durable mode on (or off, None) for every call from now on."""
         raise NotImplementedError
 
+    def track(self, conn: Connection) -> None:
+        """A connection of its own a caller opened where :meth:`url_of_key` said (a
+        blocking pop): a client that moves to another server cuts it off then."""
+
 
 class Redis(Commands):
     """A bounded pool of :class:`Connection` with reconnect-and-backoff.
@@ -270,6 +274,7 @@ class Redis(Commands):
         self._limit = trio.Semaphore(size)
         self._idle: list[Connection] = []
         self._subscribed: set[Connection] = set()  #: closed with the pool
+        self._busy: set[Connection] = set()  #: in a call: cut off when the pool closes
         self._connect_timeout = connect_timeout
         self._retry_for = retry_for
         self._closed = False
@@ -310,6 +315,7 @@ class Redis(Commands):
             durable = None
         async with self._limit:
             conn = self._idle.pop() if self._idle else await self._connect()
+            self._busy.add(conn)
             try:
                 replies = await conn.execute_many(commands)
                 if any(isinstance(r, hiredis.ReplyError) and _demoted(r) for r in replies):
@@ -320,6 +326,7 @@ class Redis(Commands):
                     for other in idle:
                         await other.aclose()
             finally:
+                self._busy.discard(conn)
                 if conn.broken or self._closed:
                     await conn.aclose()
                 else:
@@ -379,11 +386,12 @@ class Redis(Commands):
         return f"{self.url.host}:{self.url.port}"
 
     async def aclose(self) -> None:
-        """Close every idle connection and every subscription; a call in flight closes its
-        connection when it returns."""
+        """Close every idle connection; cut off every subscription and every call in
+        flight (they fail as a lost connection: a primary given up on, stopped or cut
+        off, must not hold its callers until it answers)."""
         self._closed = True
         idle, self._idle = self._idle, []
         for conn in idle:
             await conn.aclose()
-        for conn in list(self._subscribed):
+        for conn in [*self._subscribed, *self._busy]:
             await conn.abort()

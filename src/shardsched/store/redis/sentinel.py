@@ -25,6 +25,7 @@ for done.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -136,6 +137,7 @@ class SentinelRedis(Commands):
         self._closed = False
         self._last_seen: tuple[str, int] | None = None
         self._durable: Durable | None = None
+        self._tracked: weakref.WeakSet[Connection] = weakref.WeakSet()
         #: switches of primary seen so far (a test and the log count them)
         self.switches = 0
 
@@ -180,9 +182,15 @@ class SentinelRedis(Commands):
         if pool is None or pool is self._pool:
             old, self._pool = self._pool, None
             if old is not None:
+                tracked, self._tracked = list(self._tracked), weakref.WeakSet()
+                for conn in tracked:  # blocking pops on the old primary: they look again
+                    await conn.abort()
                 await old.aclose()
                 return True
         return False
+
+    def track(self, conn: Connection) -> None:
+        self._tracked.add(conn)
 
     def _adopt(self, host: str, port: int) -> None:
         before, self._last_seen = self._last_seen, (host, port)
