@@ -16,6 +16,7 @@ Traffic stays on the bridge: a private /24 that nothing routes anywhere.
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 from dataclasses import dataclass, field
 
@@ -42,7 +43,7 @@ def available() -> bool:
 @dataclass
 class HaNet:
     servers: int = 3
-    tag: str = field(default_factory=lambda: f"{os.getpid() % 0xFFFF:04x}")
+    tag: str = field(default_factory=lambda: secrets.token_hex(2))
     made: list[str] = field(default_factory=list)  #: namespaces made, to remove
     cuts: dict[int, list[str]] = field(default_factory=dict)  #: server -> blackholed IPs
 
@@ -97,7 +98,8 @@ class HaNet:
             _ip("-n", self.server_ns(server), "route", "del", "blackhole", f"{address}/32")
 
     def down(self) -> None:
-        for ns in self.made:
+        for n, ns in enumerate(self.made):
+            subprocess.run(["ip", "link", "del", f"ssv{self.tag}{n}"], capture_output=True)
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
         self.made.clear()
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, check=False)

@@ -83,6 +83,13 @@ class HaRedis:
             time.sleep(0.2)  # sentinels meet through hello messages every 2 s: polled
 
     def _settled(self) -> bool:
+        primary = self.server(0)
+        for i in range(1, self.net.servers):  # each replica's first sync done
+            if self.server(i).info("replication").get("master_link_status") != "up":
+                return False
+        primary.publish("nemesis", "")
+        if primary.wait(self.net.servers - 1, 200) < self.net.servers - 1:
+            return False
         for port in SENTINEL_PORTS:
             try:
                 info = self.sentinel(port).sentinel_master(SERVICE)

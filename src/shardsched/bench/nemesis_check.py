@@ -163,9 +163,10 @@ def check(
             minute[tick] = max(minute[tick], (first - tick) / 1000)
     starts = sorted(s for rid, runs in by_run.items() for s, _ in runs)
     outages = []
-    for e in events:
+    for n, e in enumerate(events):
         if e.kind.startswith("primary"):
-            inside = [s for s in starts if e.began_ms - 1000 <= s <= e.ended_ms + 30_000]
+            until = min([e.ended_ms + 30_000, *(x.began_ms for x in events[n + 1 : n + 2])])
+            inside = [s for s in starts if e.began_ms - 1000 <= s <= until]
             gap = max((b - a for a, b in itertools.pairwise(inside)), default=0)
             outages.append({"kind": e.kind, "note": e.note, "gap_s": gap / 1000})
     pct = (lambda p: lags[min(len(lags) - 1, int(len(lags) * p))]) if lags else (lambda p: 0.0)
