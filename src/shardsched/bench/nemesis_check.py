@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shardsched.core.ids import parse_run_id
 from shardsched.core.models import IntervalSchedule, JobSpec
 from shardsched.ops.history import audit
 from shardsched.sdk import Client
@@ -135,7 +136,7 @@ def check(
     by_tick: dict[tuple[str, int], set[str]] = defaultdict(set)
     by_run: dict[str, list[tuple[int, str]]] = defaultdict(list)
     for rid, start, exec_id in executions:
-        job, tick_text, _attempt = rid.rsplit(":", 2)
+        job, tick_text, _attempt = parse_run_id(rid)
         if tick_text.isdigit() and lo <= int(tick_text) <= hi:
             by_tick[(job, int(tick_text))].add(rid)
             by_run[rid].append((start, exec_id))
