@@ -19,7 +19,8 @@ def redis_flags(p: argparse.ArgumentParser, required: bool = True) -> None:
         default=env,
         required=required and env is None,
         metavar="URL",
-        help="redis:// or rediss://[user@]host:port[/db] (or SHARDSCHED_REDIS_URL); give "
+        help="redis:// or rediss://[user@]host:port[/db], redis+cluster://host:port[,…], or"
+        " redis+sentinel://host:port[,…]/service (or SHARDSCHED_REDIS_URL); give "
         "the password in SHARDSCHED_REDIS_PASSWORD or --redis-password-file, not here, "
         "where ps shows it",
     )

@@ -55,10 +55,12 @@ def blocking(
 class Client:
     """A synchronous handle on one shardsched deployment (redis-py + hiredis).
 
-    ``redis_url`` is ``redis://…`` (``rediss://`` for TLS) for one server, or
+    ``redis_url`` is ``redis://…`` (``rediss://`` for TLS) for one server,
     ``redis+cluster://host:port[,…]`` (``rediss+cluster://``) for a Redis Cluster
     (redis-py's RedisCluster finds the nodes and owns the slot map; each batch goes to
-    every node its slots live on, one pipeline per node).
+    every node its slots live on, one pipeline per node), or
+    ``redis+sentinel://host:port[,…]/service`` for the primary the sentinels name
+    (redis-py's Sentinel finds it again after a failover).
 
     ``http://…`` or ``https://…`` (or no URL: the one the environment or the CLI's config
     profile names) makes an :class:`~shardsched.sdk.http.HttpClient` instead: the same
