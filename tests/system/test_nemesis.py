@@ -14,7 +14,6 @@ from shardsched.bench import ha_net
 from shardsched.bench.nemesis import run_nemesis, schedule
 
 
-
 def test_a_schedule_is_the_same_for_the_same_seed() -> None:
     a, b = schedule(5, 600), schedule(5, 600)
     assert [(e.at_s, e.kind, e.target) for e in a] == [(e.at_s, e.kind, e.target) for e in b]

@@ -42,7 +42,11 @@ HOLD_S = {
     "primary-kill-9": 6.0, "primary-sigstop": 6.0, "replica-kill-9": 5.0,
     "primary-partition": 10.0, "node-kill-9": 3.0, "node-sigstop": 6.0,
     "worker-kill-9": 3.0, "worker-sigstop": 4.0, "node-clock-jump": 15.0,
+    "primary-kill-at-00": 6.0,
 }  # fmt: skip
+#: Not in the default mix: the primary killed 2 s before a minute boundary, to measure what
+#: a failover costs the :00 burst (``--kinds primary-kill-at-00``).
+AT_BOUNDARY = "primary-kill-at-00"
 NAMESPACE = "nemesis"
 
 
@@ -85,9 +89,14 @@ class Nemesis:
         e.began_ms = time.time_ns() // 1_000_000
         kind, target = e.kind, e.target.split(" ")[0]
         if kind.startswith("primary"):
+            if kind == AT_BOUNDARY:  # until 2 s before the next minute
+                sec, usec = self.ha.server(self.ha.primary()).time()
+                now = int(sec) + int(usec) / 1e6
+                self._hold(Event(0, "", hold_s=(58 - now % 60) % 60))
+                e.began_ms = time.time_ns() // 1_000_000
             p = self.ha.primary()
             e.note = f"r{p}"
-            if kind == "primary-kill-9":
+            if kind in ("primary-kill-9", AT_BOUNDARY):
                 self.ha.kill(p)
                 self._hold(e)
                 self.ha.start_server(p, self._new_primary(p))
