@@ -336,3 +336,44 @@ async def test_a_redis_cluster_over_tls(tls_cluster: list[int], pki: Pki) -> Non
             assert client.get_job(created[0].job_id).name == "c0"
 
     await trio.to_thread.run_sync(sdk)
+
+
+async def test_sentinels_and_their_servers_over_tls_with_an_acl_user(tmp_path, pki: Pki) -> None:  # type: ignore[no-untyped-def]
+    """``rediss+sentinel://app:…@…/service?ssl_…``: sentinels and servers that speak only
+    TLS, an ACL user for the servers; the trio client, the SDK (redis-py's Sentinel) and a
+    CLI process find the primary, and the trio client follows a failover there."""
+    from shardsched.runtime.redis_server import stop_process
+    from shardsched.runtime.sentinel_group import ask_sentinel, start_sentinel_group
+
+    group = await start_sentinel_group(
+        tmp_path / "tls-ha", tls=(pki.node_cert, pki.node_key, pki.ca), user="app"
+    )
+    client = connect(group.url, size=2, retry_for=30)
+    try:
+        assert group.url.startswith("rediss+sentinel://app:")
+        await client.execute("SET", "k", "v")
+        assert (await client.execute("ACL", "WHOAMI")) == b"app"
+        old = group.primary_port
+        await ask_sentinel(group.sentinel_url(group.sentinel_ports[0]), "failover", "shardsched")
+        with trio.fail_after(30):
+            while client.url.port == old:
+                try:
+                    await client.execute("SET", "k", "w")
+                except RedisConnectionError:
+                    pass  # the sentinels had the old primary close its connections
+                await trio.sleep(0.1)  # a client's steady writes, until it moves
+        assert await client.execute("GET", "k") == b"w"
+        sdk = await trio.to_thread.run_sync(Client, group.url, "tls-ha")
+        try:
+            assert sdk.deployment.namespace == "tls-ha"
+        finally:
+            sdk.close()
+        done = await trio.run_process(
+            shardsched_cmd("status", "--redis", group.url, "--namespace", "tls-ha"),
+            capture_stdout=True, capture_stderr=True, check=False, env=child_env(),
+        )  # fmt: skip
+        assert b"Traceback" not in done.stderr, done.stderr.decode()
+    finally:
+        await client.aclose()
+        for proc in group.procs.values():
+            await stop_process(proc, grace=2)

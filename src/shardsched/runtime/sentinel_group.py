@@ -21,6 +21,7 @@ from shardsched.runtime.redis_server import free_port, redis_server_args, spawn,
 from shardsched.store.redis import Redis, RedisConnectionError, RedisError, ReplyError
 from shardsched.store.redis.connection import Connection, RedisURL
 from shardsched.store.redis.errors import RedisConnectError
+from shardsched.store.redis.tls import TlsOptions
 
 SERVICE = "shardsched"
 
@@ -37,19 +38,49 @@ class SentinelGroup:
     procs: dict[int, trio.Process] = field(default_factory=dict)
     down_after_ms: int = 1000
     extra_args: tuple[str, ...] = ()  #: more server settings (the tests' notifications)
+    #: TLS everywhere (no plain port): the servers' and sentinels' certificate, key and CA
+    #: (the certificate must name 127.0.0.1: the sentinels report servers by address)
+    tls: tuple[Path, Path, Path] | None = None
+    user: str = ""  #: an ACL user the clients use instead of the default one
+
+    @property
+    def _auth(self) -> str:
+        return f"{self.user}:{self.password}"
+
+    @property
+    def _options(self) -> str:
+        if self.tls is None:
+            return ""
+        cert, key, ca = self.tls
+        return f"?ssl_ca_certs={ca}&ssl_certfile={cert}&ssl_keyfile={key}"
 
     @property
     def url(self) -> str:
         sentinels = ",".join(f"127.0.0.1:{p}" for p in self.sentinel_ports)
-        return f"redis+sentinel://:{self.password}@{sentinels}/{SERVICE}"
+        scheme = "rediss+sentinel" if self.tls else "redis+sentinel"
+        return f"{scheme}://{self._auth}@{sentinels}/{SERVICE}{self._options}"
 
     def server_url(self, port: int) -> str:
-        return f"redis://:{self.password}@127.0.0.1:{port}/0"
+        scheme = "rediss" if self.tls else "redis"
+        return f"{scheme}://{self._auth}@127.0.0.1:{port}/0{self._options}"
+
+    def sentinel_url(self, port: int) -> RedisURL:
+        return RedisURL(port=port, tls=None if self.tls is None else TlsOptions(
+            str(self.tls[2]), str(self.tls[0]), str(self.tls[1])))  # fmt: skip
+
+    def _tls_settings(self, port: int) -> list[str]:
+        if self.tls is None:
+            return []
+        cert, key, ca = self.tls
+        return ["--port", "0", "--tls-port", str(port), "--tls-cert-file", str(cert),
+                "--tls-key-file", str(key), "--tls-ca-cert-file", str(ca),
+                "--tls-replication", "yes", "--tls-auth-clients", "optional"]  # fmt: skip
 
     def server_args(self, port: int, replica_of: int | None) -> list[str]:
         data_dir = self.root / str(port)
         data_dir.mkdir(parents=True, exist_ok=True)
         args = redis_server_args(port, data_dir, "always", config_file=self.root / "auth.conf")
+        args += self._tls_settings(port)
         if replica_of is not None:
             args += ["--replicaof", "127.0.0.1", str(replica_of)]
         return [*args, *self.extra_args]
@@ -66,29 +97,35 @@ class SentinelGroup:
                 f"port {port}\nbind 127.0.0.1\ndir {self.root}\n"
                 f"logfile {self.root / f'sentinel-{port}.log'}\n"
                 f"sentinel monitor {SERVICE} 127.0.0.1 {self.primary_port} 2\n"
-                f"sentinel auth-pass {SERVICE} {self.password}\n"
+                + (f"sentinel auth-user {SERVICE} {self.user}\n" if self.user else "")
+                + f"sentinel auth-pass {SERVICE} {self.password}\n"
                 f"sentinel down-after-milliseconds {SERVICE} {self.down_after_ms}\n"
                 f"sentinel failover-timeout {SERVICE} {max(4 * self.down_after_ms, 3000)}\n"
                 f"sentinel parallel-syncs {SERVICE} 1\n"
             )
             conf.chmod(0o600)
         binary = redis_server_args(port, self.root)[0]
-        self.procs[port] = await spawn([binary, str(conf), "--sentinel"], stdout=subprocess.DEVNULL)
+        args = [binary, str(conf), "--sentinel", *self._tls_settings(port)]
+        self.procs[port] = await spawn(args, stdout=subprocess.DEVNULL)
 
     async def primary(self) -> int:
         """The port the sentinels name primary now (asking the first that answers)."""
         for port in self.sentinel_ports:
             try:
-                reply = await ask_sentinel(port, "get-master-addr-by-name", SERVICE)
+                reply = await ask_sentinel(
+                    self.sentinel_url(port), "get-master-addr-by-name", SERVICE
+                )
             except RedisError:  # a stopped or dead sentinel: ask the next
                 continue
             return int(reply[1])
         raise RedisConnectError("no sentinel answers")
 
 
-async def ask_sentinel(port: int, *command: str) -> Any:
-    """``SENTINEL <command…>`` to the sentinel at ``port`` (half a second to connect)."""
-    conn = await Connection.open(RedisURL(port=port), 0.5, scripts=False)
+async def ask_sentinel(sentinel: int | RedisURL, *command: str) -> Any:
+    """``SENTINEL <command…>`` to the sentinel at a port of 127.0.0.1, or a URL (half a
+    second to connect)."""
+    url = RedisURL(port=sentinel) if isinstance(sentinel, int) else sentinel
+    conn = await Connection.open(url, 0.5, scripts=False)
     try:
         with trio.fail_after(2):
             (reply,) = await conn.execute_many([("SENTINEL", *command)])
@@ -105,13 +142,18 @@ async def start_sentinel_group(
     sentinels: int = 3,
     down_after_ms: int = 1000,
     extra_args: tuple[str, ...] = (),
+    tls: tuple[Path, Path, Path] | None = None,
+    user: str = "",
 ) -> SentinelGroup:
     """Start the servers and sentinels; returns once every replica is in sync and every
     sentinel knows them all."""
     root.mkdir(parents=True, exist_ok=True)
     password = secrets.token_urlsafe(18)
     auth = root / "auth.conf"
-    auth.write_text(f"requirepass {password}\nmasterauth {password}\n")
+    auth.write_text(
+        f"requirepass {password}\nmasterauth {password}\n"
+        + (f"masteruser {user}\nuser {user} on >{password} ~* &* +@all\n" if user else "")
+    )
     auth.chmod(0o600)
     group = SentinelGroup(
         root,
@@ -121,6 +163,8 @@ async def start_sentinel_group(
         [free_port() for _ in range(sentinels)],
         down_after_ms=down_after_ms,
         extra_args=extra_args,
+        tls=tls,
+        user=user,
     )
     await group.start_server(group.primary_port, None)
     await wait_for_redis(group.server_url(group.primary_port))
@@ -140,7 +184,7 @@ async def start_sentinel_group(
         for port in group.sentinel_ports:
             while True:
                 try:
-                    info = await ask_sentinel(port, "master", SERVICE)
+                    info = await ask_sentinel(group.sentinel_url(port), "master", SERVICE)
                 except RedisConnectionError:
                     info = [b"num-slaves", b"0", b"num-other-sentinels", b"0"]  # starting
                 fields = dict(zip(info[::2], info[1::2], strict=True))
