@@ -10,7 +10,8 @@ old primary goes on taking writes from the clients that still talk to it, until 
 heals and it is made a replica of the new one, dropping what it took.
 
 Needs root (``ip netns``, a bridge); everything it makes it removes (:meth:`HaNet.down`).
-Traffic stays on the bridge: a private /24 that nothing routes anywhere.
+Traffic stays on the bridge: a private /24 (one per run, 10.231.x) that nothing routes
+anywhere.
 """
 
 from __future__ import annotations
@@ -20,9 +21,7 @@ import secrets
 import subprocess
 from dataclasses import dataclass, field
 
-SUBNET = "10.231.7"
-HOST_IP = f"{SUBNET}.1"  #: the bridge's address: where nodes and workers come from
-SENTINEL_IP = f"{SUBNET}.21"
+SUBNET = "10.231"  #: each network its own /24 in it (by its tag): two runs never meet
 
 
 def _ip(*args: str) -> None:
@@ -48,6 +47,19 @@ class HaNet:
     cuts: dict[int, list[str]] = field(default_factory=dict)  #: server -> blackholed IPs
 
     @property
+    def subnet(self) -> str:
+        return f"{SUBNET}.{int(self.tag, 16) % 240 + 10}"
+
+    @property
+    def host_ip(self) -> str:
+        """The bridge's address: where the nodes and workers come from."""
+        return f"{self.subnet}.1"
+
+    @property
+    def sentinel_ip(self) -> str:
+        return f"{self.subnet}.21"
+
+    @property
     def bridge(self) -> str:
         return f"ssbr{self.tag}"
 
@@ -59,14 +71,14 @@ class HaNet:
         return f"ss{self.tag}st"
 
     def server_ip(self, i: int) -> str:
-        return f"{SUBNET}.{11 + i}"
+        return f"{self.subnet}.{11 + i}"
 
     def up(self) -> None:
         _ip("link", "add", self.bridge, "type", "bridge")
-        _ip("addr", "add", f"{HOST_IP}/24", "dev", self.bridge)
+        _ip("addr", "add", f"{self.host_ip}/24", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
         spots = [(self.server_ns(i), self.server_ip(i)) for i in range(self.servers)]
-        for n, (ns, address) in enumerate([*spots, (self.sentinel_ns, SENTINEL_IP)]):
+        for n, (ns, address) in enumerate([*spots, (self.sentinel_ns, self.sentinel_ip)]):
             _ip("netns", "add", ns)
             self.made.append(ns)
             outside, inside = f"ssv{self.tag}{n}", f"ssi{self.tag}{n}"
@@ -82,16 +94,13 @@ class HaNet:
         """The prefix that runs a command in namespace ``ns``."""
         return ["ip", "netns", "exec", ns]
 
-    def ip_of_port(self, port_index: int) -> str:
-        return self.server_ip(port_index)
-
     def cut(self, server: int) -> None:
         """Server ``server`` no longer reaches the other servers or the sentinels; the
         nodes and workers still reach it."""
         peers = [self.server_ip(i) for i in range(self.servers) if i != server]
-        for address in [*peers, SENTINEL_IP]:
+        for address in [*peers, self.sentinel_ip]:
             _ip("-n", self.server_ns(server), "route", "add", "blackhole", f"{address}/32")
-        self.cuts[server] = [*peers, SENTINEL_IP]
+        self.cuts[server] = [*peers, self.sentinel_ip]
 
     def heal(self, server: int) -> None:
         for address in self.cuts.pop(server, []):

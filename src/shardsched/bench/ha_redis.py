@@ -14,7 +14,7 @@ from typing import Any
 
 import redis as redis_py
 
-from shardsched.bench.ha_net import SENTINEL_IP, HaNet
+from shardsched.bench.ha_net import HaNet
 from shardsched.runtime.lifeline import child_env, lifeline
 from shardsched.runtime.redis_server import redis_server_args
 
@@ -33,7 +33,7 @@ class HaRedis:
 
     @property
     def url(self) -> str:
-        sentinels = ",".join(f"{SENTINEL_IP}:{p}" for p in SENTINEL_PORTS)
+        sentinels = ",".join(f"{self.net.sentinel_ip}:{p}" for p in SENTINEL_PORTS)
         return f"redis+sentinel://:{self.password}@{sentinels}/{SERVICE}"
 
     def _spawn(self, name: str, ns: str, args: list[str]) -> None:
@@ -66,7 +66,7 @@ class HaRedis:
         for port in SENTINEL_PORTS:
             conf = self.root / f"sentinel-{port}.conf"
             conf.write_text(
-                f"port {port}\nbind {SENTINEL_IP}\nprotected-mode no\ndir {self.root}\n"
+                f"port {port}\nbind {self.net.sentinel_ip}\nprotected-mode no\ndir {self.root}\n"
                 f"logfile {self.root / f'sentinel-{port}.log'}\n"
                 f"sentinel monitor {SERVICE} {self.net.server_ip(0)} {PORT} 2\n"
                 f"sentinel auth-pass {SERVICE} {self.password}\n"
@@ -100,7 +100,7 @@ class HaRedis:
         return True
 
     def sentinel(self, port: int) -> Any:
-        return redis_py.Redis(host=SENTINEL_IP, port=port, socket_timeout=2)
+        return redis_py.Redis(host=self.net.sentinel_ip, port=port, socket_timeout=2)
 
     def server(self, i: int, timeout: float = 30) -> Any:
         client = redis_py.Redis(
