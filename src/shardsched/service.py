@@ -68,9 +68,7 @@ async def open_redis(
             dep = await drive_async(ops.open_deployment(namespace, shards, archive, durable), redis)
             use_durability(redis, dep)
             if dep.durable is not None:
-                d = dep.durable
-                log.info("durable mode: every write waits for %d replica(s), up to %d ms",
-                         d.replicas, d.timeout_ms)  # fmt: skip
+                await _say_durability(redis, dep.durable)
             return redis, dep
         except (RedisError, RedisUnavailable) as exc:
             if not wait:
@@ -79,6 +77,24 @@ async def open_redis(
             pause = backoff.next()
             log.error("cannot use Redis at %s: %s; retrying in %.0f s", _safe(url), exc, pause)
             await trio.sleep(pause)
+
+
+async def _say_durability(redis: Redis, d: Durability) -> None:
+    """Log the durable mode, and loudly when the primary has fewer replicas than it waits
+    for (every write would then be answered "not durable")."""
+    log.info("durable mode: every write waits for %d replica(s), up to %d ms",
+             d.replicas, d.timeout_ms)  # fmt: skip
+    try:
+        info = await redis.execute("INFO", "replication")
+    except RedisError:
+        return
+    fields = dict(line.split(":", 1) for line in info.decode().splitlines() if ":" in line)
+    connected = int(fields.get("connected_slaves", "0"))
+    if connected < d.replicas:
+        log.warning(
+            "the durable mode waits for %d replica(s) but the primary has %d connected:"
+            " nothing will be acknowledged until there are enough", d.replicas, connected,
+        )  # fmt: skip
 
 
 def _safe(url: str) -> str:

@@ -113,3 +113,62 @@ async def test_a_worker_executes_nothing_the_replicas_do_not_have(
     finally:
         os.kill(group.procs[replica].pid, signal.SIGCONT)
         await redis.aclose()
+
+
+async def test_a_replica_is_named_for_what_it_is(group: SentinelGroup) -> None:
+    """Pointed at a replica (a name that still resolves to a demoted primary): a namespace
+    it has never seen is a clear refusal, not a TypeError; a durable write is READONLY,
+    not a garbled WAIT error."""
+    from shardsched.core.errors import RedisUnavailable
+    from shardsched.store.redis import Redis, RedisBusyError
+
+    (replica,) = group.replica_ports
+    client = Redis(group.server_url(replica), size=1)
+    try:
+        with pytest.raises(RedisUnavailable, match="refuses to make one.*a replica"):
+            await drive_async(ops.open_deployment("never-seen", None), client)
+        client.set_durability(Durable(1, 300, "t:durable"))
+        with pytest.raises(RedisBusyError, match="READONLY") as caught:
+            await client.execute("SET", "k", "v")
+        assert "of 1 replicas" not in str(caught.value)
+    finally:
+        await client.aclose()
+
+
+async def test_clients_in_the_durable_mode_with_the_replica_stopped(
+    group: SentinelGroup, namespace: str, nursery: trio.Nursery
+) -> None:
+    """Reads answer at once through the Redis SDK; a write through it raises Unreachable
+    (made, may be lost); the API answers 503 ``not_durable``, which the HTTP SDK raises as
+    Unreachable too."""
+    import httpx
+
+    from conftest import admin_token
+    from shardsched import Client
+    from shardsched.core.errors import Unreachable
+    from shardsched.router.app import create_app
+    from shardsched.service import serve_http
+
+    redis = connect(group.url, size=4, retry_for=10)
+    dep = await drive_async(ops.open_deployment(namespace, 4, None, Durability(1, 300)), redis)
+    use_durability(redis, dep)
+    binds = await nursery.start(serve_http, create_app(redis, dep), "127.0.0.1:0")
+    headers = {"authorization": f"Bearer {await admin_token(redis, dep)}"}
+    sdk = await trio.to_thread.run_sync(Client, group.url, namespace)
+    (replica,) = group.replica_ports
+    spec = JobSpec(name="x", schedule=IntervalSchedule(every_s=3600), command="true")
+    try:
+        os.kill(group.procs[replica].pid, signal.SIGSTOP)
+        with trio.fail_after(0.9):  # under the 300 ms WAIT it would otherwise wait, and more
+            await trio.to_thread.run_sync(sdk.list_jobs)
+        with pytest.raises(Unreachable, match="replicas acknowledged"):
+            await trio.to_thread.run_sync(sdk.add_job, spec)
+        async with httpx.AsyncClient(base_url=binds[0], headers=headers, timeout=10) as http:
+            resp = await http.post("/api/v1/jobs", json={"name": "y", "command": "true",
+                                   "schedule": {"type": "interval", "every_s": 3600}})  # fmt: skip
+            assert resp.status_code == 503 and resp.json()["error"]["code"] == "not_durable"
+            assert (await http.get("/api/v1/jobs")).status_code == 200  # reads still answer
+    finally:
+        os.kill(group.procs[replica].pid, signal.SIGCONT)
+        await trio.to_thread.run_sync(sdk.close)
+        await redis.aclose()

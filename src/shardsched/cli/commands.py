@@ -74,12 +74,15 @@ def _durability(args: argparse.Namespace) -> Any:
     from shardsched.store.deployment import Durability
 
     if args.durable_replicas is None:
+        if args.durable_timeout_ms is not None:
+            raise SystemExit("shardsched: node --durable-timeout-ms goes with --durable-replicas")
         return None
-    if not 0 <= args.durable_replicas <= 16 or not 10 <= args.durable_timeout_ms <= 60_000:
+    timeout_ms = 1000 if args.durable_timeout_ms is None else args.durable_timeout_ms
+    if not 0 <= args.durable_replicas <= 16 or not 10 <= timeout_ms <= 60_000:
         raise SystemExit(
             "shardsched: node --durable-replicas is 0 to 16, --durable-timeout-ms 10 to 60000"
         )
-    return Durability(args.durable_replicas, args.durable_timeout_ms)
+    return Durability(args.durable_replicas, timeout_ms)
 
 
 def router(args: argparse.Namespace) -> None:
@@ -123,7 +126,9 @@ def dev(args: argparse.Namespace) -> None:
         raise SystemExit(
             "shardsched: dev --sentinel starts its own Redis: not with --cluster or --redis"
         )
-    if not 1 <= args.replicas <= 5:
+    if args.replicas is not None and not args.sentinel:
+        raise SystemExit("shardsched: dev --replicas goes with --sentinel")
+    if args.replicas is not None and not 1 <= args.replicas <= 5:
         raise SystemExit("shardsched: dev --replicas is 1 to 5")
     dev_command.main(args, *retention_of(args, Path(args.data_dir) / "archive"))
 

@@ -101,7 +101,12 @@ def redis_url_with_password(url: str, password_file: str | None, from_argv: bool
     """The Redis URL with the password from ``password_file`` or SHARDSCHED_REDIS_PASSWORD
     put in (in this process's memory only). A password already in a URL given on the
     command line works, with a warning: every user of the machine can read argv."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        if parts.scheme in ("redis", "rediss"):  # one host: its port read for its ValueError
+            parts.port  # noqa: B018
+    except ValueError as exc:
+        raise SystemExit(f"shardsched: --redis: {exc}") from None
     password = None
     if password_file is not None:
         try:

@@ -68,9 +68,9 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     dev.add_argument(
         "--replicas",
         type=int,
-        default=1,
+        default=None,
         metavar="N",
-        help="with --sentinel: the primary's replicas (default %(default)s)",
+        help="with --sentinel: the primary's replicas (default 1)",
     )
     retention_flags(dev, dev=True)
     dev.set_defaults(execute=cmd.dev)
@@ -98,7 +98,7 @@ def build_parser(with_bench: bool = True) -> argparse.ArgumentParser:
     node.add_argument(
         "--durable-timeout-ms",
         type=int,
-        default=1000,
+        default=None,
         metavar="MS",
         help="with --durable-replicas: how long a call waits for them (default 1000)",
     )

@@ -157,7 +157,9 @@ async def run_dev(
                 elif redis_url is None and sentinel_replicas:
                     root = private_dir(data_dir).resolve() / "sentinel" / str(os.getpid())
                     with private_umask():
-                        group = await start_sentinel_group(root, sentinel_replicas, 3, 2000)
+                        group = await start_sentinel_group(
+                            root, sentinel_replicas, 3, 2000, sentinel_auth=True
+                        )
                     cluster_procs = list(group.procs.values())
                     redis_url = group.url
                     shown = (
@@ -282,7 +284,7 @@ def main(
             concurrency=args.concurrency,
             namespace=args.namespace,
             cluster=args.cluster,
-            sentinel_replicas=args.replicas if args.sentinel else 0,
+            sentinel_replicas=(args.replicas or 1) if args.sentinel else 0,
             queues=args.queues,
             policy=service.access_policy(
                 args.http,

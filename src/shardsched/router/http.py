@@ -27,7 +27,7 @@ from shardsched.core.validation import MAX_JSON_DEPTH, nests_deeper
 from shardsched.ops.pagination import Cursor, parse_cursor
 from shardsched.router.schemas import opt
 from shardsched.router.server import read_timeout_s
-from shardsched.store.redis import RedisConnectionError
+from shardsched.store.redis import RedisConnectionError, RedisNotDurable
 
 log = logging.getLogger(__name__)
 MAX_BODY = 1024 * 1024
@@ -254,6 +254,10 @@ def guard(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
         except ClientDisconnect:  # nobody is left to answer: not an error of ours
             log.debug("%s %s: the client went mid-request", request.method, request.url.path)
             return Response(status_code=400)
+        except RedisNotDurable as exc:
+            # The durable mode: the change was made, but the replicas do not have it yet
+            # (a failover may lose it). Read before writing again.
+            return error_response(ApiError(503, "not_durable", str(exc)))
         except (RedisConnectionError, RedisUnavailable) as exc:
             # Nothing was changed (or it will be replayed by the caller): come back later.
             return error_response(ApiError(503, "redis_unavailable", str(exc)))

@@ -42,6 +42,7 @@ class SentinelGroup:
     #: (the certificate must name 127.0.0.1: the sentinels report servers by address)
     tls: tuple[Path, Path, Path] | None = None
     user: str = ""  #: an ACL user the clients use instead of the default one
+    sentinel_auth: bool = False  #: the sentinels want the password too (``dev``'s do)
 
     @property
     def _auth(self) -> str:
@@ -49,24 +50,37 @@ class SentinelGroup:
 
     @property
     def _options(self) -> str:
-        if self.tls is None:
-            return ""
-        cert, key, ca = self.tls
-        return f"?ssl_ca_certs={ca}&ssl_certfile={cert}&ssl_keyfile={key}"
+        options = []
+        if self.tls is not None:
+            cert, key, ca = self.tls
+            options.append(f"ssl_ca_certs={ca}&ssl_certfile={cert}&ssl_keyfile={key}")
+        return "?" + "&".join(options) if options else ""
+
+    @property
+    def _sentinel_options(self) -> str:
+        extra = f"sentinel_password={self.password}" if self.sentinel_auth else ""
+        if not extra:
+            return self._options
+        return f"{self._options}&{extra}" if self._options else f"?{extra}"
 
     @property
     def url(self) -> str:
         sentinels = ",".join(f"127.0.0.1:{p}" for p in self.sentinel_ports)
         scheme = "rediss+sentinel" if self.tls else "redis+sentinel"
-        return f"{scheme}://{self._auth}@{sentinels}/{SERVICE}{self._options}"
+        return f"{scheme}://{self._auth}@{sentinels}/{SERVICE}{self._sentinel_options}"
 
     def server_url(self, port: int) -> str:
         scheme = "rediss" if self.tls else "redis"
         return f"{scheme}://{self._auth}@127.0.0.1:{port}/0{self._options}"
 
     def sentinel_url(self, port: int) -> RedisURL:
-        return RedisURL(port=port, tls=None if self.tls is None else TlsOptions(
-            str(self.tls[2]), str(self.tls[0]), str(self.tls[1])))  # fmt: skip
+        return RedisURL(
+            port=port,
+            password=self.password if self.sentinel_auth else None,
+            tls=None
+            if self.tls is None
+            else TlsOptions(str(self.tls[2]), str(self.tls[0]), str(self.tls[1])),
+        )
 
     def _tls_settings(self, port: int) -> list[str]:
         if self.tls is None:
@@ -102,6 +116,7 @@ class SentinelGroup:
                 f"sentinel down-after-milliseconds {SERVICE} {self.down_after_ms}\n"
                 f"sentinel failover-timeout {SERVICE} {max(4 * self.down_after_ms, 3000)}\n"
                 f"sentinel parallel-syncs {SERVICE} 1\n"
+                + (f"requirepass {self.password}\n" if self.sentinel_auth else "")
             )
             conf.chmod(0o600)
         binary = redis_server_args(port, self.root)[0]
@@ -144,6 +159,7 @@ async def start_sentinel_group(
     extra_args: tuple[str, ...] = (),
     tls: tuple[Path, Path, Path] | None = None,
     user: str = "",
+    sentinel_auth: bool = False,
 ) -> SentinelGroup:
     """Start the servers and sentinels; returns once every replica is in sync and every
     sentinel knows them all."""
@@ -165,6 +181,7 @@ async def start_sentinel_group(
         extra_args=extra_args,
         tls=tls,
         user=user,
+        sentinel_auth=sentinel_auth,
     )
     await group.start_server(group.primary_port, None)
     await wait_for_redis(group.server_url(group.primary_port))

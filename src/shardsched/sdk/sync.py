@@ -31,6 +31,7 @@ from shardsched.sdk.plans import (
 from shardsched.sdk.redis_calls import command, packed, refused, sentinel_client, tls_kwargs
 from shardsched.sdk.server_clock import ServerClock
 from shardsched.store.keys import DEFAULT_NAMESPACE
+from shardsched.store.redis.durable import writes
 from shardsched.store.scripts import SCRIPTS
 
 #: URLs the HTTP client takes (the rest are Redis URLs).
@@ -176,17 +177,21 @@ class Client:
         durable = None if dep is None else dep.durable
         for client, idx in groups.values():
             pipe = client.pipeline(transaction=False)
-            for i in idx:
-                pipe.execute_command(*command(calls[i]))
-            if dep is not None and durable is not None:  # as the trio client does
+            commands = [command(calls[i]) for i in idx]
+            for c in commands:
+                pipe.execute_command(*c)
+            wait = dep is not None and durable is not None and writes(commands)
+            if wait:  # as the trio client does (store/redis/durable.py)
+                assert dep is not None and durable is not None
                 pipe.execute_command("PUBLISH", dep.globals.durable_channel, "")
                 pipe.execute_command("WAIT", durable.replicas, durable.timeout_ms)
             out = pipe.execute(raise_on_error=False)
-            if durable is not None:
+            if wait:
+                assert durable is not None
                 acked = out.pop()
                 out.pop()
-                if not isinstance(acked, int) or acked < durable.replicas:
-                    raise redis_py.exceptions.ConnectionError(
+                if isinstance(acked, int) and acked < durable.replicas:
+                    raise Unreachable(
                         f"{acked} of {durable.replicas} replicas acknowledged within"
                         f" {durable.timeout_ms} ms (the durable mode): the call ran, but a"
                         " failover may lose it"

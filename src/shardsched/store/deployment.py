@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shardsched.core.errors import ConfigError
+from shardsched.core.errors import ConfigError, RedisUnavailable
 from shardsched.store import keys as k
 from shardsched.store.calls import Call, Op, check
 
@@ -85,6 +85,11 @@ def open_deployment(
         calls.append(Call(("HSET", meta, "durable", durable.code())))
     calls.append(Call(("HGET", meta, "durable")))
     replies = yield calls
+    if replies[1] is None:  # the HSETNX was refused: a replica, or a worker's ACL user
+        raise RedisUnavailable(
+            f"there is no deployment {namespace!r} here and this Redis refuses to make one"
+            f" ({str(replies[0]).split(chr(10))[0]}): a replica, or a user that may not write"
+        )
     stored = int(check(replies[1]))
     if n_shards is not None and stored != n_shards:
         raise ConfigError(

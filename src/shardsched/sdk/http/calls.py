@@ -130,6 +130,8 @@ def error_of(status: int, body: bytes) -> Exception:
     details = err.details if isinstance(err.details, dict) else {}
     if status == 422:
         return errors.ValidationError(err.message, details.get("field"))
+    if status == 503 and err.code == "not_durable":  # made, not yet on the replicas
+        return errors.Unreachable(err.message)
     if status == 503:
         return errors.RedisUnavailable(err.message)
     if status == 401:

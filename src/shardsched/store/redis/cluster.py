@@ -29,6 +29,7 @@ from shardsched.store.redis.connection import (
     _raise_errors,
 )
 from shardsched.store.redis.errors import RedisConnectError, RedisConnectionError, ReplyError
+from shardsched.store.redis.url import redacted
 
 SLOTS = 16384
 #: Commands whose first argument is not a key (sent to any node).
@@ -56,7 +57,7 @@ def parse_cluster_url(url: str) -> list[RedisURL]:
     :mod:`.tls`)."""
     scheme, sep, rest = url.partition("://")
     if scheme not in ("redis+cluster", "rediss+cluster") or not sep:
-        raise ValueError(f"not a redis+cluster:// URL: {url!r}")
+        raise ValueError(f"not a redis+cluster:// URL: {redacted(url)!r}")
     rest = rest.partition("?")[0]
     hosts = rest.rpartition("@")[2].split("/", 1)[0]
     seeds = []
@@ -65,7 +66,7 @@ def parse_cluster_url(url: str) -> list[RedisURL]:
             host, _, port = hostport.rpartition(":")
             seeds.append(RedisURL.parse(node_url(url, host, int(port or 6379))))
     if not seeds:
-        raise ValueError(f"no seed node in {url!r}")
+        raise ValueError(f"no seed node in {redacted(url)!r}")
     return seeds
 
 

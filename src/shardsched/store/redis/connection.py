@@ -19,10 +19,12 @@ import trio
 
 from shardsched.store.redis.durable import Command, Durable, writes
 from shardsched.store.redis.errors import (
+    RedisBusyError,
     RedisConnectError,
     RedisConnectionError,
     RedisNotDurable,
     RedisRefusedError,
+    demoted,
     refusal,
     reply_error,
 )
@@ -38,11 +40,6 @@ def _pack(command: Command) -> bytes:
     # hiredis's stub says Tuple[str | ...], a 1-tuple; it packs a tuple of any length.
     packed: bytes = hiredis.pack_command(tuple(command))  # type: ignore[arg-type]  # see above
     return packed
-
-
-def _demoted(reply: BaseException) -> bool:
-    """Whether an error reply says the server is a replica now (no longer the primary)."""
-    return str(reply).split(" ", 1)[0] == "READONLY"
 
 
 def _raise_errors(replies: list[Any]) -> list[Any]:
@@ -318,7 +315,7 @@ class Redis(Commands):
             self._busy.add(conn)
             try:
                 replies = await conn.execute_many(commands)
-                if any(isinstance(r, hiredis.ReplyError) and _demoted(r) for r in replies):
+                if any(isinstance(r, hiredis.ReplyError) and demoted(r) for r in replies):
                     # A demoted primary: behind a name that moves (a managed endpoint),
                     # connecting again resolves the name again and finds the new one.
                     conn.broken = True
@@ -334,6 +331,10 @@ class Redis(Commands):
         if durable is not None:
             acked = replies[-1]
             del replies[-2:]
+            if isinstance(acked, hiredis.ReplyError):  # a replica: its READONLY replies say so
+                if not any(isinstance(r, hiredis.ReplyError) for r in replies):
+                    raise RedisBusyError(f"READONLY {acked}")
+                return replies
             if not isinstance(acked, int) or acked < durable.replicas:
                 raise RedisNotDurable(
                     f"{acked} of {durable.replicas} replicas acknowledged within"

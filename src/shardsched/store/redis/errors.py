@@ -66,3 +66,10 @@ def refusal(host: str, port: int, reply: BaseException) -> RedisRefusedError:
 def reply_error(reply: BaseException) -> ReplyError:
     """Our exception for an error reply: :class:`RedisBusyError` when it passes."""
     return RedisBusyError(str(reply)) if is_transient_reply(str(reply)) else ReplyError(str(reply))
+
+
+def demoted(reply: BaseException) -> bool:
+    """Whether an error reply says the server is a replica now (no longer the primary):
+    READONLY, or the durable mode's WAIT refused by a replica."""
+    text = str(reply)
+    return text.split(" ", 1)[0] == "READONLY" or "WAIT cannot be used with replica" in text

@@ -25,6 +25,7 @@ for done.
 from __future__ import annotations
 
 import logging
+import re
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
@@ -49,11 +50,14 @@ from shardsched.store.redis.errors import (
     refusal,
 )
 from shardsched.store.redis.tls import parse_options
+from shardsched.store.redis.url import redacted
 
 SENTINEL_SCHEMES = ("redis+sentinel://", "rediss+sentinel://")
 #: Error replies that mean "this server is not (or not yet) the primary: find it again".
 _NOT_PRIMARY = frozenset({"READONLY", "LOADING", "MASTERDOWN"})
 _SENTINEL_OPTIONS = ("sentinel_username", "sentinel_password")
+_SERVICE = re.compile(r"[A-Za-z0-9._-]{1,200}")
+_HOST = re.compile(r"[A-Za-z0-9._-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]|[0-9A-Fa-f:.]{2,45}")
 log = logging.getLogger(__name__)
 
 
@@ -65,26 +69,46 @@ class SentinelURL:
 
     @classmethod
     def parse(cls, url: str) -> SentinelURL:
-        """Parse a ``redis[s]+sentinel://`` URL (module docstring); raises ValueError."""
+        """Parse a ``redis[s]+sentinel://`` URL (module docstring); raises ValueError,
+        saying what is wrong without the passwords."""
+        shown = redacted(url)
         scheme, sep, rest = url.partition("://")
         if scheme not in ("redis+sentinel", "rediss+sentinel") or not sep:
-            raise ValueError(f"not a redis+sentinel:// URL: {url!r}")
+            raise ValueError(f"not a redis+sentinel:// URL: {shown!r}")
+        if any(c.isspace() or not c.isprintable() for c in url):
+            raise ValueError(f"a space or control character in {shown!r}")
         rest, _, query = rest.partition("?")
         auth, _, location = rest.rpartition("@")
         hosts, _, path = location.partition("/")
         service, _, db_text = path.partition("/")
+        service = unquote(service)
         if not service:
-            raise ValueError(f"a sentinel URL names its service: …/SERVICE, in {url!r}")
-        if db_text and not db_text.isdigit():
+            raise ValueError(f"a sentinel URL names its service: …/SERVICE, in {shown!r}")
+        if not _SERVICE.fullmatch(service):
+            raise ValueError(
+                f"a service name is letters, digits, '.', '_' and '-' (1 to 200), not"
+                f" {service!r}, in {shown!r}"
+            )
+        if db_text and not (db_text.isascii() and db_text.isdigit()):
             raise ValueError(f"the db of a Redis URL is a number, not {db_text!r}")
         given = parse_qs(query, keep_blank_values=True)
-        sentinel_auth = {k: given.pop(k)[-1] for k in _SENTINEL_OPTIONS if k in given}
+        for name, values in given.items():
+            if len(values) != 1:
+                raise ValueError(f"URL option {name} given {len(values)} times in {shown!r}")
+        sentinel_auth = {k: given.pop(k)[0] for k in _SENTINEL_OPTIONS if k in given}
+        for name, value in sentinel_auth.items():
+            if not value:
+                raise ValueError(f"URL option {name} is empty in {shown!r}")
         tls = None
         if scheme == "rediss+sentinel":
             tls = parse_options(urlencode(given, doseq=True))
         elif given:
+            unknown = sorted(set(given) - {"ssl_ca_certs", "ssl_certfile", "ssl_keyfile"})
             raise ValueError(
-                f"URL options are TLS options: they want rediss+sentinel://, in {url!r}"
+                f"unknown Redis URL option(s) {', '.join(unknown)} in {shown!r}"
+                if unknown
+                else f"URL options ssl_* are TLS options: they want rediss+sentinel://,"
+                f" in {shown!r}"
             )
         creds = urlsplit(f"redis://{auth}@x" if auth else "redis://x")  # as redis:// reads them
         server = RedisURL(
@@ -98,22 +122,26 @@ class SentinelURL:
             if not hostport:
                 continue
             host, colon, port = hostport.rpartition(":")
-            if not colon:
+            if not colon or (host.endswith("]") is False and ":" in host):
                 host, port = hostport, "26379"  # the sentinels' usual port
-            if not port.isdigit():
-                raise ValueError(f"a sentinel is HOST:PORT, not {hostport!r}, in {url!r}")
+            ok = port.isascii() and port.isdigit() and 0 < int(port) < 65536
+            ok = ok and bool(_HOST.fullmatch(host))
+            if not ok:
+                raise ValueError(
+                    f"a sentinel is HOST:PORT (a port 1 to 65535), not {hostport!r}, in {shown!r}"
+                )
             sentinels.append(
                 RedisURL(
                     host=host.strip("[]"),
                     port=int(port),
-                    username=sentinel_auth.get("sentinel_username") or None,
-                    password=sentinel_auth.get("sentinel_password") or None,
+                    username=sentinel_auth.get("sentinel_username"),
+                    password=sentinel_auth.get("sentinel_password"),
                     tls=tls,
                 )
             )
         if not sentinels:
-            raise ValueError(f"no sentinel in {url!r}")
-        return cls(tuple(sentinels), unquote(service), server)
+            raise ValueError(f"no sentinel in {shown!r}")
+        return cls(tuple(sentinels), service, server)
 
 
 class SentinelRedis(Commands):

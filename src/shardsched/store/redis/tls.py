@@ -29,7 +29,10 @@ def parse_options(query: str) -> TlsOptions:
     given = parse_qs(query, keep_blank_values=True, strict_parsing=bool(query))
     unknown = sorted(set(given) - set(_OPTIONS))
     if unknown:
-        raise ValueError(f"unknown Redis URL option(s) {', '.join(unknown)}: use {_OPTIONS}")
+        raise ValueError(
+            f"unknown Redis URL option(s) {', '.join(unknown)}: the options are"
+            f" {', '.join(_OPTIONS)}"
+        )
     for name, values in given.items():
         if len(values) != 1 or not values[0]:
             raise ValueError(f"Redis URL option {name} wants one file name")

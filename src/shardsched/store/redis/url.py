@@ -3,10 +3,20 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from shardsched.store.redis.tls import TlsOptions, parse_options
+
+_USERINFO_PASSWORD = re.compile(r"(//[^:/@]*:)[^@]*@")
+_QUERY_PASSWORD = re.compile(r"((?:^|[?&])sentinel_password=)[^&]*")
+
+
+def redacted(url: str) -> str:
+    """The URL with its passwords (the user info's, a ``sentinel_password``) as ``***``:
+    what an error message or a log may show."""
+    return _QUERY_PASSWORD.sub(r"\1***", _USERINFO_PASSWORD.sub(r"\1***@", url))
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,9 +34,14 @@ class RedisURL:
         ValueError."""
         parts = urlsplit(url)
         if parts.scheme not in ("redis", "rediss"):
-            raise ValueError(f"unsupported Redis URL scheme {parts.scheme!r} in {url!r}")
+            raise ValueError(
+                f"unsupported Redis URL scheme {parts.scheme!r} in {redacted(url)!r} (redis://,"
+                " rediss://, redis+cluster://, redis+sentinel://, all in lower case)"
+            )
         if parts.query and parts.scheme != "rediss":
-            raise ValueError(f"URL options are TLS options: they want rediss://, in {url!r}")
+            raise ValueError(
+                f"URL options are TLS options: they want rediss://, in {redacted(url)!r}"
+            )
         db_text = parts.path.lstrip("/")
         if db_text and not db_text.isdigit():
             raise ValueError(f"the db of a Redis URL is a number, not {db_text!r}")
