@@ -125,7 +125,7 @@ async def test_a_replica_is_named_for_what_it_is(group: SentinelGroup) -> None:
     (replica,) = group.replica_ports
     client = Redis(group.server_url(replica), size=1)
     try:
-        with pytest.raises(RedisUnavailable, match="refuses to make one.*a replica"):
+        with pytest.raises(RedisUnavailable, match=r"refuses to make one.*a replica"):
             await drive_async(ops.open_deployment("never-seen", None), client)
         client.set_durability(Durable(1, 300, "t:durable"))
         with pytest.raises(RedisBusyError, match="READONLY") as caught:

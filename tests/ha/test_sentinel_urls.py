@@ -13,20 +13,21 @@ from shardsched.store.redis import check_url
 from shardsched.store.redis.sentinel import SentinelURL
 
 SECRET = "s3cr3t-pw"
+WIDE = "".join(chr(0xFF10 + int(d)) for d in "26379")  #: full-width digits
 
 BAD = [
     ("redis+sentinel://127.0.0.1:26379", "names its service"),
     (f"redis+sentinel://:{SECRET}@127.0.0.1:abc/svc", "HOST:PORT"),
     (f"redis+sentinel://:{SECRET}@127.0.0.1:99999/svc", "1 to 65535"),
     (f"redis+sentinel://:{SECRET}@127.0.0.1:0/svc", "1 to 65535"),
-    (f"redis+sentinel://:{SECRET}@127.0.0.1:２６３７９/svc", "HOST:PORT"),
+    (f"redis+sentinel://:{SECRET}@127.0.0.1:{WIDE}/svc", "HOST:PORT"),
     (f"redis+sentinel://:{SECRET}@127.0.0.1:26379/svc?bogus=1", "unknown Redis URL option"),
     (f"redis+sentinel://:{SECRET}@127.0.0.1:26379/svc?ssl_ca_certs=x", r"rediss\+sentinel"),
     (f"rediss+sentinel://:{SECRET}@127.0.0.1:26379/svc?bogus=1", "unknown Redis URL option"),
     (
         f"redis+sentinel://127.0.0.1:26379/svc?sentinel_password={SECRET}&sentinel_password=x",
         "given 2 times",
-    ),  # fmt: skip
+    ),
     ("redis+sentinel://127.0.0.1:26379/svc?sentinel_password=", "is empty"),
     (f"redis+sentinel://:{SECRET}@127.0.0.1:26379/svc%20name", "service name"),
     (f"redis+sentinel://:{SECRET}@127.0.0.1:26379/svc%00x", "service name"),
@@ -85,7 +86,7 @@ def test_the_cli_says_what_is_wrong_and_hides_the_password(url: str) -> None:
         (
             ["node", "--redis", "redis://127.0.0.1:1/0", "--durable-timeout-ms", "500"],
             "goes with --durable-replicas",
-        ),  # fmt: skip
+        ),
         (["node", "--redis", "redis://127.0.0.1:1/0", "--durable-replicas", "99"], "0 to 16"),
     ],
 )
