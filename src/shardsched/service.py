@@ -95,6 +95,12 @@ async def _say_durability(redis: Redis, d: Durability) -> None:
             "the durable mode waits for %d replica(s) but the primary has %d connected:"
             " nothing will be acknowledged until there are enough", d.replicas, connected,
         )  # fmt: skip
+    elif connected > d.replicas:
+        log.warning(
+            "the durable mode waits for %d replica(s) of the %d connected: a failover that"
+            " promotes one that had not acknowledged loses what it had not (wait for every"
+            " replica that may be promoted: docs/operations.md)", d.replicas, connected,
+        )  # fmt: skip
 
 
 def _safe(url: str) -> str:
