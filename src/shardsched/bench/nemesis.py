@@ -224,10 +224,14 @@ def run_nemesis(
             client, ha, fleet, record, jobs, events,
             window=(max(start_ms, created_ms + 2000), horizon_ms), seed=seed, durable=durable,
         )  # fmt: skip
-    finally:
-        fleet.stop_all()
-        ha.stop_all()
-        net.down()
+    finally:  # each step even when the one before it is interrupted
+        try:
+            fleet.stop_all()
+        finally:
+            try:
+                ha.stop_all()
+            finally:
+                net.down()
 
 
 def main(args: argparse.Namespace) -> list[Verdict]:
