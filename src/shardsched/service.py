@@ -40,7 +40,7 @@ from shardsched.store.deployment import Durability
 from shardsched.store.drive import drive_async
 from shardsched.store.lua.runs import OutputQuota
 from shardsched.store.redis import Redis, RedisError, connect, follow_primary, use_durability
-from shardsched.store.redis_config import check_redis_config
+from shardsched.store.redis_config import check_redis_config, say_durability
 from shardsched.store.retention import RetentionDefaults
 from shardsched.worker.sandbox import CommandPolicy, Sandbox
 from shardsched.worker.worker import Worker
@@ -68,7 +68,7 @@ async def open_redis(
             dep = await drive_async(ops.open_deployment(namespace, shards, archive, durable), redis)
             use_durability(redis, dep)
             if dep.durable is not None:
-                await _say_durability(redis, dep.durable)
+                await say_durability(redis, dep.durable)
             return redis, dep
         except (RedisError, RedisUnavailable) as exc:
             if not wait:
@@ -77,30 +77,6 @@ async def open_redis(
             pause = backoff.next()
             log.error("cannot use Redis at %s: %s; retrying in %.0f s", _safe(url), exc, pause)
             await trio.sleep(pause)
-
-
-async def _say_durability(redis: Redis, d: Durability) -> None:
-    """Log the durable mode, and loudly when the primary has fewer replicas than it waits
-    for (every write would then be answered "not durable")."""
-    log.info("durable mode: every write waits for %d replica(s), up to %d ms",
-             d.replicas, d.timeout_ms)  # fmt: skip
-    try:
-        info = await redis.execute("INFO", "replication")
-    except RedisError:
-        return
-    fields = dict(line.split(":", 1) for line in info.decode().splitlines() if ":" in line)
-    connected = int(fields.get("connected_slaves", "0"))
-    if connected < d.replicas:
-        log.warning(
-            "the durable mode waits for %d replica(s) but the primary has %d connected:"
-            " nothing will be acknowledged until there are enough", d.replicas, connected,
-        )  # fmt: skip
-    elif connected > d.replicas:
-        log.warning(
-            "the durable mode waits for %d replica(s) of the %d connected: a failover that"
-            " promotes one that had not acknowledged loses what it had not (wait for every"
-            " replica that may be promoted: docs/operations.md)", d.replicas, connected,
-        )  # fmt: skip
 
 
 def _safe(url: str) -> str:
