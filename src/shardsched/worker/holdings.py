@@ -14,6 +14,7 @@ and every change of state is a method here that checks it is a legal one::
 from __future__ import annotations
 
 import enum
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -129,6 +130,9 @@ class Held:
 
 
 Key = tuple[str, int]
+#: How many settled runs a worker remembers (take-up reads answered late: the durable
+#: mode's WAIT can hold one for its timeout, while a batch of completions lands)
+SETTLED_KEPT = 50_000
 
 
 class Holdings:
@@ -145,6 +149,10 @@ class Holdings:
         #: told of each delivery that leaves (settled or stopped): its concurrency hold
         #: goes back (worker/limits.py)
         self.on_leave: Callable[[Claimed], None] = lambda claimed: None
+        #: runs whose completion Redis applied lately (bounded): a take-up whose read of
+        #: the pending runs was answered after one of them settled must not run it again
+        self._settled: deque[str] = deque(maxlen=SETTLED_KEPT)
+        self._settled_set: set[str] = set()
 
     # -- transitions ----------------------------------------------------------------
 
@@ -236,9 +244,14 @@ class Holdings:
             self.finished_added.set()
 
     def settle(self, key: Key) -> None:
-        """Redis applied its completion, or refused it as stale: it leaves."""
+        """Redis applied its completion, or refused it as stale: it leaves (remembered
+        among the lately settled)."""
         held = self._get(key, State.COMPLETING)
         del self._held[key]
+        if len(self._settled) == SETTLED_KEPT:
+            self._settled_set.discard(self._settled[0])
+        self._settled.append(key[0])
+        self._settled_set.add(key[0])
         self.on_leave(held.claimed)
 
     # -- views ----------------------------------------------------------------------
@@ -260,8 +273,9 @@ class Holdings:
         return [h for h in self._held.values() if h.state is State.RUNNING]
 
     def run_ids(self) -> set[str]:
-        """Every run held, whatever its state: a take-up must not start one again."""
-        return {run_id for run_id, _ in self._held}
+        """Every run held, whatever its state, and every run settled lately: a take-up
+        must not start one again."""
+        return {run_id for run_id, _ in self._held} | self._settled_set
 
     def leased(self) -> list[Claimed]:
         """Every delivery whose lease must be kept: running, or finished and its

@@ -26,6 +26,7 @@ from shardsched.runtime import tracing
 from shardsched.runtime.metrics import Metrics
 from shardsched.runtime.tracing import RunTracer
 from shardsched.store import ready
+from shardsched.store.calls import Call
 from shardsched.store.deployment import Deployment
 from shardsched.store.drive import call_script, redis_calls
 from shardsched.store.lua import runs as lua
@@ -84,6 +85,7 @@ class Worker:
         self.draining = trio.Event()
         self.free = concurrency
         self._owe_take_up = False  #: a claim ran but was not known durable (_claim_loop)
+        self._taking_up = trio.Lock()
         self._maybe_ready: set[int] = set()
         self._changed = trio.Event()
         self._idle = trio.Event()  #: set while a slot is free and no shard is known to have work
@@ -215,6 +217,10 @@ class Worker:
             lua.pending_runs(self.dep.shard(s), self.worker_id, queues=self.streams.all)
             for s in range(self.dep.n_shards)
         ]
+        async with self._taking_up:  # one at a time: two would both start a run
+            return await self._take_up(calls)
+
+    async def _take_up(self, calls: list[Call]) -> bool:
         try:
             replies = await redis_calls(self.redis, calls)
         except RedisError as exc:
