@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 import trio
-from sentinels import new_primary, sentinel_group
 
+from sentinels import new_primary, sentinel_group
 from shardsched.runtime.sentinel_group import SentinelGroup, ask_sentinel
 from shardsched.store.redis import RedisError, SentinelRedis, connect
 from shardsched.store.redis.connection import Redis
