@@ -7,7 +7,7 @@ exactly what Redis would send it. It knows nothing of shardsched: it reads RESP.
 
 A connection that subscribes (pub/sub pushes are not one reply a command) or blocks for
 MONITOR becomes a plain pipe from then on. Handshake commands (AUTH, HELLO, SELECT, and
-SCRIPT LOAD at connect) are never refused, so a process can always connect.
+FUNCTION LOAD at connect) are never refused, so a process can always connect.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ ERRORS = {
     "MASTERDOWN": b"-MASTERDOWN Link with MASTER is down and replica-serve-stale-data is "
     b"set to 'no'.\r\n",
 }
-HANDSHAKE = frozenset({b"AUTH", b"HELLO", b"SELECT", b"SCRIPT", b"CLIENT", b"QUIT"})
+HANDSHAKE = frozenset({b"AUTH", b"HELLO", b"SELECT", b"SCRIPT", b"FUNCTION", b"CLIENT", b"QUIT"})
 PIPE_AFTER = frozenset({b"SUBSCRIBE", b"PSUBSCRIBE", b"SSUBSCRIBE", b"MONITOR"})
 
 

@@ -174,7 +174,7 @@ def test_bulk_registration_with_a_batch_in_flight(own_redis_server) -> None:
         def flush_on_first(conn, op, calls):  # the scripts vanish while batch 2 is in flight
             asked["n"] += 1
             if asked["n"] == 1:
-                r.script_flush()
+                r.function_flush()
             return real(conn, op, calls)
 
         reload = client._load_scripts
@@ -187,7 +187,7 @@ def test_bulk_registration_with_a_batch_in_flight(own_redis_server) -> None:
         client._read_back, client._load_scripts = flush_on_first, counted
         created = client.add_jobs(specs, batch=10)
         client._read_back = real
-        assert reloads["n"] >= 1, "the batches after the flush were answered NOSCRIPT"
+        assert reloads["n"] >= 1, "the batches after the flush found no function"
         assert [c.job_id for c in created] == [c.job_id for c in created if c.next_run_at]
         assert len({c.job_id for c in created}) == 95
         listed = {j.job_id: j.name for j in client.list_jobs(limit=200).jobs}

@@ -262,13 +262,16 @@ async def test_a_worker_runs_everything_under_its_role_and_writes_nothing_else(
             ("EVAL", loop, "1", sk.run("x:1:1")),
             ("SCRIPT", "LOAD", loop),
             ("FUNCTION", "LOAD", "#!lua name=x\nredis.register_function('x', function() end)"),
-            ("FCALL", "x", "0"),
+            ("FUNCTION", "FLUSH"),
         ]
         for command in refused:
             with pytest.raises(ReplyError, match=DENIED):
                 await worker_redis.execute(*command)
-        node_sha = await node_redis.execute("SCRIPT", "LOAD", "return 1")
-        assert await worker_redis.execute("EVALSHA", node_sha, "0") == 1  # what a node loaded
+        lib = "#!lua name=ours\nredis.register_function('ours', function() return 1 end)"
+        await node_redis.execute("FUNCTION", "LOAD", lib)
+        assert await worker_redis.execute("FCALL", "ours", "0") == 1  # what a node loaded
+        with pytest.raises(ReplyError, match=DENIED):  # no longer: our scripts are functions
+            await worker_redis.execute("EVALSHA", "0" * 40, "0")
         assert await worker_redis.execute("HGET", g.tokens, "n:x") is None  # reads still go
         assert await drive_async(tokens.list_tokens(dep), worker_redis) is not None
     finally:
@@ -306,7 +309,7 @@ def test_every_shard_key_is_the_workers_or_the_nodes_alone() -> None:
 #: maxmemory-policy (CONFIG, answered NOPERM under the role: logged, not fatal), what
 #: `dev` and the tests send to a server they started themselves, and the ACL command.
 NOT_THE_NODES = {"config", "acl", "shutdown", "info", "client", "command", "flushall", "bgsave",
-                 "debug", "save", "lastsave", "monitor", "keys", "dbsize", "function",
+                 "debug", "save", "lastsave", "monitor", "keys", "dbsize",
                  "auth", "hello", "quit"}  # fmt: skip
 
 
@@ -328,6 +331,7 @@ def test_every_command_the_code_sends_is_in_the_node_role(redis_server: RedisSer
     known = {c.strip().lower() for c in listed.stdout.split()}
     assert {"zrevrange", "xtrim", "evalsha"} <= known
     known_pairs = {"xgroup|create", "xinfo|groups", "xinfo|stream", "script|load",
+                   "function|load", "function|kill", "function|flush",
                    "script|kill", "script|exists", "cluster|slots", "cluster|shards",
                    "cluster|info", "client|setname", "client|kill"}  # fmt: skip
     root = Path(__file__).resolve().parents[2]
@@ -360,12 +364,12 @@ def test_every_command_the_code_sends_is_in_the_node_role(redis_server: RedisSer
     assert not missing, missing
 
 
-async def test_a_worker_under_its_role_carries_on_after_a_script_flush(
+async def test_a_worker_under_its_role_carries_on_after_a_function_flush(
     users, own_redis_server
 ) -> None:
-    """The worker may not load scripts (no EVAL, no SCRIPT LOAD): after a SCRIPT FLUSH its
-    calls are refused until a node, meeting NOSCRIPT itself, loads them all again; then
-    runs go on, nothing lost."""
+    """The worker may not load functions (no FUNCTION LOAD, no EVAL): after a FUNCTION
+    FLUSH its calls are refused until a node, meeting the same, loads them all again;
+    then runs go on, nothing lost."""
     node_redis = Redis(users["node"], size=8)
     worker_redis = Redis(users["worker"], size=8)
     admin = redis_py.Redis(port=own_redis_server.port)
@@ -385,7 +389,7 @@ async def test_a_worker_under_its_role_carries_on_after_a_script_flush(
                 node_redis,
             )
             await wait_until(lambda: ran(first.job_id), timeout=20)
-            admin.execute_command("SCRIPT", "FLUSH")
+            admin.execute_command("FUNCTION", "FLUSH")
             after = await drive_async(
                 ops.create_job(dep, JobSpec(name="after", schedule=once, command="true")),
                 node_redis,

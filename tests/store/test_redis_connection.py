@@ -1,4 +1,4 @@
-"""The trio RESP client: pipelining, URL auth/db, cancellation safety, reconnects, NOSCRIPT."""
+"""The trio RESP client: pipelining, URL auth/db, cancellation, reconnects, FUNCTION FLUSH."""
 
 from __future__ import annotations
 
@@ -110,10 +110,10 @@ async def test_reconnects_after_redis_restart(own_redis_server: RedisServer) -> 
         await client.aclose()
 
 
-async def test_noscript_after_flush_is_reloaded(redis, namespace) -> None:
+async def test_a_function_lost_to_a_flush_is_loaded_again(redis, namespace) -> None:
     keys = (f"{namespace}:{{0}}:owner", f"{namespace}:{{0}}:epoch")
     assert (await redis.script("acquire_lease", keys, ("n1", 1000)))[0] == 1
-    await redis.execute("SCRIPT", "FLUSH")
+    await redis.execute("FUNCTION", "FLUSH")
     assert (await redis.script("acquire_lease", keys, ("n1", 1000)))[0] == 2
 
 

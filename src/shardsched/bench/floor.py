@@ -29,7 +29,7 @@ from shardsched.store.calls import Call
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import firing
 from shardsched.store.lua import runs as runs_lua
-from shardsched.store.scripts import SCRIPTS
+from shardsched.store.scripts import fcall
 
 BATCH = 500
 #: The floor's promote: due entries of one shard's sorted set to its stream.
@@ -70,7 +70,7 @@ def redis_cpu(r: redis_py.Redis) -> float:
 
 def run_call(r: redis_py.Redis, call: Call) -> Any:
     assert call.script is not None
-    return r.evalsha(SCRIPTS[call.script].sha, len(call.keys), *call.keys, *call.args)
+    return r.execute_command(*fcall(call.script, call.keys, call.args))
 
 
 def floor_keys(prefix: str, shard: int) -> tuple[str, str]:
@@ -164,29 +164,31 @@ def _seed(
     return tick, per_shard
 
 
-def fire_calls(dep: Deployment, tick: int, per_shard: dict[int, list[str]]) -> list[Call]:
-    """fire.lua over seeded jobs (:func:`_seed`), batches of 500, each fired at ``tick``."""
+def fire_calls(
+    dep: Deployment, tick: int, per_shard: dict[int, list[str]], batch: int = BATCH
+) -> list[Call]:
+    """fire.lua over seeded jobs (:func:`_seed`), ``batch`` a call, each fired at ``tick``."""
     fires = []
     for shard, jobs in per_shard.items():
-        for i in range(0, len(jobs), BATCH):
+        for i in range(0, len(jobs), batch):
             items = [
                 firing.plan(job, tick, tick, tick + 60_000, None, Overlap.ALLOW)  # as fire_floor
-                for job in jobs[i : i + BATCH]
+                for job in jobs[i : i + batch]
             ]
             fires.append(
                 firing.fire(
-                    dep.shard(shard), epoch=1, count=BATCH, lookahead_ms=0, missed=0, items=items
+                    dep.shard(shard), epoch=1, count=batch, lookahead_ms=0, missed=0, items=items
                 )
             )
     return fires
 
 
-def claim_calls(dep: Deployment, per_shard: dict[int, list[str]]) -> list[Call]:
-    """claim.lua for every fired run, 500 a call."""
+def claim_calls(dep: Deployment, per_shard: dict[int, list[str]], batch: int = BATCH) -> list[Call]:
+    """claim.lua for every fired run, ``batch`` a call."""
     return [
-        runs_lua.claim(dep.shard(shard), dep.globals, "floor-worker", BATCH)
+        runs_lua.claim(dep.shard(shard), dep.globals, "floor-worker", batch)
         for shard, jobs in per_shard.items()
-        for _ in range(0, len(jobs), BATCH)
+        for _ in range(0, len(jobs), batch)
     ]
 
 
@@ -238,7 +240,6 @@ def fire_floor(r: redis_py.Redis, deployment: Deployment, n: int, batch: int = B
     """The batched fire script alone: n fires, back to back, one client, on fresh keys."""
     dep = Deployment(deployment.namespace + "-floor", deployment.n_shards)
     tick, per_shard = _seed(r, dep, n, "floor")
-    sha = SCRIPTS["fire"].sha
     calls = []
     for shard, jobs in per_shard.items():
         sk = dep.shard(shard)
@@ -250,7 +251,7 @@ def fire_floor(r: redis_py.Redis, deployment: Deployment, n: int, batch: int = B
             calls.append((keys, (1, sk.base, batch, 0, 0, *items)))
     start = time.perf_counter()
     for keys, args in calls:
-        r.evalsha(sha, len(keys), *keys, *args)
+        r.execute_command(*fcall("fire", keys, args))
     return time.perf_counter() - start
 
 

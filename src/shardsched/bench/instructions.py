@@ -33,7 +33,7 @@ from shardsched.runtime.redis_server import free_port, redis_server_args
 from shardsched.store.calls import Call
 from shardsched.store.deployment import Deployment
 from shardsched.store.lua import runs as runs_lua
-from shardsched.store.scripts import SCRIPTS
+from shardsched.store.scripts import load_functions
 
 BATCH = 500
 PHASES = ("fire", "claim", "complete", "floor")
@@ -91,20 +91,21 @@ def _run(r: redis_py.Redis, calls: list[Call]) -> list[Any]:
     return [floor.run_call(r, call) for call in calls]
 
 
-def measure(n: int, shards: int) -> dict[str, Any]:
-    """Instructions per run of fire, claim and complete, and per entry of the floor."""
+def measure(n: int, shards: int, batch: int = BATCH) -> dict[str, Any]:
+    """Instructions per run of fire, claim and complete (``batch`` runs a call: 500 as in
+    a burst, 1 as in the steady state), and per entry of the floor (500 a call)."""
     with tempfile.TemporaryDirectory(prefix="shardsched-cg-") as tmp:
         server = Counted(Path(tmp))
         try:
             r = server.r
-            for script in SCRIPTS.values():
-                r.script_load(script.source)
+            for load in load_functions():
+                r.execute_command(*load)
             dep = Deployment("cg", shards)
             tick, per_shard = floor._seed(r, dep, n, "s", with_jobs=True)
             server.dump("setup")
-            _run(r, floor.fire_calls(dep, tick, per_shard))
+            _run(r, floor.fire_calls(dep, tick, per_shard, batch))
             server.dump("fire")
-            claimed = _run(r, floor.claim_calls(dep, per_shard))
+            claimed = _run(r, floor.claim_calls(dep, per_shard, batch))
             server.dump("claim")
             replies = _run(r, floor.complete_calls(dep, claimed))
             applied = sum(
@@ -131,6 +132,7 @@ def measure(n: int, shards: int) -> dict[str, Any]:
     return {
         "runs": n,
         "shards": shards,
+        "batch": batch,
         "instructions_per_run": {**per, "ledger": ledger},
         "ledger_over_floor": round(ledger / per["floor"], 2),
         "bare_ledgers": bare,
@@ -163,11 +165,11 @@ def _floor(server: Counted, r: redis_py.Redis, n: int, shards: int) -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     print(
-        f"instructions: {args.runs} runs under callgrind (a minute or so)…",
+        f"instructions: {args.runs} runs, {args.batch} a call, under callgrind (a minute or so)…",
         file=sys.stderr,
         flush=True,
     )
-    result = measure(args.runs, args.shards)
+    result = measure(args.runs, args.shards, args.batch)
     per = result["instructions_per_run"]
     print(
         f"instructions per run: fire {per['fire']:,}, claim {per['claim']:,}, complete"
@@ -234,6 +236,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--runs", type=int, default=3000)
     p.add_argument("--shards", type=int, default=16)
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=BATCH,
+        help="runs per fire and claim call (1: the steady state)",
+    )
     p.add_argument("--json", default=None, metavar="FILE")
     p.add_argument("--plot", default=None, metavar="PNG", help="stacked bars by script")
     p.add_argument(

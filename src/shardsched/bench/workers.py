@@ -165,7 +165,7 @@ def _split(cpu: dict[str, float]) -> dict[str, float]:
 
 def _commands(before: dict[str, Any], after: dict[str, Any], took: float) -> dict[str, Any]:
     """(calls/s, µs of Redis CPU/s) per command over a window, the costliest first. A
-    script's EVALSHA includes the commands it ran, which are listed on their own too."""
+    script's FCALL includes the commands it ran, which are listed on their own too."""
     out = {}
     for name, now in after.items():
         was = before.get(name, {"calls": 0, "usec": 0})

@@ -1,5 +1,5 @@
 """How the Redis client's calls become redis-py commands and its replies come back: a
-plan's :class:`~shardsched.store.calls.Call` as a command (a script by its SHA), packed
+plan's :class:`~shardsched.store.calls.Call` as a command (a script by its function), packed
 by hiredis, its refusals (BUSY, LOADING, NOPERM...) raised as RedisUnavailable, and the
 TLS options redis-py is given."""
 
@@ -14,7 +14,7 @@ import redis as redis_py
 from shardsched import ops
 from shardsched.core.errors import RedisUnavailable
 from shardsched.store.calls import refusal
-from shardsched.store.scripts import SCRIPTS
+from shardsched.store.scripts import fcall, load_functions, loaded_anyway
 
 
 def tls_kwargs(redis_url: str) -> dict[str, Any]:
@@ -68,11 +68,25 @@ def packed(calls: Sequence[ops.Call]) -> bytes:
 
 
 def command(call: ops.Call) -> tuple[Any, ...]:
-    """The Redis command of ``call`` (a script by its SHA)."""
+    """The Redis command of ``call`` (a script: FCALL of its function)."""
     if call.script is None:
         return call.args
-    sha = SCRIPTS[call.script].sha
-    return ("EVALSHA", sha, len(call.keys), *call.keys, *call.args)
+    return fcall(call.script, call.keys, call.args)
+
+
+def load_functions_on(client: redis_py.Redis) -> None:
+    """FUNCTION LOAD every library on one server. One already there, on a replica or on a
+    full server is loaded anyway (redis-py drops the READONLY and OOM words: told by the
+    exception's class); a user that may load none (NOPERM) loads none."""
+    pipe = client.pipeline(transaction=False)
+    for load in load_functions():
+        pipe.execute_command(*load)
+    kept = (redis_py.exceptions.ReadOnlyError, redis_py.exceptions.OutOfMemoryError)
+    for reply in pipe.execute(raise_on_error=False):
+        if isinstance(reply, redis_py.exceptions.NoPermissionError):
+            return
+        if isinstance(reply, Exception) and not (loaded_anyway(reply) or isinstance(reply, kept)):
+            raise reply
 
 
 def refused(calls: Sequence[ops.Call], replies: list[Any]) -> list[Any]:

@@ -28,11 +28,18 @@ from shardsched.sdk.plans import (
     schedules,
     ticks,
 )
-from shardsched.sdk.redis_calls import command, packed, refused, sentinel_client, tls_kwargs
+from shardsched.sdk.redis_calls import (
+    command,
+    load_functions_on,
+    packed,
+    refused,
+    sentinel_client,
+    tls_kwargs,
+)
 from shardsched.sdk.server_clock import ServerClock
 from shardsched.store.keys import DEFAULT_NAMESPACE
 from shardsched.store.redis.durable import writes
-from shardsched.store.scripts import SCRIPTS
+from shardsched.store.scripts import not_found
 
 #: URLs the HTTP client takes (the rest are Redis URLs).
 HTTP_SCHEMES = ("http://", "https://")
@@ -134,17 +141,11 @@ class Client:
         return clients
 
     def _load_scripts(self) -> None:
-        """Load every script up front; a user that may run none (the ``reader`` ACL role)
-        loads none, and a call that needs one is refused with NOPERM when it is made."""
+        """Load every script (its function) up front; a user that may run none (the
+        ``reader`` ACL role) loads none, and a call that needs one is refused with NOPERM
+        when it is made."""
         for client in self._node_clients():
-            pipe = client.pipeline(transaction=False)
-            for script in SCRIPTS.values():
-                pipe.execute_command("SCRIPT", "LOAD", script.source)
-            for reply in pipe.execute(raise_on_error=False):
-                if isinstance(reply, redis_py.exceptions.NoPermissionError):
-                    return
-                if isinstance(reply, Exception):
-                    raise reply
+            load_functions_on(client)
 
     def _client_for(self, call: ops.Call) -> redis_py.Redis:
         if self._cluster is None:
@@ -152,10 +153,7 @@ class Client:
             return self._redis
         from shardsched.store.redis.cluster import command_slot
 
-        args: tuple[Any, ...] = (
-            ("EVALSHA", "", len(call.keys), *call.keys) if call.script else call.args
-        )
-        slot = command_slot(args)
+        slot = command_slot(command(call))
         if slot is None:
             node = self._cluster.get_random_primary_node()
         else:
@@ -198,10 +196,11 @@ class Client:
                     )
             for i, reply in zip(idx, out, strict=True):
                 replies[i] = reply
+        missing = not_found(replies)
         redo = [
             i
             for i, r in enumerate(replies)
-            if isinstance(r, redis_py.exceptions.NoScriptError)
+            if i in missing
             or (
                 isinstance(r, redis_py.exceptions.ResponseError)
                 and str(r).startswith(("MOVED", "ASK"))
@@ -313,9 +312,8 @@ class Client:
                 replies.append(conn.read_response())
             except redis_py.exceptions.ResponseError as exc:  # an error reply, kept as one
                 replies.append(exc)
-        no_script = redis_py.exceptions.NoScriptError
-        redo = [i for i, r in enumerate(replies) if isinstance(r, no_script)]
-        if redo:  # a restarted server without our scripts: nothing ran, run them again
+        redo = not_found(replies)
+        if redo:  # a server without our functions (a new one, a flush): nothing ran
             self._load_scripts()
             for i, reply in zip(redo, self._execute([calls[i] for i in redo]), strict=True):
                 replies[i] = reply

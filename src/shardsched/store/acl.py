@@ -13,9 +13,9 @@ needs (:data:`WORKER_SHARD_KEYS`): never a token, the node registry, a shard's l
 a job's definition (:data:`NODE_SHARD_KEYS`).
 No role has any of FLUSHALL, FLUSHDB, CONFIG, KEYS, DEBUG, SHUTDOWN, MONITOR or ACL. Redis
 checks a user's permissions on every command a Lua script runs as well, so a script
-cannot step outside them either. A worker runs only the scripts a node loaded (EVALSHA,
-no EVAL or SCRIPT LOAD), so it brings no code of its own into Redis; which of ours it
-calls, ACLs cannot tell apart, within its commands and keys. The reader runs no script
+cannot step outside them either. A worker runs only the functions a node loaded (FCALL,
+no FUNCTION LOAD, EVAL or EVALSHA), so it brings no code of its own into Redis; which of
+ours it calls, ACLs cannot tell apart, within its commands and keys. The reader runs no script
 at all (no EVAL, EVALSHA or FCALL): a read-only role cannot make Redis busy.
 """
 
@@ -24,13 +24,15 @@ from __future__ import annotations
 #: Commands every role sends: the connection handshake, the server clock, (behind
 #: Sentinel) the primary's word that it is the primary, and the durable mode's WAIT.
 _BASE = ("ping", "time", "select", "role", "wait")
-#: Loading and running our scripts (EVAL: the fallback after a SCRIPT FLUSH). Not the
+#: Loading and running our scripts, each a Redis Function (store/functions.py). Not the
 #: reader's: a script can spin (a loop runs until the busy-reply threshold and past it,
 #: and every other client then gets BUSY), so a role that only reads runs none.
-_SCRIPTS = ("script|load", "script|exists", "evalsha", "eval")
-#: Running the scripts a node loaded, by SHA (after a SCRIPT FLUSH or a restart, a
-#: worker's call is refused until a node connects again and loads them: waited out).
-_RUN_LOADED = ("script|exists", "evalsha")
+_SCRIPTS = ("function|load", "fcall", "fcall_ro")
+#: Ending a runaway read-only script or function (shard/runaway.py).
+_KILL = ("script|kill", "function|kill")
+#: Running the functions a node loaded (after a FUNCTION FLUSH, a worker's call is
+#: refused until a node meets the same and loads them: waited out).
+_RUN_LOADED = ("fcall", "fcall_ro")
 #: Reads, by Python and inside scripts.
 _READS = (
     "exists", "get", "strlen", "pttl", "hget", "hmget", "hgetall", "hlen", "hexists",
@@ -52,12 +54,12 @@ _WRITES = (
 _CLUSTER = ("cluster|slots", "cluster|shards", "cluster|info", "asking")
 
 ROLES: dict[str, tuple[str, ...]] = {
-    # SCRIPT KILL: a node that finds Redis BUSY with a runaway read-only script ends it
-    # before its leases lapse (shard/manager.py).
+    # SCRIPT KILL, FUNCTION KILL: a node that finds Redis BUSY with a runaway read-only
+    # script or function ends it before its leases lapse (shard/runaway.py).
     # XTRIM: retention trims the event stream (lua/expire_history.lua).
-    "node": (*_BASE, *_SCRIPTS, "script|kill", "xtrim", *_READS, *_WRITES, *_CLUSTER),
-    # EVALSHA alone: the scripts a node loaded, never one of its own (no EVAL, no SCRIPT
-    # LOAD): a script that writes a key and then loops leaves Redis unkillable until
+    "node": (*_BASE, *_SCRIPTS, *_KILL, "xtrim", *_READS, *_WRITES, *_CLUSTER),
+    # FCALL alone: the functions a node loaded, never code of its own (no FUNCTION LOAD,
+    # no EVAL): a script that writes a key and then loops leaves Redis unkillable until
     # SHUTDOWN NOSAVE, so no role but the node's may run code it brought itself.
     "worker": (*_BASE, *_RUN_LOADED, *_READS, *_WRITES, *_CLUSTER),
     "reader": (*_BASE, *_READS, *_CLUSTER),

@@ -1,4 +1,8 @@
-"""The Lua script registry: every lua/*.lua, read once, called by SHA.
+"""The Lua script registry: every lua/*.lua, read once, each run as a Redis Function.
+
+A script's text is what EVAL would run (its helpers inlined: checked by luacheck, its
+header by the tests); what Redis is given is its library (store/functions.py): loaded
+with FUNCTION LOAD, called with FCALL by the library's name.
 
 The scripts ship inside the wheel as ``shardsched/lua``; in a source checkout (editable
 install) they are read from the top-level ``lua/`` folder.
@@ -9,17 +13,23 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import Any
+
+from shardsched.store.functions import library
 
 
 @dataclass(frozen=True, slots=True)
 class Script:
     name: str
-    source: bytes
+    source: bytes  #: the script as EVAL would run it
     sha: str
+    library: bytes  #: what FUNCTION LOAD takes (store/functions.py)
+    function: str  #: what FCALL calls: the library's one function
 
 
 _INCLUDE = re.compile(rb"^-- @include (\w+)$", re.MULTILINE)
@@ -106,10 +116,42 @@ def _load() -> dict[str, Script]:
     for name, source in _lua_files().items():
         if not source.startswith(b"#!lua"):
             raise RuntimeError(f"lua/{name}.lua must start with a #!lua shebang")
-        scripts[name] = Script(name, source, hashlib.sha1(source).hexdigest())
+        lib = library(name, source)
+        scripts[name] = Script(name, source, hashlib.sha1(source).hexdigest(), lib.code, lib.name)
     if not scripts:
         raise RuntimeError("no Lua scripts found: is the package installed with its lua/ data?")
     return scripts
 
 
 SCRIPTS: dict[str, Script] = _load()
+
+#: FCALL's error for a function the server does not have (redis-py drops the "ERR ").
+FUNCTION_NOT_FOUND = "Function not found"
+
+
+def fcall(name: str, keys: Sequence[Any], args: Sequence[Any]) -> tuple[Any, ...]:
+    """The command that runs the script ``name``."""
+    return ("FCALL", SCRIPTS[name].function, len(keys), *keys, *args)
+
+
+def not_found(replies: Sequence[Any]) -> list[int]:
+    """Which replies say the server lacks the function called (FUNCTION FLUSH, a server
+    never given them): they are loaded and those calls made again."""
+    return [
+        i
+        for i, r in enumerate(replies)
+        if isinstance(r, Exception) and str(r).removeprefix("ERR ").startswith(FUNCTION_NOT_FOUND)
+    ]
+
+
+def load_functions() -> list[tuple[str, str, bytes]]:
+    """The commands that give a server every library (FUNCTION LOAD, at connect)."""
+    return [("FUNCTION", "LOAD", s.library) for s in SCRIPTS.values()]
+
+
+def loaded_anyway(error: Exception) -> bool:
+    """Whether a FUNCTION LOAD's error leaves the library usable: it is there already (a
+    library's name is its text's hash), or the server is a replica (its primary's are
+    replicated to it) or full (they were loaded before it filled)."""
+    text = str(error)
+    return "already exists" in text or text.split(" ", 1)[0] in {"READONLY", "OOM"}

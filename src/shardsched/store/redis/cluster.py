@@ -33,7 +33,9 @@ from shardsched.store.redis.url import redacted
 
 SLOTS = 16384
 #: Commands whose first argument is not a key (sent to any node).
-_KEYLESS = {"TIME", "PUBLISH", "SUBSCRIBE", "CONFIG", "SCRIPT", "INFO", "CLUSTER", "PING"}
+_KEYLESS = {
+    "TIME", "PUBLISH", "SUBSCRIBE", "CONFIG", "SCRIPT", "FUNCTION", "INFO", "CLUSTER", "PING"
+}  # fmt: skip
 #: How long TRYAGAIN / CLUSTERDOWN (a failover or migration in progress) is waited out.
 _SETTLE_FOR_S = 10.0
 
@@ -76,7 +78,7 @@ def command_slot(command: Command) -> int | None:
     name = name.upper()
     if name in _KEYLESS:
         return None
-    if name in ("EVALSHA", "EVAL"):
+    if name in ("FCALL", "FCALL_RO"):
         if int(command[2]) == 0:
             return None
         key = command[3]
@@ -183,6 +185,11 @@ class ClusterRedis(Commands):
         if self._stale:
             await self._refresh()
         return self._node_of(key_slot(key.encode()))
+
+    async def load_functions(self, key: str | None) -> None:
+        """Every library on the master that holds ``key`` (each master has its own)."""
+        addr = await self.node_of_key(key) if key else self._node_of(None)
+        await self._pool(addr).load_functions(key)
 
     def _node_of(self, slot: int | None) -> tuple[str, int]:
         if slot is None:

@@ -30,7 +30,7 @@ from shardsched.store.redis.errors import (
 )
 from shardsched.store.redis.tls import client_context
 from shardsched.store.redis.url import RedisURL
-from shardsched.store.scripts import SCRIPTS
+from shardsched.store.scripts import fcall, load_functions, loaded_anyway, not_found
 
 log = logging.getLogger(__name__)
 __all__ = ["Command", "Commands", "Connection", "Durable", "Redis", "RedisURL"]
@@ -86,7 +86,7 @@ class Connection:
                     hello.append(auth or ("AUTH", url.password))
                 if url.db:
                     hello.append(("SELECT", url.db))
-                loads = [("SCRIPT", "LOAD", s.source) for s in SCRIPTS.values()] if scripts else []
+                loads = load_functions() if scripts else []
                 try:
                     # Authenticated first: Redis drops an unauthenticated client that sends
                     # a bulk over 16 KiB, and a script with its helpers can be that big.
@@ -99,8 +99,10 @@ class Connection:
                             if isinstance(reply, hiredis.ReplyError):
                                 if "LOADING" in str(reply):  # restarting: retried as usual
                                     raise RedisConnectError(f"Redis is loading: {reply}")
+                                if batch is loads and loaded_anyway(reply):
+                                    continue
                                 if batch is loads and str(reply).startswith("NOPERM"):
-                                    break  # a user that runs no script (the reader role)
+                                    break  # a user that loads nothing (a worker, a reader)
                                 raise refusal(url.host, url.port, reply)
                 except BaseException:
                     await conn.aclose()
@@ -179,7 +181,7 @@ class Connection:
 
 class Commands:
     """What the service calls, over one ``replies`` (one server's, or a cluster's routed
-    one): pipelines, single commands, Lua scripts by SHA, the server's clock."""
+    one): pipelines, single commands, our Lua scripts, the server's clock."""
 
     #: Whether a pipeline's commands run in the order given (one server: yes; a cluster
     #: runs each node's share apart, in parallel).
@@ -187,7 +189,7 @@ class Commands:
 
     async def replies(self, commands: Sequence[Command]) -> list[Any]:
         """Run commands in one round trip; error replies in place as values, for the
-        store's readers that act on them (NOSCRIPT; ``store/drive``)."""
+        store's readers that act on them (``store/drive``)."""
         raise NotImplementedError
 
     async def pipeline(self, commands: Sequence[Command]) -> list[Any]:
@@ -204,24 +206,24 @@ class Commands:
         calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]],
         then: Sequence[Command] = (),
     ) -> list[Any]:
-        """Run Lua scripts by SHA, then the commands ``then``, in one round trip; error
-        replies come back as values, the commands' after the scripts'. A NOSCRIPT
-        (someone ran SCRIPT FLUSH) is retried once with the source."""
-        commands: list[Command] = [
-            ("EVALSHA", SCRIPTS[name].sha, len(keys), *keys, *args) for name, keys, args in calls
-        ]
+        """Run our Lua scripts (FCALL), then the commands ``then``, in one round trip;
+        error replies as values. One the server lacks is loaded and called again."""
+        commands: list[Command] = [fcall(name, keys, args) for name, keys, args in calls]
         replies = await self.replies([*commands, *then])
-        missing = [
-            i
-            for i, r in enumerate(replies[: len(calls)])
-            if isinstance(r, hiredis.ReplyError) and str(r).startswith("NOSCRIPT")
-        ]
-        if missing:  # load them all again: a worker may not, and calls scripts nodes do not
-            await self.replies([("SCRIPT", "LOAD", s.source) for s in SCRIPTS.values()])
-            retry = [("EVAL", SCRIPTS[calls[i][0]].source, *commands[i][2:]) for i in missing]
-            for i, reply in zip(missing, await self.replies(retry), strict=True):
+        if missing := not_found(replies[: len(calls)]):
+            keys = calls[missing[0]][1]
+            await self.load_functions(keys[0] if keys else None)
+            again = await self.replies([commands[i] for i in missing])
+            for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
         return replies
+
+    async def load_functions(self, key: str | None) -> None:
+        """Every library on the server that holds ``key`` (a worker may load none)."""
+        for reply in await self.replies(load_functions()):
+            loaded = not isinstance(reply, hiredis.ReplyError) or loaded_anyway(reply)
+            if not loaded and not str(reply).startswith("NOPERM"):
+                raise reply_error(reply)
 
     async def script(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """Run one Lua script; raises ReplyError on an error reply."""
