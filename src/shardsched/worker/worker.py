@@ -26,9 +26,8 @@ from shardsched.runtime import tracing
 from shardsched.runtime.metrics import Metrics
 from shardsched.runtime.tracing import RunTracer
 from shardsched.store import ready
-from shardsched.store.calls import Call
 from shardsched.store.deployment import Deployment
-from shardsched.store.drive import call_script, redis_calls
+from shardsched.store.drive import call_script
 from shardsched.store.lua import runs as lua
 from shardsched.store.records import WorkerInfo
 from shardsched.store.redis import Redis, RedisError, RedisNotDurable, blocking_pop
@@ -45,6 +44,7 @@ from shardsched.worker.overruns import OverrunTracker
 from shardsched.worker.registration import Registration
 from shardsched.worker.sandbox import CommandPolicy, Sandbox
 from shardsched.worker.streams import Streams
+from shardsched.worker.take_up import take_up
 
 log = logging.getLogger(__name__)
 
@@ -211,31 +211,13 @@ class Worker:
 
     async def _take_up_pending(self) -> bool:
         """After a (re)connect, first take up runs delivered to this worker id and never
-        finished by it (a lost claim reply, a restart under the same id, a claim the
-        durable mode did not see on the replicas); whether it could look."""
-        calls = [
-            lua.pending_runs(self.dep.shard(s), self.worker_id, queues=self.streams.all)
-            for s in range(self.dep.n_shards)
-        ]
+        finished by it (worker/take_up.py); whether it could look."""
         async with self._taking_up:  # one at a time: two would both start a run
-            return await self._take_up(calls)
-
-    async def _take_up(self, calls: list[Call]) -> bool:
-        try:
-            replies = await redis_calls(self.redis, calls)
-        except RedisError as exc:
-            self.metrics.redis_error(log, "taking up pending runs", exc, 0)
-            return False  # the next re-subscription (or claim) tries again
-        held_runs = self.holdings.run_ids()
-        for shard, reply in enumerate(replies):
-            if isinstance(reply, Exception):
-                continue
-            # not one running here, or finished with its completion on the way
-            pending = [c for c in self._claimed(shard, reply) if c.run_id not in held_runs]
-            for c in await self.limits.admit(shard, pending):
-                log.warning("taking up run %s still pending on this worker", c.run_id)
-                self._start(c)
-        return True
+            return await take_up(
+                self.redis, self.dep, self.worker_id, self.streams.all,
+                self.holdings.run_ids, self.limits.admit, self._start,
+                lambda exc: self.metrics.redis_error(log, "taking up pending runs", exc, 0),
+            )  # fmt: skip
 
     async def _sweep(self, every_s: float) -> None:
         while True:
