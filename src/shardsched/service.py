@@ -38,6 +38,7 @@ from shardsched.shard.manager import ShardManager
 from shardsched.shard.retention import Retainer
 from shardsched.store.deployment import Durability
 from shardsched.store.drive import drive_async
+from shardsched.store.durable_watch import follow_durability
 from shardsched.store.lua.runs import OutputQuota
 from shardsched.store.redis import Redis, RedisError, connect, follow_primary, use_durability
 from shardsched.store.redis_config import check_redis_config, say_durability
@@ -120,6 +121,7 @@ async def run_node(
     )
     async with trio.open_nursery() as actors:
         await actors.start(follow_primary, redis)
+        await actors.start(follow_durability, redis, dep)
         await actors.start(manager.run, name="shard-manager")
         if retention is not None and archive:
             from shardsched.store.archive import open_archive  # pyarrow: only when archiving
@@ -153,6 +155,7 @@ async def run_router(
     app = create_app(redis, dep, policy=policy or access_policy(http))
     async with trio.open_nursery() as nursery:
         await nursery.start(follow_primary, redis)
+        await nursery.start(follow_durability, redis, dep)
         await serve_http(app, http, tls=tls, stop=stop, task_status=task_status)
         nursery.cancel_scope.cancel()
 
@@ -166,6 +169,7 @@ async def run_worker(
     drained (:meth:`Worker.drain`)."""
     async with trio.open_nursery() as nursery:
         await nursery.start(follow_primary, worker.redis)
+        await nursery.start(follow_durability, worker.redis, worker.dep)
         if metrics_bind is None:
             await worker.run(task_status=task_status)
             nursery.cancel_scope.cancel()

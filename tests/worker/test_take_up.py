@@ -26,9 +26,7 @@ async def _claimed_by_hand(redis, dep, worker_id: str, lease_s: float) -> tuple[
     return run.run_id, shard
 
 
-async def test_a_run_the_owner_took_back_after_the_read_is_not_started(
-    node, redis, dep
-) -> None:
+async def test_a_run_the_owner_took_back_after_the_read_is_not_started(node, redis, dep) -> None:
     run_id, shard = await _claimed_by_hand(redis, dep, "w-lost", lease_s=1)
     read = await call_script(redis, lua.pending_runs(dep.shard(shard), "w-lost"))
     entries = [e for e in lua.decode_claimed(read) if e.run_id == run_id]
