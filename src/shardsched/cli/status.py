@@ -76,6 +76,13 @@ def render(st: Status, everything: bool = False) -> str:
         + f" · failed runs (1 h) {st.failed_1h} · dead letters {st.dead_letter}"
         + f" · quarantined jobs {st.quarantined}"
         + f" · stranded runs {st.stranded}",
+        "durable mode: "
+        + (
+            f"every write waits for {st.durable_replicas} replica(s), up to"
+            f" {st.durable_timeout_ms} ms"
+            if st.durable_replicas
+            else "off"
+        ),
         "",
         table(
             ["NODE", "SHARDS", "LAG_P99_1M", "FIRED_1M", "HTTP", "EXPIRES"],

@@ -15,7 +15,7 @@ from shardsched.core.instants import from_ms
 from shardsched.core.queues import DEFAULT_QUEUE, parse_stored
 from shardsched.ops.deployment.cluster import NodeView, WorkerView, cluster_view, list_workers
 from shardsched.store.calls import Call, Op, check
-from shardsched.store.deployment import Deployment
+from shardsched.store.deployment import Deployment, Durability
 from shardsched.store.keys import CONSUMER_GROUP
 from shardsched.store.records import Supervised
 
@@ -79,6 +79,10 @@ class Status(msgspec.Struct):
     #: what ``shardsched dev`` keeps alive, and how often each had to be started again
     supervised: list[Supervised] = msgspec.field(default_factory=list)
     queues: list[QueueStatus] = msgspec.field(default_factory=list)
+    #: the durable mode as stored (docs/operations.md): replicas each write waits for (0:
+    #: off) and for how long
+    durable_replicas: int = 0
+    durable_timeout_ms: int = 0
 
 
 def queue_depths(dep: Deployment, now_ms: int, stranded_after_ms: int = STRANDED_AFTER_MS) -> Op:
@@ -210,7 +214,14 @@ def status_view(dep: Deployment, stranded_after_ms: int = STRANDED_AFTER_MS) -> 
     ]
     queues = yield from queue_statuses(dep, shards, workers.workers)
     lags = [n.lag_p99_1m for n in view.nodes if n.lag_p99_1m is not None]
-    (children,) = yield [Call(("HGETALL", dep.globals.supervised))]
+    children, durable_code = yield [
+        Call(("HGETALL", dep.globals.supervised)),
+        Call(("HGET", dep.globals.meta, "durable")),
+    ]
+    try:
+        durable = Durability.parse(check(durable_code))
+    except ValueError:  # not this version's writing (a hand edit): shown as off
+        durable = None
     return Status(
         now=from_ms(now_ms),
         nodes=view.nodes,
@@ -231,6 +242,8 @@ def status_view(dep: Deployment, stranded_after_ms: int = STRANDED_AFTER_MS) -> 
         failed_1h=sum(s.failed_1h for s in shards),
         supervised=sorted((_supervised.decode(c) for c in check(children)[1::2]), key=_by_name),
         queues=queues,
+        durable_replicas=durable.replicas if durable else 0,
+        durable_timeout_ms=durable.timeout_ms if durable else 0,
     )
 
 
