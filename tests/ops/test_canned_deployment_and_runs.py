@@ -190,9 +190,11 @@ def test_the_status_screen_puts_registries_leases_queues_and_children_together()
         GET=at({"7/owner": b"m-gone", **{f"{s}/owner": b"m-1" for s in range(7)}}, b"1"),
         PTTL=3000,
         SMEMBERS=[],
+        HGET=at({"g/meta": b"2:750"}),  # the durable mode, as a node stores it
         **{**depths_answers(), "HMGET": [None] * 4},
     )
     view = canned.drive(status.status_view(DEP))
+    assert (view.durable_replicas, view.durable_timeout_ms) == (2, 750)
     assert view.unowned == [7], "shard 7's owner has no live registration"
     assert (view.ready, view.pending, view.dead_letter, view.stranded, view.failed_1h) == (
         3,
