@@ -55,16 +55,25 @@ _TABLE = re.compile(rb"^local (\w+) = \{[^{}]*\}[ \t]*(?:--[^\n]*)?$\n?", re.MUL
 _FLAGS = re.compile(rb"^#!lua(?: flags=([\w,-]+))?$")
 
 
-def _never_assigned(toks: list[bytes], name: bytes) -> bool:
-    """Whether ``name`` is declared once and never assigned (``name =``, ``name, x =``,
-    ``x, name =``): a value the library may keep from one call to the next."""
-    declared = 0
+def _uses(toks: list[bytes], name: bytes) -> tuple[int, list[int]]:
+    """How often ``name`` is declared (``local name``), and where else it stands as a
+    name (not a field after ``.`` or ``:``)."""
+    declared, at = 0, []
     for i, tok in enumerate(toks):
         if tok != name or (i and toks[i - 1] in (b".", b":")):
             continue
         if i and toks[i - 1] == b"local":
             declared += 1
-            continue
+        else:
+            at.append(i)
+    return declared, at
+
+
+def _never_assigned(toks: list[bytes], name: bytes) -> bool:
+    """Whether ``name`` is declared once and never assigned (``name =``, ``name, x =``,
+    ``x, name =``): a value the library may keep from one call to the next."""
+    declared, at = _uses(toks, name)
+    for i in at:
         after = toks[i + 1 : i + 4]
         if after[:1] == [b"="] or (after[:1] == [b","] and after[2:3] == [b"="]):
             return False
@@ -76,13 +85,8 @@ def _never_assigned(toks: list[bytes], name: bytes) -> bool:
 def _only_read(toks: list[bytes], name: bytes) -> bool:
     """Whether every use of the table ``name`` but its declaration reads one entry
     (``name[k]`` not followed by ``=``): then no call changes it."""
-    declared = 0
-    for i, tok in enumerate(toks):
-        if tok != name or (i and toks[i - 1] in (b".", b":")):
-            continue
-        if i and toks[i - 1] == b"local":
-            declared += 1
-            continue
+    declared, at = _uses(toks, name)
+    for i in at:
         if toks[i + 1 : i + 2] != [b"["]:
             return False
         depth, j = 0, i + 1
