@@ -71,6 +71,26 @@ def test_burst(tmp_path: Path) -> None:
     assert png.stat().st_size > 10_000
 
 
+@pytest.mark.slow  # ~15 s: two replicas' first sync, then the burst
+def test_burst_in_the_durable_mode(tmp_path: Path) -> None:
+    """The durable mode's burst beside the same one without it (#53): the bench's own
+    Redis with two replicas, every write waiting for both."""
+    data = tmp_path / "burst.json"
+    bench(
+        "burst", "--jobs", "200", "--mode", "once", "--lead", "5", "--shards", "8",
+        "--replicas", "2", "--durable", "2", "--fsync", "off", "--no-floor",
+        "--json", str(data),
+    )  # fmt: skip
+    result = json.loads(data.read_text())
+    assert (result["replicas"], result["durable"]) == (2, 2)
+    assert result["succeeded"] == 200 and result["audit"]["duplicated"] == 0
+    refused = subprocess.run(
+        shardsched_cmd("bench", "burst", "--jobs", "10", "--durable", "2"),
+        capture_output=True, text=True, env=child_env(), timeout=60,
+    )  # fmt: skip
+    assert refused.returncode != 0 and "--replicas N" in refused.stderr
+
+
 def test_burst_subprocess_command() -> None:
     out = bench(
         "burst",

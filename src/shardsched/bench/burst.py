@@ -31,6 +31,7 @@ from shardsched.bench.harness import (
     per_second,
     percentiles,
     plan_boundary,
+    replicas_of,
     server_ms,
     start_ready,
 )
@@ -161,11 +162,21 @@ def run(args: argparse.Namespace) -> dict:
 def _burst(args: argparse.Namespace, lead_s: float) -> dict:
     if args.queues > 1 and args.workers < args.queues:
         raise SystemExit("bench burst: --queues N needs --workers >= N (a group per queue)")
+    if getattr(args, "durable", 0) > getattr(args, "replicas", 0) and not args.redis:
+        raise SystemExit("bench burst: --durable N needs --replicas N or more (or --redis)")
     command = "handler:noop" if args.job_command == "noop" else args.job_command
-    with bench_redis(args.redis, args.fsync) as url, Procs() as procs:
+    replicas = getattr(args, "replicas", 0)  # bench scale and soak call this too
+    durable = getattr(args, "durable", 0)
+    with (
+        bench_redis(args.redis, args.fsync) as url,
+        replicas_of(url, 0 if args.redis else replicas, args.fsync),
+        Procs() as procs,
+    ):
         r = bench_client(url)
         ns = f"burst{int(time.time() * 1000) % 10**9}"
         r.hset(f"{ns}:{{g}}:meta", "shards", args.shards)
+        if durable:  # as a node's --durable-replicas records it (every process reads it)
+            r.hset(f"{ns}:{{g}}:meta", "durable", f"{durable}:1000")
         client = Client(url, ns)
         lead = lead_s + args.jobs / 10_000
         spread = getattr(args, "spread_s", 0.0)  # bench scale and soak call this too
@@ -242,6 +253,8 @@ def _burst(args: argparse.Namespace, lead_s: float) -> dict:
         "mode": args.mode,
         "command": args.job_command,
         "fsync": args.fsync,
+        "replicas": replicas,
+        "durable": durable,
         "nodes": args.nodes,
         "workers": args.workers,
         "concurrency": args.concurrency,
@@ -325,6 +338,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="seconds between registration and the burst, for processes to start",
     )
     p.add_argument("--no-floor", action="store_true", help="skip the Redis floor measurement")
+    p.add_argument(
+        "--replicas", type=int, default=0, help="replicas of the bench's own Redis (loopback)"
+    )
+    p.add_argument(
+        "--durable", type=int, default=0, help="the durable mode: wait for N replicas (0: off)"
+    )
     p.add_argument("--json", default=None, metavar="FILE")
     p.add_argument("--plot", default=None, metavar="FILE")
     p.add_argument(

@@ -94,6 +94,38 @@ def bench_redis(
         server.stop()
 
 
+@contextmanager
+def replicas_of(url: str, n: int, fsync: str) -> Iterator[None]:
+    """``n`` replicas (loopback) of the bench's own Redis at ``url``, in sync before the
+    bench goes on: the durable mode's burst measured beside the same one without it."""
+    servers: list[BenchRedis] = []
+    try:
+        port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
+        for _ in range(n):
+            servers.append(BenchRedis(fsync, extra=("--replicaof", "127.0.0.1", str(port))))
+            servers[-1].start()
+        primary = redis_py.Redis(port=port)
+        deadline = time.monotonic() + 60
+        while (
+            sum(
+                1
+                for key, value in primary.info("replication").items()
+                if key.startswith("slave")
+                and isinstance(value, dict)
+                and value["state"] == "online"
+            )
+            < n
+        ):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{n} replica(s) did not connect within 60 s")
+            time.sleep(0.05)  # a replica's first sync: polled
+        primary.close()
+        yield
+    finally:
+        for server in servers:
+            server.stop()
+
+
 class Procs:
     """Child processes of a benchmark, ended by PID on the way out."""
 
