@@ -144,7 +144,9 @@ async def test_a_rate_limit_holds_across_worker_processes(
 
 async def thirty_under_a_rate(redis, dep, workers, tmp_path: Path) -> None:
     """At most 5 starts of the key in any second, 30 runs over 4 workers, by the runs' own
-    start stamps (less 0.1 s for the spread of spawning a command after its grant)."""
+    start stamps, less 0.3 s for the spread of spawning a command after its grant: on a
+    loaded 2-core box 0.1 s was exceeded twice (0.85 s and 0.899 s between starts 0 and 5
+    in CI). A limit not held, or held at 7.5 a second, still spans less than 0.7 s."""
     stamps = tmp_path / "stamps"
     request = LimitRequest(rate=RateLimit(max=5, per_s=1.0))
     await drive_async(concurrency.set_limits(dep, "paced", request, "test"), redis)
@@ -169,5 +171,5 @@ async def thirty_under_a_rate(redis, dep, workers, tmp_path: Path) -> None:
     times = sorted(starts.values())
     assert len(times) == 30
     for i in range(5, len(times)):  # any 6 starts span the interval
-        assert times[i] - times[i - 5] >= 0.9e9, [t - times[0] for t in times]
+        assert times[i] - times[i - 5] >= 0.7e9, [t - times[0] for t in times]
     assert times[-1] - times[0] < 12e9, "far slower than 5 a second"

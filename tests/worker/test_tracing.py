@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from conftest import child_env, wait_until
 from shardsched.core import trace_ids
+from shardsched.core.trace_keep import KeepRule
 from shardsched.runtime import tracing
 from shardsched.runtime.logs import JsonFormatter
 from shardsched.runtime.tracing import RunTracer, enabled_by
@@ -113,11 +114,10 @@ async def test_a_handler_runs_in_its_executions_context(node, traced, http, span
 
 def test_log_lines_carry_the_current_span(spans: InMemorySpanExporter) -> None:
     tracer = RunTracer.for_tests(spans)
-    span = tracer.start_delivery("job_x:1000:1", 7, {}, 1000)
+    context = tracer.execution("job_x:1000:1", 7, sampled=False)
     record = logging.LogRecord("t", logging.INFO, __file__, 1, "hello", None, None)
-    with tracing.current(span):
+    with tracing.current(context):  # an unsampled run's logs join its trace, if kept
         line = json.loads(JsonFormatter().format(record))
-    span.end()
     assert line["trace_id"] == f"{trace_ids.trace_id('job_x:1000:1'):032x}"
     assert line["span_id"] == f"{trace_ids.delivery_span_id('job_x:1000:1', 7):016x}"
     assert "trace_id" not in json.loads(JsonFormatter().format(record))
@@ -249,21 +249,30 @@ async def test_renewals_nest_under_their_delivery_and_a_cancelled_run_ends_its_f
             "schedule": {"type": "once", "at": "2020-01-01T00:00:00Z"}}  # fmt: skip
     job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
 
-    async def renewed() -> list:
-        return _named(spans, "shardsched.renew")
+    async def renewed_twice() -> str | None:  # noted on the held run, made only at its end
+        for c in traced.holdings.leased():
+            if sum(name == "shardsched.renew" for name, *_ in c.trace or ()) >= 2:
+                return c.run_id
+        return None
 
-    (renew, *_) = await wait_until(renewed, timeout=20)
-    run_id = renew.attributes["shardsched.run_id"]
-    assert run_id.startswith(job_id)
-    (claim,) = _by(spans, "shardsched.claim", run_id)
-    token = claim.attributes["shardsched.delivery"]
-    assert renew.parent.span_id == trace_ids.delivery_span_id(run_id, token)
+    run_id = await wait_until(renewed_twice, timeout=20)
+    assert run_id.startswith(job_id) and not _named(spans, "shardsched.renew")
     cancelled = await http.post(f"/api/v1/runs/{run_id}/cancel", json={"reason": "enough"})
     assert cancelled.status_code == 200, cancelled.text
     await wait_until(lambda: _emitted(spans, job_id), timeout=20)
     (root,) = _named(spans, "shardsched.firing")
     assert root.context.span_id == trace_ids.firing_span_id(run_id)
     assert root.attributes["shardsched.state"] == "cancelled"
+
+    async def executed() -> list:  # the worker's own spans, made once the execution ends
+        return _by(spans, "shardsched.execute", run_id)
+
+    await wait_until(executed, timeout=20)
+    (claim,) = _by(spans, "shardsched.claim", run_id)
+    token = claim.attributes["shardsched.delivery"]
+    renewals = _by(spans, "shardsched.renew", run_id)
+    assert len(renewals) >= 2
+    assert {r.parent.span_id for r in renewals} == {trace_ids.delivery_span_id(run_id, token)}
 
 
 async def test_a_dag_run_is_one_trace_with_a_span_per_task(
@@ -296,11 +305,14 @@ async def test_a_dag_run_is_one_trace_with_a_span_per_task(
         assert attempt.parent.span_id == task.context.span_id
 
 
-async def test_an_unsampled_firing_costs_no_span_anywhere(nursery, redis, dep, http) -> None:
+async def test_an_unsampled_firing_that_ends_well_costs_no_span_anywhere(
+    nursery, redis, dep, http
+) -> None:
     from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
     spans = InMemorySpanExporter()
-    tracer = RunTracer.for_tests(spans, sampler=ALWAYS_OFF)
+    ends_well = KeepRule(late_ms=0)  # due in 2020: late, unless lateness keeps nothing
+    tracer = RunTracer.for_tests(spans, sampler=ALWAYS_OFF, keep=ends_well)
     manager = ShardManager(redis, dep, node_id="n-off", renew_every_s=0.5, tracer=tracer)
     await nursery.start(manager.run)
     w = Worker(redis, dep, worker_id="w-off", tracer=tracer)

@@ -22,7 +22,7 @@ from typing import Any
 
 import redis as redis_py
 
-from shardsched.bench import floor
+from shardsched.bench import floor, trace_sink
 from shardsched.bench.burst_report import format_result, plot
 from shardsched.bench.harness import (
     Procs,
@@ -57,10 +57,12 @@ def register(
     queues: int = 1,
     keys: int = 0,
     spread_s: float = 0.0,
+    fail_every: int = 0,
 ) -> float:
     """Register the jobs (job i on queue i mod ``queues``, and with concurrency key ``k<i
     mod keys>`` when ``keys``: no limit, the keyed path's cost; each spread over
-    ``spread_s``); returns the registration rate (jobs/s)."""
+    ``spread_s``; every ``fail_every``th failing: trace_sink); returns the registration
+    rate (jobs/s)."""
     names = queue_names(queues)
     if mode == "once":
         schedule: Any = OnceSchedule(at=from_ms(boundary))
@@ -70,7 +72,7 @@ def register(
         JobSpec(
             name=f"burst-{i}",
             schedule=schedule,
-            command=command,
+            command="handler:bench-fail" if fail_every and i % fail_every == 0 else command,
             queue=names[i % len(names)],
             concurrency_key=f"k{i % keys}" if keys else None,
             spread_s=spread_s,
@@ -117,9 +119,12 @@ def wait_done(
     raise TimeoutError(f"burst not finished: fired {fired} of {n}, {backlog} runs not completed")
 
 
-def read_runs(r: redis_py.Redis, client: Client, boundary: int) -> list[list[Any]]:
+def read_runs(
+    r: redis_py.Redis, client: Client, boundary: int, failed: set[str] | None = None
+) -> list[list[Any]]:
     """(planned, created, claimed, started, finished, succeeded) of every burst run: its
-    planned time is the boundary, or with a spread the boundary plus the job's offset."""
+    planned time is the boundary, or with a spread the boundary plus the job's offset.
+    ``failed`` collects the ids of the runs that did not succeed."""
     dep = client.deployment
     rows = []
     for s in range(dep.n_shards):
@@ -129,10 +134,12 @@ def read_runs(r: redis_py.Redis, client: Client, boundary: int) -> list[list[Any
         pipe = r.pipeline(transaction=False)
         for job_id in job_ids:
             pipe.hmget(sk.run(f"{job_id}:{boundary}:1"), "c", "b", "xs", "f", "st", "pl")
-        for fields in pipe.execute():
+        for job_id, fields in zip(job_ids, pipe.execute(), strict=True):
             if fields[0] is None:
                 continue
             *times, state, planned = fields
+            if failed is not None and state != b"succeeded":
+                failed.add(f"{job_id}:{boundary}:1")
             row = [int(planned or boundary)] + [int(v) if v else None for v in times]
             rows.append([*row, int(state == b"succeeded")])
     return rows
@@ -167,7 +174,11 @@ def _burst(args: argparse.Namespace, lead_s: float) -> dict:
     command = "handler:noop" if args.job_command == "noop" else args.job_command
     replicas = getattr(args, "replicas", 0)  # bench scale and soak call this too
     durable = getattr(args, "durable", 0)
+    traces = getattr(args, "traces", None)  # bench scale and soak call this too
+    fail_every = getattr(args, "fail_every", 0)
+    sink = trace_sink.Sink(traces) if traces else None
     with (
+        trace_sink.exporting_to(sink),
         bench_redis(args.redis, args.fsync) as url,
         replicas_of(url, 0 if args.redis else replicas, args.fsync),
         Procs() as procs,
@@ -187,8 +198,9 @@ def _burst(args: argparse.Namespace, lead_s: float) -> dict:
         boundary = plan_boundary(r, args.mode, lead)
         phase(f"registering {args.jobs} jobs due at {from_ms(boundary).isoformat()}")
         register_rate = register(
-            client, args.jobs, args.mode, boundary, command, args.queues, args.keys, spread
-        )
+            client, args.jobs, args.mode, boundary, command, args.queues, args.keys, spread,
+            fail_every,
+        )  # fmt: skip
         names = queue_names(args.queues)
         phase(f"starting {args.nodes} node(s) and {args.workers} worker(s)")
         common = ("--redis", url, "--namespace", ns)
@@ -205,6 +217,7 @@ def _burst(args: argparse.Namespace, lead_s: float) -> dict:
                 str(args.concurrency),
                 "--queues",
                 names[i % len(names)],
+                *(("--import", "shardsched.bench.trace_sink") if fail_every else ()),
             )
             start_ready(procs, f"worker{i}", *worker_args, profile=args.profile)
         if server_ms(r) > boundary - 500:
@@ -216,11 +229,14 @@ def _burst(args: argparse.Namespace, lead_s: float) -> dict:
         cpu0 = {name: floor.cpu_seconds(p.pid) for name, p in procs.procs.items()}
         redis_cpu0 = floor.redis_cpu(r)
         wait_done(r, client, args.jobs, boundary, args.timeout, args.queues, args.keys)
+        if sink is not None:  # the spans still queued in the processes are CPU of the burst
+            sink.settle()
         cpu = {name: floor.cpu_seconds(p.pid) - cpu0[name] for name, p in procs.procs.items()}
         redis_cpu = floor.redis_cpu(r) - redis_cpu0
         procs.stop_all(signal.SIGINT if args.profile else signal.SIGTERM)  # py-spy saves on SIGINT
         phase(f"reading {args.jobs} runs and auditing")
-        rows = read_runs(r, client, boundary)
+        failed: set[str] = set()
+        rows = read_runs(r, client, boundary, failed)
         report = client._run(audit.audit(client.deployment, settle_s=0.0, late_after_s=1.0))
         floor_s = None if args.no_floor else floor.fire_floor(r, client.deployment, args.jobs)
         stream = None
@@ -297,6 +313,8 @@ def _burst(args: argparse.Namespace, lead_s: float) -> dict:
         "spread_s": getattr(args, "spread_s", 0.0),
         "created_per_second": per_second([row[1] for row in rows if row[1]], boundary),
         "scripts": scripts,
+        "traces": sink.report(failed) if sink else None,
+        "fail_every": fail_every,
     }
     print(format_result(result))
     if args.json:
@@ -344,6 +362,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--durable", type=int, default=0, help="the durable mode: wait for N replicas (0: off)"
     )
+    p.add_argument(
+        "--traces",
+        default=None,
+        metavar="off|all|RATIO",
+        help="export traces over OTLP to a sink on loopback (off: none, for the same settle)",
+    )
+    p.add_argument("--fail-every", type=int, default=0, help="every Nth job fails (0: none)")
     p.add_argument("--json", default=None, metavar="FILE")
     p.add_argument("--plot", default=None, metavar="FILE")
     p.add_argument(

@@ -65,5 +65,14 @@ def format_result(r: dict) -> str:
             f"  audit: {r['audit']}; registration {r['register_jobs_per_s']} jobs/s",
             *([f"  created per second: {r['created_per_second']}"] if r.get("spread_s") else []),
             *floor.report_lines(r),
+            *([_traces_line(r["traces"])] if r.get("traces") else []),
         ]
+    )
+
+
+def _traces_line(t: dict) -> str:
+    return (
+        f"  traces ({t['mode']}): {t['spans']} spans of {t['traces']} traces in "
+        f"{t['requests']} exports ({t['bytes']} bytes); failed runs traced "
+        f"{t['failed_runs_traced']} of {t['failed_runs']}"
     )

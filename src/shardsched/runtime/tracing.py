@@ -9,12 +9,16 @@ the hot paths pay one ``is None`` test. The SDK reads the rest of its settings i
 
 Span ids come from core/trace_ids: every process names the spans of a firing alike, so
 the worker's spans join the node's trace with nothing passed between them but the run id.
-A span given its ids by :func:`_FixedIds` takes them once; any other span gets random ids.
+
+A firing is traced when the sampler says so at its start (``OTEL_TRACES_SAMPLER``), or
+when its end says so: a worker notes every run's spans as plain numbers and makes them
+only when the run was sampled or ended failed, retried, redelivered, late or slow
+(core/trace_keep, ``SHARDSCHED_TRACES_*``), so every failure has its trace at any
+sampling rate.
 """
 
 from __future__ import annotations
 
-import contextvars
 import os
 import random
 from collections.abc import Iterator, Mapping
@@ -23,15 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 from shardsched.core import trace_ids
 from shardsched.core.ids import dag_run_of
+from shardsched.core.trace_keep import KeepRule
 
 if TYPE_CHECKING:
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.trace import Span
+    from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
-#: (trace id, span id) the next span started in this context takes (_FixedIds)
-_next_ids: contextvars.ContextVar[tuple[int | None, int] | None] = contextvars.ContextVar(
-    "shardsched_next_span_ids", default=None
-)
 _active = False  #: a RunTracer exists in this process (logs look for the current span)
 _SAMPLED: Any = None  #: TraceFlags.SAMPLED, once OpenTelemetry is imported
 
@@ -49,40 +49,81 @@ def enabled_by(env: Mapping[str, str]) -> bool:
     return exporter in ("otlp", "console") or bool(endpoint)
 
 
-def _fixed_ids() -> Any:
-    from opentelemetry.sdk.trace.id_generator import IdGenerator
+def _otel() -> None:
+    """Import what making a span needs, once (a span is made per call on the hot path)."""
+    global _SAMPLED, _UNSAMPLED, _ReadableSpan, _SpanContext, _Status, _StatusCode, _Link
+    global _UNSET, _NonRecordingSpan, _in_context
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.trace import (
+        Link,
+        NonRecordingSpan,
+        SpanContext,
+        Status,
+        StatusCode,
+        TraceFlags,
+        set_span_in_context,
+    )
 
-    class FixedIds(IdGenerator):
-        """Random ids, unless the span being started was given its own."""
+    _SAMPLED, _UNSAMPLED = TraceFlags(TraceFlags.SAMPLED), TraceFlags(0)
+    _ReadableSpan, _SpanContext, _NonRecordingSpan = ReadableSpan, SpanContext, NonRecordingSpan
+    _Status, _StatusCode, _Link, _UNSET = Status, StatusCode, Link, Status(StatusCode.UNSET)
+    _in_context = set_span_in_context
 
-        def generate_trace_id(self) -> int:
-            given = _next_ids.get()
-            if given is not None and given[0] is not None:
-                _next_ids.set((None, given[1]))
-                return given[0]
-            return random.getrandbits(128) or 1
 
-        def generate_span_id(self) -> int:
-            given = _next_ids.get()
-            if given is not None:
-                _next_ids.set(None)
-                return given[1]
-            return random.getrandbits(64) or 1
+_UNSAMPLED: Any = None
+_ReadableSpan: Any = None
+_SpanContext: Any = None
+_NonRecordingSpan: Any = None
+_in_context: Any = None
+_Status: Any = None
+_StatusCode: Any = None
+_Link: Any = None
+_UNSET: Any = None
 
-    return FixedIds()
+
+def _resource(attributes: dict[str, Any]) -> Any:
+    """The process's Resource, hashed once: OTLP's encoder hashes a span's resource for
+    every span it encodes, and the SDK's hash is a JSON dump of its attributes (7 µs)."""
+    from opentelemetry.sdk.resources import Resource
+
+    class OnceHashed(Resource):
+        def __init__(self, base: Resource) -> None:
+            super().__init__(dict(base.attributes), base.schema_url)
+            self._hash = super().__hash__()
+
+        def __hash__(self) -> int:
+            return self._hash
+
+    return OnceHashed(Resource.create(attributes))
 
 
 class RunTracer:
-    """The spans of a process: a run's delivery, its attempt, its firing."""
+    """The spans of a process: a run's delivery, its attempt, its firing.
 
-    def __init__(self, provider: TracerProvider, service: str) -> None:
-        from opentelemetry import trace
-        from opentelemetry.trace import TraceFlags
+    Every span here is made after the fact, once its ids, times and outcome are known (a
+    run's spans are noted while it runs and made at its end, when it is kept): it is built
+    as the SDK's ``ReadableSpan``, what a span processor hands its exporter, and given to
+    the processor (batching, OTLP) directly. A live SDK span would pay its lock, limits,
+    sampler and context for nothing: 31 µs a span against 3 (bench/RESULTS.md)."""
 
-        global _active, _SAMPLED
-        _active, _SAMPLED = True, TraceFlags(TraceFlags.SAMPLED)
+    def __init__(
+        self,
+        provider: TracerProvider,
+        service: str,
+        processor: SpanProcessor,
+        keep: KeepRule | None = None,
+        resource: Any = None,
+    ) -> None:
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+        global _active
+        _otel()
+        _active = True
         self.provider = provider
-        self.tracer = trace.get_tracer("shardsched", tracer_provider=provider)
+        self.processor = processor
+        self.keep = KeepRule() if keep is None else keep
+        self.resource = resource if resource is not None else provider.resource
+        self.scope = InstrumentationScope("shardsched")
         self._decided: dict[str, bool] = {}  #: run id -> sampled (samples())
         self.service = service
 
@@ -92,7 +133,6 @@ class RunTracer:
         env = os.environ if env is None else env
         if not enabled_by(env):
             return None
-        from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import (
             BatchSpanProcessor,
@@ -100,8 +140,9 @@ class RunTracer:
             SpanExporter,
         )
 
-        resource = Resource.create({"service.name": env.get("OTEL_SERVICE_NAME") or service})
-        provider = TracerProvider(resource=resource, id_generator=_fixed_ids())
+        keep = KeepRule.from_env(env)
+        resource = _resource({"service.name": env.get("OTEL_SERVICE_NAME") or service})
+        provider = TracerProvider(resource=resource)
         exporter: SpanExporter
         if env.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "console":
             exporter = ConsoleSpanExporter()
@@ -109,29 +150,36 @@ class RunTracer:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
             exporter = OTLPSpanExporter()
-        provider.add_span_processor(BatchSpanProcessor(exporter))
-        return cls(provider, service)
+        processor = BatchSpanProcessor(exporter)
+        provider.add_span_processor(processor)  # shut down (flushed) with the provider
+        return cls(provider, service, processor, keep, resource)
 
     @classmethod
     def for_tests(
-        cls, exporter: Any, service: str = "shardsched-test", sampler: Any = None
+        cls,
+        exporter: Any,
+        service: str = "shardsched-test",
+        sampler: Any = None,
+        keep: KeepRule | None = None,
     ) -> RunTracer:
         """A tracer handing each span to ``exporter`` as it ends (an in-memory one)."""
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-        provider = TracerProvider(id_generator=_fixed_ids(), sampler=sampler)
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
-        return cls(provider, service)
+        provider = TracerProvider(sampler=sampler)
+        processor = SimpleSpanProcessor(exporter)
+        provider.add_span_processor(processor)
+        return cls(provider, service, processor, keep)
 
     def shutdown(self) -> None:
         """Export what is left (the batch processor's queue)."""
         self.provider.shutdown()
 
     def samples(self, run_id: str) -> bool:
-        """Whether the firing of ``run_id`` is traced (the sampler decides by its trace
-        id, alike in every process): an unsampled firing costs no span at all. Asked at
-        a run's claim, start and completion: decided once (a bounded memo)."""
+        """Whether the firing of ``run_id`` is traced from its start (the sampler decides
+        by its trace id, alike in every process); an unsampled run's spans are still
+        noted, and made only if its end keeps them (:attr:`keep`). Asked at a run's
+        claim, start and completion: decided once (a bounded memo)."""
         decided = self._decided.get(run_id)
         if decided is None:
             if len(self._decided) >= 100_000:
@@ -147,31 +195,17 @@ class RunTracer:
         result = self.provider.sampler.should_sample(None, trace, "shardsched.firing")
         return bool(result.decision.is_sampled())
 
-    def _under(self, trace: int, span: int) -> Any:
-        """A context whose current span is the remote span ``span`` of trace ``trace``."""
-        from opentelemetry import trace as api
-        from opentelemetry.trace import NonRecordingSpan, SpanContext
-
-        # only sampled firings get spans (callers ask :meth:`samples` first)
-        parent = SpanContext(trace, span, is_remote=True, trace_flags=_SAMPLED)
-        return api.set_span_in_context(NonRecordingSpan(parent))
-
-    def start_delivery(
-        self, run_id: str, token: int, attributes: dict[str, Any], start_ms: int
-    ) -> Span:
-        """The execution span of one delivery of a run: under its attempt's span."""
-        trace = trace_ids.trace_id(run_id)
-        ctx = self._under(trace, trace_ids.attempt_span_id(run_id))
-        _next_ids.set((None, trace_ids.delivery_span_id(run_id, token)))
-        try:
-            return self.tracer.start_span(
-                "shardsched.execute",
-                context=ctx,
-                attributes=attributes,
-                start_time=start_ms * 1_000_000,
-            )
-        finally:
-            _next_ids.set(None)
+    def execution(self, run_id: str, token: int, sampled: bool) -> Any:
+        """The context a delivery of a run executes in (its handler, its logs, a command's
+        TRACEPARENT): its execution span's ids, flagged sampled only if it was sampled
+        at its start (a job's own tracer then records its spans too)."""
+        ids = _SpanContext(
+            trace_ids.trace_id(run_id),
+            trace_ids.delivery_span_id(run_id, token),
+            False,
+            _SAMPLED if sampled else _UNSAMPLED,
+        )
+        return _in_context(_NonRecordingSpan(ids))
 
     def attempt_ended(
         self,
@@ -184,28 +218,22 @@ class RunTracer:
         """The span of an attempt, emitted once, by the worker whose completion Redis
         applied: under the firing (a DAG task's: under its task), linked to the attempt
         before it."""
-        from opentelemetry.trace import Link, SpanContext, Status, StatusCode, TraceFlags
-
         trace = trace_ids.trace_id(run_id)
-        links = []
+        links: tuple[Any, ...] = ()
         if (before := trace_ids.previous_attempt(run_id)) is not None:
-            flags = TraceFlags(TraceFlags.SAMPLED if self._sampled(trace) else 0)
-            earlier = SpanContext(trace, trace_ids.attempt_span_id(before), True, flags)
-            links.append(Link(earlier, {"shardsched.link": "previous attempt"}))
-        _next_ids.set((None, trace_ids.attempt_span_id(run_id)))
-        try:
-            span = self.tracer.start_span(
-                "shardsched.attempt",
-                context=self._under(trace, trace_ids.attempt_parent_id(run_id)),
-                attributes=attributes,
-                links=links,
-                start_time=start_ms * 1_000_000,
-            )
-        finally:
-            _next_ids.set(None)
-        if error is not None:
-            span.set_status(Status(StatusCode.ERROR, error))
-        span.end(end_time=end_ms * 1_000_000)
+            earlier = _SpanContext(trace, trace_ids.attempt_span_id(before), True, _SAMPLED)
+            links = (_Link(earlier, {"shardsched.link": "previous attempt"}),)
+        self.emit(
+            "shardsched.attempt",
+            trace,
+            trace_ids.attempt_span_id(run_id),
+            trace_ids.attempt_parent_id(run_id),
+            attributes,
+            start_ms,
+            end_ms,
+            error,
+            links,
+        )
 
     def firing_ended(
         self, run_id: str, attributes: dict[str, Any], start_ms: int, end_ms: int, state: str
@@ -215,12 +243,11 @@ class RunTracer:
         task's span instead (the DAG run's root ends with the DAG run, :meth:`root`)."""
         attributes = {**attributes, "shardsched.state": state}
         if dag_run_of(run_id):
-            trace = trace_ids.trace_id(run_id)
-            self._emit(
+            self.emit(
                 "shardsched.task",
-                trace,
+                trace_ids.trace_id(run_id),
                 trace_ids.task_span_id(run_id),
-                self._under(trace, trace_ids.firing_span_id(run_id)),
+                trace_ids.firing_span_id(run_id),
                 attributes,
                 start_ms,
                 end_ms,
@@ -233,13 +260,11 @@ class RunTracer:
         self, firing: str, attributes: dict[str, Any], start_ms: int, end_ms: int, state: str
     ) -> None:
         """The root span of a firing (``<job>:<tick>``, or a DAG run's id) that ended."""
-        from opentelemetry.context import Context
-
-        self._emit(
+        self.emit(
             "shardsched.firing",
             trace_ids.firing_trace_id(firing),
             trace_ids.firing_root_id(firing),
-            Context(),
+            None,
             {**attributes, "shardsched.state": state},
             start_ms,
             end_ms,
@@ -249,51 +274,38 @@ class RunTracer:
     def fired(self, firing: str, attributes: dict[str, Any], start_ms: int, end_ms: int) -> None:
         """The owner's ledger write of a tick (fire.lua), under the firing's root."""
         trace = trace_ids.firing_trace_id(firing)
-        ctx = self._under(trace, trace_ids.firing_root_id(firing))
-        self._emit("shardsched.fire", trace, None, ctx, attributes, start_ms, end_ms, None)
+        parent = trace_ids.firing_root_id(firing)
+        self.emit("shardsched.fire", trace, None, parent, attributes, start_ms, end_ms, None)
 
-    def child(
-        self,
-        name: str,
-        run_id: str,
-        parent: int,
-        attributes: dict[str, Any],
-        start_ms: int,
-        end_ms: int,
-        error: str | None = None,
-    ) -> None:
-        """A span of a run's trace under the span ``parent`` (a claim under its attempt, a
-        renewal under its delivery), with an id of its own."""
-        trace = trace_ids.trace_id(run_id)
-        ctx = self._under(trace, parent)
-        self._emit(name, trace, None, ctx, attributes, start_ms, end_ms, error)
-
-    def _emit(
+    def emit(
         self,
         name: str,
         trace: int,
         span_id: int | None,
-        ctx: Any,
+        parent: int | None,
         attributes: dict[str, Any],
         start_ms: int,
         end_ms: int,
         error: str | None,
+        links: tuple[Any, ...] = (),
     ) -> None:
-        """Start and end one span at once: ``span_id`` given, the span takes it (and, with
-        an empty ``ctx``, the trace id ``trace`` too)."""
-        from opentelemetry.trace import Status, StatusCode
-
-        if span_id is not None:
-            _next_ids.set((trace, span_id))
-        try:
-            span = self.tracer.start_span(
-                name, context=ctx, attributes=attributes, start_time=start_ms * 1_000_000
-            )
-        finally:
-            _next_ids.set(None)
-        if error is not None:
-            span.set_status(Status(StatusCode.ERROR, error))
-        span.end(end_time=max(end_ms, start_ms) * 1_000_000)
+        """One ended span of trace ``trace`` under the span ``parent`` (None: a root), with
+        the id ``span_id`` (None: a random one), to the processor."""
+        context = _SpanContext(trace, span_id or random.getrandbits(64) or 1, False, _SAMPLED)
+        span = _ReadableSpan(
+            name,
+            context,
+            None if parent is None else _SpanContext(trace, parent, True, _SAMPLED),
+            self.resource,
+            attributes,
+            (),
+            links,
+            instrumentation_scope=self.scope,
+            status=_UNSET if error is None else _Status(_StatusCode.ERROR, error),
+            start_time=start_ms * 1_000_000,
+            end_time=max(end_ms, start_ms) * 1_000_000,
+        )
+        self.processor.on_end(span)
 
 
 def tracer_from_env(service: str) -> RunTracer | None:
@@ -306,21 +318,24 @@ def tracer_from_env(service: str) -> RunTracer | None:
             f"shardsched: OTEL_* asks for traces but {exc.name} is missing:"
             " pip install 'shardsched[tracing]'"
         ) from None
+    except ValueError as exc:  # a SHARDSCHED_TRACES_* variable (core/trace_keep)
+        raise SystemExit(f"shardsched: {exc}") from None
 
 
 @contextmanager
-def current(span: Span | None) -> Iterator[None]:
-    """Make ``span`` the current span in this task (handlers and logs see it)."""
-    if span is None:
+def current(context: Any) -> Iterator[None]:
+    """Make ``context`` (RunTracer.execution) current in this task: handlers and logs see
+    its span."""
+    if context is None:
         yield
         return
-    from opentelemetry import context, trace
+    from opentelemetry import context as api
 
-    token = context.attach(trace.set_span_in_context(span))
+    token = api.attach(context)
     try:
         yield
     finally:
-        context.detach(token)
+        api.detach(token)
 
 
 def current_ids() -> tuple[str, str] | None:

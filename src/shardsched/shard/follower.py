@@ -216,8 +216,9 @@ class EventFollower:
             new = transition.partition(">")[2]
             if new not in ("succeeded", "failed", "cancelled", "dead_letter"):
                 continue
+            kept = self.tracer.keep.keeps_ended(new)  # a failure's root, sampled or not
             if is_dag_run(rid):
-                if not self.tracer.samples_firing(rid):
+                if not (kept or self.tracer.samples_firing(rid)):
                     continue
                 dag_id, tick = parse_dag_run_id(rid)
                 start = int(tick) if tick.isdigit() else at_ms
@@ -231,7 +232,7 @@ class EventFollower:
                 parts = parse_run_id(rid)
             except ValueError:
                 continue
-            if not self.tracer.samples(rid):
+            if not (kept or self.tracer.samples(rid)):
                 continue
             attributes = {"shardsched.run_id": rid, "shardsched.job_id": parts.job_id}
             if drid := dag_run_of(rid):

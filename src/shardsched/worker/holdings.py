@@ -17,7 +17,7 @@ import enum
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import msgspec
 import trio
@@ -52,6 +52,9 @@ class Claimed(NamedTuple):
     claimed_local: float  #: trio's clock at the claim
     run_args: bytes = b""  #: the run's own args JSON (a trigger's, a DAG run's); b"": none
     claim_took_ms: int = 0  #: how long the claim call took (known when tracing is on)
+    #: this delivery's spans noted so far, made only if the run is kept (worker/spans.py);
+    #: None when tracing is off
+    trace: list[tuple[str, int, int, str | None, dict[str, Any] | None]] | None = None
 
     @classmethod
     def of(cls, shard: int, entry: ClaimedEntry, local: float) -> Claimed:

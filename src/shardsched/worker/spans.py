@@ -1,8 +1,13 @@
 """The worker's spans of a run (runtime/tracing.py): its claim and its completion (the
 script calls, under the attempt), one per delivery while it executes, with a span per
 lease renewal under it, then, once Redis applied its completion, its attempt's and, when
-the run ended for good, its firing's (a DAG task's: its task's). Nothing here runs when
-tracing is off (the tracer is None)."""
+the run ended for good, its firing's (a DAG task's: its task's).
+
+Every run's spans are noted as it goes, as plain numbers on its Claimed (``trace``), and
+made only at its end, when its firing was sampled or its end keeps it
+(core/trace_keep: failed, retried, redelivered, late, slow): a run that ends well and
+was not sampled costs a few tuples, and every failure has its trace. Nothing here runs
+when tracing is off (the tracer is None)."""
 
 from __future__ import annotations
 
@@ -15,10 +20,12 @@ from shardsched.core.ids import dag_run_of, job_of_run
 from shardsched.runtime.tracing import RunTracer
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span
-
     from shardsched.worker.holdings import Claimed, Finished
     from shardsched.worker.runner import Outcome
+
+#: renewals noted a delivery at most (a day-long run renews thousands of times)
+MAX_RENEWALS = 100
+_EXECUTE = "shardsched.execute"
 
 
 def run_attributes(claimed: Claimed, worker_id: str) -> dict[str, Any]:
@@ -34,30 +41,68 @@ def run_attributes(claimed: Claimed, worker_id: str) -> dict[str, Any]:
     return attributes
 
 
-def start(tracer: RunTracer | None, claimed: Claimed, worker_id: str) -> Span | None:
-    """The execution span of this delivery (None: tracing is off)."""
-    if tracer is None or not tracer.samples(claimed.run_id):
+def claimed(
+    tracer: RunTracer, runs: list[Claimed], worker_id: str, started: float
+) -> list[Claimed]:
+    """The claim call that delivered ``runs`` (begun at trio's ``started``): each run
+    gets its notes, the claim first; its attempt starts with the call."""
+    took_ms = round((trio.current_time() - started) * 1000)
+    return [
+        c._replace(
+            claim_took_ms=took_ms,
+            trace=[("shardsched.claim", c.claimed_ms - took_ms, c.claimed_ms, None, None)],
+        )
+        for c in runs
+    ]
+
+
+def start(tracer: RunTracer | None, claimed: Claimed) -> Any:
+    """The context this delivery executes in (None: tracing is off)."""
+    if tracer is None:
         return None
-    attributes = run_attributes(claimed, worker_id)
-    return tracer.start_delivery(
-        claimed.run_id, claimed.delivery.token, attributes, claimed.server_ms()
-    )
+    token = claimed.delivery.token
+    return tracer.execution(claimed.run_id, token, tracer.samples(claimed.run_id))
 
 
-def end(span: Span | None, outcome: Outcome | None, end_ms: int) -> None:
-    """End an execution span with what became of it (None: lost or cancelled here)."""
-    if span is None:
+def end(
+    tracer: RunTracer | None,
+    claimed: Claimed,
+    worker_id: str,
+    started_ms: int,
+    outcome: Outcome | None,
+    end_ms: int,
+) -> None:
+    """Note the execution with what became of it (None: lost or cancelled here)."""
+    if tracer is None or claimed.trace is None:
         return
-    from opentelemetry.trace import Status, StatusCode
-
+    extra: dict[str, Any] | None = None
+    error = None
     if outcome is None:
-        span.set_status(Status(StatusCode.ERROR, "stopped: lease lost or cancelled"))
+        error = "stopped: lease lost or cancelled"
     else:
         if outcome.exit_code is not None:
-            span.set_attribute("process.exit_code", outcome.exit_code)
+            extra = {"process.exit_code": outcome.exit_code}
         if not outcome.succeeded:
-            span.set_status(Status(StatusCode.ERROR, outcome.reason or "failed"))
-    span.end(end_time=end_ms * 1_000_000)
+            error = outcome.reason or "failed"
+    claimed.trace.append((_EXECUTE, started_ms, end_ms, error, extra))
+
+
+def stopped(tracer: RunTracer | None, claimed: Claimed, worker_id: str, started_ms: int) -> None:
+    """The delivery was lost or cancelled here: no completion will come, so its noted
+    spans are made now if kept (as a failure: ``lost``)."""
+    if tracer is None or claimed.trace is None:
+        return
+    kept = _kept(tracer, claimed, "lost", started_ms)
+    if kept is not None:
+        _made(tracer, claimed, {**run_attributes(claimed, worker_id), **kept})
+
+
+def renewed(tracer: RunTracer, c: Claimed, worker_id: str, took_ms: int, error: str | None) -> None:
+    """Note a lease renewal of a delivery (the call took ``took_ms``)."""
+    if c.trace is None or len(c.trace) > MAX_RENEWALS + 2:
+        return
+    end_ms = c.server_ms()
+    c.trace.append(("shardsched.renew", end_ms - took_ms, end_ms, error, None))
 
 
 def completed(
@@ -69,56 +114,52 @@ def completed(
     now_ms: int,
     took_ms: int,
 ) -> None:
-    """Redis applied this completion (the call took ``took_ms``): its span, the attempt's,
-    and the firing's if the run ended for good."""
-    if tracer is None or not tracer.samples(f.claimed.run_id):
-        return
+    """Redis applied this completion (the call took ``took_ms``): if the run is kept, its
+    noted spans, its completion's, its attempt's and the firing's if it ended for good."""
     c = f.claimed
-    attributes = {**run_attributes(c, worker_id), "shardsched.state": state}
+    if tracer is None or c.trace is None:
+        return
+    kept = _kept(tracer, c, state, f.started_ms)
+    if kept is None:
+        return
+    attributes = {**run_attributes(c, worker_id), **kept, "shardsched.state": state}
+    c.trace.append(("shardsched.complete", now_ms - took_ms, now_ms, None, None))
+    _made(tracer, c, attributes)
     error = None if state == "succeeded" else (f.outcome.reason or state)
-    attempt = trace_ids.attempt_span_id(c.run_id)
-    tracer.child("shardsched.complete", c.run_id, attempt, attributes, now_ms - took_ms, now_ms)
     tracer.attempt_ended(c.run_id, attributes, c.claimed_ms - c.claim_took_ms, now_ms, error)
     if final:
         tracer.firing_ended(c.run_id, attributes, c.scheduled_for_ms, now_ms, state)
 
 
-def claimed(
-    tracer: RunTracer, runs: list[Claimed], worker_id: str, started: float
-) -> list[Claimed]:
-    """The claim call that delivered ``runs`` (begun at trio's ``started``), under each
-    attempt; returns the runs knowing how long it took (their attempt starts with it)."""
-    took_ms = round((trio.current_time() - started) * 1000)
-    out = []
-    for c in runs:
-        if not tracer.samples(c.run_id):
-            out.append(c)
-            continue
-        c = c._replace(claim_took_ms=took_ms)
-        out.append(c)
-        attributes = {**run_attributes(c, worker_id), "shardsched.delivery": c.delivery.token}
-        tracer.child(
-            "shardsched.claim",
-            c.run_id,
-            trace_ids.attempt_span_id(c.run_id),
-            attributes,
-            c.claimed_ms - took_ms,
-            c.claimed_ms,
-        )
-    return out
-
-
-def renewed(tracer: RunTracer, c: Claimed, worker_id: str, took_ms: int, error: str | None) -> None:
-    """A lease renewal of a delivery (the call took ``took_ms``), under its execution."""
-    if not tracer.samples(c.run_id):
-        return
-    end = c.server_ms()
-    tracer.child(
-        "shardsched.renew",
-        c.run_id,
-        trace_ids.delivery_span_id(c.run_id, c.delivery.token),
-        run_attributes(c, worker_id),
-        end - took_ms,
-        end,
-        error,
+def _kept(tracer: RunTracer, c: Claimed, state: str, started_ms: int) -> dict[str, Any] | None:
+    """The attributes saying why an attempt's spans are made ({}: it was sampled), or
+    None: they are dropped."""
+    if tracer.samples(c.run_id):
+        return {}
+    executed = [end - start for name, start, end, _, _ in c.trace or () if name == _EXECUTE]
+    why = tracer.keep.kept_for(
+        state,
+        c.attempt,
+        c.delivery.token % 1000,  # claim.lua counts a run's deliveries in these digits
+        started_ms - c.scheduled_for_ms,
+        executed[0] if executed else 0,
     )
+    return None if why is None else {"shardsched.kept": why}
+
+
+def _made(tracer: RunTracer, c: Claimed, attributes: dict[str, Any]) -> None:
+    """Make the noted spans of a delivery: the claim and completion under its attempt, its
+    execution under its attempt with the delivery's own id, renewals under the execution."""
+    run_id, trace = c.run_id, trace_ids.trace_id(c.run_id)
+    attempt = trace_ids.attempt_span_id(run_id)
+    delivery = trace_ids.delivery_span_id(run_id, c.delivery.token)
+    for name, start_ms, end_ms, error, extra in c.trace or ():
+        span_id, parent = None, attempt
+        if name == _EXECUTE:
+            span_id = delivery
+        elif name == "shardsched.renew":
+            parent = delivery
+        own = attributes if extra is None else {**attributes, **extra}
+        if name == "shardsched.claim":
+            own = {**own, "shardsched.delivery": c.delivery.token}
+        tracer.emit(name, trace, span_id, parent, own, start_ms, end_ms, error)

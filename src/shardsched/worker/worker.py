@@ -229,7 +229,7 @@ class Worker:
         call = lua.claim(self.dep.shard(shard), self.dep.globals, self.worker_id, count, plan)
         started = trio.current_time()
         claimed = self._claimed(shard, await call_script(self.redis, call))
-        if self.tracer is not None and claimed:  # the claim's span, under each attempt
+        if self.tracer is not None and claimed:  # each run's spans noted, its claim first
             claimed = spans.claimed(self.tracer, claimed, self.worker_id, started)
         self.streams.took(shard, len(claimed))
         return claimed
@@ -254,10 +254,11 @@ class Worker:
             if self.tracer is None:  # the burst's path: not even a context manager
                 outcome = self.executor.run_inline(claimed)
             else:
-                span = spans.start(self.tracer, claimed, self.worker_id)
-                with tracing.current(span):
+                with tracing.current(spans.start(self.tracer, claimed)):
                     outcome = self.executor.run_inline(claimed)
-                spans.end(span, outcome, claimed.server_ms())
+                spans.end(
+                    self.tracer, claimed, self.worker_id, started_ms, outcome, claimed.server_ms()
+                )
             self.holdings.finish(Finished(claimed, outcome, started_ms, inline=True))
         else:
             self.free -= 1
@@ -267,20 +268,22 @@ class Worker:
         started_ms = claimed.server_ms()
         key, h = claimed.key, self.holdings
         outcome = None
-        span = spans.start(self.tracer, claimed, self.worker_id)
+        context = spans.start(self.tracer, claimed)
         try:
-            with trio.CancelScope() as scope, tracing.current(span):
+            with trio.CancelScope() as scope, tracing.current(context):
                 live = h.start(key, scope)
                 self.renewer.started(claimed)
                 outcome = await self.executor.run(claimed, live)
         finally:
-            spans.end(span, outcome, claimed.server_ms())
+            end_ms = claimed.server_ms()
+            spans.end(self.tracer, claimed, self.worker_id, started_ms, outcome, end_ms)
             self.free += 1
             self._poke()
             if outcome is not None and h.state(key) is State.RUNNING:
                 h.finish(Finished(claimed, outcome, started_ms))
             else:  # lost (its process group was killed), or cancelled: nothing to report
                 h.stopped(key)
+                spans.stopped(self.tracer, claimed, self.worker_id, started_ms)
 
     def drain(self) -> None:
         """Stop claiming, let running runs finish within the grace, hand back the rest."""

@@ -1,0 +1,97 @@
+"""Which unsampled runs keep their trace anyway: a run's spans are noted cheaply while it
+runs and exported when its firing was sampled **or** when it ends in a way an operator
+will come asking about (a trace sampler decides at the start; only the end knows).
+
+Kept, each reason on by default (``SHARDSCHED_TRACES_KEEP`` names the ones wanted, or
+``none``):
+
+- ``failed``: the attempt ended failed, timed out, dead-lettered or lost (not succeeded)
+- ``retried``: an attempt after the first (the one before it failed, so its trace was kept)
+- ``redelivered``: a delivery after the first (a lease lapsed: a worker died or stalled)
+- ``late``: started more than ``SHARDSCHED_TRACES_LATE_MS`` after its scheduled time
+  (default 60,000; 0: never late)
+- ``slow``: executed for more than ``SHARDSCHED_TRACES_SLOW_MS`` (default 300,000; 0: never)
+
+Pure: no OpenTelemetry, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import msgspec
+
+REASONS = ("failed", "retried", "redelivered", "late", "slow")
+
+
+class KeepRule(msgspec.Struct, frozen=True):
+    """What an unsampled run's end must be for its trace to be exported."""
+
+    reasons: frozenset[str] = frozenset(REASONS)
+    late_ms: int = 60_000
+    slow_ms: int = 300_000
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> KeepRule:
+        """The rule the ``SHARDSCHED_TRACES_*`` variables ask for; ValueError names a bad
+        one."""
+        words = env.get("SHARDSCHED_TRACES_KEEP", "").strip().lower()
+        if not words:
+            reasons = frozenset(REASONS)
+        elif words == "none":
+            reasons = frozenset()
+        else:
+            asked = [w.strip() for w in words.split(",") if w.strip()]
+            unknown = [w for w in asked if w not in REASONS]
+            if unknown:
+                raise ValueError(
+                    f"SHARDSCHED_TRACES_KEEP: unknown {', '.join(unknown)}"
+                    f" (known: {', '.join(REASONS)}, or none)"
+                )
+            reasons = frozenset(asked)
+        return cls(
+            reasons,
+            _ms(env, "SHARDSCHED_TRACES_LATE_MS", 60_000),
+            _ms(env, "SHARDSCHED_TRACES_SLOW_MS", 300_000),
+        )
+
+    def kept_for(
+        self,
+        state: str,
+        attempt: int,
+        delivery: int,
+        started_late_ms: int,
+        executed_ms: int,
+    ) -> str | None:
+        """Why an unsampled attempt that ended in ``state`` keeps its trace (the first
+        reason that holds), or None: it is dropped."""
+        reasons = self.reasons
+        if "failed" in reasons and state != "succeeded":
+            return "failed"
+        if "retried" in reasons and attempt > 1:
+            return "retried"
+        if "redelivered" in reasons and delivery != 1:  # 0: the 1000th, and so on
+            return "redelivered"
+        if "late" in reasons and self.late_ms and started_late_ms > self.late_ms:
+            return "late"
+        if "slow" in reasons and self.slow_ms and executed_ms > self.slow_ms:
+            return "slow"
+        return None
+
+    def keeps_ended(self, state: str) -> bool:
+        """Whether a firing that ended in ``state`` with no worker's completion (a DAG run,
+        a poison run, a cancelled one) keeps its root span unsampled."""
+        return "failed" in self.reasons and state in ("failed", "dead_letter")
+
+
+def _ms(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name}: {raw!r} is not a whole number of milliseconds") from None
+    if value < 0:
+        raise ValueError(f"{name}: {value} is negative (0 turns it off)")
+    return value

@@ -1,0 +1,277 @@
+"""Traces of every failure at any sampling rate (#54): an unsampled run's spans are noted
+and made only when its end keeps them (core/trace_keep). Judged by what the ledger says
+became of each run (its state and attempts, read over the API: not the tracer's own
+decision), against what reached an in-memory exporter and a real OTLP/HTTP receiver."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+from conftest import child_env, wait_until
+from shardsched.core import trace_ids
+from shardsched.core.trace_keep import REASONS, KeepRule
+from shardsched.runtime.tracing import RunTracer
+from shardsched.shard.manager import ShardManager
+from shardsched.worker.worker import Worker
+from workers import start_worker
+
+
+def test_the_rule_is_read_from_the_environment() -> None:
+    assert KeepRule.from_env({}) == KeepRule(frozenset(REASONS), 60_000, 300_000)
+    assert KeepRule.from_env({"SHARDSCHED_TRACES_KEEP": "none"}).reasons == frozenset()
+    rule = KeepRule.from_env(
+        {"SHARDSCHED_TRACES_KEEP": " Failed, slow ", "SHARDSCHED_TRACES_SLOW_MS": "1500"}
+    )
+    assert rule == KeepRule(frozenset({"failed", "slow"}), 60_000, 1500)
+    for env, said in [
+        ({"SHARDSCHED_TRACES_KEEP": "failed,errors"}, "unknown errors"),
+        ({"SHARDSCHED_TRACES_LATE_MS": "1.5"}, "not a whole number"),
+        ({"SHARDSCHED_TRACES_SLOW_MS": "-1"}, "negative"),
+    ]:
+        with pytest.raises(ValueError, match=said):
+            KeepRule.from_env(env)
+
+
+def test_a_bad_rule_stops_a_process_with_the_reason(tmp_path) -> None:
+    from shardsched.runtime.tracing import tracer_from_env
+
+    env = {"OTEL_TRACES_EXPORTER": "console", "SHARDSCHED_TRACES_KEEP": "sometimes"}
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in env.items():
+            mp.setenv(name, value)
+        with pytest.raises(SystemExit, match="SHARDSCHED_TRACES_KEEP: unknown sometimes"):
+            tracer_from_env("shardsched-worker")
+
+
+@pytest.fixture
+def spans() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+async def _unsampled(
+    nursery, redis, dep, spans, keep: KeepRule | None = None, worker: bool = True
+) -> RunTracer:
+    """A node and a worker whose sampler samples nothing."""
+    tracer = RunTracer.for_tests(spans, sampler=ALWAYS_OFF, keep=keep)
+    manager = ShardManager(redis, dep, node_id="n-tail", renew_every_s=0.5, tracer=tracer)
+    await nursery.start(manager.run)
+    if worker:
+        await nursery.start(Worker(redis, dep, worker_id="w-tail", tracer=tracer).run)
+    return tracer
+
+
+def _soon() -> str:
+    return (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
+
+
+async def _ended(
+    http, job_id: str, states: tuple[str, ...] = ("succeeded", "dead_letter", "failed")
+) -> list[dict]:
+    async def ended() -> list[dict] | None:
+        runs = (await http.get(f"/api/v1/jobs/{job_id}/runs")).json()["runs"]
+        return runs if runs and runs[0]["state"] in states else None
+
+    return await wait_until(ended, timeout=30)
+
+
+def _of(spans: InMemorySpanExporter, run_id: str) -> dict[str, list]:
+    trace = trace_ids.trace_id(run_id)
+    out: dict[str, list] = {}
+    for s in spans.get_finished_spans():
+        if s.context.trace_id == trace and s.attributes.get("shardsched.run_id") == run_id:
+            out.setdefault(s.name, []).append(s)
+    return out
+
+
+async def test_an_unsampled_failure_has_its_whole_trace_and_a_success_none(
+    nursery, redis, dep, http, spans
+) -> None:
+    await _unsampled(nursery, redis, dep, spans)
+    failing = {"name": "bad", "command": "echo no; exit 3",
+               "schedule": {"type": "once", "at": _soon()},
+               "retry_policy": {"max_attempts": 2, "base_s": 0, "jitter": False}}  # fmt: skip
+    fine = {"name": "fine", "command": "true", "schedule": {"type": "once", "at": _soon()}}
+    bad_id = (await http.post("/api/v1/jobs", json=failing)).json()["job_id"]
+    ok_id = (await http.post("/api/v1/jobs", json=fine)).json()["job_id"]
+    bad_runs = await _ended(http, bad_id, ("dead_letter",))
+    ok_runs = await _ended(http, ok_id)
+    assert [r["state"] for r in bad_runs] == ["dead_letter", "failed"]  # the ledger's word
+    assert ok_runs[0]["state"] == "succeeded"
+
+    async def root() -> list:
+        return [s for s in spans.get_finished_spans() if s.name == "shardsched.firing"]
+
+    (firing,) = await wait_until(root, timeout=20)
+    last, first = bad_runs[0]["run_id"], bad_runs[1]["run_id"]
+    assert firing.context.trace_id == trace_ids.trace_id(last)
+    assert firing.attributes["shardsched.state"] == "dead_letter" and not firing.status.is_ok
+    for run_id in (first, last):
+        got = _of(spans, run_id)
+        assert sorted(set(got) - {"shardsched.firing"}) == [
+            "shardsched.attempt",
+            "shardsched.claim",
+            "shardsched.complete",
+            "shardsched.execute",
+        ], run_id
+        (attempt,) = got["shardsched.attempt"]
+        assert attempt.attributes["shardsched.kept"] == "failed"
+        assert not attempt.status.is_ok
+        (execute,) = got["shardsched.execute"]
+        assert execute.attributes["process.exit_code"] == 3
+        assert execute.parent.span_id == attempt.context.span_id
+    (second,) = _of(spans, last)["shardsched.attempt"]
+    assert second.links[0].context.span_id == trace_ids.attempt_span_id(first)
+    # the owner's fire span is not there: it was written before the end was known
+    assert not [s for s in spans.get_finished_spans() if s.name == "shardsched.fire"]
+    assert _of(spans, ok_runs[0]["run_id"]) == {}
+    assert {s.context.trace_id for s in spans.get_finished_spans()} == {firing.context.trace_id}
+
+
+async def test_a_late_run_and_a_slow_one_keep_theirs(nursery, redis, dep, http, spans) -> None:
+    keep = KeepRule(late_ms=1_500, slow_ms=1_000)
+    tracer = await _unsampled(nursery, redis, dep, spans, keep, worker=False)
+    jobs = {
+        "late": {"command": "true", "queue": "later"},
+        "slow": {"command": "sleep 1.5"},
+        "quick": {"command": "sleep 0.1"},
+    }
+    ids = {}
+    for name, body in jobs.items():
+        body = {"name": name, "schedule": {"type": "once", "at": _soon()}, **body}
+        ids[name] = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
+    await nursery.start(Worker(redis, dep, worker_id="w-now", tracer=tracer).run)
+
+    async def queued_long() -> bool:  # no worker serves "later" yet: the run waits
+        runs = (await http.get(f"/api/v1/jobs/{ids['late']}/runs")).json()["runs"]
+        if not runs:
+            return False
+        got = (await http.get(f"/api/v1/runs/{runs[0]['run_id']}")).json()
+        waited = datetime.now(UTC) - datetime.fromisoformat(got["scheduled_for"])
+        return waited > timedelta(milliseconds=2_000)
+
+    await wait_until(queued_long, timeout=20)
+    late_worker = Worker(redis, dep, worker_id="w-late", tracer=tracer, queues=["later"])
+    await nursery.start(late_worker.run)
+    runs = {name: (await _ended(http, job_id))[0] for name, job_id in ids.items()}
+    assert {r["state"] for r in runs.values()} == {"succeeded"}
+    for name in ("late", "slow"):
+        run_id = runs[name]["run_id"]
+
+        async def made(run_id: str = run_id) -> dict:
+            return _of(spans, run_id)
+
+        got = await wait_until(made, timeout=20)
+        (attempt,) = got["shardsched.attempt"]
+        assert attempt.attributes["shardsched.kept"] == name
+        (root,) = [
+            s
+            for s in spans.get_finished_spans()
+            if s.name == "shardsched.firing" and s.context.trace_id == trace_ids.trace_id(run_id)
+        ]
+        assert root.attributes["shardsched.state"] == "succeeded"
+    (execute,) = _of(spans, runs["slow"]["run_id"])["shardsched.execute"]
+    assert execute.end_time - execute.start_time > 1_000_000_000
+    assert _of(spans, runs["quick"]["run_id"]) == {}
+
+
+async def test_a_failed_dag_run_has_its_root_and_its_failed_task(
+    nursery, redis, dep, http, spans
+) -> None:
+    await _unsampled(nursery, redis, dep, spans)
+    dag = {
+        "name": "etl",
+        "schedule": {"type": "cron", "expression": "30 2 * * *"},
+        "tasks": [
+            {"name": "extract", "command": "true"},
+            {"name": "load", "command": "exit 1", "depends_on": ["extract"]},
+        ],
+    }
+    dag_id = (await http.post("/api/v1/dags", json=dag)).json()["dag_id"]
+    drid = (await http.post(f"/api/v1/dags/{dag_id}/trigger")).json()["dag_run_id"]
+
+    async def failed() -> bool:
+        got = (await http.get(f"/api/v1/dag-runs/{drid}")).json()
+        return got["state"] == "failed"
+
+    await wait_until(failed, timeout=30)
+
+    async def root() -> list:
+        return [s for s in spans.get_finished_spans() if s.name == "shardsched.firing"]
+
+    (firing,) = await wait_until(root, timeout=20)
+    assert firing.attributes["shardsched.dag_run_id"] == drid
+    assert firing.attributes["shardsched.state"] == "failed"
+    tasks = [s for s in spans.get_finished_spans() if s.name == "shardsched.task"]
+    assert [t.attributes["shardsched.job_id"] for t in tasks] == [f"{dag_id}.load"]
+    assert tasks[0].parent.span_id == firing.context.span_id
+
+
+class _Receiver(http.server.BaseHTTPRequestHandler):
+    """An OTLP/HTTP traces receiver: the run ids of the spans it is sent."""
+
+    got: list[tuple[str, str]] = []  #: (span name, run id)
+
+    def do_POST(self) -> None:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(self.rfile.read(int(self.headers["content-length"])))
+        for resource_spans in request.resource_spans:
+            for scope in resource_spans.scope_spans:
+                for span in scope.spans:
+                    attrs = {a.key: a.value.string_value for a in span.attributes}
+                    _Receiver.got.append((span.name, attrs.get("shardsched.run_id", "")))
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+async def test_a_worker_process_sampling_nothing_exports_its_failures(
+    node, redis_server, http, dep, tmp_path
+) -> None:
+    server = _serve()
+    _Receiver.got.clear()
+    env = {
+        **child_env(),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}",
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+        "OTEL_TRACES_SAMPLER": "always_off",
+    }
+    proc = start_worker(redis_server.url, dep.namespace, "w-tail", tmp_path / "w.log", env=env)
+    try:
+        ids = {}
+        for name, command in [("bad", "exit 7"), ("good", "true")]:
+            body = {"name": name, "command": command, "schedule": {"type": "once", "at": _soon()}}
+            ids[name] = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
+        bad = (await _ended(http, ids["bad"]))[0]
+        good = (await _ended(http, ids["good"]))[0]
+        assert bad["state"] in ("failed", "dead_letter") and good["state"] == "succeeded"
+
+        async def exported() -> bool:
+            return ("shardsched.firing", bad["run_id"]) in _Receiver.got
+
+        await wait_until(exported, timeout=20)
+    finally:
+        proc.terminate()  # its tracer's shutdown exports whatever it still held
+        proc.wait(timeout=20)
+        server.shutdown()
+        server.server_close()
+    assert {run for _, run in _Receiver.got} == {bad["run_id"]}
+    assert {name for name, _ in _Receiver.got} >= {"shardsched.attempt", "shardsched.execute"}
+
+
+def _serve() -> http.server.ThreadingHTTPServer:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
