@@ -49,6 +49,35 @@ def test_a_bad_rule_stops_a_process_with_the_reason(tmp_path) -> None:
             tracer_from_env("shardsched-worker")
 
 
+def test_the_samplers_decision_is_the_sdks() -> None:
+    """The tracer decides a ratio sampler's question by one comparison: held to the SDK's
+    own should_sample on 20,000 random trace ids, for every sampler the variables name."""
+    import random
+
+    from opentelemetry.sdk.trace.sampling import (
+        ALWAYS_ON,
+        ParentBased,
+        TraceIdRatioBased,
+    )
+
+    rng = random.Random(54)
+    samplers = [
+        ParentBased(TraceIdRatioBased(0.01)),
+        TraceIdRatioBased(0.3),
+        ParentBased(TraceIdRatioBased(0.0)),
+        TraceIdRatioBased(1.0),
+        ALWAYS_ON,
+        ALWAYS_OFF,
+        ParentBased(ALWAYS_OFF),
+    ]
+    for sampler in samplers:
+        tracer = RunTracer.for_tests(InMemorySpanExporter(), sampler=sampler)
+        for _ in range(20_000 // len(samplers)):
+            trace = rng.getrandbits(128) or 1
+            sdk = sampler.should_sample(None, trace, "shardsched.firing").decision.is_sampled()
+            assert tracer.sampled(trace) == sdk, (sampler.get_description(), trace)
+
+
 @pytest.fixture
 def spans() -> InMemorySpanExporter:
     return InMemorySpanExporter()

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from conftest import child_env, wait_until
 from shardsched.core import trace_ids
 from shardsched.core.trace_keep import KeepRule
-from shardsched.runtime import tracing
+from shardsched.runtime import trace_context
 from shardsched.runtime.logs import JsonFormatter
 from shardsched.runtime.tracing import RunTracer, enabled_by
 from shardsched.shard.manager import ShardManager
@@ -114,10 +114,14 @@ async def test_a_handler_runs_in_its_executions_context(node, traced, http, span
 
 def test_log_lines_carry_the_current_span(spans: InMemorySpanExporter) -> None:
     tracer = RunTracer.for_tests(spans)
-    context = tracer.execution("job_x:1000:1", 7, sampled=False)
+    context = ("job_x:1000:1", 7)  # an unsampled run's (worker/spans.py start)
     record = logging.LogRecord("t", logging.INFO, __file__, 1, "hello", None, None)
-    with tracing.current(context):  # an unsampled run's logs join its trace, if kept
+    with trace_context.current(context):  # an unsampled run's logs join its trace, if kept
         line = json.loads(JsonFormatter().format(record))
+        parent = trace_context.current_traceparent()
+    assert parent is not None and parent.endswith("-00")  # a job's own tracer records not
+    with trace_context.current(tracer.execution("job_x:1000:1", 7)):
+        assert (trace_context.current_traceparent() or "").endswith("-01")
     assert line["trace_id"] == f"{trace_ids.trace_id('job_x:1000:1'):032x}"
     assert line["span_id"] == f"{trace_ids.delivery_span_id('job_x:1000:1', 7):016x}"
     assert "trace_id" not in json.loads(JsonFormatter().format(record))
@@ -251,7 +255,7 @@ async def test_renewals_nest_under_their_delivery_and_a_cancelled_run_ends_its_f
 
     async def renewed_twice() -> str | None:  # noted on the held run, made only at its end
         for c in traced.holdings.leased():
-            if sum(name == "shardsched.renew" for name, *_ in c.trace or ()) >= 2:
+            if c.trace and sum(name == "shardsched.renew" for name, *_ in c.trace.spans) >= 2:
                 return c.run_id
         return None
 

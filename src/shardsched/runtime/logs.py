@@ -15,7 +15,7 @@ import logging
 import sys
 from datetime import UTC, datetime
 
-from shardsched.runtime.tracing import current_ids
+from shardsched.runtime.trace_context import current_ids
 
 #: Fields an event may carry (logging's ``extra``), copied into the JSON line.
 FIELDS = ("run_id", "job_id", "shard", "epoch", "dag_run_id", "dag_id", "worker_id", "node_id")

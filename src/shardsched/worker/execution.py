@@ -12,7 +12,7 @@ import trio
 
 from shardsched.core.ids import dag_run_of, job_of_run
 from shardsched.core.instants import from_ms
-from shardsched.runtime.tracing import current_traceparent
+from shardsched.runtime.trace_context import current_traceparent
 from shardsched.worker import handlers
 from shardsched.worker.holdings import Claimed
 from shardsched.worker.runner import OUTPUT_LIMIT, LiveOutput, Outcome, run_command

@@ -17,7 +17,7 @@ import enum
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import msgspec
 import trio
@@ -27,6 +27,9 @@ from shardsched.core.models import ExecSpec
 from shardsched.store.lua.runs import ClaimedEntry, Delivery
 from shardsched.worker.claim_gate import ClaimGate
 from shardsched.worker.runner import LiveOutput, Outcome
+
+if TYPE_CHECKING:
+    from shardsched.worker.spans import Notes
 
 _spec_decoder = msgspec.json.Decoder(ExecSpec)
 
@@ -54,10 +57,17 @@ class Claimed(NamedTuple):
     claim_took_ms: int = 0  #: how long the claim call took (known when tracing is on)
     #: this delivery's spans noted so far, made only if the run is kept (worker/spans.py);
     #: None when tracing is off
-    trace: list[tuple[str, int, int, str | None, dict[str, Any] | None]] | None = None
+    trace: Notes | None = None
 
     @classmethod
-    def of(cls, shard: int, entry: ClaimedEntry, local: float) -> Claimed:
+    def of(
+        cls,
+        shard: int,
+        entry: ClaimedEntry,
+        local: float,
+        claim_took_ms: int = 0,
+        trace: Notes | None = None,
+    ) -> Claimed:
         return cls(  # positional, in field order
             shard,
             Delivery(entry.entry_id, entry.run_id, entry.token),
@@ -67,6 +77,8 @@ class Claimed(NamedTuple):
             entry.now_ms,
             local,
             entry.args_json,
+            claim_took_ms,
+            trace,
         )
 
     @property

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import trio
-
 from shardsched.core import trace_ids
 from shardsched.core.ids import dag_run_of, job_of_run
 from shardsched.runtime.tracing import RunTracer
@@ -41,27 +39,37 @@ def run_attributes(claimed: Claimed, worker_id: str) -> dict[str, Any]:
     return attributes
 
 
-def claimed(
-    tracer: RunTracer, runs: list[Claimed], worker_id: str, started: float
-) -> list[Claimed]:
-    """The claim call that delivered ``runs`` (begun at trio's ``started``): each run
-    gets its notes, the claim first; its attempt starts with the call."""
-    took_ms = round((trio.current_time() - started) * 1000)
-    return [
-        c._replace(
-            claim_took_ms=took_ms,
-            trace=[("shardsched.claim", c.claimed_ms - took_ms, c.claimed_ms, None, None)],
-        )
-        for c in runs
-    ]
+class Notes:
+    """A delivery's spans so far, as numbers: (name, start ms, end ms, error, attributes)
+    each, with its trace id and whether its firing was sampled, decided at its claim."""
+
+    __slots__ = ("sampled", "spans", "trace")
+
+    def __init__(self, trace: int, sampled: bool, spans: list[Noted]) -> None:
+        self.trace = trace
+        self.sampled = sampled
+        self.spans = spans
+
+
+Noted = tuple[str, int, int, str | None, dict[str, Any] | None]
+
+
+def noted(tracer: RunTracer, run_id: str, claimed_ms: int, took_ms: int) -> Notes:
+    """A claimed run's notes, its claim call first (it took ``took_ms``, answered at
+    ``claimed_ms``): the attempt starts with it."""
+    trace = trace_ids.trace_id(run_id)
+    claim: Noted = ("shardsched.claim", claimed_ms - took_ms, claimed_ms, None, None)
+    return Notes(trace, tracer.sampled(trace), [claim])
 
 
 def start(tracer: RunTracer | None, claimed: Claimed) -> Any:
     """The context this delivery executes in (None: tracing is off)."""
-    if tracer is None:
+    notes = claimed.trace
+    if tracer is None or notes is None:
         return None
-    token = claimed.delivery.token
-    return tracer.execution(claimed.run_id, token, tracer.samples(claimed.run_id))
+    if notes.sampled:
+        return tracer.execution(claimed.run_id, claimed.delivery.token)
+    return (claimed.run_id, claimed.delivery.token)  # ids made if a log line asks
 
 
 def end(
@@ -84,7 +92,7 @@ def end(
             extra = {"process.exit_code": outcome.exit_code}
         if not outcome.succeeded:
             error = outcome.reason or "failed"
-    claimed.trace.append((_EXECUTE, started_ms, end_ms, error, extra))
+    claimed.trace.spans.append((_EXECUTE, started_ms, end_ms, error, extra))
 
 
 def stopped(tracer: RunTracer | None, claimed: Claimed, worker_id: str, started_ms: int) -> None:
@@ -99,10 +107,10 @@ def stopped(tracer: RunTracer | None, claimed: Claimed, worker_id: str, started_
 
 def renewed(tracer: RunTracer, c: Claimed, worker_id: str, took_ms: int, error: str | None) -> None:
     """Note a lease renewal of a delivery (the call took ``took_ms``)."""
-    if c.trace is None or len(c.trace) > MAX_RENEWALS + 2:
+    if c.trace is None or len(c.trace.spans) > MAX_RENEWALS + 2:
         return
     end_ms = c.server_ms()
-    c.trace.append(("shardsched.renew", end_ms - took_ms, end_ms, error, None))
+    c.trace.spans.append(("shardsched.renew", end_ms - took_ms, end_ms, error, None))
 
 
 def completed(
@@ -123,7 +131,7 @@ def completed(
     if kept is None:
         return
     attributes = {**run_attributes(c, worker_id), **kept, "shardsched.state": state}
-    c.trace.append(("shardsched.complete", now_ms - took_ms, now_ms, None, None))
+    c.trace.spans.append(("shardsched.complete", now_ms - took_ms, now_ms, None, None))
     _made(tracer, c, attributes)
     error = None if state == "succeeded" else (f.outcome.reason or state)
     tracer.attempt_ended(c.run_id, attributes, c.claimed_ms - c.claim_took_ms, now_ms, error)
@@ -134,9 +142,11 @@ def completed(
 def _kept(tracer: RunTracer, c: Claimed, state: str, started_ms: int) -> dict[str, Any] | None:
     """The attributes saying why an attempt's spans are made ({}: it was sampled), or
     None: they are dropped."""
-    if tracer.samples(c.run_id):
+    notes = c.trace
+    assert notes is not None
+    if notes.sampled:
         return {}
-    executed = [end - start for name, start, end, _, _ in c.trace or () if name == _EXECUTE]
+    executed = [end - start for name, start, end, _, _ in notes.spans if name == _EXECUTE]
     why = tracer.keep.kept_for(
         state,
         c.attempt,
@@ -150,10 +160,12 @@ def _kept(tracer: RunTracer, c: Claimed, state: str, started_ms: int) -> dict[st
 def _made(tracer: RunTracer, c: Claimed, attributes: dict[str, Any]) -> None:
     """Make the noted spans of a delivery: the claim and completion under its attempt, its
     execution under its attempt with the delivery's own id, renewals under the execution."""
-    run_id, trace = c.run_id, trace_ids.trace_id(c.run_id)
+    notes = c.trace
+    assert notes is not None
+    run_id, trace = c.run_id, notes.trace
     attempt = trace_ids.attempt_span_id(run_id)
     delivery = trace_ids.delivery_span_id(run_id, c.delivery.token)
-    for name, start_ms, end_ms, error, extra in c.trace or ():
+    for name, start_ms, end_ms, error, extra in notes.spans:
         span_id, parent = None, attempt
         if name == _EXECUTE:
             span_id = delivery

@@ -22,7 +22,7 @@ import trio
 
 from shardsched.core.pacing import Backoff
 from shardsched.core.queues import DEFAULT_QUEUE
-from shardsched.runtime import tracing
+from shardsched.runtime import trace_context
 from shardsched.runtime.metrics import Metrics
 from shardsched.runtime.tracing import RunTracer
 from shardsched.store import ready
@@ -228,13 +228,11 @@ class Worker:
         plan = self.streams.plan(count, shard)
         call = lua.claim(self.dep.shard(shard), self.dep.globals, self.worker_id, count, plan)
         started = trio.current_time()
-        claimed = self._claimed(shard, await call_script(self.redis, call))
-        if self.tracer is not None and claimed:  # each run's spans noted, its claim first
-            claimed = spans.claimed(self.tracer, claimed, self.worker_id, started)
+        claimed = self._claimed(shard, await call_script(self.redis, call), started)
         self.streams.took(shard, len(claimed))
         return claimed
 
-    def _claimed(self, shard: int, reply: list[object]) -> list[Claimed]:
+    def _claimed(self, shard: int, reply: list[object], started: float) -> list[Claimed]:
         local = trio.current_time()
         entries = lua.decode_claimed(reply)
         lags: dict[int, int] = {}
@@ -244,6 +242,14 @@ class Worker:
                 lags[lag] = lags.get(lag, 0) + 1
         for lag, count in lags.items():
             self.metrics.claim_latency.observe(max(lag, 0) / 1000, count)
+        if self.tracer is not None:  # each run's spans noted, its claim first
+            took_ms, tracer = round((local - started) * 1000), self.tracer
+            return [
+                Claimed.of(
+                    shard, e, local, took_ms, spans.noted(tracer, e.run_id, e.now_ms, took_ms)
+                )
+                for e in entries
+            ]
         return [Claimed.of(shard, e, local) for e in entries]
 
     def _start(self, claimed: Claimed) -> None:
@@ -254,7 +260,7 @@ class Worker:
             if self.tracer is None:  # the burst's path: not even a context manager
                 outcome = self.executor.run_inline(claimed)
             else:
-                with tracing.current(spans.start(self.tracer, claimed)):
+                with trace_context.current(spans.start(self.tracer, claimed)):
                     outcome = self.executor.run_inline(claimed)
                 spans.end(
                     self.tracer, claimed, self.worker_id, started_ms, outcome, claimed.server_ms()
@@ -270,7 +276,7 @@ class Worker:
         outcome = None
         context = spans.start(self.tracer, claimed)
         try:
-            with trio.CancelScope() as scope, tracing.current(context):
+            with trio.CancelScope() as scope, trace_context.current(context):
                 live = h.start(key, scope)
                 self.renewer.started(claimed)
                 outcome = await self.executor.run(claimed, live)

@@ -1,0 +1,77 @@
+"""The trace context a run executes in, for its handler, its log lines and a command's
+``TRACEPARENT`` (runtime/tracing.py makes the spans): a sampled run's is OpenTelemetry's
+own context, its execution span current; an unsampled run's is only its (run id,
+delivery token) in a context variable, its ids derived when a log line asks."""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from shardsched.core import trace_ids
+
+#: (run id, delivery token) of the unsampled run executing in this context
+_unsampled_run: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar(
+    "shardsched_unsampled_run", default=None
+)
+active = False  #: a RunTracer exists in this process (logs look for the current span)
+
+
+@contextmanager
+def current(context: Any) -> Iterator[None]:
+    """Make ``context`` (RunTracer.execution) current in this task: handlers and logs see
+    its span (an unsampled run's: its ids only)."""
+    if context is None:
+        yield
+        return
+    if isinstance(context, tuple):
+        reset = _unsampled_run.set(context)
+        try:
+            yield
+        finally:
+            _unsampled_run.reset(reset)
+        return
+    from opentelemetry import context as api
+
+    token = api.attach(context)
+    try:
+        yield
+    finally:
+        api.detach(token)
+
+
+def current_ids() -> tuple[str, str] | None:
+    """(trace id, span id) in hex of the current span, for a log line; None when tracing
+    is off or no span is current."""
+    if not active:
+        return None
+    if (run := _unsampled_run.get()) is not None:
+        trace_id, span_id = _ids_of(run)
+        return f"{trace_id:032x}", f"{span_id:016x}"
+    from opentelemetry import trace
+
+    ctx = trace.get_current_span().get_span_context()
+    if not ctx.is_valid:
+        return None
+    return f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"
+
+
+def current_traceparent() -> str | None:
+    """The W3C ``traceparent`` of the current span (a job's ``TRACEPARENT``)."""
+    if not active:
+        return None
+    if (run := _unsampled_run.get()) is not None:
+        return trace_ids.traceparent(*_ids_of(run), False)
+    from opentelemetry import trace
+
+    ctx = trace.get_current_span().get_span_context()
+    if not ctx.is_valid:
+        return None
+    return trace_ids.traceparent(ctx.trace_id, ctx.span_id, ctx.trace_flags.sampled)
+
+
+def _ids_of(run: tuple[str, int]) -> tuple[int, int]:
+    """(trace id, execution span id) of a delivery (run id, token)."""
+    return trace_ids.trace_id(run[0]), trace_ids.delivery_span_id(run[0], run[1])
