@@ -41,7 +41,7 @@ def spread_jobs(prefix: str, rate: int, start: datetime, fail_every: int = 0) ->
 
 
 def run(args: argparse.Namespace) -> dict:
-    sink = trace_sink.Sink(args.traces) if args.traces else None
+    sink = trace_sink.Sink(args.traces, schedule_delay_ms=None) if args.traces else None
     with (
         trace_sink.exporting_to(sink),
         bench_redis(args.redis, args.fsync) as url,

@@ -122,7 +122,7 @@ class RunTracer:
     run's spans are noted while it runs and made at its end, when it is kept): it is built
     as the SDK's ``ReadableSpan``, what a span processor hands its exporter, and given to
     the processor (batching, OTLP) directly. A live SDK span would pay its lock, limits,
-    sampler and context for nothing: 31 µs a span against 3 (bench/RESULTS.md)."""
+    sampler and context for nothing: 20 µs a span against 1.8 (bench/RESULTS.md)."""
 
     def __init__(
         self,

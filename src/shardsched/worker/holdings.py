@@ -29,7 +29,7 @@ from shardsched.worker.claim_gate import ClaimGate
 from shardsched.worker.runner import LiveOutput, Outcome
 
 if TYPE_CHECKING:
-    from shardsched.worker.spans import Notes
+    from shardsched.worker.trace_notes import Notes
 
 _spec_decoder = msgspec.json.Decoder(ExecSpec)
 

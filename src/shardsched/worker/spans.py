@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from shardsched.core import trace_ids
 from shardsched.core.ids import dag_run_of, job_of_run
 from shardsched.runtime.tracing import RunTracer
+from shardsched.worker.trace_notes import Noted, Notes
 
 if TYPE_CHECKING:
     from shardsched.worker.holdings import Claimed, Finished
@@ -37,21 +38,6 @@ def run_attributes(claimed: Claimed, worker_id: str) -> dict[str, Any]:
     if drid := dag_run_of(claimed.run_id):
         attributes["shardsched.dag_run_id"] = drid
     return attributes
-
-
-class Notes:
-    """A delivery's spans so far, as numbers: (name, start ms, end ms, error, attributes)
-    each, with its trace id and whether its firing was sampled, decided at its claim."""
-
-    __slots__ = ("sampled", "spans", "trace")
-
-    def __init__(self, trace: int, sampled: bool, spans: list[Noted]) -> None:
-        self.trace = trace
-        self.sampled = sampled
-        self.spans = spans
-
-
-Noted = tuple[str, int, int, str | None, dict[str, Any] | None]
 
 
 def noted(tracer: RunTracer, run_id: str, claimed_ms: int, took_ms: int) -> Notes:
