@@ -74,10 +74,19 @@ def dev_http(tmp_path: Path, port: int) -> httpx.Client:
     return httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10, headers=headers)
 
 
-def run_once_job(http: httpx.Client, command: str, timeout: float = 20) -> dict:
-    """Register a job due at once through the API and wait for its run to succeed."""
+def run_once_job(
+    http: httpx.Client, command: str, timeout: float = 20, unavailable_s: float = 0
+) -> dict:
+    """Register a job due at once through the API and wait for its run to succeed; a 503
+    (Redis failing over) is tried again, as a client does, for ``unavailable_s``."""
     body = {"name": "dev-job", "schedule": {"type": "once", "at": "2020-01-01T00:00:00Z"}}
-    resp = http.post("/api/v1/jobs", json={**body, "command": command})
+    deadline = time.monotonic() + unavailable_s
+    while True:
+        resp = http.post("/api/v1/jobs", json={**body, "command": command})
+        if resp.status_code != 503 or time.monotonic() > deadline:
+            break
+        # paces a retry that ends when the API takes the job: the server's own advice
+        time.sleep(min(float(resp.headers.get("retry-after") or 1), 2.0))
     assert resp.status_code == 201, resp.text
     job_id = resp.json()["job_id"]
     event = run_event(http, job_id, {"succeeded", "failed", "dead_letter"}, timeout)
@@ -314,8 +323,8 @@ def test_dev_on_sentinel_survives_its_primary_killed(tmp_path: Path) -> None:
                 p for p in tree
                 if f"127.0.0.1:{primary}" in Path(f"/proc/{p}/cmdline").read_text()
             ]  # fmt: skip
-            os.kill(pid, signal.SIGKILL)
-            run = run_once_job(http, "echo after the failover", timeout=60)
+            os.kill(pid, signal.SIGKILL)  # until the failover, the API answers 503
+            run = run_once_job(http, "echo after the failover", timeout=60, unavailable_s=60)
             out = http.get(f"/api/v1/runs/{run['run_id']}/output").json()["output"]
             assert out == "after the failover\n"
             now = http.get("/readyz").json()["redis"]
