@@ -1,14 +1,17 @@
 """Instructions of an FCALL / EVALSHA that returns at once, with a one-item fire's KEYS and ARGV."""
-import sys, tempfile
+
+import tempfile
 from pathlib import Path
-from shardsched.bench.instructions import Counted
+
 from shardsched.bench import floor
+from shardsched.bench.instructions import Counted
 from shardsched.store.deployment import Deployment
 
 with tempfile.TemporaryDirectory() as tmp:
     s = Counted(Path(tmp))
     r = s.r
-    r.execute_command("FUNCTION", "LOAD", "#!lua name=nop\nredis.register_function{function_name='nop', callback=function(k, a) return {1} end}")
+    nop = "redis.register_function{function_name='nop', callback=function(k, a) return {1} end}"
+    r.execute_command("FUNCTION", "LOAD", "#!lua name=nop\n" + nop)
     sha = r.script_load("#!lua\nreturn {1}")
     dep = Deployment("cg", 64)
     tick, per_shard = floor._seed(r, dep, 640, "s", with_jobs=True)
