@@ -207,17 +207,38 @@ def run_event(
     http: httpx.Client, job_id: str, states: Iterable[str], timeout: float = 20.0
 ) -> dict:
     """The first run state change of ``job_id`` into one of ``states``, read from the
-    API's own live event stream (Server-Sent Events, from the start of its history)."""
+    API's own live event stream (Server-Sent Events, from the start of its history).
+
+    As an EventSource does, a stream the server ends (it does while Redis is unavailable)
+    or a 503 is opened again, resuming at the last event's id, until ``timeout``."""
     wanted = set(states)
+    deadline = time.monotonic() + timeout
     params = {"job_id": job_id, "since": "1970-01-01T00:00:00Z"}
-    with http.stream("GET", "/api/v1/events/stream", params=params, timeout=timeout) as reply:
-        assert reply.status_code == 200, reply.read()
-        for line in reply.iter_lines():
-            if line.startswith("data:"):
-                event = json.loads(line[5:])
-                if event["new"] in wanted:
-                    return event
-    raise AssertionError(f"the event stream ended before {job_id} reached {wanted}")
+    last_id: str | None = None
+    ends: list[str] = []
+    while (left := deadline - time.monotonic()) > 0:
+        headers = {"last-event-id": last_id} if last_id else {}
+        try:
+            with http.stream(
+                "GET", "/api/v1/events/stream", params=params, headers=headers, timeout=left
+            ) as reply:
+                if reply.status_code == 503:
+                    ends.append("503")
+                    # paces a reconnect that ends when the API answers: its own advice
+                    time.sleep(min(float(reply.headers.get("retry-after") or 1), 1.0))
+                    continue
+                assert reply.status_code == 200, reply.read()
+                for line in reply.iter_lines():
+                    if line.startswith("id:"):
+                        last_id = line[3:].strip()
+                    elif line.startswith("data:"):
+                        event = json.loads(line[5:])
+                        if event["new"] in wanted:
+                            return event
+                ends.append("ended")
+        except (httpx.ReadTimeout, httpx.RemoteProtocolError, httpx.ReadError) as exc:
+            ends.append(type(exc).__name__)
+    raise AssertionError(f"{job_id} did not reach {wanted} in {timeout} s (streams: {ends})")
 
 
 def start_redis(args: list[str], log: Path, timeout: float = 10.0) -> LogWatch:
