@@ -257,13 +257,13 @@ class NodeOptions:
 def serve_node(o: NodeOptions) -> None:
     """A node process, until a signal (module docstring: the order it stops in)."""
     stop = trio.Event()
+    tracer = tracer_from_env("shardsched-node")  # a bad setting: one line, before trio
 
     async def node(task_status: trio.TaskStatus[list[str]]) -> None:
         policy = None if o.http is None else o.http.policy()  # refused before any wait
         redis, dep = await open_redis(
             o.redis, o.namespace, o.shards, archive=o.archive, durable=o.durable
         )
-        tracer = tracer_from_env("shardsched-node")
         try:
             await check_redis_config(redis, o.allow_eviction)
             await run_node(

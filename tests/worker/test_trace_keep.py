@@ -6,6 +6,8 @@ decision), against what reached an in-memory exporter and a real OTLP/HTTP recei
 from __future__ import annotations
 
 import http.server
+import json
+import subprocess
 import threading
 from datetime import UTC, datetime, timedelta
 
@@ -13,7 +15,7 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
-from conftest import child_env, wait_until
+from conftest import child_env, shardsched_cmd, wait_until
 from shardsched.core import trace_ids
 from shardsched.core.trace_keep import REASONS, KeepRule
 from shardsched.runtime.tracing import RunTracer
@@ -29,24 +31,57 @@ def test_the_rule_is_read_from_the_environment() -> None:
         {"SHARDSCHED_TRACES_KEEP": " Failed, slow ", "SHARDSCHED_TRACES_SLOW_MS": "1500"}
     )
     assert rule == KeepRule(frozenset({"failed", "slow"}), 60_000, 1500)
-    for env, said in [
-        ({"SHARDSCHED_TRACES_KEEP": "failed,errors"}, "unknown errors"),
-        ({"SHARDSCHED_TRACES_LATE_MS": "1.5"}, "not a whole number"),
-        ({"SHARDSCHED_TRACES_SLOW_MS": "-1"}, "negative"),
-    ]:
-        with pytest.raises(ValueError, match=said):
-            KeepRule.from_env(env)
+    assert KeepRule.from_env({"SHARDSCHED_TRACES_LATE_MS": " 0 "}).late_ms == 0
+    assert KeepRule.from_env({"SHARDSCHED_TRACES_KEEP": " NONE "}).reasons == frozenset()
 
 
-def test_a_bad_rule_stops_a_process_with_the_reason(tmp_path) -> None:
-    from shardsched.runtime.tracing import tracer_from_env
+@pytest.mark.parametrize(
+    ("name", "value", "said"),
+    [
+        ("KEEP", "failed,errors", "unknown 'errors'"),
+        ("KEEP", "", "is empty"),
+        ("KEEP", "  ", "is empty"),
+        ("KEEP", ",", "an empty item"),
+        ("KEEP", "failed,,slow", "an empty item"),
+        ("KEEP", "failed,", "an empty item"),
+        ("KEEP", "none,failed", "none keeps nothing and goes alone"),
+        ("KEEP", "failed;slow", "unknown 'failed;slow'"),
+        ("LATE_MS", "1.5", "not a whole number"),
+        ("LATE_MS", "", "not a whole number"),
+        ("LATE_MS", "+5", "not a whole number"),
+        ("LATE_MS", "1_000", "not a whole number"),
+        ("LATE_MS", "\u0665", "not a whole number"),  # ARABIC-INDIC FIVE: int() takes it
+        ("LATE_MS", "1e3", "not a whole number"),
+        ("SLOW_MS", "-1", "not a whole number"),
+        ("SLOW_MS", "99999999999999999999", "more than a year"),
+    ],
+)
+def test_a_bad_value_is_refused_with_the_reason(name: str, value: str, said: str) -> None:
+    with pytest.raises(ValueError, match=f"SHARDSCHED_TRACES_{name}.*{said}"):
+        KeepRule.from_env({f"SHARDSCHED_TRACES_{name}": value})
 
-    env = {"OTEL_TRACES_EXPORTER": "console", "SHARDSCHED_TRACES_KEEP": "sometimes"}
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in env.items():
-            mp.setenv(name, value)
-        with pytest.raises(SystemExit, match="SHARDSCHED_TRACES_KEEP: unknown sometimes"):
-            tracer_from_env("shardsched-worker")
+
+@pytest.mark.parametrize(
+    "command",
+    [["node", "--redis", "redis://127.0.0.1:9"], ["worker", "--redis", "redis://127.0.0.1:9"],
+     ["dev"]],
+)  # fmt: skip
+def test_a_bad_rule_stops_a_process_with_one_line(command: list[str], tmp_path) -> None:
+    """Traced or not, a bad value stops node, worker and dev before they start anything,
+    with one line (no traceback; dev does not start a worker to restart forever)."""
+    if command == ["dev"]:
+        command = ["dev", "--data-dir", str(tmp_path / "data"), "--http", "127.0.0.1:9"]
+    for traced in ({}, {"OTEL_TRACES_EXPORTER": "console"}):
+        env = {**child_env(), **traced, "SHARDSCHED_TRACES_KEEP": "none,failed"}
+        done = subprocess.run(
+            shardsched_cmd(*command), env=env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 1, done
+        assert done.stderr.splitlines() == [
+            "shardsched: SHARDSCHED_TRACES_KEEP: none keeps nothing and goes alone,"
+            " not with 'none,failed'"
+        ], done.stderr
+    assert not (tmp_path / "data").exists()
 
 
 def test_the_samplers_decision_is_the_sdks() -> None:
@@ -236,9 +271,47 @@ async def test_a_failed_dag_run_has_its_root_and_its_failed_task(
     (firing,) = await wait_until(root, timeout=20)
     assert firing.attributes["shardsched.dag_run_id"] == drid
     assert firing.attributes["shardsched.state"] == "failed"
+    assert firing.attributes["shardsched.kept"] == "failed"  # unsampled: kept, and says so
     tasks = [s for s in spans.get_finished_spans() if s.name == "shardsched.task"]
     assert [t.attributes["shardsched.job_id"] for t in tasks] == [f"{dag_id}.load"]
     assert tasks[0].parent.span_id == firing.context.span_id
+
+
+async def test_a_run_cancelled_while_running_has_its_attempt_and_root(
+    nursery, redis, dep, http, spans, caplog
+) -> None:
+    """Nobody completes a cancelled run: its worker ends its attempt (cancelled) and the
+    owner its firing's root, unsampled, both kept as failures; the worker's line about it
+    carries the run's trace id."""
+    await _unsampled(nursery, redis, dep, spans)
+    body = {"name": "long", "command": "sleep 60", "schedule": {"type": "once", "at": _soon()}}
+    job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
+    (run,) = await _ended(http, job_id, ("running",))
+    run_id = run["run_id"]
+    assert (await http.post(f"/api/v1/runs/{run_id}/cancel")).status_code == 200
+    assert (await _ended(http, job_id, ("cancelled",)))[0]["state"] == "cancelled"
+
+    async def made() -> dict | None:
+        got = _of(spans, run_id)
+        return got if {"shardsched.attempt", "shardsched.firing"} <= set(got) else None
+
+    got = await wait_until(made, timeout=30)
+    (attempt,) = got["shardsched.attempt"]
+    assert attempt.attributes["shardsched.state"] == "cancelled" and not attempt.status.is_ok
+    assert attempt.attributes["shardsched.kept"] == "failed"
+    (execute,) = got["shardsched.execute"]
+    assert execute.status.description == "cancelled"
+    assert execute.parent.span_id == attempt.context.span_id
+    (root,) = got["shardsched.firing"]
+    assert root.attributes["shardsched.state"] == "cancelled"
+    assert root.attributes["shardsched.kept"] == "failed"
+    assert attempt.parent.span_id == root.context.span_id
+    (line,) = [r for r in caplog.records if "was cancelled" in r.getMessage()]
+    from shardsched.runtime.logs import JsonFormatter
+
+    said = json.loads(JsonFormatter().format(line))
+    assert said["run_id"] == run_id
+    assert said["trace_id"] == f"{trace_ids.trace_id(run_id):032x}"
 
 
 class _Receiver(http.server.BaseHTTPRequestHandler):

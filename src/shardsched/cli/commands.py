@@ -5,11 +5,13 @@ out, and the process or client it hands them to. Nothing here assembles a proces
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from shardsched.cli.flags import output_quota_sizes, retention_of, tls_files
+from shardsched.core.trace_keep import KeepRule
 
 
 def _config(make: Any, *args: Any) -> Any:
@@ -130,6 +132,10 @@ def dev(args: argparse.Namespace) -> None:
         raise SystemExit("shardsched: dev --replicas goes with --sentinel")
     if args.replicas is not None and not 1 <= args.replicas <= 5:
         raise SystemExit("shardsched: dev --replicas is 1 to 5")
+    try:  # its node and worker would each stop on it, and the worker be restarted forever
+        KeepRule.from_env(os.environ)
+    except ValueError as exc:
+        raise SystemExit(f"shardsched: {exc}") from None
     dev_command.main(args, *retention_of(args, Path(args.data_dir) / "archive"))
 
 

@@ -5,7 +5,8 @@ will come asking about (a trace sampler decides at the start; only the end knows
 Kept, each reason on by default (``SHARDSCHED_TRACES_KEEP`` names the ones wanted, or
 ``none``):
 
-- ``failed``: the attempt ended failed, timed out, dead-lettered or lost (not succeeded)
+- ``failed``: the attempt ended failed, timed out, dead-lettered, lost or cancelled (not
+  succeeded); a firing, DAG run or poison run that ended failed or cancelled keeps its root
 - ``retried``: an attempt after the first (the one before it failed, so its trace was kept)
 - ``redelivered``: a delivery after the first (a lease lapsed: a worker died or stalled)
 - ``late``: started more than ``SHARDSCHED_TRACES_LATE_MS`` after its scheduled time
@@ -33,22 +34,11 @@ class KeepRule(msgspec.Struct, frozen=True):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> KeepRule:
-        """The rule the ``SHARDSCHED_TRACES_*`` variables ask for; ValueError names a bad
-        one."""
-        words = env.get("SHARDSCHED_TRACES_KEEP", "").strip().lower()
-        if not words:
-            reasons = frozenset(REASONS)
-        elif words == "none":
-            reasons = frozenset()
-        else:
-            asked = [w.strip() for w in words.split(",") if w.strip()]
-            unknown = [w for w in asked if w not in REASONS]
-            if unknown:
-                raise ValueError(
-                    f"SHARDSCHED_TRACES_KEEP: unknown {', '.join(unknown)}"
-                    f" (known: {', '.join(REASONS)}, or none)"
-                )
-            reasons = frozenset(asked)
+        """The rule the ``SHARDSCHED_TRACES_*`` variables ask for (unset: the default);
+        ValueError names a bad one. Strict: a variable set to nothing, an empty item in
+        the list or a number in any other writing than plain ASCII digits is refused."""
+        words = env.get("SHARDSCHED_TRACES_KEEP")
+        reasons = frozenset(REASONS) if words is None else _reasons(words)
         return cls(
             reasons,
             _ms(env, "SHARDSCHED_TRACES_LATE_MS", 60_000),
@@ -81,17 +71,43 @@ class KeepRule(msgspec.Struct, frozen=True):
     def keeps_ended(self, state: str) -> bool:
         """Whether a firing that ended in ``state`` with no worker's completion (a DAG run,
         a poison run, a cancelled one) keeps its root span unsampled."""
-        return "failed" in self.reasons and state in ("failed", "dead_letter")
+        return "failed" in self.reasons and state in ("failed", "dead_letter", "cancelled")
+
+
+def _reasons(words: str) -> frozenset[str]:
+    """The reasons of a ``SHARDSCHED_TRACES_KEEP`` value: ``none``, or known reasons
+    separated by commas."""
+    name = "SHARDSCHED_TRACES_KEEP"
+    known = f"known: {', '.join(REASONS)}, or none alone"
+    asked = [w.strip().lower() for w in words.split(",")]
+    if asked == ["none"]:
+        return frozenset()
+    if "" in asked:
+        said = "is empty" if not words.strip() else f"has an empty item in {words!r}"
+        raise ValueError(f"{name} {said} ({known}; unset it for the default)")
+    if "none" in asked:
+        raise ValueError(f"{name}: none keeps nothing and goes alone, not with {words!r}")
+    unknown = [w for w in asked if w not in REASONS]
+    if unknown:
+        raise ValueError(f"{name}: unknown {', '.join(map(repr, unknown))} ({known})")
+    return frozenset(asked)
+
+
+#: the longest threshold taken: a year
+MAX_MS = 366 * 86_400_000
 
 
 def _ms(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name, "").strip()
-    if not raw:
+    raw = env.get(name)
+    if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{name}: {raw!r} is not a whole number of milliseconds") from None
-    if value < 0:
-        raise ValueError(f"{name}: {value} is negative (0 turns it off)")
+    text = raw.strip()
+    if not (text.isascii() and text.isdigit()):
+        raise ValueError(
+            f"{name}: {raw!r} is not a whole number of milliseconds"
+            " (digits 0-9 only; 0 turns it off; unset it for the default)"
+        )
+    value = int(text)
+    if value > MAX_MS:
+        raise ValueError(f"{name}: {value} is more than a year ({MAX_MS} ms)")
     return value

@@ -4,8 +4,8 @@ Events carry their identifiers as ``extra`` fields (``run_id``, ``job_id``, ``sh
 ``epoch``, ``dag_run_id``, ``worker_id``, ``node_id``), which become keys of the line, so a
 log pipeline can join a run's story across the node that fired it and the worker that ran
 it. With tracing on (runtime/tracing.py), a line written under a span carries its
-``trace_id`` and ``span_id``. ``--log-format text`` gives the classic one-line text for
-people at a terminal.
+``trace_id`` and ``span_id``, and a line about a run (its ``run_id``) its trace's id.
+``--log-format text`` gives the classic one-line text for people at a terminal.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import logging
 import sys
 from datetime import UTC, datetime
 
-from shardsched.runtime.trace_context import current_ids
+from shardsched.runtime.trace_context import current_ids, run_trace_id
 
 #: Fields an event may carry (logging's ``extra``), copied into the JSON line.
 FIELDS = ("run_id", "job_id", "shard", "epoch", "dag_run_id", "dag_id", "worker_id", "node_id")
@@ -35,6 +35,8 @@ class JsonFormatter(logging.Formatter):
                 line[name] = value
         if (ids := current_ids()) is not None:
             line["trace_id"], line["span_id"] = ids
+        elif isinstance(run_id := line.get("run_id"), str) and (trace := run_trace_id(run_id)):
+            line["trace_id"] = trace  # a line about a run, outside its spans: its trace
         if record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
         return json.dumps(line, default=str)

@@ -58,6 +58,17 @@ def current_ids() -> tuple[str, str] | None:
     return f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"
 
 
+def run_trace_id(run_id: str) -> str | None:
+    """The trace id in hex of a run's firing, for a log line about it written outside its
+    spans; None when tracing is off or it is no run id."""
+    if not active:
+        return None
+    try:
+        return f"{trace_ids.trace_id(run_id):032x}"
+    except ValueError:
+        return None
+
+
 def current_traceparent() -> str | None:
     """The W3C ``traceparent`` of the current span (a job's ``TRACEPARENT``)."""
     if not active:

@@ -149,6 +149,7 @@ class RunTracer:
     def from_env(cls, service: str, env: Mapping[str, str] | None = None) -> RunTracer | None:
         """A tracer exporting as the environment says; None when tracing is off."""
         env = os.environ if env is None else env
+        keep = KeepRule.from_env(env)  # a bad value stops the process, traced or not
         if not enabled_by(env):
             return None
         from opentelemetry.sdk.trace import TracerProvider
@@ -158,7 +159,6 @@ class RunTracer:
             SpanExporter,
         )
 
-        keep = KeepRule.from_env(env)
         resource = _resource({"service.name": env.get("OTEL_SERVICE_NAME") or service})
         provider = TracerProvider(resource=resource)
         exporter: SpanExporter

@@ -218,11 +218,14 @@ class EventFollower:
                 continue
             kept = self.tracer.keep.keeps_ended(new)  # a failure's root, sampled or not
             if is_dag_run(rid):
-                if not (kept or self.tracer.samples_firing(rid)):
+                sampled = self.tracer.samples_firing(rid)
+                if not (kept or sampled):
                     continue
                 dag_id, tick = parse_dag_run_id(rid)
                 start = int(tick) if tick.isdigit() else at_ms
                 attributes = {"shardsched.dag_run_id": rid, "shardsched.job_id": dag_id}
+                if not sampled:
+                    attributes["shardsched.kept"] = "failed"
                 self.tracer.root(rid, attributes, min(start, at_ms), at_ms, new)
                 continue
             poison = new == "failed" and value.endswith("|poison")
@@ -232,9 +235,12 @@ class EventFollower:
                 parts = parse_run_id(rid)
             except ValueError:
                 continue
-            if not (kept or self.tracer.samples(rid)):
+            sampled = self.tracer.samples(rid)
+            if not (kept or sampled):
                 continue
             attributes = {"shardsched.run_id": rid, "shardsched.job_id": parts.job_id}
+            if not sampled:
+                attributes["shardsched.kept"] = "failed"
             if drid := dag_run_of(rid):
                 attributes["shardsched.dag_run_id"] = drid
             start = int(parts.tick) if parts.tick.isdigit() else at_ms

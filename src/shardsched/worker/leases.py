@@ -102,13 +102,15 @@ class LeaseRenewer:
                 if self.tracer is not None:
                     took_ms = round((trio.current_time() - started) * 1000)
                     error = None if code == lua.Held.APPLIED else lua.Held(int(code)).name.lower()
-                    spans.renewed(self.tracer, c, self.worker_id, took_ms, error)
+                    spans.renewed(self.tracer, c, took_ms, error)
                 if code != lua.Held.APPLIED and self.holdings.state(c.key) is State.RUNNING:
+                    fields = {"run_id": c.run_id, "shard": c.shard}
                     if code == lua.Held.CANCELLED:
-                        log.warning("run %s was cancelled: stopping it", c.run_id)
+                        log.warning("run %s was cancelled: stopping it", c.run_id, extra=fields)
+                        spans.cancelled(c)
                         self.holdings.cancel(c.key)
                     else:
-                        log.warning("run %s lost its lease: stopping it", c.run_id)
+                        log.warning("run %s lost its lease: stopping it", c.run_id, extra=fields)
                         self.holdings.lose(c.key)
         return taken
 

@@ -44,7 +44,12 @@ def key_of(claimed: Claimed) -> str | None:
     try:
         return resolve_key(spec.concurrency_key, spec.labels)
     except ShardschedError as exc:
-        log.warning("run %s: concurrency key not resolved (%s): runs unheld", claimed.run_id, exc)
+        log.warning(
+            "run %s: concurrency key not resolved (%s): runs unheld",
+            claimed.run_id,
+            exc,
+            extra={"run_id": claimed.run_id},
+        )
         return None
 
 
@@ -203,7 +208,12 @@ class KeyLimits:
                 continue
             for c, code in zip(by_key[key], reply, strict=True):
                 if not int(code) and self.holdings.state(c.key) is State.RUNNING:
-                    log.warning("run %s lost its hold on %s: stopping it", c.run_id, key)
+                    log.warning(
+                        "run %s lost its hold on %s: stopping it",
+                        c.run_id,
+                        key,
+                        extra={"run_id": c.run_id, "shard": c.shard},
+                    )
                     self.holdings.lose(c.key)
 
     def left(self, claimed: Claimed) -> None:

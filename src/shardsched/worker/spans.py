@@ -61,37 +61,57 @@ def start(tracer: RunTracer | None, claimed: Claimed) -> Any:
 def end(
     tracer: RunTracer | None,
     claimed: Claimed,
-    worker_id: str,
     started_ms: int,
     outcome: Outcome | None,
     end_ms: int,
 ) -> None:
     """Note the execution with what became of it (None: lost or cancelled here)."""
-    if tracer is None or claimed.trace is None:
+    notes = claimed.trace
+    if tracer is None or notes is None:
         return
     extra: dict[str, Any] | None = None
     error = None
-    if outcome is None:
-        error = "stopped: lease lost or cancelled"
+    if notes.cancelled:
+        error = "cancelled"
+    elif outcome is None:
+        error = "stopped: lease lost"
     else:
         if outcome.exit_code is not None:
             extra = {"process.exit_code": outcome.exit_code}
         if not outcome.succeeded:
             error = outcome.reason or "failed"
-    claimed.trace.spans.append((_EXECUTE, started_ms, end_ms, error, extra))
+    notes.spans.append((_EXECUTE, started_ms, end_ms, error, extra))
 
 
-def stopped(tracer: RunTracer | None, claimed: Claimed, worker_id: str, started_ms: int) -> None:
+def cancelled(claimed: Claimed) -> None:
+    """Redis said the run was cancelled while it ran (a lease renewal's answer)."""
+    if claimed.trace is not None:
+        claimed.trace.cancelled = True
+
+
+def stopped(
+    tracer: RunTracer | None, claimed: Claimed, worker_id: str, started_ms: int, now_ms: int
+) -> None:
     """The delivery was lost or cancelled here: no completion will come, so its noted
-    spans are made now if kept (as a failure: ``lost``)."""
-    if tracer is None or claimed.trace is None:
+    spans are made now if kept (as a failure). A cancelled run's attempt ends here too
+    (nobody else ends it; the owner's follower ends the firing's root); a lost one's
+    attempt goes on elsewhere."""
+    notes = claimed.trace
+    if tracer is None or notes is None:
         return
-    kept = _kept(tracer, claimed, "lost", started_ms)
-    if kept is not None:
-        _made(tracer, claimed, {**run_attributes(claimed, worker_id), **kept})
+    state = "cancelled" if notes.cancelled else "lost"
+    kept = _kept(tracer, claimed, state, started_ms)
+    if kept is None:
+        return
+    attributes = {**run_attributes(claimed, worker_id), **kept}
+    _made(tracer, claimed, attributes)
+    if notes.cancelled:
+        attributes["shardsched.state"] = state
+        start_ms = claimed.claimed_ms - claimed.claim_took_ms
+        tracer.attempt_ended(claimed.run_id, attributes, start_ms, now_ms, state)
 
 
-def renewed(tracer: RunTracer, c: Claimed, worker_id: str, took_ms: int, error: str | None) -> None:
+def renewed(tracer: RunTracer, c: Claimed, took_ms: int, error: str | None) -> None:
     """Note a lease renewal of a delivery (the call took ``took_ms``)."""
     if c.trace is None or len(c.trace.spans) > MAX_RENEWALS + 2:
         return

@@ -58,7 +58,12 @@ async def _renewed(
         if code == lua.Held.APPLIED:
             out.append(Claimed.of(shard, e._replace(lease_ms=lease, now_ms=now), local))
         else:
-            log.info("run %s pending on this worker was taken back first (%s)", e.run_id, code)
+            log.info(
+                "run %s pending on this worker was taken back first (%s)",
+                e.run_id,
+                code,
+                extra={"run_id": e.run_id, "shard": shard},
+            )
     return out
 
 
@@ -84,6 +89,10 @@ async def take_up(
         now_held = held()  # a claim may have started one while this looked: not twice
         for c in admitted:
             if c.run_id not in now_held:
-                log.warning("taking up run %s still pending on this worker", c.run_id)
+                log.warning(
+                    "taking up run %s still pending on this worker",
+                    c.run_id,
+                    extra={"run_id": c.run_id, "shard": c.shard},
+                )
                 start(c)
     return True

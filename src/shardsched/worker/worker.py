@@ -262,9 +262,7 @@ class Worker:
             else:
                 with trace_context.current(spans.start(self.tracer, claimed)):
                     outcome = self.executor.run_inline(claimed)
-                spans.end(
-                    self.tracer, claimed, self.worker_id, started_ms, outcome, claimed.server_ms()
-                )
+                spans.end(self.tracer, claimed, started_ms, outcome, claimed.server_ms())
             self.holdings.finish(Finished(claimed, outcome, started_ms, inline=True))
         else:
             self.free -= 1
@@ -282,14 +280,14 @@ class Worker:
                 outcome = await self.executor.run(claimed, live)
         finally:
             end_ms = claimed.server_ms()
-            spans.end(self.tracer, claimed, self.worker_id, started_ms, outcome, end_ms)
+            spans.end(self.tracer, claimed, started_ms, outcome, end_ms)
             self.free += 1
             self._poke()
             if outcome is not None and h.state(key) is State.RUNNING:
                 h.finish(Finished(claimed, outcome, started_ms))
             else:  # lost (its process group was killed), or cancelled: nothing to report
                 h.stopped(key)
-                spans.stopped(self.tracer, claimed, self.worker_id, started_ms)
+                spans.stopped(self.tracer, claimed, self.worker_id, started_ms, end_ms)
 
     def drain(self) -> None:
         """Stop claiming, let running runs finish within the grace, hand back the rest."""
