@@ -5,10 +5,8 @@ decision), against what reached an in-memory exporter and a real OTLP/HTTP recei
 
 from __future__ import annotations
 
-import http.server
 import json
 import subprocess
-import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -21,6 +19,7 @@ from shardsched.core.trace_keep import REASONS, KeepRule
 from shardsched.runtime.tracing import RunTracer
 from shardsched.shard.manager import ShardManager
 from shardsched.worker.worker import Worker
+from traces import OtlpReceiver, run_spans
 from workers import start_worker
 
 
@@ -145,11 +144,9 @@ async def _ended(
 
 
 def _of(spans: InMemorySpanExporter, run_id: str) -> dict[str, list]:
-    trace = trace_ids.trace_id(run_id)
     out: dict[str, list] = {}
-    for s in spans.get_finished_spans():
-        if s.context.trace_id == trace and s.attributes.get("shardsched.run_id") == run_id:
-            out.setdefault(s.name, []).append(s)
+    for s in run_spans(spans.get_finished_spans(), run_id):
+        out.setdefault(s.name, []).append(s)
     return out
 
 
@@ -314,39 +311,13 @@ async def test_a_run_cancelled_while_running_has_its_attempt_and_root(
     assert said["trace_id"] == f"{trace_ids.trace_id(run_id):032x}"
 
 
-class _Receiver(http.server.BaseHTTPRequestHandler):
-    """An OTLP/HTTP traces receiver: the run ids of the spans it is sent."""
-
-    got: list[tuple[str, str]] = []  #: (span name, run id)
-
-    def do_POST(self) -> None:
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-            ExportTraceServiceRequest,
-        )
-
-        request = ExportTraceServiceRequest()
-        request.ParseFromString(self.rfile.read(int(self.headers["content-length"])))
-        for resource_spans in request.resource_spans:
-            for scope in resource_spans.scope_spans:
-                for span in scope.spans:
-                    attrs = {a.key: a.value.string_value for a in span.attributes}
-                    _Receiver.got.append((span.name, attrs.get("shardsched.run_id", "")))
-        self.send_response(200)
-        self.send_header("content-length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 async def test_a_worker_process_sampling_nothing_exports_its_failures(
     node, redis_server, http, dep, tmp_path
 ) -> None:
-    server = _serve()
-    _Receiver.got.clear()
+    receiver = OtlpReceiver()
     env = {
         **child_env(),
-        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
         "OTEL_BSP_SCHEDULE_DELAY": "100",
         "OTEL_TRACES_SAMPLER": "always_off",
     }
@@ -361,19 +332,16 @@ async def test_a_worker_process_sampling_nothing_exports_its_failures(
         assert bad["state"] in ("failed", "dead_letter") and good["state"] == "succeeded"
 
         async def exported() -> bool:
-            return ("shardsched.firing", bad["run_id"]) in _Receiver.got
+            return any(
+                s["name"] == "shardsched.firing" and s["run_id"] == bad["run_id"]
+                for s in receiver.got
+            )
 
         await wait_until(exported, timeout=20)
     finally:
         proc.terminate()  # its tracer's shutdown exports whatever it still held
         proc.wait(timeout=20)
-        server.shutdown()
-        server.server_close()
-    assert {run for _, run in _Receiver.got} == {bad["run_id"]}
-    assert {name for name, _ in _Receiver.got} >= {"shardsched.attempt", "shardsched.execute"}
-
-
-def _serve() -> http.server.ThreadingHTTPServer:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+        receiver.close()
+    assert {s["trace_id"] for s in receiver.got} == {trace_ids.trace_id(bad["run_id"])}
+    assert {s["run_id"] for s in receiver.got} == {bad["run_id"], ""}  # children say none
+    assert {s["name"] for s in receiver.got} >= {"shardsched.attempt", "shardsched.execute"}

@@ -4,10 +4,8 @@ lines joinable with traces. Checked with the SDK's in-memory exporter."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import logging
-import threading
 
 import pytest
 from opentelemetry import trace
@@ -22,6 +20,7 @@ from shardsched.runtime.tracing import RunTracer, enabled_by
 from shardsched.shard.manager import ShardManager
 from shardsched.worker.handlers import HandlerContext, handler
 from shardsched.worker.worker import Worker
+from traces import OtlpReceiver, run_spans
 from workers import once_job, start_worker, wait_run
 
 SEEN: dict[str, object] = {}
@@ -46,11 +45,9 @@ async def traced(nursery, redis, dep, spans) -> Worker:
 
 
 def _by(spans: InMemorySpanExporter, name: str, run_id: str) -> list:
-    return [
-        s
-        for s in spans.get_finished_spans()
-        if s.name == name and (s.attributes or {}).get("shardsched.run_id") == run_id
-    ]
+    """The spans named ``name`` of a run: its attempt and root say its id; the spans under
+    its attempt (claim, execution, renewals, completion) are found by their parents."""
+    return [s for s in run_spans(spans.get_finished_spans(), run_id) if s.name == name]
 
 
 async def test_a_runs_spans_share_its_firings_trace(node, traced, http, spans, tmp_path) -> None:
@@ -86,9 +83,10 @@ async def test_a_runs_spans_share_its_firings_trace(node, traced, http, spans, t
         (execute,) = _by(spans, "shardsched.execute", run_id)
         assert execute.parent.span_id == attempt.context.span_id
         assert execute.context.trace_id == trace_id
-        assert execute.attributes["process.exit_code"] == 1
-        assert execute.attributes["shardsched.worker_id"] == "w-traced"
-        assert execute.attributes["shardsched.attempt"] == int(run_id.rsplit(":", 1)[1])
+        assert execute.attributes == {"process.exit_code": 1}  # the run's are on its attempt
+        assert attempt.attributes["shardsched.worker_id"] == "w-traced"
+        assert attempt.attributes["shardsched.attempt"] == int(run_id.rsplit(":", 1)[1])
+        assert attempt.attributes["shardsched.run_id"] == run_id
     (again,) = _by(spans, "shardsched.attempt", second)
     assert [link.context.span_id for link in again.links] == [trace_ids.attempt_span_id(first)]
     # the job's TRACEPARENT names its execution's span (the second attempt wrote last)
@@ -107,7 +105,9 @@ async def test_a_handler_runs_in_its_executions_context(node, traced, http, span
     job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
     await wait_until(lambda: _emitted(spans, job_id))
     (execute,) = [s for s in spans.get_finished_spans() if s.name == "shardsched.execute"]
-    run_id = execute.attributes["shardsched.run_id"]
+    (attempt,) = [s for s in spans.get_finished_spans() if s.name == "shardsched.attempt"]
+    assert execute.parent.span_id == attempt.context.span_id
+    run_id = attempt.attributes["shardsched.run_id"]
     assert run_id.startswith(job_id)
     assert SEEN[run_id] == (execute.context.trace_id, execute.context.span_id)
 
@@ -145,42 +145,11 @@ def test_ids_are_the_same_in_every_process_and_differ_per_delivery() -> None:
     assert trace_ids.previous_attempt(run) is None
 
 
-class _Receiver(http.server.BaseHTTPRequestHandler):
-    """An OTLP/HTTP traces receiver: decodes each protobuf export request it is sent."""
-
-    got: list[tuple[str, dict]] = []
-
-    def do_POST(self) -> None:
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-            ExportTraceServiceRequest,
-        )
-
-        body = self.rfile.read(int(self.headers["content-length"]))
-        request = ExportTraceServiceRequest()
-        request.ParseFromString(body)
-        for resource_spans in request.resource_spans:
-            attrs = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
-            for scope in resource_spans.scope_spans:
-                for span in scope.spans:
-                    _Receiver.got.append((self.path, {"service": attrs.get("service.name"),
-                        "name": span.name, "trace_id": span.trace_id.hex(),
-                        "parent": span.parent_span_id.hex()}))  # fmt: skip
-        self.send_response(200)
-        self.send_header("content-type", "application/x-protobuf")
-        self.send_header("content-length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 async def test_a_worker_process_exports_over_otlp_http(node, redis_server, redis, dep, tmp_path):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    _Receiver.got.clear()
+    receiver = OtlpReceiver()
     env = {
         **child_env(),
-        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
         "OTEL_BSP_SCHEDULE_DELAY": "100",
     }
     proc = start_worker(redis_server.url, dep.namespace, "w-otlp", tmp_path / "w.log", env=env)
@@ -190,19 +159,17 @@ async def test_a_worker_process_exports_over_otlp_http(node, redis_server, redis
 
         async def exported() -> bool:
             return {"shardsched.firing", "shardsched.attempt", "shardsched.execute"} <= {
-                s["name"] for _, s in _Receiver.got
+                s["name"] for s in receiver.got
             }
 
         await wait_until(exported, timeout=20)
     finally:
         proc.terminate()
         proc.wait(timeout=20)
-        server.shutdown()
-        server.server_close()
-    want = f"{trace_ids.trace_id(runs[0].run_id):032x}"
-    assert {path for path, _ in _Receiver.got} == {"/v1/traces"}
-    assert {s["trace_id"] for _, s in _Receiver.got} == {want}
-    assert {s["service"] for _, s in _Receiver.got} == {"shardsched-worker"}
+        receiver.close()
+    assert {s["path"] for s in receiver.got} == {"/v1/traces"}
+    assert {s["trace_id"] for s in receiver.got} == {trace_ids.trace_id(runs[0].run_id)}
+    assert {s["service"] for s in receiver.got} == {"shardsched-worker"}
 
 
 @pytest.fixture
