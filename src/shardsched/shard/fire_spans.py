@@ -8,9 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from typing import Any
 
-from shardsched.core.ids import is_dag_id
 from shardsched.runtime.tracing import RunTracer
 from shardsched.store.lua import firing
 
@@ -23,8 +21,8 @@ class FireSpans:
     def __init__(self, tracer: RunTracer, shard: int) -> None:
         self.tracer = tracer
         self.shard = shard
-        #: (firing key, job, tick, epoch, start ms, end ms) of sampled ticks written
-        self.backlog: deque[tuple[str, str, int, int, int, int]] = deque()
+        #: (firing key, epoch, start ms, end ms) of sampled ticks written
+        self.backlog: deque[tuple[str, int, int, int]] = deque()
         self.dropped = 0
 
     def note(self, items: list[firing.FireItem], epoch: int, start_ms: int, end_ms: int) -> None:
@@ -35,7 +33,7 @@ class FireSpans:
             job = item.job.decode() if isinstance(item.job, bytes) else str(item.job)
             key = f"{job}:{item.tick}"
             if self.tracer.samples_firing(key):
-                self.backlog.append((key, job, int(item.tick), epoch, start_ms, end_ms))
+                self.backlog.append((key, epoch, start_ms, end_ms))
         while len(self.backlog) > MAX_BACKLOG:
             self.backlog.popleft()
             self.dropped += 1
@@ -45,17 +43,9 @@ class FireSpans:
         deadline = time.perf_counter() + budget_s
         while self.backlog and time.perf_counter() < deadline:
             for _ in range(min(100, len(self.backlog))):
-                key, job, tick, epoch, start_ms, end_ms = self.backlog.popleft()
-                attributes: dict[str, Any] = {
-                    "shardsched.shard": self.shard,
-                    "shardsched.epoch": epoch,
-                    "shardsched.tick": tick,
-                }
-                if is_dag_id(job):
-                    attributes["shardsched.dag_run_id"] = key
-                else:
-                    attributes["shardsched.job_id"] = job
-                    attributes["shardsched.run_id"] = f"{key}:1"
+                key, epoch, start_ms, end_ms = self.backlog.popleft()
+                # only its own: the run's ids and its tick are on the root it sits under
+                attributes = {"shardsched.shard": self.shard, "shardsched.epoch": epoch}
                 self.tracer.fired(key, attributes, start_ms, end_ms)
         if self.dropped:
             log.warning("shard %d: %d fire spans dropped (backlog full)", self.shard, self.dropped)

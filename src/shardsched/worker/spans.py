@@ -1,7 +1,8 @@
-"""The worker's spans of a run (runtime/tracing.py): its claim and its completion (the
-script calls, under the attempt), one per delivery while it executes, with a span per
-lease renewal under it, then, once Redis applied its completion, its attempt's and, when
-the run ended for good, its firing's (a DAG task's: its task's).
+"""The worker's spans of a run (runtime/tracing.py): one per delivery while it executes,
+with a span per lease renewal under it, then, once Redis applied its completion, its
+attempt's (from its claim call's start to its completion call's end, each call's own
+time an attribute) and, when the run ended for good, its firing's (a DAG task's: its
+task's).
 
 Every run's spans are noted as it goes, as plain numbers on its Claimed (``trace``), and
 made only at its end, when its firing was sampled or its end keeps it
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from shardsched.core import trace_ids
 from shardsched.core.ids import dag_run_of, job_of_run
 from shardsched.runtime.tracing import RunTracer
-from shardsched.worker.trace_notes import Noted, Notes
+from shardsched.worker.trace_notes import Notes
 
 if TYPE_CHECKING:
     from shardsched.worker.holdings import Claimed, Finished
@@ -41,12 +42,11 @@ def run_attributes(claimed: Claimed, worker_id: str) -> dict[str, Any]:
     return attributes
 
 
-def noted(tracer: RunTracer, run_id: str, claimed_ms: int, took_ms: int) -> Notes:
-    """A claimed run's notes, its claim call first (it took ``took_ms``, answered at
-    ``claimed_ms``): the attempt starts with it."""
+def noted(tracer: RunTracer, run_id: str) -> Notes:
+    """A claimed run's notes: its trace and whether its firing was sampled, decided once
+    (the claim call's own timing is on its Claimed, an attribute of its attempt)."""
     trace = trace_ids.trace_id(run_id)
-    claim: Noted = ("shardsched.claim", claimed_ms - took_ms, claimed_ms, None, None)
-    return Notes(trace, tracer.sampled(trace), [claim])
+    return Notes(trace, tracer.sampled(trace), [])
 
 
 def start(tracer: RunTracer | None, claimed: Claimed) -> Any:
@@ -108,13 +108,14 @@ def stopped(
     if notes.cancelled:
         attributes = {**run_attributes(claimed, worker_id), **kept}
         attributes["shardsched.state"] = state
+        attributes["shardsched.claim_ms"] = claimed.claim_took_ms
         start_ms = claimed.claimed_ms - claimed.claim_took_ms
         tracer.attempt_ended(claimed.run_id, attributes, start_ms, now_ms, state)
 
 
 def renewed(tracer: RunTracer, c: Claimed, took_ms: int, error: str | None) -> None:
     """Note a lease renewal of a delivery (the call took ``took_ms``)."""
-    if c.trace is None or len(c.trace.spans) > MAX_RENEWALS + 2:
+    if c.trace is None or len(c.trace.spans) > MAX_RENEWALS + 1:
         return
     end_ms = c.server_ms()
     c.trace.spans.append(("shardsched.renew", end_ms - took_ms, end_ms, error, None))
@@ -138,7 +139,8 @@ def completed(
     if kept is None:
         return
     attributes = {**run_attributes(c, worker_id), **kept, "shardsched.state": state}
-    c.trace.spans.append(("shardsched.complete", now_ms - took_ms, now_ms, None, None))
+    attributes["shardsched.claim_ms"] = c.claim_took_ms  # the calls' own time: the
+    attributes["shardsched.complete_ms"] = took_ms  # attempt's ends, not spans of their own
     _made(tracer, c)
     error = None if state == "succeeded" else (f.outcome.reason or state)
     tracer.attempt_ended(c.run_id, attributes, c.claimed_ms - c.claim_took_ms, now_ms, error)
@@ -165,22 +167,20 @@ def _kept(tracer: RunTracer, c: Claimed, state: str, started_ms: int) -> dict[st
 
 
 def _made(tracer: RunTracer, c: Claimed) -> None:
-    """Make the noted spans of a delivery: the claim and completion under its attempt, its
-    execution under its attempt with the delivery's own id, renewals under the execution.
-    They carry only their own attributes (the delivery, an exit code): the run's are on
-    its attempt and root, and each attribute costs the OTLP encoder microseconds a span."""
+    """Make the noted spans of a delivery: its execution under its attempt with the
+    delivery's own id, renewals under the execution. They carry only their own attributes
+    (the delivery, an exit code): the run's are on its attempt and root, and each span and
+    attribute costs the OTLP encoder microseconds."""
     notes = c.trace
     assert notes is not None
     run_id, trace = c.run_id, notes.trace
     attempt = trace_ids.attempt_span_id(run_id)
     delivery = trace_ids.delivery_span_id(run_id, c.delivery.token)
     for name, start_ms, end_ms, error, extra in notes.spans:
-        span_id, parent = None, attempt
         if name == _EXECUTE:
-            span_id = delivery
-        elif name == "shardsched.renew":
-            parent = delivery
-        own = _NONE if extra is None else extra
-        if name == "shardsched.claim":
             own = {"shardsched.delivery": c.delivery.token}
-        tracer.emit(name, trace, span_id, parent, own, start_ms, end_ms, error)
+            if extra is not None:
+                own.update(extra)
+            tracer.emit(name, trace, delivery, attempt, own, start_ms, end_ms, error)
+        else:  # a renewal
+            tracer.emit(name, trace, None, delivery, _NONE, start_ms, end_ms, error)

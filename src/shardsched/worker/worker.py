@@ -242,13 +242,10 @@ class Worker:
                 lags[lag] = lags.get(lag, 0) + 1
         for lag, count in lags.items():
             self.metrics.claim_latency.observe(max(lag, 0) / 1000, count)
-        if self.tracer is not None:  # each run's spans noted, its claim first
+        if self.tracer is not None:  # each run's spans noted, and its claim call's time
             took_ms, tracer = round((local - started) * 1000), self.tracer
             return [
-                Claimed.of(
-                    shard, e, local, took_ms, spans.noted(tracer, e.run_id, e.now_ms, took_ms)
-                )
-                for e in entries
+                Claimed.of(shard, e, local, took_ms, spans.noted(tracer, e.run_id)) for e in entries
             ]
         return [Claimed.of(shard, e, local) for e in entries]
 
