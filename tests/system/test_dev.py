@@ -15,7 +15,9 @@ import httpx
 import pytest
 
 from conftest import child_env, shardsched_cmd
+from shardsched.core import trace_ids
 from shardsched.runtime.redis_server import free_port
+from traces import OtlpReceiver
 from waits import LogWatch, pids_gone, run_event, start_logged
 
 
@@ -45,14 +47,14 @@ def alive(pid: int) -> bool:
 
 @contextmanager
 def running_dev(
-    tmp_path: Path, port: int, *extra: str
+    tmp_path: Path, port: int, *extra: str, env: dict[str, str] | None = None
 ) -> Iterator[tuple[subprocess.Popen[bytes], str, LogWatch]]:
     """``shardsched dev`` as a user starts it: its watched output and its ready line;
     stopped on the way out if the test left it running."""
     cmd = shardsched_cmd(
         "dev", "--http", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "data"), *extra
     )
-    dev = start_logged(cmd, tmp_path / "dev.log", env=child_env())
+    dev = start_logged(cmd, tmp_path / "dev.log", env={**child_env(), **(env or {})})
     proc = dev.proc
     try:
         line = dev.wait_for_sync("ready", timeout=60)
@@ -333,3 +335,30 @@ def test_dev_on_sentinel_survives_its_primary_killed(tmp_path: Path) -> None:
         assert proc.wait(timeout=30) == 0
         survivors = [p for p in tree if alive(p)]
         assert survivors == [], f"left behind: {survivors}"
+
+
+@pytest.mark.slow  # dev's start and a run: ~10 s
+def test_dev_traces_its_node_and_its_workers(tmp_path: Path) -> None:
+    """Tracing asked of ``dev`` reaches the node it runs in-process (its fire spans, and the
+    roots only the owner makes) as well as its worker processes."""
+    receiver = OtlpReceiver()
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100"}
+    port = free_port()
+    try:
+        with running_dev(tmp_path, port, env=env), dev_http(tmp_path, port) as http:
+            run = run_once_job(http, "true")
+            trace = trace_ids.trace_id(run["run_id"])
+
+            def spans() -> set[tuple[str, str]]:
+                return {(s["service"], s["name"]) for s in receiver.got if s["trace_id"] == trace}
+
+            deadline = time.monotonic() + 30
+            want = {
+                ("shardsched-node", "shardsched.fire"),
+                ("shardsched-worker", "shardsched.attempt"),
+            }
+            while not want <= spans() and time.monotonic() < deadline:
+                time.sleep(0.1)  # polls the receiver's record until the spans are in
+            assert want <= spans(), spans()
+    finally:
+        receiver.close()

@@ -9,6 +9,8 @@ the take-up then started them from what it had read."""
 
 from __future__ import annotations
 
+import trio
+
 from conftest import wait_until
 from shardsched.store.drive import call_script
 from shardsched.store.lua import runs as lua
@@ -52,3 +54,30 @@ async def test_a_run_still_held_is_renewed_then_taken_up(node, redis, dep) -> No
     assert taken.claimed_ms + 60_000 == lease  # renewed, at the server time it carries
     # a run the worker holds or settled lately is not taken up again
     assert await pending_here(redis, dep, "w-back", ("",), lambda: {run_id}) == {}
+
+
+async def test_a_run_taken_up_keeps_its_trace_as_a_redelivery(node, redis, dep) -> None:
+    """A run executed again by the same worker id after its process died is kept like a
+    redelivery, sampled or not (its first execution's spans died with the process)."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    from shardsched.runtime.tracing import RunTracer
+    from shardsched.worker.worker import Worker
+    from traces import run_spans
+
+    run_id, _shard = await _claimed_by_hand(redis, dep, "w-again", lease_s=60)
+    spans = InMemorySpanExporter()
+    tracer = RunTracer.for_tests(spans, sampler=ALWAYS_OFF)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(Worker(redis, dep, worker_id="w-again", tracer=tracer).run)
+        await wait_run(redis, dep, run_id.split(":")[0], "succeeded")
+
+        async def attempt() -> list:
+            got = run_spans(spans.get_finished_spans(), run_id)
+            return [s for s in got if s.name == "shardsched.attempt"]
+
+        (span,) = await wait_until(attempt, timeout=20)
+        nursery.cancel_scope.cancel()
+    assert span.attributes["shardsched.kept"] == "redelivered"
+    assert span.attributes["shardsched.state"] == "succeeded"

@@ -18,6 +18,7 @@ from shardsched.core import trace_ids
 from shardsched.core.trace_keep import REASONS, KeepRule
 from shardsched.runtime.tracing import RunTracer
 from shardsched.shard.manager import ShardManager
+from shardsched.worker.handlers import HandlerContext, handler
 from shardsched.worker.worker import Worker
 from traces import OtlpReceiver, run_spans
 from workers import start_worker
@@ -271,6 +272,9 @@ async def test_a_failed_dag_run_has_its_root_and_its_failed_task(
     tasks = [s for s in spans.get_finished_spans() if s.name == "shardsched.task"]
     assert [t.attributes["shardsched.job_id"] for t in tasks] == [f"{dag_id}.load"]
     assert tasks[0].parent.span_id == firing.context.span_id
+    # a triggered DAG run's root spans from when it was scheduled: around its tasks
+    assert firing.start_time <= tasks[0].start_time and firing.end_time >= tasks[0].end_time
+    assert firing.end_time > firing.start_time
 
 
 async def test_a_run_cancelled_while_running_has_its_attempt_and_root(
@@ -344,3 +348,41 @@ async def test_a_worker_process_sampling_nothing_exports_its_failures(
     assert {s["trace_id"] for s in receiver.got} == {trace_ids.trace_id(bad["run_id"])}
     assert {s["run_id"] for s in receiver.got} == {bad["run_id"], ""}  # children say none
     assert {s["name"] for s in receiver.got} >= {"shardsched.attempt", "shardsched.execute"}
+
+
+_STALL: dict[str, object] = {}  #: what the stalling handler needs: a Redis URL, run keys
+
+
+@handler("test-trace-stalled")
+def _stalled(ctx: HandlerContext) -> None:
+    """Runs while its lease goes to another delivery, as a stalled worker's would: the
+    run's delivery token in Redis is no longer this one, so its completion is refused."""
+    import redis as redis_py
+
+    client = redis_py.Redis.from_url(str(_STALL["url"]))
+    try:
+        client.hset(_STALL["run_key"](ctx.run_id), "dt", "424242")  # type: ignore[operator]
+    finally:
+        client.close()
+
+
+async def test_a_lost_execution_whose_completion_is_refused_is_kept(
+    nursery, redis, redis_server, dep, http, spans
+) -> None:
+    """A worker that finishes a run whose lease went elsewhere meanwhile (a stall) gets
+    its completion refused; its execution is still exported, kept as a failure."""
+    _STALL.update(url=redis_server.url, run_key=lambda rid: dep.keys_for(rid).run(rid))
+    await _unsampled(nursery, redis, dep, spans)
+    body = {"name": "stall", "command": "handler:test-trace-stalled",
+            "schedule": {"type": "once", "at": _soon()}}  # fmt: skip
+    job_id = (await http.post("/api/v1/jobs", json=body)).json()["job_id"]
+    (run,) = await _ended(http, job_id, ("running",))
+
+    async def executed() -> dict | None:
+        got = _of(spans, run["run_id"])
+        return got if "shardsched.execute" in got else None
+
+    got = await wait_until(executed, timeout=20)
+    (execute,) = got["shardsched.execute"]
+    assert execute.parent.span_id == trace_ids.attempt_span_id(run["run_id"])
+    assert "shardsched.attempt" not in got  # the attempt goes on with the other delivery

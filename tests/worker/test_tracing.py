@@ -79,6 +79,7 @@ async def test_a_runs_spans_share_its_firings_trace(node, traced, http, spans, t
     assert root.context.span_id == trace_ids.firing_span_id(second)
     assert root.attributes["shardsched.state"] == "dead_letter"
     assert not root.status.is_ok
+    assert "shardsched.claim_ms" not in root.attributes  # the attempt's, not the root's
     for run_id in (first, second):
         (attempt,) = _by(spans, "shardsched.attempt", run_id)
         assert attempt.context.span_id == trace_ids.attempt_span_id(run_id)

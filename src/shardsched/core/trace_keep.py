@@ -8,7 +8,8 @@ Kept, each reason on by default (``SHARDSCHED_TRACES_KEEP`` names the ones wante
 - ``failed``: the attempt ended failed, timed out, dead-lettered, lost or cancelled (not
   succeeded); a firing, DAG run or poison run that ended failed or cancelled keeps its root
 - ``retried``: an attempt after the first (the one before it failed, so its trace was kept)
-- ``redelivered``: a delivery after the first (a lease lapsed: a worker died or stalled)
+- ``redelivered``: a delivery after the first (a lease lapsed: a worker died or stalled),
+  or a run its worker took up again after its process died (the same worker id)
 - ``late``: started more than ``SHARDSCHED_TRACES_LATE_MS`` after its scheduled time
   (default 60,000; 0: never late)
 - ``slow``: executed for more than ``SHARDSCHED_TRACES_SLOW_MS`` (default 300,000; 0: never)
@@ -52,15 +53,17 @@ class KeepRule(msgspec.Struct, frozen=True):
         delivery: int,
         started_late_ms: int,
         executed_ms: int,
+        again: bool = False,
     ) -> str | None:
         """Why an unsampled attempt that ended in ``state`` keeps its trace (the first
-        reason that holds), or None: it is dropped."""
+        reason that holds), or None: it is dropped. ``again``: executed again by the
+        same worker id after its process died (taken up): a redelivery too."""
         reasons = self.reasons
         if "failed" in reasons and state != "succeeded":
             return "failed"
         if "retried" in reasons and attempt > 1:
             return "retried"
-        if "redelivered" in reasons and delivery != 1:  # 0: the 1000th, and so on
+        if "redelivered" in reasons and (again or delivery != 1):  # 0: the 1000th…
             return "redelivered"
         if "late" in reasons and self.late_ms and started_late_ms > self.late_ms:
             return "late"

@@ -47,6 +47,7 @@ from shardsched.runtime.redis_server import (
     wait_for_redis,
 )
 from shardsched.runtime.sentinel_group import start_sentinel_group
+from shardsched.runtime.tracing import tracer_from_env
 from shardsched.store.drive import drive_async
 from shardsched.store.redis import Redis, RedisConnectionError
 from shardsched.store.retention import RetentionDefaults
@@ -191,6 +192,8 @@ async def run_dev(
                 # notifications link to the console's run pages (shard/dispatcher.py)
                 scheme = "https://" if tls else "http://"
                 os.environ.setdefault("SHARDSCHED_PUBLIC_URL", scheme + http)
+                # its node runs here, so its tracer is made here (its workers make theirs)
+                tracer = tracer_from_env("shardsched-node")
                 node = partial(
                     service.run_node,
                     redis,
@@ -202,6 +205,7 @@ async def run_dev(
                     retention=retention,
                     archive=archive,
                     login_links=links,
+                    tracer=tracer,
                 )
                 worker = [sys.executable, "-m", "shardsched", "worker", "--namespace", namespace]
                 worker += ["--concurrency", str(concurrency), "--queues", queues]
@@ -231,6 +235,8 @@ async def run_dev(
                         )
                 finally:
                     await sup.forget()
+                    if tracer is not None:
+                        tracer.shutdown()  # what the batch processor still holds goes out
             finally:
                 children_done.set()  # even when set-up failed
     finally:

@@ -135,7 +135,7 @@ class EventFollower:
         for entry_id, flat in entries:
             eid = entry_id.decode()
             if self.tracer is not None:
-                self._roots(_ms(eid), _ended_elsewhere(flat))
+                await self._roots(shard, _ms(eid), _ended_elsewhere(flat))
             if not wanted:
                 continue
             events = [(flat[i].decode(), flat[i + 1].decode()) for i in range(0, len(flat), 2)]
@@ -207,7 +207,7 @@ class EventFollower:
                 found[job_id] = {}
         return {j: found.get(owner, {}) for j, owner in owners.items()}
 
-    def _roots(self, at_ms: int, events: list[tuple[str, str]]) -> None:
+    async def _roots(self, shard: int, at_ms: int, events: list[tuple[str, str]]) -> None:
         """Root spans of firings that ended without a worker's completion: a DAG run, a
         run cancelled, a poison run (a worker's applied completion emits its own)."""
         assert self.tracer is not None
@@ -222,7 +222,12 @@ class EventFollower:
                 if not (kept or sampled):
                     continue
                 dag_id, tick = parse_dag_run_id(rid)
-                start = int(tick) if tick.isdigit() else at_ms
+                if tick.isdigit():
+                    start = int(tick)
+                else:  # a manual run ('t<n>'): from when it was scheduled, as its tasks
+                    key = self.dep.shard(shard).dag_run(rid)
+                    scheduled = await self.redis.execute("HGET", key, "s")
+                    start = int(scheduled) if scheduled and scheduled.isdigit() else at_ms
                 attributes = {"shardsched.dag_run_id": rid, "shardsched.job_id": dag_id}
                 if not sampled:
                     attributes["shardsched.kept"] = "failed"

@@ -178,6 +178,9 @@ class Completer:
                         int(code),
                         extra={"run_id": f.claimed.run_id, "shard": f.claimed.shard},
                     )
+                    # its lease went elsewhere while it ran (a stall): its execution here
+                    # is a lost one, kept as a failure beside the redelivery's
+                    spans.stopped(self.tracer, f.claimed, self.worker_id, f.started_ms, now_ms)
         for state, count in ended.items():
             self.metrics.runs_finished.labels(state).inc(count)
         return again

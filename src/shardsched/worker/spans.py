@@ -42,11 +42,14 @@ def run_attributes(claimed: Claimed, worker_id: str) -> dict[str, Any]:
     return attributes
 
 
-def noted(tracer: RunTracer, run_id: str) -> Notes:
+def noted(tracer: RunTracer, run_id: str, again: bool = False) -> Notes:
     """A claimed run's notes: its trace and whether its firing was sampled, decided once
-    (the claim call's own timing is on its Claimed, an attribute of its attempt)."""
+    (the claim call's own timing is on its Claimed, an attribute of its attempt);
+    ``again``: a run taken up, executed again after its process died."""
     trace = trace_ids.trace_id(run_id)
-    return Notes(trace, tracer.sampled(trace), [])
+    notes = Notes(trace, tracer.sampled(trace), [])
+    notes.again = again
+    return notes
 
 
 def start(tracer: RunTracer | None, claimed: Claimed) -> Any:
@@ -93,10 +96,10 @@ def cancelled(claimed: Claimed) -> None:
 def stopped(
     tracer: RunTracer | None, claimed: Claimed, worker_id: str, started_ms: int, now_ms: int
 ) -> None:
-    """The delivery was lost or cancelled here: no completion will come, so its noted
-    spans are made now if kept (as a failure). A cancelled run's attempt ends here too
-    (nobody else ends it; the owner's follower ends the firing's root); a lost one's
-    attempt goes on elsewhere."""
+    """The delivery was lost or cancelled here, or its completion was refused (its lease
+    went elsewhere meanwhile): its noted spans are made now if kept (as a failure). A
+    cancelled run's attempt ends here too (nobody else ends it; the owner's follower
+    ends the firing's root); a lost one's attempt goes on elsewhere."""
     notes = claimed.trace
     if tracer is None or notes is None:
         return
@@ -139,13 +142,13 @@ def completed(
     if kept is None:
         return
     attributes = {**run_attributes(c, worker_id), **kept, "shardsched.state": state}
-    attributes["shardsched.claim_ms"] = c.claim_took_ms  # the calls' own time: the
-    attributes["shardsched.complete_ms"] = took_ms  # attempt's ends, not spans of their own
     _made(tracer, c)
-    error = None if state == "succeeded" else (f.outcome.reason or state)
-    tracer.attempt_ended(c.run_id, attributes, c.claimed_ms - c.claim_took_ms, now_ms, error)
     if final:
         tracer.firing_ended(c.run_id, attributes, c.scheduled_for_ms, now_ms, state)
+    attributes["shardsched.claim_ms"] = c.claim_took_ms  # the calls' own time: the
+    attributes["shardsched.complete_ms"] = took_ms  # attempt's ends, not spans of their own
+    error = None if state == "succeeded" else (f.outcome.reason or state)
+    tracer.attempt_ended(c.run_id, attributes, c.claimed_ms - c.claim_took_ms, now_ms, error)
 
 
 def _kept(tracer: RunTracer, c: Claimed, state: str, started_ms: int) -> dict[str, Any] | None:
@@ -162,6 +165,7 @@ def _kept(tracer: RunTracer, c: Claimed, state: str, started_ms: int) -> dict[st
         c.delivery.token % 1000,  # claim.lua counts a run's deliveries in these digits
         started_ms - c.scheduled_for_ms,
         executed[0] if executed else 0,
+        again=notes.again,
     )
     return None if why is None else {"shardsched.kept": why}
 

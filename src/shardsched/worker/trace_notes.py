@@ -12,12 +12,14 @@ Noted = tuple[str, int, int, str | None, dict[str, Any] | None]
 class Notes:
     """A delivery's spans so far, as numbers: (name, start ms, end ms, error, attributes)
     each, with its trace id and whether its firing was sampled, decided at its claim, and
-    whether Redis said it was cancelled while it ran."""
+    whether Redis said it was cancelled while it ran, and whether it is executed again
+    (taken up after its process died)."""
 
-    __slots__ = ("cancelled", "sampled", "spans", "trace")
+    __slots__ = ("again", "cancelled", "sampled", "spans", "trace")
 
     def __init__(self, trace: int, sampled: bool, spans: list[Noted]) -> None:
         self.trace = trace
         self.sampled = sampled
         self.spans = spans
         self.cancelled = False
+        self.again = False

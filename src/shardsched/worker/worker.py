@@ -215,9 +215,16 @@ class Worker:
         async with self._taking_up:  # one at a time: two would both start a run
             return await take_up(
                 self.redis, self.dep, self.worker_id, self.streams.all,
-                self.holdings.run_ids, self.limits.admit, self._start,
+                self.holdings.run_ids, self.limits.admit, self._start_again,
                 lambda exc: self.metrics.redis_error(log, "taking up pending runs", exc, 0),
             )  # fmt: skip
+
+    def _start_again(self, claimed: Claimed) -> None:
+        """Execute a run taken up (its earlier execution here died with its process): its
+        trace noted as a redelivery's, kept like one (core/trace_keep)."""
+        if self.tracer is not None:
+            claimed = claimed._replace(trace=spans.noted(self.tracer, claimed.run_id, again=True))
+        self._start(claimed)
 
     async def _sweep(self, every_s: float) -> None:
         while True:
