@@ -222,9 +222,17 @@ async def test_cancel_races_completion_and_each_run_ends_in_one_state(
 ) -> None:
     for i in range(3):
         await start(nursery, redis, dep, f"w-race-{i}", slots=4)
+    # every tenth run long enough that the cancel surely finds it running (in CI, with
+    # the box loaded, every run of 0 - 0.3 s once ended before the loop reached it)
     ids = [
         await create(
-            redis, dep, once(f"race{i}", "handler:test-cancel-quick", args={"s": 0.05 * (i % 7)})
+            redis,
+            dep,
+            once(
+                f"race{i}",
+                "handler:test-cancel-quick",
+                args={"s": 0.05 * (i % 7) + 5 * (i % 10 == 9)},
+            ),
         )
         for i in range(60)
     ]
