@@ -139,10 +139,14 @@ def test_soak_memory_plateaus_while_the_archive_grows(tmp_path: Path) -> None:
     retention. Redis memory levels off; the archive takes the runs at the rate they fire."""
     data = tmp_path / "soak.json"
     args = ("--rate", "200", "--duration", "120", "--retention-s", "20")
-    bench("soak", *args, "--retention-every", "5", "--json", str(data), timeout=400)
+    # a sample every 2 s: the slope is fitted through the retention passes' saw-tooth
+    # (at every 5 s, CI once fitted 7.8 KB/s to a flat ~6 MB: 10 samples, 0.5 MB teeth)
+    bench("soak", *args, "--retention-every", "5", "--sample-every", "2", "--json", str(data),
+          timeout=400)  # fmt: skip
     result = json.loads(data.read_text())
-    assert result["plateau"], result["used_memory_growth_last_stretch_bytes_per_s"]
-    assert result["archive_rows_per_s_last_stretch"] > 150
+    growth = {k: v for k, v in result.items() if k.startswith("used_memory_growth")}
+    assert result["plateau"], growth
+    assert result["archive_rows_per_s_after_first_window"] > 150
     assert result["audit"]["missing"] == 0 and result["audit"]["dup"] == 0
 
 
