@@ -6,8 +6,6 @@ delivery token) in a context variable, its ids derived when a log line asks."""
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from shardsched.core import trace_ids
@@ -19,27 +17,38 @@ _unsampled_run: contextvars.ContextVar[tuple[str, int] | None] = contextvars.Con
 active = False  #: a RunTracer exists in this process (logs look for the current span)
 
 
-@contextmanager
-def current(context: Any) -> Iterator[None]:
+class current:
     """Make ``context`` (RunTracer.execution) current in this task: handlers and logs see
-    its span (an unsampled run's: its ids only)."""
-    if context is None:
-        yield
-        return
-    if isinstance(context, tuple):
-        reset = _unsampled_run.set(context)
-        try:
-            yield
-        finally:
-            _unsampled_run.reset(reset)
-        return
-    from opentelemetry import context as api
+    its span (an unsampled run's: its ids only). A class, not a generator: a worker
+    enters one for every run it executes, and ``@contextmanager`` costs ~4 µs more."""
 
-    token = api.attach(context)
-    try:
-        yield
-    finally:
-        api.detach(token)
+    __slots__ = ("_context", "_token")
+
+    def __init__(self, context: Any) -> None:
+        self._context = context
+        self._token: Any = None
+
+    def __enter__(self) -> None:
+        context = self._context
+        if context is None:
+            return
+        if isinstance(context, tuple):
+            self._token = _unsampled_run.set(context)
+            return
+        from opentelemetry import context as api
+
+        self._token = api.attach(context)
+
+    def __exit__(self, *exc: object) -> None:
+        context = self._context
+        if context is None:
+            return
+        if isinstance(context, tuple):
+            _unsampled_run.reset(self._token)
+            return
+        from opentelemetry import context as api
+
+        api.detach(self._token)
 
 
 def current_ids() -> tuple[str, str] | None:

@@ -47,9 +47,7 @@ def noted(tracer: RunTracer, run_id: str, again: bool = False) -> Notes:
     (the claim call's own timing is on its Claimed, an attribute of its attempt);
     ``again``: a run taken up, executed again after its process died."""
     trace = trace_ids.trace_id(run_id)
-    notes = Notes(trace, tracer.sampled(trace), [])
-    notes.again = again
-    return notes
+    return Notes(trace, tracer.sampled(trace), again)
 
 
 def start(tracer: RunTracer | None, claimed: Claimed) -> Any:

@@ -17,9 +17,9 @@ class Notes:
 
     __slots__ = ("again", "cancelled", "sampled", "spans", "trace")
 
-    def __init__(self, trace: int, sampled: bool, spans: list[Noted]) -> None:
+    def __init__(self, trace: int, sampled: bool, again: bool = False) -> None:
         self.trace = trace
         self.sampled = sampled
-        self.spans = spans
+        self.spans: list[Noted] = []
         self.cancelled = False
-        self.again = False
+        self.again = again
