@@ -99,6 +99,16 @@ def parse_run_id(rid: str) -> RunIdParts:
     return RunIdParts(parts[0], parts[1], int(parts[2]))
 
 
+def plain_firing_of(rid: str) -> str | None:
+    """The firing ``<job>:<tick>`` of a plain job's run id, cut without parsing (a traced
+    worker asks it of every run it claims); None for anything else: a DAG task's run
+    (its firing is its DAG run) or what is no run id. Agrees with :func:`parse_run_id`
+    wherever it answers (tests/core/test_trace_ids.py)."""
+    firing, _, attempt = rid.rpartition(":")
+    head, _, tick = firing.rpartition(":")
+    return firing if head and tick and attempt.isdigit() and "." not in head else None
+
+
 def attempt_of(rid: str) -> int | None:
     """A run id's attempt; None for what is not a run id (a DAG run id, a job id)."""
     try:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 
-from shardsched.core.ids import dag_run_of, parse_run_id
+from shardsched.core.ids import dag_run_of, parse_run_id, plain_firing_of
 
 #: a hasher per (kind, size), personalised once: a copy of one costs 40 % less than a new
 #: one (the ids are asked of every run a traced worker claims and the owner fires)
@@ -48,9 +48,7 @@ def trace_id(run_id: str) -> int:
     """The 128-bit trace id of the firing a run belongs to (a worker asks it of every run
     it claims: a plain job's run id is cut here, anything else goes through
     :func:`firing_of`; tests/core/test_trace_ids.py holds the two alike)."""
-    firing, _, attempt = run_id.rpartition(":")
-    head, _, tick = firing.rpartition(":")
-    if head and tick and attempt.isdigit() and "." not in head:
+    if (firing := plain_firing_of(run_id)) is not None:
         return _id(b"sstrace", firing, 16)
     return firing_trace_id(firing_of(run_id))
 
