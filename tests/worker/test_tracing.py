@@ -220,6 +220,38 @@ async def test_the_nodes_fire_and_the_workers_claim_and_completion_join_the_trac
     assert names == {"shardsched.firing", "shardsched.fire", "shardsched.attempt", _EXECUTE}
 
 
+async def test_an_owner_never_idle_still_makes_its_fire_spans(traced_node, http, spans) -> None:
+    """240 jobs every second, phases spread over it: every shard has a tick within the
+    lookahead at every moment, so its owner is never idle. Its fire spans are made while
+    it waits for each next tick (a steady 830/s exported 12 - 20 % of them when they
+    waited for an idle owner, which never came)."""
+    start_ms = await traced_node.redis.time_ms() + 1000
+    for i in range(240):
+        at = (start_ms + i * 1000 // 240) / 1000
+        body = {
+            "name": f"dense-{i}",
+            "command": "true",  # no worker: the runs only queue, the owners only fire
+            "schedule": {"type": "interval", "every_s": 1, "start_at": _rfc3339(at)},
+        }
+        assert (await http.post("/api/v1/jobs", json=body)).status_code == 201
+
+    def fired() -> int:
+        return sum(o.actor.fired_total for o in traced_node.owned.values())
+
+    async def three_seconds_fired() -> bool:
+        return fired() >= 720
+
+    await wait_until(three_seconds_fired, timeout=30)
+    made = len(_named(spans, "shardsched.fire"))
+    assert made >= 0.8 * (fired() - 240), (made, fired())  # all but the last second's
+
+
+def _rfc3339(seconds: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
+
+
 async def test_renewals_nest_under_their_delivery_and_a_cancelled_run_ends_its_firing(
     traced_node, traced, http, spans
 ) -> None:

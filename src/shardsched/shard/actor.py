@@ -47,6 +47,9 @@ LOOKAHEAD_MS = 300
 #: Longest sleep without a look at the timer: a safety net for a lost wake message only.
 MAX_IDLE_S = 30.0
 
+#: At most this long making fire spans while waiting for a tick (shard/fire_spans.py).
+SPANS_SLICE_S = 0.001
+
 
 #: Due entries whose ticks are this close (ms) fire in one call.
 SAME_TICK_MS = 2
@@ -272,6 +275,21 @@ class ShardActor:
         missed, self._missed = self._missed, {}
         return missed
 
+    async def _until_tick(self, ahead_ms: int) -> None:
+        """Wait ``ahead_ms`` for the next planned tick, making noted fire spans for at most
+        half of it and SPANS_SLICE_S: an owner whose shard always has a tick within
+        LOOKAHEAD_MS is never idle, and made none before (a steady 830 firings/s exported
+        12 - 20 % of them); the slice keeps the other shards' ticks, on this thread too,
+        on time."""
+        ahead_s = ahead_ms / 1000
+        if ahead_s <= 0:
+            return
+        if self.spans is not None and self.spans.backlog:
+            began = trio.current_time()
+            self.spans.emit(min(ahead_s / 2, SPANS_SLICE_S))
+            ahead_s -= trio.current_time() - began
+        await trio.sleep(max(ahead_s, 0.0))
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         items: list[firing.FireItem] = []
         task_status.started()
@@ -327,9 +345,7 @@ class ShardActor:
                 kept_first = min(p.due for p in self._kept.values())
                 if next_ms is not None and next_ms >= kept_first:
                     items, first = self._take(list(self._kept.values()))
-                    ahead = first - now_ms
-                    if ahead > 0:
-                        await trio.sleep(ahead / 1000)
+                    await self._until_tick(first - now_ms)
                     continue
                 items = []  # something is due before the kept plans: read them all again
                 continue
@@ -342,9 +358,7 @@ class ShardActor:
                     continue
                 # Planned up to LOOKAHEAD_MS before their tick: fire each as it falls due.
                 items, first = self._take(planned)
-                ahead = first - now_ms
-                if ahead > 0:
-                    await trio.sleep(ahead / 1000)
+                await self._until_tick(first - now_ms)
                 continue
             items = []
             self._kept = {}
