@@ -21,7 +21,7 @@ from shardsched import IntervalSchedule, JobSpec, ops
 from shardsched.core.models import DagSpec, OnceSchedule, TaskSpec
 from shardsched.router.app import create_app
 from shardsched.runtime.metrics import Metrics, metric_names
-from shardsched.runtime.redis_server import free_port
+from shardsched.runtime.redis_server import free_ports
 from shardsched.service import serve_http
 from shardsched.shard.manager import ShardManager
 from shardsched.store.drive import drive_async
@@ -65,7 +65,7 @@ def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
 async def test_kill_a_worker_and_lease_reclaims_rise(redis_server, redis, dep, tmp_path) -> None:
     """A real node process and a real worker process, both scraped over HTTP; the worker is
     killed -9 mid-run; the node's lease_reclaim_total rises. Both log JSON lines."""
-    node_port, worker_port = free_port(), free_port()
+    node_port, worker_port = free_ports(2)
     common = ["--redis", redis_server.url, "--namespace", dep.namespace, "--log-level", "INFO"]
     node = start(
         [
@@ -341,3 +341,11 @@ def test_alert_rules_reference_only_exported_metrics() -> None:
             [promtool, "check", "rules", str(RULES)], capture_output=True, text=True
         )
         assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_ports_chosen_together_are_distinct() -> None:
+    """Chosen one at a time, a sentinel group once got one port for a replica and a
+    sentinel; chosen together, never."""
+    for _ in range(20):
+        ports = free_ports(8)
+        assert len(set(ports)) == 8

@@ -28,6 +28,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct loopback ports free right now: held together while they are chosen,
+    since one at a time the kernel may hand out the same port twice (a sentinel group's
+    replica and sentinel once got one port, and the sentinel could not bind)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def redis_server_args(
     port: int, data_dir: Path, fsync: str = "always", config_file: Path | None = None
 ) -> list[str]:

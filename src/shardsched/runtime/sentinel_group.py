@@ -17,7 +17,13 @@ from typing import Any
 
 import trio
 
-from shardsched.runtime.redis_server import free_port, redis_server_args, spawn, wait_for_redis
+from shardsched.runtime.redis_server import (
+    free_ports,
+    redis_server_args,
+    spawn,
+    stop_process,
+    wait_for_redis,
+)
 from shardsched.store.redis import Redis, RedisConnectionError, RedisError, ReplyError
 from shardsched.store.redis.connection import Connection, RedisURL
 from shardsched.store.redis.errors import RedisConnectError
@@ -171,18 +177,29 @@ async def start_sentinel_group(
         + (f"masteruser {user}\nuser {user} on >{password} ~* &* +@all\n" if user else "")
     )
     auth.chmod(0o600)
+    ports = free_ports(1 + replicas + sentinels)
     group = SentinelGroup(
         root,
         password,
-        free_port(),
-        [free_port() for _ in range(replicas)],
-        [free_port() for _ in range(sentinels)],
+        ports[0],
+        ports[1 : 1 + replicas],
+        ports[1 + replicas :],
         down_after_ms=down_after_ms,
         extra_args=extra_args,
         tls=tls,
         user=user,
         sentinel_auth=sentinel_auth,
     )
+    try:
+        await _start(group, replicas, sentinels)
+    except BaseException:  # nothing left running behind a group that did not start
+        for proc in group.procs.values():
+            await stop_process(proc, grace=1)  # shielded itself
+        raise
+    return group
+
+
+async def _start(group: SentinelGroup, replicas: int, sentinels: int) -> None:
     await group.start_server(group.primary_port, None)
     await wait_for_redis(group.server_url(group.primary_port))
     for port in group.replica_ports:
@@ -211,4 +228,3 @@ async def start_sentinel_group(
                 ):
                     break
                 await trio.sleep(0.1)  # sentinels find each other by hello messages: polled
-    return group
