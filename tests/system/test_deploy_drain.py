@@ -47,6 +47,9 @@ def test_workers_restarted_mid_burst_run_nothing_twice() -> None:
         fleet.node("node-a")
         for name in ("worker-a", "worker-b", "worker-c"):
             fleet.worker(name)
+        # ready before they are restarted, as a deploy waits: a SIGTERM before a worker has
+        # its handler kills it (-15 each in a CI that started them slower than the lead)
+        fleet.wait_ready()
         due_ms = int(at.timestamp() * 1000)
         while server_ms(r) < due_ms + 100:
             time.sleep(0.005)  # the poll's pace, on the server's clock: until the due time
